@@ -1,0 +1,161 @@
+package commands
+
+import (
+	"bytes"
+
+	"github.com/delayd/delayd/engine"
+)
+
+func cmdAdd(d *Dispatcher, c *Client, args [][]byte) {
+	delay, ok := parseInt(args[2])
+	if !ok || delay < 0 {
+		c.W.Error(errNotInteger)
+		return
+	}
+	d.add(c, args, engine.AddArgs{Delay: delay})
+}
+
+func cmdAddAt(d *Dispatcher, c *Client, args [][]byte) {
+	at, ok := parseInt(args[2])
+	if !ok || at < 0 {
+		c.W.Error(errNotInteger)
+		return
+	}
+	d.add(c, args, engine.AddArgs{At: true, Due: at})
+}
+
+// add parses the options DELAY.ADD and DELAY.ADDAT share and adds the job.
+func (d *Dispatcher) add(c *Client, args [][]byte, a engine.AddArgs) {
+	a.Queue, a.Payload = args[1], args[3]
+	for i := 4; i < len(args); i++ {
+		opt := args[i]
+		hasArg := i+1 < len(args)
+		switch {
+		case bytes.EqualFold(opt, []byte("REPLACE")):
+			a.Replace = true
+		case bytes.EqualFold(opt, []byte("ID")) && hasArg:
+			i++
+			a.ID = args[i]
+			if len(a.ID) == 0 || len(a.ID) > 256 {
+				c.W.Error("ERR invalid id: an id is 1 to 256 bytes")
+				return
+			}
+		case (bytes.EqualFold(opt, []byte("ACKTIMEOUT")) || bytes.EqualFold(opt, []byte("RETRY")) ||
+			bytes.EqualFold(opt, []byte("DEADLETTER"))) && hasArg:
+			c.W.Error("ERR " + upper(string(opt)) + " is not supported yet")
+			return
+		default:
+			c.W.Error(errSyntax)
+			return
+		}
+	}
+	id, added, err := d.eng.Add(a)
+	switch {
+	case err != nil:
+		d.replyErr(c, err)
+	case !added:
+		c.W.Null()
+	default:
+		c.W.Bulk(id)
+	}
+}
+
+func cmdCancel(d *Dispatcher, c *Client, args [][]byte) {
+	c.W.Int(int64(d.eng.Cancel(args[1], args[2:])))
+}
+
+func cmdPop(d *Dispatcher, c *Client, args [][]byte) {
+	timeout, msg := parseTimeout(args[len(args)-1])
+	if msg != "" {
+		c.W.Error(msg)
+		return
+	}
+	keys := args[1 : len(args)-1]
+	job, w, err := d.eng.PopOrWait(keys)
+	switch {
+	case err != nil:
+		// Shutting down: a blocked pop answers null, and so does a new one.
+		c.W.NullArray()
+	case w == nil:
+		writeJob(c.W, job)
+	default:
+		c.Block = &Block{Timeout: timeout, w: w, eng: d.eng}
+	}
+}
+
+// writeJob writes a popped job as DELAY.POP replies: [key, id, payload].
+func writeJob(w Writer, job engine.Delivery) {
+	w.Array(3)
+	w.Bulk(job.Queue)
+	w.Bulk(job.ID)
+	w.Bulk(job.Payload)
+}
+
+func cmdGet(d *Dispatcher, c *Client, args [][]byte) {
+	j, ok := d.eng.Get(args[1], args[2])
+	if !ok {
+		c.W.Null()
+		return
+	}
+	n := 6
+	if j.AckDeadline != 0 {
+		n++
+	}
+	w := c.W
+	w.Map(n)
+	w.BulkString("id")
+	w.Bulk(j.ID)
+	w.BulkString("queue")
+	w.Bulk(j.Queue)
+	w.BulkString("state")
+	w.BulkString(j.State)
+	w.BulkString("due")
+	w.Int(j.Due)
+	w.BulkString("payload")
+	w.Bulk(j.Payload)
+	w.BulkString("deliveries")
+	w.Int(int64(j.Deliveries))
+	if j.AckDeadline != 0 {
+		w.BulkString("ack_deadline")
+		w.Int(j.AckDeadline)
+	}
+}
+
+func cmdStats(d *Dispatcher, c *Client, args [][]byte) {
+	s := d.eng.QueueStats(args[1])
+	w := c.W
+	w.Map(3)
+	w.BulkString("delayed")
+	w.Int(int64(s.Delayed))
+	w.BulkString("ready")
+	w.Int(int64(s.Ready))
+	w.BulkString("reserved")
+	w.Int(int64(s.Reserved))
+}
+
+func cmdPeek(d *Dispatcher, c *Client, args [][]byte) {
+	count := int64(1)
+	if len(args) > 3 {
+		c.W.Error(errSyntax)
+		return
+	}
+	if len(args) == 3 {
+		n, ok := parseInt(args[2])
+		if !ok {
+			c.W.Error(errNotInteger)
+			return
+		}
+		if n < 0 {
+			c.W.Error(errOutOfRange)
+			return
+		}
+		count = n
+	}
+	pairs := d.eng.Peek(args[1], int(min(count, 1<<30)))
+	c.W.Array(len(pairs))
+	for _, p := range pairs {
+		c.W.Array(2)
+		c.W.Bulk(p.ID)
+		c.W.Bulk(p.Payload)
+	}
+}

@@ -1,0 +1,287 @@
+package commands
+
+import (
+	"errors"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/delayd/delayd/engine"
+)
+
+// Writer is what handlers reply with. The resp package implements it for
+// RESP2 and RESP3; handlers never see the wire encoding.
+type Writer interface {
+	Status(s string) // +OK
+	Error(s string)  // -ERR ..., the whole line after '-'
+	Int(n int64)
+	Bulk(b []byte)
+	BulkString(s string)
+	Null()      // a missing value: $-1 in RESP2, _ in RESP3
+	NullArray() // a missing array (pop timeout): *-1 in RESP2, _ in RESP3
+	Array(n int)
+	Map(n int) // n field/value pairs; a flat array of 2n in RESP2
+	Proto() int
+	SetProto(p int)
+}
+
+// Client is the per-connection state a handler may read and change.
+type Client struct {
+	W       Writer
+	ID      int64
+	Addr    string
+	Name    string
+	LibName string
+	LibVer  string
+	Authed  bool
+	Created time.Time
+	LastCmd string
+
+	// Set by handlers, acted on by the connection loop after the command.
+	Quit  bool   // close the connection once replies are flushed
+	Block *Block // park the client until the block resolves
+}
+
+// Options configure a Dispatcher. Only main knows where the values come from.
+type Options struct {
+	Engine      *engine.Engine
+	RequirePass string
+	Version     string
+	Port        int
+	ConfigFile  string
+	MaxClients  int
+	// Config is the read-only view CONFIG GET shows, name -> value.
+	Config map[string]string
+	// Shutdown stops the server (SHUTDOWN); it returns at once and the
+	// server stops in the background.
+	Shutdown func()
+	// Rewrite starts a background rewrite of the log (BGREWRITEAOF); nil
+	// when the log is off.
+	Rewrite func() error
+	// Persistence returns the INFO persistence fields; nil when the log is off.
+	Persistence func() [][2]string
+	Log         zerolog.Logger
+}
+
+// Dispatcher looks commands up in the table, checks arity and auth once, and
+// runs their handlers. It is safe for concurrent use by connections.
+type Dispatcher struct {
+	opts    Options
+	eng     *engine.Engine
+	byName  map[string]*Command
+	cmds    []*Command
+	started time.Time
+
+	// Counters for INFO, updated by connections.
+	Connected   atomic.Int64
+	TotalConns  atomic.Int64
+	Rejected    atomic.Int64
+	Blocked     atomic.Int64
+	commandsRun atomic.Int64
+	nextID      atomic.Int64
+
+	mu      sync.Mutex
+	clients map[int64]*Client // guarded by mu; for CLIENT LIST
+}
+
+// New builds a dispatcher over the command table.
+func New(opts Options) *Dispatcher {
+	d := &Dispatcher{
+		opts:    opts,
+		eng:     opts.Engine,
+		byName:  make(map[string]*Command, len(table)),
+		started: time.Now(),
+		clients: make(map[int64]*Client),
+	}
+	d.cmds = table
+	for _, cmd := range d.cmds {
+		d.byName[cmd.Name] = cmd
+	}
+	return d
+}
+
+// NewClient registers a connection and returns its state.
+func (d *Dispatcher) NewClient(w Writer, addr string) *Client {
+	c := &Client{
+		W:       w,
+		ID:      d.nextID.Add(1),
+		Addr:    addr,
+		Authed:  d.opts.RequirePass == "",
+		Created: time.Now(),
+	}
+	d.mu.Lock()
+	d.clients[c.ID] = c
+	d.mu.Unlock()
+	return c
+}
+
+// CloseClient forgets a connection.
+func (d *Dispatcher) CloseClient(c *Client) {
+	d.mu.Lock()
+	delete(d.clients, c.ID)
+	d.mu.Unlock()
+}
+
+// lookup finds a command without allocating for names already in lower case.
+func (d *Dispatcher) lookup(name []byte) *Command {
+	if cmd, ok := d.byName[string(name)]; ok {
+		return cmd
+	}
+	var buf [32]byte
+	if len(name) > len(buf) {
+		return nil
+	}
+	for i, c := range name {
+		if c >= 'A' && c <= 'Z' {
+			c += 32
+		}
+		buf[i] = c
+	}
+	return d.byName[string(buf[:len(name)])]
+}
+
+// Exec runs one command. args[0] is the command name.
+func (d *Dispatcher) Exec(c *Client, args [][]byte) {
+	d.commandsRun.Add(1)
+	cmd := d.lookup(args[0])
+	if cmd == nil {
+		c.W.Error(unknownCommand(args))
+		return
+	}
+	if !c.Authed && cmd.Flags&NoAuth == 0 {
+		c.W.Error("NOAUTH Authentication required.")
+		return
+	}
+	if (cmd.Arity > 0 && len(args) != cmd.Arity) || (cmd.Arity < 0 && len(args) < -cmd.Arity) {
+		c.W.Error("ERR wrong number of arguments for '" + cmd.Name + "' command")
+		return
+	}
+	c.LastCmd = cmd.Name
+	cmd.Handler(d, c, args)
+}
+
+// unknownCommand words the error as Redis does, quoting up to 128 bytes of
+// the name and of each argument.
+func unknownCommand(args [][]byte) string {
+	s := "ERR unknown command '" + clip(args[0]) + "', with args beginning with: "
+	for _, a := range args[1:] {
+		if len(s) > 512 {
+			break
+		}
+		s += "'" + clip(a) + "' "
+	}
+	return s
+}
+
+func clip(b []byte) string {
+	if len(b) > 128 {
+		b = b[:128]
+	}
+	// An error line cannot hold a newline.
+	out := make([]byte, len(b))
+	for i, c := range b {
+		if c == '\r' || c == '\n' {
+			c = ' '
+		}
+		out[i] = c
+	}
+	return string(out)
+}
+
+// Redis's wording for argument errors, in one place.
+const (
+	errNotInteger   = "ERR value is not an integer or out of range"
+	errNotFloat     = "ERR timeout is not a float or out of range"
+	errNegTimeout   = "ERR timeout is negative"
+	errSyntax       = "ERR syntax error"
+	errOutOfRange   = "ERR value is out of range, must be positive"
+	errNoAuthConfig = "ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?"
+	errWrongPass    = "WRONGPASS invalid username-password pair or user is disabled."
+)
+
+// replyErr turns an engine error into its RESP error line.
+func (d *Dispatcher) replyErr(c *Client, err error) {
+	switch {
+	case errors.Is(err, engine.ErrPayloadTooLarge):
+		c.W.Error("ERR payload exceeds max-payload-bytes (" + strconv.Itoa(d.opts.maxPayload()) + ")")
+	case errors.Is(err, engine.ErrMaxJobs):
+		c.W.Error("OOM max-jobs reached (" + d.opts.Config["max-jobs"] + ")")
+	case errors.Is(err, engine.ErrBadID):
+		c.W.Error("ERR invalid id: an id is 1 to 256 bytes")
+	case errors.Is(err, engine.ErrClosed):
+		c.W.Error("ERR server is shutting down")
+	case errors.Is(err, engine.ErrLog):
+		c.W.Error("ERR " + err.Error())
+	default:
+		c.W.Error("ERR " + err.Error())
+	}
+}
+
+func (o Options) maxPayload() int {
+	n, err := strconv.Atoi(o.Config["max-payload-bytes"])
+	if err != nil {
+		return 0
+	}
+	return n
+}
+
+// parseInt parses a decimal int64 as strictly as Redis's string2ll: no sign
+// but '-', no spaces, no leading zeros.
+func parseInt(b []byte) (int64, bool) {
+	if len(b) == 0 || len(b) > 20 {
+		return 0, false
+	}
+	if len(b) == 1 && b[0] == '0' {
+		return 0, true
+	}
+	neg := b[0] == '-'
+	if neg {
+		b = b[1:]
+	}
+	if len(b) == 0 || b[0] < '1' || b[0] > '9' {
+		return 0, false
+	}
+	var n uint64
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		if n > (1<<63)/10 {
+			return 0, false
+		}
+		n = n*10 + uint64(c-'0')
+	}
+	if neg {
+		if n > 1<<63 {
+			return 0, false
+		}
+		return -int64(n), true
+	}
+	if n > 1<<63-1 {
+		return 0, false
+	}
+	return int64(n), true
+}
+
+// parseTimeout parses a blocking timeout in seconds as Redis does: a decimal
+// that is not negative; 0 means forever.
+func parseTimeout(b []byte) (time.Duration, string) {
+	f, err := strconv.ParseFloat(string(b), 64)
+	if err != nil || f != f || len(b) == 0 || b[0] == ' ' || b[len(b)-1] == ' ' {
+		return 0, errNotFloat
+	}
+	if f < 0 {
+		return 0, errNegTimeout
+	}
+	if f > 1e9*365*24*3600 { // Inf and absurd values: forever is close enough
+		return 0, ""
+	}
+	d := time.Duration(f * float64(time.Second))
+	if d == 0 && f > 0 {
+		d = 1 // a positive timeout too small for a Duration is not "forever"
+	}
+	return d, ""
+}

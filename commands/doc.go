@@ -1,0 +1,11 @@
+// Package commands is delayd's command table and dispatcher: one row per
+// command (name, arity, flags, synopsis, handler), checked once for arity and
+// auth before any handler runs. Handlers parse and validate arguments, call
+// the engine, and shape replies through the Writer the resp package gives
+// them. Redis's exact error wording lives here, so clients map our errors to
+// their usual exceptions.
+//
+// Blocking commands do not block here: a handler that must wait sets
+// Client.Block, and the connection loop in resp waits on it while it watches
+// the socket, because only the connection can notice a client that leaves.
+package commands

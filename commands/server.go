@@ -1,0 +1,379 @@
+package commands
+
+import (
+	"bytes"
+	"crypto/subtle"
+	"fmt"
+	"os"
+	"path"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+func cmdPing(d *Dispatcher, c *Client, args [][]byte) {
+	switch len(args) {
+	case 1:
+		c.W.Status("PONG")
+	case 2:
+		c.W.Bulk(args[1])
+	default:
+		c.W.Error("ERR wrong number of arguments for 'ping' command")
+	}
+}
+
+func cmdEcho(d *Dispatcher, c *Client, args [][]byte) { c.W.Bulk(args[1]) }
+
+func cmdQuit(d *Dispatcher, c *Client, args [][]byte) {
+	c.W.Status("OK")
+	c.Quit = true
+}
+
+func cmdSelect(d *Dispatcher, c *Client, args [][]byte) {
+	n, ok := parseInt(args[1])
+	switch {
+	case !ok:
+		c.W.Error(errNotInteger)
+	case n != 0:
+		c.W.Error("ERR DB index is out of range")
+	default:
+		c.W.Status("OK")
+	}
+}
+
+// checkPass compares in constant time so a password cannot be guessed byte
+// by byte from reply timing.
+func (d *Dispatcher) checkPass(user, pass []byte) bool {
+	if user != nil && string(user) != "default" {
+		return false
+	}
+	return subtle.ConstantTimeCompare(pass, []byte(d.opts.RequirePass)) == 1
+}
+
+func cmdAuth(d *Dispatcher, c *Client, args [][]byte) {
+	if len(args) > 3 {
+		c.W.Error(errSyntax)
+		return
+	}
+	var user []byte
+	if len(args) == 3 {
+		user = args[1]
+	}
+	if d.opts.RequirePass == "" {
+		if user == nil {
+			c.W.Error(errNoAuthConfig)
+			return
+		}
+		// Redis accepts the default user with any password when none is set.
+		if string(user) != "default" {
+			c.W.Error(errWrongPass)
+			return
+		}
+		c.W.Status("OK")
+		return
+	}
+	if !d.checkPass(user, args[len(args)-1]) {
+		c.W.Error(errWrongPass)
+		return
+	}
+	c.Authed = true
+	c.W.Status("OK")
+}
+
+func cmdHello(d *Dispatcher, c *Client, args [][]byte) {
+	proto := c.W.Proto()
+	if len(args) >= 2 {
+		v, ok := parseInt(args[1])
+		if !ok {
+			c.W.Error("ERR Protocol version is not an integer or out of range")
+			return
+		}
+		if v != 2 && v != 3 {
+			c.W.Error("NOPROTO unsupported protocol version")
+			return
+		}
+		proto = int(v)
+	}
+	var name []byte
+	setName := false
+	for i := 2; i < len(args); i++ {
+		more := len(args) - i - 1
+		switch {
+		case bytes.EqualFold(args[i], []byte("AUTH")) && more >= 2:
+			ok := string(args[i+1]) == "default" // no password set: default gets in
+			if d.opts.RequirePass != "" {
+				ok = d.checkPass(args[i+1], args[i+2])
+			}
+			if !ok {
+				c.W.Error(errWrongPass)
+				return
+			}
+			c.Authed = true
+			i += 2
+		case bytes.EqualFold(args[i], []byte("SETNAME")) && more >= 1:
+			name, setName = args[i+1], true
+			i++
+		default:
+			c.W.Error("ERR Syntax error in HELLO option '" + clip(args[i]) + "'")
+			return
+		}
+	}
+	if !c.Authed {
+		c.W.Error("NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time")
+		return
+	}
+	if setName {
+		if !validName(name) {
+			c.W.Error(errClientName)
+			return
+		}
+		c.Name = string(name)
+	}
+	c.W.SetProto(proto)
+	w := c.W
+	w.Map(7)
+	w.BulkString("server")
+	w.BulkString("delayd")
+	w.BulkString("version")
+	w.BulkString(d.opts.Version)
+	w.BulkString("proto")
+	w.Int(int64(proto))
+	w.BulkString("id")
+	w.Int(c.ID)
+	w.BulkString("mode")
+	w.BulkString("standalone")
+	w.BulkString("role")
+	w.BulkString("master")
+	w.BulkString("modules")
+	w.Array(0)
+}
+
+const errClientName = "ERR Client names cannot contain spaces, newlines or special characters."
+
+func validName(b []byte) bool {
+	for _, ch := range b {
+		if ch < '!' || ch > '~' {
+			return false
+		}
+	}
+	return true
+}
+
+func cmdClient(d *Dispatcher, c *Client, args [][]byte) {
+	sub := strings.ToLower(string(args[1]))
+	n := len(args)
+	switch {
+	case sub == "setname" && n == 3:
+		if !validName(args[2]) {
+			c.W.Error(errClientName)
+			return
+		}
+		c.Name = string(args[2])
+		c.W.Status("OK")
+	case sub == "getname" && n == 2:
+		if c.Name == "" {
+			c.W.Null()
+			return
+		}
+		c.W.BulkString(c.Name)
+	case sub == "id" && n == 2:
+		c.W.Int(c.ID)
+	case sub == "setinfo" && n == 4:
+		switch strings.ToLower(string(args[2])) {
+		case "lib-name":
+			c.LibName = string(args[3])
+		case "lib-ver":
+			c.LibVer = string(args[3])
+		default:
+			c.W.Error("ERR Unrecognized option '" + clip(args[2]) + "'")
+			return
+		}
+		c.W.Status("OK")
+	case sub == "info" && n == 2:
+		c.W.BulkString(d.clientLine(c) + "\n")
+	case sub == "list" && n == 2:
+		d.mu.Lock()
+		ids := make([]int64, 0, len(d.clients))
+		for id := range d.clients {
+			ids = append(ids, id)
+		}
+		sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+		var sb strings.Builder
+		for _, id := range ids {
+			sb.WriteString(d.clientLine(d.clients[id]))
+			sb.WriteByte('\n')
+		}
+		d.mu.Unlock()
+		c.W.BulkString(sb.String())
+	case sub == "help":
+		lines := []string{
+			"CLIENT <subcommand> [<arg> ...]. Subcommands are:",
+			"GETNAME", "SETNAME <name>", "ID", "INFO", "LIST", "SETINFO <LIB-NAME|LIB-VER> <value>",
+		}
+		c.W.Array(len(lines))
+		for _, l := range lines {
+			c.W.Status(l)
+		}
+	case sub == "setname" || sub == "getname" || sub == "id" || sub == "setinfo" || sub == "info" || sub == "list":
+		c.W.Error("ERR wrong number of arguments for 'client|" + sub + "' command")
+	default:
+		c.W.Error("ERR unknown subcommand '" + clip(args[1]) + "'. Try CLIENT HELP.")
+	}
+}
+
+// clientLine is one line of CLIENT LIST in Redis's field=value form. The
+// fields of another connection are read without its lock: they are a hint.
+func (d *Dispatcher) clientLine(c *Client) string {
+	return fmt.Sprintf("id=%d addr=%s name=%s age=%d db=0 cmd=%s lib-name=%s lib-ver=%s resp=%d",
+		c.ID, c.Addr, c.Name, int(time.Since(c.Created).Seconds()), c.LastCmd, c.LibName, c.LibVer, c.W.Proto())
+}
+
+func cmdDBSize(d *Dispatcher, c *Client, args [][]byte) {
+	c.W.Int(int64(d.eng.Info().Queues))
+}
+
+func cmdTime(d *Dispatcher, c *Client, args [][]byte) {
+	now := time.Now()
+	c.W.Array(2)
+	c.W.BulkString(strconv.FormatInt(now.Unix(), 10))
+	c.W.BulkString(strconv.FormatInt(int64(now.Nanosecond()/1000), 10))
+}
+
+func cmdConfig(d *Dispatcher, c *Client, args [][]byte) {
+	sub := strings.ToLower(string(args[1]))
+	switch sub {
+	case "get":
+		if len(args) < 3 {
+			c.W.Error("ERR wrong number of arguments for 'config|get' command")
+			return
+		}
+		var keys []string
+		for k := range d.opts.Config {
+			for _, pat := range args[2:] {
+				if ok, _ := path.Match(strings.ToLower(string(pat)), k); ok {
+					keys = append(keys, k)
+					break
+				}
+			}
+		}
+		sort.Strings(keys)
+		c.W.Map(len(keys))
+		for _, k := range keys {
+			c.W.BulkString(k)
+			c.W.BulkString(d.opts.Config[k])
+		}
+	case "set", "rewrite", "resetstat":
+		c.W.Error("ERR CONFIG " + upper(sub) + " is not supported: delayd's settings are read-only at run time (flags, DELAYD_* environment, config file)")
+	default:
+		c.W.Error("ERR unknown subcommand '" + clip(args[1]) + "'. Try CONFIG HELP.")
+	}
+}
+
+func cmdBgRewrite(d *Dispatcher, c *Client, args [][]byte) {
+	if d.opts.Rewrite == nil {
+		c.W.Error("ERR the append-only log is off (appendonly no): nothing to rewrite")
+		return
+	}
+	if err := d.opts.Rewrite(); err != nil {
+		c.W.Error("ERR " + err.Error())
+		return
+	}
+	c.W.Status("Background append only file rewriting started")
+}
+
+func cmdShutdown(d *Dispatcher, c *Client, args [][]byte) {
+	for _, a := range args[1:] {
+		switch strings.ToUpper(string(a)) {
+		case "NOSAVE", "SAVE", "NOW", "FORCE":
+		default:
+			c.W.Error(errSyntax)
+			return
+		}
+	}
+	d.opts.Log.Warn().Int64("client", c.ID).Str("addr", c.Addr).Msg("SHUTDOWN requested")
+	// Like Redis, no reply on success: the connection closes with the server.
+	c.Quit = true
+	if d.opts.Shutdown != nil {
+		d.opts.Shutdown()
+	}
+}
+
+func cmdInfo(d *Dispatcher, c *Client, args [][]byte) {
+	want := map[string]bool{}
+	for _, a := range args[1:] {
+		want[strings.ToLower(string(a))] = true
+	}
+	all := len(want) == 0 || want["all"] || want["everything"] || want["default"]
+	var sb strings.Builder
+	section := func(name string, fields [][2]string) {
+		if !all && !want[strings.ToLower(name)] {
+			return
+		}
+		if sb.Len() > 0 {
+			sb.WriteString("\r\n")
+		}
+		sb.WriteString("# " + name + "\r\n")
+		for _, f := range fields {
+			sb.WriteString(f[0] + ":" + f[1] + "\r\n")
+		}
+	}
+	in := d.eng.Info()
+	itoa := func(n int64) string { return strconv.FormatInt(n, 10) }
+	uptime := int64(time.Since(d.started).Seconds())
+	section("Server", [][2]string{
+		{"delayd_version", d.opts.Version},
+		// Client libraries gate features on redis_version; delayd speaks the
+		// subset of Redis 7 that SPEC lists.
+		{"redis_version", "7.0.0"},
+		{"redis_mode", "standalone"},
+		{"os", runtime.GOOS},
+		{"arch_bits", strconv.Itoa(strconv.IntSize)},
+		{"go_version", runtime.Version()},
+		{"process_id", strconv.Itoa(os.Getpid())},
+		{"tcp_port", strconv.Itoa(d.opts.Port)},
+		{"uptime_in_seconds", itoa(uptime)},
+		{"uptime_in_days", itoa(uptime / 86400)},
+		{"config_file", d.opts.ConfigFile},
+	})
+	section("Clients", [][2]string{
+		{"connected_clients", itoa(d.Connected.Load())},
+		{"blocked_clients", itoa(int64(in.Waiters))},
+		{"maxclients", strconv.Itoa(d.opts.MaxClients)},
+	})
+	var ms runtime.MemStats
+	if all || want["memory"] {
+		runtime.ReadMemStats(&ms)
+	}
+	section("Memory", [][2]string{
+		{"used_memory", strconv.FormatUint(ms.HeapAlloc, 10)},
+		{"used_memory_rss", strconv.FormatUint(ms.Sys, 10)},
+		{"used_memory_jobs", itoa(in.MemoryBytes)},
+		{"used_memory_payloads", itoa(in.PayloadBytes)},
+		{"gc_cycles", strconv.FormatUint(uint64(ms.NumGC), 10)},
+	})
+	persistence := [][2]string{{"loading", "0"}, {"aof_enabled", "0"}}
+	if d.opts.Persistence != nil {
+		persistence = d.opts.Persistence()
+	}
+	section("Persistence", persistence)
+	section("Stats", [][2]string{
+		{"total_connections_received", itoa(d.TotalConns.Load())},
+		{"total_commands_processed", itoa(d.commandsRun.Load())},
+		{"rejected_connections", itoa(d.Rejected.Load())},
+		{"jobs_added", strconv.FormatUint(in.Added, 10)},
+		{"jobs_delivered", strconv.FormatUint(in.Delivered, 10)},
+		{"jobs_cancelled", strconv.FormatUint(in.Cancelled, 10)},
+		{"jobs_fired", strconv.FormatUint(in.Fired, 10)},
+		{"jobs_requeued", strconv.FormatUint(in.Requeued, 10)},
+	})
+	section("Queues", [][2]string{
+		{"queues", strconv.Itoa(in.Queues)},
+		{"jobs", strconv.Itoa(in.Jobs)},
+		{"delayed", strconv.Itoa(in.Delayed)},
+		{"ready", strconv.Itoa(in.Ready)},
+		{"reserved", strconv.Itoa(in.Reserved)},
+	})
+	c.W.BulkString(sb.String())
+}

@@ -1,0 +1,205 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/pflag"
+	"github.com/spf13/viper"
+)
+
+// config is every setting, after flags, environment, file and defaults have
+// been merged (in that order of precedence). Only main reads viper.
+type config struct {
+	ConfigFile            string
+	Bind                  string
+	Port                  int
+	Dir                   string
+	AppendOnly            bool
+	AppendFsync           string
+	RequirePass           string
+	MaxPayloadBytes       int
+	MaxJobs               int
+	MaxClients            int
+	AckTimeout            int64
+	Tick                  int64
+	AutoRewritePercentage int
+	AutoRewriteMinSize    int64
+	Repair                bool
+	LogLevel              string
+	LogFormat             string
+}
+
+// settings are the flags, with their defaults and help; config.yaml and the
+// README document the same list.
+var settings = []struct {
+	name, def, help string
+}{
+	{"bind", "127.0.0.1", "address to listen on"},
+	{"port", "6380", "TCP port"},
+	{"dir", "./data", "data directory (append-only log)"},
+	{"appendonly", "yes", "keep an append-only log: yes|no"},
+	{"appendfsync", "everysec", "when to fsync the log: always|everysec|no"},
+	{"requirepass", "", "password clients must AUTH with (empty: none)"},
+	{"max-payload-bytes", "4194304", "largest payload accepted, in bytes"},
+	{"max-jobs", "0", "most jobs held in any state (0: no limit)"},
+	{"max-clients", "10000", "most client connections at once"},
+	{"ack-timeout", "0", "default ack timeout in ms (0: a pop removes the job)"},
+	{"tick", "1", "timing wheel tick in ms"},
+	{"auto-rewrite-percentage", "100", "rewrite the log when it grew by this percentage of the live data (0: never)"},
+	{"auto-rewrite-min-size", "67108864", "no automatic rewrite below this log size, in bytes"},
+	{"repair", "false", "cut a damaged log at the damage (keeping the rest as *.broken) and start"},
+	{"log-level", "info", "debug|info|warn|error"},
+	{"log-format", "auto", "json|console|auto (console on a terminal)"},
+}
+
+// loadConfig merges flags > DELAYD_* environment > YAML file > defaults.
+func loadConfig(args []string, environ []string, stderr io.Writer) (config, error) {
+	fs := pflag.NewFlagSet("delayd", pflag.ContinueOnError)
+	fs.SetOutput(stderr)
+	configFile := fs.String("config", "", "YAML config file whose keys are the flag names")
+	for _, s := range settings {
+		if s.name == "repair" {
+			fs.Bool(s.name, false, s.help)
+			continue
+		}
+		fs.String(s.name, s.def, s.help)
+	}
+	if err := fs.Parse(args); err != nil {
+		return config{}, err
+	}
+	if fs.NArg() > 0 {
+		return config{}, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+
+	v := viper.New()
+	for _, s := range settings {
+		v.SetDefault(s.name, s.def)
+	}
+	// Viper reads the process environment; tests pass their own, so look the
+	// variables up here instead of AutomaticEnv.
+	env := map[string]string{}
+	for _, kv := range environ {
+		if k, val, ok := strings.Cut(kv, "="); ok {
+			env[k] = val
+		}
+	}
+	if *configFile == "" {
+		*configFile = env["DELAYD_CONFIG"]
+	}
+	if *configFile != "" {
+		v.SetConfigFile(*configFile)
+		v.SetConfigType("yaml")
+		if err := v.ReadInConfig(); err != nil {
+			return config{}, fmt.Errorf("config file %s: %w", *configFile, err)
+		}
+		known := map[string]bool{}
+		for _, s := range settings {
+			known[s.name] = true
+		}
+		for _, k := range v.AllKeys() {
+			if !known[k] {
+				return config{}, fmt.Errorf("config file %s: unknown setting %q", *configFile, k)
+			}
+		}
+	}
+	for _, s := range settings {
+		if val, ok := env["DELAYD_"+strings.ToUpper(strings.ReplaceAll(s.name, "-", "_"))]; ok {
+			v.Set(s.name, val) // beats the file, loses to a flag (below)
+		}
+	}
+	fs.Visit(func(f *pflag.Flag) {
+		if f.Name != "config" {
+			v.Set(f.Name, f.Value.String())
+		}
+	})
+
+	c := config{ConfigFile: *configFile}
+	var errs []error
+	get := func(name string) string { return strings.TrimSpace(v.GetString(name)) }
+	num := func(name string, min int64) int64 {
+		n, err := strconv.ParseInt(get(name), 10, 64)
+		if err != nil || n < min {
+			errs = append(errs, fmt.Errorf("%s: %q is not an integer >= %d", name, get(name), min))
+		}
+		return n
+	}
+	yesno := func(name string) bool {
+		switch strings.ToLower(get(name)) {
+		case "yes", "true", "1", "on":
+			return true
+		case "no", "false", "0", "off":
+			return false
+		}
+		errs = append(errs, fmt.Errorf("%s: %q is not yes or no", name, get(name)))
+		return false
+	}
+	oneOf := func(name string, allowed ...string) string {
+		val := strings.ToLower(get(name))
+		for _, a := range allowed {
+			if val == a {
+				return val
+			}
+		}
+		errs = append(errs, fmt.Errorf("%s: %q is not one of %s", name, get(name), strings.Join(allowed, "|")))
+		return val
+	}
+	c.Bind = get("bind")
+	c.Port = int(num("port", 0))
+	if c.Port > 65535 {
+		errs = append(errs, fmt.Errorf("port: %d is not a TCP port", c.Port))
+	}
+	c.Dir = get("dir")
+	c.AppendOnly = yesno("appendonly")
+	c.AppendFsync = oneOf("appendfsync", "always", "everysec", "no")
+	c.RequirePass = v.GetString("requirepass")
+	c.MaxPayloadBytes = int(num("max-payload-bytes", 1))
+	c.MaxJobs = int(num("max-jobs", 0))
+	c.MaxClients = int(num("max-clients", 1))
+	c.AckTimeout = num("ack-timeout", 0)
+	c.Tick = num("tick", 1)
+	c.AutoRewritePercentage = int(num("auto-rewrite-percentage", 0))
+	c.AutoRewriteMinSize = num("auto-rewrite-min-size", 0)
+	c.Repair = yesno("repair")
+	c.LogLevel = oneOf("log-level", "debug", "info", "warn", "error")
+	c.LogFormat = oneOf("log-format", "json", "console", "auto")
+	if c.MaxPayloadBytes > 512<<20 {
+		errs = append(errs, errors.New("max-payload-bytes: at most 536870912 (Redis's largest bulk)"))
+	}
+	return c, errors.Join(errs...)
+}
+
+// view is the read-only settings map CONFIG GET shows.
+func (c config) view() map[string]string {
+	yn := func(b bool) string {
+		if b {
+			return "yes"
+		}
+		return "no"
+	}
+	pass := ""
+	if c.RequirePass != "" {
+		pass = "(set)" // never echo the password
+	}
+	return map[string]string{
+		"bind":                    c.Bind,
+		"port":                    strconv.Itoa(c.Port),
+		"dir":                     c.Dir,
+		"appendonly":              yn(c.AppendOnly),
+		"appendfsync":             c.AppendFsync,
+		"requirepass":             pass,
+		"max-payload-bytes":       strconv.Itoa(c.MaxPayloadBytes),
+		"max-jobs":                strconv.Itoa(c.MaxJobs),
+		"max-clients":             strconv.Itoa(c.MaxClients),
+		"maxclients":              strconv.Itoa(c.MaxClients),
+		"ack-timeout":             strconv.FormatInt(c.AckTimeout, 10),
+		"tick":                    strconv.FormatInt(c.Tick, 10),
+		"auto-rewrite-percentage": strconv.Itoa(c.AutoRewritePercentage),
+		"auto-rewrite-min-size":   strconv.FormatInt(c.AutoRewriteMinSize, 10),
+		"log-level":               c.LogLevel,
+		"log-format":              c.LogFormat,
+	}
+}

@@ -1,0 +1,131 @@
+package engine
+
+import "math/bits"
+
+// arena stores byte strings (client ids and payloads) in large pointer-free
+// chunks, addressed by a uint64 ref instead of a slice header.
+//
+// Why not one []byte per job: with 10M jobs pending that is 10M pointers the
+// garbage collector must scan on every cycle, which is what shows up as tail
+// latency on unrelated commands. Chunks hold no pointers, so the GC sees a few
+// hundred objects whatever the job count.
+//
+// Blocks are rounded up to a size class and freed blocks are kept on a
+// per-class free list for reuse (a slab allocator). Strings larger than the
+// biggest class get their own allocation in big; there are few of those.
+type arena struct {
+	chunks  [][]byte
+	classes [numClasses]sizeClass
+	big     map[uint32][]byte
+	bigNext uint32
+	inUse   int64 // bytes handed out, rounded to class sizes
+}
+
+type sizeClass struct {
+	chunk uint32   // chunk being carved for this class
+	off   uint32   // next free offset in it
+	ready bool     // chunk is valid
+	free  []uint64 // refs of freed blocks
+}
+
+const (
+	chunkSize   = 1 << 20
+	maxClass    = 64 << 10
+	bigFlag     = uint64(1) << 63
+	numClasses  = 8 + 4*(16-7) // 16-byte steps to 128, then 4 steps per power of two up to 64 KiB
+	emptyRef    = 0
+	refChunkOff = 32
+)
+
+// classOf maps a length to its size class and the class's block size.
+// Up to 128 bytes classes step by 16 (payloads are mostly small); above,
+// four classes per power of two bound the waste to 25%.
+func classOf(n int) (int, int) {
+	if n <= 128 {
+		c := (n + 15) >> 4
+		if c == 0 {
+			c = 1
+		}
+		return c - 1, c << 4
+	}
+	// n in (2^k, 2^(k+1)]: four steps of 2^(k-2).
+	k := bits.Len(uint(n-1)) - 1 // 2^k < n <= 2^(k+1)
+	step := 1 << (k - 2)
+	i := (n - (1 << k) + step - 1) / step // 1..4
+	return 8 + (k-7)*4 + i - 1, (1 << k) + i*step
+}
+
+// alloc copies b into the arena and returns its ref. Refs are never 0, so a
+// zero ref means "nothing stored". O(1) amortized.
+func (a *arena) alloc(b []byte) uint64 {
+	if len(b) == 0 {
+		return emptyRef
+	}
+	if len(b) > maxClass {
+		if a.big == nil {
+			a.big = make(map[uint32][]byte)
+		}
+		a.bigNext++
+		a.big[a.bigNext] = append([]byte(nil), b...)
+		a.inUse += int64(len(b))
+		return bigFlag | uint64(a.bigNext)
+	}
+	ci, size := classOf(len(b))
+	c := &a.classes[ci]
+	a.inUse += int64(size)
+	var ref uint64
+	if n := len(c.free); n > 0 {
+		ref = c.free[n-1]
+		c.free = c.free[:n-1]
+	} else {
+		if !c.ready || int(c.off)+size > chunkSize {
+			a.chunks = append(a.chunks, make([]byte, chunkSize))
+			c.chunk, c.off, c.ready = uint32(len(a.chunks)-1), 0, true
+		}
+		// Offsets start at 1 inside the ref so that chunk 0 offset 0 is not ref 0.
+		ref = uint64(c.chunk)<<refChunkOff | uint64(c.off+1)
+		c.off += uint32(size)
+	}
+	copy(a.bytes(ref, len(b)), b)
+	return ref
+}
+
+// bytes returns the n bytes stored at ref. The slice aliases the arena: it is
+// valid until the ref is freed, so callers copy before releasing the lock.
+func (a *arena) bytes(ref uint64, n int) []byte {
+	if ref == emptyRef {
+		return nil
+	}
+	if ref&bigFlag != 0 {
+		return a.big[uint32(ref)][:n]
+	}
+	off := uint32(ref) - 1
+	return a.chunks[ref>>refChunkOff][off : off+uint32(n) : off+uint32(n)]
+}
+
+// free releases the n-byte string at ref. O(1).
+func (a *arena) free(ref uint64, n int) {
+	if ref == emptyRef {
+		return
+	}
+	if ref&bigFlag != 0 {
+		delete(a.big, uint32(ref))
+		a.inUse -= int64(n)
+		return
+	}
+	ci, size := classOf(n)
+	a.inUse -= int64(size)
+	a.classes[ci].free = append(a.classes[ci].free, ref)
+}
+
+// footprint is the memory the arena holds from the runtime, in bytes.
+func (a *arena) footprint() int64 {
+	n := int64(len(a.chunks)) * chunkSize
+	for _, b := range a.big {
+		n += int64(cap(b))
+	}
+	for i := range a.classes {
+		n += int64(cap(a.classes[i].free)) * 8
+	}
+	return n
+}

@@ -1,0 +1,45 @@
+// Package engine owns every job of delayd: the job index, the per-queue ready
+// lists, the clients blocked in pops, and the timer that drives the timing
+// wheel. Commands call it; it calls the wheel (and, for durability, the log).
+//
+// # Model
+//
+// A job is (queue, id) -> payload, due time, state, deliveries. A job is in
+// exactly one place: the wheel (delayed) or its queue's ready list (ready).
+// When its due time comes the engine moves it to the tail of the ready list
+// and hands it to the oldest waiter, if any. Jobs of one queue become ready in
+// (due time, add order), whichever wheel level each went through: the wheel
+// sorts each batch it fires by (due, seq).
+//
+// # Memory
+//
+// Jobs live in a slab ([]job) of pointer-free records linked by slot numbers;
+// ids and payloads live in a byte arena of 1 MiB chunks; the index is a
+// map[uint64]uint32 from a hash of (queue, id) to a chain of slots. None of
+// these hold pointers, so the garbage collector does not scan per-job memory,
+// and 10M pending jobs do not slow every GC cycle. An earlier design with one
+// heap object per job (links as pointers, payload as []byte) cost three
+// pointers per job to scan.
+//
+// # Synchronization
+//
+// One mutex, Engine.mu, guards all state and is held only for O(1) work per
+// job (O(k log k) to sort a batch of k jobs fired together). Callers never
+// block under it: a blocked pop parks a Waiter and returns; the waiter is
+// signalled through a buffered channel. One goroutine (run) sleeps on a single
+// time.Timer until the wheel's next deadline, so an idle server does no work.
+// An add that is earlier than that deadline wakes it.
+//
+// # Time
+//
+// Due times are unix milliseconds. The engine reads them from the monotonic
+// clock (unix ms at start plus elapsed), floored, so a job is never handed
+// out before its due millisecond and a wall-clock step cannot reorder jobs.
+// The wheel advances by elapsed time, catching up every due bucket in one
+// step, never by counting ticks.
+//
+// # Caveats
+//
+// Arena memory is reused for new payloads but not returned to the operating
+// system. Queue names are Go strings (one pointer per queue, not per job).
+package engine

@@ -1,0 +1,771 @@
+package engine
+
+import (
+	"bytes"
+	"hash/maphash"
+	"sync"
+	"time"
+	"unsafe"
+
+	"github.com/delayd/delayd/wheel"
+)
+
+// Options configure an Engine. The zero value is usable: every field has a
+// default, applied by New.
+type Options struct {
+	// Tick is the wheel's level-0 tick in milliseconds (default 1). A job is
+	// ready at the end of the tick holding its due time, never before.
+	Tick int64
+	// MaxPayload bounds one payload in bytes (default 4 MiB; exactly this
+	// size is accepted).
+	MaxPayload int
+	// MaxJobs bounds the jobs held in every state (0: no limit).
+	MaxJobs int
+	// Now returns the current unix time. Tests inject nothing: they run the
+	// engine inside testing/synctest, whose fake clock drives time.Now and
+	// timers alike. Kept as a seam for tools that replay at a given time.
+	Now func() time.Time
+}
+
+// Validate checks the options and fills defaults.
+func (o *Options) Validate() error {
+	if o.Tick <= 0 {
+		o.Tick = 1
+	}
+	if o.MaxPayload <= 0 {
+		o.MaxPayload = 4 << 20
+	}
+	if o.MaxJobs < 0 {
+		o.MaxJobs = 0
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return nil
+}
+
+// Job states.
+const (
+	stateFree uint8 = iota
+	stateDelayed
+	stateReady
+	stateReserved
+)
+
+var stateNames = [...]string{"free", "delayed", "ready", "reserved"}
+
+// job is one slab record. It holds no pointers so that millions of them cost
+// the garbage collector nothing; links are slot numbers plus one (0 = none).
+type job struct {
+	due        int64  // unix ms the job became or becomes ready
+	data       uint64 // arena ref: client id bytes then payload bytes
+	sid        uint64 // server-made id, when idLen == 0
+	seq        uint64 // add order, breaks ties between equal due times
+	plen       uint32 // payload length
+	next, prev uint32 // ready list links; next also chains free slots
+	hnext      uint32 // next job with the same index hash
+	queue      uint32 // index into Engine.queues
+	deliveries uint32
+	idLen      uint16 // 0: server-made id in sid
+	state      uint8
+}
+
+// queue is a named ready list plus the clients blocked on it. It exists while
+// it holds a job in any state or a waiter; then it is freed.
+type queue struct {
+	name                     string
+	head, tail               uint32 // ready list, slot+1
+	delayed, ready, reserved int
+	whead, wtail             *waitLink
+	nwait                    int
+	live                     bool
+}
+
+// Engine owns every job and queue. See the package doc for the locking story.
+type Engine struct {
+	opts Options
+
+	mu sync.Mutex // guards everything below
+
+	wheel   *wheel.Wheel
+	jobs    []job
+	free    uint32            // free slot list head, slot+1
+	index   map[uint64]uint32 // hash(queue, id) -> first slot+1 of a chain
+	seed    maphash.Seed
+	arena   arena
+	queues  []queue
+	byName  map[string]uint32
+	qfree   []uint32
+	njobs   int
+	seq     uint64
+	lastSID uint64
+	fired   []uint32
+	armed   int64 // deadline the timer goroutine sleeps until, or 0
+	closed  bool
+	stats   Stats
+
+	start   time.Time // monotonic base
+	startMs int64     // unix ms at start
+
+	wake chan struct{}
+	quit chan struct{}
+	done chan struct{}
+}
+
+// Stats are counters since start.
+type Stats struct {
+	Added      uint64
+	Delivered  uint64
+	Cancelled  uint64
+	Fired      uint64 // delayed jobs that became ready
+	Requeued   uint64 // deliveries taken back because the client left
+	WaitersNow int
+}
+
+// New returns a running engine. Close stops its timer goroutine.
+func New(opts Options) (*Engine, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	now := opts.Now()
+	e := &Engine{
+		opts:    opts,
+		index:   make(map[uint64]uint32),
+		seed:    maphash.MakeSeed(),
+		byName:  make(map[string]uint32),
+		start:   now,
+		startMs: now.UnixMilli(),
+		wake:    make(chan struct{}, 1),
+		quit:    make(chan struct{}),
+		done:    make(chan struct{}),
+	}
+	e.wheel = wheel.New(opts.Tick, e.startMs)
+	go e.run()
+	return e, nil
+}
+
+// nowMs is unix milliseconds read from the monotonic clock: a wall-clock step
+// after start cannot make a job early or late. Flooring both parts keeps it
+// at or before the true time, so a job is never handed out before its due ms.
+func (e *Engine) nowMs() int64 {
+	return e.startMs + int64(e.opts.Now().Sub(e.start)/time.Millisecond)
+}
+
+// Now returns the engine's current unix time in milliseconds.
+func (e *Engine) Now() int64 { return e.nowMs() }
+
+// run is the only goroutine the engine starts: it sleeps on one timer until
+// the wheel's next deadline, then advances the wheel by elapsed time. With no
+// job delayed it sleeps until woken: an idle server does no work.
+func (e *Engine) run() {
+	defer close(e.done)
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	for {
+		e.mu.Lock()
+		e.advanceLocked(e.nowMs())
+		dl, ok := e.wheel.NextDeadline()
+		e.armed = 0
+		if ok {
+			e.armed = dl
+			t.Reset(e.until(dl))
+		}
+		e.mu.Unlock()
+		select {
+		case <-t.C:
+		case <-e.wake:
+			t.Stop()
+		case <-e.quit:
+			t.Stop()
+			return
+		}
+	}
+}
+
+// until converts a deadline in unix ms to a duration on the monotonic clock.
+func (e *Engine) until(ms int64) time.Duration {
+	target := e.start.Add(time.Duration(ms-e.startMs) * time.Millisecond)
+	return target.Sub(e.opts.Now())
+}
+
+// poke makes the timer goroutine re-read the next deadline if due is earlier
+// than the one it sleeps until. Called with mu held.
+func (e *Engine) poke(due int64) {
+	if e.armed != 0 && e.armed <= due {
+		return
+	}
+	e.armed = due
+	select {
+	case e.wake <- struct{}{}:
+	default:
+	}
+}
+
+// advanceLocked moves every job due by now from the wheel to its ready list,
+// in (due, add order), serving blocked clients as jobs arrive. O(1) per job
+// plus the sort of one batch.
+func (e *Engine) advanceLocked(now int64) {
+	if dl, ok := e.wheel.NextDeadline(); !ok || dl > now {
+		return
+	}
+	e.fired = e.wheel.Advance(now, e.fired[:0])
+	for _, h := range e.fired {
+		j := &e.jobs[h]
+		q := &e.queues[j.queue]
+		switch j.state {
+		case stateDelayed:
+			q.delayed--
+			e.stats.Fired++
+			e.pushReady(h, false)
+			e.serve(j.queue)
+		}
+	}
+}
+
+// --- slots, ids and the index ------------------------------------------------
+
+func (e *Engine) allocSlot() uint32 {
+	if e.free != 0 {
+		s := e.free - 1
+		e.free = e.jobs[s].next
+		e.jobs[s] = job{}
+		return s
+	}
+	e.jobs = append(e.jobs, job{})
+	return uint32(len(e.jobs) - 1)
+}
+
+func (e *Engine) freeSlot(s uint32) {
+	j := &e.jobs[s]
+	e.arena.free(j.data, int(j.idLen)+int(j.plen))
+	*j = job{next: e.free}
+	e.free = s + 1
+}
+
+// idOf returns the job's id; buf backs a server id's rendering.
+func (e *Engine) idOf(j *job, buf *[sidLen]byte) []byte {
+	if j.idLen == 0 {
+		return renderSID(buf, j.sid)
+	}
+	return e.arena.bytes(j.data, int(j.idLen))
+}
+
+func (e *Engine) payloadOf(j *job) []byte {
+	if j.plen == 0 {
+		return nil
+	}
+	return e.arena.bytes(j.data, int(j.idLen)+int(j.plen))[j.idLen:]
+}
+
+func (e *Engine) hashKey(q uint32, id []byte) uint64 {
+	return maphash.Bytes(e.seed, id) ^ (uint64(q)+1)*0x9e3779b97f4a7c15
+}
+
+// lookup finds the slot of (q, id). O(1) expected.
+func (e *Engine) lookup(q uint32, id []byte) (uint32, bool) {
+	var buf [sidLen]byte
+	for s := e.index[e.hashKey(q, id)]; s != 0; s = e.jobs[s-1].hnext {
+		j := &e.jobs[s-1]
+		if j.queue == q && bytes.Equal(e.idOf(j, &buf), id) {
+			return s - 1, true
+		}
+	}
+	return 0, false
+}
+
+func (e *Engine) indexInsert(s uint32, id []byte) {
+	h := e.hashKey(e.jobs[s].queue, id)
+	e.jobs[s].hnext = e.index[h]
+	e.index[h] = s + 1
+}
+
+func (e *Engine) indexDelete(s uint32, id []byte) {
+	h := e.hashKey(e.jobs[s].queue, id)
+	p := e.index[h]
+	if p == s+1 {
+		if n := e.jobs[s].hnext; n != 0 {
+			e.index[h] = n
+		} else {
+			delete(e.index, h)
+		}
+		return
+	}
+	for p != 0 {
+		pj := &e.jobs[p-1]
+		if pj.hnext == s+1 {
+			pj.hnext = e.jobs[s].hnext
+			return
+		}
+		p = pj.hnext
+	}
+}
+
+// --- queues ------------------------------------------------------------------
+
+// queueFor returns the index of the named queue, creating it when create is
+// set. The name is copied only when a queue is created.
+func (e *Engine) queueFor(name []byte, create bool) (uint32, bool) {
+	if qi, ok := e.byName[string(name)]; ok {
+		return qi, true
+	}
+	if !create {
+		return 0, false
+	}
+	var qi uint32
+	if n := len(e.qfree); n > 0 {
+		qi = e.qfree[n-1]
+		e.qfree = e.qfree[:n-1]
+	} else {
+		e.queues = append(e.queues, queue{})
+		qi = uint32(len(e.queues) - 1)
+	}
+	e.queues[qi] = queue{name: string(name), live: true}
+	e.byName[e.queues[qi].name] = qi
+	return qi, true
+}
+
+// releaseQueue frees a queue that holds nothing, so an empty queue leaves
+// nothing behind.
+func (e *Engine) releaseQueue(qi uint32) {
+	q := &e.queues[qi]
+	if !q.live || q.delayed+q.ready+q.reserved > 0 || q.nwait > 0 {
+		return
+	}
+	delete(e.byName, q.name)
+	*q = queue{}
+	e.qfree = append(e.qfree, qi)
+}
+
+func (e *Engine) pushReady(s uint32, atHead bool) {
+	j := &e.jobs[s]
+	q := &e.queues[j.queue]
+	j.state = stateReady
+	q.ready++
+	if atHead {
+		j.prev, j.next = 0, q.head
+		if q.head != 0 {
+			e.jobs[q.head-1].prev = s + 1
+		} else {
+			q.tail = s + 1
+		}
+		q.head = s + 1
+		return
+	}
+	j.next, j.prev = 0, q.tail
+	if q.tail != 0 {
+		e.jobs[q.tail-1].next = s + 1
+	} else {
+		q.head = s + 1
+	}
+	q.tail = s + 1
+}
+
+func (e *Engine) unlinkReady(s uint32) {
+	j := &e.jobs[s]
+	q := &e.queues[j.queue]
+	if j.prev != 0 {
+		e.jobs[j.prev-1].next = j.next
+	} else {
+		q.head = j.next
+	}
+	if j.next != 0 {
+		e.jobs[j.next-1].prev = j.prev
+	} else {
+		q.tail = j.prev
+	}
+	j.next, j.prev = 0, 0
+	q.ready--
+}
+
+// detach takes a job out of wherever it is (wheel, ready list, reservation)
+// and fixes the counts; the slot stays allocated.
+func (e *Engine) detach(s uint32) {
+	j := &e.jobs[s]
+	q := &e.queues[j.queue]
+	switch j.state {
+	case stateDelayed:
+		e.wheel.Remove(s)
+		q.delayed--
+	case stateReady:
+		e.unlinkReady(s)
+	case stateReserved:
+		e.wheel.Remove(s)
+		q.reserved--
+	}
+}
+
+// remove deletes a job entirely. O(1).
+func (e *Engine) remove(s uint32) {
+	var buf [sidLen]byte
+	j := &e.jobs[s]
+	qi := j.queue
+	e.detach(s)
+	e.indexDelete(s, e.idOf(j, &buf))
+	e.freeSlot(s)
+	e.njobs--
+	e.releaseQueue(qi)
+}
+
+// --- adding ------------------------------------------------------------------
+
+// AddArgs describe one DELAY.ADD / DELAY.ADDAT.
+type AddArgs struct {
+	Queue   []byte
+	ID      []byte // nil: the server makes one
+	Payload []byte
+	// Delay in ms from now, or, with At set, the absolute unix ms Due.
+	Delay   int64
+	At      bool
+	Due     int64
+	Replace bool
+}
+
+// Add stores a job. It returns the job's id and whether anything changed:
+// an existing id without Replace changes nothing and returns added=false.
+// The id slice is freshly allocated. O(1).
+func (e *Engine) Add(a AddArgs) (id []byte, added bool, err error) {
+	if len(a.Payload) > e.opts.MaxPayload {
+		return nil, false, ErrPayloadTooLarge
+	}
+	if a.ID != nil && (len(a.ID) == 0 || len(a.ID) > 256) {
+		return nil, false, ErrBadID
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return nil, false, ErrClosed
+	}
+	now := e.nowMs()
+	due := a.Due
+	if !a.At {
+		due = now + a.Delay
+	}
+	qi, existed := e.queueFor(a.Queue, false)
+	if existed && a.ID != nil {
+		if s, ok := e.lookup(qi, a.ID); ok {
+			if !a.Replace {
+				return nil, false, nil
+			}
+			e.detach(s)
+			j := &e.jobs[s]
+			e.arena.free(j.data, int(j.idLen)+int(j.plen))
+			j.data = e.storeData(a.ID, a.Payload)
+			j.plen = uint32(len(a.Payload))
+			j.deliveries = 0
+			e.schedule(s, due, now)
+			return append([]byte(nil), a.ID...), true, nil
+		}
+	}
+	if e.opts.MaxJobs > 0 && e.njobs >= e.opts.MaxJobs {
+		return nil, false, ErrMaxJobs
+	}
+	if !existed {
+		qi, _ = e.queueFor(a.Queue, true)
+	}
+	s := e.allocSlot()
+	j := &e.jobs[s]
+	j.queue = qi
+	if a.ID != nil {
+		id = append([]byte(nil), a.ID...)
+		j.idLen = uint16(len(a.ID))
+	} else {
+		var buf [sidLen]byte
+		for {
+			e.lastSID = nextSID(e.lastSID, now)
+			// A client may have chosen this very string as its own id.
+			if _, taken := e.lookup(qi, renderSID(&buf, e.lastSID)); !taken {
+				break
+			}
+		}
+		j.sid = e.lastSID
+		id = append([]byte(nil), buf[:]...)
+	}
+	j.data = e.storeData(a.ID, a.Payload)
+	j.plen = uint32(len(a.Payload))
+	e.indexInsert(s, id)
+	e.njobs++
+	e.stats.Added++
+	e.schedule(s, due, now)
+	return id, true, nil
+}
+
+func (e *Engine) storeData(id, payload []byte) uint64 {
+	if len(id) == 0 {
+		return e.arena.alloc(payload)
+	}
+	if len(payload) == 0 {
+		return e.arena.alloc(id)
+	}
+	// One block for both keeps one ref per job.
+	buf := make([]byte, 0, len(id)+len(payload))
+	buf = append(append(buf, id...), payload...)
+	return e.arena.alloc(buf)
+}
+
+// schedule puts a detached job in the wheel, or at the tail of its ready list
+// when due is not in the future, and gives it a new add order.
+func (e *Engine) schedule(s uint32, due, now int64) {
+	e.seq++
+	j := &e.jobs[s]
+	j.due, j.seq = due, e.seq
+	if due > now && e.wheel.Add(s, due, e.seq) {
+		j.state = stateDelayed
+		e.queues[j.queue].delayed++
+		e.poke(due)
+		return
+	}
+	// Jobs already due in the wheel became ready before this one was added.
+	e.advanceLocked(now)
+	e.pushReady(s, false)
+	e.serve(j.queue)
+}
+
+// --- removing ----------------------------------------------------------------
+
+// Cancel removes the named jobs of a queue, in any state, and returns how
+// many existed. O(1) per id.
+func (e *Engine) Cancel(queueName []byte, ids [][]byte) int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	qi, ok := e.queueFor(queueName, false)
+	if !ok {
+		return 0
+	}
+	n := 0
+	for _, id := range ids {
+		if !e.queues[qi].live {
+			break // the last job went and the queue with it
+		}
+		if s, ok := e.lookup(qi, id); ok {
+			e.remove(s)
+			n++
+		}
+	}
+	e.stats.Cancelled += uint64(n)
+	return n
+}
+
+// --- popping -----------------------------------------------------------------
+
+// Delivery is a job handed to a client: copies, safe after the lock is gone.
+// It carries what is needed to put the job back if the client turns out to
+// be gone.
+type Delivery struct {
+	Queue      []byte
+	ID         []byte
+	Payload    []byte
+	Due        int64
+	Deliveries uint32
+	sid        uint64
+}
+
+// Pop takes the first ready job of the first non-empty queue, trying names in
+// order, as BLPOP does. O(number of names).
+func (e *Engine) Pop(names [][]byte) (Delivery, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.popLocked(names)
+}
+
+func (e *Engine) popLocked(names [][]byte) (Delivery, bool) {
+	e.advanceLocked(e.nowMs())
+	for _, name := range names {
+		qi, ok := e.queueFor(name, false)
+		if !ok || e.queues[qi].head == 0 {
+			continue
+		}
+		return e.take(e.queues[qi].head - 1), true
+	}
+	return Delivery{}, false
+}
+
+// take hands the ready job in slot s to a client and removes it.
+func (e *Engine) take(s uint32) Delivery {
+	var buf [sidLen]byte
+	j := &e.jobs[s]
+	j.deliveries++
+	d := Delivery{
+		Queue:      []byte(e.queues[j.queue].name),
+		ID:         append([]byte(nil), e.idOf(j, &buf)...),
+		Payload:    append([]byte(nil), e.payloadOf(j)...),
+		Due:        j.due,
+		Deliveries: j.deliveries,
+		sid:        j.sid, // 0 for client ids
+	}
+	e.stats.Delivered++
+	e.remove(s)
+	return d
+}
+
+// Requeue puts a delivered job back at the head of its ready list: the client
+// it was handed to was gone before the reply reached it. If the id was reused
+// meanwhile, the newer job wins and the returned job is dropped.
+func (e *Engine) Requeue(d Delivery) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	qi, _ := e.queueFor(d.Queue, true)
+	if _, taken := e.lookup(qi, d.ID); taken {
+		e.releaseQueue(qi)
+		return false
+	}
+	s := e.allocSlot()
+	j := &e.jobs[s]
+	j.queue = qi
+	if d.sid != 0 {
+		j.sid = d.sid
+		j.data = e.arena.alloc(d.Payload)
+	} else {
+		j.idLen = uint16(len(d.ID))
+		j.data = e.storeData(d.ID, d.Payload)
+	}
+	j.plen = uint32(len(d.Payload))
+	j.due = d.Due
+	j.deliveries = d.Deliveries
+	e.indexInsert(s, d.ID)
+	e.njobs++
+	e.stats.Requeued++
+	e.pushReady(s, true)
+	e.serve(qi)
+	return true
+}
+
+// --- reading -----------------------------------------------------------------
+
+// JobInfo is what DELAY.GET shows.
+type JobInfo struct {
+	ID, Queue, Payload []byte
+	State              string
+	Due                int64
+	Deliveries         uint32
+	AckDeadline        int64 // 0 unless reserved
+}
+
+// Get returns a job's fields. O(1).
+func (e *Engine) Get(queueName, id []byte) (JobInfo, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	qi, ok := e.queueFor(queueName, false)
+	if !ok {
+		return JobInfo{}, false
+	}
+	s, ok := e.lookup(qi, id)
+	if !ok {
+		return JobInfo{}, false
+	}
+	j := &e.jobs[s]
+	return JobInfo{
+		ID:         append([]byte(nil), id...),
+		Queue:      append([]byte(nil), queueName...),
+		Payload:    append([]byte(nil), e.payloadOf(j)...),
+		State:      stateNames[j.state],
+		Due:        j.due,
+		Deliveries: j.deliveries,
+	}, true
+}
+
+// QueueStats counts a queue's jobs by state.
+type QueueStats struct{ Delayed, Ready, Reserved int }
+
+// QueueStats returns the counts of one queue (zeros when it does not exist).
+func (e *Engine) QueueStats(queueName []byte) QueueStats {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	qi, ok := e.queueFor(queueName, false)
+	if !ok {
+		return QueueStats{}
+	}
+	q := &e.queues[qi]
+	return QueueStats{Delayed: q.delayed, Ready: q.ready, Reserved: q.reserved}
+}
+
+// Pair is an id and a payload.
+type Pair struct{ ID, Payload []byte }
+
+// Peek returns up to count ready jobs from the head of a queue, not removed.
+// O(count).
+func (e *Engine) Peek(queueName []byte, count int) []Pair {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.advanceLocked(e.nowMs())
+	qi, ok := e.queueFor(queueName, false)
+	if !ok {
+		return nil
+	}
+	var out []Pair
+	var buf [sidLen]byte
+	for s := e.queues[qi].head; s != 0 && len(out) < count; s = e.jobs[s-1].next {
+		j := &e.jobs[s-1]
+		out = append(out, Pair{
+			ID:      append([]byte(nil), e.idOf(j, &buf)...),
+			Payload: append([]byte(nil), e.payloadOf(j)...),
+		})
+	}
+	return out
+}
+
+// Exists reports whether a queue holds a job in any state.
+func (e *Engine) Exists(queueName []byte) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	qi, ok := e.queueFor(queueName, false)
+	if !ok {
+		return false
+	}
+	q := &e.queues[qi]
+	return q.delayed+q.ready+q.reserved > 0
+}
+
+// Info is a snapshot for INFO and DBSIZE.
+type Info struct {
+	Jobs, Queues             int // queues holding at least one job
+	Delayed, Ready, Reserved int
+	Waiters                  int
+	MemoryBytes              int64 // slabs, arena and index, approximately
+	PayloadBytes             int64
+	Stats
+}
+
+// Info returns a snapshot of counts. O(queues).
+func (e *Engine) Info() Info {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	in := Info{Jobs: e.njobs, Stats: e.stats}
+	for i := range e.queues {
+		q := &e.queues[i]
+		if !q.live {
+			continue
+		}
+		if q.delayed+q.ready+q.reserved > 0 {
+			in.Queues++
+		}
+		in.Delayed += q.delayed
+		in.Ready += q.ready
+		in.Reserved += q.reserved
+		in.Waiters += q.nwait
+	}
+	// The wheel's slab grows with the job slab; its node is about 32 bytes.
+	in.MemoryBytes = int64(cap(e.jobs))*int64(unsafe.Sizeof(job{})+32) + e.arena.footprint() +
+		int64(len(e.index))*16 + int64(cap(e.queues))*int64(unsafe.Sizeof(queue{}))
+	in.PayloadBytes = e.arena.inUse
+	return in
+}
+
+// Close stops the timer goroutine and resolves every blocked client with a
+// null reply. Later writes fail with ErrClosed; reads still answer.
+func (e *Engine) Close() {
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return
+	}
+	e.closed = true
+	for i := range e.queues {
+		q := &e.queues[i]
+		for l := q.whead; l != nil; l = q.whead {
+			e.resolve(l.w, false)
+		}
+	}
+	e.mu.Unlock()
+	close(e.quit)
+	<-e.done
+}

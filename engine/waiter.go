@@ -1,0 +1,116 @@
+package engine
+
+// Blocking pops follow Redis's design (blocked.c): pop first and park only if
+// every named queue is empty. Each queue keeps a FIFO of waiters and each
+// waiter knows its links, so unblocking is O(keys). A waiter is resolved
+// exactly once, under the engine's lock: served a job, cancelled (timeout or
+// the client left), or released by shutdown.
+
+// Waiter is a client parked in a blocking pop.
+type Waiter struct {
+	ready chan struct{} // gets one value when resolved
+	links []waitLink
+	done  bool     // guarded by Engine.mu
+	d     Delivery // written before ready is signalled
+	got   bool     // d holds a job (false: released by shutdown)
+}
+
+type waitLink struct {
+	w          *Waiter
+	q          uint32
+	prev, next *waitLink
+}
+
+// Ready is signalled once when the waiter is served or released by shutdown;
+// then Result tells which.
+func (w *Waiter) Ready() <-chan struct{} { return w.ready }
+
+// Result is the job the waiter was served; ok is false when it was released
+// without one (shutdown). Call it only after Ready fired.
+func (w *Waiter) Result() (Delivery, bool) { return w.d, w.got }
+
+// PopOrWait pops as Pop does; when every queue is empty it parks a waiter on
+// all of them instead and returns it. The caller must end the wait with
+// Ready, or with CancelWait (timeout, client gone).
+func (e *Engine) PopOrWait(names [][]byte) (Delivery, *Waiter, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if d, ok := e.popLocked(names); ok {
+		return d, nil, nil
+	}
+	if e.closed {
+		return Delivery{}, nil, ErrClosed
+	}
+	w := &Waiter{ready: make(chan struct{}, 1), links: make([]waitLink, len(names))}
+	for i, name := range names {
+		qi, _ := e.queueFor(name, true)
+		l := &w.links[i]
+		l.w, l.q = w, qi
+		q := &e.queues[qi]
+		l.prev = q.wtail
+		if q.wtail != nil {
+			q.wtail.next = l
+		} else {
+			q.whead = l
+		}
+		q.wtail = l
+		q.nwait++
+	}
+	e.stats.WaitersNow++
+	return Delivery{}, w, nil
+}
+
+// CancelWait ends a wait that timed out or whose client left. If the waiter
+// was served in the meantime, it returns that job: the caller either replies
+// with it (timeout) or hands it back with Requeue (client gone).
+func (e *Engine) CancelWait(w *Waiter) (Delivery, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if w.done {
+		return w.d, w.got
+	}
+	e.resolve(w, false)
+	return Delivery{}, false
+}
+
+// serve hands ready jobs of queue qi to its waiters, oldest first.
+func (e *Engine) serve(qi uint32) {
+	for {
+		q := &e.queues[qi]
+		if q.whead == nil || q.head == 0 {
+			return
+		}
+		w := q.whead.w
+		w.d = e.take(q.head - 1)
+		e.resolve(w, true)
+	}
+}
+
+// resolve unlinks a waiter from every queue it waits on, exactly once.
+func (e *Engine) resolve(w *Waiter, got bool) {
+	if w.done {
+		return
+	}
+	w.done, w.got = true, got
+	for i := range w.links {
+		l := &w.links[i]
+		q := &e.queues[l.q]
+		if l.prev != nil {
+			l.prev.next = l.next
+		} else {
+			q.whead = l.next
+		}
+		if l.next != nil {
+			l.next.prev = l.prev
+		} else {
+			q.wtail = l.prev
+		}
+		l.prev, l.next = nil, nil
+		q.nwait--
+	}
+	for i := range w.links {
+		e.releaseQueue(w.links[i].q)
+	}
+	e.stats.WaitersNow--
+	w.ready <- struct{}{}
+}

@@ -1,0 +1,132 @@
+// Command delayd is a delay server that speaks the Redis protocol: a producer
+// says DELAY.ADD orders 30000 payload, and thirty seconds later a worker
+// blocked in DELAY.POP orders 0 gets the job. See README.md.
+//
+// main wires the packages: config (viper) -> logger (zerolog) -> engine ->
+// commands -> resp; then it waits for SIGTERM, SIGINT or SHUTDOWN.
+package main
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/delayd/delayd/commands"
+	"github.com/delayd/delayd/engine"
+	"github.com/delayd/delayd/resp"
+)
+
+const version = "0.1.0"
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Environ(), os.Stderr))
+}
+
+func run(args, environ []string, stderr io.Writer) int {
+	cfg, err := loadConfig(args, environ, stderr)
+	if err != nil {
+		fmt.Fprintln(stderr, "delayd:", err)
+		return 2
+	}
+	log := newLogger(cfg, stderr)
+
+	eng, err := engine.New(engine.Options{
+		Tick:       cfg.Tick,
+		MaxPayload: cfg.MaxPayloadBytes,
+		MaxJobs:    cfg.MaxJobs,
+	})
+	if err != nil {
+		log.Error().Err(err).Msg("engine")
+		return 1
+	}
+	if cfg.AppendOnly {
+		log.Warn().Msg("the append-only log is not built yet: jobs live in memory only")
+	}
+
+	stop := make(chan string, 1)
+	disp := commands.New(commands.Options{
+		Engine:      eng,
+		RequirePass: cfg.RequirePass,
+		Version:     version,
+		Port:        cfg.Port,
+		ConfigFile:  cfg.ConfigFile,
+		MaxClients:  cfg.MaxClients,
+		Config:      cfg.view(),
+		Shutdown: func() {
+			select {
+			case stop <- "SHUTDOWN":
+			default:
+			}
+		},
+		Log: log,
+	})
+	addr := net.JoinHostPort(cfg.Bind, strconv.Itoa(cfg.Port))
+	srv, err := resp.Listen(resp.Options{Addr: addr, MaxClients: cfg.MaxClients, Dispatcher: disp, Log: log})
+	if err != nil {
+		log.Error().Err(err).Str("addr", addr).Msg("cannot listen")
+		eng.Close()
+		return 1
+	}
+	log.Info().
+		Str("version", version).
+		Str("addr", srv.Addr().String()).
+		Str("dir", cfg.Dir).
+		Bool("appendonly", cfg.AppendOnly).
+		Str("appendfsync", cfg.AppendFsync).
+		Int64("tick_ms", cfg.Tick).
+		Int("max_clients", cfg.MaxClients).
+		Int("max_jobs", cfg.MaxJobs).
+		Int("max_payload_bytes", cfg.MaxPayloadBytes).
+		Bool("requirepass", cfg.RequirePass != "").
+		Int("pid", os.Getpid()).
+		Msg("delayd ready")
+
+	go func() {
+		if err := srv.Serve(); err != nil {
+			log.Error().Err(err).Msg("serve")
+		}
+	}()
+
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	var why string
+	select {
+	case s := <-sigs:
+		why = s.String()
+	case why = <-stop:
+	}
+	signal.Stop(sigs)
+
+	// Graceful stop: no new clients; blocked clients get a null reply (the
+	// engine releases them); replies in flight go out; then the log.
+	start := time.Now()
+	srv.StopAccepting()
+	eng.Close()
+	srv.Close(2 * time.Second)
+	log.Info().Str("reason", why).Dur("took", time.Since(start)).Msg("delayd stopped")
+	return 0
+}
+
+func newLogger(cfg config, out io.Writer) zerolog.Logger {
+	level, _ := zerolog.ParseLevel(cfg.LogLevel)
+	format := cfg.LogFormat
+	if format == "auto" {
+		format = "json"
+		if f, ok := out.(*os.File); ok {
+			if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
+				format = "console"
+			}
+		}
+	}
+	if format == "console" {
+		out = zerolog.ConsoleWriter{Out: out, TimeFormat: time.RFC3339}
+	}
+	return zerolog.New(out).Level(level).With().Timestamp().Logger()
+}

@@ -1,0 +1,311 @@
+// Package resp is delayd's network front end: it accepts connections, reads
+// RESP2/RESP3 and inline (telnet) commands with redcon's reader, hands each
+// command to the commands dispatcher, and writes the replies back, one write
+// per batch of pipelined commands.
+//
+// It owns what only a connection can know: the reply encoding the client
+// chose (HELLO 3), the output buffer, and whether the client is still there.
+// A client blocked in a pop is watched for disconnection while it waits, so a
+// job is never handed to a client that has gone (DESIGN "Blocking pops").
+//
+// redcon's server loop runs a handler on the goroutine that reads the socket,
+// so a handler that blocks cannot see the client leave; Detach would hand us
+// the socket anyway. So the loop here is our own, over redcon's reader.
+package resp
+
+import (
+	"errors"
+	"net"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/tidwall/redcon"
+
+	"github.com/delayd/delayd/commands"
+)
+
+// Options configure a Server.
+type Options struct {
+	Addr       string // host:port to listen on
+	MaxClients int    // connections beyond this get an error and are closed
+	Dispatcher *commands.Dispatcher
+	Log        zerolog.Logger
+}
+
+// Server accepts connections and serves each on its own goroutine.
+type Server struct {
+	opts Options
+	d    *commands.Dispatcher
+	ln   net.Listener
+	log  zerolog.Logger
+
+	closing atomic.Bool
+	wg      sync.WaitGroup
+	mu      sync.Mutex
+	conns   map[net.Conn]struct{} // guarded by mu
+}
+
+// Listen binds the address; Serve then accepts.
+func Listen(opts Options) (*Server, error) {
+	ln, err := net.Listen("tcp", opts.Addr)
+	if err != nil {
+		return nil, err
+	}
+	return &Server{opts: opts, d: opts.Dispatcher, ln: ln, log: opts.Log, conns: make(map[net.Conn]struct{})}, nil
+}
+
+// Addr is the address the server listens on.
+func (s *Server) Addr() net.Addr { return s.ln.Addr() }
+
+// Serve accepts connections until Close.
+func (s *Server) Serve() error {
+	var backoff time.Duration
+	for {
+		nc, err := s.ln.Accept()
+		if err != nil {
+			if s.closing.Load() {
+				return nil
+			}
+			// Out of file descriptors and the like: wait and go on, as
+			// net/http does, rather than spin or stop serving.
+			if backoff == 0 {
+				backoff = 5 * time.Millisecond
+			} else if backoff < time.Second {
+				backoff *= 2
+			}
+			s.log.Warn().Err(err).Dur("retry_in", backoff).Msg("accept failed")
+			time.Sleep(backoff)
+			continue
+		}
+		backoff = 0
+		s.wg.Add(1)
+		go s.serveConn(nc)
+	}
+}
+
+// StopAccepting closes the listener; connections go on.
+func (s *Server) StopAccepting() {
+	if s.closing.CompareAndSwap(false, true) {
+		s.ln.Close()
+	}
+}
+
+// Close stops accepting, lets every connection finish the replies it has,
+// and closes them, waiting up to grace for their goroutines.
+func (s *Server) Close(grace time.Duration) {
+	s.StopAccepting()
+	s.mu.Lock()
+	for nc := range s.conns {
+		// Wakes a reader parked in Read; replies already made still go out.
+		nc.SetReadDeadline(time.Now())
+	}
+	s.mu.Unlock()
+	done := make(chan struct{})
+	go func() { s.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(grace):
+		s.mu.Lock()
+		for nc := range s.conns {
+			nc.Close()
+		}
+		s.mu.Unlock()
+	}
+}
+
+func (s *Server) serveConn(nc net.Conn) {
+	defer s.wg.Done()
+	defer nc.Close()
+	s.d.TotalConns.Add(1)
+	if n := s.d.Connected.Add(1); s.opts.MaxClients > 0 && n > int64(s.opts.MaxClients) {
+		s.d.Connected.Add(-1)
+		s.d.Rejected.Add(1)
+		nc.Write([]byte("-ERR max number of clients reached\r\n"))
+		return
+	}
+	defer s.d.Connected.Add(-1)
+	s.mu.Lock()
+	if s.closing.Load() {
+		s.mu.Unlock()
+		return
+	}
+	s.conns[nc] = struct{}{}
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.conns, nc)
+		s.mu.Unlock()
+	}()
+
+	cn := &conn{nc: nc, w: &writer{proto: 2}}
+	rd := redcon.NewReader(cn)
+	c := s.d.NewClient(cn.w, nc.RemoteAddr().String())
+	defer s.d.CloseClient(c)
+	for {
+		cmds, err := rd.ReadCommands()
+		if err != nil {
+			if strings.HasPrefix(err.Error(), "Protocol error") {
+				// The stream cannot be resynchronised: say why, then close.
+				// Other connections are untouched.
+				cn.w.Error("ERR " + err.Error())
+				cn.flush()
+			}
+			return
+		}
+		for _, cmd := range cmds {
+			s.d.Exec(c, cmd.Args)
+			if c.Block != nil && !cn.block(c) {
+				return
+			}
+			if c.Quit {
+				cn.flush()
+				return
+			}
+		}
+		if cn.flush() != nil {
+			return
+		}
+	}
+}
+
+// conn is the socket of one client: the reader redcon reads from (with
+// bytes the disconnect watcher read while the client was blocked) and the
+// reply buffer.
+type conn struct {
+	nc      net.Conn
+	w       *writer
+	pending []byte // read by the watcher during a block, not yet parsed
+
+	stopping atomic.Bool
+	watchEnd chan struct{}
+	gone     chan struct{}
+	watchErr error // why the watcher ended on its own; read after watchEnd
+}
+
+func (cn *conn) Read(p []byte) (int, error) {
+	if len(cn.pending) > 0 {
+		n := copy(p, cn.pending)
+		cn.pending = cn.pending[n:]
+		return n, nil
+	}
+	return cn.nc.Read(p)
+}
+
+func (cn *conn) flush() error {
+	if len(cn.w.buf) == 0 {
+		return nil
+	}
+	_, err := cn.nc.Write(cn.w.buf)
+	if cap(cn.w.buf) > 64<<10 {
+		cn.w.buf = nil // do not keep a big reply's buffer for the life of the connection
+	} else {
+		cn.w.buf = cn.w.buf[:0]
+	}
+	return err
+}
+
+// maxPending bounds what a blocked client may send before we stop reading
+// from it (it gets the bytes processed after the pop resolves).
+const maxPending = 1 << 20
+
+// watch reads the socket while the client is blocked, to notice it leave.
+// Bytes it reads are kept for the command reader. gone is closed if the
+// client disconnects.
+func (cn *conn) watch() {
+	cn.watchEnd = make(chan struct{})
+	cn.gone = make(chan struct{})
+	go func() {
+		defer close(cn.watchEnd)
+		var buf [4096]byte
+		for {
+			n, err := cn.nc.Read(buf[:])
+			cn.pending = append(cn.pending, buf[:n]...)
+			if err != nil {
+				if cn.stopping.Load() && isTimeout(err) {
+					return
+				}
+				cn.watchErr = err
+				close(cn.gone)
+				return
+			}
+			if len(cn.pending) >= maxPending {
+				return // the client is alive and flooding; stop watching
+			}
+		}
+	}()
+}
+
+// unwatch stops the watcher and reports whether the client went away.
+func (cn *conn) unwatch() (gone bool) {
+	cn.stopping.Store(true)
+	cn.nc.SetReadDeadline(time.Now())
+	<-cn.watchEnd
+	cn.stopping.Store(false)
+	cn.nc.SetReadDeadline(time.Time{})
+	select {
+	case <-cn.gone:
+		return true
+	default:
+		return false
+	}
+}
+
+// block waits for a blocked pop to resolve: served, timed out, or the client
+// gone, whichever comes first. It returns false when the connection is done.
+func (cn *conn) block(c *commands.Client) bool {
+	b := c.Block
+	c.Block = nil
+	// Replies to commands before the pop go out now, in order.
+	if cn.flush() != nil {
+		b.Gone()
+		return false
+	}
+	cn.watch()
+	var timeout <-chan time.Time
+	if b.Timeout > 0 {
+		t := time.NewTimer(b.Timeout)
+		defer t.Stop()
+		timeout = t.C
+	}
+	select {
+	case <-b.Ready():
+		b.Served(c)
+	case <-timeout:
+		b.TimedOut(c)
+	case <-cn.gone:
+		<-cn.watchEnd
+		if !isTimeout(cn.watchErr) {
+			b.Gone() // a job handed over meanwhile goes back to its queue
+			return false
+		}
+		// Server.Close woke the watcher: the client is still there and the
+		// engine, closed first, has released the waiter; answer it.
+		select {
+		case <-b.Ready():
+			b.Served(c)
+		case <-time.After(time.Second):
+			b.TimedOut(c)
+		}
+		if cn.flush() != nil {
+			b.WriteFailed()
+		}
+		return false
+	}
+	if cn.unwatch() {
+		b.WriteFailed()
+		return false
+	}
+	if cn.flush() != nil {
+		b.WriteFailed()
+		return false
+	}
+	return true
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}

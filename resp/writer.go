@@ -1,0 +1,80 @@
+package resp
+
+import "strconv"
+
+// writer buffers replies for one connection in RESP2 or RESP3. Replies are
+// appended to one byte slice and written with one syscall per batch of
+// pipelined commands, as Redis does.
+type writer struct {
+	buf   []byte
+	proto int
+}
+
+func (w *writer) Proto() int     { return w.proto }
+func (w *writer) SetProto(p int) { w.proto = p }
+
+func (w *writer) Status(s string) {
+	w.buf = append(w.buf, '+')
+	w.buf = append(w.buf, s...)
+	w.buf = append(w.buf, '\r', '\n')
+}
+
+func (w *writer) Error(s string) {
+	w.buf = append(w.buf, '-')
+	w.buf = append(w.buf, s...)
+	w.buf = append(w.buf, '\r', '\n')
+}
+
+func (w *writer) Int(n int64) {
+	w.buf = append(w.buf, ':')
+	w.buf = strconv.AppendInt(w.buf, n, 10)
+	w.buf = append(w.buf, '\r', '\n')
+}
+
+func (w *writer) Bulk(b []byte) {
+	w.buf = append(w.buf, '$')
+	w.buf = strconv.AppendInt(w.buf, int64(len(b)), 10)
+	w.buf = append(w.buf, '\r', '\n')
+	w.buf = append(w.buf, b...)
+	w.buf = append(w.buf, '\r', '\n')
+}
+
+func (w *writer) BulkString(s string) {
+	w.buf = append(w.buf, '$')
+	w.buf = strconv.AppendInt(w.buf, int64(len(s)), 10)
+	w.buf = append(w.buf, '\r', '\n')
+	w.buf = append(w.buf, s...)
+	w.buf = append(w.buf, '\r', '\n')
+}
+
+func (w *writer) Null() {
+	if w.proto == 3 {
+		w.buf = append(w.buf, "_\r\n"...)
+		return
+	}
+	w.buf = append(w.buf, "$-1\r\n"...)
+}
+
+func (w *writer) NullArray() {
+	if w.proto == 3 {
+		w.buf = append(w.buf, "_\r\n"...)
+		return
+	}
+	w.buf = append(w.buf, "*-1\r\n"...)
+}
+
+func (w *writer) Array(n int) { w.header('*', n) }
+
+func (w *writer) Map(n int) {
+	if w.proto == 3 {
+		w.header('%', n)
+		return
+	}
+	w.header('*', 2*n)
+}
+
+func (w *writer) header(kind byte, n int) {
+	w.buf = append(w.buf, kind)
+	w.buf = strconv.AppendInt(w.buf, int64(n), 10)
+	w.buf = append(w.buf, '\r', '\n')
+}

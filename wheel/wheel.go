@@ -1,0 +1,415 @@
+package wheel
+
+import (
+	"cmp"
+	"math"
+	"math/bits"
+	"slices"
+)
+
+const (
+	slotBits  = 6
+	wheelSize = 1 << slotBits // buckets per level; a power of two so / and % are shifts and masks
+	slotMask  = wheelSize - 1
+
+	// maxLevels bounds the hierarchy. Positions (due times in ticks) are
+	// kept within ±2^62, so two of them differ by less than 2^63 and level
+	// 10, whose buckets span 2^60 ticks, always has room: 64^11 > 2^64.
+	maxLevels = 11
+
+	// nilHandle ends a bucket list. It is the one handle callers may not use.
+	nilHandle = math.MaxUint32
+
+	// maxTime and minTime bound the times the wheel computes with. Times
+	// beyond them are clamped, which keeps every tick computation, bucket
+	// start and deadline far from overflow. maxTime is about 146 million
+	// years after the Unix epoch in milliseconds.
+	maxTime = math.MaxInt64 / 2
+	minTime = -maxTime
+
+	// maxTick keeps maxTime+maxTick (the largest clamped "now") from
+	// overflowing and leaves room for deadline arithmetic. 2^32 ms is
+	// about 49 days per tick, far coarser than any sensible use.
+	maxTick = 1 << 32
+)
+
+// node is one schedulable handle: 32 bytes (8 due, 8 seq, 4 next, 4 prev,
+// 4 loc, 4 padding). It holds no pointers, so a slab of 10M nodes is one
+// 320 MB noscan allocation the garbage collector never walks. A map or a
+// per-job *struct would make every GC cycle trace every pending job.
+type node struct {
+	due  int64  // as given to Add; returned by Due and used for ordering
+	seq  uint64 // tie-breaker among equal due times
+	next uint32 // bucket list links (handles); nilHandle at the ends
+	prev uint32
+	// loc is 0 while the handle is not scheduled, otherwise
+	// 1 + level<<slotBits + slot: it makes Remove O(1) without searching,
+	// and doubles as the "scheduled" flag so the slab needs no other state.
+	loc uint32
+}
+
+// level is one ring of wheelSize buckets. Bucket lists are intrusive:
+// head and tail hold handles and the links live in the nodes. head and
+// tail of an empty bucket are stale; occupied is the source of truth,
+// which saves initialising them to nilHandle and gives NextDeadline a
+// find-first-set instead of a scan.
+type level struct {
+	occupied uint64 // bit s set iff bucket s is non-empty
+	head     [wheelSize]uint32
+	tail     [wheelSize]uint32
+}
+
+// Wheel is a hierarchical timing wheel. The zero value is not usable;
+// call New. A Wheel is not safe for concurrent use: its owner serialises
+// calls (see the package documentation).
+type Wheel struct {
+	tick  int64 // level-0 bucket width in ms, >= 1
+	shift int   // log2(tick) when tick is a power of two, else -1: ms -> ticks by shift
+	now   int64 // largest time passed to New or Advance
+	// cur is the first tick that is not yet complete: floor((now+1)/tick).
+	// Every scheduled handle sits at a tick position >= cur; one whose
+	// position drops below cur has fired.
+	cur    int64
+	count  int
+	levels []level // created on demand, never more than maxLevels
+	nodes  []node  // slab indexed by handle; grows by append, never shrinks
+}
+
+// New returns an empty wheel whose level-0 tick is tick milliseconds and
+// whose clock starts at now (milliseconds, any epoch; the engine passes
+// Unix milliseconds). It panics if tick is outside [1, 2^32].
+//
+// Only level 0 is allocated (about 520 bytes); coarser levels appear when
+// a due time first needs them, as Kafka's overflow wheels do.
+func New(tick int64, now int64) *Wheel {
+	if tick < 1 || tick > maxTick {
+		panic("wheel: tick must be in [1, 2^32] milliseconds")
+	}
+	w := &Wheel{tick: tick, shift: -1, now: now}
+	if tick&(tick-1) == 0 {
+		w.shift = bits.TrailingZeros64(uint64(tick))
+	}
+	w.cur = w.done(now)
+	w.levels = make([]level, 1, maxLevels)
+	return w
+}
+
+// Len returns the number of scheduled handles. O(1).
+func (w *Wheel) Len() int { return w.count }
+
+// Now returns the wheel's clock: the largest time passed to New or Advance. O(1).
+func (w *Wheel) Now() int64 { return w.now }
+
+// Contains reports whether h is scheduled. O(1).
+func (w *Wheel) Contains(h uint32) bool {
+	return int(h) < len(w.nodes) && w.nodes[h].loc != 0
+}
+
+// Due returns the due time h was added with, while it is scheduled. O(1).
+func (w *Wheel) Due(h uint32) (int64, bool) {
+	if !w.Contains(h) {
+		return 0, false
+	}
+	return w.nodes[h].due, true
+}
+
+// Add schedules handle h to fire at due (ms). Among equal due times, lower
+// seq fires first; the engine passes an add counter so equal due times
+// keep add order.
+//
+// Add returns false and schedules nothing if due <= w.Now(): the job is
+// already due and the caller treats it as ready now. (For a due time
+// beyond ±math.MaxInt64/2, which the wheel clamps, Add may also return
+// false once the clock has passed the clamped time.)
+//
+// It panics if h is already scheduled (Remove it first) or if h is
+// math.MaxUint32, the wheel's list terminator.
+//
+// Cost: O(1), a few shifts and two link writes; no allocation once the
+// slab covers h. The first use of a handle beyond the slab grows it by
+// append (amortised O(1); the caller picks dense handles, so it stays
+// proportional to the number of jobs).
+func (w *Wheel) Add(h uint32, due int64, seq uint64) bool {
+	if due <= w.now {
+		return false
+	}
+	if h == nilHandle {
+		panic("wheel: handle math.MaxUint32 is reserved")
+	}
+	if int(h) >= len(w.nodes) {
+		w.grow(h)
+	}
+	n := &w.nodes[h]
+	if n.loc != 0 {
+		panic("wheel: Add of a handle that is already scheduled")
+	}
+	u := w.pos(due)
+	if u < w.cur {
+		// Only reachable outside the documented time range, where clamping
+		// can put a future due time into a tick that has already completed.
+		return false
+	}
+	n.due, n.seq = due, seq
+	w.link(h, n, u)
+	w.count++
+	return true
+}
+
+// Remove unschedules h and reports whether it was scheduled. O(1): the
+// node knows its bucket and the list is doubly linked, so nothing is
+// searched (a plain heap would need its index tracked and O(log n) to
+// repair; Kafka's TimerTaskList.remove is the same O(1) unlink).
+func (w *Wheel) Remove(h uint32) bool {
+	if int(h) >= len(w.nodes) {
+		return false
+	}
+	n := &w.nodes[h]
+	if n.loc == 0 {
+		return false
+	}
+	w.unlink(n)
+	n.loc = 0
+	w.count--
+	return true
+}
+
+// NextDeadline returns the earliest time at which Advance may have work,
+// and ok=false when the wheel is empty. The caller arms one timer for it
+// and calls Advance when it expires.
+//
+// The deadline is always after Now() and never after the earliest fire:
+// Advance(t) with t < deadline returns nothing. When the earliest work is
+// a level-0 bucket the deadline is exactly that bucket's fire time. When
+// it is a coarser bucket that must cascade, the deadline is the last
+// millisecond of that bucket's first tick, the earliest moment any of its
+// entries could fire; Advance at that time cascades it and may fire
+// nothing, after which NextDeadline is later. Reporting the cascade one
+// tick earlier, at the bucket's start as Kafka's DelayQueue does, would
+// wake the caller for work that can never fire anything.
+//
+// Cost: O(levels), one rotate and count-trailing-zeros per non-empty
+// level; no bucket is scanned. (A cached minimum would be O(1) to read but
+// goes stale on Remove and needs a scan to repair.)
+func (w *Wheel) NextDeadline() (deadline int64, ok bool) {
+	p, lv, ok := w.nextEvent()
+	if !ok {
+		return 0, false
+	}
+	k := p // a cascade at position p can first fire tick p
+	if lv == 0 {
+		k = p - 1 // a fire at position p completes tick p-1
+	}
+	return k*w.tick + w.tick - 1, true
+}
+
+// Advance moves the clock to now and appends to dst every handle that
+// fires, ordered by (due, seq), and returns dst. A handle due at d fires in
+// the first Advance whose now reaches the last millisecond of d's tick,
+// floor(d/tick)*tick + tick - 1: never before d, never later than the end
+// of its tick. Fired handles are no longer scheduled. The clock never goes
+// backwards: if now <= Now(), Advance does nothing.
+//
+// Advance jumps from one non-empty bucket to the next in deadline order,
+// never tick by tick, so an hour's jump over three pending jobs costs a
+// handful of bucket visits, not 3.6M ticks, and an idle wheel does no
+// work. Cost: O(levels) per visited bucket, plus O(1) per entry cascaded
+// (each entry cascades at most once per level it starts above 0) and
+// O(k log k) to order a fired bucket of k entries when they did not
+// arrive in order. It allocates only when dst must grow.
+func (w *Wheel) Advance(now int64, dst []uint32) []uint32 {
+	if now <= w.now {
+		return dst
+	}
+	w.now = now
+	target := w.done(now)
+	if w.count == 0 {
+		w.cur = target
+		return dst
+	}
+	for {
+		p, lv, ok := w.nextEvent()
+		if !ok || p > target {
+			break
+		}
+		// Processing each event with the clock set to the event's own
+		// position keeps the invariant that level L never holds a bucket
+		// at or behind the clock, whatever the size of the jump.
+		w.cur = p
+		if lv == 0 {
+			dst = w.fire(int((p-1)&slotMask), dst)
+		} else {
+			w.cascade(lv, int((p>>(slotBits*lv))&slotMask))
+		}
+	}
+	w.cur = target
+	return dst
+}
+
+// done returns the number of completed ticks at time now: the first tick
+// position that has not yet reached its last millisecond.
+func (w *Wheel) done(now int64) int64 {
+	now = min(max(now, minTime-w.tick), maxTime+w.tick)
+	if w.shift >= 0 {
+		return (now + 1) >> w.shift
+	}
+	q := now / w.tick
+	r := now - q*w.tick
+	if r < 0 { // Go truncates towards zero; times before the epoch need floor
+		q--
+		r += w.tick
+	}
+	if r == w.tick-1 {
+		q++
+	}
+	return q
+}
+
+// pos returns the tick that contains time t.
+func (w *Wheel) pos(t int64) int64 {
+	t = min(max(t, minTime), maxTime)
+	if w.shift >= 0 {
+		return t >> w.shift
+	}
+	q := t / w.tick
+	if t%w.tick < 0 {
+		q--
+	}
+	return q
+}
+
+// link appends h, due at tick position u >= w.cur, to the bucket that
+// covers u on the finest level with room, Kafka's TimingWheel.add: a level
+// takes u if u falls within 64 of its buckets from the clock's bucket.
+// Level L>0 never holds the clock's own bucket (that range belongs to the
+// finer level), so its 63 usable buckets never alias.
+func (w *Wheel) link(h uint32, n *node, u int64) {
+	lv := 0
+	if uint64(u-w.cur) >= wheelSize {
+		lv = 1
+		for uint64((u>>(slotBits*lv))-(w.cur>>(slotBits*lv))) >= wheelSize {
+			lv++
+		}
+		for lv >= len(w.levels) {
+			w.levels = append(w.levels, level{})
+		}
+	}
+	slot := uint32(u>>(slotBits*lv)) & slotMask
+	l := &w.levels[lv]
+	n.loc = (uint32(lv)<<slotBits | slot) + 1
+	n.next = nilHandle
+	bit := uint64(1) << slot
+	if l.occupied&bit == 0 {
+		l.occupied |= bit
+		l.head[slot] = h
+		n.prev = nilHandle
+	} else {
+		t := l.tail[slot]
+		w.nodes[t].next = h
+		n.prev = t
+	}
+	l.tail[slot] = h
+}
+
+// unlink takes n out of its bucket; the caller clears n.loc.
+func (w *Wheel) unlink(n *node) {
+	loc := n.loc - 1
+	l := &w.levels[loc>>slotBits]
+	slot := loc & slotMask
+	if n.prev == nilHandle {
+		l.head[slot] = n.next
+	} else {
+		w.nodes[n.prev].next = n.next
+	}
+	if n.next == nilHandle {
+		l.tail[slot] = n.prev
+	} else {
+		w.nodes[n.next].prev = n.prev
+	}
+	if n.prev == nilHandle && n.next == nilHandle {
+		l.occupied &^= 1 << slot
+	}
+}
+
+// nextEvent returns the clock position of the earliest pending work and
+// its level: for level 0, p = t+1 where t is the earliest non-empty tick
+// (it fires once tick t completes); for level L > 0, p is the first tick of
+// the earliest non-empty bucket, where it must cascade. Rotating each
+// level's occupancy word so the clock's bucket is bit 0 turns "next
+// non-empty bucket" into one count-trailing-zeros, as the Linux timer
+// wheel's bitmaps do.
+func (w *Wheel) nextEvent() (p int64, lv int, ok bool) {
+	for i := range w.levels {
+		occ := w.levels[i].occupied
+		if occ == 0 {
+			continue
+		}
+		c := w.cur >> (slotBits * i)
+		b := c + int64(bits.TrailingZeros64(bits.RotateLeft64(occ, -int(c&slotMask))))
+		var q int64
+		if i == 0 {
+			q = b + 1
+		} else {
+			q = b<<(slotBits*i) + 1
+		}
+		if !ok || q < p {
+			p, lv, ok = q, i, true
+		}
+	}
+	return p, lv, ok
+}
+
+// fire empties level-0 bucket slot into dst in (due, seq) order. Only
+// one tick lives in a level-0 bucket and buckets fire in tick order, so
+// ordering each bucket orders the whole batch. Entries appended directly
+// usually arrive in order; cascaded ones may land behind later adds with
+// equal due times, hence the check and the sort.
+func (w *Wheel) fire(slot int, dst []uint32) []uint32 {
+	l := &w.levels[0]
+	l.occupied &^= 1 << slot
+	start := len(dst)
+	sorted := true
+	var pd int64
+	var ps uint64
+	for h := l.head[slot]; h != nilHandle; {
+		n := &w.nodes[h]
+		if len(dst) > start && (n.due < pd || n.due == pd && n.seq < ps) {
+			sorted = false
+		}
+		pd, ps = n.due, n.seq
+		dst = append(dst, h)
+		n.loc = 0
+		h = n.next
+	}
+	w.count -= len(dst) - start
+	if !sorted {
+		slices.SortFunc(dst[start:], func(a, b uint32) int {
+			na, nb := &w.nodes[a], &w.nodes[b]
+			if c := cmp.Compare(na.due, nb.due); c != 0 {
+				return c
+			}
+			return cmp.Compare(na.seq, nb.seq)
+		})
+	}
+	return dst
+}
+
+// cascade re-adds every entry of a coarser bucket whose start the clock
+// has reached, Kafka's bucket.flush(reinsert). Each entry lands on a
+// strictly finer level, since it is now less than one bucket of this level
+// away, and none is due yet: its tick is at or after the clock.
+func (w *Wheel) cascade(lv, slot int) {
+	l := &w.levels[lv]
+	l.occupied &^= 1 << slot
+	for h := l.head[slot]; h != nilHandle; {
+		n := &w.nodes[h]
+		next := n.next
+		w.link(h, n, w.pos(n.due))
+		h = next
+	}
+}
+
+// grow extends the slab to cover h. New nodes are zero: not scheduled.
+func (w *Wheel) grow(h uint32) {
+	n := int(h) + 1
+	w.nodes = slices.Grow(w.nodes, n-len(w.nodes))[:n]
+}
