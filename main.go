@@ -37,18 +37,25 @@ func run(args, environ []string, stderr io.Writer) int {
 	}
 	log := newLogger(cfg, stderr)
 
+	start := time.Now()
 	eng, err := engine.New(engine.Options{
-		Tick:       cfg.Tick,
-		MaxPayload: cfg.MaxPayloadBytes,
-		MaxJobs:    cfg.MaxJobs,
+		Tick:           cfg.Tick,
+		MaxPayload:     cfg.MaxPayloadBytes,
+		MaxJobs:        cfg.MaxJobs,
+		AppendOnly:     cfg.AppendOnly,
+		Dir:            cfg.Dir,
+		Fsync:          cfg.AppendFsync,
+		Repair:         cfg.Repair,
+		RewritePercent: cfg.AutoRewritePercentage,
+		RewriteMinSize: cfg.AutoRewriteMinSize,
+		Logger:         log,
 	})
 	if err != nil {
-		log.Error().Err(err).Msg("engine")
+		log.Error().Err(err).Msg("cannot start: loading the append-only log failed (start with --repair to cut a damaged log at the damage)")
+		fmt.Fprintln(stderr, "delayd:", err)
 		return 1
 	}
-	if cfg.AppendOnly {
-		log.Warn().Msg("the append-only log is not built yet: jobs live in memory only")
-	}
+	loaded := time.Since(start)
 
 	stop := make(chan string, 1)
 	disp := commands.New(commands.Options{
@@ -86,6 +93,7 @@ func run(args, environ []string, stderr io.Writer) int {
 		Int("max_payload_bytes", cfg.MaxPayloadBytes).
 		Bool("requirepass", cfg.RequirePass != "").
 		Int("pid", os.Getpid()).
+		Dur("load_took", loaded).
 		Msg("delayd ready")
 
 	go func() {
@@ -106,10 +114,14 @@ func run(args, environ []string, stderr io.Writer) int {
 
 	// Graceful stop: no new clients; blocked clients get a null reply (the
 	// engine releases them); replies in flight go out; then the log.
-	start := time.Now()
+	start = time.Now()
 	srv.StopAccepting()
-	eng.Close()
+	eng.Stop()
 	srv.Close(2 * time.Second)
+	if err := eng.Close(); err != nil {
+		log.Error().Err(err).Msg("closing the append-only log")
+		return 1
+	}
 	log.Info().Str("reason", why).Dur("took", time.Since(start)).Msg("delayd stopped")
 	return 0
 }

@@ -57,5 +57,6 @@ func (b *Block) reply(c *Client, job engine.Delivery, ok bool) {
 		return
 	}
 	b.delivered = &job
+	c.Ticket = job.Ticket
 	writeJob(c.W, job)
 }

@@ -49,19 +49,26 @@ func (d *Dispatcher) add(c *Client, args [][]byte, a engine.AddArgs) {
 			return
 		}
 	}
-	id, added, err := d.eng.Add(a)
+	res, err := d.eng.Add(a)
 	switch {
 	case err != nil:
 		d.replyErr(c, err)
-	case !added:
+	case !res.Added:
 		c.W.Null()
 	default:
-		c.W.Bulk(id)
+		c.Ticket = res.Ticket
+		c.W.Bulk(res.ID)
 	}
 }
 
 func cmdCancel(d *Dispatcher, c *Client, args [][]byte) {
-	c.W.Int(int64(d.eng.Cancel(args[1], args[2:])))
+	n, ticket, err := d.eng.Cancel(args[1], args[2:])
+	if err != nil {
+		d.replyErr(c, err)
+		return
+	}
+	c.Ticket = ticket
+	c.W.Int(int64(n))
 }
 
 func cmdPop(d *Dispatcher, c *Client, args [][]byte) {
@@ -77,6 +84,7 @@ func cmdPop(d *Dispatcher, c *Client, args [][]byte) {
 		// Shutting down: a blocked pop answers null, and so does a new one.
 		c.W.NullArray()
 	case w == nil:
+		c.Ticket = job.Ticket
 		writeJob(c.W, job)
 	default:
 		c.Block = &Block{Timeout: timeout, w: w, eng: d.eng}

@@ -41,8 +41,9 @@ type Client struct {
 	LastCmd string
 
 	// Set by handlers, acted on by the connection loop after the command.
-	Quit  bool   // close the connection once replies are flushed
-	Block *Block // park the client until the block resolves
+	Quit   bool   // close the connection once replies are flushed
+	Block  *Block // park the client until the block resolves
+	Ticket uint64 // log position the command's reply must wait for (0: none)
 }
 
 // Options configure a Dispatcher. Only main knows where the values come from.
@@ -58,12 +59,7 @@ type Options struct {
 	// Shutdown stops the server (SHUTDOWN); it returns at once and the
 	// server stops in the background.
 	Shutdown func()
-	// Rewrite starts a background rewrite of the log (BGREWRITEAOF); nil
-	// when the log is off.
-	Rewrite func() error
-	// Persistence returns the INFO persistence fields; nil when the log is off.
-	Persistence func() [][2]string
-	Log         zerolog.Logger
+	Log zerolog.Logger
 }
 
 // Dispatcher looks commands up in the table, checks arity and auth once, and
@@ -143,7 +139,13 @@ func (d *Dispatcher) lookup(name []byte) *Command {
 	return d.byName[string(buf[:len(name)])]
 }
 
-// Exec runs one command. args[0] is the command name.
+// Durable waits until the log holds the write with this ticket. An error
+// means the write failed and was not applied: its reply must be this error.
+func (d *Dispatcher) Durable(ticket uint64) error { return d.eng.WaitDurable(ticket) }
+
+// Exec runs one command. args[0] is the command name. A handler that writes
+// sets c.Ticket; the connection must wait for Durable(c.Ticket) before the
+// reply leaves.
 func (d *Dispatcher) Exec(c *Client, args [][]byte) {
 	d.commandsRun.Add(1)
 	cmd := d.lookup(args[0])

@@ -272,11 +272,7 @@ func cmdConfig(d *Dispatcher, c *Client, args [][]byte) {
 }
 
 func cmdBgRewrite(d *Dispatcher, c *Client, args [][]byte) {
-	if d.opts.Rewrite == nil {
-		c.W.Error("ERR the append-only log is off (appendonly no): nothing to rewrite")
-		return
-	}
-	if err := d.opts.Rewrite(); err != nil {
+	if err := d.eng.Rewrite(); err != nil {
 		c.W.Error("ERR " + err.Error())
 		return
 	}
@@ -353,11 +349,7 @@ func cmdInfo(d *Dispatcher, c *Client, args [][]byte) {
 		{"used_memory_payloads", itoa(in.PayloadBytes)},
 		{"gc_cycles", strconv.FormatUint(uint64(ms.NumGC), 10)},
 	})
-	persistence := [][2]string{{"loading", "0"}, {"aof_enabled", "0"}}
-	if d.opts.Persistence != nil {
-		persistence = d.opts.Persistence()
-	}
-	section("Persistence", persistence)
+	section("Persistence", d.eng.Persistence())
 	section("Stats", [][2]string{
 		{"total_connections_received", itoa(d.TotalConns.Load())},
 		{"total_commands_processed", itoa(d.commandsRun.Load())},

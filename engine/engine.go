@@ -2,11 +2,15 @@ package engine
 
 import (
 	"bytes"
+	"fmt"
 	"hash/maphash"
 	"sync"
 	"time"
 	"unsafe"
 
+	"github.com/rs/zerolog"
+
+	"github.com/delayd/delayd/aof"
 	"github.com/delayd/delayd/wheel"
 )
 
@@ -25,6 +29,21 @@ type Options struct {
 	// engine inside testing/synctest, whose fake clock drives time.Now and
 	// timers alike. Kept as a seam for tools that replay at a given time.
 	Now func() time.Time
+
+	// AppendOnly keeps a log in Dir (file LogFile) and replays it at start.
+	AppendOnly bool
+	Dir        string
+	Fsync      string // FsyncAlways, FsyncEverySec (default) or FsyncNo
+	FS         aof.FS // default: the real filesystem
+	// Repair cuts a log damaged before its tail at the damage (keeping the
+	// rest as *.broken) instead of refusing to start.
+	Repair bool
+	// RewritePercent starts a background rewrite when the log has grown by
+	// this percentage over its size after the last rewrite (0: never), and is
+	// at least RewriteMinSize bytes.
+	RewritePercent int
+	RewriteMinSize int64
+	Logger         zerolog.Logger
 }
 
 // Validate checks the options and fills defaults.
@@ -40,6 +59,16 @@ func (o *Options) Validate() error {
 	}
 	if o.Now == nil {
 		o.Now = time.Now
+	}
+	switch o.Fsync {
+	case "":
+		o.Fsync = FsyncEverySec
+	case FsyncAlways, FsyncEverySec, FsyncNo:
+	default:
+		return fmt.Errorf("appendfsync: %q is not always, everysec or no", o.Fsync)
+	}
+	if o.AppendOnly && o.Dir == "" {
+		o.Dir = "."
 	}
 	return nil
 }
@@ -107,9 +136,12 @@ type Engine struct {
 	start   time.Time // monotonic base
 	startMs int64     // unix ms at start
 
-	wake chan struct{}
-	quit chan struct{}
-	done chan struct{}
+	j journal // the append-only log, when on
+
+	wake    chan struct{}
+	quit    chan struct{} // stops the timer goroutine
+	done    chan struct{}
+	logQuit chan struct{} // stops the flusher
 }
 
 // Stats are counters since start.
@@ -122,7 +154,10 @@ type Stats struct {
 	WaitersNow int
 }
 
-// New returns a running engine. Close stops its timer goroutine.
+// New returns a running engine. With AppendOnly it first replays the log:
+// every job comes back with its state and due time, and jobs whose time
+// passed while the server was down become ready, in (due time, add order).
+// Close stops it.
 func New(opts Options) (*Engine, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
@@ -138,8 +173,18 @@ func New(opts Options) (*Engine, error) {
 		wake:    make(chan struct{}, 1),
 		quit:    make(chan struct{}),
 		done:    make(chan struct{}),
+		logQuit: make(chan struct{}),
 	}
-	e.wheel = wheel.New(opts.Tick, e.startMs)
+	if opts.AppendOnly {
+		if err := e.openLog(); err != nil {
+			return nil, err
+		}
+		go e.flusher()
+	}
+	if e.wheel == nil {
+		e.wheel = wheel.New(opts.Tick, e.startMs)
+	}
+	e.advanceLocked(e.nowMs())
 	go e.run()
 	return e, nil
 }
@@ -420,73 +465,117 @@ type AddArgs struct {
 	Replace bool
 }
 
-// Add stores a job. It returns the job's id and whether anything changed:
-// an existing id without Replace changes nothing and returns added=false.
-// The id slice is freshly allocated. O(1).
-func (e *Engine) Add(a AddArgs) (id []byte, added bool, err error) {
+// AddResult is what an add did. Ticket is the log position the reply must
+// wait for (0 when nothing was logged).
+type AddResult struct {
+	ID     []byte // freshly allocated
+	Added  bool   // false: the id existed and REPLACE was not given
+	Ticket uint64
+}
+
+// Add stores a job. An existing id without Replace changes nothing. O(1).
+func (e *Engine) Add(a AddArgs) (AddResult, error) {
 	if len(a.Payload) > e.opts.MaxPayload {
-		return nil, false, ErrPayloadTooLarge
+		return AddResult{}, ErrPayloadTooLarge
 	}
 	if a.ID != nil && (len(a.ID) == 0 || len(a.ID) > 256) {
-		return nil, false, ErrBadID
+		return AddResult{}, ErrBadID
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.closed {
-		return nil, false, ErrClosed
+	if err := e.writable(); err != nil {
+		return AddResult{}, err
 	}
 	now := e.nowMs()
-	due := a.Due
+	r := rec{op: opAdd, time: now, queue: a.Queue, id: a.ID, due: a.Due, payload: a.Payload}
 	if !a.At {
-		due = now + a.Delay
+		r.due = now + a.Delay
 	}
 	qi, existed := e.queueFor(a.Queue, false)
+	exists := false
 	if existed && a.ID != nil {
-		if s, ok := e.lookup(qi, a.ID); ok {
+		var s uint32
+		if s, exists = e.lookup(qi, a.ID); exists {
 			if !a.Replace {
-				return nil, false, nil
+				return AddResult{}, nil
 			}
-			e.detach(s)
-			j := &e.jobs[s]
-			e.arena.free(j.data, int(j.idLen)+int(j.plen))
-			j.data = e.storeData(a.ID, a.Payload)
-			j.plen = uint32(len(a.Payload))
-			j.deliveries = 0
-			e.schedule(s, due, now)
-			return append([]byte(nil), a.ID...), true, nil
+			if e.jobs[s].idLen == 0 { // keep a server-made id in its compact form
+				r.id, r.sid = nil, e.jobs[s].sid
+			}
 		}
 	}
-	if e.opts.MaxJobs > 0 && e.njobs >= e.opts.MaxJobs {
-		return nil, false, ErrMaxJobs
+	if !exists && e.opts.MaxJobs > 0 && e.njobs >= e.opts.MaxJobs {
+		return AddResult{}, ErrMaxJobs
 	}
-	if !existed {
-		qi, _ = e.queueFor(a.Queue, true)
-	}
-	s := e.allocSlot()
-	j := &e.jobs[s]
-	j.queue = qi
-	if a.ID != nil {
-		id = append([]byte(nil), a.ID...)
-		j.idLen = uint16(len(a.ID))
-	} else {
+	if a.ID == nil {
 		var buf [sidLen]byte
 		for {
 			e.lastSID = nextSID(e.lastSID, now)
 			// A client may have chosen this very string as its own id.
+			if !existed {
+				break
+			}
 			if _, taken := e.lookup(qi, renderSID(&buf, e.lastSID)); !taken {
 				break
 			}
 		}
-		j.sid = e.lastSID
-		id = append([]byte(nil), buf[:]...)
+		r.sid = e.lastSID
 	}
-	j.data = e.storeData(a.ID, a.Payload)
-	j.plen = uint32(len(a.Payload))
+	e.seq++
+	r.seq = e.seq
+	e.put(&r)
+	res := AddResult{Added: true, Ticket: e.logRec(&r)}
+	if r.id != nil {
+		res.ID = append([]byte(nil), r.id...)
+	} else {
+		var buf [sidLen]byte
+		res.ID = append([]byte(nil), renderSID(&buf, r.sid)...)
+	}
+	e.stats.Added++
+	return res, nil
+}
+
+// put applies an add record: the job is created, or replaced whole if its id
+// exists, and scheduled. Live adds and replay both come here, so replay
+// rebuilds exactly what was live. O(1) plus any jobs that fall due.
+func (e *Engine) put(r *rec) {
+	var buf [sidLen]byte
+	id := r.id
+	if id == nil {
+		id = renderSID(&buf, r.sid)
+	}
+	if qi, ok := e.queueFor(r.queue, false); ok {
+		if s, ok := e.lookup(qi, id); ok {
+			e.remove(s)
+		}
+	}
+	qi, _ := e.queueFor(r.queue, true)
+	s := e.allocSlot()
+	j := &e.jobs[s]
+	j.queue = qi
+	j.sid = r.sid
+	j.idLen = uint16(len(r.id))
+	j.data = e.storeData(r.id, r.payload)
+	j.plen = uint32(len(r.payload))
+	j.due, j.seq, j.deliveries = r.due, r.seq, r.deliveries
 	e.indexInsert(s, id)
 	e.njobs++
-	e.stats.Added++
-	e.schedule(s, due, now)
-	return id, true, nil
+	e.lastSID = max(e.lastSID, r.sid)
+	e.seq = max(e.seq, r.seq)
+	switch {
+	case r.flags&flagHead != 0:
+		e.pushReady(s, true)
+	case r.flags&flagReady == 0 && r.due > r.time && e.wheel.Add(s, r.due, r.seq):
+		j.state = stateDelayed
+		e.queues[qi].delayed++
+		e.poke(r.due)
+		return
+	default:
+		// Jobs already due in the wheel became ready before this one.
+		e.advanceLocked(r.time)
+		e.pushReady(s, false)
+	}
+	e.serve(qi)
 }
 
 func (e *Engine) storeData(id, payload []byte) uint64 {
@@ -502,61 +591,72 @@ func (e *Engine) storeData(id, payload []byte) uint64 {
 	return e.arena.alloc(buf)
 }
 
-// schedule puts a detached job in the wheel, or at the tail of its ready list
-// when due is not in the future, and gives it a new add order.
-func (e *Engine) schedule(s uint32, due, now int64) {
-	e.seq++
-	j := &e.jobs[s]
-	j.due, j.seq = due, e.seq
-	if due > now && e.wheel.Add(s, due, e.seq) {
-		j.state = stateDelayed
-		e.queues[j.queue].delayed++
-		e.poke(due)
-		return
-	}
-	// Jobs already due in the wheel became ready before this one was added.
-	e.advanceLocked(now)
-	e.pushReady(s, false)
-	e.serve(j.queue)
-}
-
 // --- removing ----------------------------------------------------------------
 
 // Cancel removes the named jobs of a queue, in any state, and returns how
-// many existed. O(1) per id.
-func (e *Engine) Cancel(queueName []byte, ids [][]byte) int {
+// many existed and the log ticket to wait for. O(1) per id.
+func (e *Engine) Cancel(queueName []byte, ids [][]byte) (int, uint64, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	qi, ok := e.queueFor(queueName, false)
-	if !ok {
-		return 0
+	if err := e.writable(); err != nil {
+		return 0, 0, err
 	}
+	var ticket uint64
 	n := 0
 	for _, id := range ids {
-		if !e.queues[qi].live {
+		qi, ok := e.queueFor(queueName, false)
+		if !ok {
 			break // the last job went and the queue with it
 		}
 		if s, ok := e.lookup(qi, id); ok {
+			r := e.recFor(opCancel, s)
+			ticket = e.logRec(&r) // encodes r before remove frees the id it aliases
 			e.remove(s)
 			n++
 		}
 	}
 	e.stats.Cancelled += uint64(n)
-	return n
+	return n, ticket, nil
+}
+
+// recFor builds the cancel or pop record of the job in slot s.
+func (e *Engine) recFor(op byte, s uint32) rec {
+	j := &e.jobs[s]
+	r := rec{op: op, time: e.nowMs(), queue: []byte(e.queues[j.queue].name), sid: j.sid}
+	if j.idLen > 0 {
+		r.id = e.arena.bytes(j.data, int(j.idLen))
+	}
+	return r
+}
+
+// del applies a cancel or pop record.
+func (e *Engine) del(r *rec) {
+	var buf [sidLen]byte
+	id := r.id
+	if id == nil {
+		id = renderSID(&buf, r.sid)
+	}
+	if qi, ok := e.queueFor(r.queue, false); ok {
+		if s, ok := e.lookup(qi, id); ok {
+			e.remove(s)
+		}
+	}
 }
 
 // --- popping -----------------------------------------------------------------
 
 // Delivery is a job handed to a client: copies, safe after the lock is gone.
 // It carries what is needed to put the job back if the client turns out to
-// be gone.
+// be gone, and the log ticket its reply must wait for.
 type Delivery struct {
 	Queue      []byte
 	ID         []byte
 	Payload    []byte
 	Due        int64
 	Deliveries uint32
+	Ticket     uint64
 	sid        uint64
+	seq        uint64
 }
 
 // Pop takes the first ready job of the first non-empty queue, trying names in
@@ -568,6 +668,9 @@ func (e *Engine) Pop(names [][]byte) (Delivery, bool) {
 }
 
 func (e *Engine) popLocked(names [][]byte) (Delivery, bool) {
+	if e.closed {
+		return Delivery{}, false
+	}
 	e.advanceLocked(e.nowMs())
 	for _, name := range names {
 		qi, ok := e.queueFor(name, false)
@@ -579,7 +682,9 @@ func (e *Engine) popLocked(names [][]byte) (Delivery, bool) {
 	return Delivery{}, false
 }
 
-// take hands the ready job in slot s to a client and removes it.
+// take hands the ready job in slot s to a client and removes it. Pops are
+// served even when the log has failed (they are dropped from it then: after
+// a restart such a job is delivered again, never lost).
 func (e *Engine) take(s uint32) Delivery {
 	var buf [sidLen]byte
 	j := &e.jobs[s]
@@ -591,9 +696,12 @@ func (e *Engine) take(s uint32) Delivery {
 		Due:        j.due,
 		Deliveries: j.deliveries,
 		sid:        j.sid, // 0 for client ids
+		seq:        j.seq,
 	}
-	e.stats.Delivered++
+	r := e.recFor(opPop, s)
+	d.Ticket = e.logRec(&r) // encodes r before remove frees the id it aliases
 	e.remove(s)
+	e.stats.Delivered++
 	return d
 }
 
@@ -603,29 +711,19 @@ func (e *Engine) take(s uint32) Delivery {
 func (e *Engine) Requeue(d Delivery) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	qi, _ := e.queueFor(d.Queue, true)
-	if _, taken := e.lookup(qi, d.ID); taken {
-		e.releaseQueue(qi)
-		return false
+	if qi, ok := e.queueFor(d.Queue, false); ok {
+		if _, taken := e.lookup(qi, d.ID); taken {
+			return false
+		}
 	}
-	s := e.allocSlot()
-	j := &e.jobs[s]
-	j.queue = qi
-	if d.sid != 0 {
-		j.sid = d.sid
-		j.data = e.arena.alloc(d.Payload)
-	} else {
-		j.idLen = uint16(len(d.ID))
-		j.data = e.storeData(d.ID, d.Payload)
+	r := rec{op: opAdd, time: e.nowMs(), queue: d.Queue, sid: d.sid, due: d.Due,
+		seq: d.seq, deliveries: d.Deliveries, flags: flagHead, payload: d.Payload}
+	if d.sid == 0 {
+		r.id = d.ID
 	}
-	j.plen = uint32(len(d.Payload))
-	j.due = d.Due
-	j.deliveries = d.Deliveries
-	e.indexInsert(s, d.ID)
-	e.njobs++
+	e.put(&r)
+	e.logRec(&r)
 	e.stats.Requeued++
-	e.pushReady(s, true)
-	e.serve(qi)
 	return true
 }
 
@@ -750,9 +848,11 @@ func (e *Engine) Info() Info {
 	return in
 }
 
-// Close stops the timer goroutine and resolves every blocked client with a
-// null reply. Later writes fail with ErrClosed; reads still answer.
-func (e *Engine) Close() {
+// Stop refuses new writes and pops, resolves every blocked client with a
+// null reply, and stops the timer. The log stays open so that connections
+// still finishing (and jobs handed back by clients that left) are logged;
+// Close ends it.
+func (e *Engine) Stop() {
 	e.mu.Lock()
 	if e.closed {
 		e.mu.Unlock()
@@ -768,4 +868,23 @@ func (e *Engine) Close() {
 	e.mu.Unlock()
 	close(e.quit)
 	<-e.done
+}
+
+// Close stops the engine and flushes and fsyncs the log, whatever the fsync
+// policy, then closes it.
+func (e *Engine) Close() error {
+	e.Stop()
+	if e.j.log == nil {
+		return nil
+	}
+	select {
+	case <-e.logQuit:
+		return nil // already closed
+	default:
+	}
+	close(e.logQuit)
+	<-e.j.done
+	e.j.wmu.Lock()
+	defer e.j.wmu.Unlock()
+	return e.j.log.Close()
 }

@@ -151,24 +151,36 @@ func (s *Server) serveConn(nc net.Conn) {
 				// The stream cannot be resynchronised: say why, then close.
 				// Other connections are untouched.
 				cn.w.Error("ERR " + err.Error())
-				cn.flush()
+				cn.flush(s.d)
 			}
 			return
 		}
 		for _, cmd := range cmds {
+			start := len(cn.w.buf)
+			c.Ticket = 0
 			s.d.Exec(c, cmd.Args)
-			if c.Block != nil && !cn.block(c) {
+			if c.Ticket != 0 {
+				cn.logged = append(cn.logged, loggedReply{start, len(cn.w.buf), c.Ticket})
+			}
+			if c.Block != nil && !cn.block(c, s.d) {
 				return
 			}
 			if c.Quit {
-				cn.flush()
+				cn.flush(s.d)
 				return
 			}
 		}
-		if cn.flush() != nil {
+		if cn.flush(s.d) != nil {
 			return
 		}
 	}
+}
+
+// loggedReply marks the reply of a write in the output buffer: it may leave
+// only once the log holds the write, and becomes an error if that failed.
+type loggedReply struct {
+	start, end int
+	ticket     uint64
 }
 
 // conn is the socket of one client: the reader redcon reads from (with
@@ -177,7 +189,8 @@ func (s *Server) serveConn(nc net.Conn) {
 type conn struct {
 	nc      net.Conn
 	w       *writer
-	pending []byte // read by the watcher during a block, not yet parsed
+	pending []byte        // read by the watcher during a block, not yet parsed
+	logged  []loggedReply // replies in w.buf that wait for the log
 
 	stopping atomic.Bool
 	watchEnd chan struct{}
@@ -194,7 +207,17 @@ func (cn *conn) Read(p []byte) (int, error) {
 	return cn.nc.Read(p)
 }
 
-func (cn *conn) flush() error {
+// flush sends the buffered replies. Replies of writes wait for the log
+// first (one wait covers a whole pipelined batch: group commit), so a reply
+// never says a write happened before the log holds it.
+func (cn *conn) flush(d *commands.Dispatcher) error {
+	if len(cn.logged) > 0 {
+		last := cn.logged[len(cn.logged)-1].ticket
+		if d.Durable(last) != nil || len(cn.logged) > 1 {
+			cn.failLogged(d)
+		}
+		cn.logged = cn.logged[:0]
+	}
 	if len(cn.w.buf) == 0 {
 		return nil
 	}
@@ -205,6 +228,27 @@ func (cn *conn) flush() error {
 		cn.w.buf = cn.w.buf[:0]
 	}
 	return err
+}
+
+// failLogged replaces the reply of every write whose log write failed with
+// the error: such a write was not applied.
+func (cn *conn) failLogged(d *commands.Dispatcher) {
+	var out []byte
+	prev := 0
+	for _, l := range cn.logged {
+		err := d.Durable(l.ticket) // already decided: no wait
+		if err == nil {
+			continue
+		}
+		out = append(out, cn.w.buf[prev:l.start]...)
+		out = append(out, "-ERR "...)
+		out = append(out, err.Error()...)
+		out = append(out, "\r\n"...)
+		prev = l.end
+	}
+	if out != nil {
+		cn.w.buf = append(out, cn.w.buf[prev:]...)
+	}
 }
 
 // maxPending bounds what a blocked client may send before we stop reading
@@ -255,11 +299,11 @@ func (cn *conn) unwatch() (gone bool) {
 
 // block waits for a blocked pop to resolve: served, timed out, or the client
 // gone, whichever comes first. It returns false when the connection is done.
-func (cn *conn) block(c *commands.Client) bool {
+func (cn *conn) block(c *commands.Client, d *commands.Dispatcher) bool {
 	b := c.Block
 	c.Block = nil
 	// Replies to commands before the pop go out now, in order.
-	if cn.flush() != nil {
+	if cn.flush(d) != nil {
 		b.Gone()
 		return false
 	}
@@ -270,6 +314,8 @@ func (cn *conn) block(c *commands.Client) bool {
 		defer t.Stop()
 		timeout = t.C
 	}
+	c.Ticket = 0
+	keep := true
 	select {
 	case <-b.Ready():
 		b.Served(c)
@@ -282,27 +328,27 @@ func (cn *conn) block(c *commands.Client) bool {
 			return false
 		}
 		// Server.Close woke the watcher: the client is still there and the
-		// engine, closed first, has released the waiter; answer it.
+		// engine, stopped first, has released the waiter; answer it.
 		select {
 		case <-b.Ready():
 			b.Served(c)
 		case <-time.After(time.Second):
 			b.TimedOut(c)
 		}
-		if cn.flush() != nil {
-			b.WriteFailed()
-		}
-		return false
+		keep = false
 	}
-	if cn.unwatch() {
+	if keep && cn.unwatch() {
 		b.WriteFailed()
 		return false
 	}
-	if cn.flush() != nil {
+	if c.Ticket != 0 {
+		cn.logged = append(cn.logged, loggedReply{0, len(cn.w.buf), c.Ticket})
+	}
+	if cn.flush(d) != nil {
 		b.WriteFailed()
 		return false
 	}
-	return true
+	return keep
 }
 
 func isTimeout(err error) bool {

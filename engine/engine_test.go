@@ -1,0 +1,553 @@
+package engine
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// Every test runs inside a synctest bubble: time.Now and the engine's timer
+// use a fake clock that jumps when every goroutine is blocked, so waiting a
+// minute takes no time and each step lands on an exact millisecond.
+
+func newEngine(t *testing.T, opts Options) *Engine {
+	t.Helper()
+	e, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	return e
+}
+
+func b(s string) []byte { return []byte(s) }
+
+func add(t *testing.T, e *Engine, q string, delay int64, payload string) string {
+	t.Helper()
+	res, err := e.Add(AddArgs{Queue: b(q), Delay: delay, Payload: b(payload)})
+	if err != nil || !res.Added {
+		t.Fatalf("add %s %d %s: %+v err=%v", q, delay, payload, res, err)
+	}
+	return string(res.ID)
+}
+
+func addAt(t *testing.T, e *Engine, q string, at int64, id, payload string) {
+	t.Helper()
+	if res, err := e.Add(AddArgs{Queue: b(q), At: true, Due: at, ID: b(id), Payload: b(payload)}); err != nil || !res.Added {
+		t.Fatalf("addat %s %d %s: %+v err=%v", q, at, id, res, err)
+	}
+}
+
+// sleep advances the fake clock and lets the engine's goroutine run.
+func sleep(d time.Duration) {
+	time.Sleep(d)
+	synctest.Wait()
+}
+
+func popPayload(e *Engine, qs ...string) (string, bool) {
+	var names [][]byte
+	for _, q := range qs {
+		names = append(names, b(q))
+	}
+	d, ok := e.Pop(names)
+	return string(d.Payload), ok
+}
+
+func drain(e *Engine, q string) []string {
+	var out []string
+	for {
+		p, ok := popPayload(e, q)
+		if !ok {
+			return out
+		}
+		out = append(out, p)
+	}
+}
+
+func TestNeverEarlyAndOnTime(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEngine(t, Options{})
+		for _, delay := range []int64{1, 63, 64, 65, 4095, 4096, 262144, 3_600_000} {
+			add(t, e, "q", delay, fmt.Sprint(delay))
+			sleep(time.Duration(delay-1) * time.Millisecond)
+			if p, ok := popPayload(e, "q"); ok {
+				t.Fatalf("delay %d: popped %q a millisecond early", delay, p)
+			}
+			sleep(time.Millisecond)
+			if p, ok := popPayload(e, "q"); !ok || p != fmt.Sprint(delay) {
+				t.Fatalf("delay %d: at due time got %q %v", delay, p, ok)
+			}
+		}
+	})
+}
+
+func TestTickLargerThanOneNeverEarly(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEngine(t, Options{Tick: 10})
+		add(t, e, "q", 3, "x")
+		sleep(2 * time.Millisecond)
+		if _, ok := popPayload(e, "q"); ok {
+			t.Fatal("popped before due with tick 10")
+		}
+		sleep(10 * time.Millisecond)
+		if p, ok := popPayload(e, "q"); !ok || p != "x" {
+			t.Fatalf("not ready by the end of its tick: %q %v", p, ok)
+		}
+	})
+}
+
+func TestEqualDueKeepsAddOrderAcrossLevels(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEngine(t, Options{})
+		due := e.Now() + 300_000
+		// "a" waits five minutes in a high level; the others are added later,
+		// closer to the due time, into lower levels, all for the same ms.
+		addAt(t, e, "q", due, "a", "a")
+		sleep(299 * time.Second)
+		addAt(t, e, "q", due, "b", "b")
+		addAt(t, e, "q", due-1, "early", "early")
+		sleep(999 * time.Millisecond)
+		addAt(t, e, "q", due, "c", "c")
+		sleep(time.Millisecond)
+		got := drain(e, "q")
+		want := []string{"early", "a", "b", "c"}
+		if !slices.Equal(got, want) {
+			t.Fatalf("order %v, want %v", got, want)
+		}
+	})
+}
+
+func TestReadyNowJoinsTailAfterDueJobs(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEngine(t, Options{})
+		add(t, e, "q", 5, "delayed")
+		add(t, e, "q", 0, "now1")
+		sleep(10 * time.Millisecond)
+		addAt(t, e, "q", e.Now()-1000, "past", "past") // due long ago, added last
+		if got, want := drain(e, "q"), []string{"now1", "delayed", "past"}; !slices.Equal(got, want) {
+			t.Fatalf("order %v, want %v", got, want)
+		}
+		j, ok := e.Get(b("q"), b("past"))
+		if ok {
+			t.Fatalf("popped job still there: %+v", j)
+		}
+	})
+}
+
+func TestAddAtPastKeepsGivenDue(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEngine(t, Options{})
+		at := e.Now() - 5000
+		addAt(t, e, "q", at, "x", "p")
+		j, ok := e.Get(b("q"), b("x"))
+		if !ok || j.State != "ready" || j.Due != at {
+			t.Fatalf("got %+v %v, want ready with due %d", j, ok, at)
+		}
+		add(t, e, "q", 0, "now")
+		id := add(t, e, "q", 0, "now2")
+		j, _ = e.Get(b("q"), b(id))
+		if j.Due != e.Now() {
+			t.Fatalf("delay 0 due %d, want now %d", j.Due, e.Now())
+		}
+	})
+}
+
+func TestIDsAndReplace(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEngine(t, Options{})
+		first := add(t, e, "a", 100, "x")
+		second := add(t, e, "b", 100, "y")
+		third := add(t, e, "a", 100, "z")
+		if !(first < second && second < third) || len(first) != 16 {
+			t.Fatalf("server ids not increasing: %s %s %s", first, second, third)
+		}
+		addAt(t, e, "q", e.Now()+1000, "job-1", "v1")
+		// Same id, no REPLACE: nothing changes (a safe producer retry).
+		res, err := e.Add(AddArgs{Queue: b("q"), ID: b("job-1"), Payload: b("v2")})
+		if err != nil || res.Added || res.ID != nil {
+			t.Fatalf("duplicate add: %+v %v", res, err)
+		}
+		if j, _ := e.Get(b("q"), b("job-1")); string(j.Payload) != "v1" || j.State != "delayed" {
+			t.Fatalf("duplicate add changed the job: %+v", j)
+		}
+		// REPLACE with delay 0: new payload, ready now.
+		res, err = e.Add(AddArgs{Queue: b("q"), ID: b("job-1"), Payload: b("v3"), Replace: true})
+		if err != nil || !res.Added {
+			t.Fatalf("replace: %+v %v", res, err)
+		}
+		j, _ := e.Get(b("q"), b("job-1"))
+		if string(j.Payload) != "v3" || j.State != "ready" {
+			t.Fatalf("after replace: %+v", j)
+		}
+		if s := e.QueueStats(b("q")); s != (QueueStats{Ready: 1}) {
+			t.Fatalf("stats after replace %+v", s)
+		}
+		// A client id that looks like the next server id does not collide.
+		next := nextSID(e.lastSID, e.Now())
+		var buf [sidLen]byte
+		addAt(t, e, "q", 0, string(renderSID(&buf, next)), "squatter")
+		got := add(t, e, "q", 0, "server")
+		if got == string(renderSID(&buf, next)) {
+			t.Fatal("server id collided with a client id")
+		}
+	})
+}
+
+func TestLimits(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEngine(t, Options{MaxPayload: 4, MaxJobs: 2})
+		if _, err := e.Add(AddArgs{Queue: b("q"), Payload: b("12345")}); err != ErrPayloadTooLarge {
+			t.Fatalf("payload over max: %v", err)
+		}
+		add(t, e, "q", 10, "1234") // exactly the max is fine
+		add(t, e, "q", 10, "b")
+		if _, err := e.Add(AddArgs{Queue: b("q"), Payload: b("c")}); err != ErrMaxJobs {
+			t.Fatalf("over max jobs: %v", err)
+		}
+		if n, _, _ := e.Cancel(b("q"), nil); n != 0 {
+			t.Fatal("cancel of nothing")
+		}
+	})
+}
+
+func TestCancelEveryState(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEngine(t, Options{})
+		delayed := add(t, e, "q", 10_000, "d")
+		ready := add(t, e, "q", 0, "r")
+		far := add(t, e, "q", 86_400_000*30, "far") // a high overflow level
+		if n, _, _ := e.Cancel(b("q"), [][]byte{b(delayed), b("nope"), b(ready), b(far), b(ready)}); n != 3 {
+			t.Fatalf("cancelled %d, want 3", n)
+		}
+		sleep(time.Hour * 24 * 31)
+		if _, ok := popPayload(e, "q"); ok {
+			t.Fatal("a cancelled job was delivered")
+		}
+		if e.Exists(b("q")) || len(e.byName) != 0 || e.njobs != 0 {
+			t.Fatalf("empty queue left something behind: %v %d", e.byName, e.njobs)
+		}
+	})
+}
+
+func TestWaitersServedOldestFirst(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEngine(t, Options{})
+		var ws []*Waiter
+		for range 3 {
+			_, w, err := e.PopOrWait([][]byte{b("q")})
+			if err != nil || w == nil {
+				t.Fatal("expected to block")
+			}
+			ws = append(ws, w)
+		}
+		add(t, e, "q", 50, "first")
+		add(t, e, "q", 50, "second")
+		sleep(49 * time.Millisecond)
+		for i, w := range ws {
+			select {
+			case <-w.Ready():
+				t.Fatalf("waiter %d served before due", i)
+			default:
+			}
+		}
+		sleep(time.Millisecond)
+		for i, want := range []string{"first", "second"} {
+			select {
+			case <-ws[i].Ready():
+				d, ok := ws[i].Result()
+				if !ok || string(d.Payload) != want {
+					t.Fatalf("waiter %d got %q, want %q", i, d.Payload, want)
+				}
+			default:
+				t.Fatalf("waiter %d not served at due time", i)
+			}
+		}
+		if _, ok := e.CancelWait(ws[2]); ok {
+			t.Fatal("third waiter got a job")
+		}
+		if e.Exists(b("q")) || len(e.byName) != 0 {
+			t.Fatal("queue kept after its last waiter left")
+		}
+	})
+}
+
+func TestWaiterOnSeveralKeys(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEngine(t, Options{})
+		_, w, _ := e.PopOrWait([][]byte{b("k1"), b("k2")})
+		add(t, e, "k2", 0, "from-k2")
+		<-w.Ready()
+		d, ok := w.Result()
+		if !ok || string(d.Queue) != "k2" || string(d.Payload) != "from-k2" {
+			t.Fatalf("got %+v", d)
+		}
+		add(t, e, "k1", 0, "left")
+		if s := e.QueueStats(b("k1")); s.Ready != 1 {
+			t.Fatalf("the resolved waiter took a second job: %+v", s)
+		}
+		// Keys are tried in the order given.
+		add(t, e, "k2", 0, "k2-job")
+		if d, _ := e.Pop([][]byte{b("k2"), b("k1")}); string(d.Payload) != "k2-job" {
+			t.Fatalf("pop order: %q", d.Payload)
+		}
+	})
+}
+
+func TestGoneClientJobGoesBackToHead(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEngine(t, Options{})
+		_, w, _ := e.PopOrWait([][]byte{b("q")})
+		add(t, e, "q", 0, "one")
+		add(t, e, "q", 0, "two")
+		<-w.Ready()
+		// The client left as the job was handed over: the connection cancels
+		// and gets the job back, which returns to the head.
+		d, ok := e.CancelWait(w)
+		if !ok || string(d.Payload) != "one" {
+			t.Fatalf("cancel after serve: %+v %v", d, ok)
+		}
+		e.Requeue(d)
+		if got := drain(e, "q"); !slices.Equal(got, []string{"one", "two"}) {
+			t.Fatalf("after requeue %v", got)
+		}
+		if j, ok := e.Get(b("q"), d.ID); ok {
+			t.Fatalf("requeued job not popped: %+v", j)
+		}
+	})
+}
+
+func TestCloseReleasesWaiters(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e, _ := New(Options{})
+		_, w, _ := e.PopOrWait([][]byte{b("q")})
+		e.Close()
+		<-w.Ready()
+		if _, ok := w.Result(); ok {
+			t.Fatal("released waiter reports a job")
+		}
+		if _, err := e.Add(AddArgs{Queue: b("q")}); err != ErrClosed {
+			t.Fatalf("add after close: %v", err)
+		}
+	})
+}
+
+func TestPeekAndBinaryPayloads(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEngine(t, Options{})
+		all := make([]byte, 256)
+		for i := range all {
+			all[i] = byte(i)
+		}
+		big := bytes.Repeat([]byte("x"), maxClass+1) // outside the arena's classes
+		for _, p := range [][]byte{all, {}, []byte("a\r\nb"), big} {
+			if _, err := e.Add(AddArgs{Queue: b("q"), Payload: p}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		pk := e.Peek(b("q"), 10)
+		if len(pk) != 4 || !bytes.Equal(pk[0].Payload, all) || len(pk[1].Payload) != 0 || !bytes.Equal(pk[3].Payload, big) {
+			t.Fatalf("peek: %d pairs", len(pk))
+		}
+		if s := e.QueueStats(b("q")); s.Ready != 4 {
+			t.Fatalf("peek removed jobs: %+v", s)
+		}
+		for _, want := range [][]byte{all, {}, []byte("a\r\nb"), big} {
+			d, _ := e.Pop([][]byte{b("q")})
+			if !bytes.Equal(d.Payload, want) {
+				t.Fatalf("payload changed: %d bytes, want %d", len(d.Payload), len(want))
+			}
+		}
+	})
+}
+
+func TestIdleEngineDoesNotTick(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEngine(t, Options{})
+		add(t, e, "q", 3_600_000, "x")
+		sleep(time.Hour)
+		if _, ok := popPayload(e, "q"); !ok {
+			t.Fatal("not ready after an hour")
+		}
+		// With nothing pending the timer goroutine is parked, not ticking:
+		// the bubble would not advance a whole day in one step otherwise.
+		start := time.Now()
+		sleep(24 * time.Hour)
+		if time.Since(start) != 24*time.Hour {
+			t.Fatal("clock did not jump")
+		}
+	})
+}
+
+// TestModel runs random operations against the engine and a plain reference
+// (slices, sorted on each step) and compares every reply.
+func TestModel(t *testing.T) {
+	rounds := 40
+	if testing.Short() {
+		rounds = 5
+	}
+	for seed := range uint64(rounds) {
+		synctest.Test(t, func(t *testing.T) {
+			runModel(t, seed, 3000)
+		})
+	}
+}
+
+type refJob struct {
+	id, payload string
+	due         int64
+	seq         int
+}
+
+type refQueue struct {
+	delayed []refJob
+	ready   []refJob
+}
+
+type reference struct {
+	queues map[string]*refQueue
+	seq    int
+}
+
+func (r *reference) q(name string) *refQueue {
+	if r.queues[name] == nil {
+		r.queues[name] = &refQueue{}
+	}
+	return r.queues[name]
+}
+
+func (r *reference) advance(now int64) {
+	for _, q := range r.queues {
+		slices.SortFunc(q.delayed, func(a, b refJob) int {
+			if a.due != b.due {
+				return int(a.due - b.due)
+			}
+			return a.seq - b.seq
+		})
+		i := 0
+		for i < len(q.delayed) && q.delayed[i].due <= now {
+			i++
+		}
+		q.ready = append(q.ready, q.delayed[:i]...)
+		q.delayed = slices.Delete(q.delayed, 0, i)
+	}
+}
+
+func (r *reference) has(qn, id string) bool {
+	q := r.q(qn)
+	for _, l := range [][]refJob{q.delayed, q.ready} {
+		for _, j := range l {
+			if j.id == id {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func (r *reference) remove(qn, id string) bool {
+	q := r.q(qn)
+	for _, l := range []*[]refJob{&q.delayed, &q.ready} {
+		for i, j := range *l {
+			if j.id == id {
+				*l = slices.Delete(*l, i, i+1)
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func runModel(t *testing.T, seed uint64, ops int) {
+	rng := rand.New(rand.NewPCG(seed, 99))
+	e := newEngine(t, Options{})
+	ref := &reference{queues: map[string]*refQueue{}}
+	queues := []string{"a", "b", "c"}
+	var ids []string
+	delays := []int64{0, 1, 2, 63, 64, 65, 500, 4096, 70_000, 300_000, 5_000_000}
+	for op := range ops {
+		now := e.Now()
+		qn := queues[rng.IntN(len(queues))]
+		switch r := rng.IntN(100); {
+		case r < 40: // add, sometimes with a chosen id, sometimes replacing
+			delay := delays[rng.IntN(len(delays))] + rng.Int64N(3)
+			payload := fmt.Sprintf("p%d", op)
+			a := AddArgs{Queue: b(qn), Delay: delay, Payload: b(payload)}
+			var id string
+			if rng.IntN(3) == 0 && len(ids) > 0 {
+				id = ids[rng.IntN(len(ids))]
+				a.ID = b(id)
+				a.Replace = rng.IntN(2) == 0
+			}
+			res, err := e.Add(a)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, added := res.ID, res.Added
+			if id != "" && ref.has(qn, id) {
+				if !a.Replace {
+					if added {
+						t.Fatalf("op %d: add of existing id %s without REPLACE changed it", op, id)
+					}
+					continue
+				}
+				ref.remove(qn, id)
+			}
+			if !added {
+				t.Fatalf("op %d: add refused", op)
+			}
+			if id == "" {
+				id = string(got)
+				ids = append(ids, id)
+			}
+			ref.seq++
+			j := refJob{id: id, payload: payload, due: now + delay, seq: ref.seq}
+			ref.advance(now)
+			if delay == 0 {
+				ref.q(qn).ready = append(ref.q(qn).ready, j)
+			} else {
+				ref.q(qn).delayed = append(ref.q(qn).delayed, j)
+			}
+		case r < 50: // cancel
+			if len(ids) == 0 {
+				continue
+			}
+			id := ids[rng.IntN(len(ids))]
+			want := 0
+			if ref.remove(qn, id) {
+				want = 1
+			}
+			if got, _, _ := e.Cancel(b(qn), [][]byte{b(id)}); got != want {
+				t.Fatalf("op %d: cancel %s/%s = %d, want %d", op, qn, id, got, want)
+			}
+		case r < 75: // pop
+			ref.advance(now)
+			d, ok := e.Pop([][]byte{b(qn)})
+			q := ref.q(qn)
+			if ok != (len(q.ready) > 0) {
+				t.Fatalf("op %d: pop %s ok=%v, reference has %d ready", op, qn, ok, len(q.ready))
+			}
+			if ok {
+				want := q.ready[0]
+				q.ready = q.ready[1:]
+				if string(d.ID) != want.id || string(d.Payload) != want.payload {
+					t.Fatalf("op %d: pop %s got %s/%s, want %s/%s", op, qn, d.ID, d.Payload, want.id, want.payload)
+				}
+			}
+		default: // time passes, by steps of every size
+			steps := []time.Duration{time.Millisecond, 7 * time.Millisecond, 64 * time.Millisecond, time.Second, time.Minute}
+			sleep(steps[rng.IntN(len(steps))])
+			ref.advance(e.Now())
+			for _, qn := range queues {
+				q := ref.q(qn)
+				want := QueueStats{Delayed: len(q.delayed), Ready: len(q.ready)}
+				if got := e.QueueStats(b(qn)); got != want {
+					t.Fatalf("op %d: stats %s = %+v, want %+v", op, qn, got, want)
+				}
+			}
+		}
+	}
+}

@@ -1,0 +1,614 @@
+package engine
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/delayd/delayd/aof"
+	"github.com/delayd/delayd/wheel"
+)
+
+// The journal is the engine's side of the append-only log.
+//
+// Group commit: a write applies under mu and appends its encoded record to
+// pend, getting a ticket (its position in the log). One flusher goroutine
+// swaps pend out under mu, writes the whole batch with one write(2) and,
+// under appendfsync always, one fsync, then marks every ticket in it durable.
+// A reply waits only for its own ticket (the connection waits once per batch
+// of pipelined commands), and the next fsync starts as soon as the last one
+// returns, so throughput holds as writers are added.
+//
+// A failed write is not applied: aof rolls the file back to its last good
+// size, the engine reloads its state from the file (waiters are kept), and
+// every ticket of the failed batch, and any given out after it, gets an
+// error. Pops go on being served; while the log is broken they are not
+// logged, so after a restart such a job is delivered again, never lost.
+
+// LogFile is the log's name inside the data directory.
+const LogFile = "delayd.aof"
+
+// Fsync policies.
+const (
+	FsyncAlways   = "always"
+	FsyncEverySec = "everysec"
+	FsyncNo       = "no"
+)
+
+type journal struct {
+	fs   aof.FS
+	path string
+
+	wmu sync.Mutex  // held while the log writer is used (flusher, rewrite switch)
+	log *aof.Writer // guarded by wmu to use; replaced under wmu and mu
+
+	// guarded by Engine.mu
+	pend      []byte // records, each as uvarint length then bytes
+	pendFirst uint64
+	ticket    uint64 // last ticket given out
+	broken    error  // sticky log failure: writes are refused
+	replaying bool
+	rewriting bool
+	rwTail    []byte // records logged since the rewrite's snapshot began
+	scratch   []byte
+
+	kick chan struct{}
+	done chan struct{}
+
+	dmu     sync.Mutex
+	dcond   *sync.Cond
+	durable uint64     // guarded by dmu
+	failed  [][2]int64 // guarded by dmu: ticket ranges whose write failed
+	lastErr error      // guarded by dmu
+
+	// guarded by dmu, for INFO persistence
+	lastFsync     time.Time
+	lastFsyncTook time.Duration
+	baseSize      int64
+	size          int64
+	lastRewrite   time.Time
+	rewriteTook   time.Duration
+	rewriteErr    error
+	replayed      int
+}
+
+// openLog replays the log into the engine and opens it for appending.
+// Called by New before any goroutine starts, so no lock is needed.
+func (e *Engine) openLog() error {
+	o := &e.opts
+	j := &e.j
+	j.fs, j.path = o.FS, filepath.Join(o.Dir, LogFile)
+	j.kick = make(chan struct{}, 1)
+	j.done = make(chan struct{})
+	j.dcond = sync.NewCond(&j.dmu)
+	if j.fs == nil {
+		j.fs = aof.OS
+		if err := os.MkdirAll(o.Dir, 0o755); err != nil {
+			return err
+		}
+	}
+	res, err := e.replayFile()
+	var ce *aof.CorruptError
+	if errors.As(err, &ce) && o.Repair {
+		cut, rerr := aof.Repair(j.fs, j.path)
+		if rerr != nil {
+			return fmt.Errorf("repair %s: %w", j.path, rerr)
+		}
+		o.Logger.Warn().Str("file", j.path).Int64("cut_at", cut).Str("kept_in", j.path+aof.BrokenSuffix).
+			Msg("log repaired: cut at the damage")
+		e.resetState()
+		res, err = e.replayFile()
+	}
+	if err != nil {
+		return err
+	}
+	if res.TornBytes > 0 {
+		o.Logger.Warn().Str("file", j.path).Int64("offset", res.Size).Int64("cut_bytes", res.TornBytes).
+			Msg("torn last record cut off (a crash during a write)")
+	}
+	j.log, err = aof.OpenAppend(j.fs, j.path, res.Size)
+	if err != nil {
+		return err
+	}
+	j.size, j.baseSize = j.log.Size(), j.log.Size()
+	j.replayed = res.Records
+	return nil
+}
+
+// replayFile applies every record of the log, at the time it was applied.
+func (e *Engine) replayFile() (aof.Result, error) {
+	j := &e.j
+	j.replaying = true
+	defer func() { j.replaying = false }()
+	start, last := time.Now(), time.Now()
+	n := 0
+	res, err := aof.Replay(j.fs, j.path, func(p []byte) error {
+		if err := e.apply(p); err != nil {
+			return fmt.Errorf("%s: record %d: %w", j.path, n+1, err)
+		}
+		n++
+		if n%65536 == 0 && time.Since(last) > 2*time.Second {
+			last = time.Now()
+			e.opts.Logger.Info().Int("records", n).Int("jobs", e.njobs).
+				Float64("records_per_sec", float64(n)/time.Since(start).Seconds()).
+				Dur("elapsed", time.Since(start)).Msg("replaying log")
+		}
+		return nil
+	})
+	if n > 0 {
+		e.opts.Logger.Info().Int("records", n).Int("jobs", e.njobs).Dur("took", time.Since(start)).
+			Int64("bytes", res.Size).Msg("log replayed")
+	}
+	return res, err
+}
+
+// apply replays one record: time first moves to when it was applied.
+func (e *Engine) apply(p []byte) error {
+	var r rec
+	if err := r.decode(p); err != nil {
+		return err
+	}
+	if e.wheel == nil {
+		e.wheel = wheel.New(e.opts.Tick, r.time)
+	}
+	e.advanceLocked(r.time)
+	switch r.op {
+	case opAdd:
+		e.put(&r)
+	case opCancel, opPop:
+		e.del(&r)
+	case opMeta:
+		e.lastSID = max(e.lastSID, r.sid)
+		e.seq = max(e.seq, r.seq)
+	}
+	return nil
+}
+
+// resetState drops every job and queue, keeping ids and add order counters
+// so nothing is ever reused. Waiters are the caller's business.
+func (e *Engine) resetState() {
+	e.wheel = nil
+	e.jobs, e.free = nil, 0
+	e.index = make(map[uint64]uint32)
+	e.arena = arena{}
+	e.queues, e.qfree = nil, nil
+	e.byName = make(map[string]uint32)
+	e.njobs = 0
+}
+
+// writable says whether a write may be applied now. Called with mu held.
+func (e *Engine) writable() error {
+	if e.closed {
+		return ErrClosed
+	}
+	if e.j.broken != nil {
+		return fmt.Errorf("%w: %v", ErrLog, e.j.broken)
+	}
+	return nil
+}
+
+// logRec appends r to the pending batch and returns its ticket (0 when the
+// log is off or broken). Called with mu held, in apply order.
+func (e *Engine) logRec(r *rec) uint64 {
+	j := &e.j
+	if j.log == nil || j.replaying || j.broken != nil {
+		return 0
+	}
+	j.scratch = r.encode(j.scratch[:0])
+	if len(j.pend) == 0 {
+		j.pendFirst = j.ticket + 1
+		select {
+		case j.kick <- struct{}{}:
+		default:
+		}
+	}
+	j.pend = binary.AppendUvarint(j.pend, uint64(len(j.scratch)))
+	j.pend = append(j.pend, j.scratch...)
+	if j.rewriting {
+		j.rwTail = binary.AppendUvarint(j.rwTail, uint64(len(j.scratch)))
+		j.rwTail = append(j.rwTail, j.scratch...)
+	}
+	j.ticket++
+	return j.ticket
+}
+
+// eachRecord calls fn for each length-prefixed record in buf.
+func eachRecord(buf []byte, fn func([]byte)) {
+	for len(buf) > 0 {
+		n, k := binary.Uvarint(buf)
+		fn(buf[k : k+int(n)])
+		buf = buf[k+int(n):]
+	}
+}
+
+// flusher is the group commit loop. It exits when the engine closes, after
+// writing and fsyncing everything pending.
+func (e *Engine) flusher() {
+	j := &e.j
+	defer close(j.done)
+	var spare []byte
+	var tick <-chan time.Time
+	if e.opts.Fsync == FsyncEverySec {
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		tick = t.C
+	}
+	dirty := false
+	for {
+		closing := false
+		select {
+		case <-j.kick:
+		case <-tick:
+			if dirty {
+				dirty = e.syncLog() != nil
+			}
+			continue
+		case <-e.logQuit:
+			closing = true
+		}
+		e.mu.Lock()
+		batch, first, last := j.pend, j.pendFirst, j.ticket
+		j.pend = spare[:0]
+		e.mu.Unlock()
+		if len(batch) > 0 {
+			j.wmu.Lock()
+			eachRecord(batch, j.log.Append)
+			err := j.log.Flush()
+			size := j.log.Size()
+			j.wmu.Unlock()
+			if err == nil {
+				dirty = true
+				if e.opts.Fsync == FsyncAlways {
+					err = e.syncLog()
+					dirty = err != nil
+				}
+			}
+			spare = batch
+			if err != nil {
+				e.logFailure(first, err)
+			} else {
+				j.dmu.Lock()
+				j.durable, j.size = last, size
+				j.dmu.Unlock()
+				j.dcond.Broadcast()
+				e.maybeAutoRewrite(size)
+			}
+		}
+		if closing {
+			if dirty {
+				e.syncLog()
+			}
+			return
+		}
+	}
+}
+
+// syncLog fsyncs the log and logs a slow fsync with its duration.
+func (e *Engine) syncLog() error {
+	j := &e.j
+	j.wmu.Lock()
+	w := j.log
+	j.wmu.Unlock()
+	start := time.Now()
+	err := w.Sync()
+	took := time.Since(start)
+	if took > 500*time.Millisecond {
+		e.opts.Logger.Warn().Dur("took", took).Str("file", j.path).Msg("slow fsync")
+	}
+	j.dmu.Lock()
+	if err == nil {
+		j.lastFsync, j.lastFsyncTook = time.Now(), took
+	} else {
+		j.lastErr = err
+	}
+	j.dmu.Unlock()
+	if err != nil {
+		e.opts.Logger.Error().Err(err).Str("file", j.path).Msg("fsync failed")
+	}
+	return err
+}
+
+// logFailure fails every ticket from first on and makes memory match the
+// file again, so a write whose record did not reach the log is not applied.
+func (e *Engine) logFailure(first uint64, err error) {
+	j := &e.j
+	e.opts.Logger.Error().Err(err).Str("file", j.path).Msg("append-only log write failed: the writes in flight get an error and are undone")
+	e.mu.Lock()
+	last := j.ticket
+	j.pend = j.pend[:0]
+	if errors.Is(err, aof.ErrWriterFailed) || e.opts.Fsync == FsyncAlways {
+		// A failed fsync cannot be retried safely; refuse writes until a
+		// restart replays what the disk really holds.
+		j.broken = err
+	}
+	if rerr := e.reloadLocked(); rerr != nil {
+		j.broken = rerr
+		e.opts.Logger.Error().Err(rerr).Msg("reloading the log after a failed write")
+	}
+	e.mu.Unlock()
+	j.dmu.Lock()
+	j.failed = append(j.failed, [2]int64{int64(first), int64(last)})
+	if len(j.failed) > 64 {
+		j.failed = j.failed[1:]
+	}
+	j.durable = max(j.durable, last)
+	j.lastErr = err
+	j.dmu.Unlock()
+	j.dcond.Broadcast()
+}
+
+// reloadLocked rebuilds every job from the log file, keeping blocked clients
+// in their queues' FIFO order. Called with mu held; rare (disk errors).
+func (e *Engine) reloadLocked() error {
+	type parked struct {
+		name  string
+		links []*waitLink
+	}
+	var waiting []parked
+	for i := range e.queues {
+		q := &e.queues[i]
+		if !q.live || q.whead == nil {
+			continue
+		}
+		p := parked{name: q.name}
+		for l := q.whead; l != nil; l = l.next {
+			p.links = append(p.links, l)
+		}
+		waiting = append(waiting, p)
+	}
+	e.resetState()
+	_, err := e.replayFile()
+	if e.wheel == nil {
+		e.wheel = wheel.New(e.opts.Tick, e.nowMs())
+	}
+	for _, p := range waiting {
+		qi, _ := e.queueFor([]byte(p.name), true)
+		q := &e.queues[qi]
+		for _, l := range p.links {
+			l.q, l.prev, l.next = qi, q.wtail, nil
+			if q.wtail != nil {
+				q.wtail.next = l
+			} else {
+				q.whead = l
+			}
+			q.wtail = l
+			q.nwait++
+		}
+	}
+	e.advanceLocked(e.nowMs())
+	for _, p := range waiting {
+		if qi, ok := e.queueFor([]byte(p.name), false); ok {
+			e.serve(qi)
+		}
+	}
+	e.armed = 0
+	e.poke(0)
+	return err
+}
+
+// WaitDurable blocks until the record with this ticket is in the log (and on
+// disk under appendfsync always). It returns an error if its write failed,
+// in which case the write was not applied. Ticket 0 returns at once.
+func (e *Engine) WaitDurable(ticket uint64) error {
+	if ticket == 0 {
+		return nil
+	}
+	j := &e.j
+	j.dmu.Lock()
+	defer j.dmu.Unlock()
+	for j.durable < ticket {
+		j.dcond.Wait()
+	}
+	for _, f := range j.failed {
+		if int64(ticket) >= f[0] && int64(ticket) <= f[1] {
+			return fmt.Errorf("%w: %v", ErrLog, j.lastErr)
+		}
+	}
+	return nil
+}
+
+// maybeAutoRewrite starts a rewrite when the log has grown past the
+// configured multiple of its size after the last rewrite.
+func (e *Engine) maybeAutoRewrite(size int64) {
+	o := &e.opts
+	j := &e.j
+	if o.RewritePercent <= 0 || size < o.RewriteMinSize {
+		return
+	}
+	j.dmu.Lock()
+	base := j.baseSize
+	j.dmu.Unlock()
+	if size < base+base*int64(o.RewritePercent)/100 {
+		return
+	}
+	if err := e.Rewrite(); err == nil {
+		o.Logger.Info().Int64("size", size).Int64("base_size", base).Msg("automatic log rewrite started")
+	}
+}
+
+// ErrRewriteRunning is returned by Rewrite while one is in progress.
+var ErrRewriteRunning = errors.New("Background append only file rewriting already in progress")
+
+// Rewrite starts writing the live set to a new log in the background; writes
+// go on meanwhile. The new log replaces the old one atomically.
+func (e *Engine) Rewrite() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	j := &e.j
+	if j.log == nil {
+		return errors.New("the append-only log is off (appendonly no)")
+	}
+	if j.rewriting {
+		return ErrRewriteRunning
+	}
+	if err := e.writable(); err != nil {
+		return err
+	}
+	// The plan: every job in the order replay must see it, as (slot, seq)
+	// so a job changed since (a new seq, or gone) is skipped: the tail
+	// written at the end holds its newer state.
+	type entry struct {
+		slot  uint32
+		seq   uint64
+		ready bool
+	}
+	plan := make([]entry, 0, e.njobs)
+	for qi := range e.queues {
+		for s := e.queues[qi].head; s != 0; s = e.jobs[s-1].next {
+			plan = append(plan, entry{s - 1, e.jobs[s-1].seq, true})
+		}
+	}
+	for s := range e.jobs {
+		if e.jobs[s].state == stateDelayed {
+			plan = append(plan, entry{uint32(s), e.jobs[s].seq, false})
+		}
+	}
+	snapTime := e.nowMs()
+	meta := rec{op: opMeta, time: snapTime, sid: e.lastSID, seq: e.seq}
+	j.rewriting, j.rwTail = true, nil
+	started := time.Now()
+
+	go func() {
+		err := func() error {
+			w, tmp, err := aof.CreateTemp(j.fs, j.path)
+			if err != nil {
+				return err
+			}
+			fail := func(err error) error {
+				w.Close()
+				j.fs.Remove(tmp)
+				return err
+			}
+			var buf []byte
+			w.Append(meta.encode(nil))
+			const chunk = 1024
+			for i := 0; i < len(plan); i += chunk {
+				e.mu.Lock()
+				for _, p := range plan[i:min(i+chunk, len(plan))] {
+					jb := &e.jobs[p.slot]
+					if jb.state == stateFree || jb.seq != p.seq {
+						continue
+					}
+					r := rec{op: opAdd, time: snapTime, queue: []byte(e.queues[jb.queue].name), sid: jb.sid,
+						due: jb.due, seq: jb.seq, deliveries: jb.deliveries, payload: e.payloadOf(jb)}
+					if p.ready {
+						r.flags = flagReady
+					}
+					if jb.idLen > 0 {
+						r.id = e.arena.bytes(jb.data, int(jb.idLen))
+					}
+					buf = r.encode(buf[:0])
+					w.Append(buf)
+				}
+				e.mu.Unlock()
+				if w.Buffered() > 1<<20 {
+					if err := w.Flush(); err != nil {
+						return fail(err)
+					}
+				}
+			}
+			if err := w.Flush(); err != nil {
+				return fail(err)
+			}
+			if err := w.Sync(); err != nil {
+				return fail(err)
+			}
+			// Switch: the flusher is idle (wmu) and no write applies (mu).
+			// Everything logged since the plan is in rwTail, including what
+			// is still pending for the old log, so the new log covers it.
+			j.wmu.Lock()
+			e.mu.Lock()
+			eachRecord(j.rwTail, w.Append)
+			err = w.Flush()
+			if err == nil {
+				err = aof.Install(j.fs, tmp, j.path)
+			}
+			if err != nil && !errors.Is(err, aof.ErrRenameNotDurable) {
+				j.rwTail = nil
+				j.rewriting = false
+				e.mu.Unlock()
+				j.wmu.Unlock()
+				return fail(err)
+			}
+			old := j.log
+			j.log = w
+			last := j.ticket
+			j.pend, j.rwTail, j.rewriting = j.pend[:0], nil, false
+			e.mu.Unlock()
+			j.wmu.Unlock()
+			old.Close()
+			j.dmu.Lock()
+			j.durable = max(j.durable, last)
+			j.baseSize, j.size = w.Size(), w.Size()
+			j.dmu.Unlock()
+			j.dcond.Broadcast()
+			return err
+		}()
+		j.dmu.Lock()
+		j.lastRewrite, j.rewriteTook, j.rewriteErr = time.Now(), time.Since(started), err
+		j.dmu.Unlock()
+		if err != nil {
+			e.mu.Lock()
+			j.rewriting, j.rwTail = false, nil
+			e.mu.Unlock()
+			e.opts.Logger.Error().Err(err).Msg("log rewrite failed")
+			return
+		}
+		e.opts.Logger.Info().Int("jobs", len(plan)).Dur("took", time.Since(started)).Msg("log rewritten")
+	}()
+	return nil
+}
+
+// Persistence returns the INFO persistence fields.
+func (e *Engine) Persistence() [][2]string {
+	j := &e.j
+	if j.path == "" {
+		return [][2]string{{"loading", "0"}, {"aof_enabled", "0"}}
+	}
+	e.mu.Lock()
+	rewriting, broken := j.rewriting, j.broken
+	e.mu.Unlock()
+	j.dmu.Lock()
+	defer j.dmu.Unlock()
+	b := func(v bool) string {
+		if v {
+			return "1"
+		}
+		return "0"
+	}
+	status := func(err error) string {
+		if err != nil {
+			return "err"
+		}
+		return "ok"
+	}
+	lastFsync := "0"
+	if !j.lastFsync.IsZero() {
+		lastFsync = strconv.FormatInt(j.lastFsync.Unix(), 10)
+	}
+	errText := ""
+	if j.lastErr != nil {
+		errText = j.lastErr.Error()
+	}
+	return [][2]string{
+		{"loading", "0"},
+		{"aof_enabled", "1"},
+		{"aof_filename", j.path},
+		{"aof_fsync", e.opts.Fsync},
+		{"aof_current_size", strconv.FormatInt(j.size, 10)},
+		{"aof_base_size", strconv.FormatInt(j.baseSize, 10)},
+		{"aof_replayed_records", strconv.Itoa(j.replayed)},
+		{"aof_rewrite_in_progress", b(rewriting)},
+		{"aof_last_rewrite_time_sec", strconv.FormatInt(int64(j.rewriteTook.Seconds()), 10)},
+		{"aof_last_bgrewrite_status", status(j.rewriteErr)},
+		{"aof_last_fsync_unix", lastFsync},
+		{"aof_last_fsync_us", strconv.FormatInt(j.lastFsyncTook.Microseconds(), 10)},
+		{"aof_last_write_status", status(broken)},
+		{"aof_last_error", errText},
+	}
+}
