@@ -59,7 +59,7 @@ type Options struct {
 	// Shutdown stops the server (SHUTDOWN); it returns at once and the
 	// server stops in the background.
 	Shutdown func()
-	Log zerolog.Logger
+	Log      zerolog.Logger
 }
 
 // Dispatcher looks commands up in the table, checks arity and auth once, and

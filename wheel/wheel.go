@@ -64,7 +64,8 @@ type level struct {
 // calls (see the package documentation).
 type Wheel struct {
 	tick  int64 // level-0 bucket width in ms, >= 1
-	shift int   // log2(tick) when tick is a power of two, else -1: ms -> ticks by shift
+	pow2  bool  // tick is a power of two: ms -> ticks is a shift, not a division
+	shift uint8 // log2(tick) when pow2
 	now   int64 // largest time passed to New or Advance
 	// cur is the first tick that is not yet complete: floor((now+1)/tick).
 	// Every scheduled handle sits at a tick position >= cur; one whose
@@ -85,9 +86,9 @@ func New(tick int64, now int64) *Wheel {
 	if tick < 1 || tick > maxTick {
 		panic("wheel: tick must be in [1, 2^32] milliseconds")
 	}
-	w := &Wheel{tick: tick, shift: -1, now: now}
+	w := &Wheel{tick: tick, now: now}
 	if tick&(tick-1) == 0 {
-		w.shift = bits.TrailingZeros64(uint64(tick))
+		w.pow2, w.shift = true, uint8(bits.TrailingZeros64(uint64(tick)))
 	}
 	w.cur = w.done(now)
 	w.levels = make([]level, 1, maxLevels)
@@ -133,9 +134,6 @@ func (w *Wheel) Add(h uint32, due int64, seq uint64) bool {
 	if due <= w.now {
 		return false
 	}
-	if h == nilHandle {
-		panic("wheel: handle math.MaxUint32 is reserved")
-	}
 	if int(h) >= len(w.nodes) {
 		w.grow(h)
 	}
@@ -150,7 +148,11 @@ func (w *Wheel) Add(h uint32, due int64, seq uint64) bool {
 		return false
 	}
 	n.due, n.seq = due, seq
-	w.link(h, n, u)
+	lv := w.levelOf(u)
+	if lv >= uint(len(w.levels)) {
+		w.addLevels(lv)
+	}
+	w.push(h, n, lv, uint32(u>>(slotBits*lv&63))&slotMask)
 	w.count++
 	return true
 }
@@ -167,7 +169,22 @@ func (w *Wheel) Remove(h uint32) bool {
 	if n.loc == 0 {
 		return false
 	}
-	w.unlink(n)
+	loc, prev, next := n.loc-1, n.prev, n.next // locals: the stores below may alias n
+	l := &w.levels[loc>>slotBits]
+	slot := loc & slotMask
+	if prev == nilHandle {
+		l.head[slot] = next
+		if next == nilHandle {
+			l.occupied &^= 1 << slot
+		}
+	} else {
+		w.nodes[prev].next = next
+	}
+	if next == nilHandle {
+		l.tail[slot] = prev
+	} else {
+		w.nodes[next].prev = prev
+	}
 	n.loc = 0
 	w.count--
 	return true
@@ -249,8 +266,8 @@ func (w *Wheel) Advance(now int64, dst []uint32) []uint32 {
 // position that has not yet reached its last millisecond.
 func (w *Wheel) done(now int64) int64 {
 	now = min(max(now, minTime-w.tick), maxTime+w.tick)
-	if w.shift >= 0 {
-		return (now + 1) >> w.shift
+	if w.pow2 {
+		return (now + 1) >> (w.shift & 63)
 	}
 	q := now / w.tick
 	r := now - q*w.tick
@@ -266,9 +283,11 @@ func (w *Wheel) done(now int64) int64 {
 
 // pos returns the tick that contains time t.
 func (w *Wheel) pos(t int64) int64 {
-	t = min(max(t, minTime), maxTime)
-	if w.shift >= 0 {
-		return t >> w.shift
+	if uint64(t-minTime) > maxTime-minTime { // one predictable branch for both bounds
+		t = min(max(t, minTime), maxTime)
+	}
+	if w.pow2 {
+		return t >> (w.shift & 63)
 	}
 	q := t / w.tick
 	if t%w.tick < 0 {
@@ -277,56 +296,59 @@ func (w *Wheel) pos(t int64) int64 {
 	return q
 }
 
-// link appends h, due at tick position u >= w.cur, to the bucket that
-// covers u on the finest level with room, Kafka's TimingWheel.add: a level
-// takes u if u falls within 64 of its buckets from the clock's bucket.
-// Level L>0 never holds the clock's own bucket (that range belongs to the
-// finer level), so its 63 usable buckets never alias.
-func (w *Wheel) link(h uint32, n *node, u int64) {
-	lv := 0
-	if uint64(u-w.cur) >= wheelSize {
-		lv = 1
-		for uint64((u>>(slotBits*lv))-(w.cur>>(slotBits*lv))) >= wheelSize {
-			lv++
-		}
-		for lv >= len(w.levels) {
-			w.levels = append(w.levels, level{})
-		}
+// levelOf returns the finest level with room for tick position u >= w.cur,
+// Kafka's TimingWheel.add: level L takes u if u is within 64 of its
+// buckets from the clock's bucket. Level L>0 never holds the clock's own
+// bucket (that range belongs to the finer level), so its 63 usable
+// buckets never alias.
+//
+// With k = 6L, (u>>k) - (cur>>k) is floor(d/2^k) or one more, so the level
+// whose span first exceeds d = u-cur is right or one too fine. (A loop
+// trying each level in turn was the top of Add's profile.)
+func (w *Wheel) levelOf(u int64) uint {
+	d := uint64(u - w.cur)
+	if d < wheelSize {
+		return 0
 	}
-	slot := uint32(u>>(slotBits*lv)) & slotMask
-	l := &w.levels[lv]
-	n.loc = (uint32(lv)<<slotBits | slot) + 1
-	n.next = nilHandle
-	bit := uint64(1) << slot
-	if l.occupied&bit == 0 {
-		l.occupied |= bit
-		l.head[slot] = h
-		n.prev = nilHandle
-	} else {
-		t := l.tail[slot]
-		w.nodes[t].next = h
-		n.prev = t
+	lv := uint(bits.Len64(d)-1) / slotBits
+	if uint64(u>>(slotBits*lv&63)-w.cur>>(slotBits*lv&63)) >= wheelSize {
+		lv++
 	}
-	l.tail[slot] = h
+	return lv
 }
 
-// unlink takes n out of its bucket; the caller clears n.loc.
-func (w *Wheel) unlink(n *node) {
-	loc := n.loc - 1
-	l := &w.levels[loc>>slotBits]
-	slot := loc & slotMask
-	if n.prev == nilHandle {
-		l.head[slot] = n.next
+// relink appends h, due at tick position u >= w.cur, to the tail of its
+// bucket during a cascade. Unlike Add it never needs a new level: a
+// cascaded entry always moves to a finer one.
+func (w *Wheel) relink(h uint32, n *node, u int64) {
+	lv := w.levelOf(u)
+	w.push(h, n, lv, uint32(u>>(slotBits*lv&63))&slotMask)
+}
+
+// push links n (handle h) at the tail of bucket slot of level lv. Kept
+// small enough for the compiler to inline into Add.
+func (w *Wheel) push(h uint32, n *node, lv uint, slot uint32) {
+	l := &w.levels[lv]
+	prev := uint32(nilHandle)
+	if l.occupied&(1<<slot) == 0 {
+		l.occupied |= 1 << slot
+		l.head[slot] = h
 	} else {
-		w.nodes[n.prev].next = n.next
+		prev = l.tail[slot]
+		w.nodes[prev].next = h
 	}
-	if n.next == nilHandle {
-		l.tail[slot] = n.prev
-	} else {
-		w.nodes[n.next].prev = n.prev
-	}
-	if n.prev == nilHandle && n.next == nilHandle {
-		l.occupied &^= 1 << slot
+	l.tail[slot] = h
+	n.loc = (uint32(lv)<<slotBits | slot) + 1
+	n.next = nilHandle
+	n.prev = prev
+}
+
+// addLevels creates the overflow levels up to lv, Kafka's addOverflowWheel.
+//
+//go:noinline
+func (w *Wheel) addLevels(lv uint) {
+	for lv >= uint(len(w.levels)) {
+		w.levels = append(w.levels, level{})
 	}
 }
 
@@ -349,7 +371,7 @@ func (w *Wheel) nextEvent() (p int64, lv int, ok bool) {
 		if i == 0 {
 			q = b + 1
 		} else {
-			q = b<<(slotBits*i) + 1
+			q = b << (slotBits * i)
 		}
 		if !ok || q < p {
 			p, lv, ok = q, i, true
@@ -403,13 +425,20 @@ func (w *Wheel) cascade(lv, slot int) {
 	for h := l.head[slot]; h != nilHandle; {
 		n := &w.nodes[h]
 		next := n.next
-		w.link(h, n, w.pos(n.due))
+		w.relink(h, n, w.pos(n.due))
 		h = next
 	}
 }
 
 // grow extends the slab to cover h. New nodes are zero: not scheduled.
+// Kept out of line: inlined, its growslice call gave Add a large frame
+// and spills on every call.
+//
+//go:noinline
 func (w *Wheel) grow(h uint32) {
+	if h == nilHandle {
+		panic("wheel: handle math.MaxUint32 is reserved")
+	}
 	n := int(h) + 1
 	w.nodes = slices.Grow(w.nodes, n-len(w.nodes))[:n]
 }
