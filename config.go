@@ -201,5 +201,7 @@ func (c config) view() map[string]string {
 		"auto-rewrite-min-size":   strconv.FormatInt(c.AutoRewriteMinSize, 10),
 		"log-level":               c.LogLevel,
 		"log-format":              c.LogFormat,
+		// Redis's names, which redis-benchmark and other tools ask for.
+		"save": "",
 	}
 }

@@ -230,20 +230,19 @@ func (o Options) maxPayload() int {
 	return n
 }
 
-// parseInt parses a decimal int64 as strictly as Redis's string2ll: no sign
-// but '-', no spaces, no leading zeros.
+// parseInt parses a decimal int64 as Redis's string2ll does (no '+', no
+// spaces) except that leading zeros are accepted: redis-benchmark's
+// __rand_int__ is zero-padded ("000000012345"), and a delay written that way
+// means what it says.
 func parseInt(b []byte) (int64, bool) {
-	if len(b) == 0 || len(b) > 20 {
+	if len(b) == 0 {
 		return 0, false
-	}
-	if len(b) == 1 && b[0] == '0' {
-		return 0, true
 	}
 	neg := b[0] == '-'
 	if neg {
 		b = b[1:]
 	}
-	if len(b) == 0 || b[0] < '1' || b[0] > '9' {
+	if len(b) == 0 {
 		return 0, false
 	}
 	var n uint64
@@ -251,7 +250,7 @@ func parseInt(b []byte) (int64, bool) {
 		if c < '0' || c > '9' {
 			return 0, false
 		}
-		if n > (1<<63)/10 {
+		if n > (1<<64-1)/10 {
 			return 0, false
 		}
 		n = n*10 + uint64(c-'0')

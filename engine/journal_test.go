@@ -1,0 +1,355 @@
+package engine
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/delayd/delayd/aof"
+)
+
+// dump renders the whole state that replay must reproduce: per queue, the
+// ready list in order and the delayed jobs in the order they will fire.
+func dump(e *Engine) string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var names []string
+	for name := range e.byName {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	var sb strings.Builder
+	var buf [sidLen]byte
+	for _, name := range names {
+		qi := e.byName[name]
+		q := &e.queues[qi]
+		fmt.Fprintf(&sb, "%s: ready", name)
+		for s := q.head; s != 0; s = e.jobs[s-1].next {
+			j := &e.jobs[s-1]
+			fmt.Fprintf(&sb, " %s=%s/%d", e.idOf(j, &buf), e.payloadOf(j), j.deliveries)
+		}
+		var delayed []*job
+		for i := range e.jobs {
+			if j := &e.jobs[i]; j.state == stateDelayed && j.queue == qi {
+				delayed = append(delayed, j)
+			}
+		}
+		slices.SortFunc(delayed, func(a, b *job) int {
+			return cmp.Or(cmp.Compare(a.due, b.due), cmp.Compare(a.seq, b.seq))
+		})
+		sb.WriteString(" | delayed")
+		for _, j := range delayed {
+			fmt.Fprintf(&sb, " %s=%s@%d", e.idOf(j, &buf), e.payloadOf(j), j.due)
+		}
+		sb.WriteString("\n")
+	}
+	return sb.String()
+}
+
+func logged(fs aof.FS, fsync string) Options {
+	return Options{AppendOnly: true, Dir: "/data", FS: fs, Fsync: fsync, RewritePercent: 0}
+}
+
+func mustNew(t *testing.T, o Options) *Engine {
+	t.Helper()
+	e, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// churn applies random writes, waiting for each to be durable.
+func churn(t *testing.T, e *Engine, rng *rand.Rand, n int, ids *[]string) {
+	t.Helper()
+	for i := range n {
+		q := []byte(fmt.Sprintf("q%d", rng.IntN(3)))
+		switch r := rng.IntN(10); {
+		case r < 5:
+			a := AddArgs{Queue: q, Delay: []int64{0, 1, 50, 64, 5000, 100_000}[rng.IntN(6)], Payload: []byte(fmt.Sprint("p", i))}
+			if rng.IntN(4) == 0 && len(*ids) > 0 {
+				a.ID = []byte((*ids)[rng.IntN(len(*ids))])
+				a.Replace = true
+			}
+			res, err := e.Add(a)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := e.WaitDurable(res.Ticket); err != nil {
+				t.Fatal(err)
+			}
+			*ids = append(*ids, string(res.ID))
+		case r < 7:
+			if len(*ids) > 0 {
+				_, tk, _ := e.Cancel(q, [][]byte{[]byte((*ids)[rng.IntN(len(*ids))])})
+				if err := e.WaitDurable(tk); err != nil {
+					t.Fatal(err)
+				}
+			}
+		case r < 9:
+			if d, ok := e.Pop([][]byte{q}); ok {
+				if err := e.WaitDurable(d.Ticket); err != nil {
+					t.Fatal(err)
+				}
+				if rng.IntN(4) == 0 {
+					e.Requeue(d) // the client left as the job was handed over
+				}
+			}
+		default:
+			sleep(time.Duration(rng.IntN(80)) * time.Millisecond)
+		}
+	}
+}
+
+func TestRestartRestoresExactState(t *testing.T) {
+	for _, fsync := range []string{FsyncAlways, FsyncEverySec, FsyncNo} {
+		t.Run(fsync, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				fs := aof.NewMemFS()
+				rng := rand.New(rand.NewPCG(1, 2))
+				var ids []string
+				e := mustNew(t, logged(fs, fsync))
+				for round := range 8 {
+					churn(t, e, rng, 400, &ids)
+					before := dump(e)
+					lastSID := e.lastSID
+					if err := e.Close(); err != nil {
+						t.Fatal(err)
+					}
+					e = mustNew(t, logged(fs, fsync))
+					if after := dump(e); after != before {
+						t.Fatalf("round %d: state after restart differs\nbefore:\n%s\nafter:\n%s", round, before, after)
+					}
+					if e.lastSID != lastSID {
+						t.Fatalf("round %d: last server id %x, want %x", round, e.lastSID, lastSID)
+					}
+				}
+				e.Close()
+			})
+		})
+	}
+}
+
+func TestJobsDueWhileDownBecomeReadyInOrder(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fs := aof.NewMemFS()
+		e := mustNew(t, logged(fs, FsyncAlways))
+		due := e.Now() + 10_000
+		addAt(t, e, "q", due, "b", "b")
+		addAt(t, e, "q", due-5, "a", "a")
+		addAt(t, e, "q", due, "c", "c")
+		add(t, e, "q", 60_000, "later")
+		e.Close()
+		time.Sleep(30 * time.Second) // the server is down
+		e = mustNew(t, logged(fs, FsyncAlways))
+		defer e.Close()
+		if got := drain(e, "q"); !slices.Equal(got, []string{"a", "b", "c"}) {
+			t.Fatalf("after restart %v, want [a b c]", got)
+		}
+		sleep(30 * time.Second)
+		if got := drain(e, "q"); !slices.Equal(got, []string{"later"}) {
+			t.Fatalf("later job: %v", got)
+		}
+		// Ids stay unique across restarts, even for the same millisecond.
+		id := add(t, e, "q", 0, "x")
+		if id <= "0000000000000000" {
+			t.Fatal(id)
+		}
+	})
+}
+
+func TestCrashUnderAlwaysLosesNoAcknowledgedWrite(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fs := aof.NewMemFS()
+		e := mustNew(t, logged(fs, FsyncAlways))
+		var acked []string
+		for i := range 300 {
+			res, err := e.Add(AddArgs{Queue: b("q"), Delay: 100_000, Payload: []byte(fmt.Sprint(i))})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if e.WaitDurable(res.Ticket) == nil {
+				acked = append(acked, string(res.ID))
+			}
+			if i%97 == 0 {
+				// A crash now: whatever was not fsynced is gone.
+				c := mustNew(t, logged(fs.CrashClone(), FsyncAlways))
+				for _, id := range acked {
+					if _, ok := c.Get(b("q"), []byte(id)); !ok {
+						t.Fatalf("acknowledged job %s lost in a crash after %d adds", id, i+1)
+					}
+				}
+				c.Close()
+			}
+		}
+		e.Close()
+	})
+}
+
+func TestGroupCommitSharesFsyncs(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fs := aof.NewMemFS()
+		e := mustNew(t, logged(fs, FsyncAlways))
+		defer e.Close()
+		before := fs.SyncCount("/data/" + LogFile)
+		// 100 writers at once, each waiting for its own write to be on disk,
+		// as 100 connections under appendfsync always do.
+		var wg sync.WaitGroup
+		for i := range 100 {
+			wg.Go(func() {
+				res, err := e.Add(AddArgs{Queue: b("q"), Delay: 1000, Payload: []byte(fmt.Sprint(i))})
+				if err != nil || e.WaitDurable(res.Ticket) != nil {
+					t.Error("write failed", err)
+				}
+			})
+		}
+		wg.Wait()
+		if n := fs.SyncCount("/data/"+LogFile) - before; n < 1 || n > 50 {
+			t.Fatalf("%d fsyncs for 100 concurrent writes, want them shared (1 to 50)", n)
+		} else {
+			t.Logf("%d fsyncs for 100 concurrent writes", n)
+		}
+	})
+}
+
+func TestFailedWriteIsNotApplied(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fs := aof.NewMemFS()
+		e := mustNew(t, logged(fs, FsyncEverySec))
+		addAt(t, e, "q", 0, "kept", "k")
+		e.WaitDurable(e.j.ticket)
+		_, w, _ := e.PopOrWait([][]byte{b("other")}) // a blocked client survives the reload
+
+		fs.Inject(aof.Fault{Op: aof.OpWrite, Path: "/data/" + LogFile}) // one write fails (disk full)
+		res, err := e.Add(AddArgs{Queue: b("q"), ID: b("lost"), Payload: b("x")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := e.WaitDurable(res.Ticket); !errors.Is(err, ErrLog) {
+			t.Fatalf("wait after failed write: %v", err)
+		}
+		if _, ok := e.Get(b("q"), b("lost")); ok {
+			t.Fatal("a write whose log write failed was applied")
+		}
+		if _, ok := e.Get(b("q"), b("kept")); !ok {
+			t.Fatal("an earlier durable job was lost by the reload")
+		}
+		// The disk recovered: writes go on, and the blocked client still gets served.
+		res, err = e.Add(AddArgs{Queue: b("other"), ID: b("next"), Payload: b("y")})
+		if err != nil || e.WaitDurable(res.Ticket) != nil {
+			t.Fatalf("write after recovery: %v", err)
+		}
+		<-w.Ready()
+		if d, ok := w.Result(); !ok || string(d.ID) != "next" {
+			t.Fatalf("blocked client after reload got %+v %v", d, ok)
+		}
+		e.Close()
+		e = mustNew(t, logged(fs, FsyncEverySec))
+		defer e.Close()
+		if _, ok := e.Get(b("q"), b("lost")); ok {
+			t.Fatal("failed write present after restart")
+		}
+		if _, ok := e.Get(b("q"), b("kept")); !ok {
+			t.Fatal("kept job missing after restart")
+		}
+	})
+}
+
+func TestFailedFsyncRefusesWritesButServesPops(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fs := aof.NewMemFS()
+		e := mustNew(t, logged(fs, FsyncAlways))
+		defer e.Close()
+		add(t, e, "q", 0, "ready")
+		e.WaitDurable(e.j.ticket)
+		fs.Inject(aof.Fault{Op: aof.OpSync, Path: "/data/" + LogFile, Sticky: true})
+		res, _ := e.Add(AddArgs{Queue: b("q"), Payload: b("x")})
+		if err := e.WaitDurable(res.Ticket); !errors.Is(err, ErrLog) {
+			t.Fatalf("wait after failed fsync: %v", err)
+		}
+		if _, err := e.Add(AddArgs{Queue: b("q"), Payload: b("y")}); !errors.Is(err, ErrLog) {
+			t.Fatalf("write while the log is broken: %v", err)
+		}
+		if d, ok := e.Pop([][]byte{b("q")}); !ok || string(d.Payload) != "ready" {
+			t.Fatalf("pop while the log is broken: %+v %v", d, ok)
+		}
+		if !strings.Contains(fmt.Sprint(e.Persistence()), "aof_last_write_status err") {
+			t.Fatalf("INFO persistence does not show the failure: %v", e.Persistence())
+		}
+	})
+}
+
+func TestRewriteUnderWritesKeepsState(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fs := aof.NewMemFS()
+		rng := rand.New(rand.NewPCG(3, 4))
+		var ids []string
+		e := mustNew(t, logged(fs, FsyncEverySec))
+		churn(t, e, rng, 3000, &ids)
+		sizeBefore := e.j.log.Size()
+		if err := e.Rewrite(); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.Rewrite(); !errors.Is(err, ErrRewriteRunning) {
+			t.Fatalf("second rewrite: %v", err)
+		}
+		churn(t, e, rng, 300, &ids) // writes go on while it runs
+		for {
+			e.mu.Lock()
+			running := e.j.rewriting
+			e.mu.Unlock()
+			if !running {
+				break
+			}
+			sleep(time.Millisecond)
+		}
+		churn(t, e, rng, 300, &ids)
+		before := dump(e)
+		if e.j.baseSize >= sizeBefore {
+			t.Fatalf("rewrite did not shrink the log: %d -> %d", sizeBefore, e.j.baseSize)
+		}
+		e.Close()
+		e = mustNew(t, logged(fs, FsyncEverySec))
+		defer e.Close()
+		if after := dump(e); after != before {
+			t.Fatalf("state after rewrite and restart differs\nbefore:\n%s\nafter:\n%s", before, after)
+		}
+	})
+}
+
+func TestCorruptLogRefusesToStartUnlessRepaired(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fs := aof.NewMemFS()
+		e := mustNew(t, logged(fs, FsyncAlways))
+		for i := range 20 {
+			add(t, e, "q", 1000, fmt.Sprint(i))
+		}
+		e.Close()
+		path := "/data/" + LogFile
+		data, _ := fs.ReadFile(path)
+		data[len(data)/2] ^= 0x40
+		fs.WriteFile(path, data)
+		_, err := New(logged(fs, FsyncAlways))
+		var ce *aof.CorruptError
+		if !errors.As(err, &ce) || !strings.Contains(err.Error(), path) {
+			t.Fatalf("start on a corrupt log: %v", err)
+		}
+		o := logged(fs, FsyncAlways)
+		o.Repair = true
+		e = mustNew(t, o)
+		defer e.Close()
+		if s := e.QueueStats(b("q")); s.Delayed == 0 || s.Delayed >= 20 {
+			t.Fatalf("after repair: %+v (want the records before the damage)", s)
+		}
+		if _, err := fs.ReadFile(path + aof.BrokenSuffix); err != nil {
+			t.Fatalf("cut part not kept: %v", err)
+		}
+	})
+}
