@@ -7,6 +7,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -17,6 +18,7 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	"github.com/spf13/pflag"
 
 	"github.com/delayd/delayd/commands"
 	"github.com/delayd/delayd/engine"
@@ -30,7 +32,16 @@ func main() {
 }
 
 func run(args, environ []string, stderr io.Writer) int {
+	for _, a := range args {
+		if a == "--version" || a == "-version" {
+			fmt.Fprintln(stderr, "delayd", version)
+			return 0
+		}
+	}
 	cfg, err := loadConfig(args, environ, stderr)
+	if errors.Is(err, pflag.ErrHelp) {
+		return 0
+	}
 	if err != nil {
 		fmt.Fprintln(stderr, "delayd:", err)
 		return 2

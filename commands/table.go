@@ -1,5 +1,7 @@
 package commands
 
+import "strings"
+
 // Flags describe a command for the dispatcher and for COMMAND INFO.
 type Flags uint16
 
@@ -217,3 +219,26 @@ var table = []*Command{
 
 // Table returns the command table, in reference order.
 func Table() []*Command { return table }
+
+// Reference renders the command table as the README's Markdown reference.
+func Reference() string {
+	var sb strings.Builder
+	group := ""
+	for _, cmd := range table {
+		if cmd.Group != group {
+			group = cmd.Group
+			sb.WriteString("\n| " + groupTitles[group] + " | what it does | cost |\n| --- | --- | --- |\n")
+		}
+		// A pipe inside a table cell must be escaped, even in code.
+		syn := strings.ReplaceAll(cmd.Synopsis(), "|", "\\|")
+		sb.WriteString("| `" + syn + "` | " + cmd.Summary + " | " + cmd.Complexity + " |\n")
+	}
+	return sb.String()
+}
+
+var groupTitles = map[string]string{
+	"delay":      "delay queue",
+	"list":       "Redis list commands on ready lists",
+	"connection": "connection",
+	"server":     "server",
+}
