@@ -15,6 +15,7 @@ type Block struct {
 
 	w         *engine.Waiter
 	eng       *engine.Engine
+	mode      engine.PopMode   // the reply's shape: DELAY.POP or BLPOP/BRPOP
 	delivered *engine.Delivery // the job written to the client, if any
 }
 
@@ -58,5 +59,5 @@ func (b *Block) reply(c *Client, job engine.Delivery, ok bool) {
 	}
 	b.delivered = &job
 	c.Ticket = job.Ticket
-	writeJob(c.W, job)
+	writeJob(c.W, job, b.mode)
 }

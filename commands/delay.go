@@ -2,6 +2,7 @@ package commands
 
 import (
 	"bytes"
+	"time"
 
 	"github.com/delayd/delayd/engine"
 )
@@ -27,6 +28,7 @@ func cmdAddAt(d *Dispatcher, c *Client, args [][]byte) {
 // add parses the options DELAY.ADD and DELAY.ADDAT share and adds the job.
 func (d *Dispatcher) add(c *Client, args [][]byte, a engine.AddArgs) {
 	a.Queue, a.Payload = args[1], args[3]
+	a.AckTimeout, a.Retry = -1, -1
 	for i := 4; i < len(args); i++ {
 		opt := args[i]
 		hasArg := i+1 < len(args)
@@ -40,10 +42,25 @@ func (d *Dispatcher) add(c *Client, args [][]byte, a engine.AddArgs) {
 				c.W.Error("ERR invalid id: an id is 1 to 256 bytes")
 				return
 			}
-		case (bytes.EqualFold(opt, []byte("ACKTIMEOUT")) || bytes.EqualFold(opt, []byte("RETRY")) ||
-			bytes.EqualFold(opt, []byte("DEADLETTER"))) && hasArg:
-			c.W.Error("ERR " + upper(string(opt)) + " is not supported yet")
-			return
+		case bytes.EqualFold(opt, []byte("ACKTIMEOUT")) && hasArg:
+			i++
+			n, ok := parseInt(args[i])
+			if !ok || n < 0 || n > 1<<32-1 {
+				c.W.Error(errNotInteger)
+				return
+			}
+			a.AckTimeout = n
+		case bytes.EqualFold(opt, []byte("RETRY")) && hasArg:
+			i++
+			n, ok := parseInt(args[i])
+			if !ok || n < 0 || n > 1<<31-1 {
+				c.W.Error(errNotInteger)
+				return
+			}
+			a.Retry = n
+		case bytes.EqualFold(opt, []byte("DEADLETTER")) && hasArg:
+			i++
+			a.DeadLetter = args[i]
 		default:
 			c.W.Error(errSyntax)
 			return
@@ -77,26 +94,78 @@ func cmdPop(d *Dispatcher, c *Client, args [][]byte) {
 		c.W.Error(msg)
 		return
 	}
-	keys := args[1 : len(args)-1]
-	job, w, err := d.eng.PopOrWait(keys)
+	d.blockingPop(c, args[1:len(args)-1], timeout, engine.PopDelay)
+}
+
+// blockingPop is DELAY.POP, BLPOP and BRPOP: pop now, or park the client.
+func (d *Dispatcher) blockingPop(c *Client, keys [][]byte, timeout time.Duration, mode engine.PopMode) {
+	job, w, err := d.eng.PopOrWait(keys, mode)
 	switch {
 	case err != nil:
 		// Shutting down: a blocked pop answers null, and so does a new one.
 		c.W.NullArray()
 	case w == nil:
 		c.Ticket = job.Ticket
-		writeJob(c.W, job)
+		writeJob(c.W, job, mode)
 	default:
-		c.Block = &Block{Timeout: timeout, w: w, eng: d.eng}
+		c.Block = &Block{Timeout: timeout, w: w, eng: d.eng, mode: mode}
 	}
 }
 
-// writeJob writes a popped job as DELAY.POP replies: [key, id, payload].
-func writeJob(w Writer, job engine.Delivery) {
+// writeJob writes a popped job as DELAY.POP replies, [key, id, payload], or
+// as BLPOP does, [key, payload].
+func writeJob(w Writer, job engine.Delivery, mode engine.PopMode) {
+	if mode != engine.PopDelay {
+		w.Array(2)
+		w.Bulk(job.Queue)
+		w.Bulk(job.Payload)
+		return
+	}
 	w.Array(3)
 	w.Bulk(job.Queue)
 	w.Bulk(job.ID)
 	w.Bulk(job.Payload)
+}
+
+func cmdAck(d *Dispatcher, c *Client, args [][]byte) {
+	n, ticket, err := d.eng.Ack(args[1], args[2:])
+	if err != nil {
+		d.replyErr(c, err)
+		return
+	}
+	c.Ticket = ticket
+	c.W.Int(int64(n))
+}
+
+func cmdNack(d *Dispatcher, c *Client, args [][]byte) {
+	var delay int64
+	if len(args) == 4 {
+		n, ok := parseInt(args[3])
+		if !ok || n < 0 {
+			c.W.Error(errNotInteger)
+			return
+		}
+		delay = n
+	}
+	ok, ticket, err := d.eng.Nack(args[1], args[2], delay)
+	d.replyBool(c, ok, ticket, err)
+}
+
+func cmdTouch(d *Dispatcher, c *Client, args [][]byte) {
+	ok, ticket, err := d.eng.Touch(args[1], args[2])
+	d.replyBool(c, ok, ticket, err)
+}
+
+func (d *Dispatcher) replyBool(c *Client, ok bool, ticket uint64, err error) {
+	switch {
+	case err != nil:
+		d.replyErr(c, err)
+	case ok:
+		c.Ticket = ticket
+		c.W.Int(1)
+	default:
+		c.W.Int(0)
+	}
 }
 
 func cmdGet(d *Dispatcher, c *Client, args [][]byte) {

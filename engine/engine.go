@@ -2,8 +2,10 @@ package engine
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
 	"hash/maphash"
+	"slices"
 	"sync"
 	"time"
 	"unsafe"
@@ -25,6 +27,9 @@ type Options struct {
 	MaxPayload int
 	// MaxJobs bounds the jobs held in every state (0: no limit).
 	MaxJobs int
+	// AckTimeout is the ack timeout in ms of jobs added without one (0: a
+	// pop removes the job, at-most-once).
+	AckTimeout int64
 	// Now returns the current unix time. Tests inject nothing: they run the
 	// engine inside testing/synctest, whose fake clock drives time.Now and
 	// timers alike. Kept as a seam for tools that replay at a given time.
@@ -44,6 +49,8 @@ type Options struct {
 	RewritePercent int
 	RewriteMinSize int64
 	Logger         zerolog.Logger
+
+	keepReservations bool // tests: look at the replayed state before start-up releases them
 }
 
 // Validate checks the options and fills defaults.
@@ -95,8 +102,11 @@ type job struct {
 	hnext      uint32 // next job with the same index hash
 	queue      uint32 // index into Engine.queues
 	deliveries uint32
+	ackTimeout uint32 // ms; 0: a pop removes the job
+	retry      int32  // redeliveries allowed; -1: unlimited
 	idLen      uint16 // 0: server-made id in sid
 	state      uint8
+	hasDL      bool // a dead-letter queue is named in Engine.deadLetters
 }
 
 // queue is a named ready list plus the clients blocked on it. It exists while
@@ -129,9 +139,12 @@ type Engine struct {
 	seq     uint64
 	lastSID uint64
 	fired   []uint32
-	armed   int64 // deadline the timer goroutine sleeps until, or 0
-	closed  bool
-	stats   Stats
+	// deadLetters names the dead-letter queue of the few jobs that have one,
+	// by slot, rather than spending 8 bytes of every job on it.
+	deadLetters map[uint32][]byte
+	armed       int64 // deadline the timer goroutine sleeps until, or 0
+	closed      bool
+	stats       Stats
 
 	start   time.Time // monotonic base
 	startMs int64     // unix ms at start
@@ -146,12 +159,18 @@ type Engine struct {
 
 // Stats are counters since start.
 type Stats struct {
-	Added      uint64
-	Delivered  uint64
-	Cancelled  uint64
-	Fired      uint64 // delayed jobs that became ready
-	Requeued   uint64 // deliveries taken back because the client left
-	WaitersNow int
+	Added        uint64
+	Delivered    uint64 // every pop, first deliveries and redeliveries
+	Redelivered  uint64 // pops of a job delivered before
+	Acked        uint64
+	Nacked       uint64
+	Expired      uint64 // reservations whose ack timeout passed
+	DeadLettered uint64
+	Dropped      uint64 // out of retries with no dead-letter queue
+	Cancelled    uint64
+	Fired        uint64 // delayed jobs that became ready
+	Requeued     uint64 // deliveries taken back because the client left
+	WaitersNow   int
 }
 
 // New returns a running engine. With AppendOnly it first replays the log:
@@ -164,16 +183,17 @@ func New(opts Options) (*Engine, error) {
 	}
 	now := opts.Now()
 	e := &Engine{
-		opts:    opts,
-		index:   make(map[uint64]uint32),
-		seed:    maphash.MakeSeed(),
-		byName:  make(map[string]uint32),
-		start:   now,
-		startMs: now.UnixMilli(),
-		wake:    make(chan struct{}, 1),
-		quit:    make(chan struct{}),
-		done:    make(chan struct{}),
-		logQuit: make(chan struct{}),
+		opts:        opts,
+		index:       make(map[uint64]uint32),
+		deadLetters: make(map[uint32][]byte),
+		seed:        maphash.MakeSeed(),
+		byName:      make(map[string]uint32),
+		start:       now,
+		startMs:     now.UnixMilli(),
+		wake:        make(chan struct{}, 1),
+		quit:        make(chan struct{}),
+		done:        make(chan struct{}),
+		logQuit:     make(chan struct{}),
 	}
 	if opts.AppendOnly {
 		if err := e.openLog(); err != nil {
@@ -185,8 +205,30 @@ func New(opts Options) (*Engine, error) {
 		e.wheel = wheel.New(opts.Tick, e.startMs)
 	}
 	e.advanceLocked(e.nowMs())
+	if !opts.keepReservations {
+		e.releaseReservations()
+	}
 	go e.run()
 	return e, nil
+}
+
+// releaseReservations ends, at start-up, the deliveries the log left
+// reserved: the workers that held them were cut off by the restart, so the
+// jobs become ready again (in the order they were reserved) rather than wait
+// out their ack timeouts. Like an expiry, this ends a delivery.
+func (e *Engine) releaseReservations() {
+	var held []uint32
+	for s := range e.jobs {
+		if e.jobs[s].state == stateReserved {
+			held = append(held, uint32(s))
+		}
+	}
+	slices.SortFunc(held, func(a, b uint32) int { return cmp.Compare(e.jobs[a].seq, e.jobs[b].seq) })
+	now := e.nowMs()
+	for _, s := range held {
+		e.detach(s)
+		e.endDelivery(s, now, 0, true)
+	}
 }
 
 // nowMs is unix milliseconds read from the monotonic clock: a wall-clock step
@@ -253,8 +295,9 @@ func (e *Engine) advanceLocked(now int64) {
 	if dl, ok := e.wheel.NextDeadline(); !ok || dl > now {
 		return
 	}
-	e.fired = e.wheel.Advance(now, e.fired[:0])
-	for _, h := range e.fired {
+	fired := e.wheel.Advance(now, e.fired[:0])
+	e.fired = nil // a nested advance (there should be none) gets its own buffer
+	for _, h := range fired {
 		j := &e.jobs[h]
 		q := &e.queues[j.queue]
 		switch j.state {
@@ -263,8 +306,15 @@ func (e *Engine) advanceLocked(now int64) {
 			e.stats.Fired++
 			e.pushReady(h, false)
 			e.serve(j.queue)
+		case stateReserved:
+			// Like an operation in Kafka's purgatory whose timeout passed.
+			q.reserved--
+			j.state = stateFree // the wheel already let go of it
+			e.stats.Expired++
+			e.endDelivery(h, now, 0, false)
 		}
 	}
+	e.fired = fired[:0]
 }
 
 // --- slots, ids and the index ------------------------------------------------
@@ -282,6 +332,9 @@ func (e *Engine) allocSlot() uint32 {
 
 func (e *Engine) freeSlot(s uint32) {
 	j := &e.jobs[s]
+	if j.hasDL {
+		delete(e.deadLetters, s)
+	}
 	e.arena.free(j.data, int(j.idLen)+int(j.plen))
 	*j = job{next: e.free}
 	e.free = s + 1
@@ -423,7 +476,8 @@ func (e *Engine) unlinkReady(s uint32) {
 }
 
 // detach takes a job out of wherever it is (wheel, ready list, reservation)
-// and fixes the counts; the slot stays allocated.
+// and fixes the counts; the slot stays allocated, in no list (stateFree)
+// until the caller places it again.
 func (e *Engine) detach(s uint32) {
 	j := &e.jobs[s]
 	q := &e.queues[j.queue]
@@ -437,6 +491,7 @@ func (e *Engine) detach(s uint32) {
 		e.wheel.Remove(s)
 		q.reserved--
 	}
+	j.state = stateFree
 }
 
 // remove deletes a job entirely. O(1).
@@ -463,6 +518,14 @@ type AddArgs struct {
 	At      bool
 	Due     int64
 	Replace bool
+	// AckTimeout in ms; -1: the configured default. 0: a pop removes the
+	// job; above 0 a pop reserves it until DELAY.ACK or the timeout.
+	AckTimeout int64
+	// Retry bounds redeliveries (at most Retry+1 deliveries); -1: unlimited.
+	Retry int64
+	// DeadLetter names the queue that gets the job when no redelivery is
+	// left; nil: the job is dropped (and logged).
+	DeadLetter []byte
 }
 
 // AddResult is what an add did. Ticket is the log position the reply must
@@ -487,9 +550,14 @@ func (e *Engine) Add(a AddArgs) (AddResult, error) {
 		return AddResult{}, err
 	}
 	now := e.nowMs()
-	r := rec{op: opAdd, time: now, queue: a.Queue, id: a.ID, due: a.Due, payload: a.Payload}
+	e.advanceLocked(now) // as replay does before applying the record
+	r := rec{op: opAdd, time: now, queue: a.Queue, id: a.ID, due: a.Due, payload: a.Payload,
+		ackTimeout: a.AckTimeout, retry: a.Retry, deadLetter: a.DeadLetter}
 	if !a.At {
 		r.due = now + a.Delay
+	}
+	if r.ackTimeout < 0 {
+		r.ackTimeout = e.opts.AckTimeout
 	}
 	qi, existed := e.queueFor(a.Queue, false)
 	exists := false
@@ -523,8 +591,10 @@ func (e *Engine) Add(a AddArgs) (AddResult, error) {
 	}
 	e.seq++
 	r.seq = e.seq
-	e.put(&r)
+	// Logged before it is applied: if a waiter takes the job at once, its
+	// pop must follow the add in the log.
 	res := AddResult{Added: true, Ticket: e.logRec(&r)}
+	e.put(&r)
 	if r.id != nil {
 		res.ID = append([]byte(nil), r.id...)
 	} else {
@@ -558,11 +628,20 @@ func (e *Engine) put(r *rec) {
 	j.data = e.storeData(r.id, r.payload)
 	j.plen = uint32(len(r.payload))
 	j.due, j.seq, j.deliveries = r.due, r.seq, r.deliveries
+	j.ackTimeout = uint32(min(max(r.ackTimeout, 0), 1<<32-1))
+	j.retry = int32(min(max(r.retry, -1), 1<<31-1))
+	if r.deadLetter != nil {
+		j.hasDL = true
+		e.deadLetters[s] = append([]byte(nil), r.deadLetter...)
+	}
 	e.indexInsert(s, id)
 	e.njobs++
 	e.lastSID = max(e.lastSID, r.sid)
 	e.seq = max(e.seq, r.seq)
 	switch {
+	case r.flags&flagReserved != 0:
+		e.reserveAt(s, r.deadline)
+		return
 	case r.flags&flagHead != 0:
 		e.pushReady(s, true)
 	case r.flags&flagReady == 0 && r.due > r.time && e.wheel.Add(s, r.due, r.seq):
@@ -601,6 +680,7 @@ func (e *Engine) Cancel(queueName []byte, ids [][]byte) (int, uint64, error) {
 	if err := e.writable(); err != nil {
 		return 0, 0, err
 	}
+	e.advanceLocked(e.nowMs())
 	var ticket uint64
 	n := 0
 	for _, id := range ids {
@@ -655,8 +735,12 @@ type Delivery struct {
 	Due        int64
 	Deliveries uint32
 	Ticket     uint64
+	Reserved   bool // the job waits for DELAY.ACK (it has an ack timeout)
 	sid        uint64
 	seq        uint64
+	ackTimeout uint32
+	retry      int32
+	deadLetter []byte
 }
 
 // Pop takes the first ready job of the first non-empty queue, trying names in
@@ -664,10 +748,23 @@ type Delivery struct {
 func (e *Engine) Pop(names [][]byte) (Delivery, bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return e.popLocked(names)
+	return e.popLocked(names, PopDelay)
 }
 
-func (e *Engine) popLocked(names [][]byte) (Delivery, bool) {
+// PopMode says how a pop takes a job.
+type PopMode uint8
+
+const (
+	// PopDelay is DELAY.POP: from the head; a job with an ack timeout is
+	// reserved until DELAY.ACK.
+	PopDelay PopMode = iota
+	// PopLeft and PopRight are the list pops (LPOP, BLPOP; RPOP, BRPOP):
+	// the job is removed whatever its ack timeout.
+	PopLeft
+	PopRight
+)
+
+func (e *Engine) popLocked(names [][]byte, mode PopMode) (Delivery, bool) {
 	if e.closed {
 		return Delivery{}, false
 	}
@@ -677,18 +774,32 @@ func (e *Engine) popLocked(names [][]byte) (Delivery, bool) {
 		if !ok || e.queues[qi].head == 0 {
 			continue
 		}
-		return e.take(e.queues[qi].head - 1), true
+		return e.takeFrom(qi, mode), true
 	}
 	return Delivery{}, false
 }
 
-// take hands the ready job in slot s to a client and removes it. Pops are
-// served even when the log has failed (they are dropped from it then: after
-// a restart such a job is delivered again, never lost).
-func (e *Engine) take(s uint32) Delivery {
+// takeFrom takes the job at the end of qi's ready list that mode pops from.
+func (e *Engine) takeFrom(qi uint32, mode PopMode) Delivery {
+	q := &e.queues[qi]
+	if mode == PopRight {
+		return e.take(q.tail-1, true)
+	}
+	return e.take(q.head-1, mode != PopDelay)
+}
+
+// take hands the ready job in slot s to a client: it is reserved if it has
+// an ack timeout and the pop is not plain, else removed. Pops are served even
+// when the log has failed (they are dropped from it then: after a restart
+// such a job is delivered again, never lost).
+func (e *Engine) take(s uint32, plain bool) Delivery {
 	var buf [sidLen]byte
 	j := &e.jobs[s]
 	j.deliveries++
+	e.stats.Delivered++
+	if j.deliveries > 1 {
+		e.stats.Redelivered++
+	}
 	d := Delivery{
 		Queue:      []byte(e.queues[j.queue].name),
 		ID:         append([]byte(nil), e.idOf(j, &buf)...),
@@ -697,32 +808,66 @@ func (e *Engine) take(s uint32) Delivery {
 		Deliveries: j.deliveries,
 		sid:        j.sid, // 0 for client ids
 		seq:        j.seq,
+		ackTimeout: j.ackTimeout,
+		retry:      j.retry,
+		deadLetter: e.deadLetters[s],
+	}
+	if j.ackTimeout > 0 && !plain {
+		e.unlinkReady(s)
+		e.seq++
+		j.seq = e.seq
+		d.Reserved = true
+		r := e.recFor(opReserve, s)
+		r.due, r.deliveries, r.seq = e.nowMs()+int64(j.ackTimeout), j.deliveries, j.seq
+		e.reserveAt(s, r.due)
+		d.Ticket = e.logRec(&r)
+		return d
 	}
 	r := e.recFor(opPop, s)
 	d.Ticket = e.logRec(&r) // encodes r before remove frees the id it aliases
 	e.remove(s)
-	e.stats.Delivered++
 	return d
 }
 
 // Requeue puts a delivered job back at the head of its ready list: the client
 // it was handed to was gone before the reply reached it. If the id was reused
 // meanwhile, the newer job wins and the returned job is dropped.
+//
+// The delivery did not reach a worker, so it does not count as one.
 func (e *Engine) Requeue(d Delivery) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	e.advanceLocked(e.nowMs())
+	deliveries := d.Deliveries - 1
 	if qi, ok := e.queueFor(d.Queue, false); ok {
-		if _, taken := e.lookup(qi, d.ID); taken {
-			return false
+		if s, taken := e.lookup(qi, d.ID); taken {
+			j := &e.jobs[s]
+			if !d.Reserved || j.state != stateReserved || j.deliveries != d.Deliveries {
+				return false // the id now names another job, or this one moved on
+			}
+			// Still reserved by the delivery that failed: back to the head.
+			e.detach(s)
+			j.deliveries = deliveries
+			r := e.recFor(opMove, s)
+			r.due, r.seq, r.deliveries, r.flags = j.due, j.seq, deliveries, flagHead
+			e.logRec(&r)
+			e.pushReady(s, true)
+			e.serve(qi)
+			e.stats.Requeued++
+			return true
 		}
 	}
+	if d.Reserved {
+		return false // acknowledged or expired meanwhile
+	}
 	r := rec{op: opAdd, time: e.nowMs(), queue: d.Queue, sid: d.sid, due: d.Due,
-		seq: d.seq, deliveries: d.Deliveries, flags: flagHead, payload: d.Payload}
+		seq: d.seq, deliveries: deliveries, flags: flagHead, payload: d.Payload,
+		ackTimeout: int64(d.ackTimeout), retry: int64(d.retry), deadLetter: d.deadLetter}
 	if d.sid == 0 {
 		r.id = d.ID
 	}
+	e.logRec(&r) // before put, which may hand the job to a waiter
 	e.put(&r)
-	e.logRec(&r)
 	e.stats.Requeued++
 	return true
 }
@@ -751,14 +896,18 @@ func (e *Engine) Get(queueName, id []byte) (JobInfo, bool) {
 		return JobInfo{}, false
 	}
 	j := &e.jobs[s]
-	return JobInfo{
+	info := JobInfo{
 		ID:         append([]byte(nil), id...),
 		Queue:      append([]byte(nil), queueName...),
 		Payload:    append([]byte(nil), e.payloadOf(j)...),
 		State:      stateNames[j.state],
 		Due:        j.due,
 		Deliveries: j.deliveries,
-	}, true
+	}
+	if j.state == stateReserved {
+		info.AckDeadline, _ = e.wheel.Due(s)
+	}
+	return info, true
 }
 
 // QueueStats counts a queue's jobs by state.

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -238,7 +239,7 @@ func TestWaitersServedOldestFirst(t *testing.T) {
 		e := newEngine(t, Options{})
 		var ws []*Waiter
 		for range 3 {
-			_, w, err := e.PopOrWait([][]byte{b("q")})
+			_, w, err := e.PopOrWait([][]byte{b("q")}, PopDelay)
 			if err != nil || w == nil {
 				t.Fatal("expected to block")
 			}
@@ -278,7 +279,7 @@ func TestWaitersServedOldestFirst(t *testing.T) {
 func TestWaiterOnSeveralKeys(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newEngine(t, Options{})
-		_, w, _ := e.PopOrWait([][]byte{b("k1"), b("k2")})
+		_, w, _ := e.PopOrWait([][]byte{b("k1"), b("k2")}, PopDelay)
 		add(t, e, "k2", 0, "from-k2")
 		<-w.Ready()
 		d, ok := w.Result()
@@ -300,7 +301,7 @@ func TestWaiterOnSeveralKeys(t *testing.T) {
 func TestGoneClientJobGoesBackToHead(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newEngine(t, Options{})
-		_, w, _ := e.PopOrWait([][]byte{b("q")})
+		_, w, _ := e.PopOrWait([][]byte{b("q")}, PopDelay)
 		add(t, e, "q", 0, "one")
 		add(t, e, "q", 0, "two")
 		<-w.Ready()
@@ -323,7 +324,7 @@ func TestGoneClientJobGoesBackToHead(t *testing.T) {
 func TestCloseReleasesWaiters(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e, _ := New(Options{})
-		_, w, _ := e.PopOrWait([][]byte{b("q")})
+		_, w, _ := e.PopOrWait([][]byte{b("q")}, PopDelay)
 		e.Close()
 		<-w.Ready()
 		if _, ok := w.Result(); ok {
@@ -383,7 +384,11 @@ func TestIdleEngineDoesNotTick(t *testing.T) {
 }
 
 // TestModel runs random operations against the engine and a plain reference
-// (slices, sorted on each step) and compares every reply.
+// (slices, sorted on each step) and compares every reply. The reference
+// states the rules directly: at each step every event due by now (a delayed
+// job's due time, a reservation's ack deadline) happens in (time, order)
+// order; an expired or NACKed delivery goes back to the tail, or, out of
+// retries, to its dead-letter queue or away.
 func TestModel(t *testing.T) {
 	rounds := 40
 	if testing.Short() {
@@ -398,13 +403,16 @@ func TestModel(t *testing.T) {
 
 type refJob struct {
 	id, payload string
-	due         int64
+	due         int64 // delayed: when ready; reserved: the ack deadline
 	seq         int
+	ack         int64
+	retry       int64
+	dl          string
+	deliveries  int
 }
 
 type refQueue struct {
-	delayed []refJob
-	ready   []refJob
+	delayed, ready, reserved []refJob
 }
 
 type reference struct {
@@ -420,25 +428,60 @@ func (r *reference) q(name string) *refQueue {
 }
 
 func (r *reference) advance(now int64) {
-	for _, q := range r.queues {
-		slices.SortFunc(q.delayed, func(a, b refJob) int {
-			if a.due != b.due {
-				return int(a.due - b.due)
-			}
-			return a.seq - b.seq
-		})
-		i := 0
-		for i < len(q.delayed) && q.delayed[i].due <= now {
-			i++
-		}
-		q.ready = append(q.ready, q.delayed[:i]...)
-		q.delayed = slices.Delete(q.delayed, 0, i)
+	type event struct {
+		queue    string
+		j        refJob
+		reserved bool
 	}
+	var events []event
+	for name, q := range r.queues {
+		for _, j := range q.delayed {
+			if j.due <= now {
+				events = append(events, event{name, j, false})
+			}
+		}
+		for _, j := range q.reserved {
+			if j.due <= now {
+				events = append(events, event{name, j, true})
+			}
+		}
+		q.delayed = slices.DeleteFunc(q.delayed, func(j refJob) bool { return j.due <= now })
+		q.reserved = slices.DeleteFunc(q.reserved, func(j refJob) bool { return j.due <= now })
+	}
+	slices.SortFunc(events, func(a, b event) int {
+		return cmp.Or(cmp.Compare(a.j.due, b.j.due), cmp.Compare(a.j.seq, b.j.seq))
+	})
+	for _, ev := range events {
+		if ev.reserved {
+			r.endDelivery(ev.queue, ev.j, now, 0)
+		} else {
+			r.q(ev.queue).ready = append(r.q(ev.queue).ready, ev.j)
+		}
+	}
+}
+
+func (r *reference) endDelivery(queue string, j refJob, now, due int64) {
+	if j.retry >= 0 && int64(j.deliveries) > j.retry {
+		if j.dl != "" {
+			r.seq++
+			j.seq, j.ack, j.retry, j.dl = r.seq, 0, -1, ""
+			r.q("dlq").ready = append(r.q("dlq").ready, j)
+		}
+		return
+	}
+	r.seq++
+	j.seq = r.seq
+	if due > now {
+		j.due = due
+		r.q(queue).delayed = append(r.q(queue).delayed, j)
+		return
+	}
+	r.q(queue).ready = append(r.q(queue).ready, j)
 }
 
 func (r *reference) has(qn, id string) bool {
 	q := r.q(qn)
-	for _, l := range [][]refJob{q.delayed, q.ready} {
+	for _, l := range [][]refJob{q.delayed, q.ready, q.reserved} {
 		for _, j := range l {
 			if j.id == id {
 				return true
@@ -448,17 +491,21 @@ func (r *reference) has(qn, id string) bool {
 	return false
 }
 
-func (r *reference) remove(qn, id string) bool {
+// take removes a job from whichever list holds it.
+func (r *reference) take(qn, id string, lists ...*[]refJob) (refJob, bool) {
 	q := r.q(qn)
-	for _, l := range []*[]refJob{&q.delayed, &q.ready} {
+	if len(lists) == 0 {
+		lists = []*[]refJob{&q.delayed, &q.ready, &q.reserved}
+	}
+	for _, l := range lists {
 		for i, j := range *l {
 			if j.id == id {
 				*l = slices.Delete(*l, i, i+1)
-				return true
+				return j, true
 			}
 		}
 	}
-	return false
+	return refJob{}, false
 }
 
 func runModel(t *testing.T, seed uint64, ops int) {
@@ -468,82 +515,145 @@ func runModel(t *testing.T, seed uint64, ops int) {
 	queues := []string{"a", "b", "c"}
 	var ids []string
 	delays := []int64{0, 1, 2, 63, 64, 65, 500, 4096, 70_000, 300_000, 5_000_000}
+	acks := []int64{0, 0, 1, 100, 5000}
+	pick := func() string { return ids[rng.IntN(len(ids))] }
 	for op := range ops {
 		now := e.Now()
 		qn := queues[rng.IntN(len(queues))]
+		if rng.IntN(8) == 0 {
+			qn = "dlq"
+		}
 		switch r := rng.IntN(100); {
-		case r < 40: // add, sometimes with a chosen id, sometimes replacing
+		case r < 35: // add, sometimes with a chosen id, sometimes replacing
+			if qn == "dlq" {
+				continue // the dead-letter queue only gets jobs by dead-lettering
+			}
 			delay := delays[rng.IntN(len(delays))] + rng.Int64N(3)
 			payload := fmt.Sprintf("p%d", op)
-			a := AddArgs{Queue: b(qn), Delay: delay, Payload: b(payload)}
+			a := AddArgs{Queue: b(qn), Delay: delay, Payload: b(payload),
+				AckTimeout: acks[rng.IntN(len(acks))], Retry: int64(rng.IntN(4)) - 1}
 			var id string
 			if rng.IntN(3) == 0 && len(ids) > 0 {
-				id = ids[rng.IntN(len(ids))]
+				id = pick()
 				a.ID = b(id)
 				a.Replace = rng.IntN(2) == 0
+			} else if rng.IntN(2) == 0 {
+				// Only server ids are dead-lettered here: they are unique
+				// everywhere, so none is renamed in the dead-letter queue
+				// (TestDeadLetterRenamesTakenID covers that).
+				a.DeadLetter = b("dlq")
 			}
 			res, err := e.Add(a)
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, added := res.ID, res.Added
+			ref.advance(now)
 			if id != "" && ref.has(qn, id) {
 				if !a.Replace {
-					if added {
+					if res.Added {
 						t.Fatalf("op %d: add of existing id %s without REPLACE changed it", op, id)
 					}
 					continue
 				}
-				ref.remove(qn, id)
+				ref.take(qn, id)
 			}
-			if !added {
+			if !res.Added {
 				t.Fatalf("op %d: add refused", op)
 			}
 			if id == "" {
-				id = string(got)
+				id = string(res.ID)
 				ids = append(ids, id)
 			}
 			ref.seq++
-			j := refJob{id: id, payload: payload, due: now + delay, seq: ref.seq}
-			ref.advance(now)
+			j := refJob{id: id, payload: payload, due: now + delay, seq: ref.seq,
+				ack: a.AckTimeout, retry: a.Retry, dl: string(a.DeadLetter)}
 			if delay == 0 {
 				ref.q(qn).ready = append(ref.q(qn).ready, j)
 			} else {
 				ref.q(qn).delayed = append(ref.q(qn).delayed, j)
 			}
-		case r < 50: // cancel
+		case r < 42: // cancel
 			if len(ids) == 0 {
 				continue
 			}
-			id := ids[rng.IntN(len(ids))]
+			id := pick()
+			ref.advance(now)
+			_, existed := ref.take(qn, id)
 			want := 0
-			if ref.remove(qn, id) {
+			if existed {
 				want = 1
 			}
 			if got, _, _ := e.Cancel(b(qn), [][]byte{b(id)}); got != want {
 				t.Fatalf("op %d: cancel %s/%s = %d, want %d", op, qn, id, got, want)
 			}
-		case r < 75: // pop
+		case r < 62: // pop
 			ref.advance(now)
 			d, ok := e.Pop([][]byte{b(qn)})
 			q := ref.q(qn)
 			if ok != (len(q.ready) > 0) {
 				t.Fatalf("op %d: pop %s ok=%v, reference has %d ready", op, qn, ok, len(q.ready))
 			}
-			if ok {
-				want := q.ready[0]
-				q.ready = q.ready[1:]
-				if string(d.ID) != want.id || string(d.Payload) != want.payload {
-					t.Fatalf("op %d: pop %s got %s/%s, want %s/%s", op, qn, d.ID, d.Payload, want.id, want.payload)
-				}
+			if !ok {
+				continue
+			}
+			want := q.ready[0]
+			q.ready = q.ready[1:]
+			want.deliveries++
+			if string(d.ID) != want.id || string(d.Payload) != want.payload || int(d.Deliveries) != want.deliveries {
+				t.Fatalf("op %d: pop %s got %s/%s/%d, want %s/%s/%d", op, qn, d.ID, d.Payload, d.Deliveries,
+					want.id, want.payload, want.deliveries)
+			}
+			if want.ack > 0 {
+				ref.seq++
+				want.seq, want.due = ref.seq, now+want.ack
+				q.reserved = append(q.reserved, want)
+			}
+		case r < 70: // ack
+			if len(ids) == 0 {
+				continue
+			}
+			id := pick()
+			ref.advance(now)
+			_, want := ref.take(qn, id, &ref.q(qn).reserved)
+			if n, _, _ := e.Ack(b(qn), [][]byte{b(id)}); (n == 1) != want {
+				t.Fatalf("op %d: ack %s/%s = %d, want %v", op, qn, id, n, want)
+			}
+		case r < 76: // nack, now or later
+			if len(ids) == 0 {
+				continue
+			}
+			id := pick()
+			delay := []int64{0, 0, 30, 5000}[rng.IntN(4)]
+			ref.advance(now)
+			j, want := ref.take(qn, id, &ref.q(qn).reserved)
+			if ok, _, _ := e.Nack(b(qn), b(id), delay); ok != want {
+				t.Fatalf("op %d: nack %s/%s = %v, want %v", op, qn, id, ok, want)
+			}
+			if want {
+				ref.endDelivery(qn, j, now, now+delay)
+			}
+		case r < 80: // touch
+			if len(ids) == 0 {
+				continue
+			}
+			id := pick()
+			ref.advance(now)
+			q := ref.q(qn)
+			i := slices.IndexFunc(q.reserved, func(j refJob) bool { return j.id == id })
+			if ok, _, _ := e.Touch(b(qn), b(id)); ok != (i >= 0) {
+				t.Fatalf("op %d: touch %s/%s = %v, want %v", op, qn, id, ok, i >= 0)
+			}
+			if i >= 0 {
+				ref.seq++
+				q.reserved[i].seq, q.reserved[i].due = ref.seq, now+q.reserved[i].ack
 			}
 		default: // time passes, by steps of every size
 			steps := []time.Duration{time.Millisecond, 7 * time.Millisecond, 64 * time.Millisecond, time.Second, time.Minute}
 			sleep(steps[rng.IntN(len(steps))])
 			ref.advance(e.Now())
-			for _, qn := range queues {
+			for _, qn := range append(queues, "dlq") {
 				q := ref.q(qn)
-				want := QueueStats{Delayed: len(q.delayed), Ready: len(q.ready)}
+				want := QueueStats{Delayed: len(q.delayed), Ready: len(q.ready), Reserved: len(q.reserved)}
 				if got := e.QueueStats(b(qn)); got != want {
 					t.Fatalf("op %d: stats %s = %+v, want %+v", op, qn, got, want)
 				}

@@ -162,6 +162,12 @@ func (e *Engine) apply(p []byte) error {
 		e.put(&r)
 	case opCancel, opPop:
 		e.del(&r)
+	case opReserve:
+		e.applyReserve(&r)
+	case opMove:
+		e.applyMove(&r)
+	case opDel:
+		e.delQueue(r.queue)
 	case opMeta:
 		e.lastSID = max(e.lastSID, r.sid)
 		e.seq = max(e.seq, r.seq)
@@ -449,23 +455,25 @@ func (e *Engine) Rewrite() error {
 	if err := e.writable(); err != nil {
 		return err
 	}
-	// The plan: every job in the order replay must see it, as (slot, seq)
-	// so a job changed since (a new seq, or gone) is skipped: the tail
-	// written at the end holds its newer state.
+	// The plan: every job, in the order replay must see it: each ready list
+	// in order, then the rest. Each is written as it is when its chunk is
+	// copied; records logged meanwhile go to the tail, and since every record
+	// sets a state outright, the tail applied on top converges on the live
+	// state. A job that became ready since the plan is still written as
+	// delayed, so replay's wheel orders it by (due, add order).
 	type entry struct {
 		slot  uint32
-		seq   uint64
 		ready bool
 	}
 	plan := make([]entry, 0, e.njobs)
 	for qi := range e.queues {
 		for s := e.queues[qi].head; s != 0; s = e.jobs[s-1].next {
-			plan = append(plan, entry{s - 1, e.jobs[s-1].seq, true})
+			plan = append(plan, entry{s - 1, true})
 		}
 	}
 	for s := range e.jobs {
-		if e.jobs[s].state == stateDelayed {
-			plan = append(plan, entry{uint32(s), e.jobs[s].seq, false})
+		if st := e.jobs[s].state; st == stateDelayed || st == stateReserved {
+			plan = append(plan, entry{uint32(s), false})
 		}
 	}
 	snapTime := e.nowMs()
@@ -491,17 +499,20 @@ func (e *Engine) Rewrite() error {
 				e.mu.Lock()
 				for _, p := range plan[i:min(i+chunk, len(plan))] {
 					jb := &e.jobs[p.slot]
-					if jb.state == stateFree || jb.seq != p.seq {
-						continue
+					if jb.state == stateFree {
+						continue // gone since the plan: the tail says how
 					}
-					r := rec{op: opAdd, time: snapTime, queue: []byte(e.queues[jb.queue].name), sid: jb.sid,
-						due: jb.due, seq: jb.seq, deliveries: jb.deliveries, payload: e.payloadOf(jb)}
-					if p.ready {
-						r.flags = flagReady
+					var flags byte
+					var deadline int64
+					switch {
+					case jb.state == stateReserved:
+						flags = flagReserved
+						deadline, _ = e.wheel.Due(p.slot)
+					case p.ready && jb.state == stateReady:
+						flags = flagReady
 					}
-					if jb.idLen > 0 {
-						r.id = e.arena.bytes(jb.data, int(jb.idLen))
-					}
+					r := e.addRecOf(p.slot, flags)
+					r.time, r.deadline = snapTime, deadline
 					buf = r.encode(buf[:0])
 					w.Append(buf)
 				}
@@ -537,14 +548,14 @@ func (e *Engine) Rewrite() error {
 			}
 			old := j.log
 			j.log = w
-			last := j.ticket
+			last, size := j.ticket, w.Size()
 			j.pend, j.rwTail, j.rewriting = j.pend[:0], nil, false
 			e.mu.Unlock()
 			j.wmu.Unlock()
 			old.Close()
 			j.dmu.Lock()
 			j.durable = max(j.durable, last)
-			j.baseSize, j.size = w.Size(), w.Size()
+			j.baseSize, j.size = size, size
 			j.dmu.Unlock()
 			j.dcond.Broadcast()
 			return err

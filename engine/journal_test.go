@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -48,6 +49,23 @@ func dump(e *Engine) string {
 		for _, j := range delayed {
 			fmt.Fprintf(&sb, " %s=%s@%d", e.idOf(j, &buf), e.payloadOf(j), j.due)
 		}
+		// Reserved jobs in the order they will expire; slots differ after a
+		// rewrite, so slot order means nothing.
+		var held []uint32
+		for i := range e.jobs {
+			if j := &e.jobs[i]; j.state == stateReserved && j.queue == qi {
+				held = append(held, uint32(i))
+			}
+		}
+		deadline := func(s uint32) int64 { d, _ := e.wheel.Due(s); return d }
+		slices.SortFunc(held, func(a, b uint32) int {
+			return cmp.Or(cmp.Compare(deadline(a), deadline(b)), cmp.Compare(e.jobs[a].seq, e.jobs[b].seq))
+		})
+		sb.WriteString(" | reserved")
+		for _, s := range held {
+			j := &e.jobs[s]
+			fmt.Fprintf(&sb, " %s=%s/%d@%d", e.idOf(j, &buf), e.payloadOf(j), j.deliveries, deadline(s))
+		}
 		sb.WriteString("\n")
 	}
 	return sb.String()
@@ -55,6 +73,14 @@ func dump(e *Engine) string {
 
 func logged(fs aof.FS, fsync string) Options {
 	return Options{AppendOnly: true, Dir: "/data", FS: fs, Fsync: fsync, RewritePercent: 0}
+}
+
+// exact is logged, but reservations stay as the log left them, so a test can
+// compare the replayed state with the state before the stop.
+func exact(fs aof.FS, fsync string) Options {
+	o := logged(fs, fsync)
+	o.keepReservations = true
+	return o
 }
 
 func mustNew(t *testing.T, o Options) *Engine {
@@ -73,7 +99,11 @@ func churn(t *testing.T, e *Engine, rng *rand.Rand, n int, ids *[]string) {
 		q := []byte(fmt.Sprintf("q%d", rng.IntN(3)))
 		switch r := rng.IntN(10); {
 		case r < 5:
-			a := AddArgs{Queue: q, Delay: []int64{0, 1, 50, 64, 5000, 100_000}[rng.IntN(6)], Payload: []byte(fmt.Sprint("p", i))}
+			a := AddArgs{Queue: q, Delay: []int64{0, 1, 50, 64, 5000, 100_000}[rng.IntN(6)], Payload: []byte(fmt.Sprint("p", i)),
+				AckTimeout: []int64{0, 0, 30, 100_000}[rng.IntN(4)], Retry: int64(rng.IntN(3)) - 1}
+			if rng.IntN(3) == 0 {
+				a.DeadLetter = []byte("dlq")
+			}
 			if rng.IntN(4) == 0 && len(*ids) > 0 {
 				a.ID = []byte((*ids)[rng.IntN(len(*ids))])
 				a.Replace = true
@@ -86,12 +116,26 @@ func churn(t *testing.T, e *Engine, rng *rand.Rand, n int, ids *[]string) {
 				t.Fatal(err)
 			}
 			*ids = append(*ids, string(res.ID))
-		case r < 7:
+		case r < 6:
 			if len(*ids) > 0 {
 				_, tk, _ := e.Cancel(q, [][]byte{[]byte((*ids)[rng.IntN(len(*ids))])})
 				if err := e.WaitDurable(tk); err != nil {
 					t.Fatal(err)
 				}
+			}
+		case r < 7 && len(*ids) > 0:
+			id := []byte((*ids)[rng.IntN(len(*ids))])
+			var tk uint64
+			switch rng.IntN(3) {
+			case 0:
+				_, tk, _ = e.Ack(q, [][]byte{id})
+			case 1:
+				_, tk, _ = e.Nack(q, id, []int64{0, 70}[rng.IntN(2)])
+			default:
+				_, tk, _ = e.Touch(q, id)
+			}
+			if err := e.WaitDurable(tk); err != nil {
+				t.Fatal(err)
 			}
 		case r < 9:
 			if d, ok := e.Pop([][]byte{q}); ok {
@@ -115,7 +159,7 @@ func TestRestartRestoresExactState(t *testing.T) {
 				fs := aof.NewMemFS()
 				rng := rand.New(rand.NewPCG(1, 2))
 				var ids []string
-				e := mustNew(t, logged(fs, fsync))
+				e := mustNew(t, exact(fs, fsync))
 				for round := range 8 {
 					churn(t, e, rng, 400, &ids)
 					before := dump(e)
@@ -123,7 +167,7 @@ func TestRestartRestoresExactState(t *testing.T) {
 					if err := e.Close(); err != nil {
 						t.Fatal(err)
 					}
-					e = mustNew(t, logged(fs, fsync))
+					e = mustNew(t, exact(fs, fsync))
 					if after := dump(e); after != before {
 						t.Fatalf("round %d: state after restart differs\nbefore:\n%s\nafter:\n%s", round, before, after)
 					}
@@ -193,10 +237,29 @@ func TestCrashUnderAlwaysLosesNoAcknowledgedWrite(t *testing.T) {
 	})
 }
 
+// slowSyncFS makes every fsync take a millisecond of (fake) time, as a disk
+// does, so that writers arriving meanwhile queue up behind it.
+type slowSyncFS struct{ *aof.MemFS }
+
+type slowSyncFile struct{ aof.File }
+
+func (fs slowSyncFS) OpenFile(name string, flag int, perm os.FileMode) (aof.File, error) {
+	f, err := fs.MemFS.OpenFile(name, flag, perm)
+	if err != nil {
+		return nil, err
+	}
+	return slowSyncFile{f}, nil
+}
+
+func (f slowSyncFile) Sync() error {
+	time.Sleep(time.Millisecond)
+	return f.File.Sync()
+}
+
 func TestGroupCommitSharesFsyncs(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fs := aof.NewMemFS()
-		e := mustNew(t, logged(fs, FsyncAlways))
+		e := mustNew(t, logged(slowSyncFS{fs}, FsyncAlways))
 		defer e.Close()
 		before := fs.SyncCount("/data/" + LogFile)
 		// 100 writers at once, each waiting for its own write to be on disk,
@@ -211,8 +274,8 @@ func TestGroupCommitSharesFsyncs(t *testing.T) {
 			})
 		}
 		wg.Wait()
-		if n := fs.SyncCount("/data/"+LogFile) - before; n < 1 || n > 50 {
-			t.Fatalf("%d fsyncs for 100 concurrent writes, want them shared (1 to 50)", n)
+		if n := fs.SyncCount("/data/"+LogFile) - before; n < 1 || n > 3 {
+			t.Fatalf("%d fsyncs for 100 concurrent writes, want them shared (1 to 3)", n)
 		} else {
 			t.Logf("%d fsyncs for 100 concurrent writes", n)
 		}
@@ -225,7 +288,7 @@ func TestFailedWriteIsNotApplied(t *testing.T) {
 		e := mustNew(t, logged(fs, FsyncEverySec))
 		addAt(t, e, "q", 0, "kept", "k")
 		e.WaitDurable(e.j.ticket)
-		_, w, _ := e.PopOrWait([][]byte{b("other")}) // a blocked client survives the reload
+		_, w, _ := e.PopOrWait([][]byte{b("other")}, PopDelay) // a blocked client survives the reload
 
 		fs.Inject(aof.Fault{Op: aof.OpWrite, Path: "/data/" + LogFile}) // one write fails (disk full)
 		res, err := e.Add(AddArgs{Queue: b("q"), ID: b("lost"), Payload: b("x")})
@@ -291,9 +354,14 @@ func TestRewriteUnderWritesKeepsState(t *testing.T) {
 		fs := aof.NewMemFS()
 		rng := rand.New(rand.NewPCG(3, 4))
 		var ids []string
-		e := mustNew(t, logged(fs, FsyncEverySec))
+		e := mustNew(t, exact(fs, FsyncEverySec))
 		churn(t, e, rng, 3000, &ids)
-		sizeBefore := e.j.log.Size()
+		logSize := func() (size, base int64) {
+			e.j.dmu.Lock()
+			defer e.j.dmu.Unlock()
+			return e.j.size, e.j.baseSize
+		}
+		sizeBefore, _ := logSize()
 		if err := e.Rewrite(); err != nil {
 			t.Fatal(err)
 		}
@@ -312,11 +380,11 @@ func TestRewriteUnderWritesKeepsState(t *testing.T) {
 		}
 		churn(t, e, rng, 300, &ids)
 		before := dump(e)
-		if e.j.baseSize >= sizeBefore {
-			t.Fatalf("rewrite did not shrink the log: %d -> %d", sizeBefore, e.j.baseSize)
+		if _, base := logSize(); base >= sizeBefore {
+			t.Fatalf("rewrite did not shrink the log: %d -> %d", sizeBefore, base)
 		}
 		e.Close()
-		e = mustNew(t, logged(fs, FsyncEverySec))
+		e = mustNew(t, exact(fs, FsyncEverySec))
 		defer e.Close()
 		if after := dump(e); after != before {
 			t.Fatalf("state after rewrite and restart differs\nbefore:\n%s\nafter:\n%s", before, after)

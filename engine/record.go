@@ -7,32 +7,43 @@ import (
 
 // The log holds effects, not requests (as Redis logs EXPIRE as PEXPIREAT):
 // an add is logged with its absolute due time and add order, a blocking pop
-// as the plain pop that happened. Firing is not logged; replay derives it
-// from due times, so replay never blocks and reproduces the state exactly.
+// as the plain pop that happened, a NACK as where the job went. Every record
+// sets a state rather than changing one, so applying a record twice, or on
+// top of a newer snapshot of the same job (a rewrite's tail), converges on
+// the same state. Firing and expired reservations are not logged; replay
+// derives them from the times in the records.
 //
 // Every record starts with its op and the engine time (unix ms) it was
-// applied at; replay advances the wheel to that time before applying it, so
-// jobs become ready in the same order as they did live.
+// applied at; replay advances the wheel to that time before applying it, as
+// the live engine advanced before applying the write, so jobs become ready
+// and reservations expire in the same order as they did live.
 //
-//	add:    op time queue idkind id due seq deliveries flags payload
-//	cancel: op time queue idkind id
-//	pop:    op time queue idkind id
-//	meta:   op time queue(empty) 0 lastSID seq
+//	add:     op time queue idkind id due seq deliveries flags payload acktimeout retry deadletter deadline
+//	cancel:  op time queue idkind id                        (also ACK: the job is deleted)
+//	pop:     op time queue idkind id                        (a pop that deleted the job)
+//	meta:    op time queue(empty) 0 lastSID seq             (first record of a rewritten log)
+//	reserve: op time queue idkind id deadline deliveries seq (a pop with an ack timeout, or TOUCH)
+//	move:    op time queue idkind id due seq deliveries flags (NACK, or a delivery taken back)
+//	del:     op time queue                                  (DEL: every job of the queue)
 //
 // idkind 0 is a server id (uvarint), 1 a client id (length-prefixed bytes).
 // Integers are varints; byte strings are uvarint length then bytes.
-// flags bit 0: put the job at the head of its ready list (a delivery taken
-// back from a client that left); bit 1: the job was ready (rewrite snapshot).
+// flags: head puts the job at the head of its ready list, ready at the tail
+// (neither: delayed until due), reserved makes it reserved until deadline.
 const (
-	opAdd    byte = 1
-	opCancel byte = 2
-	opPop    byte = 3
-	opMeta   byte = 4 // first record of a rewritten log: last server id and add order
+	opAdd     byte = 1
+	opCancel  byte = 2
+	opPop     byte = 3
+	opMeta    byte = 4
+	opReserve byte = 5
+	opMove    byte = 6
+	opDel     byte = 7
 )
 
 const (
-	flagHead  = 1 << 0
-	flagReady = 1 << 1
+	flagHead     = 1 << 0
+	flagReady    = 1 << 1
+	flagReserved = 1 << 2
 )
 
 var errBadRecord = errors.New("malformed log record")
@@ -43,11 +54,15 @@ type rec struct {
 	queue      []byte
 	sid        uint64
 	id         []byte // client id; nil for a server id
-	due        int64
+	due        int64  // add, move: when ready; reserve: the ack deadline
 	seq        uint64
 	deliveries uint32
 	flags      byte
 	payload    []byte
+	ackTimeout int64
+	retry      int64 // -1: unlimited
+	deadLetter []byte
+	deadline   int64 // add with flagReserved
 }
 
 func appendBytes(dst, b []byte) []byte {
@@ -60,6 +75,9 @@ func (r *rec) encode(dst []byte) []byte {
 	dst = append(dst, r.op)
 	dst = binary.AppendVarint(dst, r.time)
 	dst = appendBytes(dst, r.queue)
+	if r.op == opDel {
+		return dst
+	}
 	if r.id == nil {
 		dst = append(dst, 0)
 		dst = binary.AppendUvarint(dst, r.sid)
@@ -67,17 +85,30 @@ func (r *rec) encode(dst []byte) []byte {
 		dst = append(dst, 1)
 		dst = appendBytes(dst, r.id)
 	}
-	if r.op == opMeta {
-		return binary.AppendUvarint(dst, r.seq)
+	switch r.op {
+	case opMeta:
+		dst = binary.AppendUvarint(dst, r.seq)
+	case opReserve:
+		dst = binary.AppendVarint(dst, r.due)
+		dst = binary.AppendUvarint(dst, uint64(r.deliveries))
+		dst = binary.AppendUvarint(dst, r.seq)
+	case opMove:
+		dst = binary.AppendVarint(dst, r.due)
+		dst = binary.AppendUvarint(dst, r.seq)
+		dst = binary.AppendUvarint(dst, uint64(r.deliveries))
+		dst = append(dst, r.flags)
+	case opAdd:
+		dst = binary.AppendVarint(dst, r.due)
+		dst = binary.AppendUvarint(dst, r.seq)
+		dst = binary.AppendUvarint(dst, uint64(r.deliveries))
+		dst = append(dst, r.flags)
+		dst = appendBytes(dst, r.payload)
+		dst = binary.AppendVarint(dst, r.ackTimeout)
+		dst = binary.AppendVarint(dst, r.retry)
+		dst = appendBytes(dst, r.deadLetter)
+		dst = binary.AppendVarint(dst, r.deadline)
 	}
-	if r.op != opAdd {
-		return dst
-	}
-	dst = binary.AppendVarint(dst, r.due)
-	dst = binary.AppendUvarint(dst, r.seq)
-	dst = binary.AppendUvarint(dst, uint64(r.deliveries))
-	dst = append(dst, r.flags)
-	return appendBytes(dst, r.payload)
+	return dst
 }
 
 type decoder struct {
@@ -136,27 +167,45 @@ func (d *decoder) bytes() []byte {
 func (r *rec) decode(b []byte) error {
 	d := decoder{b: b}
 	*r = rec{op: d.byte(), time: d.varint(), queue: d.bytes()}
-	switch d.byte() {
-	case 0:
-		r.sid = d.uvarint()
-	case 1:
-		r.id = d.bytes()
-		if d.err == nil && (len(r.id) == 0 || len(r.id) > 256) {
+	if r.op != opDel {
+		switch d.byte() {
+		case 0:
+			r.sid = d.uvarint()
+		case 1:
+			r.id = d.bytes()
+			if d.err == nil && (len(r.id) == 0 || len(r.id) > 256) {
+				d.err = errBadRecord
+			}
+		default:
 			d.err = errBadRecord
 		}
-	default:
-		d.err = errBadRecord
 	}
 	switch r.op {
+	case opMeta:
+		r.seq = d.uvarint()
+	case opReserve:
+		r.due = d.varint()
+		r.deliveries = uint32(d.uvarint())
+		r.seq = d.uvarint()
+	case opMove:
+		r.due = d.varint()
+		r.seq = d.uvarint()
+		r.deliveries = uint32(d.uvarint())
+		r.flags = d.byte()
 	case opAdd:
 		r.due = d.varint()
 		r.seq = d.uvarint()
 		r.deliveries = uint32(d.uvarint())
 		r.flags = d.byte()
 		r.payload = d.bytes()
-	case opMeta:
-		r.seq = d.uvarint()
-	case opCancel, opPop:
+		r.ackTimeout = d.varint()
+		r.retry = d.varint()
+		r.deadLetter = d.bytes()
+		r.deadline = d.varint()
+		if len(r.deadLetter) == 0 {
+			r.deadLetter = nil
+		}
+	case opCancel, opPop, opDel:
 	default:
 		d.err = errBadRecord
 	}

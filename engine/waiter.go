@@ -10,6 +10,7 @@ package engine
 type Waiter struct {
 	ready chan struct{} // gets one value when resolved
 	links []waitLink
+	mode  PopMode
 	done  bool     // guarded by Engine.mu
 	d     Delivery // written before ready is signalled
 	got   bool     // d holds a job (false: released by shutdown)
@@ -29,19 +30,21 @@ func (w *Waiter) Ready() <-chan struct{} { return w.ready }
 // without one (shutdown). Call it only after Ready fired.
 func (w *Waiter) Result() (Delivery, bool) { return w.d, w.got }
 
-// PopOrWait pops as Pop does; when every queue is empty it parks a waiter on
-// all of them instead and returns it. The caller must end the wait with
-// Ready, or with CancelWait (timeout, client gone).
-func (e *Engine) PopOrWait(names [][]byte) (Delivery, *Waiter, error) {
+// PopOrWait pops as Pop does (mode says from which end, and whether the job
+// is reserved); when every queue is empty it parks a waiter on all of them
+// instead and returns it. The caller must end the wait with Ready, or with
+// CancelWait (timeout, client gone). DELAY.POP and BLPOP/BRPOP waiters of a
+// queue share one FIFO.
+func (e *Engine) PopOrWait(names [][]byte, mode PopMode) (Delivery, *Waiter, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if d, ok := e.popLocked(names); ok {
+	if d, ok := e.popLocked(names, mode); ok {
 		return d, nil, nil
 	}
 	if e.closed {
 		return Delivery{}, nil, ErrClosed
 	}
-	w := &Waiter{ready: make(chan struct{}, 1), links: make([]waitLink, len(names))}
+	w := &Waiter{ready: make(chan struct{}, 1), links: make([]waitLink, len(names)), mode: mode}
 	for i, name := range names {
 		qi, _ := e.queueFor(name, true)
 		l := &w.links[i]
@@ -81,7 +84,7 @@ func (e *Engine) serve(qi uint32) {
 			return
 		}
 		w := q.whead.w
-		w.d = e.take(q.head - 1)
+		w.d = e.takeFrom(qi, w.mode)
 		e.resolve(w, true)
 	}
 }

@@ -1,0 +1,262 @@
+package engine
+
+// At-least-once delivery. A pop of a job with an ack timeout reserves it and
+// puts its ack deadline in the same timing wheel that holds delayed jobs, as
+// Kafka's purgatory holds a delayed operation: the reservation completes
+// early (ACK deletes the job, NACK sends it back, TOUCH starts the deadline
+// again) or expires (the wheel fires it and the job goes back to the tail of
+// its ready list). A job is in one place at a time, so one wheel entry per
+// job serves both its due time and its ack deadline. All O(1).
+
+// reserveAt makes the job in slot s reserved until deadline. The job must be
+// out of every list (detached).
+func (e *Engine) reserveAt(s uint32, deadline int64) {
+	j := &e.jobs[s]
+	j.state = stateReserved
+	e.queues[j.queue].reserved++
+	if !e.wheel.Add(s, deadline, j.seq) {
+		// The deadline is already past (a replayed reservation whose time
+		// went by while the server was down): it expires on the next advance.
+		e.wheel.Add(s, e.wheel.Now()+1, j.seq)
+	}
+	e.poke(deadline)
+}
+
+// endDelivery ends a delivery that got no ACK (its ack timeout passed, or a
+// NACK): the job is delivered again, now (delay 0, tail of the ready list)
+// or at due; or, with no redelivery left, it goes to its dead-letter queue or
+// is dropped. The job must be detached. now is the engine time.
+//
+// An expiry is not logged (replay derives it); a NACK is, as its effects,
+// logged before a waiter can take the job so that replay sees them in the
+// order they happened. It returns the ticket of the last record.
+func (e *Engine) endDelivery(s uint32, now, due int64, logIt bool) uint64 {
+	j := &e.jobs[s]
+	if j.retry >= 0 && int64(j.deliveries) > int64(j.retry) {
+		return e.exhausted(s, logIt)
+	}
+	e.seq++
+	j.seq = e.seq
+	var ticket uint64
+	log := func(flags byte) {
+		if logIt {
+			r := e.recFor(opMove, s)
+			r.due, r.seq, r.deliveries, r.flags = j.due, j.seq, j.deliveries, flags
+			ticket = e.logRec(&r)
+		}
+	}
+	if due > now && e.wheel.Add(s, due, j.seq) {
+		j.due = due
+		j.state = stateDelayed
+		e.queues[j.queue].delayed++
+		e.poke(due)
+		log(0)
+		return ticket
+	}
+	e.pushReady(s, false)
+	log(flagReady)
+	e.serve(j.queue)
+	return ticket
+}
+
+// exhausted moves a job with no redelivery left to its dead-letter queue as a
+// ready job, keeping its id unless the id is taken there (then it gets the
+// next server id), or drops it with a log line that names it. The job keeps
+// its payload and deliveries; in the dead-letter queue a pop removes it.
+func (e *Engine) exhausted(s uint32, logIt bool) uint64 {
+	var buf [sidLen]byte
+	var ticket uint64
+	j := &e.jobs[s]
+	from := j.queue
+	id := append([]byte(nil), e.idOf(j, &buf)...)
+	if logIt {
+		r := e.recFor(opCancel, s) // the job leaves its queue...
+		ticket = e.logRec(&r)
+	}
+	dl, ok := e.deadLetters[s]
+	if !ok {
+		if !e.j.replaying {
+			e.opts.Logger.Warn().Bytes("queue", []byte(e.queues[from].name)).Bytes("id", id).
+				Uint32("deliveries", j.deliveries).Msg("job dropped: no redelivery left and no dead-letter queue")
+		}
+		e.stats.Dropped++
+		e.remove(s)
+		return ticket
+	}
+	e.stats.DeadLettered++
+	payload := append([]byte(nil), e.payloadOf(j)...)
+	e.indexDelete(s, id)
+	e.arena.free(j.data, int(j.idLen)+int(j.plen))
+	delete(e.deadLetters, s)
+	j.hasDL, j.ackTimeout, j.retry = false, 0, -1
+	to, _ := e.queueFor(dl, true)
+	j.queue = to
+	if _, taken := e.lookup(to, id); taken {
+		// Not time based, so replay makes the same id as the live server did.
+		e.lastSID++
+		for {
+			if _, taken := e.lookup(to, renderSID(&buf, e.lastSID)); !taken {
+				break
+			}
+			e.lastSID++
+		}
+		j.sid, j.idLen = e.lastSID, 0
+		id = append(id[:0], buf[:]...)
+	}
+	if j.idLen > 0 {
+		j.data = e.storeData(id, payload)
+	} else {
+		j.data = e.arena.alloc(payload)
+	}
+	e.indexInsert(s, id)
+	e.seq++
+	j.seq = e.seq
+	e.releaseQueue(from)
+	e.pushReady(s, false)
+	if logIt {
+		ticket = e.logRec(e.addRecOf(s, flagReady)) // ...and joins the dead-letter queue
+	}
+	e.serve(to)
+	return ticket
+}
+
+// reserved finds a reserved job; the engine is advanced first so a deadline
+// that has passed has expired, whether or not the timer has run yet.
+func (e *Engine) reserved(queueName, id []byte) (uint32, bool) {
+	qi, ok := e.queueFor(queueName, false)
+	if !ok {
+		return 0, false
+	}
+	s, ok := e.lookup(qi, id)
+	if !ok || e.jobs[s].state != stateReserved {
+		return 0, false
+	}
+	return s, true
+}
+
+// Ack deletes reserved jobs and returns how many there were. O(1) per id.
+func (e *Engine) Ack(queueName []byte, ids [][]byte) (int, uint64, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if err := e.writable(); err != nil {
+		return 0, 0, err
+	}
+	e.advanceLocked(e.nowMs())
+	var ticket uint64
+	n := 0
+	for _, id := range ids {
+		if s, ok := e.reserved(queueName, id); ok {
+			r := e.recFor(opCancel, s)
+			ticket = e.logRec(&r)
+			e.remove(s)
+			n++
+		}
+	}
+	e.stats.Acked += uint64(n)
+	return n, ticket, nil
+}
+
+// Nack ends a reserved job's delivery: it is ready again now (delay 0) or
+// delayed for delay ms, or, with no redelivery left, dead-lettered or
+// dropped. O(1).
+func (e *Engine) Nack(queueName, id []byte, delay int64) (bool, uint64, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if err := e.writable(); err != nil {
+		return false, 0, err
+	}
+	now := e.nowMs()
+	e.advanceLocked(now)
+	s, ok := e.reserved(queueName, id)
+	if !ok {
+		return false, 0, nil
+	}
+	e.stats.Nacked++
+	e.detach(s)
+	return true, e.endDelivery(s, now, now+delay, true), nil
+}
+
+// addRecOf is the add record that recreates the job in slot s as it is.
+func (e *Engine) addRecOf(s uint32, flags byte) *rec {
+	j := &e.jobs[s]
+	r := e.recFor(opAdd, s)
+	r.due, r.seq, r.deliveries, r.flags = j.due, j.seq, j.deliveries, flags
+	r.payload = e.payloadOf(j)
+	r.ackTimeout, r.retry, r.deadLetter = int64(j.ackTimeout), int64(j.retry), e.deadLetters[s]
+	return &r
+}
+
+// Touch starts a reserved job's ack deadline again, from now. O(1).
+func (e *Engine) Touch(queueName, id []byte) (bool, uint64, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if err := e.writable(); err != nil {
+		return false, 0, err
+	}
+	now := e.nowMs()
+	e.advanceLocked(now)
+	s, ok := e.reserved(queueName, id)
+	if !ok {
+		return false, 0, nil
+	}
+	j := &e.jobs[s]
+	e.detach(s)
+	e.seq++
+	j.seq = e.seq
+	deadline := now + int64(j.ackTimeout)
+	e.reserveAt(s, deadline)
+	r := e.recFor(opReserve, s)
+	r.due, r.deliveries, r.seq = deadline, j.deliveries, j.seq
+	return true, e.logRec(&r), nil
+}
+
+// applyReserve and applyMove replay the records of the same names: each sets
+// the job's state outright, so they also apply cleanly on top of a newer
+// snapshot of the job (a rewrite's tail).
+func (e *Engine) applyReserve(r *rec) {
+	s, ok := e.find(r)
+	if !ok {
+		return
+	}
+	j := &e.jobs[s]
+	e.detach(s)
+	j.deliveries, j.seq = r.deliveries, r.seq
+	e.seq = max(e.seq, r.seq)
+	e.reserveAt(s, r.due)
+}
+
+func (e *Engine) applyMove(r *rec) {
+	s, ok := e.find(r)
+	if !ok {
+		return
+	}
+	j := &e.jobs[s]
+	e.detach(s)
+	j.deliveries, j.seq = r.deliveries, r.seq
+	e.seq = max(e.seq, r.seq)
+	switch {
+	case r.flags&flagHead != 0:
+		e.pushReady(s, true)
+	case r.flags&flagReady == 0 && r.due > r.time && e.wheel.Add(s, r.due, r.seq):
+		j.due, j.state = r.due, stateDelayed
+		e.queues[j.queue].delayed++
+		return
+	default:
+		e.pushReady(s, false)
+	}
+	e.serve(j.queue)
+}
+
+// find looks up the job a record names.
+func (e *Engine) find(r *rec) (uint32, bool) {
+	var buf [sidLen]byte
+	id := r.id
+	if id == nil {
+		id = renderSID(&buf, r.sid)
+	}
+	qi, ok := e.queueFor(r.queue, false)
+	if !ok {
+		return 0, false
+	}
+	return e.lookup(qi, id)
+}

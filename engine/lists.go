@@ -1,0 +1,190 @@
+package engine
+
+// The ready list of a queue answers Redis's list commands, so workers that
+// already pop Redis lists need no change: LPUSH/RPUSH add ready jobs with
+// server ids, LPOP/RPOP/BLPOP/BRPOP take them (removing them whatever their
+// ack timeout), LLEN and LRANGE read the ready list, DEL removes every job of
+// a queue.
+
+// Push adds ready jobs with server-made ids, at the tail (RPUSH) or, one
+// after the other, at the head (LPUSH). It returns the ready length after.
+// Pushed jobs get the configured default ack timeout. O(1) per payload.
+func (e *Engine) Push(queueName []byte, payloads [][]byte, head bool) (int, uint64, error) {
+	for _, p := range payloads {
+		if len(p) > e.opts.MaxPayload {
+			return 0, 0, ErrPayloadTooLarge
+		}
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if err := e.writable(); err != nil {
+		return 0, 0, err
+	}
+	if e.opts.MaxJobs > 0 && e.njobs+len(payloads) > e.opts.MaxJobs {
+		return 0, 0, ErrMaxJobs
+	}
+	now := e.nowMs()
+	e.advanceLocked(now)
+	var ticket uint64
+	var buf [sidLen]byte
+	flags := byte(flagReady)
+	if head {
+		flags = flagHead
+	}
+	for _, p := range payloads {
+		qi, existed := e.queueFor(queueName, false)
+		for {
+			e.lastSID = nextSID(e.lastSID, now)
+			if !existed {
+				break
+			}
+			if _, taken := e.lookup(qi, renderSID(&buf, e.lastSID)); !taken {
+				break
+			}
+		}
+		e.seq++
+		r := rec{op: opAdd, time: now, queue: queueName, sid: e.lastSID, due: now, seq: e.seq,
+			flags: flags, payload: p, ackTimeout: e.opts.AckTimeout, retry: -1}
+		ticket = e.logRec(&r)
+		e.put(&r)
+		e.stats.Added++
+	}
+	n := 0
+	if qi, ok := e.queueFor(queueName, false); ok {
+		n = e.queues[qi].ready
+	}
+	return n, ticket, nil
+}
+
+// ListPop removes up to count ready jobs from the head (or tail) of a queue.
+// ok is false when the queue holds no ready job. O(count).
+func (e *Engine) ListPop(queueName []byte, count int, right bool) ([]Delivery, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	mode := PopLeft
+	if right {
+		mode = PopRight
+	}
+	var out []Delivery
+	for len(out) < count {
+		d, ok := e.popLocked([][]byte{queueName}, mode)
+		if !ok {
+			break
+		}
+		out = append(out, d)
+	}
+	return out, len(out) > 0
+}
+
+// Len is the length of a queue's ready list. O(1).
+func (e *Engine) Len(queueName []byte) int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.advanceLocked(e.nowMs())
+	if qi, ok := e.queueFor(queueName, false); ok {
+		return e.queues[qi].ready
+	}
+	return 0
+}
+
+// Range returns the payloads of ready jobs start..stop (inclusive; negative
+// counts from the end), as LRANGE does. O(start+count).
+func (e *Engine) Range(queueName []byte, start, stop int64) [][]byte {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.advanceLocked(e.nowMs())
+	qi, ok := e.queueFor(queueName, false)
+	if !ok {
+		return nil
+	}
+	n := int64(e.queues[qi].ready)
+	if start < 0 {
+		start = max(n+start, 0)
+	}
+	if stop < 0 {
+		stop = n + stop
+	}
+	stop = min(stop, n-1)
+	if start > stop || start >= n {
+		return [][]byte{}
+	}
+	out := make([][]byte, 0, stop-start+1)
+	i := int64(0)
+	for s := e.queues[qi].head; s != 0 && i <= stop; s = e.jobs[s-1].next {
+		if i >= start {
+			out = append(out, append([]byte(nil), e.payloadOf(&e.jobs[s-1])...))
+		}
+		i++
+	}
+	return out
+}
+
+// Del removes every job of the named queues, in any state, and returns how
+// many of them held a job. Blocked clients stay blocked. O(ready jobs), plus
+// a scan of all jobs for a queue holding delayed or reserved ones.
+func (e *Engine) Del(names [][]byte) (int, uint64, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if err := e.writable(); err != nil {
+		return 0, 0, err
+	}
+	e.advanceLocked(e.nowMs())
+	var ticket uint64
+	n := 0
+	for _, name := range names {
+		qi, ok := e.queueFor(name, false)
+		if !ok {
+			continue
+		}
+		q := &e.queues[qi]
+		if q.delayed+q.ready+q.reserved == 0 {
+			continue
+		}
+		n++
+		r := rec{op: opDel, time: e.nowMs(), queue: name}
+		ticket = e.logRec(&r)
+		e.delQueue(name)
+	}
+	return n, ticket, nil
+}
+
+// delQueue removes every job of a queue (DEL, and its replay).
+func (e *Engine) delQueue(name []byte) {
+	qi, ok := e.queueFor(name, false)
+	if !ok {
+		return
+	}
+	q := &e.queues[qi]
+	for q.head != 0 {
+		e.remove(q.head - 1)
+		if !q.live {
+			return
+		}
+	}
+	if q.delayed+q.reserved > 0 {
+		for s := range e.jobs {
+			if j := &e.jobs[s]; j.state != stateFree && j.queue == qi {
+				e.remove(uint32(s))
+				if !q.live {
+					return
+				}
+			}
+		}
+	}
+}
+
+// ExistsCount counts the names that hold a job in any state, as EXISTS does
+// (a name given twice counts twice).
+func (e *Engine) ExistsCount(names [][]byte) int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	n := 0
+	for _, name := range names {
+		if qi, ok := e.queueFor(name, false); ok {
+			if q := &e.queues[qi]; q.delayed+q.ready+q.reserved > 0 {
+				n++
+			}
+		}
+	}
+	return n
+}
