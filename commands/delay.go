@@ -200,14 +200,19 @@ func cmdGet(d *Dispatcher, c *Client, args [][]byte) {
 
 func cmdStats(d *Dispatcher, c *Client, args [][]byte) {
 	s := d.eng.QueueStats(args[1])
-	w := c.W
-	w.Map(3)
-	w.BulkString("delayed")
-	w.Int(int64(s.Delayed))
-	w.BulkString("ready")
-	w.Int(int64(s.Ready))
-	w.BulkString("reserved")
-	w.Int(int64(s.Reserved))
+	fields := []struct {
+		name string
+		n    uint64
+	}{
+		{"delayed", uint64(s.Delayed)}, {"ready", uint64(s.Ready)}, {"reserved", uint64(s.Reserved)},
+		{"deliveries", s.Deliveries}, {"redeliveries", s.Redeliveries}, {"acks", s.Acks},
+		{"nacks", s.Nacks}, {"expired", s.Expired}, {"dead_lettered", s.DeadLettered},
+	}
+	c.W.Map(len(fields))
+	for _, f := range fields {
+		c.W.BulkString(f.name)
+		c.W.Int(int64(f.n))
+	}
 }
 
 func cmdPeek(d *Dispatcher, c *Client, args [][]byte) {

@@ -178,7 +178,7 @@ var table = []*Command{
 		Args:       []Arg{key("key"), str("id")},
 		Handler:    cmdGet},
 	{Name: "delay.stats", Arity: 2, Flags: ReadOnly | Fast, FirstKey: 1, LastKey: 1, Step: 1, Group: "delay", Since: "0.1.0",
-		Summary:    "Counts a queue's delayed, ready and reserved jobs.",
+		Summary:    "Counts a queue's delayed, ready and reserved jobs, and its deliveries, redeliveries, acks, nacks, expired and dead-lettered jobs.",
 		Complexity: "O(1)",
 		Args:       []Arg{key("key")},
 		Handler:    cmdStats},

@@ -84,6 +84,7 @@ func (e *Engine) exhausted(s uint32, logIt bool) uint64 {
 		return ticket
 	}
 	e.stats.DeadLettered++
+	e.queues[from].deadLettered++
 	payload := append([]byte(nil), e.payloadOf(j)...)
 	e.indexDelete(s, id)
 	e.arena.free(j.data, int(j.idLen)+int(j.plen))
@@ -146,6 +147,7 @@ func (e *Engine) Ack(queueName []byte, ids [][]byte) (int, uint64, error) {
 	n := 0
 	for _, id := range ids {
 		if s, ok := e.reserved(queueName, id); ok {
+			e.queues[e.jobs[s].queue].acks++
 			r := e.recFor(opCancel, s)
 			ticket = e.logRec(&r)
 			e.remove(s)
@@ -172,6 +174,7 @@ func (e *Engine) Nack(queueName, id []byte, delay int64) (bool, uint64, error) {
 		return false, 0, nil
 	}
 	e.stats.Nacked++
+	e.queues[e.jobs[s].queue].nacks++
 	e.detach(s)
 	return true, e.endDelivery(s, now, now+delay, true), nil
 }

@@ -118,6 +118,8 @@ type queue struct {
 	whead, wtail             *waitLink
 	nwait                    int
 	live                     bool
+	// Counters for DELAY.STATS; like the queue, they go when it empties.
+	deliveries, redeliveries, acks, nacks, expired, deadLettered uint64
 }
 
 // Engine owns every job and queue. See the package doc for the locking story.
@@ -309,6 +311,7 @@ func (e *Engine) advanceLocked(now int64) {
 		case stateReserved:
 			// Like an operation in Kafka's purgatory whose timeout passed.
 			q.reserved--
+			q.expired++
 			j.state = stateFree // the wheel already let go of it
 			e.stats.Expired++
 			e.endDelivery(h, now, 0, false)
@@ -797,8 +800,11 @@ func (e *Engine) take(s uint32, plain bool) Delivery {
 	j := &e.jobs[s]
 	j.deliveries++
 	e.stats.Delivered++
+	q := &e.queues[j.queue]
+	q.deliveries++
 	if j.deliveries > 1 {
 		e.stats.Redelivered++
+		q.redeliveries++
 	}
 	d := Delivery{
 		Queue:      []byte(e.queues[j.queue].name),
@@ -910,8 +916,13 @@ func (e *Engine) Get(queueName, id []byte) (JobInfo, bool) {
 	return info, true
 }
 
-// QueueStats counts a queue's jobs by state.
-type QueueStats struct{ Delayed, Ready, Reserved int }
+// QueueStats counts a queue's jobs by state, and what happened to them while
+// the queue existed.
+type QueueStats struct {
+	Delayed, Ready, Reserved int
+
+	Deliveries, Redeliveries, Acks, Nacks, Expired, DeadLettered uint64
+}
 
 // QueueStats returns the counts of one queue (zeros when it does not exist).
 func (e *Engine) QueueStats(queueName []byte) QueueStats {
@@ -922,7 +933,9 @@ func (e *Engine) QueueStats(queueName []byte) QueueStats {
 		return QueueStats{}
 	}
 	q := &e.queues[qi]
-	return QueueStats{Delayed: q.delayed, Ready: q.ready, Reserved: q.reserved}
+	return QueueStats{Delayed: q.delayed, Ready: q.ready, Reserved: q.reserved,
+		Deliveries: q.deliveries, Redeliveries: q.redeliveries, Acks: q.acks, Nacks: q.nacks,
+		Expired: q.expired, DeadLettered: q.deadLettered}
 }
 
 // Pair is an id and a payload.
