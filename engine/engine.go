@@ -183,7 +183,11 @@ func New(opts Options) (*Engine, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
+	// Start the monotonic base on a whole wall-clock millisecond, so the
+	// engine's milliseconds tick with the wall clock's: a job due at D is
+	// ready when the wall clock reads D, not up to a millisecond later.
 	now := opts.Now()
+	now = now.Add(-time.Duration(now.UnixNano() % int64(time.Millisecond)))
 	e := &Engine{
 		opts:        opts,
 		index:       make(map[uint64]uint32),

@@ -1,0 +1,144 @@
+// Command loadgen drives a running delayd the way a worker fleet does and
+// measures what users feel: how late a blocked worker gets a job after its
+// due time, and whether any job comes early.
+//
+//	go run ./bench/loadgen -pending 1000000 -rate 50000 -duration 20s
+//
+// It first fills the server with -pending jobs due far in the future (so the
+// wheel holds them), then adds -rate jobs per second with delays spread over
+// -delay, each with DELAY.ADDAT and an absolute due time it chose, while
+// -workers workers wait in DELAY.POP. Lateness is the worker's receive time
+// minus that due time, on the same clock. It stops by itself.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+func main() {
+	addr := flag.String("addr", "127.0.0.1:6380", "delayd address")
+	pending := flag.Int("pending", 1_000_000, "jobs to hold in the wheel while measuring (due in an hour or more)")
+	rate := flag.Int("rate", 50_000, "adds per second while measuring")
+	duration := flag.Duration("duration", 20*time.Second, "how long to measure")
+	delay := flag.Duration("delay", time.Second, "measured jobs are due 1 ms to this far after they are added")
+	workers := flag.Int("workers", 16, "workers blocked in DELAY.POP")
+	producers := flag.Int("producers", 8, "producer connections")
+	queue := flag.String("queue", "loadgen", "queue name")
+	flag.Parse()
+
+	ctx := context.Background()
+	rdb := redis.NewClient(&redis.Options{Addr: *addr, PoolSize: *workers + *producers + 4, Protocol: 2})
+	if err := rdb.Ping(ctx).Err(); err != nil {
+		fmt.Fprintln(os.Stderr, "loadgen:", err)
+		os.Exit(1)
+	}
+	if err := prefill(ctx, rdb, *queue+":pending", *pending); err != nil {
+		fmt.Fprintln(os.Stderr, "loadgen: prefill:", err)
+		os.Exit(1)
+	}
+
+	var (
+		mu      sync.Mutex
+		late    []time.Duration
+		early   atomic.Int64
+		added   atomic.Int64
+		stop    = make(chan struct{})
+		wg      sync.WaitGroup
+		workerW sync.WaitGroup
+	)
+	for range *workers {
+		workerW.Add(1)
+		go func() {
+			defer workerW.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				res, err := rdb.Do(ctx, "DELAY.POP", *queue, "0.2").Slice()
+				if err != nil {
+					continue // timeout (nil) or shutting down
+				}
+				now := time.Now()
+				due, _ := strconv.ParseInt(res[2].(string), 10, 64)
+				d := now.Sub(time.UnixMilli(due))
+				if d < 0 {
+					early.Add(1)
+				}
+				mu.Lock()
+				late = append(late, d)
+				mu.Unlock()
+			}
+		}()
+	}
+
+	start := time.Now()
+	per := *rate / *producers
+	for range *producers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			tick := time.NewTicker(10 * time.Millisecond)
+			defer tick.Stop()
+			batch := max(per/100, 1)
+			for time.Since(start) < *duration {
+				<-tick.C
+				pipe := rdb.Pipeline()
+				for range batch {
+					due := time.Now().Add(time.Millisecond + rand.N(*delay)).UnixMilli()
+					s := strconv.FormatInt(due, 10)
+					pipe.Do(ctx, "DELAY.ADDAT", *queue, s, s)
+				}
+				if _, err := pipe.Exec(ctx); err == nil {
+					added.Add(int64(batch))
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	time.Sleep(*delay + 500*time.Millisecond) // let the last jobs come due
+	close(stop)
+	workerW.Wait()
+
+	mu.Lock()
+	defer mu.Unlock()
+	slices.Sort(late)
+	q := func(p float64) time.Duration {
+		if len(late) == 0 {
+			return 0
+		}
+		return late[min(int(p*float64(len(late))), len(late)-1)]
+	}
+	fmt.Printf("pending=%d rate=%d/s added=%d received=%d early=%d\n", *pending, *rate, added.Load(), len(late), early.Load())
+	fmt.Printf("lateness after due: p50=%v p90=%v p99=%v p99.9=%v max=%v\n", q(0.50), q(0.90), q(0.99), q(0.999), q(1))
+	if early.Load() > 0 {
+		os.Exit(3)
+	}
+}
+
+// prefill adds n jobs due an hour or more from now, pipelined.
+func prefill(ctx context.Context, rdb *redis.Client, queue string, n int) error {
+	const batch = 1000
+	for i := 0; i < n; i += batch {
+		pipe := rdb.Pipeline()
+		for j := i; j < min(i+batch, n); j++ {
+			pipe.Do(ctx, "DELAY.ADD", queue, 3_600_000+rand.IntN(3_600_000), "0123456789abcdef")
+		}
+		if _, err := pipe.Exec(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
