@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strconv"
 	"sync"
 	"time"
@@ -117,6 +118,11 @@ func (e *Engine) openLog() error {
 	}
 	j.size, j.baseSize = j.log.Size(), j.log.Size()
 	j.replayed = res.Records
+	if res.Records > 100_000 {
+		// Replay grew the slabs and the index by doubling; give the copies
+		// left behind back to the OS now rather than at some later GC.
+		debug.FreeOSMemory()
+	}
 	return nil
 }
 
