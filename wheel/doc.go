@@ -83,8 +83,9 @@
 //     handle ever used, 32 bytes each. Keep handles dense and reuse them.
 //     math.MaxUint32 is reserved.
 //   - NextDeadline may name a time at which Advance only cascades a coarse
-//     bucket and fires nothing (at most once per level per cascade chain);
-//     the caller simply asks again. It is never later than the first fire.
+//     bucket and fires nothing (a job that starts on level L can cause up
+//     to L such wake-ups); the caller simply asks again. It is never later
+//     than the first fire.
 //   - Times are clamped to ±math.MaxInt64/2 ms (about 146 million years).
 //     A due time beyond that, such as math.MaxInt64 for "never", is stored
 //     as is (Due returns it) but fires as if it were math.MaxInt64/2.
