@@ -13,7 +13,9 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -47,6 +49,13 @@ func run(args, environ []string, stderr io.Writer) int {
 		return 2
 	}
 	log := newLogger(cfg, stderr)
+	if path := envOf(environ, "DELAYD_CPUPROFILE"); path != "" {
+		// For benchmarks: a CPU profile of the whole run, written at stop.
+		f, err := os.Create(path)
+		if err == nil && pprof.StartCPUProfile(f) == nil {
+			defer func() { pprof.StopCPUProfile(); f.Close() }()
+		}
+	}
 
 	start := time.Now()
 	eng, err := engine.New(engine.Options{
@@ -135,6 +144,15 @@ func run(args, environ []string, stderr io.Writer) int {
 	}
 	log.Info().Str("reason", why).Dur("took", time.Since(start)).Msg("delayd stopped")
 	return 0
+}
+
+func envOf(environ []string, key string) string {
+	for _, kv := range environ {
+		if k, v, ok := strings.Cut(kv, "="); ok && k == key {
+			return v
+		}
+	}
+	return ""
 }
 
 func newLogger(cfg config, out io.Writer) zerolog.Logger {

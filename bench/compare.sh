@@ -25,7 +25,7 @@ trap 'kill $(jobs -p) 2>/dev/null || true; redis-cli -p $RPORT shutdown nosave >
 go build -o "$work/delayd" .
 
 rps() { # redis-benchmark --csv prints "test","rps",...
-  redis-benchmark "$@" --csv 2>/dev/null | tail -1 | cut -d, -f2 | tr -d '"'
+  redis-benchmark --csv "$@" 2>/dev/null | tail -1 | cut -d, -f2 | tr -d '"'
 }
 median() { sort -g | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
 wait_port() { for _ in $(seq 100); do redis-cli -p "$1" ping >/dev/null 2>&1 && return 0; sleep 0.1; done; return 1; }

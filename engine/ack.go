@@ -11,7 +11,7 @@ package engine
 // reserveAt makes the job in slot s reserved until deadline. The job must be
 // out of every list (detached).
 func (e *Engine) reserveAt(s uint32, deadline int64) {
-	j := &e.jobs[s]
+	j := e.jobs.at(s)
 	j.state = stateReserved
 	e.queues[j.queue].reserved++
 	if !e.wheel.Add(s, deadline, j.seq) {
@@ -31,7 +31,7 @@ func (e *Engine) reserveAt(s uint32, deadline int64) {
 // logged before a waiter can take the job so that replay sees them in the
 // order they happened. It returns the ticket of the last record.
 func (e *Engine) endDelivery(s uint32, now, due int64, logIt bool) uint64 {
-	j := &e.jobs[s]
+	j := e.jobs.at(s)
 	if j.retry >= 0 && int64(j.deliveries) > int64(j.retry) {
 		return e.exhausted(s, logIt)
 	}
@@ -66,7 +66,7 @@ func (e *Engine) endDelivery(s uint32, now, due int64, logIt bool) uint64 {
 func (e *Engine) exhausted(s uint32, logIt bool) uint64 {
 	var buf [sidLen]byte
 	var ticket uint64
-	j := &e.jobs[s]
+	j := e.jobs.at(s)
 	from := j.queue
 	id := append([]byte(nil), e.idOf(j, &buf)...)
 	if logIt {
@@ -129,7 +129,7 @@ func (e *Engine) reserved(queueName, id []byte) (uint32, bool) {
 		return 0, false
 	}
 	s, ok := e.lookup(qi, id)
-	if !ok || e.jobs[s].state != stateReserved {
+	if !ok || e.jobs.at(s).state != stateReserved {
 		return 0, false
 	}
 	return s, true
@@ -147,7 +147,7 @@ func (e *Engine) Ack(queueName []byte, ids [][]byte) (int, uint64, error) {
 	n := 0
 	for _, id := range ids {
 		if s, ok := e.reserved(queueName, id); ok {
-			e.queues[e.jobs[s].queue].acks++
+			e.queues[e.jobs.at(s).queue].acks++
 			r := e.recFor(opCancel, s)
 			ticket = e.logRec(&r)
 			e.remove(s)
@@ -174,14 +174,14 @@ func (e *Engine) Nack(queueName, id []byte, delay int64) (bool, uint64, error) {
 		return false, 0, nil
 	}
 	e.stats.Nacked++
-	e.queues[e.jobs[s].queue].nacks++
+	e.queues[e.jobs.at(s).queue].nacks++
 	e.detach(s)
 	return true, e.endDelivery(s, now, now+delay, true), nil
 }
 
 // addRecOf is the add record that recreates the job in slot s as it is.
 func (e *Engine) addRecOf(s uint32, flags byte) *rec {
-	j := &e.jobs[s]
+	j := e.jobs.at(s)
 	r := e.recFor(opAdd, s)
 	r.due, r.seq, r.deliveries, r.flags = j.due, j.seq, j.deliveries, flags
 	r.payload = e.payloadOf(j)
@@ -202,7 +202,7 @@ func (e *Engine) Touch(queueName, id []byte) (bool, uint64, error) {
 	if !ok {
 		return false, 0, nil
 	}
-	j := &e.jobs[s]
+	j := e.jobs.at(s)
 	e.detach(s)
 	e.seq++
 	j.seq = e.seq
@@ -221,7 +221,7 @@ func (e *Engine) applyReserve(r *rec) {
 	if !ok {
 		return
 	}
-	j := &e.jobs[s]
+	j := e.jobs.at(s)
 	e.detach(s)
 	j.deliveries, j.seq = r.deliveries, r.seq
 	e.seq = max(e.seq, r.seq)
@@ -233,7 +233,7 @@ func (e *Engine) applyMove(r *rec) {
 	if !ok {
 		return
 	}
-	j := &e.jobs[s]
+	j := e.jobs.at(s)
 	e.detach(s)
 	j.deliveries, j.seq = r.deliveries, r.seq
 	e.seq = max(e.seq, r.seq)

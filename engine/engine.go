@@ -90,6 +90,8 @@ const (
 
 var stateNames = [...]string{"free", "delayed", "ready", "reserved"}
 
+const jobSize = unsafe.Sizeof(job{})
+
 // job is one slab record. It holds no pointers so that millions of them cost
 // the garbage collector nothing; links are slot numbers plus one (0 = none).
 type job struct {
@@ -129,7 +131,7 @@ type Engine struct {
 	mu sync.Mutex // guards everything below
 
 	wheel   *wheel.Wheel
-	jobs    []job
+	jobs    slab
 	free    uint32            // free slot list head, slot+1
 	index   map[uint64]uint32 // hash(queue, id) -> first slot+1 of a chain
 	seed    maphash.Seed
@@ -145,8 +147,11 @@ type Engine struct {
 	// by slot, rather than spending 8 bytes of every job on it.
 	deadLetters map[uint32][]byte
 	armed       int64 // deadline the timer goroutine sleeps until, or 0
-	closed      bool
-	stats       Stats
+	// sidLike is set once a client id that reads as a server id is stored:
+	// only then can a new server id collide, and need a lookup.
+	sidLike bool
+	closed  bool
+	stats   Stats
 
 	start   time.Time // monotonic base
 	startMs int64     // unix ms at start
@@ -224,12 +229,12 @@ func New(opts Options) (*Engine, error) {
 // out their ack timeouts. Like an expiry, this ends a delivery.
 func (e *Engine) releaseReservations() {
 	var held []uint32
-	for s := range e.jobs {
-		if e.jobs[s].state == stateReserved {
+	for s := range e.jobs.n {
+		if e.jobs.at(s).state == stateReserved {
 			held = append(held, uint32(s))
 		}
 	}
-	slices.SortFunc(held, func(a, b uint32) int { return cmp.Compare(e.jobs[a].seq, e.jobs[b].seq) })
+	slices.SortFunc(held, func(a, b uint32) int { return cmp.Compare(e.jobs.at(a).seq, e.jobs.at(b).seq) })
 	now := e.nowMs()
 	for _, s := range held {
 		e.detach(s)
@@ -304,7 +309,7 @@ func (e *Engine) advanceLocked(now int64) {
 	fired := e.wheel.Advance(now, e.fired[:0])
 	e.fired = nil // a nested advance (there should be none) gets its own buffer
 	for _, h := range fired {
-		j := &e.jobs[h]
+		j := e.jobs.at(h)
 		q := &e.queues[j.queue]
 		switch j.state {
 		case stateDelayed:
@@ -329,16 +334,15 @@ func (e *Engine) advanceLocked(now int64) {
 func (e *Engine) allocSlot() uint32 {
 	if e.free != 0 {
 		s := e.free - 1
-		e.free = e.jobs[s].next
-		e.jobs[s] = job{}
+		e.free = e.jobs.at(s).next
+		*e.jobs.at(s) = job{}
 		return s
 	}
-	e.jobs = append(e.jobs, job{})
-	return uint32(len(e.jobs) - 1)
+	return e.jobs.add()
 }
 
 func (e *Engine) freeSlot(s uint32) {
-	j := &e.jobs[s]
+	j := e.jobs.at(s)
 	if j.hasDL {
 		delete(e.deadLetters, s)
 	}
@@ -369,8 +373,8 @@ func (e *Engine) hashKey(q uint32, id []byte) uint64 {
 // lookup finds the slot of (q, id). O(1) expected.
 func (e *Engine) lookup(q uint32, id []byte) (uint32, bool) {
 	var buf [sidLen]byte
-	for s := e.index[e.hashKey(q, id)]; s != 0; s = e.jobs[s-1].hnext {
-		j := &e.jobs[s-1]
+	for s := e.index[e.hashKey(q, id)]; s != 0; s = e.jobs.at(s - 1).hnext {
+		j := e.jobs.at(s - 1)
 		if j.queue == q && bytes.Equal(e.idOf(j, &buf), id) {
 			return s - 1, true
 		}
@@ -379,16 +383,16 @@ func (e *Engine) lookup(q uint32, id []byte) (uint32, bool) {
 }
 
 func (e *Engine) indexInsert(s uint32, id []byte) {
-	h := e.hashKey(e.jobs[s].queue, id)
-	e.jobs[s].hnext = e.index[h]
+	h := e.hashKey(e.jobs.at(s).queue, id)
+	e.jobs.at(s).hnext = e.index[h]
 	e.index[h] = s + 1
 }
 
 func (e *Engine) indexDelete(s uint32, id []byte) {
-	h := e.hashKey(e.jobs[s].queue, id)
+	h := e.hashKey(e.jobs.at(s).queue, id)
 	p := e.index[h]
 	if p == s+1 {
-		if n := e.jobs[s].hnext; n != 0 {
+		if n := e.jobs.at(s).hnext; n != 0 {
 			e.index[h] = n
 		} else {
 			delete(e.index, h)
@@ -396,9 +400,9 @@ func (e *Engine) indexDelete(s uint32, id []byte) {
 		return
 	}
 	for p != 0 {
-		pj := &e.jobs[p-1]
+		pj := e.jobs.at(p - 1)
 		if pj.hnext == s+1 {
-			pj.hnext = e.jobs[s].hnext
+			pj.hnext = e.jobs.at(s).hnext
 			return
 		}
 		p = pj.hnext
@@ -442,14 +446,14 @@ func (e *Engine) releaseQueue(qi uint32) {
 }
 
 func (e *Engine) pushReady(s uint32, atHead bool) {
-	j := &e.jobs[s]
+	j := e.jobs.at(s)
 	q := &e.queues[j.queue]
 	j.state = stateReady
 	q.ready++
 	if atHead {
 		j.prev, j.next = 0, q.head
 		if q.head != 0 {
-			e.jobs[q.head-1].prev = s + 1
+			e.jobs.at(q.head - 1).prev = s + 1
 		} else {
 			q.tail = s + 1
 		}
@@ -458,7 +462,7 @@ func (e *Engine) pushReady(s uint32, atHead bool) {
 	}
 	j.next, j.prev = 0, q.tail
 	if q.tail != 0 {
-		e.jobs[q.tail-1].next = s + 1
+		e.jobs.at(q.tail - 1).next = s + 1
 	} else {
 		q.head = s + 1
 	}
@@ -466,15 +470,15 @@ func (e *Engine) pushReady(s uint32, atHead bool) {
 }
 
 func (e *Engine) unlinkReady(s uint32) {
-	j := &e.jobs[s]
+	j := e.jobs.at(s)
 	q := &e.queues[j.queue]
 	if j.prev != 0 {
-		e.jobs[j.prev-1].next = j.next
+		e.jobs.at(j.prev - 1).next = j.next
 	} else {
 		q.head = j.next
 	}
 	if j.next != 0 {
-		e.jobs[j.next-1].prev = j.prev
+		e.jobs.at(j.next - 1).prev = j.prev
 	} else {
 		q.tail = j.prev
 	}
@@ -486,7 +490,7 @@ func (e *Engine) unlinkReady(s uint32) {
 // and fixes the counts; the slot stays allocated, in no list (stateFree)
 // until the caller places it again.
 func (e *Engine) detach(s uint32) {
-	j := &e.jobs[s]
+	j := e.jobs.at(s)
 	q := &e.queues[j.queue]
 	switch j.state {
 	case stateDelayed:
@@ -504,7 +508,7 @@ func (e *Engine) detach(s uint32) {
 // remove deletes a job entirely. O(1).
 func (e *Engine) remove(s uint32) {
 	var buf [sidLen]byte
-	j := &e.jobs[s]
+	j := e.jobs.at(s)
 	qi := j.queue
 	e.detach(s)
 	e.indexDelete(s, e.idOf(j, &buf))
@@ -574,8 +578,8 @@ func (e *Engine) Add(a AddArgs) (AddResult, error) {
 			if !a.Replace {
 				return AddResult{}, nil
 			}
-			if e.jobs[s].idLen == 0 { // keep a server-made id in its compact form
-				r.id, r.sid = nil, e.jobs[s].sid
+			if e.jobs.at(s).idLen == 0 { // keep a server-made id in its compact form
+				r.id, r.sid = nil, e.jobs.at(s).sid
 			}
 		}
 	}
@@ -583,25 +587,14 @@ func (e *Engine) Add(a AddArgs) (AddResult, error) {
 		return AddResult{}, ErrMaxJobs
 	}
 	if a.ID == nil {
-		var buf [sidLen]byte
-		for {
-			e.lastSID = nextSID(e.lastSID, now)
-			// A client may have chosen this very string as its own id.
-			if !existed {
-				break
-			}
-			if _, taken := e.lookup(qi, renderSID(&buf, e.lastSID)); !taken {
-				break
-			}
-		}
-		r.sid = e.lastSID
+		r.sid = e.newSID(a.Queue, now)
 	}
 	e.seq++
 	r.seq = e.seq
 	// Logged before it is applied: if a waiter takes the job at once, its
 	// pop must follow the add in the log.
 	res := AddResult{Added: true, Ticket: e.logRec(&r)}
-	e.put(&r)
+	e.put(&r, a.ID == nil)
 	if r.id != nil {
 		res.ID = append([]byte(nil), r.id...)
 	} else {
@@ -612,23 +605,47 @@ func (e *Engine) Add(a AddArgs) (AddResult, error) {
 	return res, nil
 }
 
+// newSID makes the next server id for a job of the named queue. O(1).
+func (e *Engine) newSID(queueName []byte, now int64) uint64 {
+	e.lastSID = nextSID(e.lastSID, now)
+	if !e.sidLike {
+		return e.lastSID
+	}
+	// A client may have chosen this very string as its own id.
+	if qi, ok := e.queueFor(queueName, false); ok {
+		var buf [sidLen]byte
+		for {
+			if _, taken := e.lookup(qi, renderSID(&buf, e.lastSID)); !taken {
+				break
+			}
+			e.lastSID++
+		}
+	}
+	return e.lastSID
+}
+
 // put applies an add record: the job is created, or replaced whole if its id
 // exists, and scheduled. Live adds and replay both come here, so replay
-// rebuilds exactly what was live. O(1) plus any jobs that fall due.
-func (e *Engine) put(r *rec) {
+// rebuilds exactly what was live. fresh says the id was just made, so there
+// is nothing to replace. O(1) plus any jobs that fall due.
+func (e *Engine) put(r *rec, fresh bool) {
 	var buf [sidLen]byte
 	id := r.id
 	if id == nil {
 		id = renderSID(&buf, r.sid)
+	} else if !e.sidLike {
+		_, e.sidLike = parseSID(id)
 	}
-	if qi, ok := e.queueFor(r.queue, false); ok {
-		if s, ok := e.lookup(qi, id); ok {
-			e.remove(s)
+	if !fresh {
+		if qi, ok := e.queueFor(r.queue, false); ok {
+			if s, ok := e.lookup(qi, id); ok {
+				e.remove(s)
+			}
 		}
 	}
 	qi, _ := e.queueFor(r.queue, true)
 	s := e.allocSlot()
-	j := &e.jobs[s]
+	j := e.jobs.at(s)
 	j.queue = qi
 	j.sid = r.sid
 	j.idLen = uint16(len(r.id))
@@ -708,7 +725,7 @@ func (e *Engine) Cancel(queueName []byte, ids [][]byte) (int, uint64, error) {
 
 // recFor builds the cancel or pop record of the job in slot s.
 func (e *Engine) recFor(op byte, s uint32) rec {
-	j := &e.jobs[s]
+	j := e.jobs.at(s)
 	r := rec{op: op, time: e.nowMs(), queue: []byte(e.queues[j.queue].name), sid: j.sid}
 	if j.idLen > 0 {
 		r.id = e.arena.bytes(j.data, int(j.idLen))
@@ -801,7 +818,7 @@ func (e *Engine) takeFrom(qi uint32, mode PopMode) Delivery {
 // such a job is delivered again, never lost).
 func (e *Engine) take(s uint32, plain bool) Delivery {
 	var buf [sidLen]byte
-	j := &e.jobs[s]
+	j := e.jobs.at(s)
 	j.deliveries++
 	e.stats.Delivered++
 	q := &e.queues[j.queue]
@@ -851,7 +868,7 @@ func (e *Engine) Requeue(d Delivery) bool {
 	deliveries := d.Deliveries - 1
 	if qi, ok := e.queueFor(d.Queue, false); ok {
 		if s, taken := e.lookup(qi, d.ID); taken {
-			j := &e.jobs[s]
+			j := e.jobs.at(s)
 			if !d.Reserved || j.state != stateReserved || j.deliveries != d.Deliveries {
 				return false // the id now names another job, or this one moved on
 			}
@@ -877,7 +894,7 @@ func (e *Engine) Requeue(d Delivery) bool {
 		r.id = d.ID
 	}
 	e.logRec(&r) // before put, which may hand the job to a waiter
-	e.put(&r)
+	e.put(&r, false)
 	e.stats.Requeued++
 	return true
 }
@@ -905,7 +922,7 @@ func (e *Engine) Get(queueName, id []byte) (JobInfo, bool) {
 	if !ok {
 		return JobInfo{}, false
 	}
-	j := &e.jobs[s]
+	j := e.jobs.at(s)
 	info := JobInfo{
 		ID:         append([]byte(nil), id...),
 		Queue:      append([]byte(nil), queueName...),
@@ -957,8 +974,8 @@ func (e *Engine) Peek(queueName []byte, count int) []Pair {
 	}
 	var out []Pair
 	var buf [sidLen]byte
-	for s := e.queues[qi].head; s != 0 && len(out) < count; s = e.jobs[s-1].next {
-		j := &e.jobs[s-1]
+	for s := e.queues[qi].head; s != 0 && len(out) < count; s = e.jobs.at(s - 1).next {
+		j := e.jobs.at(s - 1)
 		out = append(out, Pair{
 			ID:      append([]byte(nil), e.idOf(j, &buf)...),
 			Payload: append([]byte(nil), e.payloadOf(j)...),
@@ -1008,7 +1025,7 @@ func (e *Engine) Info() Info {
 		in.Waiters += q.nwait
 	}
 	// The wheel's slab grows with the job slab; its node is about 32 bytes.
-	in.MemoryBytes = int64(cap(e.jobs))*int64(unsafe.Sizeof(job{})+32) + e.arena.footprint() +
+	in.MemoryBytes = e.jobs.bytes() + int64(e.jobs.n)*32 + e.arena.footprint() +
 		int64(len(e.index))*16 + int64(cap(e.queues))*int64(unsafe.Sizeof(queue{}))
 	in.PayloadBytes = e.arena.inUse
 	return in

@@ -165,7 +165,7 @@ func (e *Engine) apply(p []byte) error {
 	e.advanceLocked(r.time)
 	switch r.op {
 	case opAdd:
-		e.put(&r)
+		e.put(&r, false)
 	case opCancel, opPop:
 		e.del(&r)
 	case opReserve:
@@ -185,7 +185,7 @@ func (e *Engine) apply(p []byte) error {
 // so nothing is ever reused. Waiters are the caller's business.
 func (e *Engine) resetState() {
 	e.wheel = nil
-	e.jobs, e.free = nil, 0
+	e.jobs, e.free = slab{}, 0
 	e.index = make(map[uint64]uint32)
 	e.arena = arena{}
 	e.queues, e.qfree = nil, nil
@@ -473,12 +473,12 @@ func (e *Engine) Rewrite() error {
 	}
 	plan := make([]entry, 0, e.njobs)
 	for qi := range e.queues {
-		for s := e.queues[qi].head; s != 0; s = e.jobs[s-1].next {
+		for s := e.queues[qi].head; s != 0; s = e.jobs.at(s - 1).next {
 			plan = append(plan, entry{s - 1, true})
 		}
 	}
-	for s := range e.jobs {
-		if st := e.jobs[s].state; st == stateDelayed || st == stateReserved {
+	for s := range e.jobs.n {
+		if st := e.jobs.at(s).state; st == stateDelayed || st == stateReserved {
 			plan = append(plan, entry{uint32(s), false})
 		}
 	}
@@ -504,7 +504,7 @@ func (e *Engine) Rewrite() error {
 			for i := 0; i < len(plan); i += chunk {
 				e.mu.Lock()
 				for _, p := range plan[i:min(i+chunk, len(plan))] {
-					jb := &e.jobs[p.slot]
+					jb := e.jobs.at(p.slot)
 					if jb.state == stateFree {
 						continue // gone since the plan: the tail says how
 					}

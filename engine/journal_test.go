@@ -32,13 +32,13 @@ func dump(e *Engine) string {
 		qi := e.byName[name]
 		q := &e.queues[qi]
 		fmt.Fprintf(&sb, "%s: ready", name)
-		for s := q.head; s != 0; s = e.jobs[s-1].next {
-			j := &e.jobs[s-1]
+		for s := q.head; s != 0; s = e.jobs.at(s - 1).next {
+			j := e.jobs.at(s - 1)
 			fmt.Fprintf(&sb, " %s=%s/%d", e.idOf(j, &buf), e.payloadOf(j), j.deliveries)
 		}
 		var delayed []*job
-		for i := range e.jobs {
-			if j := &e.jobs[i]; j.state == stateDelayed && j.queue == qi {
+		for i := range e.jobs.n {
+			if j := e.jobs.at(i); j.state == stateDelayed && j.queue == qi {
 				delayed = append(delayed, j)
 			}
 		}
@@ -52,18 +52,18 @@ func dump(e *Engine) string {
 		// Reserved jobs in the order they will expire; slots differ after a
 		// rewrite, so slot order means nothing.
 		var held []uint32
-		for i := range e.jobs {
-			if j := &e.jobs[i]; j.state == stateReserved && j.queue == qi {
+		for i := range e.jobs.n {
+			if j := e.jobs.at(i); j.state == stateReserved && j.queue == qi {
 				held = append(held, uint32(i))
 			}
 		}
 		deadline := func(s uint32) int64 { d, _ := e.wheel.Due(s); return d }
 		slices.SortFunc(held, func(a, b uint32) int {
-			return cmp.Or(cmp.Compare(deadline(a), deadline(b)), cmp.Compare(e.jobs[a].seq, e.jobs[b].seq))
+			return cmp.Or(cmp.Compare(deadline(a), deadline(b)), cmp.Compare(e.jobs.at(a).seq, e.jobs.at(b).seq))
 		})
 		sb.WriteString(" | reserved")
 		for _, s := range held {
-			j := &e.jobs[s]
+			j := e.jobs.at(s)
 			fmt.Fprintf(&sb, " %s=%s/%d@%d", e.idOf(j, &buf), e.payloadOf(j), j.deliveries, deadline(s))
 		}
 		sb.WriteString("\n")

@@ -26,27 +26,16 @@ func (e *Engine) Push(queueName []byte, payloads [][]byte, head bool) (int, uint
 	now := e.nowMs()
 	e.advanceLocked(now)
 	var ticket uint64
-	var buf [sidLen]byte
 	flags := byte(flagReady)
 	if head {
 		flags = flagHead
 	}
 	for _, p := range payloads {
-		qi, existed := e.queueFor(queueName, false)
-		for {
-			e.lastSID = nextSID(e.lastSID, now)
-			if !existed {
-				break
-			}
-			if _, taken := e.lookup(qi, renderSID(&buf, e.lastSID)); !taken {
-				break
-			}
-		}
 		e.seq++
-		r := rec{op: opAdd, time: now, queue: queueName, sid: e.lastSID, due: now, seq: e.seq,
+		r := rec{op: opAdd, time: now, queue: queueName, sid: e.newSID(queueName, now), due: now, seq: e.seq,
 			flags: flags, payload: p, ackTimeout: e.opts.AckTimeout, retry: -1}
 		ticket = e.logRec(&r)
-		e.put(&r)
+		e.put(&r, true)
 		e.stats.Added++
 	}
 	n := 0
@@ -110,9 +99,9 @@ func (e *Engine) Range(queueName []byte, start, stop int64) [][]byte {
 	}
 	out := make([][]byte, 0, stop-start+1)
 	i := int64(0)
-	for s := e.queues[qi].head; s != 0 && i <= stop; s = e.jobs[s-1].next {
+	for s := e.queues[qi].head; s != 0 && i <= stop; s = e.jobs.at(s - 1).next {
 		if i >= start {
-			out = append(out, append([]byte(nil), e.payloadOf(&e.jobs[s-1])...))
+			out = append(out, append([]byte(nil), e.payloadOf(e.jobs.at(s-1))...))
 		}
 		i++
 	}
@@ -162,8 +151,8 @@ func (e *Engine) delQueue(name []byte) {
 		}
 	}
 	if q.delayed+q.reserved > 0 {
-		for s := range e.jobs {
-			if j := &e.jobs[s]; j.state != stateFree && j.queue == qi {
+		for s := range e.jobs.n {
+			if j := e.jobs.at(s); j.state != stateFree && j.queue == qi {
 				e.remove(uint32(s))
 				if !q.live {
 					return

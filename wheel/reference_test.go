@@ -185,8 +185,8 @@ func (x *harness) describe(hs []uint32) []refEntry {
 	out := make([]refEntry, 0, len(hs))
 	for _, h := range hs {
 		e := refEntry{h: h}
-		if int(h) < len(x.w.nodes) {
-			e.due, e.seq = x.w.nodes[h].due, x.w.nodes[h].seq
+		if h < x.w.cap {
+			e.due, e.seq = x.w.node(h).due, x.w.node(h).seq
 		}
 		out = append(out, e)
 	}

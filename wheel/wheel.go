@@ -73,7 +73,11 @@ type Wheel struct {
 	cur    int64
 	count  int
 	levels []level // created on demand, never more than maxLevels
-	nodes  []node  // slab indexed by handle; grows by append, never shrinks
+	// pages is the slab indexed by handle, in fixed-size pages: growing it
+	// never copies (a doubling slice at 10M nodes would copy 320 MB in one
+	// Add) and wastes at most one page. It never shrinks.
+	pages [][]node
+	cap   uint32 // handles below cap have a node
 }
 
 // New returns an empty wheel whose level-0 tick is tick milliseconds and
@@ -103,7 +107,7 @@ func (w *Wheel) Now() int64 { return w.now }
 
 // Contains reports whether h is scheduled. O(1).
 func (w *Wheel) Contains(h uint32) bool {
-	return int(h) < len(w.nodes) && w.nodes[h].loc != 0
+	return h < w.cap && w.node(h).loc != 0
 }
 
 // Due returns the due time h was added with, while it is scheduled. O(1).
@@ -111,7 +115,7 @@ func (w *Wheel) Due(h uint32) (int64, bool) {
 	if !w.Contains(h) {
 		return 0, false
 	}
-	return w.nodes[h].due, true
+	return w.node(h).due, true
 }
 
 // Add schedules handle h to fire at due (ms). Among equal due times, lower
@@ -127,17 +131,17 @@ func (w *Wheel) Due(h uint32) (int64, bool) {
 // math.MaxUint32, the wheel's list terminator.
 //
 // Cost: O(1), a few shifts and two link writes; no allocation once the
-// slab covers h. The first use of a handle beyond the slab grows it by
-// append (amortised O(1); the caller picks dense handles, so it stays
+// slab covers h. The first use of a handle beyond the slab adds pages (O(1)
+// per page, nothing copied; the caller picks dense handles, so the slab stays
 // proportional to the number of jobs).
 func (w *Wheel) Add(h uint32, due int64, seq uint64) bool {
 	if due <= w.now {
 		return false
 	}
-	if int(h) >= len(w.nodes) {
+	if h >= w.cap {
 		w.grow(h)
 	}
-	n := &w.nodes[h]
+	n := w.node(h)
 	if n.loc != 0 {
 		panic("wheel: Add of a handle that is already scheduled")
 	}
@@ -162,10 +166,10 @@ func (w *Wheel) Add(h uint32, due int64, seq uint64) bool {
 // searched (a plain heap would need its index tracked and O(log n) to
 // repair; Kafka's TimerTaskList.remove is the same O(1) unlink).
 func (w *Wheel) Remove(h uint32) bool {
-	if int(h) >= len(w.nodes) {
+	if h >= w.cap {
 		return false
 	}
-	n := &w.nodes[h]
+	n := w.node(h)
 	if n.loc == 0 {
 		return false
 	}
@@ -178,12 +182,12 @@ func (w *Wheel) Remove(h uint32) bool {
 			l.occupied &^= 1 << slot
 		}
 	} else {
-		w.nodes[prev].next = next
+		w.node(prev).next = next
 	}
 	if next == nilHandle {
 		l.tail[slot] = prev
 	} else {
-		w.nodes[next].prev = prev
+		w.node(next).prev = prev
 	}
 	n.loc = 0
 	w.count--
@@ -335,7 +339,7 @@ func (w *Wheel) push(h uint32, n *node, lv uint, slot uint32) {
 		l.head[slot] = h
 	} else {
 		prev = l.tail[slot]
-		w.nodes[prev].next = h
+		w.node(prev).next = h
 	}
 	l.tail[slot] = h
 	n.loc = (uint32(lv)<<slotBits | slot) + 1
@@ -393,7 +397,7 @@ func (w *Wheel) fire(slot int, dst []uint32) []uint32 {
 	var pd int64
 	var ps uint64
 	for h := l.head[slot]; h != nilHandle; {
-		n := &w.nodes[h]
+		n := w.node(h)
 		if len(dst) > start && (n.due < pd || n.due == pd && n.seq < ps) {
 			sorted = false
 		}
@@ -405,7 +409,7 @@ func (w *Wheel) fire(slot int, dst []uint32) []uint32 {
 	w.count -= len(dst) - start
 	if !sorted {
 		slices.SortFunc(dst[start:], func(a, b uint32) int {
-			na, nb := &w.nodes[a], &w.nodes[b]
+			na, nb := w.node(a), w.node(b)
 			if c := cmp.Compare(na.due, nb.due); c != 0 {
 				return c
 			}
@@ -423,7 +427,7 @@ func (w *Wheel) cascade(lv, slot int) {
 	l := &w.levels[lv]
 	l.occupied &^= 1 << slot
 	for h := l.head[slot]; h != nilHandle; {
-		n := &w.nodes[h]
+		n := w.node(h)
 		next := n.next
 		w.relink(h, n, w.pos(n.due))
 		h = next
@@ -439,6 +443,16 @@ func (w *Wheel) grow(h uint32) {
 	if h == nilHandle {
 		panic("wheel: handle math.MaxUint32 is reserved")
 	}
-	n := int(h) + 1
-	w.nodes = slices.Grow(w.nodes, n-len(w.nodes))[:n]
+	for h >= w.cap {
+		w.pages = append(w.pages, make([]node, nodePage))
+		w.cap += nodePage
+	}
 }
+
+const (
+	nodePageBits = 14
+	nodePage     = 1 << nodePageBits
+)
+
+// node returns the node of handle h, which must be below w.cap. O(1).
+func (w *Wheel) node(h uint32) *node { return &w.pages[h>>nodePageBits][h&(nodePage-1)] }

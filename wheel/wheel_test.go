@@ -223,7 +223,7 @@ func TestRemoveFromEveryLevel(t *testing.T) {
 			delta = 5
 		}
 		w.Add(uint32(lv), w.Now()+delta+3, uint64(lv))
-		if got := int(w.nodes[lv].loc-1) >> slotBits; got != lv {
+		if got := int(w.node(uint32(lv)).loc-1) >> slotBits; got != lv {
 			t.Fatalf("delay %d landed on level %d, want %d", delta, got, lv)
 		}
 	}
@@ -374,7 +374,7 @@ func TestTickNeverEarly(t *testing.T) {
 				for _, h := range advanceAll(w, now) {
 					if fireAt[h] != now {
 						t.Fatalf("tick %d start %d: handle %d (due at %d) fired at %d, want %d",
-							tick, start, h, w.nodes[h].due, now, fireAt[h])
+							tick, start, h, w.node(h).due, now, fireAt[h])
 					}
 				}
 			}
