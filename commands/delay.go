@@ -7,9 +7,14 @@ import (
 	"github.com/delayd/delayd/engine"
 )
 
+// maxTime bounds relative delays (ms), about 146 million years, so now plus
+// a delay never overflows, as Redis refuses an EXPIRE that would. An
+// absolute DELAY.ADDAT time needs no bound: the wheel keeps any int64.
+const maxTime = 1 << 62
+
 func cmdAdd(d *Dispatcher, c *Client, args [][]byte) {
 	delay, ok := parseInt(args[2])
-	if !ok || delay < 0 {
+	if !ok || delay < 0 || delay > maxTime {
 		c.W.Error(errNotInteger)
 		return
 	}
@@ -141,7 +146,7 @@ func cmdNack(d *Dispatcher, c *Client, args [][]byte) {
 	var delay int64
 	if len(args) == 4 {
 		n, ok := parseInt(args[3])
-		if !ok || n < 0 {
+		if !ok || n < 0 || n > maxTime {
 			c.W.Error(errNotInteger)
 			return
 		}

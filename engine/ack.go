@@ -176,7 +176,11 @@ func (e *Engine) Nack(queueName, id []byte, delay int64) (bool, uint64, error) {
 	e.stats.Nacked++
 	e.queues[e.jobs.at(s).queue].nacks++
 	e.detach(s)
-	return true, e.endDelivery(s, now, now+delay, true), nil
+	due := now
+	if delay > 0 {
+		due = e.laterMs(delay)
+	}
+	return true, e.endDelivery(s, now, due, true), nil
 }
 
 // addRecOf is the add record that recreates the job in slot s as it is.
@@ -206,7 +210,7 @@ func (e *Engine) Touch(queueName, id []byte) (bool, uint64, error) {
 	e.detach(s)
 	e.seq++
 	j.seq = e.seq
-	deadline := now + int64(j.ackTimeout)
+	deadline := e.laterMs(int64(j.ackTimeout))
 	e.reserveAt(s, deadline)
 	r := e.recFor(opReserve, s)
 	r.due, r.deliveries, r.seq = deadline, j.deliveries, j.seq

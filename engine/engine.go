@@ -210,14 +210,18 @@ func New(opts Options) (*Engine, error) {
 		if err := e.openLog(); err != nil {
 			return nil, err
 		}
-		go e.flusher()
 	}
+	e.mu.Lock()
 	if e.wheel == nil {
 		e.wheel = wheel.New(opts.Tick, e.startMs)
 	}
 	e.advanceLocked(e.nowMs())
 	if !opts.keepReservations {
-		e.releaseReservations()
+		e.releaseReservations() // logs records: before the flusher starts
+	}
+	e.mu.Unlock()
+	if opts.AppendOnly {
+		go e.flusher()
 	}
 	go e.run()
 	return e, nil
@@ -247,6 +251,19 @@ func (e *Engine) releaseReservations() {
 // at or before the true time, so a job is never handed out before its due ms.
 func (e *Engine) nowMs() int64 {
 	return e.startMs + int64(e.opts.Now().Sub(e.start)/time.Millisecond)
+}
+
+// laterMs is now plus d milliseconds, rounded up to a whole millisecond: a
+// job added 0.4 ms into a millisecond with a delay of 5 ms must not be
+// handed out 4.6 ms later. Used for every relative time (delays, ack
+// deadlines), so none fires before the client's clock says it should.
+func (e *Engine) laterMs(d int64) int64 {
+	elapsed := e.opts.Now().Sub(e.start)
+	ms := e.startMs + int64(elapsed/time.Millisecond)
+	if elapsed%time.Millisecond != 0 {
+		ms++
+	}
+	return ms + d
 }
 
 // Now returns the engine's current unix time in milliseconds.
@@ -564,8 +581,10 @@ func (e *Engine) Add(a AddArgs) (AddResult, error) {
 	e.advanceLocked(now) // as replay does before applying the record
 	r := rec{op: opAdd, time: now, queue: a.Queue, id: a.ID, due: a.Due, payload: a.Payload,
 		ackTimeout: a.AckTimeout, retry: a.Retry, deadLetter: a.DeadLetter}
-	if !a.At {
-		r.due = now + a.Delay
+	if !a.At && a.Delay > 0 {
+		r.due = e.laterMs(a.Delay)
+	} else if !a.At {
+		r.due = now
 	}
 	if r.ackTimeout < 0 {
 		r.ackTimeout = e.opts.AckTimeout
@@ -845,7 +864,7 @@ func (e *Engine) take(s uint32, plain bool) Delivery {
 		j.seq = e.seq
 		d.Reserved = true
 		r := e.recFor(opReserve, s)
-		r.due, r.deliveries, r.seq = e.nowMs()+int64(j.ackTimeout), j.deliveries, j.seq
+		r.due, r.deliveries, r.seq = e.laterMs(int64(j.ackTimeout)), j.deliveries, j.seq
 		e.reserveAt(s, r.due)
 		d.Ticket = e.logRec(&r)
 		return d
@@ -1022,8 +1041,8 @@ func (e *Engine) Info() Info {
 		in.Delayed += q.delayed
 		in.Ready += q.ready
 		in.Reserved += q.reserved
-		in.Waiters += q.nwait
 	}
+	in.Waiters = e.stats.WaitersNow // clients, not client-key pairs
 	// The wheel's slab grows with the job slab; its node is about 32 bytes.
 	in.MemoryBytes = e.jobs.bytes() + int64(e.jobs.n)*32 + e.arena.footprint() +
 		int64(len(e.index))*16 + int64(cap(e.queues))*int64(unsafe.Sizeof(queue{}))

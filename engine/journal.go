@@ -71,7 +71,6 @@ type journal struct {
 	lastFsync     time.Time
 	lastFsyncTook time.Duration
 	baseSize      int64
-	size          int64
 	lastRewrite   time.Time
 	rewriteTook   time.Duration
 	rewriteErr    error
@@ -116,7 +115,7 @@ func (e *Engine) openLog() error {
 	if err != nil {
 		return err
 	}
-	j.size, j.baseSize = j.log.Size(), j.log.Size()
+	j.baseSize = j.log.Size()
 	j.replayed = res.Records
 	if res.Records > 100_000 {
 		// Replay grew the slabs and the index by doubling; give the copies
@@ -263,12 +262,16 @@ func (e *Engine) flusher() {
 		case <-e.logQuit:
 			closing = true
 		}
+		// wmu is held from taking the batch until it is written, so a
+		// rewrite's switch (which takes wmu, then mu) never finds a batch
+		// in flight: every record is either written to the old log before
+		// the switch, or still pending, and so in the rewrite's tail.
+		j.wmu.Lock()
 		e.mu.Lock()
 		batch, first, last := j.pend, j.pendFirst, j.ticket
-		j.pend = spare[:0]
+		j.pend, spare = spare[:0], batch // double buffer: never the same array
 		e.mu.Unlock()
 		if len(batch) > 0 {
-			j.wmu.Lock()
 			eachRecord(batch, j.log.Append)
 			err := j.log.Flush()
 			size := j.log.Size()
@@ -280,16 +283,17 @@ func (e *Engine) flusher() {
 					dirty = err != nil
 				}
 			}
-			spare = batch
 			if err != nil {
 				e.logFailure(first, err)
 			} else {
 				j.dmu.Lock()
-				j.durable, j.size = last, size
+				j.durable = max(j.durable, last) // a rewrite may have covered more
 				j.dmu.Unlock()
 				j.dcond.Broadcast()
 				e.maybeAutoRewrite(size)
 			}
+		} else {
+			j.wmu.Unlock()
 		}
 		if closing {
 			if dirty {
@@ -561,7 +565,7 @@ func (e *Engine) Rewrite() error {
 			old.Close()
 			j.dmu.Lock()
 			j.durable = max(j.durable, last)
-			j.baseSize, j.size = size, size
+			j.baseSize = size
 			j.dmu.Unlock()
 			j.dcond.Broadcast()
 			return err
@@ -587,6 +591,9 @@ func (e *Engine) Persistence() [][2]string {
 	if j.path == "" {
 		return [][2]string{{"loading", "0"}, {"aof_enabled", "0"}}
 	}
+	j.wmu.Lock()
+	size := j.log.Size()
+	j.wmu.Unlock()
 	e.mu.Lock()
 	rewriting, broken := j.rewriting, j.broken
 	e.mu.Unlock()
@@ -617,7 +624,7 @@ func (e *Engine) Persistence() [][2]string {
 		{"aof_enabled", "1"},
 		{"aof_filename", j.path},
 		{"aof_fsync", e.opts.Fsync},
-		{"aof_current_size", strconv.FormatInt(j.size, 10)},
+		{"aof_current_size", strconv.FormatInt(size, 10)},
 		{"aof_base_size", strconv.FormatInt(j.baseSize, 10)},
 		{"aof_replayed_records", strconv.Itoa(j.replayed)},
 		{"aof_rewrite_in_progress", b(rewriting)},

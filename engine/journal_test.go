@@ -357,9 +357,12 @@ func TestRewriteUnderWritesKeepsState(t *testing.T) {
 		e := mustNew(t, exact(fs, FsyncEverySec))
 		churn(t, e, rng, 3000, &ids)
 		logSize := func() (size, base int64) {
+			e.j.wmu.Lock()
+			size = e.j.log.Size()
+			e.j.wmu.Unlock()
 			e.j.dmu.Lock()
 			defer e.j.dmu.Unlock()
-			return e.j.size, e.j.baseSize
+			return size, e.j.baseSize
 		}
 		sizeBefore, _ := logSize()
 		if err := e.Rewrite(); err != nil {

@@ -10,19 +10,18 @@
 //
 // redcon's server loop runs a handler on the goroutine that reads the socket,
 // so a handler that blocks cannot see the client leave; Detach would hand us
-// the socket anyway. So the loop here is our own, over redcon's reader.
+// the socket anyway. So the loop here is our own (see reader.go for why the
+// fast path of parsing is too).
 package resp
 
 import (
 	"errors"
 	"net"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
-	"github.com/tidwall/redcon"
 
 	"github.com/delayd/delayd/commands"
 )
@@ -140,25 +139,28 @@ func (s *Server) serveConn(nc net.Conn) {
 		s.mu.Unlock()
 	}()
 
-	cn := &conn{nc: nc, w: &writer{proto: 2}}
-	rd := redcon.NewReader(cn)
+	cn := &conn{nc: nc, w: &writer{proto: 2}, closing: &s.closing}
 	c := s.d.NewClient(cn.w, nc.RemoteAddr().String())
 	defer s.d.CloseClient(c)
+	rd := newReader(cn, func() bool { return c.Authed })
 	for {
-		cmds, err := rd.ReadCommands()
-		if err != nil {
-			if strings.HasPrefix(err.Error(), "Protocol error") {
-				// The stream cannot be resynchronised: say why, then close.
-				// Other connections are untouched.
+		// Run every command the buffer holds, then send all their replies
+		// with one write: pipelining costs one syscall per batch.
+		for {
+			args, ok, err := rd.next()
+			if err != nil {
+				// The stream cannot be resynchronised: say why, then
+				// close. Other connections are untouched.
 				cn.w.Error("ERR " + err.Error())
 				cn.flush(s.d)
+				return
 			}
-			return
-		}
-		for _, cmd := range cmds {
+			if !ok {
+				break
+			}
 			start := len(cn.w.buf)
 			c.Ticket = 0
-			s.d.Exec(c, cmd.Args)
+			s.d.Exec(c, args)
 			if c.Ticket != 0 {
 				cn.logged = append(cn.logged, loggedReply{start, len(cn.w.buf), c.Ticket})
 			}
@@ -171,6 +173,9 @@ func (s *Server) serveConn(nc net.Conn) {
 			}
 		}
 		if cn.flush(s.d) != nil {
+			return
+		}
+		if rd.fill() != nil {
 			return
 		}
 	}
@@ -192,6 +197,7 @@ type conn struct {
 	pending []byte        // read by the watcher during a block, not yet parsed
 	logged  []loggedReply // replies in w.buf that wait for the log
 
+	closing  *atomic.Bool // the server is stopping: finish replies, then close
 	stopping atomic.Bool
 	watchEnd chan struct{}
 	gone     chan struct{}
@@ -282,7 +288,9 @@ func (cn *conn) watch() {
 	}()
 }
 
-// unwatch stops the watcher and reports whether the client went away.
+// unwatch stops the watcher and reports whether the client went away. A
+// read deadline the watcher hit before it was told to stop is Server.Close
+// waking every connection: the client is still there.
 func (cn *conn) unwatch() (gone bool) {
 	cn.stopping.Store(true)
 	cn.nc.SetReadDeadline(time.Now())
@@ -291,7 +299,7 @@ func (cn *conn) unwatch() (gone bool) {
 	cn.nc.SetReadDeadline(time.Time{})
 	select {
 	case <-cn.gone:
-		return true
+		return !isTimeout(cn.watchErr)
 	default:
 		return false
 	}
@@ -348,7 +356,8 @@ func (cn *conn) block(c *commands.Client, d *commands.Dispatcher) bool {
 		b.WriteFailed()
 		return false
 	}
-	return keep
+	// unwatch cleared the read deadline Server.Close set to wake us.
+	return keep && !cn.closing.Load()
 }
 
 func isTimeout(err error) bool {

@@ -482,3 +482,14 @@ func TestNodeSize(t *testing.T) {
 		t.Fatalf("node is %d bytes, want 32", s)
 	}
 }
+
+// TestCascadeHangRegression is the smallest case the integration tests found
+// in an earlier version: Advance never returned (cascade -> link looped).
+func TestCascadeHangRegression(t *testing.T) {
+	w := New(1, 1795292902171)
+	w.Add(1, 1795292903296, 1)
+	got := w.Advance(1795292905225, nil)
+	if len(got) != 1 || got[0] != 1 {
+		t.Fatalf("Advance returned %v, want [1]", got)
+	}
+}
