@@ -258,12 +258,20 @@ func (e *Engine) nowMs() int64 {
 // handed out 4.6 ms later. Used for every relative time (delays, ack
 // deadlines), so none fires before the client's clock says it should.
 func (e *Engine) laterMs(d int64) int64 {
+	_, up := e.clock()
+	return up + d
+}
+
+// clock reads the time once: now floored (nowMs) and rounded up to a whole
+// millisecond (what laterMs adds to).
+func (e *Engine) clock() (now, up int64) {
 	elapsed := e.opts.Now().Sub(e.start)
-	ms := e.startMs + int64(elapsed/time.Millisecond)
+	now = e.startMs + int64(elapsed/time.Millisecond)
+	up = now
 	if elapsed%time.Millisecond != 0 {
-		ms++
+		up++
 	}
-	return ms + d
+	return now, up
 }
 
 // Now returns the engine's current unix time in milliseconds.
@@ -577,12 +585,12 @@ func (e *Engine) Add(a AddArgs) (AddResult, error) {
 	if err := e.writable(); err != nil {
 		return AddResult{}, err
 	}
-	now := e.nowMs()
+	now, up := e.clock()
 	e.advanceLocked(now) // as replay does before applying the record
 	r := rec{op: opAdd, time: now, queue: a.Queue, id: a.ID, due: a.Due, payload: a.Payload,
 		ackTimeout: a.AckTimeout, retry: a.Retry, deadLetter: a.DeadLetter}
 	if !a.At && a.Delay > 0 {
-		r.due = e.laterMs(a.Delay)
+		r.due = up + a.Delay
 	} else if !a.At {
 		r.due = now
 	}
