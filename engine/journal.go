@@ -92,6 +92,11 @@ func (e *Engine) openLog() error {
 			return err
 		}
 	}
+	if st, err := j.fs.Stat(j.path); err == nil {
+		// About 60 bytes a job: size the index once instead of growing it
+		// through every power of two while replaying.
+		e.index = make(map[uint64]uint32, st.Size()/64)
+	}
 	res, err := e.replayFile()
 	var ce *aof.CorruptError
 	if errors.As(err, &ce) && o.Repair {
@@ -164,7 +169,9 @@ func (e *Engine) apply(p []byte) error {
 	e.advanceLocked(r.time)
 	switch r.op {
 	case opAdd:
-		e.put(&r, false)
+		// A server id above every one seen cannot be in the index yet (a
+		// client id could read as it only once sidLike is set).
+		e.put(&r, r.id == nil && r.sid > e.lastSID && !e.sidLike)
 	case opCancel, opPop:
 		e.del(&r)
 	case opReserve:
