@@ -139,10 +139,9 @@ func (e *Engine) reserved(queueName, id []byte) (uint32, bool) {
 func (e *Engine) Ack(queueName []byte, ids [][]byte) (int, uint64, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if err := e.writable(); err != nil {
+	if _, err := e.beginWrite(); err != nil {
 		return 0, 0, err
 	}
-	e.advanceLocked(e.nowMs())
 	var ticket uint64
 	n := 0
 	for _, id := range ids {
@@ -164,11 +163,10 @@ func (e *Engine) Ack(queueName []byte, ids [][]byte) (int, uint64, error) {
 func (e *Engine) Nack(queueName, id []byte, delay int64) (bool, uint64, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if err := e.writable(); err != nil {
+	now, err := e.beginWrite()
+	if err != nil {
 		return false, 0, err
 	}
-	now := e.nowMs()
-	e.advanceLocked(now)
 	s, ok := e.reserved(queueName, id)
 	if !ok {
 		return false, 0, nil
@@ -197,11 +195,9 @@ func (e *Engine) addRecOf(s uint32, flags byte) *rec {
 func (e *Engine) Touch(queueName, id []byte) (bool, uint64, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if err := e.writable(); err != nil {
+	if _, err := e.beginWrite(); err != nil {
 		return false, 0, err
 	}
-	now := e.nowMs()
-	e.advanceLocked(now)
 	s, ok := e.reserved(queueName, id)
 	if !ok {
 		return false, 0, nil

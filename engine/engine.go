@@ -728,10 +728,9 @@ func (e *Engine) storeData(id, payload []byte) uint64 {
 func (e *Engine) Cancel(queueName []byte, ids [][]byte) (int, uint64, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if err := e.writable(); err != nil {
+	if _, err := e.beginWrite(); err != nil {
 		return 0, 0, err
 	}
-	e.advanceLocked(e.nowMs())
 	var ticket uint64
 	n := 0
 	for _, id := range ids {

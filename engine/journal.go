@@ -199,6 +199,18 @@ func (e *Engine) resetState() {
 	e.njobs = 0
 }
 
+// beginWrite starts a write op, with mu held: it refuses when writes are
+// refused, and advances the wheel to now first, as replay does before it
+// applies a record, so that live and replayed orders agree.
+func (e *Engine) beginWrite() (int64, error) {
+	if err := e.writable(); err != nil {
+		return 0, err
+	}
+	now := e.nowMs()
+	e.advanceLocked(now)
+	return now, nil
+}
+
 // writable says whether a write may be applied now. Called with mu held.
 func (e *Engine) writable() error {
 	if e.closed {

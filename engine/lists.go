@@ -17,14 +17,13 @@ func (e *Engine) Push(queueName []byte, payloads [][]byte, head bool) (int, uint
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if err := e.writable(); err != nil {
+	now, err := e.beginWrite()
+	if err != nil {
 		return 0, 0, err
 	}
 	if e.opts.MaxJobs > 0 && e.njobs+len(payloads) > e.opts.MaxJobs {
 		return 0, 0, ErrMaxJobs
 	}
-	now := e.nowMs()
-	e.advanceLocked(now)
 	var ticket uint64
 	flags := byte(flagReady)
 	if head {
@@ -114,10 +113,9 @@ func (e *Engine) Range(queueName []byte, start, stop int64) [][]byte {
 func (e *Engine) Del(names [][]byte) (int, uint64, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if err := e.writable(); err != nil {
+	if _, err := e.beginWrite(); err != nil {
 		return 0, 0, err
 	}
-	e.advanceLocked(e.nowMs())
 	var ticket uint64
 	n := 0
 	for _, name := range names {
