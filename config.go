@@ -166,8 +166,9 @@ func loadConfig(args []string, environ []string, stderr io.Writer) (config, erro
 	c.Repair = yesno("repair")
 	c.LogLevel = oneOf("log-level", "debug", "info", "warn", "error")
 	c.LogFormat = oneOf("log-format", "json", "console", "auto")
-	if c.MaxPayloadBytes > 512<<20 {
-		errs = append(errs, errors.New("max-payload-bytes: at most 536870912 (Redis's largest bulk)"))
+	if c.MaxPayloadBytes > 64<<20 {
+		// One job is one log record, and a record holds at most 64 MiB.
+		errs = append(errs, errors.New("max-payload-bytes: at most 67108864 (64 MiB)"))
 	}
 	return c, errors.Join(errs...)
 }

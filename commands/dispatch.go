@@ -213,6 +213,8 @@ func (d *Dispatcher) replyErr(c *Client, err error) {
 		c.W.Error("OOM max-jobs reached (" + d.opts.Config["max-jobs"] + ")")
 	case errors.Is(err, engine.ErrBadID):
 		c.W.Error("ERR invalid id: an id is 1 to 256 bytes")
+	case errors.Is(err, engine.ErrKeyTooLong):
+		c.W.Error("ERR key too long: a queue name is at most 16384 bytes")
 	case errors.Is(err, engine.ErrClosed):
 		c.W.Error("ERR server is shutting down")
 	case errors.Is(err, engine.ErrLog):

@@ -53,6 +53,13 @@ type Options struct {
 	keepReservations bool // tests: look at the replayed state before start-up releases them
 }
 
+// MaxKey bounds queue names a job can be added to, and MaxPayload the
+// payload: together they keep every log record under aof.MaxRecordSize.
+const (
+	MaxKey     = 16 << 10
+	MaxPayload = 64 << 20
+)
+
 // Validate checks the options and fills defaults.
 func (o *Options) Validate() error {
 	if o.Tick <= 0 {
@@ -60,6 +67,9 @@ func (o *Options) Validate() error {
 	}
 	if o.MaxPayload <= 0 {
 		o.MaxPayload = 4 << 20
+	}
+	if o.MaxPayload > MaxPayload {
+		return fmt.Errorf("max-payload-bytes: %d is over %d, the most one log record holds", o.MaxPayload, MaxPayload)
 	}
 	if o.MaxJobs < 0 {
 		o.MaxJobs = 0
@@ -579,6 +589,9 @@ func (e *Engine) Add(a AddArgs) (AddResult, error) {
 	}
 	if a.ID != nil && (len(a.ID) == 0 || len(a.ID) > 256) {
 		return AddResult{}, ErrBadID
+	}
+	if len(a.Queue) > MaxKey || len(a.DeadLetter) > MaxKey {
+		return AddResult{}, ErrKeyTooLong
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()

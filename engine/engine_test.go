@@ -9,6 +9,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/delayd/delayd/aof"
 )
 
 // Every test runs inside a synctest bubble: time.Now and the engine's timer
@@ -661,4 +663,27 @@ func runModel(t *testing.T, seed uint64, ops int) {
 			}
 		}
 	}
+}
+
+func TestRecordsStayUnderTheLogLimit(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		if _, err := New(Options{MaxPayload: MaxPayload + 1}); err == nil {
+			t.Fatal("a max payload over what a log record holds was accepted")
+		}
+		e := newEngine(t, Options{})
+		long := bytes.Repeat([]byte("k"), MaxKey+1)
+		if _, err := e.Add(AddArgs{Queue: long, Payload: b("x")}); err != ErrKeyTooLong {
+			t.Fatalf("long queue name: %v", err)
+		}
+		if _, err := e.Add(AddArgs{Queue: b("q"), DeadLetter: long, Payload: b("x")}); err != ErrKeyTooLong {
+			t.Fatalf("long dead-letter name: %v", err)
+		}
+		if _, _, err := e.Push(long, [][]byte{b("x")}, false); err != ErrKeyTooLong {
+			t.Fatalf("long list name: %v", err)
+		}
+		if r := (&rec{op: opAdd, queue: long[:MaxKey], id: long[:256], deadLetter: long[:MaxKey],
+			payload: make([]byte, MaxPayload)}).encode(nil); len(r) > aof.MaxRecordSize {
+			t.Fatalf("the largest record is %d bytes, over aof.MaxRecordSize", len(r))
+		}
+	})
 }

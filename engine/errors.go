@@ -9,6 +9,7 @@ var (
 	ErrPayloadTooLarge = errors.New("payload exceeds max-payload-bytes")
 	ErrMaxJobs         = errors.New("max-jobs reached")
 	ErrBadID           = errors.New("id must be 1 to 256 bytes")
+	ErrKeyTooLong      = errors.New("key longer than 16384 bytes")
 	ErrClosed          = errors.New("engine is shut down")
 
 	// Durability: the write could not be logged, so it was not applied.

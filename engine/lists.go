@@ -15,6 +15,9 @@ func (e *Engine) Push(queueName []byte, payloads [][]byte, head bool) (int, uint
 			return 0, 0, ErrPayloadTooLarge
 		}
 	}
+	if len(queueName) > MaxKey {
+		return 0, 0, ErrKeyTooLong
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	now, err := e.beginWrite()
