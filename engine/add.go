@@ -1,0 +1,183 @@
+package engine
+
+// Adding jobs: DELAY.ADD, DELAY.ADDAT, and the put that replay shares.
+
+// AddArgs describe one DELAY.ADD / DELAY.ADDAT.
+type AddArgs struct {
+	Queue   []byte
+	ID      []byte // nil: the server makes one
+	Payload []byte
+	// Delay in ms from now, or, with At set, the absolute unix ms Due.
+	Delay   int64
+	At      bool
+	Due     int64
+	Replace bool
+	// AckTimeout in ms; -1: the configured default. 0: a pop removes the
+	// job; above 0 a pop reserves it until DELAY.ACK or the timeout.
+	AckTimeout int64
+	// Retry bounds redeliveries (at most Retry+1 deliveries); -1: unlimited.
+	Retry int64
+	// DeadLetter names the queue that gets the job when no redelivery is
+	// left; nil: the job is dropped (and logged).
+	DeadLetter []byte
+}
+
+// AddResult is what an add did. Ticket is the log position the reply must
+// wait for (0 when nothing was logged).
+type AddResult struct {
+	ID     []byte // freshly allocated
+	Added  bool   // false: the id existed and REPLACE was not given
+	Ticket uint64
+}
+
+// Add stores a job. An existing id without Replace changes nothing. O(1).
+func (e *Engine) Add(a AddArgs) (AddResult, error) {
+	if len(a.Payload) > e.opts.MaxPayload {
+		return AddResult{}, ErrPayloadTooLarge
+	}
+	if a.ID != nil && (len(a.ID) == 0 || len(a.ID) > 256) {
+		return AddResult{}, ErrBadID
+	}
+	if len(a.Queue) > MaxKey || len(a.DeadLetter) > MaxKey {
+		return AddResult{}, ErrKeyTooLong
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if err := e.writable(); err != nil {
+		return AddResult{}, err
+	}
+	now, up := e.clock()
+	e.advanceLocked(now) // as replay does before applying the record
+	r := rec{op: opAdd, time: now, queue: a.Queue, id: a.ID, due: a.Due, payload: a.Payload,
+		ackTimeout: a.AckTimeout, retry: a.Retry, deadLetter: a.DeadLetter}
+	if !a.At && a.Delay > 0 {
+		r.due = up + a.Delay
+	} else if !a.At {
+		r.due = now
+	}
+	if r.ackTimeout < 0 {
+		r.ackTimeout = e.opts.AckTimeout
+	}
+	qi, existed := e.queueFor(a.Queue, false)
+	exists := false
+	if existed && a.ID != nil {
+		var s uint32
+		if s, exists = e.lookup(qi, a.ID); exists {
+			if !a.Replace {
+				return AddResult{}, nil
+			}
+			if e.jobs.at(s).idLen == 0 { // keep a server-made id in its compact form
+				r.id, r.sid = nil, e.jobs.at(s).sid
+			}
+		}
+	}
+	if !exists && e.opts.MaxJobs > 0 && e.njobs >= e.opts.MaxJobs {
+		return AddResult{}, ErrMaxJobs
+	}
+	if a.ID == nil {
+		r.sid = e.newSID(a.Queue, now)
+	}
+	e.seq++
+	r.seq = e.seq
+	// Logged before it is applied: if a waiter takes the job at once, its
+	// pop must follow the add in the log.
+	res := AddResult{Added: true, Ticket: e.logRec(&r)}
+	e.put(&r, a.ID == nil)
+	if r.id != nil {
+		res.ID = append([]byte(nil), r.id...)
+	} else {
+		var buf [sidLen]byte
+		res.ID = append([]byte(nil), renderSID(&buf, r.sid)...)
+	}
+	e.stats.Added++
+	return res, nil
+}
+
+// newSID makes the next server id for a job of the named queue. O(1).
+func (e *Engine) newSID(queueName []byte, now int64) uint64 {
+	e.lastSID = nextSID(e.lastSID, now)
+	if !e.sidLike {
+		return e.lastSID
+	}
+	// A client may have chosen this very string as its own id.
+	if qi, ok := e.queueFor(queueName, false); ok {
+		var buf [sidLen]byte
+		for {
+			if _, taken := e.lookup(qi, renderSID(&buf, e.lastSID)); !taken {
+				break
+			}
+			e.lastSID++
+		}
+	}
+	return e.lastSID
+}
+
+// put applies an add record: the job is created, or replaced whole if its id
+// exists, and scheduled. Live adds and replay both come here, so replay
+// rebuilds exactly what was live. fresh says the id was just made, so there
+// is nothing to replace. O(1) plus any jobs that fall due.
+func (e *Engine) put(r *rec, fresh bool) {
+	var buf [sidLen]byte
+	id := r.id
+	if id == nil {
+		id = renderSID(&buf, r.sid)
+	} else if !e.sidLike {
+		_, e.sidLike = parseSID(id)
+	}
+	if !fresh {
+		if qi, ok := e.queueFor(r.queue, false); ok {
+			if s, ok := e.lookup(qi, id); ok {
+				e.remove(s)
+			}
+		}
+	}
+	qi, _ := e.queueFor(r.queue, true)
+	s := e.allocSlot()
+	j := e.jobs.at(s)
+	j.queue = qi
+	j.sid = r.sid
+	j.idLen = uint16(len(r.id))
+	j.data = e.storeData(r.id, r.payload)
+	j.plen = uint32(len(r.payload))
+	j.due, j.seq, j.deliveries = r.due, r.seq, r.deliveries
+	j.ackTimeout = uint32(min(max(r.ackTimeout, 0), 1<<32-1))
+	j.retry = int32(min(max(r.retry, -1), 1<<31-1))
+	if r.deadLetter != nil {
+		j.hasDL = true
+		e.deadLetters[s] = append([]byte(nil), r.deadLetter...)
+	}
+	e.indexInsert(s, id)
+	e.njobs++
+	e.lastSID = max(e.lastSID, r.sid)
+	e.seq = max(e.seq, r.seq)
+	switch {
+	case r.flags&flagReserved != 0:
+		e.reserveAt(s, r.deadline)
+		return
+	case r.flags&flagHead != 0:
+		e.pushReady(s, true)
+	case r.flags&flagReady == 0 && r.due > r.time && e.wheel.Add(s, r.due, r.seq):
+		j.state = stateDelayed
+		e.queues[qi].delayed++
+		e.poke(r.due)
+		return
+	default:
+		// Jobs already due in the wheel became ready before this one.
+		e.advanceLocked(r.time)
+		e.pushReady(s, false)
+	}
+	e.serve(qi)
+}
+
+func (e *Engine) storeData(id, payload []byte) uint64 {
+	if len(id) == 0 {
+		return e.arena.alloc(payload)
+	}
+	if len(payload) == 0 {
+		return e.arena.alloc(id)
+	}
+	// One block for both keeps one ref per job.
+	buf := make([]byte, 0, len(id)+len(payload))
+	buf = append(append(buf, id...), payload...)
+	return e.arena.alloc(buf)
+}

@@ -1,0 +1,206 @@
+package engine
+
+// Removing and popping jobs: DELAY.CANCEL, the pops, and handing a
+// delivery back.
+
+// Cancel removes the named jobs of a queue, in any state, and returns how
+// many existed and the log ticket to wait for. O(1) per id.
+func (e *Engine) Cancel(queueName []byte, ids [][]byte) (int, uint64, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if _, err := e.beginWrite(); err != nil {
+		return 0, 0, err
+	}
+	var ticket uint64
+	n := 0
+	for _, id := range ids {
+		qi, ok := e.queueFor(queueName, false)
+		if !ok {
+			break // the last job went and the queue with it
+		}
+		if s, ok := e.lookup(qi, id); ok {
+			r := e.recFor(opCancel, s)
+			ticket = e.logRec(&r) // encodes r before remove frees the id it aliases
+			e.remove(s)
+			n++
+		}
+	}
+	e.stats.Cancelled += uint64(n)
+	return n, ticket, nil
+}
+
+// recFor builds the cancel or pop record of the job in slot s.
+func (e *Engine) recFor(op byte, s uint32) rec {
+	j := e.jobs.at(s)
+	r := rec{op: op, time: e.nowMs(), queue: []byte(e.queues[j.queue].name), sid: j.sid}
+	if j.idLen > 0 {
+		r.id = e.arena.bytes(j.data, int(j.idLen))
+	}
+	return r
+}
+
+// del applies a cancel or pop record.
+func (e *Engine) del(r *rec) {
+	var buf [sidLen]byte
+	id := r.id
+	if id == nil {
+		id = renderSID(&buf, r.sid)
+	}
+	if qi, ok := e.queueFor(r.queue, false); ok {
+		if s, ok := e.lookup(qi, id); ok {
+			e.remove(s)
+		}
+	}
+}
+
+// --- popping -----------------------------------------------------------------
+
+// Delivery is a job handed to a client: copies, safe after the lock is gone.
+// It carries what is needed to put the job back if the client turns out to
+// be gone, and the log ticket its reply must wait for.
+type Delivery struct {
+	Queue      []byte
+	ID         []byte
+	Payload    []byte
+	Due        int64
+	Deliveries uint32
+	Ticket     uint64
+	Reserved   bool // the job waits for DELAY.ACK (it has an ack timeout)
+	sid        uint64
+	seq        uint64
+	ackTimeout uint32
+	retry      int32
+	deadLetter []byte
+}
+
+// Pop takes the first ready job of the first non-empty queue, trying names in
+// order, as BLPOP does. O(number of names).
+func (e *Engine) Pop(names [][]byte) (Delivery, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.popLocked(names, PopDelay)
+}
+
+// PopMode says how a pop takes a job.
+type PopMode uint8
+
+const (
+	// PopDelay is DELAY.POP: from the head; a job with an ack timeout is
+	// reserved until DELAY.ACK.
+	PopDelay PopMode = iota
+	// PopLeft and PopRight are the list pops (LPOP, BLPOP; RPOP, BRPOP):
+	// the job is removed whatever its ack timeout.
+	PopLeft
+	PopRight
+)
+
+func (e *Engine) popLocked(names [][]byte, mode PopMode) (Delivery, bool) {
+	if e.closed {
+		return Delivery{}, false
+	}
+	e.advanceLocked(e.nowMs())
+	for _, name := range names {
+		qi, ok := e.queueFor(name, false)
+		if !ok || e.queues[qi].head == 0 {
+			continue
+		}
+		return e.takeFrom(qi, mode), true
+	}
+	return Delivery{}, false
+}
+
+// takeFrom takes the job at the end of qi's ready list that mode pops from.
+func (e *Engine) takeFrom(qi uint32, mode PopMode) Delivery {
+	q := &e.queues[qi]
+	if mode == PopRight {
+		return e.take(q.tail-1, true)
+	}
+	return e.take(q.head-1, mode != PopDelay)
+}
+
+// take hands the ready job in slot s to a client: it is reserved if it has
+// an ack timeout and the pop is not plain, else removed. Pops are served even
+// when the log has failed (they are dropped from it then: after a restart
+// such a job is delivered again, never lost).
+func (e *Engine) take(s uint32, plain bool) Delivery {
+	var buf [sidLen]byte
+	j := e.jobs.at(s)
+	j.deliveries++
+	e.stats.Delivered++
+	q := &e.queues[j.queue]
+	q.deliveries++
+	if j.deliveries > 1 {
+		e.stats.Redelivered++
+		q.redeliveries++
+	}
+	d := Delivery{
+		Queue:      []byte(e.queues[j.queue].name),
+		ID:         append([]byte(nil), e.idOf(j, &buf)...),
+		Payload:    append([]byte(nil), e.payloadOf(j)...),
+		Due:        j.due,
+		Deliveries: j.deliveries,
+		sid:        j.sid, // 0 for client ids
+		seq:        j.seq,
+		ackTimeout: j.ackTimeout,
+		retry:      j.retry,
+		deadLetter: e.deadLetters[s],
+	}
+	if j.ackTimeout > 0 && !plain {
+		e.unlinkReady(s)
+		e.seq++
+		j.seq = e.seq
+		d.Reserved = true
+		r := e.recFor(opReserve, s)
+		r.due, r.deliveries, r.seq = e.laterMs(int64(j.ackTimeout)), j.deliveries, j.seq
+		e.reserveAt(s, r.due)
+		d.Ticket = e.logRec(&r)
+		return d
+	}
+	r := e.recFor(opPop, s)
+	d.Ticket = e.logRec(&r) // encodes r before remove frees the id it aliases
+	e.remove(s)
+	return d
+}
+
+// Requeue puts a delivered job back at the head of its ready list: the client
+// it was handed to was gone before the reply reached it. If the id was reused
+// meanwhile, the newer job wins and the returned job is dropped.
+//
+// The delivery did not reach a worker, so it does not count as one.
+func (e *Engine) Requeue(d Delivery) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.advanceLocked(e.nowMs())
+	deliveries := d.Deliveries - 1
+	if qi, ok := e.queueFor(d.Queue, false); ok {
+		if s, taken := e.lookup(qi, d.ID); taken {
+			j := e.jobs.at(s)
+			if !d.Reserved || j.state != stateReserved || j.deliveries != d.Deliveries {
+				return false // the id now names another job, or this one moved on
+			}
+			// Still reserved by the delivery that failed: back to the head.
+			e.detach(s)
+			j.deliveries = deliveries
+			r := e.recFor(opMove, s)
+			r.due, r.seq, r.deliveries, r.flags = j.due, j.seq, deliveries, flagHead
+			e.logRec(&r)
+			e.pushReady(s, true)
+			e.serve(qi)
+			e.stats.Requeued++
+			return true
+		}
+	}
+	if d.Reserved {
+		return false // acknowledged or expired meanwhile
+	}
+	r := rec{op: opAdd, time: e.nowMs(), queue: d.Queue, sid: d.sid, due: d.Due,
+		seq: d.seq, deliveries: deliveries, flags: flagHead, payload: d.Payload,
+		ackTimeout: int64(d.ackTimeout), retry: int64(d.retry), deadLetter: d.deadLetter}
+	if d.sid == 0 {
+		r.id = d.ID
+	}
+	e.logRec(&r) // before put, which may hand the job to a waiter
+	e.put(&r, false)
+	e.stats.Requeued++
+	return true
+}

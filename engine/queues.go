@@ -1,0 +1,109 @@
+package engine
+
+// Queues: ready lists, and taking a job out of wherever it is.
+
+// queueFor returns the index of the named queue, creating it when create is
+// set. The name is copied only when a queue is created.
+func (e *Engine) queueFor(name []byte, create bool) (uint32, bool) {
+	if qi, ok := e.byName[string(name)]; ok {
+		return qi, true
+	}
+	if !create {
+		return 0, false
+	}
+	var qi uint32
+	if n := len(e.qfree); n > 0 {
+		qi = e.qfree[n-1]
+		e.qfree = e.qfree[:n-1]
+	} else {
+		e.queues = append(e.queues, queue{})
+		qi = uint32(len(e.queues) - 1)
+	}
+	e.queues[qi] = queue{name: string(name), live: true}
+	e.byName[e.queues[qi].name] = qi
+	return qi, true
+}
+
+// releaseQueue frees a queue that holds nothing, so an empty queue leaves
+// nothing behind.
+func (e *Engine) releaseQueue(qi uint32) {
+	q := &e.queues[qi]
+	if !q.live || q.delayed+q.ready+q.reserved > 0 || q.nwait > 0 {
+		return
+	}
+	delete(e.byName, q.name)
+	*q = queue{}
+	e.qfree = append(e.qfree, qi)
+}
+
+func (e *Engine) pushReady(s uint32, atHead bool) {
+	j := e.jobs.at(s)
+	q := &e.queues[j.queue]
+	j.state = stateReady
+	q.ready++
+	if atHead {
+		j.prev, j.next = 0, q.head
+		if q.head != 0 {
+			e.jobs.at(q.head - 1).prev = s + 1
+		} else {
+			q.tail = s + 1
+		}
+		q.head = s + 1
+		return
+	}
+	j.next, j.prev = 0, q.tail
+	if q.tail != 0 {
+		e.jobs.at(q.tail - 1).next = s + 1
+	} else {
+		q.head = s + 1
+	}
+	q.tail = s + 1
+}
+
+func (e *Engine) unlinkReady(s uint32) {
+	j := e.jobs.at(s)
+	q := &e.queues[j.queue]
+	if j.prev != 0 {
+		e.jobs.at(j.prev - 1).next = j.next
+	} else {
+		q.head = j.next
+	}
+	if j.next != 0 {
+		e.jobs.at(j.next - 1).prev = j.prev
+	} else {
+		q.tail = j.prev
+	}
+	j.next, j.prev = 0, 0
+	q.ready--
+}
+
+// detach takes a job out of wherever it is (wheel, ready list, reservation)
+// and fixes the counts; the slot stays allocated, in no list (stateFree)
+// until the caller places it again.
+func (e *Engine) detach(s uint32) {
+	j := e.jobs.at(s)
+	q := &e.queues[j.queue]
+	switch j.state {
+	case stateDelayed:
+		e.wheel.Remove(s)
+		q.delayed--
+	case stateReady:
+		e.unlinkReady(s)
+	case stateReserved:
+		e.wheel.Remove(s)
+		q.reserved--
+	}
+	j.state = stateFree
+}
+
+// remove deletes a job entirely. O(1).
+func (e *Engine) remove(s uint32) {
+	var buf [sidLen]byte
+	j := e.jobs.at(s)
+	qi := j.queue
+	e.detach(s)
+	e.indexDelete(s, e.idOf(j, &buf))
+	e.freeSlot(s)
+	e.njobs--
+	e.releaseQueue(qi)
+}

@@ -1,0 +1,135 @@
+package engine
+
+import "unsafe"
+
+// Reading: DELAY.GET, DELAY.STATS, DELAY.PEEK, EXISTS, INFO.
+
+// JobInfo is what DELAY.GET shows.
+type JobInfo struct {
+	ID, Queue, Payload []byte
+	State              string
+	Due                int64
+	Deliveries         uint32
+	AckDeadline        int64 // 0 unless reserved
+}
+
+// Get returns a job's fields. O(1).
+func (e *Engine) Get(queueName, id []byte) (JobInfo, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	qi, ok := e.queueFor(queueName, false)
+	if !ok {
+		return JobInfo{}, false
+	}
+	s, ok := e.lookup(qi, id)
+	if !ok {
+		return JobInfo{}, false
+	}
+	j := e.jobs.at(s)
+	info := JobInfo{
+		ID:         append([]byte(nil), id...),
+		Queue:      append([]byte(nil), queueName...),
+		Payload:    append([]byte(nil), e.payloadOf(j)...),
+		State:      stateNames[j.state],
+		Due:        j.due,
+		Deliveries: j.deliveries,
+	}
+	if j.state == stateReserved {
+		info.AckDeadline, _ = e.wheel.Due(s)
+	}
+	return info, true
+}
+
+// QueueStats counts a queue's jobs by state, and what happened to them while
+// the queue existed.
+type QueueStats struct {
+	Delayed, Ready, Reserved int
+
+	Deliveries, Redeliveries, Acks, Nacks, Expired, DeadLettered uint64
+}
+
+// QueueStats returns the counts of one queue (zeros when it does not exist).
+func (e *Engine) QueueStats(queueName []byte) QueueStats {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	qi, ok := e.queueFor(queueName, false)
+	if !ok {
+		return QueueStats{}
+	}
+	q := &e.queues[qi]
+	return QueueStats{Delayed: q.delayed, Ready: q.ready, Reserved: q.reserved,
+		Deliveries: q.deliveries, Redeliveries: q.redeliveries, Acks: q.acks, Nacks: q.nacks,
+		Expired: q.expired, DeadLettered: q.deadLettered}
+}
+
+// Pair is an id and a payload.
+type Pair struct{ ID, Payload []byte }
+
+// Peek returns up to count ready jobs from the head of a queue, not removed.
+// O(count).
+func (e *Engine) Peek(queueName []byte, count int) []Pair {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.advanceLocked(e.nowMs())
+	qi, ok := e.queueFor(queueName, false)
+	if !ok {
+		return nil
+	}
+	var out []Pair
+	var buf [sidLen]byte
+	for s := e.queues[qi].head; s != 0 && len(out) < count; s = e.jobs.at(s - 1).next {
+		j := e.jobs.at(s - 1)
+		out = append(out, Pair{
+			ID:      append([]byte(nil), e.idOf(j, &buf)...),
+			Payload: append([]byte(nil), e.payloadOf(j)...),
+		})
+	}
+	return out
+}
+
+// Exists reports whether a queue holds a job in any state.
+func (e *Engine) Exists(queueName []byte) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	qi, ok := e.queueFor(queueName, false)
+	if !ok {
+		return false
+	}
+	q := &e.queues[qi]
+	return q.delayed+q.ready+q.reserved > 0
+}
+
+// Info is a snapshot for INFO and DBSIZE.
+type Info struct {
+	Jobs, Queues             int // queues holding at least one job
+	Delayed, Ready, Reserved int
+	Waiters                  int
+	MemoryBytes              int64 // slabs, arena and index, approximately
+	PayloadBytes             int64
+	Stats
+}
+
+// Info returns a snapshot of counts. O(queues).
+func (e *Engine) Info() Info {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	in := Info{Jobs: e.njobs, Stats: e.stats}
+	for i := range e.queues {
+		q := &e.queues[i]
+		if !q.live {
+			continue
+		}
+		if q.delayed+q.ready+q.reserved > 0 {
+			in.Queues++
+		}
+		in.Delayed += q.delayed
+		in.Ready += q.ready
+		in.Reserved += q.reserved
+	}
+	in.Waiters = e.stats.WaitersNow // clients, not client-key pairs
+	// The wheel's slab grows with the job slab; its node is about 32 bytes.
+	in.MemoryBytes = e.jobs.bytes() + int64(e.jobs.n)*32 + e.arena.footprint() +
+		int64(len(e.index))*16 + int64(cap(e.queues))*int64(unsafe.Sizeof(queue{}))
+	in.PayloadBytes = e.arena.inUse
+	return in
+}
