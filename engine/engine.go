@@ -142,7 +142,8 @@ type Engine struct {
 	wheel   *wheel.Wheel
 	jobs    slab
 	free    uint32            // free slot list head, slot+1
-	index   map[uint64]uint32 // hash(queue, id) -> first slot+1 of a chain
+	sids    map[uint64]uint32 // server-made id -> slot+1
+	index   map[uint64]uint32 // client ids: hash(queue, id) -> first slot+1 of a chain
 	seed    maphash.Seed
 	arena   arena
 	queues  []queue
@@ -205,6 +206,7 @@ func New(opts Options) (*Engine, error) {
 	e := &Engine{
 		opts:        opts,
 		index:       make(map[uint64]uint32),
+		sids:        make(map[uint64]uint32),
 		deadLetters: make(map[uint32][]byte),
 		seed:        maphash.MakeSeed(),
 		byName:      make(map[string]uint32),

@@ -46,29 +46,55 @@ func (e *Engine) hashKey(q uint32, id []byte) uint64 {
 	return maphash.Bytes(e.seed, id) ^ (uint64(q)+1)*0x9e3779b97f4a7c15
 }
 
+// The index has two parts. Server-made ids are unique across every queue,
+// so they key e.sids directly: adding one is a single map write, with no
+// bytes to hash and nothing to compare (the job's queue is checked on
+// lookup). Client ids go by a hash of (queue, id) into e.index, chained
+// through job.hnext, because different keys may share a hash.
+
 // lookup finds the slot of (q, id). O(1) expected.
 func (e *Engine) lookup(q uint32, id []byte) (uint32, bool) {
-	var buf [sidLen]byte
+	if sid, ok := parseSID(id); ok {
+		if s, ok := e.sids[sid]; ok && e.jobs.at(s-1).queue == q {
+			return s - 1, true
+		}
+		if !e.sidLike {
+			return 0, false // no client id reads as a server id
+		}
+	}
 	for s := e.index[e.hashKey(q, id)]; s != 0; s = e.jobs.at(s - 1).hnext {
 		j := e.jobs.at(s - 1)
-		if j.queue == q && bytes.Equal(e.idOf(j, &buf), id) {
+		if j.queue == q && j.idLen > 0 && bytes.Equal(e.arena.bytes(j.data, int(j.idLen)), id) {
 			return s - 1, true
 		}
 	}
 	return 0, false
 }
 
+// indexInsert makes the job in slot s findable by its id.
 func (e *Engine) indexInsert(s uint32, id []byte) {
-	h := e.hashKey(e.jobs.at(s).queue, id)
-	e.jobs.at(s).hnext = e.index[h]
+	j := e.jobs.at(s)
+	if j.idLen == 0 {
+		e.sids[j.sid] = s + 1
+		return
+	}
+	h := e.hashKey(j.queue, id)
+	j.hnext = e.index[h]
 	e.index[h] = s + 1
 }
 
+// indexDelete undoes indexInsert; the job must still have the queue and id
+// it was inserted with.
 func (e *Engine) indexDelete(s uint32, id []byte) {
-	h := e.hashKey(e.jobs.at(s).queue, id)
+	j := e.jobs.at(s)
+	if j.idLen == 0 {
+		delete(e.sids, j.sid)
+		return
+	}
+	h := e.hashKey(j.queue, id)
 	p := e.index[h]
 	if p == s+1 {
-		if n := e.jobs.at(s).hnext; n != 0 {
+		if n := j.hnext; n != 0 {
 			e.index[h] = n
 		} else {
 			delete(e.index, h)
@@ -78,7 +104,7 @@ func (e *Engine) indexDelete(s uint32, id []byte) {
 	for p != 0 {
 		pj := e.jobs.at(p - 1)
 		if pj.hnext == s+1 {
-			pj.hnext = e.jobs.at(s).hnext
+			pj.hnext = j.hnext
 			return
 		}
 		p = pj.hnext

@@ -95,7 +95,7 @@ func (e *Engine) openLog() error {
 	if st, err := j.fs.Stat(j.path); err == nil {
 		// About 60 bytes a job: size the index once instead of growing it
 		// through every power of two while replaying.
-		e.index = make(map[uint64]uint32, st.Size()/64)
+		e.sids = make(map[uint64]uint32, st.Size()/64)
 	}
 	res, err := e.replayFile()
 	var ce *aof.CorruptError
@@ -193,6 +193,7 @@ func (e *Engine) resetState() {
 	e.wheel = nil
 	e.jobs, e.free = slab{}, 0
 	e.index = make(map[uint64]uint32)
+	e.sids = make(map[uint64]uint32)
 	e.arena = arena{}
 	e.queues, e.qfree = nil, nil
 	e.byName = make(map[string]uint32)
