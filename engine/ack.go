@@ -217,26 +217,17 @@ func (e *Engine) Touch(queueName, id []byte) (bool, uint64, error) {
 // the job's state outright, so they also apply cleanly on top of a newer
 // snapshot of the job (a rewrite's tail).
 func (e *Engine) applyReserve(r *rec) {
-	s, ok := e.find(r)
-	if !ok {
-		return
+	if s, ok := e.takeOut(r); ok {
+		e.reserveAt(s, r.due)
 	}
-	j := e.jobs.at(s)
-	e.detach(s)
-	j.deliveries, j.seq = r.deliveries, r.seq
-	e.seq = max(e.seq, r.seq)
-	e.reserveAt(s, r.due)
 }
 
 func (e *Engine) applyMove(r *rec) {
-	s, ok := e.find(r)
+	s, ok := e.takeOut(r)
 	if !ok {
 		return
 	}
 	j := e.jobs.at(s)
-	e.detach(s)
-	j.deliveries, j.seq = r.deliveries, r.seq
-	e.seq = max(e.seq, r.seq)
 	switch {
 	case r.flags&flagHead != 0:
 		e.pushReady(s, true)
@@ -248,6 +239,20 @@ func (e *Engine) applyMove(r *rec) {
 		e.pushReady(s, false)
 	}
 	e.serve(j.queue)
+}
+
+// takeOut finds the job a reserve or move record names, takes it out of
+// wherever it is, and gives it the record's deliveries and add order.
+func (e *Engine) takeOut(r *rec) (uint32, bool) {
+	s, ok := e.find(r)
+	if !ok {
+		return 0, false
+	}
+	e.detach(s)
+	j := e.jobs.at(s)
+	j.deliveries, j.seq = r.deliveries, r.seq
+	e.seq = max(e.seq, r.seq)
+	return s, true
 }
 
 // find looks up the job a record names.
