@@ -28,17 +28,20 @@ type Writer interface {
 	SetProto(p int)
 }
 
-// Client is the per-connection state a handler may read and change.
+// Client is the per-connection state a handler may read and change. Only the
+// connection's goroutine runs its commands; what CLIENT LIST reads from
+// other connections is behind mu (or atomic), never read bare.
 type Client struct {
 	W       Writer
 	ID      int64
 	Addr    string
-	Name    string
-	LibName string
-	LibVer  string
 	Authed  bool
 	Created time.Time
-	LastCmd string
+
+	mu                    sync.Mutex // guards the fields below
+	name, libName, libVer string
+	proto                 int
+	last                  atomic.Pointer[Command] // the command running or last run
 
 	// Set by handlers, acted on by the connection loop after the command.
 	Quit   bool   // close the connection once replies are flushed
@@ -107,6 +110,7 @@ func (d *Dispatcher) NewClient(w Writer, addr string) *Client {
 		Addr:    addr,
 		Authed:  d.opts.RequirePass == "",
 		Created: time.Now(),
+		proto:   w.Proto(),
 	}
 	d.mu.Lock()
 	d.clients[c.ID] = c
@@ -161,7 +165,7 @@ func (d *Dispatcher) Exec(c *Client, args [][]byte) {
 		c.W.Error("ERR wrong number of arguments for '" + cmd.Name + "' command")
 		return
 	}
-	c.LastCmd = cmd.Name
+	c.last.Store(cmd)
 	cmd.Handler(d, c, args)
 }
 

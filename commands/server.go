@@ -129,9 +129,10 @@ func cmdHello(d *Dispatcher, c *Client, args [][]byte) {
 			c.W.Error(errClientName)
 			return
 		}
-		c.Name = string(name)
+		c.set(func() { c.name = string(name) })
 	}
 	c.W.SetProto(proto)
+	c.set(func() { c.proto = proto })
 	w := c.W
 	w.Map(7)
 	w.BulkString("server")
@@ -170,22 +171,25 @@ func cmdClient(d *Dispatcher, c *Client, args [][]byte) {
 			c.W.Error(errClientName)
 			return
 		}
-		c.Name = string(args[2])
+		c.set(func() { c.name = string(args[2]) })
 		c.W.Status("OK")
 	case sub == "getname" && n == 2:
-		if c.Name == "" {
+		c.mu.Lock()
+		name := c.name
+		c.mu.Unlock()
+		if name == "" {
 			c.W.Null()
 			return
 		}
-		c.W.BulkString(c.Name)
+		c.W.BulkString(name)
 	case sub == "id" && n == 2:
 		c.W.Int(c.ID)
 	case sub == "setinfo" && n == 4:
 		switch strings.ToLower(string(args[2])) {
 		case "lib-name":
-			c.LibName = string(args[3])
+			c.set(func() { c.libName = string(args[3]) })
 		case "lib-ver":
-			c.LibVer = string(args[3])
+			c.set(func() { c.libVer = string(args[3]) })
 		default:
 			c.W.Error("ERR Unrecognized option '" + clip(args[2]) + "'")
 			return
@@ -223,11 +227,24 @@ func cmdClient(d *Dispatcher, c *Client, args [][]byte) {
 	}
 }
 
-// clientLine is one line of CLIENT LIST in Redis's field=value form. The
-// fields of another connection are read without its lock: they are a hint.
+// set changes fields CLIENT LIST may be reading from another connection.
+func (c *Client) set(f func()) {
+	c.mu.Lock()
+	f()
+	c.mu.Unlock()
+}
+
+// clientLine is one line of CLIENT LIST in Redis's field=value form; it may
+// describe another connection, so it reads only what is guarded.
 func (d *Dispatcher) clientLine(c *Client) string {
+	cmd := ""
+	if last := c.last.Load(); last != nil {
+		cmd = last.Name
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	return fmt.Sprintf("id=%d addr=%s name=%s age=%d db=0 cmd=%s lib-name=%s lib-ver=%s resp=%d",
-		c.ID, c.Addr, c.Name, int(time.Since(c.Created).Seconds()), c.LastCmd, c.LibName, c.LibVer, c.W.Proto())
+		c.ID, c.Addr, c.name, int(time.Since(c.Created).Seconds()), cmd, c.libName, c.libVer, c.proto)
 }
 
 func cmdDBSize(d *Dispatcher, c *Client, args [][]byte) {

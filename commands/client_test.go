@@ -1,0 +1,69 @@
+package commands
+
+import (
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/delayd/delayd/engine"
+)
+
+// textWriter is a Writer that records replies as text, for tests.
+type textWriter struct {
+	sb    strings.Builder
+	proto int
+}
+
+func (w *textWriter) Status(s string)     { w.sb.WriteString("+" + s + "\n") }
+func (w *textWriter) Error(s string)      { w.sb.WriteString("-" + s + "\n") }
+func (w *textWriter) Int(n int64)         { w.sb.WriteString(":int\n") }
+func (w *textWriter) Bulk(b []byte)       { w.sb.WriteString("$" + string(b) + "\n") }
+func (w *textWriter) BulkString(s string) { w.sb.WriteString("$" + s + "\n") }
+func (w *textWriter) Null()               { w.sb.WriteString("null\n") }
+func (w *textWriter) NullArray()          { w.sb.WriteString("nullarray\n") }
+func (w *textWriter) Array(n int)         { w.sb.WriteString("*\n") }
+func (w *textWriter) Map(n int)           { w.sb.WriteString("%\n") }
+func (w *textWriter) Proto() int          { return w.proto }
+func (w *textWriter) SetProto(p int)      { w.proto = p }
+
+func args(s ...string) [][]byte {
+	out := make([][]byte, len(s))
+	for i, a := range s {
+		out[i] = []byte(a)
+	}
+	return out
+}
+
+// CLIENT LIST reads other connections' state while their goroutines change
+// it: under -race this fails if any of it is read bare.
+func TestClientListWhileOthersChangeTheirState(t *testing.T) {
+	eng, err := engine.New(engine.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	d := New(Options{Engine: eng, Config: map[string]string{}})
+	a := d.NewClient(&textWriter{proto: 2}, "a")
+	b := d.NewClient(&textWriter{proto: 2}, "b")
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for range 500 {
+			d.Exec(a, args("CLIENT", "SETNAME", "worker"))
+			d.Exec(a, args("CLIENT", "SETINFO", "LIB-NAME", "go-redis"))
+			d.Exec(a, args("HELLO", "3"))
+			d.Exec(a, args("PING"))
+		}
+	})
+	wg.Go(func() {
+		for range 500 {
+			d.Exec(b, args("CLIENT", "LIST"))
+		}
+	})
+	wg.Wait()
+	b.W.(*textWriter).sb.Reset()
+	d.Exec(b, args("CLIENT", "LIST"))
+	out := b.W.(*textWriter).sb.String()
+	if !strings.Contains(out, "name=worker") || !strings.Contains(out, "lib-name=go-redis") || !strings.Contains(out, "resp=3") {
+		t.Fatalf("CLIENT LIST: %q", out)
+	}
+}
