@@ -1,0 +1,84 @@
+package main
+
+import (
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestConfigPrecedence(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "delayd.yaml")
+	if err := os.WriteFile(file, []byte("port: 7001\nmax-jobs: 5\nappendfsync: always\ntick: 3\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name    string
+		args    []string
+		env     []string
+		port    int
+		maxJobs int
+		fsync   string
+	}{
+		{"defaults", nil, nil, 6380, 0, "everysec"},
+		{"file", []string{"--config", file}, nil, 7001, 5, "always"},
+		{"env beats file", []string{"--config", file}, []string{"DELAYD_PORT=7002", "DELAYD_MAX_JOBS=9"}, 7002, 9, "always"},
+		{"flag beats env", []string{"--config", file, "--port", "7003"}, []string{"DELAYD_PORT=7002"}, 7003, 5, "always"},
+		{"file from env", nil, []string{"DELAYD_CONFIG=" + file}, 7001, 5, "always"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := loadConfig(tc.args, tc.env, io.Discard)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.Port != tc.port || c.MaxJobs != tc.maxJobs || c.AppendFsync != tc.fsync {
+				t.Fatalf("port %d max-jobs %d appendfsync %s; want %d %d %s", c.Port, c.MaxJobs, c.AppendFsync, tc.port, tc.maxJobs, tc.fsync)
+			}
+		})
+	}
+}
+
+func TestConfigRejectsBadValues(t *testing.T) {
+	dir := t.TempDir()
+	unknown := filepath.Join(dir, "unknown.yaml")
+	os.WriteFile(unknown, []byte("prot: 1\n"), 0o644)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--port", "70000"}, "port"},
+		{[]string{"--appendfsync", "sometimes"}, "appendfsync"},
+		{[]string{"--appendonly", "maybe"}, "appendonly"},
+		{[]string{"--tick", "0"}, "tick"},
+		{[]string{"--max-payload-bytes", "100000000"}, "max-payload-bytes"},
+		{[]string{"--config", unknown}, `unknown setting "prot"`},
+		{[]string{"--config", filepath.Join(dir, "missing.yaml")}, "missing.yaml"},
+		{[]string{"extra"}, "unexpected argument"},
+	} {
+		_, err := loadConfig(tc.args, nil, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: error %v, want one naming %q", tc.args, err, tc.want)
+		}
+	}
+}
+
+// The config file in the repository documents every setting, with its default.
+func TestConfigYAMLDocumentsEveryDefault(t *testing.T) {
+	c, err := loadConfig([]string{"--config", "config.yaml"}, nil, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, _ := loadConfig(nil, nil, io.Discard)
+	c.ConfigFile = ""
+	if c != d {
+		t.Fatalf("config.yaml differs from the built-in defaults:\n file: %+v\n defaults: %+v", c, d)
+	}
+	text, _ := os.ReadFile("config.yaml")
+	for _, s := range settings {
+		if !strings.Contains(string(text), "\n"+s.name+":") {
+			t.Errorf("config.yaml does not document %s", s.name)
+		}
+	}
+}
