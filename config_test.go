@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/delayd/delayd/aof"
 )
 
 func TestConfigPrecedence(t *testing.T) {
@@ -80,5 +82,42 @@ func TestConfigYAMLDocumentsEveryDefault(t *testing.T) {
 		if !strings.Contains(string(text), "\n"+s.name+":") {
 			t.Errorf("config.yaml does not document %s", s.name)
 		}
+	}
+}
+
+func TestCheckLog(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "delayd.aof")
+	w, err := aof.Create(aof.OS, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 10 {
+		w.Append([]byte("a record of some length"))
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	if code := run([]string{"check-log", "--dir", dir}, nil, &out); code != 0 || !strings.Contains(out.String(), "ok: 10 records") {
+		t.Fatalf("healthy log: exit %d, %q", code, out.String())
+	}
+	data, _ := os.ReadFile(path)
+	data[len(data)/2] ^= 0x40 // damage before the tail
+	os.WriteFile(path, data, 0o644)
+	out.Reset()
+	if code := run([]string{"check-log", "--dir", dir}, nil, &out); code != 1 || !strings.Contains(out.String(), path) {
+		t.Fatalf("damaged log: exit %d, %q", code, out.String())
+	}
+	out.Reset()
+	if code := run([]string{"check-log", "--dir", dir, "--repair"}, nil, &out); code != 0 || !strings.Contains(out.String(), "repaired") {
+		t.Fatalf("repair: exit %d, %q", code, out.String())
+	}
+	if _, err := os.Stat(path + aof.BrokenSuffix); err != nil {
+		t.Fatalf("cut part not kept: %v", err)
+	}
+	out.Reset()
+	if code := run([]string{"check-log", "--dir", dir}, nil, &out); code != 0 {
+		t.Fatalf("after repair: exit %d, %q", code, out.String())
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"runtime/pprof"
 	"strconv"
 	"strings"
@@ -22,6 +23,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/spf13/pflag"
 
+	"github.com/delayd/delayd/aof"
 	"github.com/delayd/delayd/commands"
 	"github.com/delayd/delayd/engine"
 	"github.com/delayd/delayd/resp"
@@ -34,6 +36,9 @@ func main() {
 }
 
 func run(args, environ []string, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "check-log" {
+		return checkLog(args[1:], stderr)
+	}
 	for _, a := range args {
 		if a == "--version" || a == "-version" {
 			fmt.Fprintln(stderr, "delayd", version)
@@ -143,6 +148,42 @@ func run(args, environ []string, stderr io.Writer) int {
 		return 1
 	}
 	log.Info().Str("reason", why).Dur("took", time.Since(start)).Msg("delayd stopped")
+	return 0
+}
+
+// checkLog is "delayd check-log [--dir DIR] [--repair]": it reads the log
+// as start-up would, says what it found, and with --repair cuts a log damaged
+// before its tail at the damage (keeping the rest as *.broken). Like
+// start-up, it cuts a torn last record. Exit 0: the log is usable.
+func checkLog(args []string, stderr io.Writer) int {
+	fs := pflag.NewFlagSet("delayd check-log", pflag.ContinueOnError)
+	fs.SetOutput(stderr)
+	dir := fs.String("dir", "./data", "data directory")
+	repair := fs.Bool("repair", false, "cut the log at the damage, keeping what was cut as *.broken")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	path := filepath.Join(*dir, engine.LogFile)
+	res, err := aof.Replay(aof.OS, path, nil)
+	var ce *aof.CorruptError
+	switch {
+	case errors.As(err, &ce) && *repair:
+		cut, rerr := aof.Repair(aof.OS, path)
+		if rerr != nil {
+			fmt.Fprintln(stderr, "delayd check-log:", rerr)
+			return 1
+		}
+		fmt.Fprintf(stderr, "%s: repaired: cut at offset %d, the rest kept in %s\n", path, cut, path+aof.BrokenSuffix)
+		return 0
+	case err != nil:
+		fmt.Fprintln(stderr, "delayd check-log:", err)
+		return 1
+	}
+	fmt.Fprintf(stderr, "%s: ok: %d records, %d bytes", path, res.Records, res.Size)
+	if res.TornBytes > 0 {
+		fmt.Fprintf(stderr, "; a torn last record (%d bytes) was cut off", res.TornBytes)
+	}
+	fmt.Fprintln(stderr)
 	return 0
 }
 
