@@ -13,13 +13,14 @@
 //
 // # Memory
 //
-// Jobs live in a slab ([]job) of pointer-free records linked by slot numbers;
-// ids and payloads live in a byte arena of 1 MiB chunks; the index is a
-// map[uint64]uint32 from a hash of (queue, id) to a chain of slots. None of
-// these hold pointers, so the garbage collector does not scan per-job memory,
-// and 10M pending jobs do not slow every GC cycle. An earlier design with one
-// heap object per job (links as pointers, payload as []byte) cost three
-// pointers per job to scan.
+// Jobs live in a paged slab of pointer-free 72-byte records linked by slot
+// numbers (pages never move, so growth never copies under the lock); ids and
+// payloads live in a byte arena of 1 MiB chunks; server-made ids key a
+// map[uint64]uint32 to their slot, client ids go through a hash of
+// (queue, id) to a chain of slots. None of these hold pointers, so the
+// garbage collector does not scan per-job memory, and 10M pending jobs do
+// not slow every GC cycle. An earlier design with one heap object per job
+// (links as pointers, payload as []byte) cost three pointers per job to scan.
 //
 // # Synchronization
 //

@@ -1,7 +1,7 @@
-// Package resp is delayd's network front end: it accepts connections, reads
-// RESP2/RESP3 and inline (telnet) commands with redcon's reader, hands each
-// command to the commands dispatcher, and writes the replies back, one write
-// per batch of pipelined commands.
+// Package resp is delayd's network front end: it accepts connections, parses
+// RESP commands (and inline telnet lines, with redcon's parser), hands each to
+// the commands dispatcher, and writes the replies back in RESP2 or RESP3, one
+// write per batch of pipelined commands.
 //
 // It owns what only a connection can know: the reply encoding the client
 // chose (HELLO 3), the output buffer, and whether the client is still there.
