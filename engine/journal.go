@@ -55,6 +55,9 @@ type journal struct {
 	broken    error  // sticky log failure: writes are refused
 	replaying bool
 	rewriting bool
+	// aborted is set when a log write fails during a rewrite: its tail then
+	// holds writes that were undone, so the rewrite must not be installed.
+	aborted bool
 	rwTail    []byte // records logged since the rewrite's snapshot began
 	scratch   []byte
 
@@ -362,6 +365,9 @@ func (e *Engine) logFailure(first uint64, err error) {
 		// restart replays what the disk really holds.
 		j.broken = err
 	}
+	if j.rewriting {
+		j.aborted = true // its tail holds the writes being undone
+	}
 	if rerr := e.reloadLocked(); rerr != nil {
 		j.broken = rerr
 		e.opts.Logger.Error().Err(rerr).Msg("reloading the log after a failed write")
@@ -467,6 +473,8 @@ func (e *Engine) maybeAutoRewrite(size int64) {
 	}
 }
 
+var errRewriteAborted = errors.New("a log write failed during the rewrite; it was abandoned")
+
 // ErrRewriteRunning is returned by Rewrite while one is in progress.
 var ErrRewriteRunning = errors.New("Background append only file rewriting already in progress")
 
@@ -508,7 +516,7 @@ func (e *Engine) Rewrite() error {
 	}
 	snapTime := e.nowMs()
 	meta := rec{op: opMeta, time: snapTime, sid: e.lastSID, seq: e.seq}
-	j.rewriting, j.rwTail = true, nil
+	j.rewriting, j.rwTail, j.aborted = true, nil, false
 	started := time.Now()
 
 	go func() {
@@ -527,6 +535,10 @@ func (e *Engine) Rewrite() error {
 			const chunk = 1024
 			for i := 0; i < len(plan); i += chunk {
 				e.mu.Lock()
+				if j.aborted { // the engine was reloaded: the plan's slots mean nothing now
+					e.mu.Unlock()
+					break
+				}
 				for _, p := range plan[i:min(i+chunk, len(plan))] {
 					jb := e.jobs.at(p.slot)
 					if jb.state == stateFree {
@@ -564,6 +576,12 @@ func (e *Engine) Rewrite() error {
 			// is still pending for the old log, so the new log covers it.
 			j.wmu.Lock()
 			e.mu.Lock()
+			if j.aborted {
+				j.rwTail, j.rewriting = nil, false
+				e.mu.Unlock()
+				j.wmu.Unlock()
+				return fail(errRewriteAborted)
+			}
 			eachRecord(j.rwTail, w.Append)
 			err = w.Flush()
 			if err == nil {

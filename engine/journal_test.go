@@ -424,3 +424,44 @@ func TestCorruptLogRefusesToStartUnlessRepaired(t *testing.T) {
 		}
 	})
 }
+
+// A write that fails while a rewrite runs is undone in memory; the rewrite,
+// whose tail already holds that write, must then be abandoned, or the write
+// would come back at the next start.
+func TestFailedWriteAbandonsRewrite(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fs := aof.NewMemFS()
+		e := mustNew(t, exact(slowSyncFS{fs}, FsyncEverySec))
+		for i := range 2000 {
+			add(t, e, "q", 60_000, fmt.Sprint(i))
+		}
+		e.WaitDurable(e.j.ticket)
+		before := dump(e)
+		if err := e.Rewrite(); err != nil {
+			t.Fatal(err)
+		}
+		// The rewrite's fsync takes a (fake) millisecond; this write fails
+		// before it can finish.
+		fs.Inject(aof.Fault{Op: aof.OpWrite, Path: "/data/" + LogFile})
+		res, err := e.Add(AddArgs{Queue: b("q"), ID: b("undone"), Payload: b("x"), Retry: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := e.WaitDurable(res.Ticket); !errors.Is(err, ErrLog) {
+			t.Fatalf("write during the rewrite: %v", err)
+		}
+		sleep(10 * time.Millisecond)
+		if got := fmt.Sprint(e.Persistence()); !strings.Contains(got, "aof_last_bgrewrite_status err") {
+			t.Fatalf("rewrite not abandoned: %v", got)
+		}
+		e.Close()
+		e = mustNew(t, exact(fs, FsyncEverySec))
+		defer e.Close()
+		if _, ok := e.Get(b("q"), b("undone")); ok {
+			t.Fatal("the undone write came back after a restart")
+		}
+		if after := dump(e); after != before {
+			t.Fatal("state after restart differs from the state before the failed write")
+		}
+	})
+}
