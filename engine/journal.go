@@ -58,8 +58,8 @@ type journal struct {
 	// aborted is set when a log write fails during a rewrite: its tail then
 	// holds writes that were undone, so the rewrite must not be installed.
 	aborted bool
-	rwTail    []byte // records logged since the rewrite's snapshot began
-	scratch   []byte
+	rwTail  []byte // records logged since the rewrite's snapshot began
+	scratch []byte
 
 	kick chan struct{}
 	done chan struct{}
