@@ -410,16 +410,8 @@ func (e *Engine) reloadLocked() error {
 	}
 	for _, p := range waiting {
 		qi, _ := e.queueFor([]byte(p.name), true)
-		q := &e.queues[qi]
 		for _, l := range p.links {
-			l.q, l.prev, l.next = qi, q.wtail, nil
-			if q.wtail != nil {
-				q.wtail.next = l
-			} else {
-				q.whead = l
-			}
-			q.wtail = l
-			q.nwait++
+			e.park(l, qi)
 		}
 	}
 	e.advanceLocked(e.nowMs())

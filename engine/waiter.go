@@ -47,20 +47,24 @@ func (e *Engine) PopOrWait(names [][]byte, mode PopMode) (Delivery, *Waiter, err
 	w := &Waiter{ready: make(chan struct{}, 1), links: make([]waitLink, len(names)), mode: mode}
 	for i, name := range names {
 		qi, _ := e.queueFor(name, true)
-		l := &w.links[i]
-		l.w, l.q = w, qi
-		q := &e.queues[qi]
-		l.prev = q.wtail
-		if q.wtail != nil {
-			q.wtail.next = l
-		} else {
-			q.whead = l
-		}
-		q.wtail = l
-		q.nwait++
+		w.links[i].w = w
+		e.park(&w.links[i], qi)
 	}
 	e.stats.WaitersNow++
 	return Delivery{}, w, nil
+}
+
+// park appends a waiter's link to the tail of queue qi's FIFO. O(1).
+func (e *Engine) park(l *waitLink, qi uint32) {
+	q := &e.queues[qi]
+	l.q, l.prev, l.next = qi, q.wtail, nil
+	if q.wtail != nil {
+		q.wtail.next = l
+	} else {
+		q.whead = l
+	}
+	q.wtail = l
+	q.nwait++
 }
 
 // CancelWait ends a wait that timed out or whose client left. If the waiter
