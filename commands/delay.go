@@ -71,7 +71,7 @@ func (d *Dispatcher) add(c *Client, args [][]byte, a engine.AddArgs) {
 			return
 		}
 	}
-	res, err := d.eng.Add(a)
+	res, err := d.engineFor(c).Add(a)
 	switch {
 	case err != nil:
 		d.replyErr(c, err)
@@ -84,7 +84,7 @@ func (d *Dispatcher) add(c *Client, args [][]byte, a engine.AddArgs) {
 }
 
 func cmdCancel(d *Dispatcher, c *Client, args [][]byte) {
-	n, ticket, err := d.eng.Cancel(args[1], args[2:])
+	n, ticket, err := d.engineFor(c).Cancel(args[1], args[2:])
 	if err != nil {
 		d.replyErr(c, err)
 		return
@@ -104,7 +104,7 @@ func cmdPop(d *Dispatcher, c *Client, args [][]byte) {
 
 // blockingPop is DELAY.POP, BLPOP and BRPOP: pop now, or park the client.
 func (d *Dispatcher) blockingPop(c *Client, keys [][]byte, timeout time.Duration, mode engine.PopMode) {
-	job, w, err := d.eng.PopOrWait(keys, mode)
+	job, w, err := d.engineFor(c).PopOrWait(keys, mode)
 	switch {
 	case err != nil:
 		// Shutting down: a blocked pop answers null, and so does a new one.
@@ -133,7 +133,7 @@ func writeJob(w Writer, job engine.Delivery, mode engine.PopMode) {
 }
 
 func cmdAck(d *Dispatcher, c *Client, args [][]byte) {
-	n, ticket, err := d.eng.Ack(args[1], args[2:])
+	n, ticket, err := d.engineFor(c).Ack(args[1], args[2:])
 	if err != nil {
 		d.replyErr(c, err)
 		return
@@ -152,12 +152,12 @@ func cmdNack(d *Dispatcher, c *Client, args [][]byte) {
 		}
 		delay = n
 	}
-	ok, ticket, err := d.eng.Nack(args[1], args[2], delay)
+	ok, ticket, err := d.engineFor(c).Nack(args[1], args[2], delay)
 	d.replyBool(c, ok, ticket, err)
 }
 
 func cmdTouch(d *Dispatcher, c *Client, args [][]byte) {
-	ok, ticket, err := d.eng.Touch(args[1], args[2])
+	ok, ticket, err := d.engineFor(c).Touch(args[1], args[2])
 	d.replyBool(c, ok, ticket, err)
 }
 
@@ -174,7 +174,7 @@ func (d *Dispatcher) replyBool(c *Client, ok bool, ticket uint64, err error) {
 }
 
 func cmdGet(d *Dispatcher, c *Client, args [][]byte) {
-	j, ok := d.eng.Get(args[1], args[2])
+	j, ok := d.engineFor(c).Get(args[1], args[2])
 	if !ok {
 		c.W.Null()
 		return
@@ -204,7 +204,7 @@ func cmdGet(d *Dispatcher, c *Client, args [][]byte) {
 }
 
 func cmdStats(d *Dispatcher, c *Client, args [][]byte) {
-	s := d.eng.QueueStats(args[1])
+	s := d.engineFor(c).QueueStats(args[1])
 	fields := []struct {
 		name string
 		n    uint64
@@ -238,7 +238,7 @@ func cmdPeek(d *Dispatcher, c *Client, args [][]byte) {
 		}
 		count = n
 	}
-	pairs := d.eng.Peek(args[1], int(min(count, 1<<30)))
+	pairs := d.engineFor(c).Peek(args[1], int(min(count, 1<<30)))
 	c.W.Array(len(pairs))
 	for _, p := range pairs {
 		c.W.Array(2)

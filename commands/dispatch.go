@@ -292,3 +292,11 @@ func parseTimeout(b []byte) (time.Duration, string) {
 	}
 	return d, ""
 }
+
+// engineFor is the engine a handler of c's command works on. Handlers reach
+// the engine only through it, never through d.eng, so that the commands of a
+// transaction can run on the engine held for the whole EXEC, and so that
+// nothing reaches an engine still loading its log.
+func (d *Dispatcher) engineFor(c *Client) *engine.Engine {
+	return d.eng
+}

@@ -8,7 +8,7 @@ import (
 // reply shapes, so existing list workers need no change.
 
 func cmdLLen(d *Dispatcher, c *Client, args [][]byte) {
-	c.W.Int(int64(d.eng.Len(args[1])))
+	c.W.Int(int64(d.engineFor(c).Len(args[1])))
 }
 
 func cmdLRange(d *Dispatcher, c *Client, args [][]byte) {
@@ -18,7 +18,7 @@ func cmdLRange(d *Dispatcher, c *Client, args [][]byte) {
 		c.W.Error(errNotInteger)
 		return
 	}
-	items := d.eng.Range(args[1], start, stop)
+	items := d.engineFor(c).Range(args[1], start, stop)
 	c.W.Array(len(items))
 	for _, it := range items {
 		c.W.Bulk(it)
@@ -44,7 +44,7 @@ func (d *Dispatcher) listPop(c *Client, args [][]byte, right bool) {
 		}
 		count = n
 	}
-	jobs, ok := d.eng.ListPop(args[1], int(min(count, 1<<30)), right)
+	jobs, ok := d.engineFor(c).ListPop(args[1], int(min(count, 1<<30)), right)
 	for _, j := range jobs {
 		c.Ticket = max(c.Ticket, j.Ticket)
 	}
@@ -57,7 +57,7 @@ func (d *Dispatcher) listPop(c *Client, args [][]byte, right bool) {
 		return
 	}
 	if !ok {
-		if count == 0 && d.eng.Len(args[1]) > 0 {
+		if count == 0 && d.engineFor(c).Len(args[1]) > 0 {
 			c.W.Array(0)
 			return
 		}
@@ -86,7 +86,7 @@ func cmdRPush(d *Dispatcher, c *Client, args [][]byte) { d.push(c, args, false) 
 func cmdLPush(d *Dispatcher, c *Client, args [][]byte) { d.push(c, args, true) }
 
 func (d *Dispatcher) push(c *Client, args [][]byte, head bool) {
-	n, ticket, err := d.eng.Push(args[1], args[2:], head)
+	n, ticket, err := d.engineFor(c).Push(args[1], args[2:], head)
 	if err != nil {
 		d.replyErr(c, err)
 		return
@@ -96,7 +96,7 @@ func (d *Dispatcher) push(c *Client, args [][]byte, head bool) {
 }
 
 func cmdDel(d *Dispatcher, c *Client, args [][]byte) {
-	n, ticket, err := d.eng.Del(args[1:])
+	n, ticket, err := d.engineFor(c).Del(args[1:])
 	if err != nil {
 		d.replyErr(c, err)
 		return
@@ -106,11 +106,11 @@ func cmdDel(d *Dispatcher, c *Client, args [][]byte) {
 }
 
 func cmdExists(d *Dispatcher, c *Client, args [][]byte) {
-	c.W.Int(int64(d.eng.ExistsCount(args[1:])))
+	c.W.Int(int64(d.engineFor(c).ExistsCount(args[1:])))
 }
 
 func cmdType(d *Dispatcher, c *Client, args [][]byte) {
-	if d.eng.ExistsCount(args[1:2]) > 0 {
+	if d.engineFor(c).ExistsCount(args[1:2]) > 0 {
 		c.W.Status("list")
 		return
 	}

@@ -248,7 +248,7 @@ func (d *Dispatcher) clientLine(c *Client) string {
 }
 
 func cmdDBSize(d *Dispatcher, c *Client, args [][]byte) {
-	c.W.Int(int64(d.eng.Info().Queues))
+	c.W.Int(int64(d.engineFor(c).Info().Queues))
 }
 
 func cmdTime(d *Dispatcher, c *Client, args [][]byte) {

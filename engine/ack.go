@@ -13,7 +13,11 @@ package engine
 func (e *Engine) reserveAt(s uint32, deadline int64) {
 	j := e.jobs.at(s)
 	j.state = stateReserved
-	e.queues[j.queue].reserved++
+	q := &e.queues[j.queue]
+	q.reserved++
+	if q.watch != nil {
+		e.changed(q)
+	}
 	if !e.wheel.Add(s, deadline, j.seq) {
 		// The deadline is already past (a replayed reservation whose time
 		// went by while the server was down): it expires on the next advance.
@@ -47,8 +51,7 @@ func (e *Engine) endDelivery(s uint32, now, due int64, logIt bool) uint64 {
 	}
 	if due > now && e.wheel.Add(s, due, j.seq) {
 		j.due = due
-		j.state = stateDelayed
-		e.queues[j.queue].delayed++
+		e.markDelayed(s)
 		e.poke(due)
 		log(0)
 		return ticket
@@ -232,8 +235,8 @@ func (e *Engine) applyMove(r *rec) {
 	case r.flags&flagHead != 0:
 		e.pushReady(s, true)
 	case r.flags&flagReady == 0 && r.due > r.time && e.wheel.Add(s, r.due, r.seq):
-		j.due, j.state = r.due, stateDelayed
-		e.queues[j.queue].delayed++
+		j.due = r.due
+		e.markDelayed(s)
 		return
 	default:
 		e.pushReady(s, false)

@@ -157,8 +157,7 @@ func (e *Engine) put(r *rec, fresh bool) {
 	case r.flags&flagHead != 0:
 		e.pushReady(s, true)
 	case r.flags&flagReady == 0 && r.due > r.time && e.wheel.Add(s, r.due, r.seq):
-		j.state = stateDelayed
-		e.queues[qi].delayed++
+		e.markDelayed(s)
 		e.poke(r.due)
 		return
 	default:

@@ -129,6 +129,7 @@ type queue struct {
 	whead, wtail             *waitLink
 	nwait                    int
 	live                     bool
+	watch                    *watch // non-nil while the name is watched or tracked (watch.go)
 	// Counters for DELAY.STATS; like the queue, they go when it empties.
 	deliveries, redeliveries, acks, nacks, expired, deadLettered uint64
 }
@@ -157,6 +158,8 @@ type Engine struct {
 	// by slot, rather than spending 8 bytes of every job on it.
 	deadLetters map[uint32][]byte
 	armed       int64 // deadline the timer goroutine sleeps until, or 0
+	watches     map[string]*watch // names watched or tracked (watch.go)
+	onChange    func(name string)
 	// sidLike is set once a client id that reads as a server id is stored:
 	// only then can a new server id collide, and need a lookup.
 	sidLike bool

@@ -405,6 +405,7 @@ func (e *Engine) reloadLocked() error {
 	}
 	e.resetState()
 	_, err := e.replayFile()
+	e.changedAll()
 	if e.wheel == nil {
 		e.wheel = wheel.New(e.opts.Tick, e.nowMs())
 	}

@@ -21,6 +21,9 @@ func (e *Engine) queueFor(name []byte, create bool) (uint32, bool) {
 	}
 	e.queues[qi] = queue{name: string(name), live: true}
 	e.byName[e.queues[qi].name] = qi
+	if len(e.watches) > 0 {
+		e.queues[qi].watch = e.watches[e.queues[qi].name]
+	}
 	return qi, true
 }
 
@@ -41,6 +44,9 @@ func (e *Engine) pushReady(s uint32, atHead bool) {
 	q := &e.queues[j.queue]
 	j.state = stateReady
 	q.ready++
+	if q.watch != nil {
+		e.changed(q)
+	}
 	if atHead {
 		j.prev, j.next = 0, q.head
 		if q.head != 0 {
@@ -58,6 +64,17 @@ func (e *Engine) pushReady(s uint32, atHead bool) {
 		q.head = s + 1
 	}
 	q.tail = s + 1
+}
+
+// markDelayed counts the job in slot s, just added to the wheel, as delayed.
+func (e *Engine) markDelayed(s uint32) {
+	j := e.jobs.at(s)
+	q := &e.queues[j.queue]
+	j.state = stateDelayed
+	q.delayed++
+	if q.watch != nil {
+		e.changed(q)
+	}
 }
 
 func (e *Engine) unlinkReady(s uint32) {
@@ -83,6 +100,9 @@ func (e *Engine) unlinkReady(s uint32) {
 func (e *Engine) detach(s uint32) {
 	j := e.jobs.at(s)
 	q := &e.queues[j.queue]
+	if q.watch != nil {
+		e.changed(q)
+	}
 	switch j.state {
 	case stateDelayed:
 		e.wheel.Remove(s)
