@@ -157,7 +157,7 @@ type Engine struct {
 	// deadLetters names the dead-letter queue of the few jobs that have one,
 	// by slot, rather than spending 8 bytes of every job on it.
 	deadLetters map[uint32][]byte
-	armed       int64 // deadline the timer goroutine sleeps until, or 0
+	armed       int64             // deadline the timer goroutine sleeps until, or 0
 	watches     map[string]*watch // names watched or tracked (watch.go)
 	onChange    func(name string)
 	// sidLike is set once a client id that reads as a server id is stored:
