@@ -135,10 +135,48 @@ type queue struct {
 }
 
 // Engine owns every job and queue. See the package doc for the locking story.
+//
+// An Engine is a handle on the state. The one New returns takes the state's
+// lock in every public method; the handle Atomic passes to its function
+// runs inside the lock Atomic already holds (see engineLock), so the same
+// methods serve both, and a method written with the usual
+// e.mu.Lock(); defer e.mu.Unlock() works inside a transaction unchanged.
 type Engine struct {
+	*core
+	mu engineLock
+	// txNow and txUp are the time a transaction's handle reads (clock):
+	// time stands still inside a transaction, as Redis fixes the time its
+	// EXEC sees, so no job fires between two of its commands.
+	txNow, txUp int64
+}
+
+// engineLock is the lock as one handle sees it: the state's mutex, or, for a
+// transaction's handle, nothing, because Atomic holds the mutex for the
+// whole transaction. The cost on the hot path is one branch.
+type engineLock struct {
+	m    *sync.Mutex
+	held bool // this handle runs inside Atomic: the mutex is already held
+}
+
+// Lock takes the state's mutex unless the handle runs inside Atomic.
+func (l *engineLock) Lock() {
+	if !l.held {
+		l.m.Lock()
+	}
+}
+
+// Unlock releases what Lock took.
+func (l *engineLock) Unlock() {
+	if !l.held {
+		l.m.Unlock()
+	}
+}
+
+// core is the state every Engine handle reaches.
+type core struct {
 	opts Options
 
-	mu sync.Mutex // guards everything below
+	mutex sync.Mutex // guards everything below; reached through Engine.mu
 
 	wheel   *wheel.Wheel
 	jobs    slab
@@ -206,7 +244,7 @@ func New(opts Options) (*Engine, error) {
 	// ready when the wall clock reads D, not up to a millisecond later.
 	now := opts.Now()
 	now = now.Add(-time.Duration(now.UnixNano() % int64(time.Millisecond)))
-	e := &Engine{
+	e := &Engine{core: &core{
 		opts:        opts,
 		index:       make(map[uint64]uint32),
 		sids:        make(map[uint64]uint32),
@@ -219,7 +257,8 @@ func New(opts Options) (*Engine, error) {
 		quit:        make(chan struct{}),
 		done:        make(chan struct{}),
 		logQuit:     make(chan struct{}),
-	}
+	}}
+	e.mu.m = &e.core.mutex
 	if opts.AppendOnly {
 		if err := e.openLog(); err != nil {
 			return nil, err
