@@ -203,6 +203,10 @@ type core struct {
 	sidLike bool
 	closed  bool
 	stats   Stats
+	// inTx is set while Atomic runs: records go to the unit, and queues
+	// whose waiters a write would serve wait in txServe until it ends.
+	inTx    bool
+	txServe []uint32
 
 	start   time.Time // monotonic base
 	startMs int64     // unix ms at start
@@ -303,6 +307,9 @@ func (e *Engine) releaseReservations() {
 // after start cannot make a job early or late. Flooring both parts keeps it
 // at or before the true time, so a job is never handed out before its due ms.
 func (e *Engine) nowMs() int64 {
+	if e.mu.held {
+		return e.txNow
+	}
 	return e.startMs + int64(e.opts.Now().Sub(e.start)/time.Millisecond)
 }
 
@@ -318,6 +325,9 @@ func (e *Engine) laterMs(d int64) int64 {
 // clock reads the time once: now floored (nowMs) and rounded up to a whole
 // millisecond (what laterMs adds to).
 func (e *Engine) clock() (now, up int64) {
+	if e.mu.held {
+		return e.txNow, e.txUp
+	}
 	elapsed := e.opts.Now().Sub(e.start)
 	now = e.startMs + int64(elapsed/time.Millisecond)
 	up = now
@@ -412,6 +422,9 @@ func (e *Engine) advanceLocked(now int64) {
 // still finishing (and jobs handed back by clients that left) are logged;
 // Close ends it.
 func (e *Engine) Stop() {
+	if e.mu.held {
+		panic("engine: Stop inside Atomic") // it waits for the timer goroutine, which needs the lock
+	}
 	e.mu.Lock()
 	if e.closed {
 		e.mu.Unlock()
@@ -432,6 +445,9 @@ func (e *Engine) Stop() {
 // Close stops the engine and flushes and fsyncs the log, whatever the fsync
 // policy, then closes it.
 func (e *Engine) Close() error {
+	if e.mu.held {
+		return ErrInTransaction
+	}
 	e.Stop()
 	if e.j.log == nil {
 		return nil

@@ -61,6 +61,15 @@ type journal struct {
 	rwTail  []byte // records logged since the rewrite's snapshot began
 	scratch []byte
 
+	// A transaction's unit (tx.go), guarded by Engine.mu: its records while
+	// Atomic runs, and its ticket once it logged one.
+	unit       []byte
+	unitTicket uint64
+	// Replay's gathering of a unit logged in parts.
+	unitBuf  []byte
+	unitOpen bool
+	unitNext uint64 // the part expected next
+
 	kick chan struct{}
 	done chan struct{}
 
@@ -78,6 +87,7 @@ type journal struct {
 	rewriteTook   time.Duration
 	rewriteErr    error
 	replayed      int
+	size          int64 // the log's size after the last write; read without wmu, which comes before mu
 }
 
 // openLog replays the log into the engine and opens it for appending.
@@ -124,6 +134,7 @@ func (e *Engine) openLog() error {
 		return err
 	}
 	j.baseSize = j.log.Size()
+	j.size = j.baseSize
 	j.replayed = res.Records
 	if res.Records > 100_000 {
 		// Replay grew the slabs and the index by doubling; give the copies
@@ -140,8 +151,10 @@ func (e *Engine) replayFile() (aof.Result, error) {
 	defer func() { j.replaying = false }()
 	start, last := time.Now(), time.Now()
 	n := 0
+	j.unitOpen, j.unitBuf = false, nil
+	defer e.dropTornUnit()
 	res, err := aof.Replay(j.fs, j.path, func(p []byte) error {
-		if err := e.apply(p); err != nil {
+		if err := e.replayRecord(p); err != nil {
 			return fmt.Errorf("%s: record %d: %w", j.path, n+1, err)
 		}
 		n++
@@ -234,21 +247,31 @@ func (e *Engine) logRec(r *rec) uint64 {
 		return 0
 	}
 	j.scratch = r.encode(j.scratch[:0])
+	if e.inTx {
+		return e.unitRec(j.scratch)
+	}
+	j.ticket++
+	e.appendPend(j.scratch, j.ticket)
+	return j.ticket
+}
+
+// appendPend appends one encoded record with this ticket to the pending
+// batch (and to a running rewrite's tail). Called with mu held.
+func (e *Engine) appendPend(b []byte, ticket uint64) {
+	j := &e.j
 	if len(j.pend) == 0 {
-		j.pendFirst = j.ticket + 1
+		j.pendFirst = ticket
 		select {
 		case j.kick <- struct{}{}:
 		default:
 		}
 	}
-	j.pend = binary.AppendUvarint(j.pend, uint64(len(j.scratch)))
-	j.pend = append(j.pend, j.scratch...)
+	j.pend = binary.AppendUvarint(j.pend, uint64(len(b)))
+	j.pend = append(j.pend, b...)
 	if j.rewriting {
-		j.rwTail = binary.AppendUvarint(j.rwTail, uint64(len(j.scratch)))
-		j.rwTail = append(j.rwTail, j.scratch...)
+		j.rwTail = binary.AppendUvarint(j.rwTail, uint64(len(b)))
+		j.rwTail = append(j.rwTail, b...)
 	}
-	j.ticket++
-	return j.ticket
 }
 
 // eachRecord calls fn for each length-prefixed record in buf.
@@ -299,6 +322,9 @@ func (e *Engine) flusher() {
 			err := j.log.Flush()
 			size := j.log.Size()
 			j.wmu.Unlock()
+			j.dmu.Lock()
+			j.size = size
+			j.dmu.Unlock()
 			if err == nil {
 				dirty = true
 				if e.opts.Fsync == FsyncAlways {
@@ -433,6 +459,9 @@ func (e *Engine) WaitDurable(ticket uint64) error {
 	if ticket == 0 {
 		return nil
 	}
+	if e.mu.held {
+		return ErrInTransaction // the flusher needs the lock this handle holds
+	}
 	j := &e.j
 	j.dmu.Lock()
 	defer j.dmu.Unlock()
@@ -474,6 +503,9 @@ var ErrRewriteRunning = errors.New("Background append only file rewriting alread
 // Rewrite starts writing the live set to a new log in the background; writes
 // go on meanwhile. The new log replaces the old one atomically.
 func (e *Engine) Rewrite() error {
+	if e.mu.held {
+		return ErrInTransaction // its goroutine needs the lock this handle holds
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	j := &e.j
@@ -596,7 +628,7 @@ func (e *Engine) Rewrite() error {
 			old.Close()
 			j.dmu.Lock()
 			j.durable = max(j.durable, last)
-			j.baseSize = size
+			j.baseSize, j.size = size, size
 			j.dmu.Unlock()
 			j.dcond.Broadcast()
 			return err
@@ -622,14 +654,12 @@ func (e *Engine) Persistence() [][2]string {
 	if j.path == "" {
 		return [][2]string{{"loading", "0"}, {"aof_enabled", "0"}}
 	}
-	j.wmu.Lock()
-	size := j.log.Size()
-	j.wmu.Unlock()
 	e.mu.Lock()
 	rewriting, broken := j.rewriting, j.broken
 	e.mu.Unlock()
 	j.dmu.Lock()
 	defer j.dmu.Unlock()
+	size := j.size // not j.log.Size(): inside a transaction mu is held, and wmu comes before mu
 	b := func(v bool) string {
 		if v {
 			return "1"

@@ -25,11 +25,23 @@ import (
 //	reserve: op time queue idkind id deadline deliveries seq (a pop with an ack timeout, or TOUCH)
 //	move:    op time queue idkind id due seq deliveries flags (NACK, or a delivery taken back)
 //	del:     op time queue                                  (DEL: every job of the queue)
+//	unit:    op part more body                              (a transaction: see below)
 //
 // idkind 0 is a server id (uvarint), 1 a client id (length-prefixed bytes).
 // Integers are varints; byte strings are uvarint length then bytes.
 // flags: head puts the job at the head of its ready list, ready at the tail
 // (neither: delayed until due), reserved makes it reserved until deadline.
+//
+// A transaction (MULTI/EXEC, Engine.Atomic) is logged as a unit: its
+// records, each as uvarint length then the record, make the unit's body,
+// and the body goes into one unit record (part 0, more 0) under the log's
+// one checksum, so a crash leaves all of it or, torn, none. A body larger
+// than one log record may be (aof.MaxRecordSize) is cut into parts 0, 1, 2,
+// ... with more = 1 on every part but the last, which is the commit. Replay
+// applies a unit only when its commit is read; parts not followed by the
+// next part or the commit (a crash cut the unit, and a restart went on
+// logging after them) are dropped whole. part is a uvarint, more one byte,
+// and the body the rest of the record.
 const (
 	opAdd     byte = 1
 	opCancel  byte = 2
@@ -38,6 +50,7 @@ const (
 	opReserve byte = 5
 	opMove    byte = 6
 	opDel     byte = 7
+	opUnit    byte = 8
 )
 
 const (

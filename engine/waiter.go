@@ -44,6 +44,11 @@ func (e *Engine) PopOrWait(names [][]byte, mode PopMode) (Delivery, *Waiter, err
 	if e.closed {
 		return Delivery{}, nil, ErrClosed
 	}
+	if e.mu.held {
+		// Inside a transaction a blocking pop is its non-blocking form, as
+		// in Redis: nothing could arrive while the transaction holds the lock.
+		return Delivery{}, nil, ErrInTransaction
+	}
 	w := &Waiter{ready: make(chan struct{}, 1), links: make([]waitLink, len(names)), mode: mode}
 	for i, name := range names {
 		qi, _ := e.queueFor(name, true)
@@ -80,8 +85,20 @@ func (e *Engine) CancelWait(w *Waiter) (Delivery, bool) {
 	return Delivery{}, false
 }
 
-// serve hands ready jobs of queue qi to its waiters, oldest first.
+// serve hands ready jobs of queue qi to its waiters, oldest first. Inside a
+// transaction it only notes the queue: Atomic serves it at the end.
 func (e *Engine) serve(qi uint32) {
+	if e.inTx {
+		if e.queues[qi].whead != nil {
+			e.txServe = append(e.txServe, qi)
+		}
+		return
+	}
+	e.serveWaiters(qi)
+}
+
+// serveWaiters is serve's loop: it hands out jobs now.
+func (e *Engine) serveWaiters(qi uint32) {
 	for {
 		q := &e.queues[qi]
 		if q.whead == nil || q.head == 0 {

@@ -1,0 +1,199 @@
+package engine
+
+import (
+	"encoding/binary"
+	"errors"
+
+	"github.com/delayd/delayd/aof"
+)
+
+// Transactions. MULTI/EXEC runs a list of commands with no other client's
+// command and no timer work in between, and the log holds them as one unit:
+// after a crash all of it is there or none of it.
+//
+// Atomic takes the lock once and hands its function a handle whose methods
+// run inside that lock (engineLock), so EXEC runs the very handlers a lone
+// command runs. While it runs:
+//
+//   - time stands still (the handle's clock reads the instant Atomic began,
+//     after the wheel was advanced to it), so no job fires and no
+//     reservation expires between two commands of the transaction;
+//   - records go to a unit buffer instead of the pending batch, and every
+//     write inside gets the unit's one ticket;
+//   - blocked clients a write would serve are served when the function
+//     returns, as Redis serves them after EXEC (an RPUSH followed by LLEN
+//     inside one transaction sees the job it pushed). Their pops are in the
+//     unit too.
+//
+// When the function returns, the unit is appended to the pending batch as
+// one framed record (see record.go, op unit), split into parts when it is
+// larger than one log record may be; the last part is the commit.
+
+// ErrInTransaction is returned by the methods that cannot run inside Atomic:
+// they would wait for something the held lock stops (a fsync, a blocked
+// client, a background rewrite), or nest a transaction.
+var ErrInTransaction = errors.New("not allowed inside a transaction")
+
+// unitPartMax bounds the body of one unit record: a unit larger than that
+// is logged as several parts. A variable so tests can make parts small.
+var unitPartMax = aof.MaxRecordSize - 32
+
+// Atomic runs fn with a handle on the engine that holds its lock for the
+// whole call: no other client's command and no timer work runs until fn
+// returns. The handle is valid only inside fn (using it after fn returned
+// panics). It returns the unit's log ticket, which every write inside fn
+// also returned: WaitDurable(ticket) waits for all of them at once; 0 when
+// nothing was logged. Inside fn, PopOrWait never parks (it returns
+// ErrInTransaction when it would), and WaitDurable, Rewrite, Stop, Close and
+// Atomic refuse.
+//
+// Cost: the lock is held for all of fn, so fn must be a bounded list of
+// O(1)-ish operations (a transaction's commands), never a wait.
+func (e *Engine) Atomic(fn func(tx *Engine)) (ticket uint64, err error) {
+	if e.mu.held {
+		return 0, ErrInTransaction
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	now, up := e.clock()
+	if e.wheel != nil {
+		e.advanceLocked(now)
+	}
+	tx := &Engine{core: e.core, mu: engineLock{m: e.mu.m, held: true}, txNow: now, txUp: up}
+	e.inTx = true
+	defer func() {
+		// Also on a panic: what was applied must be logged as it was.
+		for _, qi := range e.txServe {
+			tx.serveWaiters(qi) // their pops go into the unit: inTx is still set
+		}
+		tx.mu = engineLock{} // a handle kept past fn panics rather than race
+		e.txServe = e.txServe[:0]
+		e.inTx = false
+		ticket = e.endUnit()
+	}()
+	fn(tx)
+	return 0, nil
+}
+
+// unitRec appends a record made inside Atomic to the unit and returns the
+// unit's ticket, taken at its first record. Called with mu held.
+func (e *Engine) unitRec(b []byte) uint64 {
+	j := &e.j
+	j.unit = binary.AppendUvarint(j.unit, uint64(len(b)))
+	j.unit = append(j.unit, b...)
+	if j.unitTicket == 0 {
+		j.ticket++
+		j.unitTicket = j.ticket
+	}
+	return j.unitTicket
+}
+
+// endUnit appends the unit, if anything was logged, to the pending batch as
+// one record, or as parts with the last one the commit when it is larger
+// than unitPartMax. Every part carries the unit's ticket, so no reply of the
+// transaction leaves before the commit is written. O(size of the unit).
+func (e *Engine) endUnit() uint64 {
+	j := &e.j
+	t := j.unitTicket
+	if t == 0 {
+		return 0
+	}
+	body := j.unit
+	for part := uint64(0); ; part++ {
+		n := min(len(body), unitPartMax)
+		more := byte(0)
+		if n < len(body) {
+			more = 1
+		}
+		j.scratch = append(j.scratch[:0], opUnit)
+		j.scratch = binary.AppendUvarint(j.scratch, part)
+		j.scratch = append(j.scratch, more)
+		j.scratch = append(j.scratch, body[:n]...)
+		e.appendPend(j.scratch, t)
+		body = body[n:]
+		if more == 0 {
+			break
+		}
+	}
+	if cap(j.unit) > 1<<20 {
+		j.unit = nil // do not keep a big transaction's buffer
+	} else {
+		j.unit = j.unit[:0]
+	}
+	if cap(j.scratch) > 1<<20 {
+		j.scratch = nil
+	}
+	j.unitTicket = 0
+	return t
+}
+
+// replayRecord applies one record of the log file. A unit's parts are
+// gathered until its commit, then its records are applied in order; parts
+// whose commit never came (a crash tore the unit, and a restart may have
+// logged more after them) are dropped by whatever record comes next, and at
+// the end of the file.
+func (e *Engine) replayRecord(p []byte) error {
+	if len(p) == 0 || p[0] != opUnit {
+		e.dropTornUnit()
+		return e.apply(p)
+	}
+	d := decoder{b: p[1:]}
+	part, more := d.uvarint(), d.byte()
+	if d.err != nil || more > 1 {
+		return errBadRecord
+	}
+	j := &e.j
+	switch {
+	case part == 0:
+		e.dropTornUnit()
+		if more == 0 {
+			return e.applyUnit(d.b) // the usual case: a unit in one record, no copy
+		}
+	case !j.unitOpen || part != j.unitNext:
+		// A part whose predecessor is missing cannot commit anything.
+		e.dropTornUnit()
+		e.opts.Logger.Warn().Uint64("part", part).Msg("log: a transaction part without its start dropped")
+		return nil
+	}
+	j.unitOpen, j.unitNext = true, part+1
+	j.unitBuf = append(j.unitBuf, d.b...)
+	if more == 1 {
+		return nil
+	}
+	err := e.applyUnit(j.unitBuf)
+	j.unitOpen, j.unitBuf = false, j.unitBuf[:0]
+	return err
+}
+
+// dropTornUnit forgets the parts of a unit whose commit did not follow.
+func (e *Engine) dropTornUnit() {
+	j := &e.j
+	if !j.unitOpen {
+		return
+	}
+	e.opts.Logger.Warn().Uint64("parts", j.unitNext).Int("bytes", len(j.unitBuf)).
+		Msg("log: a transaction torn by a crash was dropped whole (its commit was never written)")
+	j.unitOpen, j.unitNext, j.unitBuf = false, 0, j.unitBuf[:0]
+}
+
+// applyUnit applies the records of a committed unit, each a uvarint length
+// then the record. The whole body is checked before any record applies, so
+// a malformed unit changes nothing.
+func (e *Engine) applyUnit(body []byte) error {
+	var r rec
+	for b := body; len(b) > 0; {
+		n, k := binary.Uvarint(b)
+		if k <= 0 || n == 0 || n > uint64(len(b)-k) || r.decode(b[k:k+int(n)]) != nil {
+			return errBadRecord
+		}
+		b = b[k+int(n):]
+	}
+	for len(body) > 0 {
+		n, k := binary.Uvarint(body)
+		if err := e.apply(body[k : k+int(n)]); err != nil {
+			return err
+		}
+		body = body[k+int(n):]
+	}
+	return nil
+}
