@@ -47,6 +47,8 @@ type Client struct {
 	Quit   bool   // close the connection once replies are flushed
 	Block  *Block // park the client until the block resolves
 	Ticket uint64 // log position the command's reply must wait for (0: none)
+
+	tx txState // MULTI and WATCH (multi.go)
 }
 
 // Options configure a Dispatcher. Only main knows where the values come from.
@@ -123,6 +125,7 @@ func (d *Dispatcher) CloseClient(c *Client) {
 	d.mu.Lock()
 	delete(d.clients, c.ID)
 	d.mu.Unlock()
+	d.endTx(c)
 }
 
 // lookup finds a command without allocating for names already in lower case.
@@ -154,18 +157,22 @@ func (d *Dispatcher) Exec(c *Client, args [][]byte) {
 	d.commandsRun.Add(1)
 	cmd := d.lookup(args[0])
 	if cmd == nil {
-		c.W.Error(unknownCommand(args))
+		d.reject(c, unknownCommand(args))
 		return
 	}
 	if !c.Authed && cmd.Flags&NoAuth == 0 {
-		c.W.Error("NOAUTH Authentication required.")
+		d.reject(c, "NOAUTH Authentication required.")
 		return
 	}
 	if (cmd.Arity > 0 && len(args) != cmd.Arity) || (cmd.Arity < 0 && len(args) < -cmd.Arity) {
-		c.W.Error("ERR wrong number of arguments for '" + cmd.Name + "' command")
+		d.reject(c, "ERR wrong number of arguments for '"+cmd.Name+"' command")
 		return
 	}
 	c.last.Store(cmd)
+	if c.tx.multi && cmd.Flags&NoQueue == 0 {
+		d.queue(c, cmd, args) // runs at its EXEC, if ever (multi.go)
+		return
+	}
 	cmd.Handler(d, c, args)
 }
 
@@ -298,5 +305,8 @@ func parseTimeout(b []byte) (time.Duration, string) {
 // transaction can run on the engine held for the whole EXEC, and so that
 // nothing reaches an engine still loading its log.
 func (d *Dispatcher) engineFor(c *Client) *engine.Engine {
+	if c.tx.eng != nil {
+		return c.tx.eng
+	}
 	return d.eng
 }

@@ -13,6 +13,8 @@ const (
 	NoAuth                     // allowed before AUTH (AUTH, HELLO, QUIT)
 	Fast                       // O(1) or O(log n)
 	Loading                    // allowed while loading
+	NoMulti                    // refused inside MULTI (it would make no sense queued)
+	NoQueue                    // runs at once even inside MULTI: MULTI, EXEC, DISCARD, WATCH, QUIT
 )
 
 var flagNames = []struct {
@@ -20,7 +22,7 @@ var flagNames = []struct {
 	name string
 }{
 	{Write, "write"}, {ReadOnly, "readonly"}, {Blocking, "blocking"}, {Admin, "admin"},
-	{NoAuth, "no_auth"}, {Fast, "fast"}, {Loading, "loading"},
+	{NoAuth, "no_auth"}, {Fast, "fast"}, {Loading, "loading"}, {NoMulti, "no_multi"},
 }
 
 // Arg documents one argument for COMMAND DOCS (redis-cli builds its hints
@@ -228,7 +230,7 @@ var table = []*Command{
 	{Name: "echo", Arity: 2, Flags: Fast, Group: "connection", Since: "1.0.0",
 		Summary: "Returns the message given.", Complexity: "O(1)",
 		Args: []Arg{str("message")}, Handler: cmdEcho},
-	{Name: "quit", Arity: -1, Flags: NoAuth | Fast, Group: "connection", Since: "1.0.0",
+	{Name: "quit", Arity: -1, Flags: NoAuth | Fast | NoQueue, Group: "connection", Since: "1.0.0",
 		Summary: "Closes the connection.", Complexity: "O(1)", Handler: cmdQuit},
 	{Name: "select", Arity: 2, Flags: Fast | Loading, Group: "connection", Since: "1.0.0",
 		Summary: "Selects database 0, the only one.", Complexity: "O(1)",
@@ -261,9 +263,25 @@ var table = []*Command{
 	{Name: "bgrewriteaof", Arity: 1, Flags: Admin, Group: "server", Since: "1.0.0",
 		Summary: "Rewrites the append-only log in the background.", Complexity: "O(1) to start",
 		Handler: cmdBgRewrite},
-	{Name: "shutdown", Arity: -1, Flags: Admin | Loading, Group: "server", Since: "1.0.0",
+	{Name: "shutdown", Arity: -1, Flags: Admin | Loading | NoMulti, Group: "server", Since: "1.0.0",
 		Summary: "Stops the server; the log is flushed and fsynced either way.", Complexity: "O(N) jobs with SAVE",
 		Args: []Arg{opt(oneof(token("NOSAVE"), token("SAVE")))}, Handler: cmdShutdown},
+
+	{Name: "multi", Arity: 1, Flags: Fast | Loading | NoQueue, Group: "transactions", Since: "1.2.0",
+		Summary: "Starts a transaction: the commands that follow are queued until EXEC.", Complexity: "O(1)",
+		Handler: cmdMulti},
+	{Name: "exec", Arity: 1, Flags: NoQueue, Group: "transactions", Since: "1.2.0",
+		Summary:    "Runs the queued commands with no other client's command in between, logged as one unit; replies their replies, or null if a watched key changed.",
+		Complexity: "The sum of the queued commands' costs", Handler: cmdExec},
+	{Name: "discard", Arity: 1, Flags: Fast | Loading | NoQueue, Group: "transactions", Since: "2.0.0",
+		Summary: "Drops the queued commands and every WATCH.", Complexity: "O(N) queued commands",
+		Handler: cmdDiscard},
+	{Name: "watch", Arity: -2, Flags: Fast | NoQueue, FirstKey: 1, LastKey: -1, Step: 1, Group: "transactions", Since: "2.2.0",
+		Summary: "Makes the next EXEC run nothing (and reply null) if any of these queues changes before it.", Complexity: "O(1) per key",
+		Args: []Arg{many(key("key"))}, Handler: cmdWatch},
+	{Name: "unwatch", Arity: 1, Flags: Fast, Group: "transactions", Since: "2.2.0",
+		Summary: "Forgets every WATCH of the connection.", Complexity: "O(N) watched keys",
+		Handler: cmdUnwatch},
 }
 
 // Table returns the command table, in reference order.
@@ -286,8 +304,9 @@ func Reference() string {
 }
 
 var groupTitles = map[string]string{
-	"delay":      "delay queue",
-	"list":       "Redis list commands on ready lists",
-	"connection": "connection",
-	"server":     "server",
+	"delay":        "delay queue",
+	"list":         "Redis list commands on ready lists",
+	"connection":   "connection",
+	"server":       "server",
+	"transactions": "transactions",
 }
