@@ -157,15 +157,15 @@ func (d *Dispatcher) Exec(c *Client, args [][]byte) {
 	d.commandsRun.Add(1)
 	cmd := d.lookup(args[0])
 	if cmd == nil {
-		d.reject(c, unknownCommand(args))
+		d.reject(c, nil, unknownCommand(args))
 		return
 	}
 	if !c.Authed && cmd.Flags&NoAuth == 0 {
-		d.reject(c, "NOAUTH Authentication required.")
+		d.reject(c, cmd, "NOAUTH Authentication required.")
 		return
 	}
 	if (cmd.Arity > 0 && len(args) != cmd.Arity) || (cmd.Arity < 0 && len(args) < -cmd.Arity) {
-		d.reject(c, "ERR wrong number of arguments for '"+cmd.Name+"' command")
+		d.reject(c, cmd, "ERR wrong number of arguments for '"+cmd.Name+"' command")
 		return
 	}
 	c.last.Store(cmd)

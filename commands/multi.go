@@ -2,6 +2,7 @@ package commands
 
 import (
 	"bytes"
+	"strings"
 
 	"github.com/delayd/delayd/engine"
 )
@@ -48,12 +49,22 @@ const (
 	errNotInMulti = "ERR Command not allowed inside a transaction"
 )
 
-// reject answers a command refused before it ran (unknown, arity, auth, not
-// allowed in MULTI); inside MULTI the refusal also dooms the EXEC.
-func (d *Dispatcher) reject(c *Client, msg string) {
-	if c.tx.multi {
-		c.tx.dirty = true
+// reject answers a command (nil if unknown) refused before it ran (arity,
+// auth, not allowed in MULTI, ...). Inside MULTI the refusal dooms the EXEC;
+// a refused EXEC ends the transaction at once, saying why, as Redis's
+// execCommandAbort does.
+func (d *Dispatcher) reject(c *Client, cmd *Command, msg string) {
+	if !c.tx.multi {
+		c.W.Error(msg)
+		return
 	}
+	if cmd != nil && cmd.Name == "exec" {
+		c.tx.multi, c.tx.dirty, c.tx.queued = false, false, nil
+		d.unwatchAll(c)
+		c.W.Error("EXECABORT Transaction discarded because of: " + strings.TrimPrefix(msg, "ERR "))
+		return
+	}
+	c.tx.dirty = true
 	c.W.Error(msg)
 }
 
@@ -61,7 +72,7 @@ func (d *Dispatcher) reject(c *Client, msg string) {
 // arguments (the reader reuses its buffer), or a refusal.
 func (d *Dispatcher) queue(c *Client, cmd *Command, args [][]byte) {
 	if cmd.Flags&NoMulti != 0 {
-		d.reject(c, errNotInMulti)
+		d.reject(c, cmd, errNotInMulti)
 		return
 	}
 	n := 0

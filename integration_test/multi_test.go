@@ -71,6 +71,12 @@ func TestMultiExecReplies(t *testing.T) {
 		cmd(errIs("ERR Command not allowed inside a transaction"), "SHUTDOWN"),
 		cmd(errIs(execAbort), "EXEC"),
 
+		// A refused EXEC ends the transaction, saying why.
+		cmd("OK", "MULTI"),
+		cmd("QUEUED", "RPUSH", "q", "never"),
+		cmd(errIs("EXECABORT Transaction discarded because of: wrong number of arguments for 'exec' command"), "EXEC", "x"),
+		cmd(2, "LLEN", "q"),
+
 		// DISCARD drops the queue.
 		cmd("OK", "MULTI"),
 		cmd("QUEUED", "RPUSH", "q", "never"),
