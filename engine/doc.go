@@ -31,6 +31,12 @@
 // time.Timer until the wheel's next deadline, so an idle server does no work.
 // An add that is earlier than that deadline wakes it.
 //
+// A transaction (Atomic) holds the mutex for all of its operations: an
+// Engine is a handle on the state, and the handle Atomic passes on skips
+// the lock its methods would take (engineLock), so every public method runs
+// inside a transaction unchanged, at the cost of one branch. Inside it time
+// stands still and the log gathers its records into one unit (tx.go).
+//
 // # Time
 //
 // Due times are unix milliseconds. The engine reads them from the monotonic
