@@ -160,7 +160,7 @@ func (e *Engine) replayFile(l *Loading) (aof.Result, error) {
 		l.loaded.Store(res.Size)
 		l.records.Store(int64(n))
 	}
-	if n > 0 {
+	if n > 0 && !errors.Is(err, ErrLoadAborted) {
 		e.opts.Logger.Info().Int("records", n).Int("jobs", e.njobs).Dur("took", time.Since(start)).
 			Int64("bytes", res.Size).Msg("log replayed")
 	}
