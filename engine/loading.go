@@ -52,7 +52,7 @@ func (l *Loading) Persistence() [][2]string {
 	eta := int64(1) // as Redis says before it can tell
 	if elapsed := time.Now().UnixNano() - start; loaded >= total && total > 0 {
 		eta = 0
-	} else if loaded > 0 && elapsed > 0 {
+	} else if records > 0 && elapsed > 0 {
 		eta = int64(float64(elapsed) / 1e9 * float64(total-loaded) / float64(loaded))
 	}
 	itoa := func(n int64) string { return strconv.FormatInt(n, 10) }
