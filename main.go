@@ -100,8 +100,12 @@ func run(args, environ []string, stderr io.Writer) int {
 			log.Error().Err(err).Msg("serve")
 		}
 	}()
+	msg := "delayd listening"
+	if cfg.AppendOnly {
+		msg = "delayd listening; loading the log"
+	}
 	log.Info().Str("addr", srv.Addr().String()).Str("dir", cfg.Dir).Bool("appendonly", cfg.AppendOnly).
-		Int("pid", os.Getpid()).Msg("delayd listening; loading the log")
+		Int("pid", os.Getpid()).Msg(msg)
 
 	start := time.Now()
 	type opened struct {

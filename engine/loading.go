@@ -86,7 +86,7 @@ func (e *Engine) replayProgress(l *Loading, records *int, start time.Time) func(
 		if now := time.Now(); now.After(next) {
 			next = now.Add(time.Second)
 			elapsed := now.Sub(start)
-			e.opts.Logger.Info().Int("records", *records).
+			e.opts.Logger.Info().Int("records", *records).Int("jobs", e.njobs).
 				Float64("percent", float64(int64(float64(off)*1000/float64(size)))/10).
 				Int64("bytes", off).Int64("total_bytes", size).
 				Int64("records_per_sec", int64(float64(*records)/elapsed.Seconds())).
