@@ -2,8 +2,10 @@
 // says DELAY.ADD orders 30000 payload, and thirty seconds later a worker
 // blocked in DELAY.POP orders 0 gets the job. See README.md.
 //
-// main wires the packages: config (viper) -> logger (zerolog) -> engine ->
-// commands -> resp; then it waits for SIGTERM, SIGINT or SHUTDOWN.
+// main wires the packages: config (viper) -> logger (zerolog) -> commands ->
+// resp, listening at once; then the engine, which loads the log in the
+// background while clients get LOADING; then it waits for SIGTERM, SIGINT or
+// SHUTDOWN, which may come during the load too.
 package main
 
 import (
@@ -62,29 +64,17 @@ func run(args, environ []string, stderr io.Writer) int {
 		}
 	}
 
-	start := time.Now()
-	eng, err := engine.New(engine.Options{
-		Tick:           cfg.Tick,
-		MaxPayload:     cfg.MaxPayloadBytes,
-		MaxJobs:        cfg.MaxJobs,
-		AppendOnly:     cfg.AppendOnly,
-		Dir:            cfg.Dir,
-		Fsync:          cfg.AppendFsync,
-		Repair:         cfg.Repair,
-		RewritePercent: cfg.AutoRewritePercentage,
-		RewriteMinSize: cfg.AutoRewriteMinSize,
-		Logger:         log,
-	})
-	if err != nil {
-		log.Error().Err(err).Msg("cannot start: loading the append-only log failed (start with --repair to cut a damaged log at the damage)")
-		fmt.Fprintln(stderr, "delayd:", err)
-		return 1
-	}
-	loaded := time.Since(start)
+	// Signals first: a SIGTERM while the log loads must stop cleanly too.
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	defer signal.Stop(sigs)
 
+	// Listen first, then load the log in the background: meanwhile clients
+	// get LOADING (they retry on it) and INFO says how far the load got.
+	loading := new(engine.Loading)
 	stop := make(chan string, 1)
 	disp := commands.New(commands.Options{
-		Engine:      eng,
+		Loading:     loading,
 		RequirePass: cfg.RequirePass,
 		Version:     version,
 		Port:        cfg.Port,
@@ -103,43 +93,102 @@ func run(args, environ []string, stderr io.Writer) int {
 	srv, err := resp.Listen(resp.Options{Addr: addr, MaxClients: cfg.MaxClients, Dispatcher: disp, Log: log})
 	if err != nil {
 		log.Error().Err(err).Str("addr", addr).Msg("cannot listen")
-		eng.Close()
 		return 1
 	}
-	log.Info().
-		Str("version", version).
-		Str("addr", srv.Addr().String()).
-		Str("dir", cfg.Dir).
-		Bool("appendonly", cfg.AppendOnly).
-		Str("appendfsync", cfg.AppendFsync).
-		Int64("tick_ms", cfg.Tick).
-		Int("max_clients", cfg.MaxClients).
-		Int("max_jobs", cfg.MaxJobs).
-		Int("max_payload_bytes", cfg.MaxPayloadBytes).
-		Bool("requirepass", cfg.RequirePass != "").
-		Int("pid", os.Getpid()).
-		Dur("load_took", loaded).
-		Msg("delayd ready")
-
 	go func() {
 		if err := srv.Serve(); err != nil {
 			log.Error().Err(err).Msg("serve")
 		}
 	}()
+	msg := "delayd listening"
+	if cfg.AppendOnly {
+		msg = "delayd listening; loading the log"
+	}
+	log.Info().Str("addr", srv.Addr().String()).Str("dir", cfg.Dir).Bool("appendonly", cfg.AppendOnly).
+		Int("pid", os.Getpid()).Msg(msg)
 
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	start := time.Now()
+	type opened struct {
+		eng *engine.Engine
+		err error
+	}
+	open := make(chan opened, 1)
+	go func() {
+		eng, err := engine.New(engine.Options{
+			Tick:           cfg.Tick,
+			MaxPayload:     cfg.MaxPayloadBytes,
+			MaxJobs:        cfg.MaxJobs,
+			AppendOnly:     cfg.AppendOnly,
+			Dir:            cfg.Dir,
+			Fsync:          cfg.AppendFsync,
+			Repair:         cfg.Repair,
+			RewritePercent: cfg.AutoRewritePercentage,
+			RewriteMinSize: cfg.AutoRewriteMinSize,
+			Logger:         log,
+			Loading:        loading,
+		})
+		open <- opened{eng, err}
+	}()
+
 	var why string
 	select {
+	case o := <-open:
+		if o.err != nil {
+			srv.Close(time.Second)
+			log.Error().Err(o.err).Msg("cannot start: loading the append-only log failed (start with --repair to cut a damaged log at the damage)")
+			fmt.Fprintln(stderr, "delayd:", o.err)
+			return 1
+		}
+		disp.SetEngine(o.eng)
+		log.Info().
+			Str("version", version).
+			Str("addr", srv.Addr().String()).
+			Str("dir", cfg.Dir).
+			Bool("appendonly", cfg.AppendOnly).
+			Str("appendfsync", cfg.AppendFsync).
+			Int64("tick_ms", cfg.Tick).
+			Int("max_clients", cfg.MaxClients).
+			Int("max_jobs", cfg.MaxJobs).
+			Int("max_payload_bytes", cfg.MaxPayloadBytes).
+			Bool("requirepass", cfg.RequirePass != "").
+			Int("pid", os.Getpid()).
+			Dur("load_took", time.Since(start)).
+			Msg("delayd ready")
+		select {
+		case s := <-sigs:
+			why = s.String()
+		case why = <-stop:
+		}
+		return stopServer(log, srv, o.eng, why)
 	case s := <-sigs:
 		why = s.String()
 	case why = <-stop:
 	}
-	signal.Stop(sigs)
 
-	// Graceful stop: no new clients; blocked clients get a null reply (the
-	// engine releases them); replies in flight go out; then the log.
+	// Stopped while loading: give the replay up (it reads, and cuts nothing
+	// it has not finished), close the connections, and wait for it.
 	start = time.Now()
+	loading.Abort()
+	srv.Close(2 * time.Second)
+	o := <-open
+	switch {
+	case o.err == nil: // it finished just as the stop came
+		return stopServer(log, srv, o.eng, why)
+	case !errors.Is(o.err, engine.ErrLoadAborted):
+		log.Error().Err(o.err).Msg("loading the append-only log failed")
+		fmt.Fprintln(stderr, "delayd:", o.err)
+		return 1
+	}
+	loaded, total, records := loading.Progress()
+	log.Info().Str("reason", why).Int64("records", records).Int64("bytes", loaded).Int64("total_bytes", total).
+		Dur("took", time.Since(start)).Msg("delayd stopped while loading the log")
+	return 0
+}
+
+// stopServer stops gracefully: no new clients; blocked clients get a null
+// reply (the engine releases them); replies in flight go out; then the log.
+func stopServer(log zerolog.Logger, srv *resp.Server, eng *engine.Engine, why string) int {
+	start := time.Now()
 	srv.StopAccepting()
 	eng.Stop()
 	srv.Close(2 * time.Second)

@@ -16,6 +16,11 @@
 //	if res.TornBytes > 0 { log.Warn()... }       // a torn tail was cut off (the file is already truncated)
 //	w, err := aof.OpenAppend(aof.OS, path, res.Size)
 //
+// [ReplayProgress] is Replay that also reports the offset reached about once
+// per MiB, for a caller that shows a long replay's progress or gives it up
+// (the engine logs it every second and answers INFO with it); the clock and
+// any goroutine stay the caller's.
+//
 // The engine does group commit from its own goroutine: [Writer.Append] for each
 // record in apply order (memory only), then one [Writer.Flush] (one write(2)) and,
 // under appendfsync always, one [Writer.Sync] (one fsync) for the whole batch;

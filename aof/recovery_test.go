@@ -287,3 +287,66 @@ func TestReplayMissingFile(t *testing.T) {
 		t.Fatalf("Repair of a missing file = %d, %v", cut, err)
 	}
 }
+
+// TestReplayProgress: progress sees the first record's offset, then offsets
+// that grow by at least 1 MiB, each a record boundary with every record
+// before it already passed to fn; an error from it stops Replay as is.
+func TestReplayProgress(t *testing.T) {
+	const path = "/d/log"
+	payloads := randPayloads(rand.New(rand.NewPCG(1, 2)), 3000, 1000, 3000) // about 6 MiB
+	fs := NewMemFS()
+	writeLog(t, fs, path, payloads)
+	data, _ := fs.ReadFile(path)
+	bounds := map[int64]int{} // record boundary -> records before it
+	for off, i := int64(HeaderSize), 0; i <= len(payloads); i++ {
+		bounds[off] = i
+		if i < len(payloads) {
+			off += RecordHeaderSize + int64(len(payloads[i]))
+		}
+	}
+	var offs []int64
+	seen := 0
+	res, err := ReplayProgress(fs, path, func([]byte) error { seen++; return nil }, func(off, size int64) error {
+		if size != int64(len(data)) {
+			t.Fatalf("progress size %d, want %d", size, len(data))
+		}
+		if n, ok := bounds[off]; !ok || n != seen {
+			t.Fatalf("progress at %d: a record boundary after %d records? (boundary %v, %d records seen)", off, n, ok, seen)
+		}
+		offs = append(offs, off)
+		return nil
+	})
+	if err != nil || res.Records != len(payloads) {
+		t.Fatalf("ReplayProgress = %+v, %v", res, err)
+	}
+	if len(offs) < 5 || len(offs) > 7 || offs[0] != HeaderSize {
+		t.Fatalf("progress offsets %v: want the header's end, then about one per MiB of %d bytes", offs, len(data))
+	}
+	for i := 1; i < len(offs); i++ {
+		if offs[i]-offs[i-1] < readChunk {
+			t.Fatalf("progress offsets %v: closer than 1 MiB", offs)
+		}
+	}
+
+	stop := errors.New("stop")
+	calls := 0
+	res, err = ReplayProgress(fs, path, nil, func(off, size int64) error {
+		if calls++; calls == 2 {
+			return stop
+		}
+		return nil
+	})
+	if err != stop || res.Size != offs[1] || res.Records != bounds[offs[1]] {
+		t.Fatalf("ReplayProgress stopped by progress = %+v, %v; want %d records, size %d and its error", res, err, bounds[offs[1]], offs[1])
+	}
+	if after, _ := fs.ReadFile(path); !bytes.Equal(after, data) {
+		t.Fatal("ReplayProgress changed the file")
+	}
+
+	if _, err := ReplayProgress(NewMemFS(), "/nope", nil, func(int64, int64) error {
+		t.Fatal("progress called for a missing log")
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+}

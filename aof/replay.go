@@ -48,6 +48,20 @@ type Result struct {
 //
 // Pass Result.Size to OpenAppend to go on writing.
 func Replay(fs FS, path string, fn func(payload []byte) error) (Result, error) {
+	return ReplayProgress(fs, path, fn, nil)
+}
+
+// Progress is told how far a replay got: offset is where the next record
+// starts (every record before it was passed to fn), size the file's size. A
+// non-nil error stops the replay, which returns it as is.
+type Progress func(offset, size int64) error
+
+// ReplayProgress is Replay that also calls progress (if not nil) before the
+// first record and then about once per 1 MiB of records, so a caller can show
+// how far a long replay got, or give it up, without a clock or a goroutine
+// here. It is not called for an empty or missing log, nor after the last
+// record: Result says where the replay ended.
+func ReplayProgress(fs FS, path string, fn func(payload []byte) error, progress Progress) (Result, error) {
 	f, err := fs.OpenFile(path, os.O_RDONLY, 0)
 	if errors.Is(err, iofs.ErrNotExist) {
 		return Result{}, nil
@@ -60,6 +74,7 @@ func Replay(fs FS, path string, fn func(payload []byte) error) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
+	s.progress = progress
 	a, err := s.analyze(fn)
 	res := Result{Records: a.records, Size: a.good}
 	switch {
@@ -196,6 +211,8 @@ type scanner struct {
 	buf  []byte
 	at   int64 // file offset of buf[0]
 	n    int   // valid bytes in buf
+
+	progress Progress // for walk; nil: none
 }
 
 func newScanner(f File, path string) (*scanner, error) {
@@ -287,14 +304,21 @@ func (s *scanner) analyze(fn func([]byte) error) (analysis, error) {
 // walk reads records from the header on, counting them in a.records and
 // advancing a.good past each. It stops at the end of the file (intact) or at
 // the first damage, returning for a checksum mismatch the end the record
-// claims. An error from fn is returned as is.
+// claims. An error from fn or s.progress is returned as is.
 func (s *scanner) walk(a *analysis, fn func([]byte) error) (d damage, end int64, err error) {
 	off := int64(HeaderSize)
 	defer func() { a.good = off }()
+	report := off // next offset to report progress at
 	for {
 		rem := s.size - off
 		if rem == 0 {
 			return intact, 0, nil
+		}
+		if s.progress != nil && off >= report {
+			if err := s.progress(off, s.size); err != nil {
+				return intact, 0, err
+			}
+			report = off + readChunk
 		}
 		if rem < RecordHeaderSize {
 			return short, 0, nil

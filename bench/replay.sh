@@ -16,7 +16,8 @@ for n in "${@:-1000000}"; do
   start=$(date +%s.%N)
   "$work/delayd" --port 6397 --dir "$work/data" --log-level warn --auto-rewrite-percentage 0 &
   pid=$!
-  until redis-cli -p 6397 ping >/dev/null 2>&1; do sleep 0.02; done
+  # PING gets LOADING (and redis-cli exits 0) until the log is loaded
+  until [ "$(redis-cli -p 6397 ping 2>/dev/null)" = PONG ]; do sleep 0.02; done
   took=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN{printf "%.2f s", b-a}')
   jobs=$(redis-cli -p 6397 info queues | sed -n 's/^jobs:\([0-9]*\).*/\1/p')
   rss=$(awk '/VmRSS/{printf "%.0f MiB", $2/1024}' /proc/$pid/status)

@@ -53,7 +53,10 @@ type Client struct {
 
 // Options configure a Dispatcher. Only main knows where the values come from.
 type Options struct {
+	// Engine, if set, is ready now; otherwise commands get LOADING until
+	// SetEngine publishes it, and INFO reads Loading meanwhile.
 	Engine      *engine.Engine
+	Loading     *engine.Loading
 	RequirePass string
 	Version     string
 	Port        int
@@ -71,7 +74,7 @@ type Options struct {
 // runs their handlers. It is safe for concurrent use by connections.
 type Dispatcher struct {
 	opts    Options
-	eng     *engine.Engine
+	eng     atomic.Pointer[engine.Engine] // nil while the log loads; set once
 	byName  map[string]*Command
 	cmds    []*Command
 	started time.Time
@@ -92,7 +95,6 @@ type Dispatcher struct {
 func New(opts Options) *Dispatcher {
 	d := &Dispatcher{
 		opts:    opts,
-		eng:     opts.Engine,
 		byName:  make(map[string]*Command, len(table)),
 		started: time.Now(),
 		clients: make(map[int64]*Client),
@@ -100,6 +102,9 @@ func New(opts Options) *Dispatcher {
 	d.cmds = table
 	for _, cmd := range d.cmds {
 		d.byName[cmd.Name] = cmd
+	}
+	if opts.Engine != nil {
+		d.SetEngine(opts.Engine)
 	}
 	return d
 }
@@ -148,7 +153,12 @@ func (d *Dispatcher) lookup(name []byte) *Command {
 
 // Durable waits until the log holds the write with this ticket. An error
 // means the write failed and was not applied: its reply must be this error.
-func (d *Dispatcher) Durable(ticket uint64) error { return d.eng.WaitDurable(ticket) }
+func (d *Dispatcher) Durable(ticket uint64) error {
+	if ticket == 0 {
+		return nil // nothing was logged (and while loading there is no engine)
+	}
+	return d.eng.Load().WaitDurable(ticket)
+}
 
 // Exec runs one command. args[0] is the command name. A handler that writes
 // sets c.Ticket; the connection must wait for Durable(c.Ticket) before the
@@ -166,6 +176,10 @@ func (d *Dispatcher) Exec(c *Client, args [][]byte) {
 	}
 	if (cmd.Arity > 0 && len(args) != cmd.Arity) || (cmd.Arity < 0 && len(args) < -cmd.Arity) {
 		d.reject(c, cmd, "ERR wrong number of arguments for '"+cmd.Name+"' command")
+		return
+	}
+	if cmd.Flags&Loading == 0 && d.eng.Load() == nil {
+		d.reject(c, cmd, errLoading) // after auth and arity, as Redis checks
 		return
 	}
 	c.last.Store(cmd)
@@ -303,10 +317,11 @@ func parseTimeout(b []byte) (time.Duration, string) {
 // engineFor is the engine a handler of c's command works on. Handlers reach
 // the engine only through it, never through d.eng, so that the commands of a
 // transaction can run on the engine held for the whole EXEC, and so that
-// nothing reaches an engine still loading its log.
+// nothing reaches an engine still loading its log: it is nil while the log
+// loads, which only handlers flagged Loading ever see. One atomic load.
 func (d *Dispatcher) engineFor(c *Client) *engine.Engine {
 	if c.tx.eng != nil {
 		return c.tx.eng
 	}
-	return d.eng
+	return d.eng.Load()
 }

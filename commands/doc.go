@@ -5,6 +5,10 @@
 // them. Redis's exact error wording lives here, so clients map our errors to
 // their usual exceptions.
 //
+// Until main publishes the engine (SetEngine, once the log is loaded), every
+// command not flagged Loading gets Redis's LOADING error; flagged handlers
+// run with engineFor returning nil.
+//
 // Blocking commands do not block here: a handler that must wait sets
 // Client.Block, and the connection loop in resp waits on it while it watches
 // the socket, because only the connection can notice a client that leaves.

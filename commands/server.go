@@ -332,7 +332,8 @@ func cmdInfo(d *Dispatcher, c *Client, args [][]byte) {
 			sb.WriteString(f[0] + ":" + f[1] + "\r\n")
 		}
 	}
-	in := d.engineFor(c).Info()
+	eng := d.engineFor(c) // nil while the log loads
+	in := engineInfo(eng)
 	itoa := func(n int64) string { return strconv.FormatInt(n, 10) }
 	uptime := int64(time.Since(d.started).Seconds())
 	section("Server", [][2]string{
@@ -366,7 +367,7 @@ func cmdInfo(d *Dispatcher, c *Client, args [][]byte) {
 		{"used_memory_payloads", itoa(in.PayloadBytes)},
 		{"gc_cycles", strconv.FormatUint(uint64(ms.NumGC), 10)},
 	})
-	section("Persistence", d.engineFor(c).Persistence())
+	section("Persistence", d.persistence(eng))
 	section("Stats", [][2]string{
 		{"total_connections_received", itoa(d.TotalConns.Load())},
 		{"total_commands_processed", itoa(d.commandsRun.Load())},

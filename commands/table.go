@@ -230,7 +230,7 @@ var table = []*Command{
 	{Name: "echo", Arity: 2, Flags: Fast, Group: "connection", Since: "1.0.0",
 		Summary: "Returns the message given.", Complexity: "O(1)",
 		Args: []Arg{str("message")}, Handler: cmdEcho},
-	{Name: "quit", Arity: -1, Flags: NoAuth | Fast | NoQueue, Group: "connection", Since: "1.0.0",
+	{Name: "quit", Arity: -1, Flags: NoAuth | Fast | NoQueue | Loading, Group: "connection", Since: "1.0.0",
 		Summary: "Closes the connection.", Complexity: "O(1)", Handler: cmdQuit},
 	{Name: "select", Arity: 2, Flags: Fast | Loading, Group: "connection", Since: "1.0.0",
 		Summary: "Selects database 0, the only one.", Complexity: "O(1)",

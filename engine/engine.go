@@ -48,6 +48,9 @@ type Options struct {
 	RewritePercent int
 	RewriteMinSize int64
 	Logger         zerolog.Logger
+	// Loading, if set, follows the replay of the log in New from other
+	// goroutines, and can stop it (see Loading).
+	Loading *Loading
 
 	keepReservations bool // tests: look at the replayed state before start-up releases them
 }
@@ -238,7 +241,9 @@ type Stats struct {
 // New returns a running engine. With AppendOnly it first replays the log:
 // every job comes back with its state and due time, and jobs whose time
 // passed while the server was down become ready, in (due time, add order).
-// Close stops it.
+// That takes about a second per million jobs: a server runs New in the
+// background and follows it through opts.Loading (ErrLoadAborted if it
+// aborts it). Close stops the engine.
 func New(opts Options) (*Engine, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err

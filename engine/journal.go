@@ -90,8 +90,9 @@ type journal struct {
 	size          int64 // the log's size after the last write; read without wmu, which comes before mu
 }
 
-// openLog replays the log into the engine and opens it for appending.
-// Called by New before any goroutine starts, so no lock is needed.
+// openLog replays the log into the engine and opens it for appending,
+// reporting its progress to o.Loading. Called by New before any goroutine
+// starts, so no lock is needed.
 func (e *Engine) openLog() error {
 	o := &e.opts
 	j := &e.j
@@ -105,12 +106,18 @@ func (e *Engine) openLog() error {
 			return err
 		}
 	}
+	if l := o.Loading; l != nil {
+		l.start.Store(time.Now().UnixNano())
+	}
 	if st, err := j.fs.Stat(j.path); err == nil {
 		// About 60 bytes a job: size the index once instead of growing it
 		// through every power of two while replaying.
 		e.sids = make(map[uint64]uint32, st.Size()/64)
+		if o.Loading != nil {
+			o.Loading.total.Store(st.Size())
+		}
 	}
-	res, err := e.replayFile()
+	res, err := e.replayFile(o.Loading)
 	var ce *aof.CorruptError
 	if errors.As(err, &ce) && o.Repair {
 		cut, rerr := aof.Repair(j.fs, j.path)
@@ -120,7 +127,7 @@ func (e *Engine) openLog() error {
 		o.Logger.Warn().Str("file", j.path).Int64("cut_at", cut).Str("kept_in", j.path+aof.BrokenSuffix).
 			Msg("log repaired: cut at the damage")
 		e.resetState()
-		res, err = e.replayFile()
+		res, err = e.replayFile(o.Loading)
 	}
 	if err != nil {
 		return err
@@ -144,29 +151,29 @@ func (e *Engine) openLog() error {
 	return nil
 }
 
-// replayFile applies every record of the log, at the time it was applied.
-func (e *Engine) replayFile() (aof.Result, error) {
+// replayFile applies every record of the log, at the time it was applied,
+// logging its progress every second and reporting it to l (at start-up; nil
+// for a reload), which may also abort it.
+func (e *Engine) replayFile(l *Loading) (aof.Result, error) {
 	j := &e.j
 	j.replaying = true
 	defer func() { j.replaying = false }()
-	start, last := time.Now(), time.Now()
+	start := time.Now()
 	n := 0
 	j.unitOpen, j.unitBuf = false, nil
 	defer e.dropTornUnit()
-	res, err := aof.Replay(j.fs, j.path, func(p []byte) error {
+	res, err := aof.ReplayProgress(j.fs, j.path, func(p []byte) error {
 		if err := e.replayRecord(p); err != nil {
 			return fmt.Errorf("%s: record %d: %w", j.path, n+1, err)
 		}
 		n++
-		if n%65536 == 0 && time.Since(last) > 2*time.Second {
-			last = time.Now()
-			e.opts.Logger.Info().Int("records", n).Int("jobs", e.njobs).
-				Float64("records_per_sec", float64(n)/time.Since(start).Seconds()).
-				Dur("elapsed", time.Since(start)).Msg("replaying log")
-		}
 		return nil
-	})
-	if n > 0 {
+	}, e.replayProgress(l, &n, start))
+	if l != nil {
+		l.loaded.Store(res.Size)
+		l.records.Store(int64(n))
+	}
+	if n > 0 && !errors.Is(err, ErrLoadAborted) {
 		e.opts.Logger.Info().Int("records", n).Int("jobs", e.njobs).Dur("took", time.Since(start)).
 			Int64("bytes", res.Size).Msg("log replayed")
 	}
@@ -430,7 +437,7 @@ func (e *Engine) reloadLocked() error {
 		waiting = append(waiting, p)
 	}
 	e.resetState()
-	_, err := e.replayFile()
+	_, err := e.replayFile(nil)
 	e.changedAll()
 	if e.wheel == nil {
 		e.wheel = wheel.New(e.opts.Tick, e.nowMs())
@@ -652,7 +659,7 @@ func (e *Engine) Rewrite() error {
 func (e *Engine) Persistence() [][2]string {
 	j := &e.j
 	if j.path == "" {
-		return [][2]string{{"loading", "0"}, {"aof_enabled", "0"}}
+		return [][2]string{{"loading", "0"}, {"async_loading", "0"}, {"aof_enabled", "0"}}
 	}
 	e.mu.Lock()
 	rewriting, broken := j.rewriting, j.broken
@@ -682,6 +689,7 @@ func (e *Engine) Persistence() [][2]string {
 	}
 	return [][2]string{
 		{"loading", "0"},
+		{"async_loading", "0"},
 		{"aof_enabled", "1"},
 		{"aof_filename", j.path},
 		{"aof_fsync", e.opts.Fsync},

@@ -184,6 +184,18 @@ func startServerWith(t testing.TB, port int, env []string, args ...string) *serv
 // server (not nil) still holds the output and is already stopped.
 func launch(t testing.TB, port int, env []string, args ...string) (*server, error) {
 	t.Helper()
+	s := newServer(t, port, env, args...)
+	if err := s.start(); err != nil {
+		if s.running() {
+			s.kill9()
+		}
+		return s, err
+	}
+	return s, nil
+}
+
+// newServer returns a server not started yet, stopped when the test ends.
+func newServer(t testing.TB, port int, env []string, args ...string) *server {
 	s := &server{t: t, port: port, cwd: t.TempDir(), args: args, env: env, out: &syncBuffer{}}
 	t.Cleanup(func() {
 		if s.running() {
@@ -198,13 +210,7 @@ func launch(t testing.TB, port int, env []string, args ...string) (*server, erro
 			t.Logf("server %s (args %q) output:\n%s", s.Addr(), s.args, s.out.String())
 		}
 	})
-	if err := s.start(); err != nil {
-		if s.running() {
-			s.kill9()
-		}
-		return s, err
-	}
-	return s, nil
+	return s
 }
 
 // freePort asks the kernel for a free port on 127.0.0.1 and releases it.
@@ -231,6 +237,14 @@ func cleanEnv() []string {
 }
 
 func (s *server) start() error {
+	if err := s.spawn(); err != nil {
+		return err
+	}
+	return s.waitReady(10 * time.Second)
+}
+
+// spawn starts the process and returns at once.
+func (s *server) spawn() error {
 	cmd := exec.Command(binPath, s.args...)
 	cmd.Dir = s.cwd
 	cmd.Env = append(cleanEnv(), s.env...)
@@ -250,11 +264,13 @@ func (s *server) start() error {
 		s.mu.Unlock()
 		close(done)
 	}()
-	return s.waitReady(10 * time.Second)
+	return nil
 }
 
-// waitReady polls with a raw PING until any reply (+PONG, or -NOAUTH when a
-// password is set) comes back, the process exits, or the deadline passes.
+// waitReady polls with a raw PING until any reply but -LOADING (+PONG, or
+// -NOAUTH when a password is set) comes back, the process exits, or the
+// deadline passes. (Under a password the check cannot see the load: a test
+// that sets one and restarts on a long log waits for LOADING to end itself.)
 func (s *server) waitReady(limit time.Duration) error {
 	deadline := time.Now().Add(limit)
 	for {
@@ -284,7 +300,8 @@ func pingOnce(addr string) bool {
 		return false
 	}
 	line, err := bufio.NewReader(c).ReadString('\n')
-	return err == nil && (strings.HasPrefix(line, "+") || strings.HasPrefix(line, "-"))
+	return err == nil && (strings.HasPrefix(line, "+") || strings.HasPrefix(line, "-")) &&
+		!strings.HasPrefix(line, "-LOADING")
 }
 
 // Addr is host:port of the server.
