@@ -148,6 +148,7 @@ func (e *Engine) place(r *rec, fresh bool) (uint32, bool) {
 	j.idLen = uint16(len(r.id))
 	j.data = e.storeData(r.id, r.payload)
 	j.plen = uint32(len(r.payload))
+	e.queues[qi].bytes += dataSize(j)
 	j.due, j.seq, j.deliveries = r.due, r.seq, r.deliveries
 	j.ackTimeout = uint32(min(max(r.ackTimeout, 0), 1<<32-1))
 	j.retry = int32(min(max(r.retry, -1), 1<<31-1))

@@ -126,6 +126,7 @@ type queue struct {
 	nwait                    int
 	live                     bool
 	watch                    *watch // non-nil while the name is watched or tracked (watch.go)
+	bytes                    int64  // arena bytes of its jobs' ids and payloads (MEMORY USAGE)
 	// Counters for DELAY.STATS; like the queue, they go when it empties.
 	deliveries, redeliveries, acks, nacks, expired, deadLettered uint64
 }

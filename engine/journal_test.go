@@ -143,6 +143,8 @@ func churn(t *testing.T, e *Engine, rng *rand.Rand, n int, ids *[]string) {
 					e.Requeue(d) // the client left as the job was handed over
 				}
 			}
+		case rng.IntN(2) == 0:
+			churnMove(t, e, rng, q) // move_test.go
 		default:
 			sleep(time.Duration(rng.IntN(80)) * time.Millisecond)
 		}
