@@ -73,7 +73,7 @@ type rec struct {
 	ackTimeout int64
 	retry      int64 // -1: unlimited
 	deadLetter []byte
-	deadline   int64 // add with flagReserved
+	deadline   int64  // add with flagReserved
 	dst        []byte // lmove: the destination queue
 	dsid       uint64 // lmove: the job's id in dst (did nil: a server id)
 	did        []byte
