@@ -221,6 +221,28 @@ var table = []*Command{
 	{Name: "type", Arity: 2, Flags: ReadOnly | Fast, FirstKey: 1, LastKey: 1, Step: 1, Group: "list", Since: "1.0.0",
 		Summary: "list if the key holds a job, else none.", Complexity: "O(1)",
 		Args: []Arg{key("key")}, Handler: cmdType},
+	{Name: "lmove", Arity: 5, Flags: Write, FirstKey: 1, LastKey: 2, Step: 1, Group: "list", Since: "6.2.0",
+		Summary: "Moves the ready job at one end of source to one end of destination's ready list (one log record; the job keeps its id, payload and options); replies its payload.", Complexity: "O(1)",
+		Args: []Arg{key("source"), key("destination"), oneof(token("LEFT"), token("RIGHT")), oneof(token("LEFT"), token("RIGHT"))}, Handler: cmdLMove},
+	{Name: "blmove", Arity: 6, Flags: Write | Blocking, FirstKey: 1, LastKey: 2, Step: 1, Group: "list", Since: "6.2.0",
+		Summary: "LMOVE, blocking up to timeout seconds in source's queue of waiters; a null array on timeout.", Complexity: "O(1)",
+		Args: []Arg{key("source"), key("destination"), oneof(token("LEFT"), token("RIGHT")), oneof(token("LEFT"), token("RIGHT")), double("timeout")}, Handler: cmdBLMove},
+	{Name: "rpoplpush", Arity: 3, Flags: Write, FirstKey: 1, LastKey: 2, Step: 1, Group: "list", Since: "1.2.0",
+		Summary: "LMOVE source destination RIGHT LEFT.", Complexity: "O(1)",
+		Args: []Arg{key("source"), key("destination")}, Handler: cmdRPopLPush},
+	{Name: "brpoplpush", Arity: 4, Flags: Write | Blocking, FirstKey: 1, LastKey: 2, Step: 1, Group: "list", Since: "2.2.0",
+		Summary: "BLMOVE source destination RIGHT LEFT timeout.", Complexity: "O(1)",
+		Args: []Arg{key("source"), key("destination"), double("timeout")}, Handler: cmdBRPopLPush},
+	{Name: "lrem", Arity: 4, Flags: Write, FirstKey: 1, LastKey: 1, Step: 1, Group: "list", Since: "1.0.0",
+		Summary: "Removes ready jobs whose payload is element: count > 0 the first count from the head, < 0 from the tail, 0 all; replies how many.", Complexity: "O(N) ready jobs",
+		Args: []Arg{key("key"), integer("count"), str("element")}, Handler: cmdLRem},
+
+	{Name: "scan", Arity: -2, Flags: ReadOnly, Group: "generic", Since: "2.8.0",
+		Summary: "Iterates the keys (queues holding a job in any state): replies the next cursor (0: done) and a batch of names.", Complexity: "O(1) per call, O(queues) for a whole scan",
+		Args: []Arg{integer("cursor"), opt(tok("MATCH", str("pattern"))), opt(tok("COUNT", integer("count"))), opt(tok("TYPE", str("type")))}, Handler: cmdScan},
+	{Name: "keys", Arity: 2, Flags: ReadOnly, Group: "generic", Since: "1.0.0",
+		Summary: "The keys matching a glob pattern (`*`, `?`, `[a-z]`, `[^a]`, `\\` escapes).", Complexity: "O(queues)",
+		Args: []Arg{str("pattern")}, Handler: cmdKeys},
 
 	{Name: "ping", Arity: -1, Flags: Fast, Group: "connection", Since: "1.0.0",
 		Summary: "Returns PONG, or the message given.", Complexity: "O(1)",
@@ -264,6 +286,15 @@ var table = []*Command{
 	{Name: "shutdown", Arity: -1, Flags: Admin | Loading, Group: "server", Since: "1.0.0",
 		Summary: "Stops the server; the log is flushed and fsynced either way.", Complexity: "O(N) jobs with SAVE",
 		Args: []Arg{opt(oneof(token("NOSAVE"), token("SAVE")))}, Handler: cmdShutdown},
+	{Name: "flushdb", Arity: -1, Flags: Write, Group: "server", Since: "1.0.0",
+		Summary: "Removes every job of every queue (one log record); blocked clients stay blocked.", Complexity: "O(queues)",
+		Args: []Arg{opt(oneof(token("ASYNC"), token("SYNC")))}, Handler: cmdFlush},
+	{Name: "flushall", Arity: -1, Flags: Write, Group: "server", Since: "1.0.0",
+		Summary: "FLUSHDB: there is one database.", Complexity: "O(queues)",
+		Args: []Arg{opt(oneof(token("ASYNC"), token("SYNC")))}, Handler: cmdFlush},
+	{Name: "memory", Arity: -2, Flags: ReadOnly, Group: "server", Since: "4.0.0",
+		Summary: "MEMORY USAGE key [SAMPLES n]: the bytes a queue holds (null if it is not a key); MEMORY STATS; MEMORY HELP.", Complexity: "O(1)",
+		Args: []Arg{str("subcommand"), opt(many(str("arg")))}, Handler: cmdMemory},
 }
 
 // Table returns the command table, in reference order.
@@ -288,6 +319,7 @@ func Reference() string {
 var groupTitles = map[string]string{
 	"delay":      "delay queue",
 	"list":       "Redis list commands on ready lists",
+	"generic":    "keyspace",
 	"connection": "connection",
 	"server":     "server",
 }
