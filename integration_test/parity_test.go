@@ -111,6 +111,9 @@ func parity(t *testing.T, scenarios map[string]func(tg *target) []string) {
 			// each scenario uses its own keys on a fresh keyspace
 			rs.client().FlushAll(context.Background())
 			want := scenarios[name](rs)
+			if verbose {
+				t.Logf("redis-server transcript:\n  %s", strings.Join(want, "\n  "))
+			}
 			got := scenarios[name](dd)
 			if !slices.Equal(got, want) {
 				t.Errorf("transcripts differ\nredis-server:\n  %s\ndelayd:\n  %s",
