@@ -202,6 +202,7 @@ func (e *Engine) resetState() {
 	e.index = make(map[uint64]uint32)
 	e.sids = make(map[uint64]uint32)
 	e.arena = arena{}
+	e.deadLetters = make(map[uint32][]byte) // by slot: slots are reused from 0
 	e.queues, e.qfree = nil, nil
 	e.byName = make(map[string]uint32)
 	e.njobs = 0

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"github.com/delayd/delayd/aof"
 )
@@ -146,6 +147,22 @@ func TestMemoryUsage(t *testing.T) {
 		}
 		if _, ok := e.MemoryUsage(b("q")); ok {
 			t.Fatal("q is empty")
+		}
+	})
+}
+
+// TestFlushForgetsDeadLetterQueues: a job made after FLUSHALL in a slot that
+// held a job with a dead-letter queue does not inherit it.
+func TestFlushForgetsDeadLetterQueues(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEngine(t, Options{})
+		addOpts(t, e, AddArgs{Retry: 0, Queue: b("q"), Payload: b("old"), AckTimeout: 1000, DeadLetter: b("dlq")})
+		e.Flush()
+		addOpts(t, e, AddArgs{Retry: 0, Queue: b("q"), Payload: b("new"), AckTimeout: 1000})
+		e.Pop([][]byte{b("q")})
+		sleep(2 * time.Second)
+		if e.Exists(b("dlq")) || e.Exists(b("q")) {
+			t.Fatal("the new job was dead-lettered to the flushed job's queue")
 		}
 	})
 }
