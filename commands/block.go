@@ -16,6 +16,7 @@ type Block struct {
 	w         *engine.Waiter
 	eng       *engine.Engine
 	mode      engine.PopMode   // the reply's shape: DELAY.POP or BLPOP/BRPOP
+	move      bool             // BLMOVE, BRPOPLPUSH: the reply is the payload
 	delivered *engine.Delivery // the job written to the client, if any
 }
 
@@ -59,5 +60,9 @@ func (b *Block) reply(c *Client, job engine.Delivery, ok bool) {
 	}
 	b.delivered = &job
 	c.Ticket = job.Ticket
+	if b.move {
+		c.W.Bulk(job.Payload)
+		return
+	}
 	writeJob(c.W, job, b.mode)
 }

@@ -391,5 +391,6 @@ func cmdInfo(d *Dispatcher, c *Client, args [][]byte) {
 		{"ready", strconv.Itoa(in.Ready)},
 		{"reserved", strconv.Itoa(in.Reserved)},
 	})
+	section("Keyspace", keyspaceInfo(in)) // keyspace.go
 	c.W.BulkString(sb.String())
 }

@@ -90,6 +90,7 @@ func (e *Engine) exhausted(s uint32, logIt bool) uint64 {
 	e.queues[from].deadLettered++
 	payload := append([]byte(nil), e.payloadOf(j)...)
 	e.indexDelete(s, id)
+	e.queues[from].bytes -= dataSize(j)
 	e.arena.free(j.data, int(j.idLen)+int(j.plen))
 	delete(e.deadLetters, s)
 	j.hasDL, j.ackTimeout, j.retry = false, 0, -1
@@ -112,6 +113,7 @@ func (e *Engine) exhausted(s uint32, logIt bool) uint64 {
 	} else {
 		j.data = e.arena.alloc(payload)
 	}
+	e.queues[to].bytes += dataSize(j)
 	e.indexInsert(s, id)
 	e.seq++
 	j.seq = e.seq

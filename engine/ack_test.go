@@ -216,25 +216,107 @@ func TestListPopsIgnoreAckTimeoutAndShareWaiters(t *testing.T) {
 	})
 }
 
-func TestReservedJobComesBackReadyAfterRestart(t *testing.T) {
+// TestReservationSurvivesRestart: a reserved job keeps its reservation and
+// its absolute ack deadline across a restart; a worker that reconnects can
+// ACK, NACK or TOUCH it, and it goes back to its ready list only when the
+// deadline passes, as an expiry.
+func TestReservationSurvivesRestart(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fs := aof.NewMemFS()
 		e := mustNew(t, logged(fs, FsyncAlways))
-		addOpts(t, e, AddArgs{Retry: -1, Queue: b("q"), ID: b("held"), Payload: b("x"), AckTimeout: 60_000})
-		addOpts(t, e, AddArgs{Retry: -1, Queue: b("q"), ID: b("next"), Payload: b("y")})
-		if d, _ := e.Pop([][]byte{b("q")}); string(d.ID) != "held" {
-			t.Fatal(d)
+		for _, id := range []string{"acked", "nacked", "touched", "expires", "late"} {
+			addOpts(t, e, AddArgs{Retry: -1, Queue: b("q"), ID: b(id), Payload: b(id), AckTimeout: 60_000})
 		}
+		addOpts(t, e, AddArgs{Retry: -1, Queue: b("q"), ID: b("next"), Payload: b("next")})
+		deadlines := map[string]int64{}
+		for range 5 {
+			d, _ := e.Pop([][]byte{b("q")})
+			j, _ := e.Get(b("q"), d.ID)
+			deadlines[string(d.ID)] = j.AckDeadline
+		}
+		sleep(10 * time.Second)
+		e.WaitDurable(e.j.ticket)
+		e.Close()
+
+		sleep(20 * time.Second) // down for 20 s: 30 s of each ack timeout are left
+		e = mustNew(t, logged(fs, FsyncAlways))
+		defer e.Close()
+		for id, dl := range deadlines {
+			j, ok := e.Get(b("q"), b(id))
+			if !ok || j.State != "reserved" || j.AckDeadline != dl || j.Deliveries != 1 {
+				t.Fatalf("%s after restart: %+v, want reserved until %d", id, j, dl)
+			}
+		}
+		if st := e.QueueStats(b("q")); st.Ready != 1 || st.Reserved != 5 {
+			t.Fatalf("stats after restart: %+v", st)
+		}
+		if d, ok := e.Pop([][]byte{b("q")}); !ok || string(d.ID) != "next" {
+			t.Fatalf("the only ready job after restart is next: %+v %v", d, ok)
+		}
+		if n, _, _ := e.Ack(b("q"), [][]byte{b("acked")}); n != 1 {
+			t.Fatal("ACK after restart")
+		}
+		if ok, _, _ := e.Nack(b("q"), b("nacked"), 0); !ok {
+			t.Fatal("NACK after restart")
+		}
+		if ok, _, _ := e.Touch(b("q"), b("touched")); !ok {
+			t.Fatal("TOUCH after restart")
+		}
+		if d, ok := e.Pop([][]byte{b("q")}); !ok || string(d.ID) != "nacked" || d.Deliveries != 2 {
+			t.Fatalf("the nacked job is ready again: %+v %v", d, ok)
+		}
+		e.Ack(b("q"), [][]byte{b("nacked")})
+
+		// A millisecond before the deadline nothing came back.
+		sleep(time.Duration(deadlines["expires"]-e.Now()-1) * time.Millisecond)
+		if d, ok := e.Pop([][]byte{b("q")}); ok {
+			t.Fatalf("%s handed out again before its deadline", d.ID)
+		}
+		// A restart right at the edge keeps the deadline too.
 		e.WaitDurable(e.j.ticket)
 		e.Close()
 		e = mustNew(t, logged(fs, FsyncAlways))
 		defer e.Close()
-		j, _ := e.Get(b("q"), b("held"))
-		if j.State != "ready" || j.Deliveries != 1 {
-			t.Fatalf("reserved job after restart: %+v", j)
+		if d, ok := e.Pop([][]byte{b("q")}); ok {
+			t.Fatalf("%s handed out again before its deadline (second restart)", d.ID)
 		}
-		if got := drain(e, "q"); !slices.Equal(got, []string{"y", "x"}) {
-			t.Fatalf("order after restart: %v", got)
+		sleep(time.Millisecond)
+		got := drain(e, "q")
+		if !slices.Equal(got, []string{"expires", "late"}) {
+			t.Fatalf("after the deadline: %v, want [expires late] (touched is still held)", got)
+		}
+		if st := e.QueueStats(b("q")); st.Expired != 2 || st.Reserved != 3 {
+			// touched, and the two just popped again
+			t.Fatalf("stats after the deadline: %+v", st)
+		}
+		j, _ := e.Get(b("q"), b("touched"))
+		if j.State != "reserved" || j.AckDeadline <= deadlines["touched"] {
+			t.Fatalf("touched job: %+v", j)
+		}
+	})
+}
+
+// TestReservationPastDeadlineExpiresAtStart: a reservation whose deadline
+// passed while the server was down expires at start, counting as an expiry
+// (so RETRY counts it and a job out of retries is dead-lettered).
+func TestReservationPastDeadlineExpiresAtStart(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fs := aof.NewMemFS()
+		e := mustNew(t, logged(fs, FsyncAlways))
+		addOpts(t, e, AddArgs{Retry: -1, Queue: b("q"), ID: b("again"), Payload: b("x"), AckTimeout: 1000})
+		addOpts(t, e, AddArgs{Retry: 0, Queue: b("q"), ID: b("done"), Payload: b("y"), AckTimeout: 1000, DeadLetter: b("dlq")})
+		e.Pop([][]byte{b("q")})
+		e.Pop([][]byte{b("q")})
+		e.WaitDurable(e.j.ticket)
+		e.Close()
+		sleep(5 * time.Second)
+		e = mustNew(t, logged(fs, FsyncAlways))
+		defer e.Close()
+		if st := e.QueueStats(b("q")); st.Ready != 1 || st.Reserved != 0 || st.Expired != 2 {
+			t.Fatalf("stats: %+v", st)
+		}
+		if got := drain(e, "dlq"); !slices.Equal(got, []string{"y"}) {
+			t.Fatalf("dead-lettered: %v", got)
 		}
 	})
 }

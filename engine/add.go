@@ -117,6 +117,15 @@ func (e *Engine) newSID(queueName []byte, now int64) uint64 {
 // rebuilds exactly what was live. fresh says the id was just made, so there
 // is nothing to replace. O(1) plus any jobs that fall due.
 func (e *Engine) put(r *rec, fresh bool) {
+	if qi, ready := e.place(r, fresh); ready {
+		e.serve(qi)
+	}
+}
+
+// place is put without serving waiters: it returns the job's queue and
+// whether the job went to its ready list, so that a caller adding several
+// jobs (LPUSH, RPUSH) serves waiters once, after the last, as Redis does.
+func (e *Engine) place(r *rec, fresh bool) (uint32, bool) {
 	var buf [sidLen]byte
 	id := r.id
 	if id == nil {
@@ -139,6 +148,7 @@ func (e *Engine) put(r *rec, fresh bool) {
 	j.idLen = uint16(len(r.id))
 	j.data = e.storeData(r.id, r.payload)
 	j.plen = uint32(len(r.payload))
+	e.queues[qi].bytes += dataSize(j)
 	j.due, j.seq, j.deliveries = r.due, r.seq, r.deliveries
 	j.ackTimeout = uint32(min(max(r.ackTimeout, 0), 1<<32-1))
 	j.retry = int32(min(max(r.retry, -1), 1<<31-1))
@@ -153,19 +163,19 @@ func (e *Engine) put(r *rec, fresh bool) {
 	switch {
 	case r.flags&flagReserved != 0:
 		e.reserveAt(s, r.deadline)
-		return
+		return qi, false
 	case r.flags&flagHead != 0:
 		e.pushReady(s, true)
 	case r.flags&flagReady == 0 && r.due > r.time && e.wheel.Add(s, r.due, r.seq):
 		e.markDelayed(s)
 		e.poke(r.due)
-		return
+		return qi, false
 	default:
 		// Jobs already due in the wheel became ready before this one.
 		e.advanceLocked(r.time)
 		e.pushReady(s, false)
 	}
-	e.serve(qi)
+	return qi, true
 }
 
 func (e *Engine) storeData(id, payload []byte) uint64 {

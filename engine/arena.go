@@ -129,3 +129,17 @@ func (a *arena) footprint() int64 {
 	}
 	return n
 }
+
+// dataSize is the arena bytes that hold a job's id and payload: its block's
+// size class, or the exact length of a big string. O(1).
+func dataSize(j *job) int64 {
+	n := int(j.idLen) + int(j.plen)
+	switch {
+	case n == 0:
+		return 0
+	case n > maxClass:
+		return int64(n)
+	}
+	_, size := classOf(n)
+	return int64(size)
+}

@@ -1,10 +1,8 @@
 package engine
 
 import (
-	"cmp"
 	"fmt"
 	"hash/maphash"
-	"slices"
 	"sync"
 	"time"
 	"unsafe"
@@ -51,8 +49,6 @@ type Options struct {
 	// Loading, if set, follows the replay of the log in New from other
 	// goroutines, and can stop it (see Loading).
 	Loading *Loading
-
-	keepReservations bool // tests: look at the replayed state before start-up releases them
 }
 
 // MaxKey bounds queue names a job can be added to, and MaxPayload the
@@ -133,6 +129,7 @@ type queue struct {
 	nwait                    int
 	live                     bool
 	watch                    *watch // non-nil while the name is watched or tracked (watch.go)
+	bytes                    int64  // arena bytes of its jobs' ids and payloads (MEMORY USAGE)
 	// Counters for DELAY.STATS; like the queue, they go when it empties.
 	deliveries, redeliveries, acks, nacks, expired, deadLettered uint64
 }
@@ -277,35 +274,17 @@ func New(opts Options) (*Engine, error) {
 	if e.wheel == nil {
 		e.wheel = wheel.New(opts.Tick, e.startMs)
 	}
+	// Reservations replayed from the log keep their absolute deadlines: a
+	// worker that reconnects can still ACK, NACK or TOUCH its job, and one
+	// whose deadline passed while the server was down expires here, as it
+	// would have live (an expiry is derived, never logged).
 	e.advanceLocked(e.nowMs())
-	if !opts.keepReservations {
-		e.releaseReservations() // logs records: before the flusher starts
-	}
 	e.mu.Unlock()
 	if opts.AppendOnly {
 		go e.flusher()
 	}
 	go e.run()
 	return e, nil
-}
-
-// releaseReservations ends, at start-up, the deliveries the log left
-// reserved: the workers that held them were cut off by the restart, so the
-// jobs become ready again (in the order they were reserved) rather than wait
-// out their ack timeouts. Like an expiry, this ends a delivery.
-func (e *Engine) releaseReservations() {
-	var held []uint32
-	for s := range e.jobs.n {
-		if e.jobs.at(s).state == stateReserved {
-			held = append(held, uint32(s))
-		}
-	}
-	slices.SortFunc(held, func(a, b uint32) int { return cmp.Compare(e.jobs.at(a).seq, e.jobs.at(b).seq) })
-	now := e.nowMs()
-	for _, s := range held {
-		e.detach(s)
-		e.endDelivery(s, now, 0, true)
-	}
 }
 
 // nowMs is unix milliseconds read from the monotonic clock: a wall-clock step

@@ -203,6 +203,10 @@ func (e *Engine) apply(p []byte) error {
 		e.applyMove(&r)
 	case opDel:
 		e.delQueue(r.queue)
+	case opLMove:
+		e.applyLMove(&r)
+	case opFlush:
+		e.flushAll()
 	case opMeta:
 		e.lastSID = max(e.lastSID, r.sid)
 		e.seq = max(e.seq, r.seq)
@@ -218,9 +222,13 @@ func (e *Engine) resetState() {
 	e.index = make(map[uint64]uint32)
 	e.sids = make(map[uint64]uint32)
 	e.arena = arena{}
+	e.deadLetters = make(map[uint32][]byte) // by slot: slots are reused from 0
 	e.queues, e.qfree = nil, nil
 	e.byName = make(map[string]uint32)
 	e.njobs = 0
+	// Queue indices mean nothing after a reset (a FLUSHALL inside a
+	// transaction): whoever reparks waiters asks to serve them again.
+	e.txServe = e.txServe[:0]
 }
 
 // beginWrite starts a write op, with mu held: it refuses when writes are
@@ -420,10 +428,27 @@ func (e *Engine) logFailure(first uint64, err error) {
 // reloadLocked rebuilds every job from the log file, keeping blocked clients
 // in their queues' FIFO order. Called with mu held; rare (disk errors).
 func (e *Engine) reloadLocked() error {
-	type parked struct {
-		name  string
-		links []*waitLink
+	waiting := e.parkedWaiters()
+	e.resetState()
+	_, err := e.replayFile(nil)
+	e.changedAll()
+	if e.wheel == nil {
+		e.wheel = wheel.New(e.opts.Tick, e.nowMs())
 	}
+	e.repark(waiting)
+	return err
+}
+
+// parked is the FIFO of blocked clients of one queue, kept across a reset
+// of the engine's state (reloadLocked, FLUSHALL).
+type parked struct {
+	name  string
+	links []*waitLink
+}
+
+// parkedWaiters lists every queue's waiters, in FIFO order. O(queues +
+// waiters).
+func (e *Engine) parkedWaiters() []parked {
 	var waiting []parked
 	for i := range e.queues {
 		q := &e.queues[i]
@@ -436,12 +461,13 @@ func (e *Engine) reloadLocked() error {
 		}
 		waiting = append(waiting, p)
 	}
-	e.resetState()
-	_, err := e.replayFile(nil)
-	e.changedAll()
-	if e.wheel == nil {
-		e.wheel = wheel.New(e.opts.Tick, e.nowMs())
-	}
+	return waiting
+}
+
+// repark puts the waiters parkedWaiters listed back in their queues, in the
+// same order, after a reset; then jobs due by now fire and serve them, and
+// the timer goroutine re-reads its deadline.
+func (e *Engine) repark(waiting []parked) {
 	for _, p := range waiting {
 		qi, _ := e.queueFor([]byte(p.name), true)
 		for _, l := range p.links {
@@ -456,7 +482,6 @@ func (e *Engine) reloadLocked() error {
 	}
 	e.armed = 0
 	e.poke(0)
-	return err
 }
 
 // WaitDurable blocks until the record with this ticket is in the log (and on

@@ -75,13 +75,10 @@ func logged(fs aof.FS, fsync string) Options {
 	return Options{AppendOnly: true, Dir: "/data", FS: fs, Fsync: fsync, RewritePercent: 0}
 }
 
-// exact is logged, but reservations stay as the log left them, so a test can
-// compare the replayed state with the state before the stop.
-func exact(fs aof.FS, fsync string) Options {
-	o := logged(fs, fsync)
-	o.keepReservations = true
-	return o
-}
+// exact is logged: reservations stay as the log left them (deadlines
+// included), so a test can compare the replayed state with the state before
+// the stop.
+func exact(fs aof.FS, fsync string) Options { return logged(fs, fsync) }
 
 func mustNew(t *testing.T, o Options) *Engine {
 	t.Helper()
@@ -146,6 +143,8 @@ func churn(t *testing.T, e *Engine, rng *rand.Rand, n int, ids *[]string) {
 					e.Requeue(d) // the client left as the job was handed over
 				}
 			}
+		case rng.IntN(2) == 0:
+			churnMove(t, e, rng, q) // move_test.go
 		default:
 			sleep(time.Duration(rng.IntN(80)) * time.Millisecond)
 		}

@@ -7,8 +7,12 @@ package engine
 // a queue.
 
 // Push adds ready jobs with server-made ids, at the tail (RPUSH) or, one
-// after the other, at the head (LPUSH). It returns the ready length after.
-// Pushed jobs get the configured default ack timeout. O(1) per payload.
+// after the other, at the head (LPUSH). It returns the ready length right
+// after the push, before any blocked client is served, as Redis replies:
+// waiters are served after the last job is in place, oldest first, so
+// `LPUSH k a b c` hands a BLPOP waiter c, and `RPUSH k x` with one waiter
+// replies 1. Pushed jobs get the configured default ack timeout. O(1) per
+// payload.
 func (e *Engine) Push(queueName []byte, payloads [][]byte, head bool) (int, uint64, error) {
 	for _, p := range payloads {
 		if len(p) > e.opts.MaxPayload {
@@ -32,18 +36,17 @@ func (e *Engine) Push(queueName []byte, payloads [][]byte, head bool) (int, uint
 	if head {
 		flags = flagHead
 	}
+	var qi uint32
 	for _, p := range payloads {
 		e.seq++
 		r := rec{op: opAdd, time: now, queue: queueName, sid: e.newSID(queueName, now), due: now, seq: e.seq,
 			flags: flags, payload: p, ackTimeout: e.opts.AckTimeout, retry: -1}
 		ticket = e.logRec(&r)
-		e.put(&r, true)
+		qi, _ = e.place(&r, true)
 		e.stats.Added++
 	}
-	n := 0
-	if qi, ok := e.queueFor(queueName, false); ok {
-		n = e.queues[qi].ready
-	}
+	n := e.queues[qi].ready
+	e.serve(qi) // the pops it logs follow every add record
 	return n, ticket, nil
 }
 

@@ -66,6 +66,7 @@ type Delivery struct {
 	Deliveries uint32
 	Ticket     uint64
 	Reserved   bool // the job waits for DELAY.ACK (it has an ack timeout)
+	moved      bool // moved to another ready list (BLMOVE): nothing to hand back
 	sid        uint64
 	seq        uint64
 	ackTimeout uint32
@@ -168,6 +169,11 @@ func (e *Engine) take(s uint32, plain bool) Delivery {
 //
 // The delivery did not reach a worker, so it does not count as one.
 func (e *Engine) Requeue(d Delivery) bool {
+	if d.moved {
+		// Already in its destination's ready list, where the client leaving
+		// cannot lose it; as in Redis, the move stands.
+		return false
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.advanceLocked(e.nowMs())

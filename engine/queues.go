@@ -122,6 +122,7 @@ func (e *Engine) remove(s uint32) {
 	j := e.jobs.at(s)
 	qi := j.queue
 	e.detach(s)
+	e.queues[qi].bytes -= dataSize(j)
 	e.indexDelete(s, e.idOf(j, &buf))
 	e.freeSlot(s)
 	e.njobs--

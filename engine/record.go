@@ -26,6 +26,15 @@ import (
 //	move:    op time queue idkind id due seq deliveries flags (NACK, or a delivery taken back)
 //	del:     op time queue                                  (DEL: every job of the queue)
 //	unit:    op part more body                              (a transaction: see below)
+//	lmove:   op time queue idkind id dst idkind id seq flags (LMOVE and its kin: a ready job to dst)
+//	flush:   op time queue(empty)                           (FLUSHDB, FLUSHALL: every job of every queue)
+//
+// lmove names the job by its id in the source queue, then the destination
+// queue and the id the job has there (the same one, unless it was taken in
+// dst: then a new server id), its new add order, and flagHead when it goes to
+// the head of dst's ready list (else the tail). One record, not a pop plus an
+// add, so that a crash between the two cannot lose the job. Op 8 is the
+// transaction unit's.
 //
 // idkind 0 is a server id (uvarint), 1 a client id (length-prefixed bytes).
 // Integers are varints; byte strings are uvarint length then bytes.
@@ -51,6 +60,8 @@ const (
 	opMove    byte = 6
 	opDel     byte = 7
 	opUnit    byte = 8
+	opLMove   byte = 9
+	opFlush   byte = 10
 )
 
 const (
@@ -75,7 +86,10 @@ type rec struct {
 	ackTimeout int64
 	retry      int64 // -1: unlimited
 	deadLetter []byte
-	deadline   int64 // add with flagReserved
+	deadline   int64  // add with flagReserved
+	dst        []byte // lmove: the destination queue
+	dsid       uint64 // lmove: the job's id in dst (did nil: a server id)
+	did        []byte
 }
 
 func appendBytes(dst, b []byte) []byte {
@@ -88,7 +102,7 @@ func (r *rec) encode(dst []byte) []byte {
 	dst = append(dst, r.op)
 	dst = binary.AppendVarint(dst, r.time)
 	dst = appendBytes(dst, r.queue)
-	if r.op == opDel {
+	if r.op == opDel || r.op == opFlush {
 		return dst
 	}
 	if r.id == nil {
@@ -109,6 +123,17 @@ func (r *rec) encode(dst []byte) []byte {
 		dst = binary.AppendVarint(dst, r.due)
 		dst = binary.AppendUvarint(dst, r.seq)
 		dst = binary.AppendUvarint(dst, uint64(r.deliveries))
+		dst = append(dst, r.flags)
+	case opLMove:
+		dst = appendBytes(dst, r.dst)
+		if r.did == nil {
+			dst = append(dst, 0)
+			dst = binary.AppendUvarint(dst, r.dsid)
+		} else {
+			dst = append(dst, 1)
+			dst = appendBytes(dst, r.did)
+		}
+		dst = binary.AppendUvarint(dst, r.seq)
 		dst = append(dst, r.flags)
 	case opAdd:
 		dst = binary.AppendVarint(dst, r.due)
@@ -176,22 +201,30 @@ func (d *decoder) bytes() []byte {
 	return v
 }
 
+// id reads an idkind and the id it announces: a server id, or a client id
+// of 1 to 256 bytes (nil for a server id).
+func (d *decoder) id() (uint64, []byte) {
+	switch d.byte() {
+	case 0:
+		return d.uvarint(), nil
+	case 1:
+		id := d.bytes()
+		if d.err == nil && (len(id) == 0 || len(id) > 256) {
+			d.err = errBadRecord
+		}
+		return 0, id
+	default:
+		d.err = errBadRecord
+		return 0, nil
+	}
+}
+
 // decode parses one record; slices alias b.
 func (r *rec) decode(b []byte) error {
 	d := decoder{b: b}
 	*r = rec{op: d.byte(), time: d.varint(), queue: d.bytes()}
-	if r.op != opDel {
-		switch d.byte() {
-		case 0:
-			r.sid = d.uvarint()
-		case 1:
-			r.id = d.bytes()
-			if d.err == nil && (len(r.id) == 0 || len(r.id) > 256) {
-				d.err = errBadRecord
-			}
-		default:
-			d.err = errBadRecord
-		}
+	if r.op != opDel && r.op != opFlush {
+		r.sid, r.id = d.id()
 	}
 	switch r.op {
 	case opMeta:
@@ -218,7 +251,12 @@ func (r *rec) decode(b []byte) error {
 		if len(r.deadLetter) == 0 {
 			r.deadLetter = nil
 		}
-	case opCancel, opPop, opDel:
+	case opLMove:
+		r.dst = d.bytes()
+		r.dsid, r.did = d.id()
+		r.seq = d.uvarint()
+		r.flags = d.byte()
+	case opCancel, opPop, opDel, opFlush:
 	default:
 		d.err = errBadRecord
 	}

@@ -16,6 +16,9 @@ func TestRecordRoundTrip(t *testing.T) {
 		{op: opReserve, time: 5, queue: []byte("q"), sid: 3, due: 77, deliveries: 2, seq: 8},
 		{op: opMove, time: 6, queue: []byte("q"), id: []byte("y"), due: 80, seq: 9, deliveries: 1, flags: flagHead},
 		{op: opDel, time: 7, queue: []byte("q")},
+		{op: opLMove, time: 8, queue: []byte("src"), sid: 4, dst: []byte("dst"), did: []byte("c"), seq: 10, flags: flagHead},
+		{op: opLMove, time: 8, queue: []byte("src"), id: []byte("c"), dst: []byte("src"), dsid: 5, seq: 11},
+		{op: opFlush, time: 9, queue: []byte{}},
 	} {
 		var got rec
 		if err := got.decode(r.encode(nil)); err != nil {
@@ -32,7 +35,7 @@ func TestRecordRoundTrip(t *testing.T) {
 
 // normal makes empty and nil byte slices compare equal.
 func normal(r rec) rec {
-	for _, b := range []*[]byte{&r.queue, &r.payload, &r.deadLetter} {
+	for _, b := range []*[]byte{&r.queue, &r.payload, &r.deadLetter, &r.dst} {
 		if len(*b) == 0 {
 			*b = nil
 		}
@@ -46,6 +49,8 @@ func FuzzRecordDecode(f *testing.F) {
 	f.Add((&rec{op: opAdd, time: 1, queue: []byte("q"), sid: 42, payload: []byte("p")}).encode(nil))
 	f.Add((&rec{op: opReserve, time: 5, queue: []byte("q"), id: []byte("i"), due: 77}).encode(nil))
 	f.Add((&rec{op: opDel, time: 7, queue: []byte("q")}).encode(nil))
+	f.Add((&rec{op: opLMove, time: 8, queue: []byte("a"), sid: 4, dst: []byte("b"), did: []byte("x"), seq: 3}).encode(nil))
+	f.Add((&rec{op: opFlush, time: 9}).encode(nil))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var r rec
 		if r.decode(b) != nil {

@@ -11,6 +11,7 @@ type Waiter struct {
 	ready chan struct{} // gets one value when resolved
 	links []waitLink
 	mode  PopMode
+	move  *moveTo  // BLMOVE and BRPOPLPUSH: move the job rather than pop it
 	done  bool     // guarded by Engine.mu
 	d     Delivery // written before ready is signalled
 	got   bool     // d holds a job (false: released by shutdown)
@@ -105,8 +106,15 @@ func (e *Engine) serveWaiters(qi uint32) {
 			return
 		}
 		w := q.whead.w
-		w.d = e.takeFrom(qi, w.mode)
-		e.resolve(w, true)
+		if w.move == nil {
+			w.d = e.takeFrom(qi, w.mode)
+			e.resolve(w, true)
+			continue
+		}
+		var to uint32
+		w.d, to = e.moveFrom(qi, w.move.dst, w.move.ends)
+		e.resolve(w, true) // first, so that a move onto its own queue does not serve it twice
+		e.serve(to)
 	}
 }
 

@@ -874,7 +874,8 @@ func TestDurabilityLogBoundedUnderChurn(t *testing.T) {
 }
 
 // TestDurabilityReservedSurvivesKill9: a popped, unacknowledged job with an
-// ack timeout comes back ready after kill -9 and a restart.
+// ack timeout is still reserved after kill -9 and a restart, with the same
+// absolute deadline; an ACK after the restart deletes it for good.
 func TestDurabilityReservedSurvivesKill9(t *testing.T) {
 	t.Parallel()
 	s := startServer(t, "--appendonly", "yes", "--appendfsync", "always")
@@ -885,7 +886,8 @@ func TestDurabilityReservedSurvivesKill9(t *testing.T) {
 	if m["state"] != "reserved" {
 		t.Fatalf("after the pop: state %v, want reserved", m["state"])
 	}
-	if _, ok := m["ack_deadline"]; !ok {
+	deadline, ok := m["ack_deadline"]
+	if !ok {
 		t.Errorf("DELAY.GET of a reserved job has no ack_deadline: %v", sortedKeys(m))
 	}
 	expectStats(t, c, "q", 0, 0, 1)
@@ -893,14 +895,14 @@ func TestDurabilityReservedSurvivesKill9(t *testing.T) {
 	durRestartAfterKill(t, s)
 	c = s.Client()
 	m = job(t, c, "q", id)
-	if m["state"] != "ready" {
-		t.Errorf("after kill -9 and restart: state %v, want ready", m["state"])
+	if m["state"] != "reserved" || fmt.Sprint(m["ack_deadline"]) != fmt.Sprint(deadline) {
+		t.Errorf("after kill -9 and restart: state %v deadline %v, want reserved until %v", m["state"], m["ack_deadline"], deadline)
 	}
-	if d := asInt(t, "deliveries", m["deliveries"]); d < 1 {
-		t.Errorf("after kill -9 and restart: deliveries %d, want at least the 1 delivery made", d)
+	if d := asInt(t, "deliveries", m["deliveries"]); d != 1 {
+		t.Errorf("after kill -9 and restart: deliveries %d, want 1", d)
 	}
-	expectStats(t, c, "q", 0, 1, 0)
-	expect(t, c, []any{"q", id, "work"}, "DELAY.POP", "q", "1")
+	expectStats(t, c, "q", 0, 0, 1)
+	expect(t, c, nil, "DELAY.POP", "q", "0.1")
 	expect(t, c, int64(1), "DELAY.ACK", "q", id)
 	s.Kill9()
 	durRestartAfterKill(t, s)
@@ -937,8 +939,11 @@ func TestDurabilitySigtermKeepsEverything(t *testing.T) {
 			c = s.Client()
 			expectStats(t, c, "d", int64(len(delayed)-2), 0, 0)
 			expectStats(t, c, "r", 0, 9, 0)
-			// a reserved job comes back ready after a restart
-			expectStats(t, c, "a", 0, 1, 0)
+			// a reserved job stays reserved across a restart
+			expectStats(t, c, "a", 0, 0, 1)
+			if m := job(t, c, "a", resv); m["state"] != "reserved" {
+				t.Errorf("reserved job after restart: %v", m)
+			}
 			expect(t, c, nil, "DELAY.GET", "a", acked)
 			expect(t, c, nil, "DELAY.GET", "d", delayed[0])
 			expect(t, c, nil, "DELAY.GET", "r", ready[0])
@@ -980,57 +985,84 @@ func durPopAll(t testing.TB, c *redis.Client, key string, n int) []string {
 	return ids
 }
 
-// TestDurabilityManyReservedSurviveRestarts: many reserved jobs come back
-// ready at every start (after SIGTERM or kill -9), and the server takes
-// writes right after releasing them. Starting releases each reservation as a
-// logged write while the log's group commit begins, so this is also a check
-// that those first writes neither crash the server nor stall later writes.
+// TestDurabilityManyReservedSurviveRestarts: 1,000 reserved jobs keep their
+// reservations across a restart (SIGTERM, and kill -9 under appendfsync
+// always): none is handed out again before its deadline, an ACK sent after
+// the restart deletes its job, and once the deadline passes every un-acked
+// job comes back, once.
 func TestDurabilityManyReservedSurviveRestarts(t *testing.T) {
 	t.Parallel()
-	const n = 500
-	rounds := 12
-	if testing.Short() {
-		rounds = 4
+	for _, how := range []string{"kill -9", "SIGTERM"} {
+		t.Run(how, func(t *testing.T) {
+			t.Parallel()
+			const n = 1000
+			const ackTimeout = 4000 // the wait before the deadline fits expect's 5 s
+			s := startServer(t, "--appendonly", "yes", "--appendfsync", "always")
+			c := s.Client()
+			var want []string
+			for start := 0; start < n; start += 100 {
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				pipe := c.Pipeline()
+				cmds := make([]*redis.Cmd, 100)
+				for i := range cmds {
+					cmds[i] = pipe.Do(ctx, "DELAY.ADD", "q", 0, "w"+strconv.Itoa(start+i), "ACKTIMEOUT", ackTimeout)
+				}
+				_, _ = pipe.Exec(ctx)
+				cancel()
+				for _, cmd := range cmds {
+					want = append(want, bulkID(t, "DELAY.ADD", cmd.Val()))
+				}
+			}
+			got := durPopAll(t, c, "q", n)
+			if !slices.Equal(slices.Sorted(slices.Values(got)), slices.Sorted(slices.Values(want))) {
+				t.Fatalf("the %d pops did not return each job once", n)
+			}
+			// The first job popped has the earliest deadline.
+			first := asInt(t, "ack_deadline", job(t, c, "q", got[0])["ack_deadline"])
+			if how == "kill -9" {
+				s.Kill9()
+			} else {
+				durStopClean(t, s)
+			}
+			if out, err := durStart(t, s); err != nil {
+				t.Fatalf("restart with %d reserved jobs in the log: %v\n%s", n, err, out)
+			}
+			c = s.Client()
+			expectStats(t, c, "q", 0, 0, n)
+			if d := asInt(t, "ack_deadline", job(t, c, "q", got[0])["ack_deadline"]); d != first {
+				t.Fatalf("ack deadline after the restart %d, want %d as before", d, first)
+			}
+			// ACK every other job after the restart: each deletes its job.
+			acked := map[string]bool{}
+			for i := 0; i < n; i += 2 {
+				expect(t, c, int64(1), "DELAY.ACK", "q", got[i])
+				acked[got[i]] = true
+			}
+			// Nothing is handed out again before the deadline.
+			if wait := first - durNowMs() - 300; wait > 0 {
+				ms := strconv.FormatFloat(float64(wait)/1000, 'f', 3, 64)
+				expect(t, c, nil, "DELAY.POP", "q", ms)
+			} else {
+				t.Logf("the restart took past the deadline; skipping the check before it")
+			}
+			if durNowMs() < first-50 {
+				expectStats(t, c, "q", 0, 0, n/2)
+			}
+			// After the deadline the un-acked jobs come back, each once.
+			for durNowMs() <= first+ackTimeout/10 {
+				time.Sleep(50 * time.Millisecond)
+			}
+			back := durPopAll(t, c, "q", n/2)
+			for _, id := range back {
+				if acked[id] {
+					t.Fatalf("acked job %s came back", id)
+				}
+			}
+			if len(slices.Compact(slices.Sorted(slices.Values(back)))) != n/2 {
+				t.Fatalf("%d distinct jobs came back, want %d", len(slices.Compact(slices.Sorted(slices.Values(back)))), n/2)
+			}
+			expect(t, c, nil, "DELAY.GET", "q", got[0])
+			expect(t, c, nil, "DELAY.POP", "q", "0.1") // nothing else
+		})
 	}
-	s := startServer(t, "--appendonly", "yes", "--appendfsync", "always")
-	c := s.Client()
-	var want []string
-	for start := 0; start < n; start += 100 {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		pipe := c.Pipeline()
-		cmds := make([]*redis.Cmd, 100)
-		for i := range cmds {
-			cmds[i] = pipe.Do(ctx, "DELAY.ADD", "q", 0, "w"+strconv.Itoa(start+i), "ACKTIMEOUT", 600000)
-		}
-		_, _ = pipe.Exec(ctx)
-		cancel()
-		for _, cmd := range cmds {
-			want = append(want, bulkID(t, "DELAY.ADD", cmd.Val()))
-		}
-	}
-	slices.Sort(want)
-	for round := 0; round < rounds; round++ {
-		got := durPopAll(t, c, "q", n)
-		slices.Sort(got)
-		if !slices.Equal(got, want) {
-			t.Fatalf("round %d: the %d pops did not return each job once", round, n)
-		}
-		expectStats(t, c, "q", 0, 0, n)
-		if round%2 == 0 {
-			s.Kill9()
-		} else {
-			durStopClean(t, s)
-		}
-		if out, err := durStart(t, s); err != nil {
-			t.Fatalf("round %d: restart with %d reserved jobs in the log: %v\n%s", round, n, err, out)
-		}
-		c = s.Client()
-		expectStats(t, c, "q", 0, n, 0)
-	}
-	// the log written by all those starts replays
-	durStopClean(t, s)
-	if out, err := durStart(t, s); err != nil {
-		t.Fatalf("final restart: %v\n%s", err, out)
-	}
-	expectStats(t, s.Client(), "q", 0, n, 0)
 }

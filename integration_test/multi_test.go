@@ -96,8 +96,11 @@ func TestMultiBlockingCommandsDoNotBlock(t *testing.T) {
 		cmd("QUEUED", "BLPOP", "empty", 0),
 		cmd("QUEUED", "BRPOP", "empty", 0),
 		cmd("QUEUED", "DELAY.POP", "empty", 0),
+		cmd("QUEUED", "BLMOVE", "empty", "dst", "LEFT", "RIGHT", 0),
+		cmd("QUEUED", "BRPOPLPUSH", "empty", "dst", 0),
 		cmd("QUEUED", "BLPOP", "full", 0),
-		cmd([]any{nil, nil, nil, []any{"full", "x"}}, "EXEC"),
+		// BLMOVE and BRPOPLPUSH act as LMOVE and RPOPLPUSH: a null bulk.
+		cmd([]any{nil, nil, nil, nil, nil, []any{"full", "x"}}, "EXEC"),
 	)
 	if d := time.Since(start); d > 2*time.Second {
 		t.Fatalf("a blocking command inside EXEC blocked: %v", d)
@@ -134,6 +137,43 @@ func TestMultiServesBlockedClientsAfterExec(t *testing.T) {
 		t.Fatal("the blocked client was not served after EXEC")
 	}
 	expect(t, c, 0, "LLEN", "l")
+}
+
+// FLUSHALL inside a transaction drops every job, the ones pushed before it
+// in the same transaction too; a client blocked on a queue stays blocked and
+// is served by a push after the flush, after EXEC.
+func TestMultiFlushallWithBlockedClient(t *testing.T) {
+	t.Parallel()
+	s := startServer(t)
+	c, w := s.Client(), s.Client()
+	// Two queues before the blocked one, so that the flush renumbers it.
+	expect(t, c, 1, "RPUSH", "a", "x")
+	expect(t, c, 1, "RPUSH", "b", "x")
+	got := make(chan any, 1)
+	go func() {
+		v, err := w.Do(ctxT(t, 10*time.Second), "BLPOP", "l", 0).Result()
+		if err != nil {
+			v = err
+		}
+		got <- v
+	}()
+	s.waitBlocked(t, 1)
+	chain(t, c,
+		cmd("OK", "MULTI"),
+		cmd("QUEUED", "RPUSH", "l", "before"),
+		cmd("QUEUED", "FLUSHALL"),
+		cmd("QUEUED", "RPUSH", "l", "after"),
+		cmd([]any{1, "OK", 1}, "EXEC"),
+	)
+	select {
+	case v := <-got:
+		if msg := matchValue([]any{"l", "after"}, v); msg != "" {
+			t.Fatalf("blocked client: %s", msg)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the blocked client was not served after EXEC")
+	}
+	expect(t, c, 0, "DBSIZE")
 }
 
 func TestWatch(t *testing.T) {

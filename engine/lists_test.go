@@ -1,0 +1,104 @@
+package engine
+
+import (
+	"slices"
+	"testing"
+	"testing/synctest"
+)
+
+// waitFor parks a waiter on the names (the queues must be empty).
+func waitFor(t *testing.T, e *Engine, mode PopMode, names ...string) *Waiter {
+	t.Helper()
+	var bs [][]byte
+	for _, n := range names {
+		bs = append(bs, b(n))
+	}
+	_, w, err := e.PopOrWait(bs, mode)
+	if err != nil || w == nil {
+		t.Fatalf("PopOrWait %v: a job or an error (%v): the queues should be empty", names, err)
+	}
+	return w
+}
+
+func served(t *testing.T, w *Waiter) string {
+	t.Helper()
+	select {
+	case <-w.Ready():
+	default:
+		t.Fatal("the waiter was not served")
+	}
+	d, ok := w.Result()
+	if !ok {
+		t.Fatal("the waiter was released without a job")
+	}
+	return string(d.Payload)
+}
+
+// TestPushRepliesLengthBeforeServing: RPUSH/LPUSH reply the ready length
+// right after the push, and waiters are served after the last value is in
+// place, as Redis does (so LPUSH k a b c hands a BLPOP waiter c).
+func TestPushRepliesLengthBeforeServing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEngine(t, Options{})
+		push := func(q string, head bool, vals ...string) int {
+			t.Helper()
+			var ps [][]byte
+			for _, v := range vals {
+				ps = append(ps, b(v))
+			}
+			n, _, err := e.Push(b(q), ps, head)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+		w := waitFor(t, e, PopLeft, "k")
+		if n := push("k", false, "x"); n != 1 {
+			t.Fatalf("RPUSH k x with one waiter: %d, want 1", n)
+		}
+		if p := served(t, w); p != "x" || e.Len(b("k")) != 0 {
+			t.Fatalf("waiter got %q, llen %d", p, e.Len(b("k")))
+		}
+
+		w1, w2 := waitFor(t, e, PopLeft, "k"), waitFor(t, e, PopLeft, "k")
+		if n := push("k", false, "a", "b", "c"); n != 3 {
+			t.Fatalf("RPUSH k a b c with two waiters: %d, want 3", n)
+		}
+		if p1, p2 := served(t, w1), served(t, w2); p1 != "a" || p2 != "b" {
+			t.Fatalf("two waiters got %q %q, want a b", p1, p2)
+		}
+		if got := e.Range(b("k"), 0, -1); len(got) != 1 || string(got[0]) != "c" {
+			t.Fatalf("left after two waiters: %q", got)
+		}
+		e.Del([][]byte{b("k")})
+
+		w = waitFor(t, e, PopLeft, "k")
+		if n := push("k", true, "a", "b", "c"); n != 3 {
+			t.Fatalf("LPUSH k a b c with a waiter: %d, want 3", n)
+		}
+		if p := served(t, w); p != "c" {
+			t.Fatalf("BLPOP waiter after LPUSH k a b c got %q, want c", p)
+		}
+		if got := e.Range(b("k"), 0, -1); !slices.EqualFunc(got, [][]byte{b("b"), b("a")}, func(x, y []byte) bool { return string(x) == string(y) }) {
+			t.Fatalf("left after LPUSH: %q", got)
+		}
+		e.Del([][]byte{b("k")})
+
+		w = waitFor(t, e, PopRight, "k")
+		if n := push("k", false, "x", "y"); n != 2 {
+			t.Fatalf("RPUSH k x y with a BRPOP waiter: %d", n)
+		}
+		if p := served(t, w); p != "y" {
+			t.Fatalf("BRPOP waiter got %q, want y", p)
+		}
+		e.Del([][]byte{b("k")})
+
+		w = waitFor(t, e, PopLeft, "k1", "k2")
+		if n := push("k2", false, "z"); n != 1 {
+			t.Fatalf("RPUSH k2 z with a waiter on k1 k2: %d", n)
+		}
+		if p := served(t, w); p != "z" {
+			t.Fatalf("waiter on two keys got %q", p)
+		}
+	})
+}

@@ -1,0 +1,203 @@
+package engine
+
+import "bytes"
+
+// Reliable list moves: LMOVE, BLMOVE, RPOPLPUSH, BRPOPLPUSH move a ready job
+// from one queue's ready list to another's, and LREM removes ready jobs by
+// payload, so that a list worker can park a job in its own processing queue
+// and remove it when done (Redis's reliable-queue pattern).
+//
+// A move is one log record (opLMove), never a pop plus an add: a crash
+// between those two would lose the job. The job keeps its id, payload, due
+// time, deliveries, ack timeout, retry limit and dead-letter queue; if its id
+// is taken in the destination it gets a new server id there, as a
+// dead-lettered job does. A move is not a delivery: the job stays stored, in
+// a ready list, so nothing counts it or expires it; a DELAY.POP from the
+// destination later reserves it with its own ack timeout.
+
+// MoveEnds says which end of the source a move takes the job from and
+// which end of the destination it puts it at (LEFT: head, RIGHT: tail).
+type MoveEnds struct {
+	FromRight, ToRight bool
+}
+
+// Move moves the ready job at one end of src to one end of dst and returns
+// it (Payload is what LMOVE replies); ok is false when src has no ready job.
+// src and dst may be the same queue: the job goes round. O(1).
+func (e *Engine) Move(src, dst []byte, ends MoveEnds) (Delivery, bool, error) {
+	if len(dst) > MaxKey {
+		return Delivery{}, false, ErrKeyTooLong
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if _, err := e.beginWrite(); err != nil {
+		return Delivery{}, false, err
+	}
+	qi, ok := e.queueFor(src, false)
+	if !ok || e.queues[qi].head == 0 {
+		return Delivery{}, false, nil
+	}
+	d, to := e.moveFrom(qi, dst, ends)
+	e.serve(to)
+	return d, true, nil
+}
+
+// MoveOrWait is Move, or, when src has no ready job, a waiter parked in
+// src's FIFO with the waiters of every other blocking pop: a job arriving in
+// src is moved for the oldest waiter first, under the engine's lock, so a
+// waiter whose client then leaves has not lost it (it is in dst).
+func (e *Engine) MoveOrWait(src, dst []byte, ends MoveEnds) (Delivery, *Waiter, error) {
+	if len(dst) > MaxKey {
+		return Delivery{}, nil, ErrKeyTooLong
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if _, err := e.beginWrite(); err != nil {
+		return Delivery{}, nil, err
+	}
+	if qi, ok := e.queueFor(src, false); ok && e.queues[qi].head != 0 {
+		d, to := e.moveFrom(qi, dst, ends)
+		e.serve(to)
+		return d, nil, nil
+	}
+	if e.mu.held {
+		// Inside a transaction a blocking move is LMOVE, as in Redis.
+		return Delivery{}, nil, ErrInTransaction
+	}
+	w := &Waiter{ready: make(chan struct{}, 1), links: make([]waitLink, 1),
+		move: &moveTo{dst: append([]byte(nil), dst...), ends: ends}}
+	qi, _ := e.queueFor(src, true)
+	w.links[0].w = w
+	e.park(&w.links[0], qi)
+	e.stats.WaitersNow++
+	return Delivery{}, w, nil
+}
+
+// moveTo is what a waiter parked by MoveOrWait does with the job it gets.
+type moveTo struct {
+	dst  []byte
+	ends MoveEnds
+}
+
+// moveFrom moves the job at one end of queue qi's (non-empty) ready list to
+// dst, logging the move first, and returns it with dst's index. The caller
+// serves dst's waiters (after resolving its own waiter, if any). O(1).
+func (e *Engine) moveFrom(qi uint32, dst []byte, ends MoveEnds) (Delivery, uint32) {
+	var buf [sidLen]byte
+	q := &e.queues[qi]
+	s := q.head - 1
+	if ends.FromRight {
+		s = q.tail - 1
+	}
+	j := e.jobs.at(s)
+	src := q.name
+	id := e.idOf(j, &buf)
+	r := rec{op: opLMove, time: e.nowMs(), queue: []byte(src), sid: j.sid, dst: dst, dsid: j.sid}
+	if j.idLen > 0 {
+		r.id, r.did = id, id
+	}
+	if src != string(dst) {
+		if to, ok := e.queueFor(dst, false); ok {
+			if _, taken := e.lookup(to, id); taken {
+				r.did, r.dsid = nil, e.newSID(dst, r.time)
+			}
+		}
+	}
+	e.seq++
+	r.seq = e.seq
+	if !ends.ToRight {
+		r.flags = flagHead
+	}
+	d := Delivery{Queue: []byte(src), Payload: append([]byte(nil), e.payloadOf(j)...), moved: true}
+	d.Ticket = e.logRec(&r) // encodes r before relocate frees the id it aliases
+	to := e.relocate(s, &r)
+	d.ID = append([]byte(nil), e.idOf(e.jobs.at(s), &buf)...)
+	return d, to
+}
+
+// relocate applies a move record to the ready job in slot s: the job leaves
+// its queue's ready list and joins dst's, with the record's id and add
+// order. Live moves and replay both come here. It returns dst's index.
+func (e *Engine) relocate(s uint32, r *rec) uint32 {
+	var buf, nbuf [sidLen]byte
+	j := e.jobs.at(s)
+	from := j.queue
+	e.detach(s)
+	to, _ := e.queueFor(r.dst, true) // may grow e.queues: no queue pointer is held here
+	newID := r.did
+	if newID == nil {
+		newID = renderSID(&nbuf, r.dsid)
+	}
+	oldID := e.idOf(j, &buf)
+	if from != to || !bytes.Equal(oldID, newID) {
+		e.indexDelete(s, oldID)
+		e.queues[from].bytes -= dataSize(j)
+		if !bytes.Equal(oldID, newID) {
+			payload := append([]byte(nil), e.payloadOf(j)...)
+			e.arena.free(j.data, int(j.idLen)+int(j.plen))
+			j.sid, j.idLen = r.dsid, uint16(len(r.did))
+			j.data = e.storeData(r.did, payload)
+			e.lastSID = max(e.lastSID, r.dsid)
+		}
+		j.queue = to
+		e.queues[to].bytes += dataSize(j)
+		e.indexInsert(s, newID)
+	}
+	j.seq = r.seq
+	e.seq = max(e.seq, r.seq)
+	e.pushReady(s, r.flags&flagHead != 0)
+	e.releaseQueue(from)
+	return to
+}
+
+// applyLMove replays a move record.
+func (e *Engine) applyLMove(r *rec) {
+	s, ok := e.find(r)
+	if !ok || e.jobs.at(s).state != stateReady {
+		return
+	}
+	e.serve(e.relocate(s, r))
+}
+
+// Rem removes ready jobs whose payload equals payload, as LREM does: count
+// > 0 the first count from the head, < 0 the first -count from the tail, 0
+// all. Each removal is logged as a pop. It returns how many went. O(ready
+// jobs of the queue).
+func (e *Engine) Rem(name []byte, count int64, payload []byte) (int, uint64, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if _, err := e.beginWrite(); err != nil {
+		return 0, 0, err
+	}
+	qi, ok := e.queueFor(name, false)
+	if !ok {
+		return 0, 0, nil
+	}
+	fromTail := count < 0
+	limit := count
+	if fromTail {
+		limit = -count
+	}
+	var ticket uint64
+	n := 0
+	q := &e.queues[qi]
+	s := q.head
+	if fromTail {
+		s = q.tail
+	}
+	for s != 0 && (limit == 0 || int64(n) < limit) {
+		j := e.jobs.at(s - 1)
+		next := j.next
+		if fromTail {
+			next = j.prev
+		}
+		if bytes.Equal(e.payloadOf(j), payload) {
+			r := e.recFor(opPop, s-1)
+			ticket = e.logRec(&r) // encodes r before remove frees the id it aliases
+			e.remove(s - 1)
+			n++
+		}
+		s = next
+	}
+	return n, ticket, nil
+}
