@@ -40,6 +40,11 @@ func TestMain(m *testing.M) {
 
 func run(m *testing.M) int {
 	raiseParallel()
+	defer func() {
+		if goExamplesDir != "" {
+			os.RemoveAll(goExamplesDir)
+		}
+	}()
 	if !verbose {
 		redis.SetLogger(quietLogger{})
 	}
