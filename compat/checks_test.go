@@ -30,7 +30,7 @@ var features = []feature{
 		what: "HELLO 3 through the library's RESP3 option: a map with `proto` 3 and `server` `redis`; on delayd `DELAY.GET` replies a map"},
 	{name: "auth", title: "AUTH",
 		what: "a server with `requirepass`: no password gets `NOAUTH`, a wrong one `WRONGPASS`, the right one works"},
-	{name: "delay", title: "DELAY.*", delaydOnly: true,
+	{name: "delay", title: "`DELAY.*`", delaydOnly: true,
 		what: "generic calls: `DELAY.ADD` with `ID` (a retry replies nil), `DELAY.GET`, `DELAY.STATS`, `DELAY.CANCEL`, a binary payload through `DELAY.POP`"},
 	{name: "pipeline", title: "pipeline",
 		what: "the library's default (non-transactional) pipeline of 100 adds: 100 replies, 100 ready jobs"},

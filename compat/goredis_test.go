@@ -27,7 +27,7 @@ func goRedisCells() map[string]cell {
 	}
 }
 
-// goRedis is a client with the library's defaults (RESP3, 3 s read
+// goRedis is a client with the library's defaults (RESP3, 5 s read
 // timeout, 3 retries), changed only by opts.
 func goRedis(e *env, opts ...func(*redis.Options)) *redis.Client {
 	o := &redis.Options{Addr: e.addr}

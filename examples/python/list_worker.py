@@ -3,8 +3,8 @@ worker of a Redis list. delayd moves each job to the queue's ready list when
 its time comes; BLPOP removes it (at-most-once: a list pop needs no ACK,
 whatever the job's ack timeout).
 
-redis-py's blpop helper stretches the read timeout by its own timeout, so no
-socket_timeout needs setting for it.
+redis-py applies socket_timeout to blpop too: keep the pop's timeout below it
+(this client sets none, as redis-py 4 does by default).
 
     DELAYD_ADDR   server (default 127.0.0.1:6380)
     QUEUE         queue (default jobs:email)

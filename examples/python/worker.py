@@ -3,11 +3,10 @@ jobs added with ACKTIMEOUT).
 
 The read timeout rule: redis-py gives up on a reply after socket_timeout
 (none by default in redis-py 4; newer versions and many apps set one, and
-redis-py 6+ also retries a timed-out command). Its own blocking helpers
-(blpop, ...) are fine, but DELAY.POP goes through execute_command, so the
-client cannot know it blocks: a DELAY.POP 5 with socket_timeout=5 is cut,
-retried or raised, and a job handed over at that moment waits for its ack
-timeout before it is delivered again. So this worker pops with a short
+recent versions also retry a timed-out command). It applies to every
+command, a blocking one included: a DELAY.POP 5 with socket_timeout=5 is
+cut, retried or raised, and a job handed over at that moment waits for its
+ack timeout before it is delivered again (or is lost, without one). So this worker pops with a short
 timeout (POP_TIMEOUT) in a loop and sets socket_timeout longer than it. The
 short pop is also how a stop request is noticed.
 

@@ -2,11 +2,11 @@
 // acknowledges each with DELAY.ACK once it is done: at-least-once delivery
 // for jobs added with ACKTIMEOUT.
 //
-// The read timeout rule: go-redis waits at most ReadTimeout (3 s by default)
+// The read timeout rule: go-redis waits at most ReadTimeout (5 s by default)
 // for a reply. Its own blocking helpers (BLPop, ...) add their timeout to
 // it, but DELAY.POP goes through the generic Do, so the client cannot know
-// the command blocks: a DELAY.POP 5 with the default read timeout is cut
-// after 3 s, the connection is dropped, and a job handed over at that moment
+// the command blocks: a DELAY.POP 10 with the default read timeout is cut
+// after 5 s, the connection is dropped, and a job handed over at that moment
 // waits for its ack timeout before it is delivered again. So the worker pops
 // with a short timeout (popTimeout) in a loop and sets ReadTimeout longer
 // than it. The short pop is also how a stop request is noticed.
