@@ -1,0 +1,279 @@
+package compat
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"reflect"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// feature is a column of the matrix: one thing every client is checked for.
+type feature struct {
+	name  string // subtest name
+	title string // column title
+	what  string // what the check does, for the README
+	// delaydOnly features use DELAY.* commands, so they are n/a against
+	// redis-server.
+	delaydOnly bool
+}
+
+var features = []feature{
+	{name: "handshake", title: "handshake",
+		what: "connect with the library's defaults (whatever it sends first: HELLO, CLIENT SETINFO, CLIENT TRACKING, INFO), PING, add a ready job, LLEN"},
+	{name: "resp3", title: "RESP3",
+		what: "HELLO 3 through the library's RESP3 option: a map with `proto` 3 and `server` `redis`; on delayd `DELAY.GET` replies a map"},
+	{name: "auth", title: "AUTH",
+		what: "a server with `requirepass`: no password gets `NOAUTH`, a wrong one `WRONGPASS`, the right one works"},
+	{name: "delay", title: "`DELAY.*`", delaydOnly: true,
+		what: "generic calls: `DELAY.ADD` with `ID` (a retry replies nil), `DELAY.GET`, `DELAY.STATS`, `DELAY.CANCEL`, a binary payload through `DELAY.POP`"},
+	{name: "pipeline", title: "pipeline",
+		what: "the library's default (non-transactional) pipeline of 100 adds: 100 replies, 100 ready jobs"},
+	{name: "transaction", title: "transaction",
+		what: "the library's default transaction (redis-py `pipeline()`, go-redis `TxPipelined`, ioredis and node-redis `multi()`, rueidis MULTI on a dedicated connection): 100 adds add exactly 100; a command refused while queuing aborts it (`EXECABORT`) and nothing runs; WATCH of a changed queue makes EXEC fail, where the library has it"},
+	{name: "blpop", title: "BLPOP worker",
+		what: "the library's BLPOP helper blocks until another connection adds a job, and times out with nil on an empty queue"},
+	{name: "popack", title: "DELAY.POP+ACK worker", delaydOnly: true,
+		what: "a worker with a read timeout longer than its pop timeout pops in a loop (empty pops reply nil, not an error), gets a job with an ack timeout no sooner than its delay, sees it reserved, ACKs it, and it is gone"},
+	{name: "lmove", title: "reliable list",
+		what: "`BLMOVE` / `RPOPLPUSH` of a job into a processing list, then `LREM` when done"},
+	{name: "scan", title: "SCAN/KEYS",
+		what: "the library's SCAN iterator with `MATCH jobs:*`, `KEYS jobs:*`, `DBSIZE`"},
+	{name: "clientinfo", title: "CLIENT INFO",
+		what: "the library's CLIENT INFO helper parses the reply (Redis's fields: `id`, `addr`, `qbuf-free`, `oll`, `tot-mem`, ...)"},
+	{name: "cache", title: "client-side cache",
+		what: "the library's client-side caching: a cached `LLEN` is served from the cache, and an add by another client invalidates it"},
+	{name: "reconnect", title: "reconnect",
+		what: "after a server restart (SIGTERM, start again) the same client object works again on its own, and the jobs are still there"},
+}
+
+// cell is how one client is checked for one feature.
+type cell struct {
+	run  func(*env) error
+	na   string // the client has no such feature: why
+	note string // a condition shown in the README
+}
+
+// client is a row of the matrix.
+type client struct {
+	name  string
+	title string
+	cells map[string]cell
+}
+
+// scripted makes every feature a run of one script, which decides n/a
+// itself where that depends on the installed version.
+func scripted(runtime func() (string, error), script string, arg string, override map[string]cell) map[string]cell {
+	m := map[string]cell{}
+	for _, f := range features {
+		args := []string{f.name}
+		if arg != "" {
+			args = []string{arg, f.name}
+		}
+		m[f.name] = cell{run: scriptCheck(runtime, script, args...)}
+	}
+	for k, v := range override {
+		if v.run == nil && v.na == "" {
+			v.run = m[k].run
+		}
+		m[k] = v
+	}
+	return m
+}
+
+var clients = []client{
+	{name: "go-redis", title: "go-redis v9", cells: goRedisCells()},
+	{name: "rueidis", title: "rueidis", cells: rueidisCells()},
+	{name: "redis-py", title: "redis-py", cells: scripted(python, "python/checks.py", "", map[string]cell{
+		"resp3": {note: "redis-py 5 and later (`protocol=3`); Debian bookworm's 4.3 has no RESP3"},
+		"cache": {note: "redis-py 5.1 and later (`cache_config`, RESP3); Debian bookworm's 4.3 has none"},
+	})},
+	{name: "ioredis", title: "ioredis 5", cells: scripted(node, "node/checks.js", "ioredis", map[string]cell{
+		"resp3": {na: "ioredis speaks RESP2 only"},
+		"cache": {na: "ioredis has no client-side cache"},
+	})},
+	{name: "node-redis", title: "node-redis 5", cells: scripted(node, "node/checks.js", "node-redis", nil)},
+}
+
+// results holds each cell's outcome for the matrix.
+var (
+	resultsMu sync.Mutex
+	results   = map[string]string{} // client/feature -> pass, FAIL, n/a, skip
+)
+
+func record(c, f, outcome string) {
+	resultsMu.Lock()
+	defer resultsMu.Unlock()
+	results[c+"/"+f] = outcome
+}
+
+// raiseParallel lets 6 checks run at once whatever GOMAXPROCS, unless
+// -parallel was given: the checks mostly wait (on subprocesses, blocked
+// pops, timers), so 2 at a time on a 2-core machine would only add minutes.
+func raiseParallel() {
+	flag.Parse()
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
+	if !set {
+		_ = flag.Set("test.parallel", "6")
+	}
+}
+
+// TestCompat runs every client x feature cell, each on its own server.
+func TestCompat(t *testing.T) {
+	t.Cleanup(func() { printMatrix(t) })
+	for _, c := range clients {
+		for _, f := range features {
+			cl := c.cells[f.name]
+			t.Run(c.name+"/"+f.name, func(t *testing.T) {
+				if cl.na != "" {
+					record(c.name, f.name, "n/a")
+					t.Skip("n/a: " + cl.na)
+				}
+				if f.delaydOnly && againstRedis {
+					record(c.name, f.name, "n/a")
+					t.Skip("n/a: DELAY.* commands are delayd's")
+				}
+				t.Parallel()
+				runCell(t, c.name, f.name, cl.run)
+			})
+		}
+	}
+}
+
+func runCell(t *testing.T, clientName, featureName string, run func(*env) error) {
+	password := ""
+	if featureName == "auth" {
+		password = "compat-secret"
+	}
+	srv, err := startServer(t.TempDir(), password)
+	if err != nil {
+		record(clientName, featureName, "FAIL")
+		if srv != nil {
+			t.Logf("server output:\n%s", srv.out.String())
+		}
+		t.Fatalf("server did not start: %v", err)
+	}
+	e := &env{srv: srv, addr: srv.addr(), password: password, log: &syncBuffer{}}
+	start := time.Now()
+	err = run(e)
+	took := time.Since(start).Round(time.Millisecond)
+	if !srv.stop() {
+		t.Errorf("server did not exit within 5s of SIGTERM")
+	}
+	show := func() {
+		t.Logf("check log:\n%s", e.log.String())
+		t.Logf("server output:\n%s", srv.out.String())
+	}
+	var na errNA
+	var missing errMissing
+	switch {
+	case err == nil:
+		record(clientName, featureName, "pass")
+		if verbose {
+			show()
+		}
+		t.Logf("pass in %v", took)
+	case errors.As(err, &na):
+		record(clientName, featureName, "n/a")
+		t.Skip(err.Error())
+	case errors.As(err, &missing) && !require:
+		record(clientName, featureName, "skip")
+		t.Skipf("%v (DELAYD_COMPAT_REQUIRE=1 makes this a failure)", err)
+	default:
+		record(clientName, featureName, "FAIL")
+		show()
+		t.Errorf("%s %s: %v", clientName, featureName, err)
+	}
+}
+
+// printMatrix logs the outcome of every cell that ran, as a table, and
+// writes it to DELAYD_COMPAT_MATRIX when set.
+func printMatrix(t *testing.T) {
+	resultsMu.Lock()
+	defer resultsMu.Unlock()
+	target := "delayd"
+	if againstRedis {
+		target = serverBin
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "client compatibility against %s\n", target)
+	fmt.Fprintf(&b, "%-12s", "")
+	for _, f := range features {
+		fmt.Fprintf(&b, " %-*s", colWidth(f), f.name)
+	}
+	b.WriteString("\n")
+	failed := 0
+	for _, c := range clients {
+		fmt.Fprintf(&b, "%-12s", c.name)
+		for _, f := range features {
+			r := results[c.name+"/"+f.name]
+			if r == "" {
+				r = "-"
+			}
+			if r == "FAIL" {
+				failed++
+			}
+			fmt.Fprintf(&b, " %-*s", colWidth(f), r)
+		}
+		b.WriteString("\n")
+	}
+	fmt.Fprintf(&b, "%d failed\n", failed)
+	t.Log("\n" + b.String())
+	if p := os.Getenv("DELAYD_COMPAT_MATRIX"); p != "" {
+		if err := os.WriteFile(p, []byte(b.String()), 0o644); err != nil {
+			t.Errorf("DELAYD_COMPAT_MATRIX: %v", err)
+		}
+	}
+}
+
+func colWidth(f feature) int { return max(len(f.name), 4) }
+
+// Helpers for the Go checks: each returns an error describing the
+// difference, so a check reads as a list of expectations.
+
+func eq(what string, got, want any) error {
+	if !reflect.DeepEqual(got, want) {
+		return fmt.Errorf("%s: got %#v, want %#v", what, got, want)
+	}
+	return nil
+}
+
+func noErr(what string, err error) error {
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	return nil
+}
+
+// errStarts checks that err is a server error starting with prefix.
+func errStarts(what string, err error, prefix string) error {
+	if err == nil {
+		return fmt.Errorf("%s: no error, want one starting %q", what, prefix)
+	}
+	if !strings.Contains(err.Error(), prefix) {
+		return fmt.Errorf("%s: error %q, want one starting %q", what, err.Error(), prefix)
+	}
+	return nil
+}
+
+// first returns the first non-nil error.
+func first(errs ...error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func sorted(s []string) []string {
+	s = append([]string(nil), s...)
+	sort.Strings(s)
+	return s
+}

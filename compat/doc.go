@@ -1,0 +1,40 @@
+// Package compat is delayd's client compatibility suite: real client
+// libraries, used the way their users use them, against the real delayd
+// binary. It holds no code of its own; everything is in the tests.
+//
+// Clients: go-redis v9 and rueidis (Go modules of this repository), redis-py
+// (Debian's python3-redis, run with /usr/bin/python3), ioredis and node-redis
+// (npm, installed into compat/node/node_modules by `npm ci` from the
+// committed package-lock.json). The Go clients are driven in-process; the
+// Python and Node checks are scripts (compat/python/checks.py,
+// compat/node/*.js) that the Go test runs as subprocesses against a server it
+// started, one feature per run.
+//
+// For every client the suite checks one list of features (see features in
+// checks_test.go): the default handshake, RESP3, AUTH, generic DELAY.* calls,
+// the default pipeline and the default transaction, a BLPOP worker, a
+// DELAY.POP + DELAY.ACK worker, the reliable list pattern, SCAN, CLIENT INFO,
+// client-side caching, and reconnect after a server restart. Each check runs
+// on its own server (a free port, a temp dir, the append-only log on), so the
+// checks run in parallel. The suite prints a client x feature matrix at the
+// end; the README's matrix is generated from the same list and a test fails
+// when it is stale (go test ./compat -run README -update refreshes it).
+//
+// A check that is plain Redis behaviour is proven to be a real check by
+// running the suite against redis-server:
+//
+//	DELAYD_COMPAT_TARGET=redis-server go test -v -run TestCompat ./compat/
+//
+// The suite then starts redis-server (found on PATH, or the path given) in
+// place of delayd; checks of DELAY.* commands are not applicable there, and
+// where a check needs "a ready job" it uses RPUSH in place of DELAY.ADD with
+// delay 0 (which delayd defines as the same thing).
+//
+// Environment:
+//
+//	DELAYD_COMPAT_REQUIRE=1        a missing interpreter or module fails its checks (CI) instead of skipping them
+//	DELAYD_COMPAT_TARGET=...       delayd (default), or redis-server / a path to a redis-server binary
+//	DELAYD_COMPAT_BIN=path         test a delayd binary built elsewhere instead of building one
+//	DELAYD_COMPAT_MATRIX=file      also write the result matrix to file
+//	DELAYD_COMPAT_VERBOSE=1        show server and script output of passing checks too
+package compat

@@ -1,0 +1,228 @@
+package compat
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// The programs of examples/ run as their users run them, against a real
+// server: the producer adds jobs with IDs (and its retry changes nothing),
+// the worker pops and acks them and stops after MAX_JOBS, a SIGTERM in the
+// middle of a job lets the worker finish and ack it before it exits 0, and
+// the list worker takes jobs with BLPOP.
+
+// example is how to run one language's three programs.
+type example struct {
+	lang    string
+	runtime func() (string, error) // the interpreter, or "" for a binary
+	dir     string                 // in examples/
+	files   [3]string              // producer, worker, list worker
+	env     []string
+}
+
+var (
+	goExamplesOnce sync.Once
+	goExamplesDir  string
+	goExamplesErr  error
+)
+
+// goExamples builds examples/go/... once and returns the directory of the
+// three binaries.
+func goExamples() (string, error) {
+	goExamplesOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "delayd-examples-")
+		if err != nil {
+			goExamplesErr = err
+			return
+		}
+		build := exec.Command("go", "build", "-o", dir+string(filepath.Separator), "./examples/go/...")
+		build.Dir = moduleRoot
+		if out, err := build.CombinedOutput(); err != nil {
+			goExamplesErr = fmt.Errorf("go build ./examples/go/...: %v\n%s", err, out)
+		}
+		goExamplesDir = dir
+	})
+	return goExamplesDir, goExamplesErr
+}
+
+func examples() []example {
+	return []example{
+		{lang: "go", files: [3]string{"producer", "worker", "listworker"}},
+		{lang: "python", runtime: python, dir: "python", files: [3]string{"producer.py", "worker.py", "list_worker.py"}},
+		// node finds ioredis through NODE_PATH in the suite's locked
+		// install; a user runs npm install in examples/node instead.
+		{lang: "node", runtime: node, dir: "node", files: [3]string{"producer.js", "worker.js", "list_worker.js"},
+			env: []string{"NODE_PATH=" + filepath.Join(moduleRoot, "compat", "node", "node_modules")}},
+	}
+}
+
+// command is the exec.Cmd that runs file of ex with env added.
+func (ex example) command(ctx context.Context, file string, env ...string) (*exec.Cmd, error) {
+	var cmd *exec.Cmd
+	if ex.runtime == nil {
+		dir, err := goExamples()
+		if err != nil {
+			return nil, err
+		}
+		cmd = exec.CommandContext(ctx, filepath.Join(dir, file))
+	} else {
+		interp, err := ex.runtime()
+		if err != nil {
+			return nil, err
+		}
+		cmd = exec.CommandContext(ctx, interp, filepath.Join(moduleRoot, "examples", ex.dir, file))
+	}
+	cmd.Env = append(append(os.Environ(), ex.env...), env...)
+	return cmd, nil
+}
+
+func TestExamples(t *testing.T) {
+	if againstRedis {
+		t.Skip("n/a: the examples use DELAY.* commands")
+	}
+	for _, ex := range examples() {
+		t.Run(ex.lang, func(t *testing.T) {
+			t.Parallel()
+			if ex.runtime == nil {
+				if _, err := goExamples(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			srv, err := startServer(t.TempDir(), "")
+			if err != nil {
+				t.Fatalf("server did not start: %v", err)
+			}
+			defer srv.stop()
+			rdb := redis.NewClient(&redis.Options{Addr: srv.addr()})
+			defer rdb.Close()
+			addr := "DELAYD_ADDR=" + srv.addr()
+
+			run := func(file string, env ...string) string {
+				t.Helper()
+				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+				defer cancel()
+				cmd, err := ex.command(ctx, file, append(env, addr)...)
+				if err != nil {
+					skipOrFail(t, err)
+				}
+				began := time.Now()
+				out, err := cmd.CombinedOutput()
+				t.Logf("%s %v: %v", file, env, time.Since(began).Round(time.Millisecond))
+				if err != nil {
+					t.Fatalf("%s %s: %v\n%s", ex.lang, file, err, out)
+				}
+				return string(out)
+			}
+			want := func(out string, lines ...string) {
+				t.Helper()
+				for _, l := range lines {
+					if !strings.Contains(out, l+"\n") {
+						t.Errorf("output lacks the line %q:\n%s", l, out)
+					}
+				}
+			}
+
+			// producer, then the worker takes and acks every job
+			start := time.Now()
+			out := run(ex.files[0], "QUEUE=jobs:email", "COUNT=3", "DELAY_MS=500")
+			want(out, "added welcome-1", "added welcome-2", "added welcome-3",
+				"retry of welcome-1: already added, nothing changed")
+			out = run(ex.files[1], "QUEUE=jobs:email", "MAX_JOBS=3", "WORK_MS=10")
+			if took := time.Since(start); took < 500*time.Millisecond {
+				t.Errorf("the worker had 3 jobs of delay 500 ms after %v", took)
+			}
+			want(out, "acked welcome-1", "acked welcome-2", "acked welcome-3", "worker stopped after 3 jobs")
+			want(out, `processing welcome-1 {"user":1,"mail":"welcome"}`)
+			stats, err := rdb.Do(context.Background(), "DELAY.STATS", "jobs:email").Result()
+			if m, ok := stats.(map[any]any); err != nil || !ok || m["delayed"] != int64(0) || m["ready"] != int64(0) || m["reserved"] != int64(0) {
+				t.Errorf("DELAY.STATS after the worker: %v (%v), want nothing left", stats, err)
+			}
+
+			// SIGTERM in the middle of a job: it is finished and acked
+			run(ex.files[0], "QUEUE=jobs:stop", "COUNT=1", "DELAY_MS=0")
+			gracefulStop(t, ex, addr)
+			if err := rdb.Do(context.Background(), "DELAY.GET", "jobs:stop", "welcome-1").Err(); !errors.Is(err, redis.Nil) {
+				t.Errorf("DELAY.GET of the job in hand at SIGTERM: %v, want nil (acked)", err)
+			}
+
+			// the stock BLPOP worker
+			for _, p := range []string{"first", "second"} {
+				if err := rdb.Do(context.Background(), "DELAY.ADD", "jobs:list", "200", p).Err(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			out = run(ex.files[2], "QUEUE=jobs:list", "MAX_JOBS=2")
+			want(out, "got first", "got second", "list worker stopped after 2 jobs")
+		})
+	}
+}
+
+// gracefulStop starts the worker with a slow job, sends SIGTERM while the
+// job is in hand, and expects the job acked and exit 0.
+func gracefulStop(t *testing.T, ex example, addr string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cmd, err := ex.command(ctx, ex.files[1], "QUEUE=jobs:stop", "WORK_MS=1500", addr)
+	if err != nil {
+		skipOrFail(t, err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr syncBuffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	sc := bufio.NewScanner(stdout)
+	signalled := false
+	for sc.Scan() {
+		line := sc.Text()
+		out.WriteString(line + "\n")
+		if strings.HasPrefix(line, "processing ") && !signalled {
+			time.Sleep(100 * time.Millisecond) // into the job's work
+			if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+				t.Fatal(err)
+			}
+			signalled = true
+		}
+	}
+	err = cmd.Wait()
+	if !signalled {
+		t.Fatalf("the worker never took the job:\n%s%s", out.String(), stderr.String())
+	}
+	if err != nil {
+		t.Fatalf("worker after SIGTERM: %v, want exit 0\n%s%s", err, out.String(), stderr.String())
+	}
+	for _, l := range []string{"acked welcome-1", "worker stopped after 1 jobs"} {
+		if !strings.Contains(out.String(), l+"\n") {
+			t.Errorf("worker output after SIGTERM lacks %q:\n%s%s", l, out.String(), stderr.String())
+		}
+	}
+}
+
+// skipOrFail skips a test whose interpreter or module is missing, unless
+// DELAYD_COMPAT_REQUIRE=1.
+func skipOrFail(t *testing.T, err error) {
+	t.Helper()
+	var missing errMissing
+	if errors.As(err, &missing) && !require {
+		t.Skipf("%v (DELAYD_COMPAT_REQUIRE=1 makes this a failure)", err)
+	}
+	t.Fatal(err)
+}

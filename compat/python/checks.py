@@ -1,0 +1,260 @@
+"""redis-py checks of delayd's client compatibility suite (compat/doc.go).
+
+Run by the Go test as `/usr/bin/python3 checks.py FEATURE` against a server it
+started: DELAYD_COMPAT_ADDR is host:port, DELAYD_COMPAT_PASSWORD the
+requirepass of the AUTH check's server, DELAYD_COMPAT_TARGET `delayd` or
+`redis` (redis-server, to prove a check of plain Redis behaviour is real).
+Exit 0: pass; exit 3 after printing `N/A: reason`: this redis-py has no such
+feature; anything else: fail. Printing RESTART asks the Go test to restart the
+server; it answers with a line on stdin once the server is back.
+"""
+
+import inspect
+import os
+import sys
+import threading
+import time
+import traceback
+
+import redis
+
+HOST, PORT = os.environ["DELAYD_COMPAT_ADDR"].rsplit(":", 1)
+PORT = int(PORT)
+PASSWORD = os.environ.get("DELAYD_COMPAT_PASSWORD") or None
+AGAINST_REDIS = os.environ.get("DELAYD_COMPAT_TARGET") == "redis"
+
+
+class NotApplicable(Exception):
+    pass
+
+
+def client(**kw):
+    """A client with redis-py's defaults, changed only by kw."""
+    kw.setdefault("decode_responses", True)
+    return redis.Redis(host=HOST, port=PORT, **kw)
+
+
+def ready(queue, payload):
+    """The command that adds a ready job: DELAY.ADD with delay 0, or RPUSH on
+    redis-server (delayd defines them as the same thing)."""
+    if AGAINST_REDIS:
+        return ("RPUSH", queue, payload)
+    return ("DELAY.ADD", queue, 0, payload)
+
+
+def expect(what, got, want):
+    if got != want:
+        raise AssertionError(f"{what}: got {got!r}, want {want!r}")
+
+
+def raises(what, exc_type, fn):
+    try:
+        fn()
+    except exc_type as e:
+        return e
+    except Exception as e:  # the wrong exception is a failure too
+        raise AssertionError(f"{what}: raised {type(e).__name__}: {e}, want {exc_type.__name__}") from e
+    raise AssertionError(f"{what}: no exception, want {exc_type.__name__}")
+
+
+def check_handshake():
+    r = client()
+    expect("PING", r.ping(), True)
+    r.execute_command(*ready("q", "job"))
+    expect("LLEN", r.llen("q"), 1)
+
+
+def check_resp3():
+    if "protocol" not in inspect.signature(redis.Redis.__init__).parameters:
+        raise NotApplicable(f"redis-py {redis.__version__} has no RESP3 (protocol=3 came in 5.0)")
+    r = client(protocol=3)
+    hello = r.execute_command("HELLO", 3)
+    expect("HELLO proto", hello.get("proto"), 3)
+    expect("HELLO server", hello.get("server"), "redis")
+    if not AGAINST_REDIS:
+        r.execute_command("DELAY.ADD", "q", 60000, "p", "ID", "j1")
+        job = r.execute_command("DELAY.GET", "q", "j1")
+        expect("DELAY.GET under RESP3 is a map", isinstance(job, dict), True)
+        expect("DELAY.GET state", job.get("state"), "delayed")
+
+
+def check_auth():
+    # redis-py maps NOAUTH to AuthenticationRequiredError by its code; 4.3
+    # leaves WRONGPASS a plain ResponseError, its text as the server sent it.
+    raises("PING without a password", redis.exceptions.AuthenticationError, lambda: client().ping())
+    e = raises("PING with a wrong password", redis.exceptions.ResponseError, lambda: client(password="wrong").ping())
+    expect("the error", str(e).split(" ")[0], "WRONGPASS")
+    expect("PING with the password", client(password=PASSWORD).ping(), True)
+
+
+def check_delay():
+    r = client()
+    add = ("DELAY.ADD", "emails", 60000, "welcome", "ID", "welcome-42")
+    expect("DELAY.ADD", r.execute_command(*add), "welcome-42")
+    expect("DELAY.ADD retry with the same ID", r.execute_command(*add), None)
+    flat = r.execute_command("DELAY.GET", "emails", "welcome-42")
+    job = dict(zip(flat[::2], flat[1::2]))
+    expect("state", job.get("state"), "delayed")
+    expect("payload", job.get("payload"), "welcome")
+    flat = r.execute_command("DELAY.STATS", "emails")
+    expect("DELAY.STATS delayed", dict(zip(flat[::2], flat[1::2])).get("delayed"), 1)
+    expect("DELAY.CANCEL", r.execute_command("DELAY.CANCEL", "emails", "welcome-42"), 1)
+    expect("DELAY.GET after CANCEL", r.execute_command("DELAY.GET", "emails", "welcome-42"), None)
+    raw = client(decode_responses=False)
+    payload = b"\x00\xff\r\nbytes"
+    raw.execute_command("DELAY.ADD", "bin", 0, payload)
+    popped = raw.execute_command("DELAY.POP", "bin", 1)
+    expect("DELAY.POP payload", popped[2], payload)
+
+
+def check_pipeline():
+    r = client()
+    p = r.pipeline(transaction=False)
+    for i in range(100):
+        p.execute_command(*ready("q", f"job-{i}"))
+    expect("replies", len(p.execute()), 100)
+    expect("LLEN after the pipeline", r.llen("q"), 100)
+
+
+def check_transaction():
+    r = client()
+    # pipeline() is a MULTI/EXEC transaction by default: the case the issue
+    # names, where a server without MULTI ran every command anyway.
+    p = r.pipeline()
+    for i in range(100):
+        p.execute_command(*ready("q", f"job-{i}"))
+    expect("replies", len(p.execute()), 100)
+    expect("LLEN after the transaction", r.llen("q"), 100)
+
+    p = r.pipeline()
+    p.execute_command(*ready("aborted", "job"))
+    p.execute_command("RPUSH", "aborted")  # wrong arity: refused while queuing
+    e = raises("a transaction with a wrong-arity command", redis.exceptions.ResponseError, p.execute)
+    expect("the error names the refused command", "wrong number of arguments" in str(e), True)
+    expect("LLEN after EXECABORT (nothing may run)", r.llen("aborted"), 0)
+
+    other = client()
+    with r.pipeline() as p:
+        p.watch("watched")
+        other.execute_command(*ready("watched", "theirs"))
+        p.multi()
+        p.execute_command(*ready("watched", "mine"))
+        raises("EXEC after the watched queue changed", redis.exceptions.WatchError, p.execute)
+    expect("LLEN after the failed EXEC", r.llen("watched"), 1)
+
+
+def check_blpop():
+    worker, producer = client(), client()
+
+    def produce():
+        time.sleep(0.3)
+        producer.execute_command(*ready("q", "job"))
+
+    start = time.monotonic()
+    threading.Thread(target=produce, daemon=True).start()
+    expect("BLPOP", worker.blpop("q", timeout=5), ("q", "job"))
+    took = time.monotonic() - start
+    if took < 0.25:
+        raise AssertionError(f"BLPOP returned after {took:.3f}s, before the job was added")
+    expect("BLPOP of an empty queue", worker.blpop("empty", timeout=1), None)
+
+
+def check_popack():
+    # DELAY.POP through execute_command is cut by socket_timeout (redis-py
+    # stretches it only for its own blocking helpers), so the worker pops
+    # with 1 s, well below its 3 s read timeout (examples/python/worker.py).
+    r = client(socket_timeout=3)
+    start = time.monotonic()
+    job_id = r.execute_command("DELAY.ADD", "q", 1500, "job", "ACKTIMEOUT", 30000)
+    job, empty = None, 0
+    while job is None:
+        job = r.execute_command("DELAY.POP", "q", 1)
+        if job is None:
+            empty += 1
+    took = time.monotonic() - start
+    if took < 1.5:
+        raise AssertionError(f"the job came after {took:.3f}s, before its delay of 1.5 s")
+    expect("empty pops before the job", empty > 0, True)
+    expect("DELAY.POP", list(job), ["q", job_id, "job"])
+    flat = r.execute_command("DELAY.GET", "q", job_id)
+    expect("state after the pop", dict(zip(flat[::2], flat[1::2])).get("state"), "reserved")
+    expect("DELAY.ACK", r.execute_command("DELAY.ACK", "q", job_id), 1)
+    expect("DELAY.GET after ACK", r.execute_command("DELAY.GET", "q", job_id), None)
+
+
+def check_lmove():
+    r = client()
+    r.execute_command(*ready("q", "job-1"))
+    r.execute_command(*ready("q", "job-2"))
+    expect("BLMOVE", r.blmove("q", "q:processing", 1, "LEFT", "RIGHT"), "job-1")
+    expect("RPOPLPUSH", r.rpoplpush("q", "q:processing"), "job-2")
+    expect("LLEN q:processing", r.llen("q:processing"), 2)
+    expect("LREM job-1", r.lrem("q:processing", 1, "job-1"), 1)
+    expect("LREM job-2", r.lrem("q:processing", 1, "job-2"), 1)
+    expect("EXISTS when done", r.exists("q", "q:processing"), 0)
+
+
+def check_scan():
+    r = client()
+    for q in ("jobs:a", "jobs:b", "other"):
+        r.execute_command(*ready(q, "job"))
+    expect("SCAN MATCH jobs:*", sorted(r.scan_iter(match="jobs:*", count=1)), ["jobs:a", "jobs:b"])
+    expect("KEYS jobs:*", sorted(r.keys("jobs:*")), ["jobs:a", "jobs:b"])
+    expect("DBSIZE", r.dbsize(), 3)
+
+
+def check_clientinfo():
+    r = client(client_name="compat-worker")
+    info = r.client_info()  # redis-py parses Redis's fields: KeyError without them
+    expect("name", info.get("name"), "compat-worker")
+    expect("id > 0", int(info["id"]) > 0, True)
+    names = [c.get("name") for c in r.client_list()]
+    expect("CLIENT LIST has this client", "compat-worker" in names, True)
+
+
+def check_cache():
+    params = inspect.signature(redis.Redis.__init__).parameters
+    if "cache_config" not in params:
+        raise NotApplicable(f"redis-py {redis.__version__} has no client-side cache (cache_config came in 5.1)")
+    from redis.cache import CacheConfig
+
+    r = client(protocol=3, cache_config=CacheConfig())
+    other = client()
+    expect("LLEN", r.llen("q"), 0)
+    expect("cached LLEN", r.llen("q"), 0)
+    expect("entries in the cache", r.get_cache().size >= 1, True)
+    other.execute_command(*ready("q", "job"))
+    deadline = time.monotonic() + 3
+    while r.llen("q") != 1:
+        if time.monotonic() > deadline:
+            raise AssertionError("cached LLEN still 0 3 s after another client added a job: no invalidation")
+        time.sleep(0.02)
+
+
+def check_reconnect():
+    r = client()
+    r.execute_command(*ready("q", "job"))
+    print("RESTART", flush=True)
+    sys.stdin.readline()
+    expect("LLEN after the restart", r.llen("q"), 1)
+
+
+def main():
+    name = sys.argv[1]
+    check = globals().get("check_" + name)
+    if check is None:
+        print(f"no such check: {name}", file=sys.stderr)
+        sys.exit(2)
+    print(f"redis-py {redis.__version__}: {name}", file=sys.stderr)
+    try:
+        check()
+    except NotApplicable as e:
+        print(f"N/A: {e}", flush=True)
+        sys.exit(3)
+    except Exception:
+        traceback.print_exc()
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,87 @@
+// Command producer adds delayed jobs to a delayd queue with DELAY.ADD, each
+// with an ID of its own choosing, so that a retry is safe: when a reply is
+// lost (a timeout, a dropped connection) the producer sends the same
+// DELAY.ADD again, and delayd replies nil if the job is already there
+// instead of adding it twice.
+//
+//	DELAYD_ADDR   server (default 127.0.0.1:6380)
+//	QUEUE         queue (default jobs:email)
+//	COUNT         how many jobs (default 3)
+//	DELAY_MS      delay of each job in ms (default 1000)
+//	ACK_TIMEOUT   ms a worker has to ACK a job before it is delivered again (default 30000)
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+func main() {
+	rdb := redis.NewClient(&redis.Options{Addr: env("DELAYD_ADDR", "127.0.0.1:6380")})
+	defer rdb.Close()
+	queue := env("QUEUE", "jobs:email")
+	count := envInt("COUNT", 3)
+	delay := envInt("DELAY_MS", 1000)
+	ackTimeout := envInt("ACK_TIMEOUT", 30000)
+
+	ctx := context.Background()
+	for i := 1; i <= count; i++ {
+		// The ID comes from the producer's own data (an order number, a
+		// message id), so the same job always has the same ID.
+		id := fmt.Sprintf("welcome-%d", i)
+		payload := fmt.Sprintf(`{"user":%d,"mail":"welcome"}`, i)
+		add := func() (bool, error) {
+			err := rdb.Do(ctx, "DELAY.ADD", queue, delay, payload, "ID", id, "ACKTIMEOUT", ackTimeout).Err()
+			if errors.Is(err, redis.Nil) {
+				return false, nil // already there: an earlier try got through
+			}
+			return err == nil, err
+		}
+		var added bool
+		var err error
+		for try := 1; try <= 3; try++ {
+			if added, err = add(); err == nil {
+				break
+			}
+			log.Printf("DELAY.ADD %s: %v; retrying with the same ID", id, err)
+			time.Sleep(time.Duration(try) * 200 * time.Millisecond)
+		}
+		if err != nil {
+			log.Fatalf("DELAY.ADD %s: %v", id, err)
+		}
+		if added {
+			fmt.Printf("added %s\n", id)
+		} else {
+			fmt.Printf("%s was already added\n", id)
+		}
+	}
+	// A retry of the first job, as after a lost reply: nothing changes.
+	err := rdb.Do(ctx, "DELAY.ADD", queue, delay, "again", "ID", "welcome-1", "ACKTIMEOUT", ackTimeout).Err()
+	if errors.Is(err, redis.Nil) {
+		fmt.Println("retry of welcome-1: already added, nothing changed")
+	} else if err != nil {
+		log.Fatalf("DELAY.ADD retry: %v", err)
+	}
+}
+
+func env(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+func envInt(name string, def int) int {
+	v, err := strconv.Atoi(env(name, strconv.Itoa(def)))
+	if err != nil {
+		log.Fatalf("%s: %v", name, err)
+	}
+	return v
+}

@@ -1,0 +1,53 @@
+// Adds delayed jobs to a delayd queue with DELAY.ADD, each with an ID of its
+// own choosing, so that a retry is safe: when a reply is lost (a timeout, a
+// dropped connection) the producer sends the same DELAY.ADD again, and
+// delayd replies null if the job is already there instead of adding it twice.
+//
+//   DELAYD_ADDR   server (default 127.0.0.1:6380)
+//   QUEUE         queue (default jobs:email)
+//   COUNT         how many jobs (default 3)
+//   DELAY_MS      delay of each job in ms (default 1000)
+//   ACK_TIMEOUT   ms a worker has to ACK a job before it is delivered again (default 30000)
+'use strict';
+
+const Redis = require('ioredis');
+
+const [host, port] = (process.env.DELAYD_ADDR || '127.0.0.1:6380').split(':');
+const queue = process.env.QUEUE || 'jobs:email';
+const count = Number(process.env.COUNT || 3);
+const delayMs = Number(process.env.DELAY_MS || 1000);
+const ackTimeout = Number(process.env.ACK_TIMEOUT || 30000);
+
+const redis = new Redis({ host, port: Number(port) });
+
+// add sends DELAY.ADD with retries; true if added, false if already there.
+async function add(id, payload) {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      const reply = await redis.call('DELAY.ADD', queue, delayMs, payload, 'ID', id, 'ACKTIMEOUT', ackTimeout);
+      return reply !== null;
+    } catch (e) {
+      if (attempt === 3 || e.name === 'ReplyError') throw e; // a server error is not retried
+      console.log(`DELAY.ADD ${id}: ${e.message}; retrying with the same ID`);
+      await new Promise((resolve) => setTimeout(resolve, 200 * attempt));
+    }
+  }
+}
+
+async function main() {
+  for (let i = 1; i <= count; i++) {
+    // The ID comes from the producer's own data (an order number, a message
+    // id), so the same job always has the same ID.
+    const id = `welcome-${i}`;
+    if (await add(id, JSON.stringify({ user: i, mail: 'welcome' }))) console.log(`added ${id}`);
+    else console.log(`${id} was already added`);
+  }
+  // A retry of the first job, as after a lost reply: nothing changes.
+  if (!(await add('welcome-1', 'again'))) console.log('retry of welcome-1: already added, nothing changed');
+  redis.disconnect();
+}
+
+main().catch((e) => {
+  console.error(e);
+  process.exit(1);
+});
