@@ -95,12 +95,28 @@ func (e *Engine) dropIfIdle(name string, w *watch) {
 	}
 }
 
-// changed records a change to queue q, which has a registry entry. Called
-// with mu held, by every place a job enters or leaves a state.
+// TrackAll makes every change to every queue call the change hook, watched
+// or not: CLIENT TRACKING's BCAST mode is told of changes to keys nobody
+// read. O(1); while on, each change costs one hook call.
+func (e *Engine) TrackAll(on bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.trackAll = on
+}
+
+// changed records a change to queue q, which has a registry entry unless
+// TrackAll is on. Called with mu held, by every place a job enters or
+// leaves a state.
 func (e *Engine) changed(q *queue) {
 	w := q.watch
+	if w == nil {
+		if e.onChange != nil {
+			e.onChange(q.name)
+		}
+		return
+	}
 	w.version++
-	if w.tracked {
+	if w.tracked || e.trackAll {
 		w.tracked = false
 		if e.onChange != nil {
 			e.onChange(q.name)
