@@ -5,6 +5,9 @@
 //
 // It owns what only a connection can know: the reply encoding the client
 // chose (HELLO 3), the output buffer, and whether the client is still there.
+// Other goroutines reach a connection only through its outbox (push.go):
+// invalidation pushes and MONITOR lines, written after the replies computed
+// before them, and CLIENT KILL.
 // A client blocked in a pop is watched for disconnection while it waits, so a
 // job is never handed to a client that has gone (DESIGN "Blocking pops").
 //
