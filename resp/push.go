@@ -109,7 +109,7 @@ func (ob *outbox) run() {
 			continue
 		}
 		out := ob.buf
-		ob.buf = ob.spare[:0]
+		ob.buf, ob.spare = ob.spare[:0], nil // never the array being written
 		ob.mu.Unlock()
 		// net.Conn serializes whole Writes, so this never splits a reply
 		// the connection's goroutine writes at the same time.
