@@ -29,6 +29,8 @@ type config struct {
 	AutoRewritePercentage int
 	AutoRewriteMinSize    int64
 	Repair                bool
+	SlowlogSlowerThan     int64
+	SlowlogMaxLen         int
 	LogLevel              string
 	LogFormat             string
 }
@@ -52,6 +54,8 @@ var settings = []struct {
 	{"auto-rewrite-percentage", "100", "rewrite the log when it grew by this percentage of the live data (0: never)"},
 	{"auto-rewrite-min-size", "67108864", "no automatic rewrite below this log size, in bytes"},
 	{"repair", "false", "cut a damaged log at the damage (keeping the rest as *.broken) and start"},
+	{"slowlog-log-slower-than", "10000", "SLOWLOG keeps commands slower than this, in microseconds (0: every command, -1: none)"},
+	{"slowlog-max-len", "128", "most SLOWLOG entries kept"},
 	{"log-level", "info", "debug|info|warn|error"},
 	{"log-format", "auto", "json|console|auto (console on a terminal)"},
 }
@@ -164,6 +168,8 @@ func loadConfig(args []string, environ []string, stderr io.Writer) (config, erro
 	c.AutoRewritePercentage = int(num("auto-rewrite-percentage", 0))
 	c.AutoRewriteMinSize = num("auto-rewrite-min-size", 0)
 	c.Repair = yesno("repair")
+	c.SlowlogSlowerThan = num("slowlog-log-slower-than", -1)
+	c.SlowlogMaxLen = int(num("slowlog-max-len", 0))
 	c.LogLevel = oneOf("log-level", "debug", "info", "warn", "error")
 	c.LogFormat = oneOf("log-format", "json", "console", "auto")
 	if c.MaxPayloadBytes > 64<<20 {
@@ -200,6 +206,8 @@ func (c config) view() map[string]string {
 		"tick":                    strconv.FormatInt(c.Tick, 10),
 		"auto-rewrite-percentage": strconv.Itoa(c.AutoRewritePercentage),
 		"auto-rewrite-min-size":   strconv.FormatInt(c.AutoRewriteMinSize, 10),
+		"slowlog-log-slower-than": strconv.FormatInt(c.SlowlogSlowerThan, 10),
+		"slowlog-max-len":         strconv.Itoa(c.SlowlogMaxLen),
 		"log-level":               c.LogLevel,
 		"log-format":              c.LogFormat,
 		// Redis's names, which redis-benchmark and other tools ask for.

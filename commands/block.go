@@ -8,11 +8,13 @@ import (
 
 // Block is a client parked in a blocking pop. The connection loop waits for
 // whichever comes first (Ready, the timeout, or the client leaving) and calls
-// exactly one of Served, TimedOut or Gone; the engine decides under its lock
-// whether the waiter got a job, so a job is never lost between the three.
+// exactly one of Served, TimedOut, Unblock or Gone; the engine decides under
+// its lock whether the waiter got a job, so a job is never lost between them.
 type Block struct {
 	Timeout time.Duration // 0: wait forever
 
+	c         *Client
+	unblock   chan string // CLIENT UNBLOCK: "" as a timeout, else an error line
 	w         *engine.Waiter
 	eng       *engine.Engine
 	mode      engine.PopMode   // the reply's shape: DELAY.POP or BLPOP/BRPOP
@@ -23,15 +25,52 @@ type Block struct {
 // Ready fires when the engine served the waiter or released it at shutdown.
 func (b *Block) Ready() <-chan struct{} { return b.w.Ready() }
 
+// newBlock parks c in a pop on waiter w; CLIENT UNBLOCK can find it.
+func newBlock(c *Client, eng *engine.Engine, w *engine.Waiter, timeout time.Duration, mode engine.PopMode) *Block {
+	b := &Block{Timeout: timeout, c: c, unblock: make(chan string, 1), w: w, eng: eng, mode: mode}
+	c.mu.Lock()
+	c.blocked = b
+	c.mu.Unlock()
+	return b
+}
+
+// done forgets the block: CLIENT UNBLOCK no longer finds it.
+func (b *Block) done() {
+	b.c.mu.Lock()
+	if b.c.blocked == b {
+		b.c.blocked = nil
+	}
+	b.c.mu.Unlock()
+}
+
+// Unblocked fires when CLIENT UNBLOCK (or a failover) ends the wait, with
+// the error line to reply ("" means as a timeout).
+func (b *Block) Unblocked() <-chan string { return b.unblock }
+
+// Unblock ends the wait the way Unblocked asked: the path of a timeout, so
+// a job that arrived at the same moment still wins; else a null reply, or
+// the error msg.
+func (b *Block) Unblock(c *Client, msg string) {
+	b.done()
+	job, ok := b.eng.CancelWait(b.w)
+	if ok || msg == "" {
+		b.reply(c, job, ok)
+		return
+	}
+	c.W.Error(msg)
+}
+
 // Served writes the job the waiter got, or a null reply if the engine
 // released it without one (shutdown).
 func (b *Block) Served(c *Client) {
+	b.done()
 	job, ok := b.w.Result()
 	b.reply(c, job, ok)
 }
 
 // TimedOut ends the wait. A job that arrived at the same moment still wins.
 func (b *Block) TimedOut(c *Client) {
+	b.done()
 	job, ok := b.eng.CancelWait(b.w)
 	b.reply(c, job, ok)
 }
@@ -39,6 +78,7 @@ func (b *Block) TimedOut(c *Client) {
 // Gone ends the wait of a client that disconnected; a job it was handed in
 // the meantime goes back to the head of its ready list.
 func (b *Block) Gone() {
+	b.done()
 	if job, ok := b.eng.CancelWait(b.w); ok {
 		b.eng.Requeue(job)
 	}

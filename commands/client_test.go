@@ -23,6 +23,8 @@ func (w *textWriter) Null()               { w.sb.WriteString("null\n") }
 func (w *textWriter) NullArray()          { w.sb.WriteString("nullarray\n") }
 func (w *textWriter) Array(n int)         { w.sb.WriteString("*\n") }
 func (w *textWriter) Map(n int)           { w.sb.WriteString("%\n") }
+func (w *textWriter) Verbatim(s string)   { w.sb.WriteString("=" + s + "\n") }
+func (w *textWriter) Push(n int)          { w.sb.WriteString(">\n") }
 func (w *textWriter) Proto() int          { return w.proto }
 func (w *textWriter) SetProto(p int)      { w.proto = p }
 

@@ -113,7 +113,7 @@ func (d *Dispatcher) blockingPop(c *Client, keys [][]byte, timeout time.Duration
 		c.Ticket = job.Ticket
 		writeJob(c.W, job, mode)
 	default:
-		c.Block = &Block{Timeout: timeout, w: w, eng: d.engineFor(c), mode: mode}
+		c.Block = newBlock(c, d.engineFor(c), w, timeout, mode)
 	}
 }
 

@@ -24,6 +24,12 @@ type Writer interface {
 	NullArray() // a missing array (pop timeout): *-1 in RESP2, _ in RESP3
 	Array(n int)
 	Map(n int) // n field/value pairs; a flat array of 2n in RESP2
+	// Verbatim is text for people (INFO, CLIENT LIST): =len txt:... in
+	// RESP3, a bulk string in RESP2.
+	Verbatim(s string)
+	// Push starts an out-of-band message of n elements (>n in RESP3, *n in
+	// RESP2); only Client.Out's writers use it.
+	Push(n int)
 	Proto() int
 	SetProto(p int)
 }
@@ -42,6 +48,19 @@ type Client struct {
 	name, libName, libVer string
 	proto                 int
 	last                  atomic.Pointer[Command] // the command running or last run
+
+	// What CLIENT LIST, KILL and UNBLOCK, MONITOR and CLIENT TRACKING need
+	// (client.go, tracking.go, monitor.go).
+	LAddr    string       // the local address the client connected to
+	FD       int          // the socket's descriptor (fd=), -1 if unknown
+	Conn     Conn         // pushes and closing from other goroutines; nil in unit tests
+	lastSeen atomic.Int64 // unix seconds of the client's last command (idle=)
+	noEvict  atomic.Bool  // CLIENT NO-EVICT: stored and shown (flag e); nothing is evicted
+	noTouch  atomic.Bool  // CLIENT NO-TOUCH: stored and shown (flag T)
+	monitor  atomic.Bool  // in MONITOR mode
+	blocked  *Block       // guarded by mu: the pop the client is parked in
+	trk      tracking     // guarded by Dispatcher.trk.mu
+	caching  int8         // CLIENT CACHING yes (1) / no (-1) for the next command
 
 	// Set by handlers, acted on by the connection loop after the command.
 	Quit   bool   // close the connection once replies are flushed
@@ -78,6 +97,8 @@ type Dispatcher struct {
 	byName  map[string]*Command
 	cmds    []*Command
 	started time.Time
+	runID   string // INFO server run_id: random per start, as Redis
+	replID  string // INFO replication master_replid
 
 	// Counters for INFO, updated by connections.
 	Connected   atomic.Int64
@@ -89,6 +110,9 @@ type Dispatcher struct {
 
 	mu      sync.Mutex
 	clients map[int64]*Client // guarded by mu; for CLIENT LIST
+
+	trk trackTable // CLIENT TRACKING (tracking.go)
+	obs observers  // SLOWLOG and MONITOR (observe.go)
 }
 
 // New builds a dispatcher over the command table.
@@ -97,40 +121,68 @@ func New(opts Options) *Dispatcher {
 		opts:    opts,
 		byName:  make(map[string]*Command, len(table)),
 		started: time.Now(),
+		runID:   randomHex(20),
+		replID:  randomHex(20),
 		clients: make(map[int64]*Client),
 	}
 	d.cmds = table
 	for _, cmd := range d.cmds {
 		d.byName[cmd.Name] = cmd
 	}
+	d.obs.init(opts.Config)
 	if opts.Engine != nil {
 		d.SetEngine(opts.Engine)
 	}
 	return d
 }
 
-// NewClient registers a connection and returns its state.
+// NewClient registers a connection known only by its address (tests).
 func (d *Dispatcher) NewClient(w Writer, addr string) *Client {
+	return d.Connect(w, ConnInfo{Addr: addr, FD: -1})
+}
+
+// ConnInfo is what the network side knows of a new connection.
+type ConnInfo struct {
+	Addr, LAddr string
+	FD          int
+	Conn        Conn
+}
+
+// Connect registers a connection and returns its state.
+func (d *Dispatcher) Connect(w Writer, info ConnInfo) *Client {
 	c := &Client{
 		W:       w,
 		ID:      d.nextID.Add(1),
-		Addr:    addr,
+		Addr:    info.Addr,
+		LAddr:   info.LAddr,
+		FD:      info.FD,
+		Conn:    info.Conn,
 		Authed:  d.opts.RequirePass == "",
 		Created: time.Now(),
 		proto:   w.Proto(),
 	}
+	c.lastSeen.Store(c.Created.Unix())
 	d.mu.Lock()
 	d.clients[c.ID] = c
 	d.mu.Unlock()
 	return c
 }
 
-// CloseClient forgets a connection.
+// CloseClient forgets a connection, its tracking and its MONITOR.
 func (d *Dispatcher) CloseClient(c *Client) {
+	d.trackingOff(c)
+	d.monitorOff(c)
 	d.mu.Lock()
 	delete(d.clients, c.ID)
 	d.mu.Unlock()
 	d.endTx(c)
+}
+
+// client finds a connected client by id, or nil.
+func (d *Dispatcher) client(id int64) *Client {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.clients[id]
 }
 
 // lookup finds a command without allocating for names already in lower case.
@@ -187,7 +239,9 @@ func (d *Dispatcher) Exec(c *Client, args [][]byte) {
 		d.queue(c, cmd, args) // runs at its EXEC, if ever (multi.go)
 		return
 	}
+	start := d.beforeExec(c, cmd, args) // tracking, SLOWLOG, MONITOR: observe.go
 	cmd.Handler(d, c, args)
+	d.afterExec(c, cmd, args, start)
 }
 
 // unknownCommand words the error as Redis does, quoting up to 128 bytes of

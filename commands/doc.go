@@ -12,4 +12,10 @@
 // Blocking commands do not block here: a handler that must wait sets
 // Client.Block, and the connection loop in resp waits on it while it watches
 // the socket, because only the connection can notice a client that leaves.
+//
+// Around every handler the dispatcher lets observers see the command
+// (observe.go): client tracking remembers the keys a read names before it
+// reads (tracking.go), SLOWLOG times it, MONITOR streams it. Messages to
+// other connections (invalidations, MONITOR lines) go through Client.Conn,
+// which never blocks, since the engine's change hook runs under its lock.
 package commands

@@ -168,3 +168,15 @@ func keyspaceInfo(in engine.Info) [][2]string {
 	}
 	return [][2]string{{"db0", "keys=" + strconv.Itoa(in.Queues) + ",expires=0,avg_ttl=0"}}
 }
+
+// cmdTTL is TTL and PTTL: a queue never expires, so -1 while it is a key and
+// -2 when it is not, as Redis answers for a key without an expiry. Client
+// libraries ask it: rueidis's client-side cache sends PTTL with every
+// cached read to bound the entry's life.
+func cmdTTL(d *Dispatcher, c *Client, args [][]byte) {
+	if d.engineFor(c).ExistsCount(args[1:2]) > 0 {
+		c.W.Int(-1)
+		return
+	}
+	c.W.Int(-2)
+}

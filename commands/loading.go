@@ -15,6 +15,7 @@ func (d *Dispatcher) SetEngine(e *engine.Engine) {
 	if e == nil || !d.eng.CompareAndSwap(nil, e) {
 		panic("commands: SetEngine: the engine is nil or already set")
 	}
+	e.SetOnChange(d.invalidate) // CLIENT TRACKING's invalidations (tracking.go)
 }
 
 // Ready reports whether the engine is loaded and every command runs (for a

@@ -72,7 +72,7 @@ func TestLoadingGate(t *testing.T) {
 		{"CLIENT SETNAME w", "+OK\n"},
 		{"HELLO 2", "%\n$server\n"},
 		{"CONFIG GET max-jobs", "%\n$max-jobs\n$0\n"},
-		{"INFO persistence", "$# Persistence\r\nloading:1\r\nasync_loading:0\r\n"},
+		{"INFO persistence", "=# Persistence\r\nloading:1\r\nasync_loading:0\r\n"},
 		{"QUIT", "+OK\n"},
 	} {
 		if got := exec(d, c, args(strings.Fields(tc.cmd)...)); !strings.HasPrefix(got, tc.want) {
@@ -116,7 +116,7 @@ func TestLoadingGate(t *testing.T) {
 		{"PING", "+PONG\n"},
 		{"DELAY.ADD q 0 p", "$"},
 		{"LLEN q", ":int\n"},
-		{"INFO persistence", "$# Persistence\r\nloading:0\r\n"},
+		{"INFO persistence", "=# Persistence\r\nloading:0\r\n"},
 	} {
 		if got := exec(d, c, args(strings.Fields(tc.cmd)...)); !strings.HasPrefix(got, tc.want) {
 			t.Errorf("%s once loaded: %q, want it to begin %q", tc.cmd, got, tc.want)

@@ -180,7 +180,9 @@ func cmdExec(d *Dispatcher, c *Client, args [][]byte) {
 		c.W.Array(len(queued))
 		for _, q := range queued {
 			c.last.Store(q.cmd)
+			start := d.beforeExec(c, q.cmd, q.args) // tracking, SLOWLOG, MONITOR
 			q.cmd.Handler(d, c, q.args)
+			d.afterExec(c, q.cmd, q.args, start)
 			if b := c.Block; b != nil {
 				// A blocking command acts as its non-blocking form: had it
 				// found a job it would have taken it, so the answer is the

@@ -2,8 +2,9 @@ package commands
 
 import (
 	"bytes"
+	"crypto/rand"
 	"crypto/subtle"
-	"fmt"
+	"encoding/hex"
 	"os"
 	"path"
 	"runtime"
@@ -136,9 +137,9 @@ func cmdHello(d *Dispatcher, c *Client, args [][]byte) {
 	w := c.W
 	w.Map(7)
 	w.BulkString("server")
-	w.BulkString("delayd")
+	w.BulkString("redis")
 	w.BulkString("version")
-	w.BulkString(d.opts.Version)
+	w.BulkString(RedisVersion)
 	w.BulkString("proto")
 	w.Int(int64(proto))
 	w.BulkString("id")
@@ -160,91 +161,6 @@ func validName(b []byte) bool {
 		}
 	}
 	return true
-}
-
-func cmdClient(d *Dispatcher, c *Client, args [][]byte) {
-	sub := strings.ToLower(string(args[1]))
-	n := len(args)
-	switch {
-	case sub == "setname" && n == 3:
-		if !validName(args[2]) {
-			c.W.Error(errClientName)
-			return
-		}
-		c.set(func() { c.name = string(args[2]) })
-		c.W.Status("OK")
-	case sub == "getname" && n == 2:
-		c.mu.Lock()
-		name := c.name
-		c.mu.Unlock()
-		if name == "" {
-			c.W.Null()
-			return
-		}
-		c.W.BulkString(name)
-	case sub == "id" && n == 2:
-		c.W.Int(c.ID)
-	case sub == "setinfo" && n == 4:
-		switch strings.ToLower(string(args[2])) {
-		case "lib-name":
-			c.set(func() { c.libName = string(args[3]) })
-		case "lib-ver":
-			c.set(func() { c.libVer = string(args[3]) })
-		default:
-			c.W.Error("ERR Unrecognized option '" + clip(args[2]) + "'")
-			return
-		}
-		c.W.Status("OK")
-	case sub == "info" && n == 2:
-		c.W.BulkString(d.clientLine(c) + "\n")
-	case sub == "list" && n == 2:
-		d.mu.Lock()
-		ids := make([]int64, 0, len(d.clients))
-		for id := range d.clients {
-			ids = append(ids, id)
-		}
-		sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
-		var sb strings.Builder
-		for _, id := range ids {
-			sb.WriteString(d.clientLine(d.clients[id]))
-			sb.WriteByte('\n')
-		}
-		d.mu.Unlock()
-		c.W.BulkString(sb.String())
-	case sub == "help":
-		lines := []string{
-			"CLIENT <subcommand> [<arg> ...]. Subcommands are:",
-			"GETNAME", "SETNAME <name>", "ID", "INFO", "LIST", "SETINFO <LIB-NAME|LIB-VER> <value>",
-		}
-		c.W.Array(len(lines))
-		for _, l := range lines {
-			c.W.Status(l)
-		}
-	case sub == "setname" || sub == "getname" || sub == "id" || sub == "setinfo" || sub == "info" || sub == "list":
-		c.W.Error("ERR wrong number of arguments for 'client|" + sub + "' command")
-	default:
-		c.W.Error("ERR unknown subcommand '" + clip(args[1]) + "'. Try CLIENT HELP.")
-	}
-}
-
-// set changes fields CLIENT LIST may be reading from another connection.
-func (c *Client) set(f func()) {
-	c.mu.Lock()
-	f()
-	c.mu.Unlock()
-}
-
-// clientLine is one line of CLIENT LIST in Redis's field=value form; it may
-// describe another connection, so it reads only what is guarded.
-func (d *Dispatcher) clientLine(c *Client) string {
-	cmd := ""
-	if last := c.last.Load(); last != nil {
-		cmd = last.Name
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return fmt.Sprintf("id=%d addr=%s name=%s age=%d db=0 cmd=%s lib-name=%s lib-ver=%s resp=%d",
-		c.ID, c.Addr, c.name, int(time.Since(c.Created).Seconds()), cmd, c.libName, c.libVer, c.proto)
 }
 
 func cmdDBSize(d *Dispatcher, c *Client, args [][]byte) {
@@ -336,25 +252,45 @@ func cmdInfo(d *Dispatcher, c *Client, args [][]byte) {
 	in := engineInfo(eng)
 	itoa := func(n int64) string { return strconv.FormatInt(n, 10) }
 	uptime := int64(time.Since(d.started).Seconds())
+	now := time.Now()
 	section("Server", [][2]string{
+		// Client libraries turn features on by redis_version (RESP3 client
+		// tracking, CLIENT SETINFO, ...): it says which Redis API delayd
+		// implements; delayd_version says which delayd this is.
+		{"redis_version", RedisVersion},
 		{"delayd_version", d.opts.Version},
-		// Client libraries gate features on redis_version; delayd speaks the
-		// subset of Redis 7 that SPEC lists.
-		{"redis_version", "7.0.0"},
+		{"redis_git_sha1", "00000000"},
+		{"redis_git_dirty", "0"},
+		{"redis_build_id", "0"},
 		{"redis_mode", "standalone"},
-		{"os", runtime.GOOS},
+		{"os", osName()},
 		{"arch_bits", strconv.Itoa(strconv.IntSize)},
+		{"monotonic_clock", "POSIX clock_gettime"},
+		{"multiplexing_api", multiplexer()},
 		{"go_version", runtime.Version()},
 		{"process_id", strconv.Itoa(os.Getpid())},
+		{"process_supervised", "no"},
+		{"run_id", d.runID},
 		{"tcp_port", strconv.Itoa(d.opts.Port)},
+		{"server_time_usec", itoa(now.UnixMicro())},
 		{"uptime_in_seconds", itoa(uptime)},
 		{"uptime_in_days", itoa(uptime / 86400)},
+		{"hz", "10"},
+		{"configured_hz", "10"},
+		{"executable", executable()},
 		{"config_file", d.opts.ConfigFile},
+		{"io_threads_active", "0"},
+		{"listener0", "name=tcp,bind=" + d.opts.Config["bind"] + ",port=" + strconv.Itoa(d.opts.Port)},
 	})
+	trkClients, trkKeys, trkPrefixes := d.trackingStats()
 	section("Clients", [][2]string{
 		{"connected_clients", itoa(d.Connected.Load())},
-		{"blocked_clients", itoa(int64(in.Waiters))},
+		{"cluster_connections", "0"},
 		{"maxclients", strconv.Itoa(d.opts.MaxClients)},
+		{"blocked_clients", itoa(int64(in.Waiters))},
+		{"tracking_clients", strconv.Itoa(trkClients)},
+		{"pubsub_clients", "0"},
+		{"watching_clients", "0"},
 	})
 	var ms runtime.MemStats
 	if all || want["memory"] {
@@ -372,6 +308,8 @@ func cmdInfo(d *Dispatcher, c *Client, args [][]byte) {
 		{"total_connections_received", itoa(d.TotalConns.Load())},
 		{"total_commands_processed", itoa(d.commandsRun.Load())},
 		{"rejected_connections", itoa(d.Rejected.Load())},
+		{"tracking_total_keys", strconv.Itoa(trkKeys)},
+		{"tracking_total_prefixes", strconv.Itoa(trkPrefixes)},
 		{"jobs_added", strconv.FormatUint(in.Added, 10)},
 		{"jobs_delivered", strconv.FormatUint(in.Delivered, 10)},
 		{"jobs_redelivered", strconv.FormatUint(in.Redelivered, 10)},
@@ -384,6 +322,7 @@ func cmdInfo(d *Dispatcher, c *Client, args [][]byte) {
 		{"jobs_fired", strconv.FormatUint(in.Fired, 10)},
 		{"jobs_requeued", strconv.FormatUint(in.Requeued, 10)},
 	})
+	section("Replication", d.replication())
 	section("Queues", [][2]string{
 		{"queues", strconv.Itoa(in.Queues)},
 		{"jobs", strconv.Itoa(in.Jobs)},
@@ -392,5 +331,71 @@ func cmdInfo(d *Dispatcher, c *Client, args [][]byte) {
 		{"reserved", strconv.Itoa(in.Reserved)},
 	})
 	section("Keyspace", keyspaceInfo(in)) // keyspace.go
-	c.W.BulkString(sb.String())
+	c.W.Verbatim(sb.String())
+}
+
+// RedisVersion is the Redis API level delayd implements, reported by HELLO
+// and INFO as redis_version: clients gate features on it (client tracking
+// with RESP3 came in 6.0, CLIENT SETINFO in 7.2; 7.4 is what our CLIENT
+// INFO fields and error texts follow).
+const RedisVersion = "7.4.0"
+
+// replication is INFO replication as Redis 7 shows a master with no
+// replicas; the cluster work fills it with the group's members.
+func (d *Dispatcher) replication() [][2]string {
+	return [][2]string{
+		{"role", "master"},
+		{"connected_slaves", "0"},
+		{"master_failover_state", "no-failover"},
+		{"master_replid", d.replID},
+		{"master_replid2", strings.Repeat("0", 40)},
+		{"master_repl_offset", "0"},
+		{"second_repl_offset", "-1"},
+		{"repl_backlog_active", "0"},
+		{"repl_backlog_size", "1048576"},
+		{"repl_backlog_first_byte_offset", "0"},
+		{"repl_backlog_histlen", "0"},
+	}
+}
+
+// osName is what Redis's os field shows (uname's sysname, release and
+// machine), from what Go knows without cgo.
+func osName() string {
+	name := runtime.GOOS
+	if name != "" {
+		name = strings.ToUpper(name[:1]) + name[1:]
+	}
+	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
+		name += " " + strings.TrimSpace(string(b))
+	}
+	return name + " " + runtime.GOARCH
+}
+
+// multiplexer names the poller Go's runtime uses, as Redis names its own.
+func multiplexer() string {
+	switch runtime.GOOS {
+	case "linux":
+		return "epoll"
+	case "darwin", "freebsd", "netbsd", "openbsd", "dragonfly":
+		return "kqueue"
+	case "windows":
+		return "iocp"
+	}
+	return "go"
+}
+
+func executable() string {
+	p, err := os.Executable()
+	if err != nil {
+		return ""
+	}
+	return p
+}
+
+// randomHex is n random bytes in hex: run_id and master_replid, as Redis
+// makes them at start.
+func randomHex(n int) string {
+	b := make([]byte, n)
+	rand.Read(b)
+	return hex.EncodeToString(b)
 }

@@ -15,7 +15,7 @@ func (e *Engine) reserveAt(s uint32, deadline int64) {
 	j.state = stateReserved
 	q := &e.queues[j.queue]
 	q.reserved++
-	if q.watch != nil {
+	if q.watch != nil || e.trackAll {
 		e.changed(q)
 	}
 	if !e.wheel.Add(s, deadline, j.seq) {

@@ -198,6 +198,8 @@ type core struct {
 	armed       int64             // deadline the timer goroutine sleeps until, or 0
 	watches     map[string]*watch // names watched or tracked (watch.go)
 	onChange    func(name string)
+	trackAll    bool // call onChange for every queue's changes (TrackAll)
+	trackAllRefs int  // TrackAll(true) calls not yet undone
 	// sidLike is set once a client id that reads as a server id is stored:
 	// only then can a new server id collide, and need a lookup.
 	sidLike bool

@@ -44,7 +44,7 @@ func (e *Engine) pushReady(s uint32, atHead bool) {
 	q := &e.queues[j.queue]
 	j.state = stateReady
 	q.ready++
-	if q.watch != nil {
+	if q.watch != nil || e.trackAll {
 		e.changed(q)
 	}
 	if atHead {
@@ -72,7 +72,7 @@ func (e *Engine) markDelayed(s uint32) {
 	q := &e.queues[j.queue]
 	j.state = stateDelayed
 	q.delayed++
-	if q.watch != nil {
+	if q.watch != nil || e.trackAll {
 		e.changed(q)
 	}
 }
@@ -100,7 +100,7 @@ func (e *Engine) unlinkReady(s uint32) {
 func (e *Engine) detach(s uint32) {
 	j := e.jobs.at(s)
 	q := &e.queues[j.queue]
-	if q.watch != nil {
+	if q.watch != nil || e.trackAll {
 		e.changed(q)
 	}
 	switch j.state {

@@ -95,12 +95,35 @@ func (e *Engine) dropIfIdle(name string, w *watch) {
 	}
 }
 
-// changed records a change to queue q, which has a registry entry. Called
-// with mu held, by every place a job enters or leaves a state.
+// TrackAll makes every change to every queue call the change hook, watched
+// or not: CLIENT TRACKING's BCAST mode is told of changes to keys nobody
+// read. Calls count: each TrackAll(true) is undone by one TrackAll(false),
+// so callers need not agree on who turns it off. O(1); while on, each change
+// costs one hook call.
+func (e *Engine) TrackAll(on bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if on {
+		e.trackAllRefs++
+	} else if e.trackAllRefs > 0 {
+		e.trackAllRefs--
+	}
+	e.trackAll = e.trackAllRefs > 0
+}
+
+// changed records a change to queue q, which has a registry entry unless
+// TrackAll is on. Called with mu held, by every place a job enters or
+// leaves a state.
 func (e *Engine) changed(q *queue) {
 	w := q.watch
+	if w == nil {
+		if e.onChange != nil {
+			e.onChange(q.name)
+		}
+		return
+	}
 	w.version++
-	if w.tracked {
+	if w.tracked || e.trackAll {
 		w.tracked = false
 		if e.onChange != nil {
 			e.onChange(q.name)

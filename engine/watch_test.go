@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -79,6 +80,33 @@ func TestTrackCallsTheHookOncePerRead(t *testing.T) {
 		}
 		if e.queues != nil && len(e.byName) != 0 {
 			t.Fatal("an empty queue was kept")
+		}
+	})
+}
+
+func TestTrackAllCallsTheHookForEveryQueue(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEngine(t, Options{})
+		var got []string
+		e.SetOnChange(func(name string) { got = append(got, name) })
+		add(t, e, "unread", 0, "a")
+		if len(got) != 0 {
+			t.Fatalf("hook called for a queue nobody tracks: %v", got)
+		}
+		e.TrackAll(true)
+		add(t, e, "unread", 50, "b")
+		sleep(50 * time.Millisecond) // fires: a change no command made
+		popPayload(e, "unread")
+		e.TrackAll(false)
+		add(t, e, "unread", 0, "c")
+		// The add, the firing, the pop: one call each.
+		if s := strings.Join(got, " "); s != "unread unread unread" {
+			t.Fatalf("hook calls with TrackAll: %q, want one per change (add, firing, pop)", s)
+		}
+		n := len(got)
+		add(t, e, "unread", 0, "d")
+		if len(got) != n {
+			t.Fatalf("hook called after TrackAll(false): %v", got)
 		}
 	})
 }

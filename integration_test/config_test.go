@@ -315,6 +315,8 @@ func TestDefaults(t *testing.T) {
 		"tick":                    "1",
 		"auto-rewrite-percentage": "100",
 		"auto-rewrite-min-size":   "67108864",
+		"slowlog-log-slower-than": "10000",
+		"slowlog-max-len":         "128",
 	}
 	for k, w := range want {
 		expect(t, c, []any{k, w}, "CONFIG", "GET", k)

@@ -5,6 +5,9 @@
 //
 // It owns what only a connection can know: the reply encoding the client
 // chose (HELLO 3), the output buffer, and whether the client is still there.
+// Other goroutines reach a connection only through its outbox (push.go):
+// invalidation pushes and MONITOR lines, written after the replies computed
+// before them, and CLIENT KILL.
 // A client blocked in a pop is watched for disconnection while it waits, so a
 // job is never handed to a client that has gone (DESIGN "Blocking pops").
 //
@@ -140,12 +143,28 @@ func (s *Server) serveConn(nc net.Conn) {
 	}()
 
 	cn := &conn{nc: nc, w: &writer{proto: 2}, closing: &s.closing}
-	c := s.d.NewClient(cn.w, nc.RemoteAddr().String())
+	cn.ob = newOutbox(cn)
+	cn.w.shared = &cn.ob.proto
+	defer func() {
+		cn.ob.close()
+		if cn.ob.overflow {
+			s.log.Warn().Str("addr", nc.RemoteAddr().String()).Int("limit", maxPushBytes).
+				Msg("client disconnected: it did not read its pushes (invalidations, MONITOR)")
+		}
+	}()
+	c := s.d.Connect(cn.w, commands.ConnInfo{
+		Addr:  nc.RemoteAddr().String(),
+		LAddr: nc.LocalAddr().String(),
+		FD:    fdOf(nc),
+		Conn:  cn.ob,
+	})
 	defer s.d.CloseClient(c)
 	rd := newReader(cn, func() bool { return c.Authed })
 	for {
 		// Run every command the buffer holds, then send all their replies
 		// with one write: pipelining costs one syscall per batch.
+		cn.ob.begin()
+		c.Seen(time.Now())
 		for {
 			args, ok, err := rd.next()
 			if err != nil {
@@ -172,7 +191,7 @@ func (s *Server) serveConn(nc net.Conn) {
 				return
 			}
 		}
-		if cn.flush(s.d) != nil {
+		if cn.flush(s.d) != nil || cn.killed.Load() {
 			return
 		}
 		if rd.fill() != nil {
@@ -194,6 +213,8 @@ type loggedReply struct {
 type conn struct {
 	nc      net.Conn
 	w       *writer
+	ob      *outbox       // pushes from other goroutines (push.go)
+	killed  atomic.Bool   // CLIENT KILL, or too many pushes waiting
 	pending []byte        // read by the watcher during a block, not yet parsed
 	logged  []loggedReply // replies in w.buf that wait for the log
 
@@ -213,10 +234,12 @@ func (cn *conn) Read(p []byte) (int, error) {
 	return cn.nc.Read(p)
 }
 
-// flush sends the buffered replies. Replies of writes wait for the log
-// first (one wait covers a whole pipelined batch: group commit), so a reply
-// never says a write happened before the log holds it.
+// flush sends the buffered replies, then the pushes made while they were
+// computed, and marks the connection idle. Replies of writes wait for the
+// log first (one wait covers a whole pipelined batch: group commit), so a
+// reply never says a write happened before the log holds it.
 func (cn *conn) flush(d *commands.Dispatcher) error {
+	defer cn.ob.end()
 	if len(cn.logged) > 0 {
 		last := cn.logged[len(cn.logged)-1].ticket
 		if d.Durable(last) != nil || len(cn.logged) > 1 {
@@ -224,6 +247,7 @@ func (cn *conn) flush(d *commands.Dispatcher) error {
 		}
 		cn.logged = cn.logged[:0]
 	}
+	cn.w.buf = cn.ob.drainInto(cn.w.buf)
 	if len(cn.w.buf) == 0 {
 		return nil
 	}
@@ -326,17 +350,23 @@ func (cn *conn) block(c *commands.Client, d *commands.Dispatcher) bool {
 	keep := true
 	select {
 	case <-b.Ready():
+		cn.ob.begin()
 		b.Served(c)
 	case <-timeout:
+		cn.ob.begin()
 		b.TimedOut(c)
+	case msg := <-b.Unblocked():
+		cn.ob.begin()
+		b.Unblock(c, msg)
 	case <-cn.gone:
 		<-cn.watchEnd
-		if !isTimeout(cn.watchErr) {
+		if !isTimeout(cn.watchErr) || cn.killed.Load() {
 			b.Gone() // a job handed over meanwhile goes back to its queue
 			return false
 		}
 		// Server.Close woke the watcher: the client is still there and the
 		// engine, stopped first, has released the waiter; answer it.
+		cn.ob.begin()
 		select {
 		case <-b.Ready():
 			b.Served(c)
@@ -356,8 +386,11 @@ func (cn *conn) block(c *commands.Client, d *commands.Dispatcher) bool {
 		b.WriteFailed()
 		return false
 	}
-	// unwatch cleared the read deadline Server.Close set to wake us.
-	return keep && !cn.closing.Load()
+	// The batch the pop was part of goes on: pushes wait for its replies.
+	cn.ob.begin()
+	// unwatch cleared the read deadline Server.Close or a kill set to wake
+	// us.
+	return keep && !cn.closing.Load() && !cn.killed.Load()
 }
 
 func isTimeout(err error) bool {

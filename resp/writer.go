@@ -1,6 +1,9 @@
 package resp
 
-import "strconv"
+import (
+	"strconv"
+	"sync/atomic"
+)
 
 // writer buffers replies for one connection in RESP2 or RESP3. Replies are
 // appended to one byte slice and written with one syscall per batch of
@@ -8,10 +11,19 @@ import "strconv"
 type writer struct {
 	buf   []byte
 	proto int
+	// shared, if set, publishes proto to the connection's push path,
+	// which encodes pushes from other goroutines.
+	shared *atomic.Int32
 }
 
-func (w *writer) Proto() int     { return w.proto }
-func (w *writer) SetProto(p int) { w.proto = p }
+func (w *writer) Proto() int { return w.proto }
+
+func (w *writer) SetProto(p int) {
+	w.proto = p
+	if w.shared != nil {
+		w.shared.Store(int32(p))
+	}
+}
 
 func (w *writer) Status(s string) {
 	w.buf = append(w.buf, '+')
@@ -71,6 +83,30 @@ func (w *writer) Map(n int) {
 		return
 	}
 	w.header('*', 2*n)
+}
+
+// Verbatim writes text a person reads (INFO, CLIENT LIST): a verbatim
+// string of format txt in RESP3, a bulk string in RESP2, as Redis does.
+func (w *writer) Verbatim(s string) {
+	if w.proto != 3 {
+		w.BulkString(s)
+		return
+	}
+	w.buf = append(w.buf, '=')
+	w.buf = strconv.AppendInt(w.buf, int64(len(s)+4), 10)
+	w.buf = append(w.buf, "\r\ntxt:"...)
+	w.buf = append(w.buf, s...)
+	w.buf = append(w.buf, '\r', '\n')
+}
+
+// Push starts an out-of-band message of n elements: a push in RESP3, an
+// array in RESP2 (where only pub/sub messages are out of band).
+func (w *writer) Push(n int) {
+	if w.proto == 3 {
+		w.header('>', n)
+		return
+	}
+	w.header('*', n)
 }
 
 func (w *writer) header(kind byte, n int) {
