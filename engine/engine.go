@@ -194,11 +194,11 @@ type core struct {
 	fired   []uint32
 	// deadLetters names the dead-letter queue of the few jobs that have one,
 	// by slot, rather than spending 8 bytes of every job on it.
-	deadLetters map[uint32][]byte
-	armed       int64             // deadline the timer goroutine sleeps until, or 0
-	watches     map[string]*watch // names watched or tracked (watch.go)
-	onChange    func(name string)
-	trackAll    bool // call onChange for every queue's changes (TrackAll)
+	deadLetters  map[uint32][]byte
+	armed        int64             // deadline the timer goroutine sleeps until, or 0
+	watches      map[string]*watch // names watched or tracked (watch.go)
+	onChange     func(name string)
+	trackAll     bool // call onChange for every queue's changes (TrackAll)
 	trackAllRefs int  // TrackAll(true) calls not yet undone
 	// sidLike is set once a client id that reads as a server id is stored:
 	// only then can a new server id collide, and need a lookup.
