@@ -93,7 +93,8 @@ func (d *Dispatcher) blockingMove(c *Client, src, dst []byte, ends engine.MoveEn
 		c.Ticket = job.Ticket
 		c.W.Bulk(job.Payload)
 	default:
-		c.Block = &Block{Timeout: timeout, w: w, eng: d.engineFor(c), move: true}
+		c.Block = newBlock(c, d.engineFor(c), w, timeout, engine.PopLeft)
+		c.Block.move = true // the reply is the payload
 	}
 }
 
