@@ -577,7 +577,7 @@ func TestMonitorDisconnectsAClientThatDoesNotRead(t *testing.T) {
 			t.Fatal("a MONITOR client that reads nothing is still connected")
 		}
 	}
-	if !strings.Contains(s.out.String(), "did not read its pushes") {
+	if !s.outputHas("did not read its pushes", 5*time.Second) {
 		t.Errorf("no log line about the disconnected client: %s", s.out.String())
 	}
 }

@@ -530,3 +530,17 @@ func cliIn(t testing.TB, s *server, stdin string, args ...string) string {
 	}
 	return stdout.String()
 }
+
+// outputHas waits up to d for the server's output to hold want: a line the
+// server logged before it answered may still be on its way through the
+// pipe that copies its output into s.out.
+func (s *server) outputHas(want string, d time.Duration) bool {
+	for deadline := time.Now().Add(d); ; time.Sleep(10 * time.Millisecond) {
+		if strings.Contains(s.out.String(), want) {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+	}
+}

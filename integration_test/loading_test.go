@@ -215,12 +215,12 @@ func TestLoadingAnswersWhileTheLogReplays(t *testing.T) {
 	if f := infoOf(info); f["loading"] != "0" || f["jobs"] != strconv.Itoa(n) || f["loading_loaded_perc"] != "" {
 		t.Errorf("INFO after the load: loading:%q jobs:%q (want 0 and %d), no loading_* fields\n%s", f["loading"], f["jobs"], n, info)
 	}
-	out := s.out.String()
 	for _, want := range []string{`"message":"loading the log"`, `"percent":`, `"records_per_sec":`, `"message":"log replayed"`, `"message":"delayd ready"`} {
-		if !strings.Contains(out, want) {
+		if !s.outputHas(want, 5*time.Second) {
 			t.Errorf("the server's log has no %s", want)
 		}
 	}
+	out := s.out.String()
 	if strings.Index(out, `"message":"delayd listening; loading the log"`) > strings.Index(out, `"message":"loading the log"`) {
 		t.Errorf("the server did not say it listens before the progress")
 	}
