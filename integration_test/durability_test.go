@@ -66,6 +66,22 @@ func durStart(t testing.TB, s *server, extra ...string) (string, error) {
 	return s.out.String()[before:], err
 }
 
+// durKillUnderLoad lets the clients in wg run for a second, kills the server
+// with kill -9 in the middle of their work, and waits for them to stop.
+func durKillUnderLoad(t testing.TB, s *server, stop *atomic.Bool, wg *sync.WaitGroup) {
+	t.Helper()
+	time.Sleep(time.Second)
+	s.Kill9()
+	stop.Store(true)
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("clients did not stop within 10 s of the kill")
+	}
+}
+
 // durRestartAfterKill starts the server after Kill9 and fails the test when it
 // does not come up.
 func durRestartAfterKill(t testing.TB, s *server) {
@@ -373,16 +389,7 @@ func TestDurabilityKill9AlwaysLosesNoAcknowledgedAdd(t *testing.T) {
 			}
 		}(p)
 	}
-	time.Sleep(time.Second)
-	s.Kill9()
-	stop.Store(true)
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		t.Fatalf("producers did not stop within 10 s of the kill")
-	}
+	durKillUnderLoad(t, s, &stop, &wg)
 	if len(acked) < 100 {
 		t.Fatalf("only %d adds were acknowledged in a second: too few to test anything", len(acked))
 	}

@@ -336,16 +336,7 @@ func TestDurabilityKill9Transactions(t *testing.T) {
 			}
 		}()
 	}
-	time.Sleep(time.Second)
-	s.Kill9()
-	stop.Store(true)
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		t.Fatal("clients did not stop within 10 s of the kill")
-	}
+	durKillUnderLoad(t, s, &stop, &wg)
 	if len(acked) < 5 {
 		t.Fatalf("only %d transactions acknowledged in a second: too few to test anything", len(acked))
 	}
