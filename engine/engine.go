@@ -49,6 +49,12 @@ type Options struct {
 	// Loading, if set, follows the replay of the log in New from other
 	// goroutines, and can stop it (see Loading).
 	Loading *Loading
+
+	// Replicator, in cluster mode, takes the batches the append-only log
+	// would (AppendOnly must be off: the consensus log is the durability),
+	// and Follower starts the engine as a follower (replica.go).
+	Replicator Replicator
+	Follower   bool
 }
 
 // MaxKey bounds queue names a job can be added to, and MaxPayload the
@@ -81,6 +87,9 @@ func (o *Options) Validate() error {
 	case FsyncAlways, FsyncEverySec, FsyncNo:
 	default:
 		return fmt.Errorf("appendfsync: %q is not always, everysec or no", o.Fsync)
+	}
+	if o.Replicator != nil && o.AppendOnly {
+		return fmt.Errorf("a replicated engine keeps no append-only log of its own")
 	}
 	if o.AppendOnly && o.Dir == "" {
 		o.Dir = "."
@@ -213,7 +222,8 @@ type core struct {
 	start   time.Time // monotonic base
 	startMs int64     // unix ms at start
 
-	j journal // the append-only log, when on
+	j    journal   // the append-only log, when on
+	repl replState // cluster mode (replica.go)
 
 	wake    chan struct{}
 	quit    chan struct{} // stops the timer goroutine
@@ -267,6 +277,15 @@ func New(opts Options) (*Engine, error) {
 		logQuit:     make(chan struct{}),
 	}}
 	e.mu.m = &e.core.mutex
+	e.repl.now.Store(e.startMs)
+	e.repl.following.Store(opts.Follower)
+	if opts.Replicator != nil {
+		j := &e.j
+		j.kick = make(chan struct{}, 1)
+		j.done = make(chan struct{})
+		j.dcond = sync.NewCond(&j.dmu)
+		e.repl.inflight = make(chan inflight, 1024)
+	}
 	if opts.AppendOnly {
 		if err := e.openLog(); err != nil {
 			return nil, err
@@ -285,6 +304,10 @@ func New(opts Options) (*Engine, error) {
 	if opts.AppendOnly {
 		go e.flusher()
 	}
+	if opts.Replicator != nil {
+		go e.replFlusher()
+		go e.replCommitter()
+	}
 	go e.run()
 	return e, nil
 }
@@ -295,6 +318,9 @@ func New(opts Options) (*Engine, error) {
 func (e *Engine) nowMs() int64 {
 	if e.mu.held {
 		return e.txNow
+	}
+	if e.repl.following.Load() {
+		return e.repl.now.Load() // a follower's time is the leader's, as replicated
 	}
 	return e.startMs + int64(e.opts.Now().Sub(e.start)/time.Millisecond)
 }
@@ -313,6 +339,10 @@ func (e *Engine) laterMs(d int64) int64 {
 func (e *Engine) clock() (now, up int64) {
 	if e.mu.held {
 		return e.txNow, e.txUp
+	}
+	if e.repl.following.Load() {
+		now = e.repl.now.Load()
+		return now, now
 	}
 	elapsed := e.opts.Now().Sub(e.start)
 	now = e.startMs + int64(elapsed/time.Millisecond)
@@ -335,8 +365,13 @@ func (e *Engine) run() {
 	t.Stop()
 	for {
 		e.mu.Lock()
-		e.advanceLocked(e.nowMs())
-		dl, ok := e.wheel.NextDeadline()
+		var dl int64
+		ok := false
+		if e.wheel != nil && !e.repl.following.Load() {
+			// A follower's timer sleeps: only records move its wheel.
+			e.advanceLocked(e.nowMs())
+			dl, ok = e.wheel.NextDeadline()
+		}
 		e.armed = 0
 		if ok {
 			e.armed = dl
@@ -435,6 +470,15 @@ func (e *Engine) Close() error {
 		return ErrInTransaction
 	}
 	e.Stop()
+	if e.opts.Replicator != nil {
+		select {
+		case <-e.logQuit:
+		default:
+			close(e.logQuit)
+		}
+		<-e.j.done
+		return nil
+	}
 	if e.j.log == nil {
 		return nil
 	}

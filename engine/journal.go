@@ -78,6 +78,9 @@ type journal struct {
 	durable uint64     // guarded by dmu
 	failed  [][2]int64 // guarded by dmu: ticket ranges whose write failed
 	lastErr error      // guarded by dmu
+	// replFailed: in cluster mode a batch did not commit, so the state is
+	// ahead of the log until the cluster layer rebuilds it (replica.go).
+	replFailed bool // guarded by dmu
 
 	// guarded by dmu, for INFO persistence
 	lastFsync     time.Time
@@ -251,14 +254,14 @@ func (e *Engine) writable() error {
 	if e.j.broken != nil {
 		return fmt.Errorf("%w: %v", ErrLog, e.j.broken)
 	}
-	return nil
+	return e.replWritable()
 }
 
 // logRec appends r to the pending batch and returns its ticket (0 when the
 // log is off or broken). Called with mu held, in apply order.
 func (e *Engine) logRec(r *rec) uint64 {
 	j := &e.j
-	if j.log == nil || j.replaying || j.broken != nil {
+	if (j.log == nil && e.opts.Replicator == nil) || j.replaying || j.broken != nil {
 		return 0
 	}
 	j.scratch = r.encode(j.scratch[:0])

@@ -96,7 +96,7 @@ const (
 )
 
 func (e *Engine) popLocked(names [][]byte, mode PopMode) (Delivery, bool) {
-	if e.closed {
+	if e.closed || e.replWritable() != nil {
 		return Delivery{}, false
 	}
 	e.advanceLocked(e.nowMs())
@@ -176,6 +176,11 @@ func (e *Engine) Requeue(d Delivery) bool {
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if e.replWritable() != nil {
+		// Not the leader now: the pop that took the job did not commit, or
+		// the new leader's reservation deadline gives the job back.
+		return false
+	}
 	e.advanceLocked(e.nowMs())
 	deliveries := d.Deliveries - 1
 	if qi, ok := e.queueFor(d.Queue, false); ok {

@@ -45,6 +45,9 @@ func (e *Engine) PopOrWait(names [][]byte, mode PopMode) (Delivery, *Waiter, err
 	if e.closed {
 		return Delivery{}, nil, ErrClosed
 	}
+	if err := e.replWritable(); err != nil {
+		return Delivery{}, nil, err
+	}
 	if e.mu.held {
 		// Inside a transaction a blocking pop is its non-blocking form, as
 		// in Redis: nothing could arrive while the transaction holds the lock.

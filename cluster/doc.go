@@ -1,0 +1,12 @@
+// Package cluster replicates the engine through a Raft group (hashicorp/raft)
+// and says who leads, for the Redis Cluster protocol the commands answer.
+// It sits between commands and engine, and only with --cluster-enabled.
+//
+// The engine is the state machine. The leader's engine decides every effect
+// (which job a pop takes, deadlines, ids) and its flusher proposes each
+// group-commit batch of records as one Raft entry; followers apply committed
+// entries as replay applies the log. Snapshots are the engine's encoded jobs.
+// A leader that loses leadership with entries in flight rebuilds its engine
+// from its last snapshot and the committed log, since those entries may never
+// commit.
+package cluster

@@ -1,0 +1,35 @@
+package commands
+
+import (
+	"time"
+
+	"github.com/delayd/delayd/cluster"
+)
+
+// ClusterView is what the commands need of the Raft group (cluster mode
+// only; nil otherwise). The cluster package implements it; tests fake it.
+type ClusterView interface {
+	// Self is this node; Nodes every member, self included, leader first.
+	Self() cluster.Node
+	Nodes() []cluster.Node
+	// Leader is the node that takes writes now; ok is false when none is
+	// known (an election is running, or this node is cut off).
+	Leader() (n cluster.Node, ok bool)
+	// Writable says whether this node leads and its engine takes writes.
+	Writable() bool
+	// Term is the current Raft term (CLUSTER INFO cluster_current_epoch).
+	Term() uint64
+	// LastIndex is the last log index this node has appended (committed or
+	// not); WaitReplicas waits for followers to hold up to it.
+	LastIndex() uint64
+	// WaitReplicas blocks until n followers hold the log up to index, or
+	// timeout passes (0: forever), and returns how many hold it.
+	WaitReplicas(index uint64, n int, timeout time.Duration) int
+	// Meet adds the node serving clients at host:port to the group (CLUSTER
+	// MEET); Join adds a node known by id and addresses (CLUSTER JOIN, what
+	// --cluster-join sends); Forget removes one (CLUSTER FORGET). On a
+	// follower they are forwarded to the leader.
+	Meet(host string, port int) error
+	Join(id, busAddr, addr string) error
+	Forget(id string) error
+}
