@@ -505,6 +505,9 @@ func (e *Engine) WaitDurable(ticket uint64) error {
 	}
 	for _, f := range j.failed {
 		if int64(ticket) >= f[0] && int64(ticket) <= f[1] {
+			if e.opts.Replicator != nil {
+				return ErrNotCommitted
+			}
 			return fmt.Errorf("%w: %v", ErrLog, j.lastErr)
 		}
 	}

@@ -37,6 +37,13 @@ import (
 // ErrNotLeader refuses a write or a pop on a follower.
 var ErrNotLeader = errors.New("this node is not the leader")
 
+// ErrNotCommitted is a write's answer in cluster mode when its batch did
+// not commit before leadership changed. It was applied on the old leader
+// only, which rebuilds without it; the new leader may still commit it (an
+// entry a leader appended can outlive it), so the client cannot know, and
+// retries: an add without an ID may then be there twice, never lost.
+var ErrNotCommitted = errors.New("the write may not have been committed: leadership changed")
+
 // Proposal is a batch handed to consensus; Error blocks until it is
 // committed (nil) or failed. raft.ApplyFuture is one.
 type Proposal interface{ Error() error }
