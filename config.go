@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"strconv"
 	"strings"
 
@@ -33,6 +34,18 @@ type config struct {
 	SlowlogMaxLen         int
 	LogLevel              string
 	LogFormat             string
+
+	// Cluster mode (cluster package).
+	ClusterEnabled         bool
+	ClusterNodeID          string
+	ClusterBusAddr         string
+	ClusterAnnounceAddr    string
+	ClusterAnnounceBusAddr string
+	ClusterBootstrap       bool
+	ClusterJoin            string
+	ClusterAck             string
+	ClusterElectionTimeout int64
+	ClusterSnapshotEntries int64
 }
 
 // settings are the flags, with their defaults and help; config.yaml and the
@@ -58,7 +71,20 @@ var settings = []struct {
 	{"slowlog-max-len", "128", "most SLOWLOG entries kept"},
 	{"log-level", "info", "debug|info|warn|error"},
 	{"log-format", "auto", "json|console|auto (console on a terminal)"},
+	{"cluster-enabled", "no", "run as a node of a Raft group: yes|no"},
+	{"cluster-node-id", "", "this node's id (empty: the one kept in the data dir, or a new one)"},
+	{"cluster-bus-addr", "", "host:port for Raft traffic (empty: bind and port + 10000)"},
+	{"cluster-announce-addr", "", "host:port clients are sent to (empty: bind:port)"},
+	{"cluster-announce-bus-addr", "", "host:port other nodes dial for Raft (empty: cluster-bus-addr)"},
+	{"cluster-bootstrap", "false", "form a new cluster with this node if it has no cluster state"},
+	{"cluster-join", "", "host:port of a member (its clients' address) to ask to add this node"},
+	{"cluster-ack", "quorum", "answer writes after a majority holds them (quorum) or the leader applied them (leader)"},
+	{"cluster-election-timeout", "1000", "Raft heartbeat and election timeout in ms; the leader's lease is half"},
+	{"cluster-snapshot-entries", "8192", "Raft entries between snapshots"},
 }
+
+// boolFlags are settings given as bare flags (--repair), not flag=value.
+var boolFlags = map[string]bool{"repair": true, "cluster-bootstrap": true}
 
 // loadConfig merges flags > DELAYD_* environment > YAML file > defaults.
 func loadConfig(args []string, environ []string, stderr io.Writer) (config, error) {
@@ -66,7 +92,7 @@ func loadConfig(args []string, environ []string, stderr io.Writer) (config, erro
 	fs.SetOutput(stderr)
 	configFile := fs.String("config", "", "YAML config file whose keys are the flag names")
 	for _, s := range settings {
-		if s.name == "repair" {
+		if boolFlags[s.name] {
 			fs.Bool(s.name, false, s.help)
 			continue
 		}
@@ -172,6 +198,44 @@ func loadConfig(args []string, environ []string, stderr io.Writer) (config, erro
 	c.SlowlogMaxLen = int(num("slowlog-max-len", 0))
 	c.LogLevel = oneOf("log-level", "debug", "info", "warn", "error")
 	c.LogFormat = oneOf("log-format", "json", "console", "auto")
+	c.ClusterEnabled = yesno("cluster-enabled")
+	c.ClusterNodeID = get("cluster-node-id")
+	c.ClusterBusAddr = get("cluster-bus-addr")
+	c.ClusterAnnounceAddr = get("cluster-announce-addr")
+	c.ClusterAnnounceBusAddr = get("cluster-announce-bus-addr")
+	c.ClusterBootstrap = yesno("cluster-bootstrap")
+	c.ClusterJoin = get("cluster-join")
+	c.ClusterAck = oneOf("cluster-ack", "quorum", "leader")
+	c.ClusterElectionTimeout = num("cluster-election-timeout", 50)
+	c.ClusterSnapshotEntries = num("cluster-snapshot-entries", 16)
+	if c.ClusterEnabled {
+		host := c.Bind
+		if host == "" || host == "0.0.0.0" || host == "::" {
+			host = "127.0.0.1"
+		}
+		if c.ClusterBusAddr == "" {
+			if c.Port+10000 > 65535 {
+				errs = append(errs, fmt.Errorf("cluster-bus-addr: port %d + 10000 is not a TCP port; set it", c.Port))
+			}
+			c.ClusterBusAddr = net.JoinHostPort(c.Bind, strconv.Itoa(c.Port+10000))
+		}
+		if c.ClusterAnnounceAddr == "" {
+			c.ClusterAnnounceAddr = net.JoinHostPort(host, strconv.Itoa(c.Port))
+		}
+		if c.ClusterAnnounceBusAddr == "" {
+			h, p, err := net.SplitHostPort(c.ClusterBusAddr)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("cluster-bus-addr: %v", err))
+			}
+			if h == "" || h == "0.0.0.0" || h == "::" {
+				h = host
+			}
+			c.ClusterAnnounceBusAddr = net.JoinHostPort(h, p)
+		}
+		if c.ClusterNodeID != "" && strings.ContainsAny(c.ClusterNodeID, " \t\r\n") {
+			errs = append(errs, errors.New("cluster-node-id: no spaces"))
+		}
+	}
 	if c.MaxPayloadBytes > 64<<20 {
 		// One job is one log record, and a record holds at most 64 MiB.
 		errs = append(errs, errors.New("max-payload-bytes: at most 67108864 (64 MiB)"))
@@ -192,24 +256,32 @@ func (c config) view() map[string]string {
 		pass = "(set)" // never echo the password
 	}
 	return map[string]string{
-		"bind":                    c.Bind,
-		"port":                    strconv.Itoa(c.Port),
-		"dir":                     c.Dir,
-		"appendonly":              yn(c.AppendOnly),
-		"appendfsync":             c.AppendFsync,
-		"requirepass":             pass,
-		"max-payload-bytes":       strconv.Itoa(c.MaxPayloadBytes),
-		"max-jobs":                strconv.Itoa(c.MaxJobs),
-		"max-clients":             strconv.Itoa(c.MaxClients),
-		"maxclients":              strconv.Itoa(c.MaxClients),
-		"ack-timeout":             strconv.FormatInt(c.AckTimeout, 10),
-		"tick":                    strconv.FormatInt(c.Tick, 10),
-		"auto-rewrite-percentage": strconv.Itoa(c.AutoRewritePercentage),
-		"auto-rewrite-min-size":   strconv.FormatInt(c.AutoRewriteMinSize, 10),
-		"slowlog-log-slower-than": strconv.FormatInt(c.SlowlogSlowerThan, 10),
-		"slowlog-max-len":         strconv.Itoa(c.SlowlogMaxLen),
-		"log-level":               c.LogLevel,
-		"log-format":              c.LogFormat,
+		"cluster-enabled":           yn(c.ClusterEnabled),
+		"cluster-node-id":           c.ClusterNodeID,
+		"cluster-bus-addr":          c.ClusterBusAddr,
+		"cluster-announce-addr":     c.ClusterAnnounceAddr,
+		"cluster-announce-bus-addr": c.ClusterAnnounceBusAddr,
+		"cluster-join":              c.ClusterJoin,
+		"cluster-ack":               c.ClusterAck,
+		"cluster-election-timeout":  strconv.FormatInt(c.ClusterElectionTimeout, 10),
+		"bind":                      c.Bind,
+		"port":                      strconv.Itoa(c.Port),
+		"dir":                       c.Dir,
+		"appendonly":                yn(c.AppendOnly),
+		"appendfsync":               c.AppendFsync,
+		"requirepass":               pass,
+		"max-payload-bytes":         strconv.Itoa(c.MaxPayloadBytes),
+		"max-jobs":                  strconv.Itoa(c.MaxJobs),
+		"max-clients":               strconv.Itoa(c.MaxClients),
+		"maxclients":                strconv.Itoa(c.MaxClients),
+		"ack-timeout":               strconv.FormatInt(c.AckTimeout, 10),
+		"tick":                      strconv.FormatInt(c.Tick, 10),
+		"auto-rewrite-percentage":   strconv.Itoa(c.AutoRewritePercentage),
+		"auto-rewrite-min-size":     strconv.FormatInt(c.AutoRewriteMinSize, 10),
+		"slowlog-log-slower-than":   strconv.FormatInt(c.SlowlogSlowerThan, 10),
+		"slowlog-max-len":           strconv.Itoa(c.SlowlogMaxLen),
+		"log-level":                 c.LogLevel,
+		"log-format":                c.LogFormat,
 		// Redis's names, which redis-benchmark and other tools ask for.
 		"save": "",
 	}

@@ -26,6 +26,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/delayd/delayd/aof"
+	"github.com/delayd/delayd/cluster"
 	"github.com/delayd/delayd/commands"
 	"github.com/delayd/delayd/engine"
 	"github.com/delayd/delayd/resp"
@@ -113,7 +114,49 @@ func run(args, environ []string, stderr io.Writer) int {
 		err error
 	}
 	open := make(chan opened, 1)
+	var clu *cluster.Cluster
+	if cfg.ClusterEnabled {
+		clu, err = cluster.New(cluster.Config{
+			Dir:               cfg.Dir,
+			NodeID:            cfg.ClusterNodeID,
+			BusAddr:           cfg.ClusterBusAddr,
+			AnnounceAddr:      cfg.ClusterAnnounceAddr,
+			AnnounceBusAddr:   cfg.ClusterAnnounceBusAddr,
+			Bootstrap:         cfg.ClusterBootstrap,
+			Join:              cfg.ClusterJoin,
+			Password:          cfg.RequirePass,
+			AckLeader:         cfg.ClusterAck == "leader",
+			ElectionTimeout:   time.Duration(cfg.ClusterElectionTimeout) * time.Millisecond,
+			SnapshotThreshold: uint64(cfg.ClusterSnapshotEntries),
+			Logger:            log,
+		})
+		if err != nil {
+			srv.Close(time.Second)
+			log.Error().Err(err).Msg("cannot start the cluster node")
+			fmt.Fprintln(stderr, "delayd:", err)
+			return 1
+		}
+		log.Info().Str("id", clu.ID()).Str("bus", cfg.ClusterBusAddr).Str("announce", cfg.ClusterAnnounceAddr).
+			Msg("cluster mode: the Raft log is the durability")
+	}
 	go func() {
+		if clu != nil {
+			eng, err := engine.New(engine.Options{
+				Tick:       cfg.Tick,
+				MaxPayload: cfg.MaxPayloadBytes,
+				MaxJobs:    cfg.MaxJobs,
+				Logger:     log,
+				Replicator: clu,
+				Follower:   true,
+			})
+			if err == nil {
+				err = clu.Start(eng, func(leading bool) {
+					_ = leading // UNBLOCKMERGE: disp.UnblockAll(commands.ErrUnblockedRole) once proto lands
+				})
+			}
+			open <- opened{eng, err}
+			return
+		}
 		eng, err := engine.New(engine.Options{
 			Tick:           cfg.Tick,
 			MaxPayload:     cfg.MaxPayloadBytes,
@@ -159,7 +202,7 @@ func run(args, environ []string, stderr io.Writer) int {
 			why = s.String()
 		case why = <-stop:
 		}
-		return stopServer(log, srv, o.eng, why)
+		return stopServer(log, srv, o.eng, clu, why)
 	case s := <-sigs:
 		why = s.String()
 	case why = <-stop:
@@ -173,7 +216,7 @@ func run(args, environ []string, stderr io.Writer) int {
 	o := <-open
 	switch {
 	case o.err == nil: // it finished just as the stop came
-		return stopServer(log, srv, o.eng, why)
+		return stopServer(log, srv, o.eng, clu, why)
 	case !errors.Is(o.err, engine.ErrLoadAborted):
 		log.Error().Err(o.err).Msg("loading the append-only log failed")
 		fmt.Fprintln(stderr, "delayd:", o.err)
@@ -187,11 +230,17 @@ func run(args, environ []string, stderr io.Writer) int {
 
 // stopServer stops gracefully: no new clients; blocked clients get a null
 // reply (the engine releases them); replies in flight go out; then the log.
-func stopServer(log zerolog.Logger, srv *resp.Server, eng *engine.Engine, why string) int {
+func stopServer(log zerolog.Logger, srv *resp.Server, eng *engine.Engine, clu *cluster.Cluster, why string) int {
 	start := time.Now()
 	srv.StopAccepting()
 	eng.Stop()
 	srv.Close(2 * time.Second)
+	if clu != nil {
+		// After the connections: their replies wait for commits.
+		if err := clu.Close(); err != nil {
+			log.Warn().Err(err).Msg("stopping raft")
+		}
+	}
 	if err := eng.Close(); err != nil {
 		log.Error().Err(err).Msg("closing the append-only log")
 		return 1

@@ -207,6 +207,10 @@ func (e *Engine) Restore(r io.Reader) error {
 func (e *Engine) Snapshot() []byte {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	return e.snapshotLocked()
+}
+
+func (e *Engine) snapshotLocked() []byte {
 	if e.wheel == nil {
 		return nil
 	}
@@ -262,9 +266,13 @@ func (e *Engine) replFlusher() {
 		e.mu.Lock()
 		batch, first, last := j.pend, j.pendFirst, j.ticket
 		j.pend = nil // the replicator keeps the batch: never reuse it
+		j.proposing = len(batch) > 0
 		e.mu.Unlock()
 		if len(batch) > 0 {
 			e.repl.inflight <- inflight{e.opts.Replicator.Propose(batch), first, last}
+			e.mu.Lock()
+			j.proposing = false
+			e.mu.Unlock()
 		}
 		if closing {
 			return

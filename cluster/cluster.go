@@ -1,0 +1,434 @@
+package cluster
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+	wal "github.com/hashicorp/raft-wal"
+	"github.com/hashicorp/raft-wal/metadb"
+	"github.com/rs/zerolog"
+
+	"github.com/delayd/delayd/engine"
+)
+
+// Config is a node's cluster settings; only main fills it.
+type Config struct {
+	Dir          string // the node's data dir: node id, Raft log, snapshots
+	NodeID       string // empty: the one kept in Dir, or a new one
+	BusAddr      string // host:port the Raft transport listens on
+	AnnounceAddr string // host:port clients are sent to (MOVED, CLUSTER SLOTS)
+	// AnnounceBusAddr is the Raft address other nodes dial (default BusAddr).
+	AnnounceBusAddr string
+	Bootstrap       bool   // form a new one-node cluster if this node has no state
+	Join            string // RESP host:port of a member to ask to add this node
+	Password        string // requirepass, for the RESP connections Join and Meet make
+	// AckLeader answers writes once the leader applied them, before a
+	// majority holds them (Redis's asynchronous replication).
+	AckLeader bool
+	// ElectionTimeout is Raft's heartbeat and election timeout (default
+	// 1 s); the leader's lease is half of it.
+	ElectionTimeout time.Duration
+	// SnapshotThreshold is how many entries since the last snapshot make
+	// a new one (default 8192).
+	SnapshotThreshold uint64
+	Logger            zerolog.Logger
+}
+
+// Cluster is one node of the Raft group: it replicates its engine, answers
+// who leads, and changes membership.
+type Cluster struct {
+	cfg   Config
+	id    string
+	log   zerolog.Logger
+	raft  *raft.Raft
+	trans *tracker
+	store *wal.WAL
+	meta  *metadb.BoltMetaDB
+	snaps *raft.FileSnapshotStore
+	fsm   *fsm
+	eng   *engine.Engine
+
+	leading atomic.Bool // this node leads and its engine takes writes
+	// With --cluster-ack leader: batches answered but not yet committed,
+	// and whether one failed since the last rebuild.
+	unacked atomic.Int64
+	lost    atomic.Bool
+
+	// OnRoleChange is called (from one goroutine, in order) when this node
+	// starts or stops leading; main unblocks blocked clients on false.
+	onRole func(leading bool)
+
+	quit     chan struct{}
+	wg       sync.WaitGroup
+	stopOnce sync.Once
+}
+
+// New opens the node's stores and its Raft transport (listening on the bus
+// address), before the engine exists: the engine takes the cluster as its
+// Replicator. Start then runs Raft.
+func New(cfg Config) (*Cluster, error) {
+	if cfg.ElectionTimeout <= 0 {
+		cfg.ElectionTimeout = time.Second
+	}
+	if cfg.SnapshotThreshold == 0 {
+		cfg.SnapshotThreshold = 8192
+	}
+	if cfg.AnnounceBusAddr == "" {
+		cfg.AnnounceBusAddr = cfg.BusAddr
+	}
+	dir := filepath.Join(cfg.Dir, "raft")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	id, err := nodeID(cfg.Dir, cfg.NodeID)
+	if err != nil {
+		return nil, err
+	}
+	c := &Cluster{cfg: cfg, id: id, log: cfg.Logger.With().Str("node", id[:8]).Logger(), quit: make(chan struct{})}
+	if err := os.MkdirAll(filepath.Join(dir, "wal"), 0o755); err != nil {
+		return nil, err
+	}
+	// Our own meta store, because WAL.Close leaves its file locked (an
+	// in-process restart, as the tests do, would wait on the lock forever).
+	c.meta = &metadb.BoltMetaDB{}
+	c.store, err = wal.Open(filepath.Join(dir, "wal"), wal.WithMetaStore(c.meta))
+	if err != nil {
+		return nil, fmt.Errorf("raft log: %w", err)
+	}
+	hl := newHclog(c.log)
+	c.snaps, err = raft.NewFileSnapshotStoreWithLogger(dir, 2, hl)
+	if err != nil {
+		c.store.Close()
+		return nil, fmt.Errorf("raft snapshots: %w", err)
+	}
+	c.trans, err = newTracker(cfg.BusAddr, cfg.AnnounceBusAddr, hl, cfg.ElectionTimeout)
+	if err != nil {
+		c.store.Close()
+		return nil, fmt.Errorf("cluster bus %s: %w", cfg.BusAddr, err)
+	}
+	c.fsm = &fsm{c: c, members: make(map[string]member)}
+	return c, nil
+}
+
+// ID is this node's id.
+func (c *Cluster) ID() string { return c.id }
+
+// Start runs Raft over eng (which New's caller created with this cluster as
+// its Replicator, as a follower): it restores the last snapshot and the
+// log, bootstraps or joins as configured, and follows leadership. onRole is
+// called when this node starts (true) or stops (false) leading.
+func (c *Cluster) Start(eng *engine.Engine, onRole func(leading bool)) error {
+	c.eng, c.onRole = eng, onRole
+	rc := raft.DefaultConfig()
+	rc.LocalID = raft.ServerID(c.id)
+	rc.HeartbeatTimeout = c.cfg.ElectionTimeout
+	rc.ElectionTimeout = c.cfg.ElectionTimeout
+	rc.LeaderLeaseTimeout = c.cfg.ElectionTimeout / 2
+	rc.CommitTimeout = 5 * time.Millisecond
+	rc.BatchApplyCh = true
+	rc.MaxAppendEntries = 256
+	rc.SnapshotThreshold = c.cfg.SnapshotThreshold
+	rc.SnapshotInterval = 10 * time.Second
+	rc.TrailingLogs = 10240
+	rc.Logger = newHclog(c.log)
+	notify := make(chan bool, 16)
+	rc.NotifyCh = notify
+	r, err := raft.NewRaft(rc, c.fsm, c.store, c.store, c.snaps, c.trans)
+	if err != nil {
+		return fmt.Errorf("raft: %w", err)
+	}
+	c.raft = r
+	if c.cfg.Bootstrap {
+		has, err := raft.HasExistingState(c.store, c.store, c.snaps)
+		if err != nil {
+			return err
+		}
+		if !has {
+			f := r.BootstrapCluster(raft.Configuration{Servers: []raft.Server{{
+				Suffrage: raft.Voter, ID: raft.ServerID(c.id), Address: raft.ServerAddress(c.cfg.AnnounceBusAddr),
+			}}})
+			if err := f.Error(); err != nil {
+				return fmt.Errorf("bootstrap: %w", err)
+			}
+			c.log.Info().Str("bus", c.cfg.AnnounceBusAddr).Msg("cluster bootstrapped: a new one-node group")
+		}
+	}
+	c.wg.Add(1)
+	go c.follow(notify)
+	if c.cfg.Join != "" {
+		c.wg.Add(1)
+		go c.joinLoop()
+	}
+	c.wg.Add(1)
+	go c.snapshotLoop()
+	return nil
+}
+
+// Close leaves Raft running no more: the node stops answering its peers.
+// The engine is closed by its owner afterwards.
+func (c *Cluster) Close() error {
+	var err error
+	c.stopOnce.Do(func() {
+		close(c.quit)
+		if c.raft != nil {
+			err = c.raft.Shutdown().Error()
+		}
+		c.wg.Wait()
+		c.trans.Close()
+		c.store.Close()
+		c.meta.Close()
+	})
+	return err
+}
+
+// Propose hands one engine batch to Raft (engine.Replicator).
+func (c *Cluster) Propose(batch []byte) engine.Proposal {
+	data := make([]byte, 0, len(batch)+1)
+	data = append(append(data, entryEngine), batch...)
+	f := c.raft.Apply(data, 0)
+	if !c.cfg.AckLeader {
+		return f
+	}
+	// --cluster-ack leader: the reply goes at once, as with Redis's
+	// asynchronous replication; the batch is watched here instead, so that
+	// a snapshot waits for it and a batch that fails still makes the node
+	// rebuild when it steps down.
+	c.unacked.Add(1)
+	go func() {
+		if f.Error() != nil {
+			c.lost.Store(true)
+		}
+		c.unacked.Add(-1)
+	}()
+	return done{}
+}
+
+// done is a proposal answered at once.
+type done struct{}
+
+func (done) Error() error { return nil }
+
+// settled is the engine's Settled plus, with --cluster-ack leader, no
+// batch still uncommitted or lost.
+func (c *Cluster) settled() bool {
+	return c.eng.Settled() && c.unacked.Load() == 0 && !c.lost.Load()
+}
+
+// follow applies leadership changes in order.
+func (c *Cluster) follow(notify <-chan bool) {
+	defer c.wg.Done()
+	for {
+		select {
+		case <-c.quit:
+			return
+		case lead := <-notify:
+			if lead {
+				c.becomeLeader()
+			} else {
+				c.stepDown()
+			}
+		}
+	}
+}
+
+// becomeLeader waits until every entry of earlier terms is applied (the
+// barrier), then lets the engine lead: its clock runs, jobs due meanwhile
+// become ready, writes are taken.
+func (c *Cluster) becomeLeader() {
+	start := time.Now()
+	if err := c.raft.Barrier(10 * time.Second).Error(); err != nil {
+		c.log.Warn().Err(err).Msg("new leader: the barrier failed; waiting for the next election")
+		return
+	}
+	if c.raft.State() != raft.Leader {
+		return
+	}
+	f := c.fsm
+	f.mu.Lock()
+	if !c.settled() {
+		f.rebuildLocked()
+	}
+	f.ownTerm = c.raft.CurrentTerm()
+	c.eng.Lead()
+	c.leading.Store(true)
+	f.mu.Unlock()
+	c.log.Info().Uint64("term", f.ownTerm).Dur("took", time.Since(start)).Msg("leading: this node takes writes")
+	if c.onRole != nil {
+		c.onRole(true)
+	}
+	c.announceSelf()
+}
+
+// stepDown makes the engine a follower. Writes in flight fail (their
+// replies say TRYAGAIN); if any batch did not commit, the engine holds
+// effects the group may never have, and is rebuilt from the committed log.
+func (c *Cluster) stepDown() {
+	if !c.leading.Swap(false) {
+		c.eng.Follow()
+		return
+	}
+	c.eng.Follow()
+	if c.onRole != nil {
+		c.onRole(false)
+	}
+	c.eng.Drain()
+	for c.unacked.Load() > 0 {
+		time.Sleep(time.Millisecond) // raft fails them all on leadership loss
+	}
+	f := c.fsm
+	f.mu.Lock()
+	if !c.settled() {
+		f.rebuildLocked()
+	}
+	f.mu.Unlock()
+	c.log.Info().Msg("following: no longer the leader")
+}
+
+// Writable reports whether this node leads and takes writes.
+func (c *Cluster) Writable() bool { return c.leading.Load() && c.raft.State() == raft.Leader }
+
+// Term is the current Raft term.
+func (c *Cluster) Term() uint64 { return c.raft.CurrentTerm() }
+
+// LastIndex is the last index of this node's Raft log.
+func (c *Cluster) LastIndex() uint64 { return c.raft.LastIndex() }
+
+// WaitReplicas waits until n followers hold the log up to index.
+func (c *Cluster) WaitReplicas(index uint64, n int, timeout time.Duration) int {
+	return c.trans.waitReplicas(c.id, index, n, timeout, c.quit)
+}
+
+// Leader is the node that leads now.
+func (c *Cluster) Leader() (Node, bool) {
+	for _, n := range c.Nodes() {
+		if n.Leader {
+			return n, true
+		}
+	}
+	return Node{}, false
+}
+
+// Self is this node.
+func (c *Cluster) Self() Node {
+	for _, n := range c.Nodes() {
+		if n.Self {
+			return n
+		}
+	}
+	return Node{ID: c.id, Addr: c.cfg.AnnounceAddr, BusAddr: c.cfg.AnnounceBusAddr, Self: true, Connected: true}
+}
+
+// Nodes lists every member of the Raft configuration, leader first, with
+// the client address each announced.
+func (c *Cluster) Nodes() []Node {
+	_, leaderID := c.raft.LeaderWithID()
+	var servers []raft.Server
+	if f := c.raft.GetConfiguration(); f.Error() == nil {
+		servers = f.Configuration().Servers
+	}
+	members := c.fsm.memberList()
+	iLead := c.raft.State() == raft.Leader
+	var out []Node
+	seen := false
+	for _, s := range servers {
+		id := string(s.ID)
+		n := Node{ID: id, BusAddr: string(s.Address), Voter: s.Suffrage == raft.Voter, Self: id == c.id}
+		if m, ok := members[id]; ok {
+			n.Addr = m.Addr
+		}
+		if n.Self {
+			n.Addr, seen = c.cfg.AnnounceAddr, true
+		}
+		n.Leader = id == string(leaderID) && leaderID != ""
+		if n.Leader {
+			n.ConfigEpoch = c.raft.CurrentTerm()
+		}
+		switch {
+		case n.Self:
+			n.Connected = true
+			n.Match = c.raft.LastIndex()
+		case iLead:
+			n.Match, n.LastHeard, n.Connected = c.trans.peer(id, c.cfg.ElectionTimeout)
+		case n.Leader:
+			n.Connected = time.Since(c.raft.LastContact()) < 2*c.cfg.ElectionTimeout
+		default:
+			// A follower does not hear from the other followers; it shows
+			// them as up rather than failed (CLUSTER SLOTS drops failed ones).
+			n.Connected = true
+		}
+		if n.Addr == "" {
+			continue // a member that has not said where its clients go yet
+		}
+		out = append(out, n)
+	}
+	if !seen {
+		out = append(out, Node{ID: c.id, Addr: c.cfg.AnnounceAddr, BusAddr: c.cfg.AnnounceBusAddr, Self: true, Connected: true})
+	}
+	// Leader first, then by id: a stable order for CLUSTER NODES and SLOTS.
+	for i := range out {
+		if out[i].Leader && i > 0 {
+			out[0], out[i] = out[i], out[0]
+		}
+	}
+	return out
+}
+
+// nodeID returns the node's id: the one given, else the one kept in dir,
+// else a new random one (40 hex digits, as Redis's), which is kept.
+func nodeID(dir, given string) (string, error) {
+	path := filepath.Join(dir, "node-id")
+	if given != "" {
+		return given, os.WriteFile(path, []byte(given+"\n"), 0o644)
+	}
+	if b, err := os.ReadFile(path); err == nil {
+		if id := strings.TrimSpace(string(b)); id != "" {
+			return id, nil
+		}
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return "", err
+	}
+	var raw [20]byte
+	if _, err := rand.Read(raw[:]); err != nil {
+		return "", err
+	}
+	id := hex.EncodeToString(raw[:])
+	return id, os.WriteFile(path, []byte(id+"\n"), 0o644)
+}
+
+// splitHostPort is net.SplitHostPort with the port as a string kept.
+func splitHostPort(addr string) (string, string) {
+	h, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		return addr, ""
+	}
+	return h, p
+}
+
+// newHclog routes Raft's logging into the node's zerolog logger, one level
+// quieter (Raft is chatty at info).
+func newHclog(l zerolog.Logger) hclog.Logger {
+	return hclog.New(&hclog.LoggerOptions{
+		Name:       "raft",
+		Level:      hclog.Warn,
+		Output:     zerologWriter{l},
+		JSONFormat: false,
+	})
+}
+
+type zerologWriter struct{ l zerolog.Logger }
+
+func (w zerologWriter) Write(p []byte) (int, error) {
+	w.l.Warn().Str("component", "raft").Msg(strings.TrimSpace(string(p)))
+	return len(p), nil
+}

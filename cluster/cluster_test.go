@@ -1,0 +1,215 @@
+package cluster
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/delayd/delayd/engine"
+)
+
+// Three nodes in one process, on real loopback sockets, with real Raft:
+// what the engine's replication seam and the state machine do together.
+// The chaos test (integration_test) does the same with real processes and
+// faults; these are the quick, exact checks.
+
+type testNode struct {
+	c   *Cluster
+	eng *engine.Engine
+	dir string
+	cfg Config
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+func startNode(t *testing.T, cfg Config) *testNode {
+	t.Helper()
+	if cfg.Dir == "" {
+		cfg.Dir = t.TempDir()
+	}
+	if cfg.BusAddr == "" {
+		cfg.BusAddr = freeAddr(t)
+	}
+	if cfg.AnnounceAddr == "" {
+		cfg.AnnounceAddr = freeAddr(t) // no RESP server here: only what MOVED would name
+	}
+	cfg.ElectionTimeout = 300 * time.Millisecond
+	if os.Getenv("DELAYD_CLUSTER_VERBOSE") == "1" {
+		cfg.Logger = zerolog.New(zerolog.NewTestWriter(t))
+	} else {
+		cfg.Logger = zerolog.Nop()
+	}
+	c, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng, err := engine.New(engine.Options{Replicator: c, Follower: true, Logger: cfg.Logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(eng, nil); err != nil {
+		t.Fatal(err)
+	}
+	n := &testNode{c: c, eng: eng, dir: cfg.Dir, cfg: cfg}
+	t.Cleanup(n.stop)
+	return n
+}
+
+func (n *testNode) stop() {
+	if n.c == nil {
+		return
+	}
+	n.eng.Stop()
+	n.c.Close()
+	n.eng.Close()
+	n.c = nil
+}
+
+// waitFor polls cond until it holds or d passes.
+func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", d, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func leaderOf(t *testing.T, nodes []*testNode) *testNode {
+	t.Helper()
+	var l *testNode
+	waitFor(t, 10*time.Second, "a leader that takes writes", func() bool {
+		for _, n := range nodes {
+			if n.c != nil && n.c.Writable() {
+				l = n
+				return true
+			}
+		}
+		return false
+	})
+	return l
+}
+
+func startGroup(t *testing.T, size int) []*testNode {
+	t.Helper()
+	first := startNode(t, Config{Bootstrap: true})
+	nodes := []*testNode{first}
+	leaderOf(t, nodes)
+	for i := 1; i < size; i++ {
+		n := startNode(t, Config{})
+		if err := first.c.Join(n.c.ID(), n.cfg.BusAddr, n.cfg.AnnounceAddr); err != nil {
+			t.Fatal(err)
+		}
+		nodes = append(nodes, n)
+	}
+	return nodes
+}
+
+func add(t *testing.T, eng *engine.Engine, queue, id string, delay int64) {
+	t.Helper()
+	res, err := eng.Add(engine.AddArgs{Queue: []byte(queue), ID: []byte(id), Payload: []byte("p-" + id), Delay: delay, AckTimeout: -1, Retry: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := eng.WaitDurable(res.Ticket); err != nil {
+		t.Fatalf("add %s: %v", id, err)
+	}
+}
+
+func TestReplicatesAndFailsOver(t *testing.T) {
+	nodes := startGroup(t, 3)
+	l := leaderOf(t, nodes)
+	for i := range 100 {
+		add(t, l.eng, "q", fmt.Sprint("job", i), int64(i%3)*60_000)
+	}
+	// Every follower has every job, delayed ones still delayed (their
+	// clocks do not move jobs).
+	for _, n := range nodes {
+		waitFor(t, 5*time.Second, "the jobs on every node", func() bool {
+			st := n.eng.QueueStats([]byte("q"))
+			return st.Ready+st.Delayed == 100
+		})
+		if st := n.eng.QueueStats([]byte("q")); st.Ready != 34 {
+			t.Fatalf("node %s: %d ready, want 34", n.c.ID()[:8], st.Ready)
+		}
+	}
+	// A follower refuses writes.
+	for _, n := range nodes {
+		if n == l {
+			continue
+		}
+		if _, err := n.eng.Add(engine.AddArgs{Queue: []byte("q"), Payload: []byte("x"), AckTimeout: -1, Retry: -1}); !errors.Is(err, engine.ErrNotLeader) {
+			t.Fatalf("a follower took a write: %v", err)
+		}
+	}
+	// A pop on the leader is replicated as the job it took.
+	d, ok := l.eng.Pop([][]byte{[]byte("q")})
+	if !ok {
+		t.Fatal("nothing to pop")
+	}
+	if err := l.eng.WaitDurable(d.Ticket); err != nil {
+		t.Fatal(err)
+	}
+	// Kill the leader; another takes over with all 99 jobs.
+	l.stop()
+	var rest []*testNode
+	for _, n := range nodes {
+		if n != l {
+			rest = append(rest, n)
+		}
+	}
+	nl := leaderOf(t, rest)
+	st := nl.eng.QueueStats([]byte("q"))
+	if st.Ready+st.Delayed != 99 {
+		t.Fatalf("new leader holds %d jobs, want 99", st.Ready+st.Delayed)
+	}
+	if _, ok := nl.eng.Get([]byte("q"), d.ID); ok {
+		t.Fatalf("the job popped on the old leader is back")
+	}
+	add(t, nl.eng, "q", "after", 0)
+}
+
+func TestRestartRestoresFromSnapshotAndLog(t *testing.T) {
+	nodes := startGroup(t, 3)
+	l := leaderOf(t, nodes)
+	for i := range 50 {
+		add(t, l.eng, "r", fmt.Sprint("a", i), 60_000)
+	}
+	if err := l.c.raft.Snapshot().Error(); err != nil {
+		t.Fatalf("leader snapshot while idle: %v", err)
+	}
+	for i := range 50 {
+		add(t, l.eng, "r", fmt.Sprint("b", i), 0)
+	}
+	// Restart a follower from its data dir: it restores and catches up.
+	var f *testNode
+	for _, n := range nodes {
+		if n != l {
+			f = n
+			break
+		}
+	}
+	cfg := f.cfg
+	f.stop()
+	cfg.NodeID = ""
+	g := startNode(t, cfg)
+	waitFor(t, 10*time.Second, "the restarted follower to catch up", func() bool {
+		st := g.eng.QueueStats([]byte("r"))
+		return st.Ready == 50 && st.Delayed == 50
+	})
+}

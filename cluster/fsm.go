@@ -1,0 +1,224 @@
+package cluster
+
+import (
+	"bufio"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+
+	"github.com/hashicorp/raft"
+)
+
+// Entry kinds: the first byte of every Raft entry's data.
+const (
+	entryEngine byte = 1 // an engine batch: records, each a uvarint length then the record
+	entryMember byte = 2 // a member's addresses (JSON member)
+)
+
+// member is what Raft's configuration does not hold: where a node's clients
+// connect. Kept in the state machine, so every node can answer MOVED.
+type member struct {
+	ID      string `json:"id"`
+	Addr    string `json:"addr"`
+	BusAddr string `json:"bus"`
+	Remove  bool   `json:"remove,omitempty"`
+}
+
+// fsm is the Raft state machine: the engine plus the members' addresses.
+//
+// The leader applied its own entries when it made them, so it skips them
+// here: an entry of the term this node leads in (ownTerm) is its own. When
+// it stops leading with entries that did not commit, it rebuilds the
+// engine (rebuildLocked) and ownTerm goes back to 0, so that those entries,
+// should the next leader commit them after all, are applied like any other.
+type fsm struct {
+	c *Cluster
+
+	mu      sync.Mutex // Apply, Snapshot, Restore, and leadership changes
+	ownTerm uint64     // guarded by mu
+	applied uint64     // guarded by mu: the last index applied
+
+	mmu     sync.Mutex
+	members map[string]member // guarded by mmu
+}
+
+// Apply applies one committed entry.
+func (f *fsm) Apply(l *raft.Log) any {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.applied = l.Index
+	if l.Type != raft.LogCommand || len(l.Data) == 0 {
+		return nil
+	}
+	switch l.Data[0] {
+	case entryEngine:
+		if f.ownTerm != 0 && l.Term == f.ownTerm {
+			return nil // this leader applied it when it made it
+		}
+		if err := f.c.eng.ApplyBatch(l.Data[1:]); err != nil {
+			// The log is the truth; a batch that does not apply is a bug
+			// that would make this node diverge: say so loudly.
+			f.c.log.Error().Err(err).Uint64("index", l.Index).Msg("cluster: a committed batch did not apply")
+			return err
+		}
+	case entryMember:
+		var m member
+		if err := json.Unmarshal(l.Data[1:], &m); err != nil {
+			return err
+		}
+		f.mmu.Lock()
+		if m.Remove {
+			delete(f.members, m.ID)
+		} else {
+			f.members[m.ID] = m
+		}
+		f.mmu.Unlock()
+	}
+	return nil
+}
+
+func (f *fsm) memberList() map[string]member {
+	f.mmu.Lock()
+	defer f.mmu.Unlock()
+	out := make(map[string]member, len(f.members))
+	for k, v := range f.members {
+		out[k] = v
+	}
+	return out
+}
+
+// errSnapshotBusy: the leader's engine is ahead of the applied log (writes
+// in flight), so a snapshot of it now would not be the state at the index
+// Raft labels it with. Raft tries again later.
+var errSnapshotBusy = errors.New("writes in flight: the leader's snapshot is taken when they commit")
+
+// Snapshot captures the state at the last applied index.
+func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	data, ok := f.c.eng.SnapshotSettled()
+	if !ok || f.c.unacked.Load() > 0 || f.c.lost.Load() {
+		return nil, errSnapshotBusy
+	}
+	f.mmu.Lock()
+	ms, err := json.Marshal(f.members)
+	f.mmu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	return &snapshot{members: ms, data: data}, nil
+}
+
+// Restore replaces the state with a snapshot's (at start, or one the
+// leader sent because this node was too far behind).
+func (f *fsm) Restore(rc io.ReadCloser) error {
+	defer rc.Close()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.c.eng.Reset()
+	ms, err := f.restoreFrom(rc)
+	if err != nil {
+		return err
+	}
+	f.mmu.Lock()
+	f.members = ms
+	f.mmu.Unlock()
+	return nil
+}
+
+// restoreFrom reads a snapshot into the (reset) engine and returns its
+// members.
+func (f *fsm) restoreFrom(r io.Reader) (map[string]member, error) {
+	br := bufio.NewReaderSize(r, 1<<16)
+	n, err := binary.ReadUvarint(br)
+	if err != nil {
+		return nil, fmt.Errorf("snapshot header: %w", err)
+	}
+	if n > 64<<20 {
+		return nil, errors.New("snapshot header: too large")
+	}
+	buf := make([]byte, n)
+	if _, err := io.ReadFull(br, buf); err != nil {
+		return nil, fmt.Errorf("snapshot header: %w", err)
+	}
+	ms := make(map[string]member)
+	if err := json.Unmarshal(buf, &ms); err != nil {
+		return nil, fmt.Errorf("snapshot header: %w", err)
+	}
+	if err := f.c.eng.Restore(br); err != nil {
+		return nil, err
+	}
+	return ms, nil
+}
+
+// rebuildLocked makes the engine the committed state again: the last
+// snapshot, then every engine entry after it up to the last applied index.
+// Called with mu held (no entry applies meanwhile). O(state).
+func (f *fsm) rebuildLocked() {
+	c := f.c
+	applied := max(f.applied, c.raft.AppliedIndex())
+	c.eng.Reset()
+	from := uint64(1)
+	if metas, err := c.snaps.List(); err == nil && len(metas) > 0 {
+		meta, rc, err := c.snaps.Open(metas[0].ID)
+		if err == nil {
+			_, err = f.restoreFrom(rc)
+			rc.Close()
+		}
+		if err != nil {
+			c.log.Error().Err(err).Msg("cluster: rebuilding from the last snapshot failed")
+			return
+		}
+		from = meta.Index + 1
+	} else if first, err := c.store.FirstIndex(); err == nil && first > 1 {
+		from = first
+	}
+	n := 0
+	for i := from; i <= applied; i++ {
+		var l raft.Log
+		if err := c.store.GetLog(i, &l); err != nil {
+			c.log.Error().Err(err).Uint64("index", i).Msg("cluster: rebuilding: a log entry is missing")
+			return
+		}
+		if l.Type == raft.LogCommand && len(l.Data) > 0 && l.Data[0] == entryEngine {
+			if err := c.eng.ApplyBatch(l.Data[1:]); err != nil {
+				c.log.Error().Err(err).Uint64("index", i).Msg("cluster: rebuilding: a batch did not apply")
+				return
+			}
+			n++
+		}
+	}
+	c.eng.Rebuilt()
+	c.lost.Store(false)
+	f.ownTerm = 0
+	c.log.Info().Uint64("from", from).Uint64("to", applied).Int("batches", n).Msg("cluster: engine rebuilt from the committed log")
+}
+
+type snapshot struct {
+	members, data []byte
+}
+
+func (s *snapshot) Persist(sink raft.SnapshotSink) error {
+	err := func() error {
+		var hdr [binary.MaxVarintLen64]byte
+		k := binary.PutUvarint(hdr[:], uint64(len(s.members)))
+		if _, err := sink.Write(hdr[:k]); err != nil {
+			return err
+		}
+		if _, err := sink.Write(s.members); err != nil {
+			return err
+		}
+		_, err := sink.Write(s.data)
+		return err
+	}()
+	if err != nil {
+		sink.Cancel()
+		return err
+	}
+	return sink.Close()
+}
+
+func (s *snapshot) Release() {}

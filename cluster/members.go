@@ -1,0 +1,222 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"github.com/redis/go-redis/v9"
+)
+
+// Membership. Raft's configuration holds each voter's id and bus address;
+// the state machine holds where its clients connect (member entries). A
+// change is made on the leader; a follower asked for one passes it on to
+// the leader over RESP, as an admin would.
+
+// errNoLeader: nobody leads now (an election is on).
+var errNoLeader = errors.New("CLUSTERDOWN The cluster is down")
+
+// Join adds the node id, reached by Raft at busAddr and by clients at addr,
+// as a voter (CLUSTER JOIN, which --cluster-join sends). A member already
+// known at that bus address under another id (a node whose data dir was
+// wiped came back with a new id) is removed first, so the group's size
+// does not grow with dead ids.
+func (c *Cluster) Join(id, busAddr, addr string) error {
+	if c.raft.State() != raft.Leader {
+		return c.forward("JOIN", id, busAddr, addr)
+	}
+	if f := c.raft.GetConfiguration(); f.Error() == nil {
+		for _, s := range f.Configuration().Servers {
+			if string(s.Address) == busAddr && string(s.ID) != id {
+				if err := c.raft.RemoveServer(s.ID, 0, 10*time.Second).Error(); err != nil {
+					return err
+				}
+				c.proposeMember(member{ID: string(s.ID), Remove: true})
+			}
+		}
+	}
+	if err := c.raft.AddVoter(raft.ServerID(id), raft.ServerAddress(busAddr), 0, 10*time.Second).Error(); err != nil {
+		return err
+	}
+	c.log.Info().Str("id", id).Str("bus", busAddr).Str("addr", addr).Msg("cluster: node added")
+	return c.proposeMember(member{ID: id, Addr: addr, BusAddr: busAddr})
+}
+
+// Forget removes node id from the group (CLUSTER FORGET).
+func (c *Cluster) Forget(id string) error {
+	if id == c.id {
+		return errors.New("ERR I tried hard but I can't forget myself...")
+	}
+	if c.raft.State() != raft.Leader {
+		return c.forward("FORGET", id)
+	}
+	known := false
+	if f := c.raft.GetConfiguration(); f.Error() == nil {
+		for _, s := range f.Configuration().Servers {
+			known = known || string(s.ID) == id
+		}
+	}
+	if !known {
+		return fmt.Errorf("ERR Unknown node %s", id)
+	}
+	if err := c.raft.RemoveServer(raft.ServerID(id), 0, 10*time.Second).Error(); err != nil {
+		return err
+	}
+	c.log.Info().Str("id", id).Msg("cluster: node removed")
+	return c.proposeMember(member{ID: id, Remove: true})
+}
+
+// Meet adds the node whose clients connect at host:port (CLUSTER MEET): it
+// asks that node for its id and bus address, then joins it.
+func (c *Cluster) Meet(host string, port int) error {
+	addr := net.JoinHostPort(host, strconv.Itoa(port))
+	cl := c.client(addr)
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	id, err := cl.Do(ctx, "CLUSTER", "MYID").Text()
+	if err != nil {
+		return fmt.Errorf("ERR cannot reach %s: %v", addr, err)
+	}
+	nodes, err := cl.Do(ctx, "CLUSTER", "NODES").Text()
+	if err != nil {
+		return fmt.Errorf("ERR cannot reach %s: %v", addr, err)
+	}
+	bus := ""
+	for _, line := range strings.Split(nodes, "\n") {
+		f := strings.Fields(line)
+		if len(f) > 2 && f[0] == id && strings.Contains(f[2], "myself") {
+			// ip:port@cport: the bus is on the host MEET named.
+			if _, cport, ok := strings.Cut(f[1], "@"); ok {
+				cport, _, _ = strings.Cut(cport, ",")
+				bus = net.JoinHostPort(host, cport)
+			}
+		}
+	}
+	if bus == "" {
+		return fmt.Errorf("ERR %s did not say where its cluster bus is", addr)
+	}
+	return c.Join(id, bus, addr)
+}
+
+// forward sends a membership change to the leader over RESP.
+func (c *Cluster) forward(sub string, args ...string) error {
+	leader, ok := c.Leader()
+	if !ok || leader.Addr == "" {
+		return errNoLeader
+	}
+	cl := c.client(leader.Addr)
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	cmd := []any{"CLUSTER", sub}
+	for _, a := range args {
+		cmd = append(cmd, a)
+	}
+	return cl.Do(ctx, cmd...).Err()
+}
+
+func (c *Cluster) client(addr string) *redis.Client {
+	return redis.NewClient(&redis.Options{
+		Addr: addr, Password: c.cfg.Password, MaxRetries: -1, DialTimeout: 2 * time.Second,
+		ReadTimeout: 15 * time.Second, Protocol: 2, DisableIdentity: true,
+	})
+}
+
+// proposeMember commits a member entry (leader only).
+func (c *Cluster) proposeMember(m member) error {
+	b, err := json.Marshal(m)
+	if err != nil {
+		return err
+	}
+	return c.raft.Apply(append([]byte{entryMember}, b...), 10*time.Second).Error()
+}
+
+// announceSelf makes sure the state machine knows this leader's client
+// address (the bootstrap node, or one whose address changed).
+func (c *Cluster) announceSelf() {
+	m, ok := c.fsm.memberList()[c.id]
+	if ok && m.Addr == c.cfg.AnnounceAddr && m.BusAddr == c.cfg.AnnounceBusAddr {
+		return
+	}
+	if err := c.proposeMember(member{ID: c.id, Addr: c.cfg.AnnounceAddr, BusAddr: c.cfg.AnnounceBusAddr}); err != nil {
+		c.log.Warn().Err(err).Msg("cluster: announcing this node's address failed")
+	}
+}
+
+// joinLoop asks the member named by --cluster-join (or whoever leads) to
+// add this node, until this node is in the group with its address known.
+func (c *Cluster) joinLoop() {
+	defer c.wg.Done()
+	target := c.cfg.Join
+	for attempt := 0; ; attempt++ {
+		if m, ok := c.fsm.memberList()[c.id]; ok && m.Addr == c.cfg.AnnounceAddr && m.BusAddr == c.cfg.AnnounceBusAddr {
+			return // in the group, with its addresses: nothing to ask
+		}
+		err := func() error {
+			cl := c.client(target)
+			defer cl.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+			defer cancel()
+			return cl.Do(ctx, "CLUSTER", "JOIN", c.id, c.cfg.AnnounceBusAddr, c.cfg.AnnounceAddr).Err()
+		}()
+		if err == nil {
+			c.log.Info().Str("via", target).Msg("cluster: joined")
+			target = c.cfg.Join
+		} else {
+			// MOVED names the leader: ask it next time.
+			if f := strings.Fields(err.Error()); len(f) == 3 && f[0] == "MOVED" {
+				target = f[2]
+			} else {
+				target = c.cfg.Join
+			}
+			if attempt%10 == 0 {
+				c.log.Warn().Err(err).Str("via", c.cfg.Join).Msg("cluster: joining failed; retrying")
+			}
+		}
+		select {
+		case <-c.quit:
+			return
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+// snapshotLoop asks Raft for a snapshot on the leader when enough entries
+// piled up: Raft's own timer snapshots followers, but the leader's engine
+// is exact only when no write is in flight (fsm.Snapshot), so the leader
+// tries more often, and succeeds in the gaps of its load.
+func (c *Cluster) snapshotLoop() {
+	defer c.wg.Done()
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	var last uint64
+	for {
+		select {
+		case <-c.quit:
+			return
+		case <-t.C:
+		}
+		if c.raft.State() != raft.Leader {
+			continue
+		}
+		if metas, err := c.snaps.List(); err == nil && len(metas) > 0 {
+			last = metas[0].Index
+		}
+		if c.raft.AppliedIndex()-last < c.cfg.SnapshotThreshold {
+			continue
+		}
+		for try := 0; try < 50; try++ {
+			if err := c.raft.Snapshot().Error(); err == nil || !strings.Contains(err.Error(), errSnapshotBusy.Error()) {
+				break
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+	}
+}
