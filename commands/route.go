@@ -97,10 +97,11 @@ func (d *Dispatcher) route(c *Client, cmd *Command, args [][]byte) bool {
 // notLeader is the answer to a command the engine refused because this
 // node no longer leads (ErrNotLeader): what route would answer now.
 func (d *Dispatcher) notLeader(slot int) string {
-	if slot < 0 {
+	cl := d.opts.Cluster
+	if cl == nil || slot < 0 {
 		return errReadOnlyReplica
 	}
-	if leader, ok := d.opts.Cluster.Leader(); ok && !leader.Self {
+	if leader, ok := cl.Leader(); ok && !leader.Self {
 		return moved(slot, leader.Addr)
 	}
 	return errClusterDown
