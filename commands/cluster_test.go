@@ -681,3 +681,23 @@ func TestUnblockAll(t *testing.T) {
 		t.Fatalf("ready length %d after the unblock, want 1", got)
 	}
 }
+
+// While its log loads a node already routes: a follower sends keyed
+// commands to the leader, and CLUSTER answers what needs no engine.
+func TestClusterWhileLoading(t *testing.T) {
+	d := New(Options{Loading: &engine.Loading{}, Config: map[string]string{}, Cluster: newFake(idA, idL)})
+	c := d.NewClient(&lineWriter{proto: 2}, "a")
+	n := &node{t: t, d: d}
+	for _, s := range [][2]string{
+		{"RPUSH foo x", movedFoo},
+		{"DBSIZE", "-" + errLoading},
+		{"CLUSTER MYID", "$" + idA},
+		{"CLUSTER COUNTKEYSINSLOT 1", "-" + errLoading},
+		{"CLUSTER GETKEYSINSLOT 1 1", "-" + errLoading},
+		{"READONLY", "+OK"},
+	} {
+		if got := n.do(c, strings.Fields(s[0])...); got != s[1] {
+			t.Errorf("%s: %q, want %q", s[0], got, s[1])
+		}
+	}
+}
