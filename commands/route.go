@@ -79,8 +79,10 @@ func (d *Dispatcher) route(c *Client, cmd *Command, args [][]byte) bool {
 			msg = errClusterDown
 		case read && c.readonly.Load():
 			return true
-		case leader.Self:
-			msg = errClusterDown // elected, not ready for writes yet
+		case leader.Self || leader.Addr == "":
+			// Elected but not ready for writes yet, or a leader whose
+			// client address is not known yet: retry later.
+			msg = errClusterDown
 		default:
 			msg = moved(slot, leader.Addr)
 		}
@@ -101,7 +103,7 @@ func (d *Dispatcher) notLeader(slot int) string {
 	if cl == nil || slot < 0 {
 		return errReadOnlyReplica
 	}
-	if leader, ok := cl.Leader(); ok && !leader.Self {
+	if leader, ok := cl.Leader(); ok && !leader.Self && leader.Addr != "" {
 		return moved(slot, leader.Addr)
 	}
 	return errClusterDown
