@@ -500,6 +500,14 @@ func cmdWait(d *Dispatcher, c *Client, args [][]byte) {
 	c.W.Int(int64(got))
 }
 
+// wrote remembers the ticket of the command's write, if it made one, as
+// Redis's c->woff: what WAIT waits for.
+func (c *Client) wrote() {
+	if c.Ticket != 0 {
+		c.woff = c.Ticket
+	}
+}
+
 // replicasHolding counts the followers known to hold the log up to index.
 func replicasHolding(cl ClusterView, index uint64) int {
 	n := 0

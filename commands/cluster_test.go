@@ -701,3 +701,34 @@ func TestClusterWhileLoading(t *testing.T) {
 		}
 	}
 }
+
+// WAIT covers the client's writes of the same pipeline: it knows the
+// ticket of the last one (and waits for it to be durable before it reads
+// the log's last index), blocking pops included.
+func TestWaitKnowsTheClientsLastWrite(t *testing.T) {
+	eng, err := engine.New(engine.Options{AppendOnly: true, Dir: t.TempDir(), Fsync: engine.FsyncNo})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { eng.Close() })
+	fc := newFake(idL, idL)
+	n := &node{t: t, d: New(Options{Engine: eng, Config: map[string]string{}, Cluster: fc}), eng: eng}
+	c := n.client()
+	n.do(c, "RPUSH", "foo", "x")
+	first := c.Ticket
+	if first == 0 || c.woff != first {
+		t.Fatalf("after RPUSH: ticket %d, woff %d", first, c.woff)
+	}
+	c.Ticket = 0 // as the connection does before each command
+	n.do(c, "LLEN", "foo")
+	if c.woff != first {
+		t.Fatalf("a read moved woff from %d to %d", first, c.woff)
+	}
+	n.do(c, "DELAY.POP", "foo", "0")
+	if c.woff <= first {
+		t.Fatalf("a pop's ticket %d is not WAIT's (woff %d)", c.Ticket, c.woff)
+	}
+	if got := n.do(c, "WAIT", "1", "0"); got != ":0" || len(fc.waits) != 1 {
+		t.Fatalf("WAIT: %q, calls %q", got, fc.waits)
+	}
+}

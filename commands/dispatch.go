@@ -241,9 +241,13 @@ func (d *Dispatcher) Exec(c *Client, args [][]byte) {
 		return
 	}
 	// Before LOADING, as Redis redirects first: a follower still loading
-	// can already send the client to the leader.
-	if d.opts.Cluster != nil && !d.route(c, cmd, args) {
-		return
+	// can already send the client to the leader. A single node pays this
+	// one nil check and nothing else.
+	if d.opts.Cluster != nil {
+		if !d.route(c, cmd, args) {
+			return
+		}
+		defer c.wrote() // for WAIT
 	}
 	if cmd.Flags&Loading == 0 && d.eng.Load() == nil {
 		d.reject(c, cmd, errLoading) // after auth and arity, as Redis checks
@@ -257,9 +261,6 @@ func (d *Dispatcher) Exec(c *Client, args [][]byte) {
 	start := d.beforeExec(c, cmd, args) // tracking, SLOWLOG, MONITOR: observe.go
 	cmd.Handler(d, c, args)
 	d.afterExec(c, cmd, args, start)
-	if c.Ticket != 0 {
-		c.woff = c.Ticket
-	}
 }
 
 // unknownCommand words the error as Redis does, quoting up to 128 bytes of
