@@ -100,6 +100,7 @@ func (b *Block) reply(c *Client, job engine.Delivery, ok bool) {
 	}
 	b.delivered = &job
 	c.Ticket = job.Ticket
+	c.woff = job.Ticket // WAIT after a blocking pop covers it
 	if b.move {
 		c.W.Bulk(job.Payload)
 		return

@@ -380,9 +380,32 @@ func clientUnblock(d *Dispatcher, c *Client, args [][]byte) {
 // failover uses it with ErrUnblockedRole.
 func (d *Dispatcher) Unblock(id int64, msg string) bool {
 	cl := d.client(id)
-	if cl == nil {
-		return false
+	return cl != nil && cl.unblock(msg)
+}
+
+// UnblockAll ends every blocking pop with the error line msg and returns
+// how many it ended. When this node stops leading, the cluster calls it
+// with ErrUnblockedRole, as Redis answers the clients blocked on a master
+// that turns replica: their libraries then find the new leader. A job the
+// engine handed a client at the same moment still goes to it. O(clients).
+func (d *Dispatcher) UnblockAll(msg string) int {
+	d.mu.Lock()
+	all := make([]*Client, 0, len(d.clients))
+	for _, cl := range d.clients {
+		all = append(all, cl)
 	}
+	d.mu.Unlock()
+	n := 0
+	for _, cl := range all {
+		if cl.unblock(msg) {
+			n++
+		}
+	}
+	return n
+}
+
+// unblock ends the pop cl is parked in, if any; see Unblock.
+func (cl *Client) unblock(msg string) bool {
 	cl.mu.Lock()
 	b := cl.blocked
 	cl.blocked = nil
@@ -452,6 +475,9 @@ func (d *Dispatcher) clientLine(c *Client) string {
 	}
 	if dirty {
 		flags = append(flags, 'd')
+	}
+	if c.readonly.Load() {
+		flags = append(flags, 'r')
 	}
 	if c.noEvict.Load() {
 		flags = append(flags, 'e')

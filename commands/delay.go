@@ -2,6 +2,7 @@ package commands
 
 import (
 	"bytes"
+	"errors"
 	"time"
 
 	"github.com/delayd/delayd/engine"
@@ -106,6 +107,8 @@ func cmdPop(d *Dispatcher, c *Client, args [][]byte) {
 func (d *Dispatcher) blockingPop(c *Client, keys [][]byte, timeout time.Duration, mode engine.PopMode) {
 	job, w, err := d.engineFor(c).PopOrWait(keys, mode)
 	switch {
+	case errors.Is(err, engine.ErrNotLeader):
+		c.W.Error(d.notLeader(c.slot)) // leadership moved after route's check
 	case err != nil:
 		// Shutting down: a blocked pop answers null, and so does a new one.
 		c.W.NullArray()

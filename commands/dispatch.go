@@ -59,6 +59,7 @@ type Client struct {
 	noTouch  atomic.Bool  // CLIENT NO-TOUCH: stored and shown (flag T)
 	monitor  atomic.Bool  // in MONITOR mode
 	blocked  *Block       // guarded by mu: the pop the client is parked in
+	readonly atomic.Bool  // READONLY: a follower serves this client's reads (flag r)
 	trk      tracking     // guarded by Dispatcher.trk.mu
 	caching  int8         // CLIENT CACHING yes (1) / no (-1) for the next command
 
@@ -68,6 +69,12 @@ type Client struct {
 	Ticket uint64 // log position the command's reply must wait for (0: none)
 
 	tx txState // MULTI and WATCH (multi.go)
+
+	// Cluster mode (route.go): the slot of the command running, for a
+	// MOVED it may still have to answer (noSlot if it has no keys), and the
+	// ticket of the client's last write, which WAIT waits for.
+	slot int
+	woff uint64
 }
 
 // Options configure a Dispatcher. Only main knows where the values come from.
@@ -86,7 +93,10 @@ type Options struct {
 	// Shutdown stops the server (SHUTDOWN); it returns at once and the
 	// server stops in the background.
 	Shutdown func()
-	Log      zerolog.Logger
+	// Cluster is the Raft group this node belongs to (--cluster-enabled);
+	// nil for a single node, which then answers exactly as without it.
+	Cluster ClusterView
+	Log     zerolog.Logger
 }
 
 // Dispatcher looks commands up in the table, checks arity and auth once, and
@@ -230,6 +240,15 @@ func (d *Dispatcher) Exec(c *Client, args [][]byte) {
 		d.reject(c, cmd, "ERR wrong number of arguments for '"+cmd.Name+"' command")
 		return
 	}
+	// Before LOADING, as Redis redirects first: a follower still loading
+	// can already send the client to the leader. A single node pays this
+	// one nil check and nothing else.
+	if d.opts.Cluster != nil {
+		if !d.route(c, cmd, args) {
+			return
+		}
+		defer c.wrote() // for WAIT
+	}
 	if cmd.Flags&Loading == 0 && d.eng.Load() == nil {
 		d.reject(c, cmd, errLoading) // after auth and arity, as Redis checks
 		return
@@ -296,11 +315,24 @@ func (d *Dispatcher) replyErr(c *Client, err error) {
 		c.W.Error("ERR key too long: a queue name is at most 16384 bytes")
 	case errors.Is(err, engine.ErrClosed):
 		c.W.Error("ERR server is shutting down")
-	case errors.Is(err, engine.ErrLog):
-		c.W.Error("ERR " + err.Error())
+	case errors.Is(err, engine.ErrNotLeader):
+		// Leadership moved between route's check and the engine.
+		c.W.Error(d.notLeader(c.slot))
 	default:
-		c.W.Error("ERR " + err.Error())
+		c.W.Error(ErrorLine(err))
 	}
+}
+
+// ErrorLine is the error line (without its '-') that replaces the reply of
+// a write whose log write or commit failed, and of any engine error without
+// a wording of its own. A write that may not have committed because
+// leadership changed (engine.ErrNotCommitted) gets TRYAGAIN, which
+// go-redis, ioredis, redis-py and rueidis retry on their own.
+func ErrorLine(err error) string {
+	if errors.Is(err, engine.ErrNotCommitted) {
+		return "TRYAGAIN " + err.Error()
+	}
+	return "ERR " + err.Error()
 }
 
 func (o Options) maxPayload() int {

@@ -59,8 +59,7 @@ func (d *Dispatcher) reject(c *Client, cmd *Command, msg string) {
 		return
 	}
 	if cmd != nil && cmd.Name == "exec" {
-		c.tx.multi, c.tx.dirty, c.tx.queued = false, false, nil
-		d.unwatchAll(c)
+		d.discardTx(c)
 		c.W.Error("EXECABORT Transaction discarded because of: " + strings.TrimPrefix(msg, "ERR "))
 		return
 	}
@@ -121,9 +120,14 @@ func cmdDiscard(d *Dispatcher, c *Client, args [][]byte) {
 		c.W.Error("ERR DISCARD without MULTI")
 		return
 	}
+	d.discardTx(c)
+	c.W.Status("OK")
+}
+
+// discardTx ends the transaction: its queue and every WATCH are dropped.
+func (d *Dispatcher) discardTx(c *Client) {
 	c.tx.multi, c.tx.dirty, c.tx.queued = false, false, nil
 	d.unwatchAll(c)
-	c.W.Status("OK")
 }
 
 func cmdWatch(d *Dispatcher, c *Client, args [][]byte) {

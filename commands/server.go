@@ -144,10 +144,17 @@ func cmdHello(d *Dispatcher, c *Client, args [][]byte) {
 	w.Int(int64(proto))
 	w.BulkString("id")
 	w.Int(c.ID)
+	mode, role := "standalone", "master"
+	if cl := d.opts.Cluster; cl != nil {
+		mode = "cluster"
+		if leader, ok := cl.Leader(); !ok || !leader.Self {
+			role = "replica"
+		}
+	}
 	w.BulkString("mode")
-	w.BulkString("standalone")
+	w.BulkString(mode)
 	w.BulkString("role")
-	w.BulkString("master")
+	w.BulkString(role)
 	w.BulkString("modules")
 	w.Array(0)
 }
@@ -253,6 +260,10 @@ func cmdInfo(d *Dispatcher, c *Client, args [][]byte) {
 	itoa := func(n int64) string { return strconv.FormatInt(n, 10) }
 	uptime := int64(time.Since(d.started).Seconds())
 	now := time.Now()
+	mode, clusterEnabled := "standalone", "0"
+	if d.opts.Cluster != nil {
+		mode, clusterEnabled = "cluster", "1"
+	}
 	section("Server", [][2]string{
 		// Client libraries turn features on by redis_version (RESP3 client
 		// tracking, CLIENT SETINFO, ...): it says which Redis API delayd
@@ -262,7 +273,7 @@ func cmdInfo(d *Dispatcher, c *Client, args [][]byte) {
 		{"redis_git_sha1", "00000000"},
 		{"redis_git_dirty", "0"},
 		{"redis_build_id", "0"},
-		{"redis_mode", "standalone"},
+		{"redis_mode", mode},
 		{"os", osName()},
 		{"arch_bits", strconv.Itoa(strconv.IntSize)},
 		{"monotonic_clock", "POSIX clock_gettime"},
@@ -330,6 +341,7 @@ func cmdInfo(d *Dispatcher, c *Client, args [][]byte) {
 		{"ready", strconv.Itoa(in.Ready)},
 		{"reserved", strconv.Itoa(in.Reserved)},
 	})
+	section("Cluster", [][2]string{{"cluster_enabled", clusterEnabled}})
 	section("Keyspace", keyspaceInfo(in)) // keyspace.go
 	c.W.Verbatim(sb.String())
 }
@@ -340,9 +352,12 @@ func cmdInfo(d *Dispatcher, c *Client, args [][]byte) {
 // INFO fields and error texts follow).
 const RedisVersion = "7.4.0"
 
-// replication is INFO replication as Redis 7 shows a master with no
-// replicas; the cluster work fills it with the group's members.
+// replication is INFO replication: in cluster mode the group's roles
+// (cluster.go), else as Redis 7 shows a master with no replicas.
 func (d *Dispatcher) replication() [][2]string {
+	if cl := d.opts.Cluster; cl != nil {
+		return d.clusterReplication(cl)
+	}
 	return [][2]string{
 		{"role", "master"},
 		{"connected_slaves", "0"},

@@ -51,6 +51,8 @@ type Command struct {
 	Complexity string
 	Args       []Arg
 	Handler    func(d *Dispatcher, c *Client, args [][]byte)
+
+	keyOptions bool // an option takes a key (route.go)
 }
 
 // Synopsis renders the usage line, e.g. "DELAY.CANCEL key id [id ...]".
@@ -251,6 +253,9 @@ var table = []*Command{
 	{Name: "keys", Arity: 2, Flags: ReadOnly, Group: "generic", Since: "1.0.0",
 		Summary: "The keys matching a glob pattern (`*`, `?`, `[a-z]`, `[^a]`, `\\` escapes).", Complexity: "O(queues)",
 		Args: []Arg{str("pattern")}, Handler: cmdKeys},
+	{Name: "wait", Arity: 3, Group: "generic", Since: "3.0.0",
+		Summary: "Cluster mode: waits up to timeout ms (0: forever) until numreplicas followers hold the client's writes; replies how many do. A single node replies 0 at once.", Complexity: "O(1)",
+		Args: []Arg{integer("numreplicas"), integer("timeout")}, Handler: cmdWait},
 
 	{Name: "ping", Arity: -1, Flags: Fast, Group: "connection", Since: "1.0.0",
 		Summary: "Returns PONG, or the message given.", Complexity: "O(1)",
@@ -325,6 +330,19 @@ var table = []*Command{
 	{Name: "unwatch", Arity: 1, Flags: Fast, Group: "transactions", Since: "2.2.0",
 		Summary: "Forgets every WATCH of the connection.", Complexity: "O(N) watched keys",
 		Handler: cmdUnwatch},
+
+	{Name: "cluster", Arity: -2, Flags: Loading, Group: "cluster", Since: "3.0.0",
+		Summary: "Cluster mode: INFO, MYID, MYSHARDID, NODES, SLOTS, SHARDS (one shard of all 16384 slots: the Raft leader as master, followers as replicas), KEYSLOT key, COUNTKEYSINSLOT slot, GETKEYSINSLOT slot count, MEET ip port [bus-port], FORGET node-id, JOIN node-id bus-addr client-addr, HELP.", Complexity: "O(1); NODES, SLOTS, SHARDS O(N) nodes; COUNTKEYSINSLOT, GETKEYSINSLOT O(queues)",
+		Args: []Arg{str("subcommand"), opt(many(str("arg")))}, Handler: cmdCluster},
+	{Name: "readonly", Arity: 1, Flags: Fast | Loading, Group: "cluster", Since: "3.0.0",
+		Summary: "Cluster mode: a follower serves this connection's reads, from state that may lag the leader's, instead of redirecting them.", Complexity: "O(1)",
+		Handler: cmdReadOnly},
+	{Name: "readwrite", Arity: 1, Flags: Fast | Loading, Group: "cluster", Since: "3.0.0",
+		Summary: "Cluster mode: ends READONLY; reads go to the leader again.", Complexity: "O(1)",
+		Handler: cmdReadOnly},
+	{Name: "asking", Arity: 1, Flags: Fast, Group: "cluster", Since: "3.0.0",
+		Summary: "Cluster mode: accepted for clients that send it; one shard never answers ASK.", Complexity: "O(1)",
+		Handler: cmdAsking},
 }
 
 // Table returns the command table, in reference order.
@@ -353,4 +371,5 @@ var groupTitles = map[string]string{
 	"connection":   "connection",
 	"server":       "server",
 	"transactions": "transactions",
+	"cluster":      "cluster",
 }

@@ -271,8 +271,8 @@ func (cn *conn) failLogged(d *commands.Dispatcher) {
 			continue
 		}
 		out = append(out, cn.w.buf[prev:l.start]...)
-		out = append(out, "-ERR "...)
-		out = append(out, err.Error()...)
+		out = append(out, '-')
+		out = append(out, commands.ErrorLine(err)...)
 		out = append(out, "\r\n"...)
 		prev = l.end
 	}

@@ -1,0 +1,591 @@
+package commands
+
+import (
+	"crypto/sha1"
+	"encoding/hex"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/delayd/delayd/cluster"
+)
+
+// The Redis Cluster protocol over one Raft group: one shard holds all 16384
+// slots; its master is the Raft leader and its replicas the followers.
+// Replies have Redis 7's shapes (cluster.c, cluster_legacy.c), so cluster
+// clients (go-redis, ioredis, redis-py, rueidis, redis-cli -c) find the
+// leader the way they find a Redis master.
+//
+// While no leader is known (an election, or this node is cut off) CLUSTER
+// INFO says cluster_state:fail, and SLOTS, SHARDS and NODES show this node
+// standing in as the master. Redis shows a failed master in its place; we
+// have no failed master to show, and an empty slot map makes redis-py and
+// ioredis give up ("All slots are not covered") where every client retries
+// the CLUSTERDOWN the stand-in answers, refreshing the map until a leader
+// is elected.
+
+// shardID is the one shard's id (CLUSTER MYSHARDID, SHARDS): the same on
+// every node, as Redis's shard id is on a master and its replicas.
+var shardID = func() string {
+	sum := sha1.Sum([]byte("delayd shard 0"))
+	return hex.EncodeToString(sum[:])
+}()
+
+type clusterSub struct {
+	arity int // counts CLUSTER and the subcommand; negative: at least
+	run   func(d *Dispatcher, c *Client, cl ClusterView, args [][]byte)
+}
+
+var clusterSubs map[string]clusterSub
+
+func init() {
+	clusterSubs = map[string]clusterSub{
+		"info":            {2, clusterInfo},
+		"myid":            {2, func(d *Dispatcher, c *Client, cl ClusterView, args [][]byte) { c.W.BulkString(cl.Self().ID) }},
+		"myshardid":       {2, func(d *Dispatcher, c *Client, cl ClusterView, args [][]byte) { c.W.BulkString(shardID) }},
+		"nodes":           {2, clusterNodes},
+		"slots":           {2, clusterSlots},
+		"shards":          {2, clusterShards},
+		"keyslot":         {3, func(d *Dispatcher, c *Client, cl ClusterView, args [][]byte) { c.W.Int(int64(KeySlot(args[2]))) }},
+		"countkeysinslot": {3, clusterCountKeys},
+		"getkeysinslot":   {4, clusterGetKeys},
+		"meet":            {-4, clusterMeet},
+		"forget":          {3, clusterForget},
+		"join":            {5, clusterJoin},
+		"help":            {2, func(d *Dispatcher, c *Client, cl ClusterView, args [][]byte) { writeHelp(c.W, "CLUSTER", clusterHelp) }},
+	}
+}
+
+var clusterHelp = []string{
+	"COUNTKEYSINSLOT <slot>",
+	"    Return the number of keys in <slot>.",
+	"FORGET <node-id>",
+	"    Remove a node from the cluster.",
+	"GETKEYSINSLOT <slot> <count>",
+	"    Return key names stored by current node in a slot.",
+	"INFO",
+	"    Return information about the cluster.",
+	"JOIN <node-id> <bus-addr> <client-addr>",
+	"    Add a node to the Raft group (what a node started with --cluster-join sends).",
+	"KEYSLOT <key>",
+	"    Return the hash slot for <key>.",
+	"MEET <ip> <port> [<bus-port>]",
+	"    Connect nodes into a working cluster.",
+	"MYID",
+	"    Return the node id.",
+	"MYSHARDID",
+	"    Return the node's shard id.",
+	"NODES",
+	"    Return cluster configuration seen by node. Output format:",
+	"    <id> <ip:port> <flags> <master> <pings> <pongs> <epoch> <link> <slot> ...",
+	"SLOTS",
+	"    Return information about slots range mappings. Each range is made of:",
+	"    start, end, master and replicas IP addresses, ports and ids",
+	"SHARDS",
+	"    Return information about slot range mappings and the nodes associated with them.",
+}
+
+func cmdCluster(d *Dispatcher, c *Client, args [][]byte) {
+	cl := d.opts.Cluster
+	if cl == nil {
+		c.W.Error(errNoCluster)
+		return
+	}
+	name := strings.ToLower(string(args[1]))
+	sub, ok := clusterSubs[name]
+	switch {
+	case !ok:
+		c.W.Error("ERR unknown subcommand '" + clip(args[1]) + "'. Try CLUSTER HELP.")
+	case (sub.arity > 0 && len(args) != sub.arity) || (sub.arity < 0 && len(args) < -sub.arity):
+		c.W.Error("ERR wrong number of arguments for 'cluster|" + name + "' command")
+	default:
+		sub.run(d, c, cl, args)
+	}
+}
+
+// shard is the one shard as the protocol shows it: its master (the leader,
+// or this node standing in while none is known) and its replicas, in
+// Nodes' order.
+func shard(cl ClusterView) (master cluster.Node, replicas []cluster.Node, known bool) {
+	master, known = cl.Leader()
+	if !known {
+		master = cl.Self()
+	}
+	for _, n := range cl.Nodes() {
+		if n.ID != master.ID {
+			replicas = append(replicas, n)
+		}
+	}
+	return master, replicas, known
+}
+
+// hostPort splits a node's address; a port that does not parse is 0.
+func hostPort(addr string) (string, int) {
+	host, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		return addr, 0
+	}
+	port, _ := strconv.Atoi(p)
+	return host, port
+}
+
+// offset is a node's replication offset: the last log index it holds.
+func offset(cl ClusterView, n cluster.Node) uint64 {
+	if n.Self {
+		return cl.LastIndex()
+	}
+	return n.Match
+}
+
+func clusterInfo(d *Dispatcher, c *Client, cl ClusterView, args [][]byte) {
+	master, _, known := shard(cl)
+	state, ok, failed, myEpoch := "ok", Slots, 0, master.ConfigEpoch
+	if !known {
+		state, ok, failed, myEpoch = "fail", 0, Slots, 0
+	}
+	var sb strings.Builder
+	for _, f := range [][2]string{
+		{"cluster_state", state},
+		{"cluster_slots_assigned", strconv.Itoa(Slots)},
+		{"cluster_slots_ok", strconv.Itoa(ok)},
+		{"cluster_slots_pfail", "0"},
+		{"cluster_slots_fail", strconv.Itoa(failed)},
+		{"cluster_known_nodes", strconv.Itoa(len(cl.Nodes()))},
+		{"cluster_size", "1"},
+		{"cluster_current_epoch", strconv.FormatUint(cl.Term(), 10)},
+		{"cluster_my_epoch", strconv.FormatUint(myEpoch, 10)},
+		// Raft's traffic is not counted in Redis's message types.
+		{"cluster_stats_messages_sent", "0"},
+		{"cluster_stats_messages_received", "0"},
+		{"total_cluster_links_buffer_limit_exceeded", "0"},
+	} {
+		sb.WriteString(f[0] + ":" + f[1] + "\r\n")
+	}
+	c.W.Verbatim(sb.String())
+}
+
+// clusterNodes is CLUSTER NODES, one line per node as Redis's
+// clusterGenNodeDescription writes it:
+//
+//	<id> <ip:port@cport> <flags> <master> <ping-sent> <pong-recv> <config-epoch> <link-state> [<slots>]
+//
+// flags: myself, master or slave, fail? for a member the leader has not
+// heard from lately, nofailover for a non-voter (it cannot be elected).
+// A replica shows its master's config epoch, as in Redis.
+func clusterNodes(d *Dispatcher, c *Client, cl ClusterView, args [][]byte) {
+	master, replicas, _ := shard(cl)
+	now := time.Now()
+	var sb strings.Builder
+	line := func(n cluster.Node, isMaster bool) {
+		host, port := hostPort(n.Addr)
+		_, bus := hostPort(n.BusAddr)
+		sb.WriteString(n.ID + " " + host + ":" + strconv.Itoa(port) + "@" + strconv.Itoa(bus) + " ")
+		var flags []string
+		if n.Self {
+			flags = append(flags, "myself")
+		}
+		if isMaster {
+			flags = append(flags, "master")
+		} else {
+			flags = append(flags, "slave")
+		}
+		if !n.Self && !n.Connected {
+			flags = append(flags, "fail?")
+		}
+		if !n.Voter {
+			flags = append(flags, "nofailover")
+		}
+		sb.WriteString(strings.Join(flags, ","))
+		if isMaster {
+			sb.WriteString(" -")
+		} else {
+			sb.WriteString(" " + master.ID)
+		}
+		var pong int64 // Redis shows 0 for itself
+		if !n.Self && (n.Connected || n.LastHeard > 0) {
+			pong = now.Add(-n.LastHeard).UnixMilli()
+		}
+		sb.WriteString(" 0 " + strconv.FormatInt(pong, 10) + " " + strconv.FormatUint(master.ConfigEpoch, 10))
+		if n.Self || n.Connected {
+			sb.WriteString(" connected")
+		} else {
+			sb.WriteString(" disconnected")
+		}
+		if isMaster {
+			sb.WriteString(" 0-" + strconv.Itoa(Slots-1))
+		}
+		sb.WriteByte('\n')
+	}
+	line(master, true)
+	for _, n := range replicas {
+		line(n, false)
+	}
+	c.W.Verbatim(sb.String())
+}
+
+// clusterSlots is CLUSTER SLOTS: one range, 0-16383, its master first,
+// then the replicas a client may read from (READONLY): those the leader
+// hears from. Each node is [ip, port, id, {}] as Redis 7 writes it (the map
+// holds a hostname when one is announced; delayd announces addresses).
+func clusterSlots(d *Dispatcher, c *Client, cl ClusterView, args [][]byte) {
+	master, replicas, _ := shard(cl)
+	nodes := []cluster.Node{master}
+	for _, n := range replicas {
+		if n.Connected {
+			nodes = append(nodes, n)
+		}
+	}
+	w := c.W
+	w.Array(1)
+	w.Array(2 + len(nodes))
+	w.Int(0)
+	w.Int(Slots - 1)
+	for _, n := range nodes {
+		host, port := hostPort(n.Addr)
+		w.Array(4)
+		w.BulkString(host)
+		w.Int(int64(port))
+		w.BulkString(n.ID)
+		w.Map(0)
+	}
+}
+
+// clusterShards is CLUSTER SHARDS: one shard, {slots: [0, 16383], nodes:
+// [...]}, each node a map as Redis 7's addNodeDetailsToShardReply writes
+// it. health is fail for a member the leader has not heard from, loading
+// for a replica that holds nothing yet, else online (rueidis skips nodes
+// that are not online).
+func clusterShards(d *Dispatcher, c *Client, cl ClusterView, args [][]byte) {
+	master, replicas, _ := shard(cl)
+	w := c.W
+	w.Array(1)
+	w.Map(2)
+	w.BulkString("slots")
+	w.Array(2)
+	w.Int(0)
+	w.Int(Slots - 1)
+	w.BulkString("nodes")
+	w.Array(1 + len(replicas))
+	node := func(n cluster.Node, isMaster bool) {
+		host, port := hostPort(n.Addr)
+		off := offset(cl, n)
+		role, health := "master", "online"
+		if !isMaster {
+			role = "replica"
+		}
+		switch {
+		case !n.Self && !n.Connected:
+			health = "fail"
+		case !isMaster && off == 0:
+			health = "loading"
+		}
+		w.Map(7)
+		w.BulkString("id")
+		w.BulkString(n.ID)
+		w.BulkString("port")
+		w.Int(int64(port))
+		w.BulkString("ip")
+		w.BulkString(host)
+		w.BulkString("endpoint")
+		w.BulkString(host)
+		w.BulkString("role")
+		w.BulkString(role)
+		w.BulkString("replication-offset")
+		w.Int(int64(off))
+		w.BulkString("health")
+		w.BulkString(health)
+	}
+	node(master, true)
+	for _, n := range replicas {
+		node(n, false)
+	}
+}
+
+// keysInSlot lists up to limit keys (queues holding a job) of a slot; the
+// engine does not index keys by slot, so it is a scan of every queue name,
+// O(queues), which is what these admin commands are for.
+func keysInSlot(d *Dispatcher, c *Client, slot, limit int) ([]string, bool) {
+	eng := d.engineFor(c)
+	if eng == nil {
+		c.W.Error(errLoading)
+		return nil, false
+	}
+	match := func(name string) bool { return KeySlot(name) == slot }
+	var keys []string
+	for cursor := uint64(0); len(keys) < limit; {
+		var chunk []string
+		cursor, chunk = eng.Scan(cursor, 1024, match)
+		keys = append(keys, chunk...)
+		if cursor == 0 {
+			break
+		}
+	}
+	return keys[:min(len(keys), limit)], true
+}
+
+func clusterCountKeys(d *Dispatcher, c *Client, cl ClusterView, args [][]byte) {
+	slot, ok := parseInt(args[2])
+	if !ok {
+		c.W.Error(errNotInteger)
+		return
+	}
+	if slot < 0 || slot >= Slots {
+		c.W.Error("ERR Invalid slot")
+		return
+	}
+	if keys, ok := keysInSlot(d, c, int(slot), 1<<62); ok {
+		c.W.Int(int64(len(keys)))
+	}
+}
+
+func clusterGetKeys(d *Dispatcher, c *Client, cl ClusterView, args [][]byte) {
+	slot, ok1 := parseInt(args[2])
+	count, ok2 := parseInt(args[3])
+	if !ok1 || !ok2 {
+		c.W.Error(errNotInteger)
+		return
+	}
+	if slot < 0 || slot >= Slots || count < 0 {
+		c.W.Error("ERR Invalid slot or number of keys")
+		return
+	}
+	keys, ok := keysInSlot(d, c, int(slot), int(min(count, 1<<30)))
+	if !ok {
+		return
+	}
+	c.W.Array(len(keys))
+	for _, k := range keys {
+		c.W.BulkString(k)
+	}
+}
+
+func validPort(b []byte) (int, bool) {
+	n, ok := parseInt(b)
+	return int(n), ok && n >= 0 && n <= 65535
+}
+
+// clusterMeet is CLUSTER MEET ip port [bus-port]: the node serving clients
+// at ip:port joins the group. The bus port is checked and otherwise unused:
+// the node tells its own bus address when asked.
+func clusterMeet(d *Dispatcher, c *Client, cl ClusterView, args [][]byte) {
+	if len(args) > 5 {
+		c.W.Error("ERR unknown subcommand or wrong number of arguments for 'meet'. Try CLUSTER HELP.")
+		return
+	}
+	port, ok := validPort(args[3])
+	if !ok {
+		c.W.Error("ERR Invalid TCP base port specified: " + clip(args[3]))
+		return
+	}
+	if len(args) == 5 {
+		if _, ok := validPort(args[4]); !ok {
+			c.W.Error("ERR Invalid TCP bus port specified: " + clip(args[4]))
+			return
+		}
+	}
+	if err := cl.Meet(string(args[2]), port); err != nil {
+		c.W.Error(ErrorLine(err))
+		return
+	}
+	c.W.Status("OK")
+}
+
+// clusterForget is CLUSTER FORGET node-id, with Redis's refusals; unlike
+// Redis's, it removes the node from the group for good (no 60 second ban
+// to repeat on every node): Raft membership is one decision.
+func clusterForget(d *Dispatcher, c *Client, cl ClusterView, args [][]byte) {
+	id := string(args[2])
+	var found bool
+	for _, n := range cl.Nodes() {
+		found = found || n.ID == id
+	}
+	leader, known := cl.Leader()
+	switch {
+	case !found:
+		c.W.Error("ERR Unknown node " + clip(args[2]))
+	case id == cl.Self().ID:
+		c.W.Error("ERR I tried hard but I can't forget myself...")
+	case known && leader.ID == id:
+		c.W.Error("ERR Can't forget my master!")
+	default:
+		if err := cl.Forget(id); err != nil {
+			c.W.Error(ErrorLine(err))
+			return
+		}
+		c.W.Status("OK")
+	}
+}
+
+// clusterJoin is CLUSTER JOIN node-id bus-addr client-addr, delayd's own:
+// what a node started with --cluster-join sends a member to be added.
+func clusterJoin(d *Dispatcher, c *Client, cl ClusterView, args [][]byte) {
+	for _, a := range args[3:5] {
+		if _, _, err := net.SplitHostPort(string(a)); err != nil {
+			c.W.Error("ERR Invalid node address specified: " + clip(a))
+			return
+		}
+	}
+	if err := cl.Join(string(args[2]), string(args[3]), string(args[4])); err != nil {
+		c.W.Error(ErrorLine(err))
+		return
+	}
+	c.W.Status("OK")
+}
+
+// READONLY and READWRITE set whether a follower serves the client's reads
+// (route.go); ASKING has nothing to do with one shard (there is never an
+// ASK redirection) and only answers OK for clients that send it. Without
+// cluster mode the three are refused, as Redis refuses them.
+func cmdReadOnly(d *Dispatcher, c *Client, args [][]byte) {
+	if d.opts.Cluster == nil {
+		c.W.Error(errNoCluster)
+		return
+	}
+	c.readonly.Store(strings.EqualFold(string(args[0]), "readonly"))
+	c.W.Status("OK")
+}
+
+func cmdAsking(d *Dispatcher, c *Client, args [][]byte) {
+	if d.opts.Cluster == nil {
+		c.W.Error(errNoCluster)
+		return
+	}
+	c.W.Status("OK")
+}
+
+const errWaitReplica = "ERR WAIT cannot be used with replica instances. Please also note that since Redis 4.0 if a replica is configured to be writable (which is not the default) writes to replicas are just local and are not propagated."
+
+// cmdWait is WAIT numreplicas timeout: how many followers hold the
+// client's writes, waiting up to timeout milliseconds (0: forever) for
+// numreplicas of them. It blocks only this connection's goroutine. A single
+// node has no replica, and never will, so it answers 0 at once where Redis
+// would sit out the timeout first.
+func cmdWait(d *Dispatcher, c *Client, args [][]byte) {
+	n, ok := parseInt(args[1])
+	if !ok {
+		c.W.Error(errNotInteger)
+		return
+	}
+	ms, ok := parseInt(args[2])
+	if !ok {
+		c.W.Error("ERR timeout is not an integer or out of range")
+		return
+	}
+	if ms < 0 {
+		c.W.Error(errNegTimeout)
+		return
+	}
+	cl := d.opts.Cluster
+	if cl == nil {
+		c.W.Int(0)
+		return
+	}
+	if !cl.Writable() {
+		c.W.Error(errWaitReplica)
+		return
+	}
+	if n <= 0 || c.tx.eng != nil {
+		// Nothing to wait for, or inside EXEC, which must not block while
+		// it holds the engine: Redis answers at once there too.
+		c.W.Int(int64(replicasHolding(cl, cl.LastIndex())))
+		return
+	}
+	// The client's writes of this very pipeline may not be in the Raft log
+	// yet (the engine proposes batches as it flushes them): once the last
+	// one is durable, LastIndex covers them all. A failed write does not
+	// change what WAIT counts.
+	d.Durable(c.woff)
+	got := cl.WaitReplicas(cl.LastIndex(), int(min(n, 1<<30)), time.Duration(min(ms, 1<<40))*time.Millisecond)
+	c.W.Int(int64(got))
+}
+
+// wrote remembers the ticket of the command's write, if it made one, as
+// Redis's c->woff: what WAIT waits for.
+func (c *Client) wrote() {
+	if c.Ticket != 0 {
+		c.woff = c.Ticket
+	}
+}
+
+// replicasHolding counts the followers known to hold the log up to index.
+func replicasHolding(cl ClusterView, index uint64) int {
+	n := 0
+	for _, node := range cl.Nodes() {
+		if !node.Self && !node.Leader && node.Match >= index {
+			n++
+		}
+	}
+	return n
+}
+
+// clusterReplication is INFO replication in cluster mode, with the fields
+// of a Redis 7 master (the leader, its followers as slaveN lines) or
+// replica (a follower, its leader as master_host). Offsets are Raft log
+// indexes; lag is seconds since the leader last heard from a follower.
+func (d *Dispatcher) clusterReplication(cl ClusterView) [][2]string {
+	itoa := strconv.Itoa
+	utoa := func(n uint64) string { return strconv.FormatUint(n, 10) }
+	last := cl.LastIndex()
+	leader, known := cl.Leader()
+	replID := d.replID
+	if known {
+		replID = leader.ID // one id per leadership, the same on every node
+	}
+	var f [][2]string
+	if known && leader.Self {
+		f = append(f, [2]string{"role", "master"})
+		var slaves [][2]string
+		for _, n := range cl.Nodes() {
+			if n.Self || !n.Connected {
+				continue
+			}
+			host, port := hostPort(n.Addr)
+			state := "online"
+			if n.Match == 0 {
+				state = "wait_bgsave" // catching up from a snapshot
+			}
+			slaves = append(slaves, [2]string{"slave" + itoa(len(slaves)),
+				"ip=" + host + ",port=" + itoa(port) + ",state=" + state +
+					",offset=" + utoa(n.Match) + ",lag=" + strconv.FormatInt(int64(n.LastHeard/time.Second), 10)})
+		}
+		f = append(f, [2]string{"connected_slaves", itoa(len(slaves))})
+		f = append(f, slaves...)
+	} else {
+		host, port := hostPort(leader.Addr)
+		link, lastIO := "down", "-1"
+		if known && leader.Connected {
+			link, lastIO = "up", strconv.FormatInt(int64(leader.LastHeard/time.Second), 10)
+		}
+		f = append(f,
+			[2]string{"role", "slave"},
+			[2]string{"master_host", host},
+			[2]string{"master_port", itoa(port)},
+			[2]string{"master_link_status", link},
+			[2]string{"master_last_io_seconds_ago", lastIO},
+			[2]string{"master_sync_in_progress", "0"},
+			[2]string{"slave_read_repl_offset", utoa(last)},
+			[2]string{"slave_repl_offset", utoa(last)},
+		)
+		if link == "down" {
+			f = append(f, [2]string{"master_link_down_since_seconds", "-1"})
+		}
+		f = append(f,
+			[2]string{"slave_priority", "100"},
+			[2]string{"slave_read_only", "1"},
+			[2]string{"replica_announced", "1"},
+			[2]string{"connected_slaves", "0"},
+		)
+	}
+	return append(f,
+		[2]string{"master_failover_state", "no-failover"},
+		[2]string{"master_replid", replID},
+		[2]string{"master_replid2", strings.Repeat("0", 40)},
+		[2]string{"master_repl_offset", utoa(last)},
+		[2]string{"second_repl_offset", "-1"},
+		[2]string{"repl_backlog_active", "1"},
+		[2]string{"repl_backlog_size", "1048576"},
+		[2]string{"repl_backlog_first_byte_offset", "0"},
+		[2]string{"repl_backlog_histlen", "0"},
+	)
+}

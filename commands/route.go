@@ -1,0 +1,193 @@
+package commands
+
+import (
+	"bytes"
+	"strconv"
+)
+
+// Routing in cluster mode, as Redis Cluster's getNodeByQuery and
+// processCommand do it. One shard holds all 16384 slots, so the node a
+// command belongs on is always the leader; slots still matter because
+// clients compute them, and because a command whose keys hash to different
+// slots is refused, as Redis refuses it (a later version may then split the
+// slots over several groups without breaking any client).
+//
+//   - Keys in different slots: CROSSSLOT.
+//   - No keys (PING, INFO, CLUSTER, SCAN, DBSIZE, ...): runs here, except a
+//     write (FLUSHALL, FLUSHDB) on a node that is not the writable leader,
+//     which gets READONLY, as a Redis replica answers a keyless write.
+//   - Keys, on the writable leader: runs here.
+//   - Keys, elsewhere: MOVED to the leader, or CLUSTERDOWN when no leader is
+//     known (or this node was elected but cannot take writes yet); a read
+//     from a client that sent READONLY runs here whenever a leader is
+//     known, on state that may lag the leader's.
+//
+// Inside MULTI each command is checked as it is queued (a refusal makes
+// EXEC abort, as any refusal does) and the whole transaction again at EXEC:
+// its keys must share one slot, and if this node stopped leading meanwhile
+// EXEC answers the MOVED (or CLUSTERDOWN, CROSSSLOT) itself and the
+// transaction is discarded, as Redis discards it.
+
+const (
+	errCrossSlot       = "CROSSSLOT Keys in request don't hash to the same slot"
+	errClusterDown     = "CLUSTERDOWN The cluster is down"
+	errReadOnlyReplica = "READONLY You can't write against a read only replica."
+	errNoCluster       = "ERR This instance has cluster support disabled"
+)
+
+// The slot of a command without keys, and of one whose keys disagree.
+const (
+	noSlot    = -1
+	crossSlot = -2
+)
+
+// route decides whether this node runs the command; if not it answers the
+// redirection or refusal and reports false. Only called in cluster mode.
+// O(keys).
+func (d *Dispatcher) route(c *Client, cmd *Command, args [][]byte) bool {
+	cl := d.opts.Cluster
+	slot, write, read := commandSlot(cmd, args), cmd.Flags&Write != 0, cmd.Flags&ReadOnly != 0
+	exec := cmd.Name == "exec" && c.tx.multi
+	if exec {
+		// EXEC is judged by what it would run.
+		slot, write, read = noSlot, false, true
+		for _, q := range c.tx.queued {
+			slot = sameSlot(slot, commandSlot(q.cmd, q.args))
+			write = write || q.cmd.Flags&Write != 0
+			read = read && q.cmd.Flags&ReadOnly != 0
+		}
+	}
+	c.slot = slot
+	var msg string
+	switch {
+	case slot == crossSlot:
+		msg = errCrossSlot
+	case slot == noSlot:
+		if write && !cl.Writable() {
+			// Redis refuses this after its redirection step, like any
+			// refusal: inside MULTI, EXEC aborts saying why.
+			d.reject(c, cmd, errReadOnlyReplica)
+			return false
+		}
+		return true
+	case cl.Writable():
+		return true
+	default:
+		leader, ok := cl.Leader()
+		switch {
+		case !ok:
+			msg = errClusterDown
+		case read && c.readonly.Load():
+			return true
+		case leader.Self || leader.Addr == "":
+			// Elected but not ready for writes yet, or a leader whose
+			// client address is not known yet: retry later.
+			msg = errClusterDown
+		default:
+			msg = moved(slot, leader.Addr)
+		}
+	}
+	if exec {
+		d.discardTx(c)
+		c.W.Error(msg)
+		return false
+	}
+	d.reject(c, cmd, msg) // inside MULTI this also dooms the EXEC
+	return false
+}
+
+// notLeader is the answer to a command the engine refused because this
+// node no longer leads (ErrNotLeader): what route would answer now.
+func (d *Dispatcher) notLeader(slot int) string {
+	cl := d.opts.Cluster
+	if cl == nil || slot < 0 {
+		return errReadOnlyReplica
+	}
+	if leader, ok := cl.Leader(); ok && !leader.Self && leader.Addr != "" {
+		return moved(slot, leader.Addr)
+	}
+	return errClusterDown
+}
+
+func moved(slot int, addr string) string {
+	return "MOVED " + strconv.Itoa(slot) + " " + addr
+}
+
+// commandSlot is the slot all of a command's keys hash to, noSlot if it has
+// none, crossSlot if they disagree. Keys are where the table says (first,
+// last, step; a negative last counts from the end, so BLPOP's timeout is
+// left out), plus keys given as options (DELAY.ADD ... DEADLETTER key).
+func commandSlot(cmd *Command, args [][]byte) int {
+	slot := noSlot
+	if cmd.FirstKey > 0 {
+		last := cmd.LastKey
+		if last < 0 {
+			last += len(args)
+		}
+		for i := cmd.FirstKey; i <= last && i < len(args); i += max(cmd.Step, 1) {
+			slot = sameSlot(slot, KeySlot(args[i]))
+		}
+	}
+	if cmd.keyOptions {
+		slot = optionKeysSlot(cmd, args, slot)
+	}
+	return slot
+}
+
+func sameSlot(a, b int) int {
+	switch {
+	case a == noSlot:
+		return b
+	case b == noSlot || a == b:
+		return a
+	}
+	return crossSlot
+}
+
+// optionKeysSlot adds the slots of the keys a command takes as options, as
+// Redis's keyword key specs find them: a job moves to its dead-letter queue
+// inside the engine, so the two must live in one slot (one day, one shard).
+// The options are walked as the table documents them, after the required
+// arguments, so a payload or an id that reads "DEADLETTER" is not taken for
+// the option. An argument that is no option ends the walk: the handler
+// answers the syntax error.
+func optionKeysSlot(cmd *Command, args [][]byte, slot int) int {
+	i := 1
+	for _, a := range cmd.Args {
+		if a.Optional {
+			break
+		}
+		i++
+	}
+next:
+	for i < len(args) {
+		for _, a := range cmd.Args {
+			if a.Token == "" || !bytes.EqualFold(args[i], []byte(a.Token)) {
+				continue
+			}
+			if a.Type == "pure-token" {
+				i++
+				continue next
+			}
+			if a.Type == "key" && i+1 < len(args) {
+				slot = sameSlot(slot, KeySlot(args[i+1]))
+			}
+			i += 2
+			continue next
+		}
+		break
+	}
+	return slot
+}
+
+// keyOptions marks the commands that take a key as an option; only those
+// pay for optionKeysSlot.
+func init() {
+	for _, cmd := range table {
+		for _, a := range cmd.Args {
+			if a.Type == "key" && a.Token != "" {
+				cmd.keyOptions = true
+			}
+		}
+	}
+}
