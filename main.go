@@ -70,6 +70,32 @@ func run(args, environ []string, stderr io.Writer) int {
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
 	defer signal.Stop(sigs)
 
+	// In cluster mode the node's stores and bus come first: the commands
+	// answer the cluster protocol from the start.
+	var clu *cluster.Cluster
+	if cfg.ClusterEnabled {
+		clu, err = cluster.New(cluster.Config{
+			Dir:               cfg.Dir,
+			NodeID:            cfg.ClusterNodeID,
+			BusAddr:           cfg.ClusterBusAddr,
+			AnnounceAddr:      cfg.ClusterAnnounceAddr,
+			AnnounceBusAddr:   cfg.ClusterAnnounceBusAddr,
+			Bootstrap:         cfg.ClusterBootstrap,
+			Join:              cfg.ClusterJoin,
+			Password:          cfg.RequirePass,
+			AckLeader:         cfg.ClusterAck == "leader",
+			ElectionTimeout:   time.Duration(cfg.ClusterElectionTimeout) * time.Millisecond,
+			SnapshotThreshold: uint64(cfg.ClusterSnapshotEntries),
+			Logger:            log,
+		})
+		if err != nil {
+			log.Error().Err(err).Msg("cannot start the cluster node")
+			fmt.Fprintln(stderr, "delayd:", err)
+			return 1
+		}
+		log.Info().Str("id", clu.ID()).Str("bus", cfg.ClusterBusAddr).Str("announce", cfg.ClusterAnnounceAddr).
+			Msg("cluster mode: the Raft log is the durability")
+	}
 	// Listen first, then load the log in the background: meanwhile clients
 	// get LOADING (they retry on it) and INFO says how far the load got.
 	loading := new(engine.Loading)
@@ -88,7 +114,8 @@ func run(args, environ []string, stderr io.Writer) int {
 			default:
 			}
 		},
-		Log: log,
+		Log:     log,
+		Cluster: clusterView(clu),
 	})
 	addr := net.JoinHostPort(cfg.Bind, strconv.Itoa(cfg.Port))
 	srv, err := resp.Listen(resp.Options{Addr: addr, MaxClients: cfg.MaxClients, Dispatcher: disp, Log: log})
@@ -114,31 +141,6 @@ func run(args, environ []string, stderr io.Writer) int {
 		err error
 	}
 	open := make(chan opened, 1)
-	var clu *cluster.Cluster
-	if cfg.ClusterEnabled {
-		clu, err = cluster.New(cluster.Config{
-			Dir:               cfg.Dir,
-			NodeID:            cfg.ClusterNodeID,
-			BusAddr:           cfg.ClusterBusAddr,
-			AnnounceAddr:      cfg.ClusterAnnounceAddr,
-			AnnounceBusAddr:   cfg.ClusterAnnounceBusAddr,
-			Bootstrap:         cfg.ClusterBootstrap,
-			Join:              cfg.ClusterJoin,
-			Password:          cfg.RequirePass,
-			AckLeader:         cfg.ClusterAck == "leader",
-			ElectionTimeout:   time.Duration(cfg.ClusterElectionTimeout) * time.Millisecond,
-			SnapshotThreshold: uint64(cfg.ClusterSnapshotEntries),
-			Logger:            log,
-		})
-		if err != nil {
-			srv.Close(time.Second)
-			log.Error().Err(err).Msg("cannot start the cluster node")
-			fmt.Fprintln(stderr, "delayd:", err)
-			return 1
-		}
-		log.Info().Str("id", clu.ID()).Str("bus", cfg.ClusterBusAddr).Str("announce", cfg.ClusterAnnounceAddr).
-			Msg("cluster mode: the Raft log is the durability")
-	}
 	go func() {
 		if clu != nil {
 			eng, err := engine.New(engine.Options{
@@ -151,7 +153,11 @@ func run(args, environ []string, stderr io.Writer) int {
 			})
 			if err == nil {
 				err = clu.Start(eng, func(leading bool) {
-					_ = leading // UNBLOCKMERGE: disp.UnblockAll(commands.ErrUnblockedRole) once proto lands
+					if !leading {
+						// As Redis answers clients blocked on a master that
+						// becomes a replica: their libraries retry elsewhere.
+						disp.UnblockAll(commands.ErrUnblockedRole)
+					}
 				})
 			}
 			open <- opened{eng, err}
@@ -283,6 +289,15 @@ func checkLog(args []string, stderr io.Writer) int {
 	}
 	fmt.Fprintln(stderr)
 	return 0
+}
+
+// clusterView is the cluster as the commands see it: a nil interface,
+// not a typed nil pointer, in single-node mode.
+func clusterView(c *cluster.Cluster) commands.ClusterView {
+	if c == nil {
+		return nil
+	}
+	return c
 }
 
 func envOf(environ []string, key string) string {

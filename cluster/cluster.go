@@ -51,7 +51,7 @@ type Cluster struct {
 	cfg   Config
 	id    string
 	log   zerolog.Logger
-	raft  *raft.Raft
+	rp    atomic.Pointer[raft.Raft] // set by Start; clients may ask before
 	trans *tracker
 	store *wal.WAL
 	meta  *metadb.BoltMetaDB
@@ -148,7 +148,7 @@ func (c *Cluster) Start(eng *engine.Engine, onRole func(leading bool)) error {
 	if err != nil {
 		return fmt.Errorf("raft: %w", err)
 	}
-	c.raft = r
+	c.rp.Store(r)
 	if c.cfg.Bootstrap {
 		has, err := raft.HasExistingState(c.store, c.store, c.snaps)
 		if err != nil {
@@ -181,8 +181,8 @@ func (c *Cluster) Close() error {
 	var err error
 	c.stopOnce.Do(func() {
 		close(c.quit)
-		if c.raft != nil {
-			err = c.raft.Shutdown().Error()
+		if r := c.r(); r != nil {
+			err = r.Shutdown().Error()
 		}
 		c.wg.Wait()
 		c.trans.Close()
@@ -196,7 +196,7 @@ func (c *Cluster) Close() error {
 func (c *Cluster) Propose(batch []byte) engine.Proposal {
 	data := make([]byte, 0, len(batch)+1)
 	data = append(append(data, entryEngine), batch...)
-	f := c.raft.Apply(data, 0)
+	f := c.r().Apply(data, 0)
 	if !c.cfg.AckLeader {
 		return f
 	}
@@ -247,11 +247,11 @@ func (c *Cluster) follow(notify <-chan bool) {
 // become ready, writes are taken.
 func (c *Cluster) becomeLeader() {
 	start := time.Now()
-	if err := c.raft.Barrier(10 * time.Second).Error(); err != nil {
+	if err := c.r().Barrier(10 * time.Second).Error(); err != nil {
 		c.log.Warn().Err(err).Msg("new leader: the barrier failed; waiting for the next election")
 		return
 	}
-	if c.raft.State() != raft.Leader {
+	if c.r().State() != raft.Leader {
 		return
 	}
 	f := c.fsm
@@ -259,7 +259,7 @@ func (c *Cluster) becomeLeader() {
 	if !c.settled() {
 		f.rebuildLocked()
 	}
-	f.ownTerm = c.raft.CurrentTerm()
+	f.ownTerm = c.r().CurrentTerm()
 	c.eng.Lead()
 	c.leading.Store(true)
 	f.mu.Unlock()
@@ -295,14 +295,29 @@ func (c *Cluster) stepDown() {
 	c.log.Info().Msg("following: no longer the leader")
 }
 
+func (c *Cluster) r() *raft.Raft { return c.rp.Load() }
+
 // Writable reports whether this node leads and takes writes.
-func (c *Cluster) Writable() bool { return c.leading.Load() && c.raft.State() == raft.Leader }
+func (c *Cluster) Writable() bool {
+	r := c.r()
+	return r != nil && c.leading.Load() && r.State() == raft.Leader
+}
 
 // Term is the current Raft term.
-func (c *Cluster) Term() uint64 { return c.raft.CurrentTerm() }
+func (c *Cluster) Term() uint64 {
+	if r := c.r(); r != nil {
+		return r.CurrentTerm()
+	}
+	return 0
+}
 
 // LastIndex is the last index of this node's Raft log.
-func (c *Cluster) LastIndex() uint64 { return c.raft.LastIndex() }
+func (c *Cluster) LastIndex() uint64 {
+	if r := c.r(); r != nil {
+		return r.LastIndex()
+	}
+	return 0
+}
 
 // WaitReplicas waits until n followers hold the log up to index.
 func (c *Cluster) WaitReplicas(index uint64, n int, timeout time.Duration) int {
@@ -332,13 +347,16 @@ func (c *Cluster) Self() Node {
 // Nodes lists every member of the Raft configuration, leader first, with
 // the client address each announced.
 func (c *Cluster) Nodes() []Node {
-	_, leaderID := c.raft.LeaderWithID()
+	if c.r() == nil { // still loading
+		return []Node{{ID: c.id, Addr: c.cfg.AnnounceAddr, BusAddr: c.cfg.AnnounceBusAddr, Self: true, Connected: true}}
+	}
+	_, leaderID := c.r().LeaderWithID()
 	var servers []raft.Server
-	if f := c.raft.GetConfiguration(); f.Error() == nil {
+	if f := c.r().GetConfiguration(); f.Error() == nil {
 		servers = f.Configuration().Servers
 	}
 	members := c.fsm.memberList()
-	iLead := c.raft.State() == raft.Leader
+	iLead := c.r().State() == raft.Leader
 	var out []Node
 	seen := false
 	for _, s := range servers {
@@ -352,16 +370,16 @@ func (c *Cluster) Nodes() []Node {
 		}
 		n.Leader = id == string(leaderID) && leaderID != ""
 		if n.Leader {
-			n.ConfigEpoch = c.raft.CurrentTerm()
+			n.ConfigEpoch = c.r().CurrentTerm()
 		}
 		switch {
 		case n.Self:
 			n.Connected = true
-			n.Match = c.raft.LastIndex()
+			n.Match = c.r().LastIndex()
 		case iLead:
 			n.Match, n.LastHeard, n.Connected = c.trans.peer(id, c.cfg.ElectionTimeout)
 		case n.Leader:
-			n.Connected = time.Since(c.raft.LastContact()) < 2*c.cfg.ElectionTimeout
+			n.Connected = time.Since(c.r().LastContact()) < 2*c.cfg.ElectionTimeout
 		default:
 			// A follower does not hear from the other followers; it shows
 			// them as up rather than failed (CLUSTER SLOTS drops failed ones).

@@ -190,7 +190,7 @@ func TestRestartRestoresFromSnapshotAndLog(t *testing.T) {
 	for i := range 50 {
 		add(t, l.eng, "r", fmt.Sprint("a", i), 60_000)
 	}
-	if err := l.c.raft.Snapshot().Error(); err != nil {
+	if err := l.c.r().Snapshot().Error(); err != nil {
 		t.Fatalf("leader snapshot while idle: %v", err)
 	}
 	for i := range 50 {

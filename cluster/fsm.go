@@ -159,7 +159,7 @@ func (f *fsm) restoreFrom(r io.Reader) (map[string]member, error) {
 // Called with mu held (no entry applies meanwhile). O(state).
 func (f *fsm) rebuildLocked() {
 	c := f.c
-	applied := max(f.applied, c.raft.AppliedIndex())
+	applied := max(f.applied, c.r().AppliedIndex())
 	c.eng.Reset()
 	from := uint64(1)
 	if metas, err := c.snaps.List(); err == nil && len(metas) > 0 {

@@ -28,20 +28,23 @@ var errNoLeader = errors.New("CLUSTERDOWN The cluster is down")
 // wiped came back with a new id) is removed first, so the group's size
 // does not grow with dead ids.
 func (c *Cluster) Join(id, busAddr, addr string) error {
-	if c.raft.State() != raft.Leader {
+	if c.r() == nil {
+		return errNoLeader
+	}
+	if c.r().State() != raft.Leader {
 		return c.forward("JOIN", id, busAddr, addr)
 	}
-	if f := c.raft.GetConfiguration(); f.Error() == nil {
+	if f := c.r().GetConfiguration(); f.Error() == nil {
 		for _, s := range f.Configuration().Servers {
 			if string(s.Address) == busAddr && string(s.ID) != id {
-				if err := c.raft.RemoveServer(s.ID, 0, 10*time.Second).Error(); err != nil {
+				if err := c.r().RemoveServer(s.ID, 0, 10*time.Second).Error(); err != nil {
 					return err
 				}
 				c.proposeMember(member{ID: string(s.ID), Remove: true})
 			}
 		}
 	}
-	if err := c.raft.AddVoter(raft.ServerID(id), raft.ServerAddress(busAddr), 0, 10*time.Second).Error(); err != nil {
+	if err := c.r().AddVoter(raft.ServerID(id), raft.ServerAddress(busAddr), 0, 10*time.Second).Error(); err != nil {
 		return err
 	}
 	c.log.Info().Str("id", id).Str("bus", busAddr).Str("addr", addr).Msg("cluster: node added")
@@ -53,11 +56,14 @@ func (c *Cluster) Forget(id string) error {
 	if id == c.id {
 		return errors.New("ERR I tried hard but I can't forget myself...")
 	}
-	if c.raft.State() != raft.Leader {
+	if c.r() == nil {
+		return errNoLeader
+	}
+	if c.r().State() != raft.Leader {
 		return c.forward("FORGET", id)
 	}
 	known := false
-	if f := c.raft.GetConfiguration(); f.Error() == nil {
+	if f := c.r().GetConfiguration(); f.Error() == nil {
 		for _, s := range f.Configuration().Servers {
 			known = known || string(s.ID) == id
 		}
@@ -65,7 +71,7 @@ func (c *Cluster) Forget(id string) error {
 	if !known {
 		return fmt.Errorf("ERR Unknown node %s", id)
 	}
-	if err := c.raft.RemoveServer(raft.ServerID(id), 0, 10*time.Second).Error(); err != nil {
+	if err := c.r().RemoveServer(raft.ServerID(id), 0, 10*time.Second).Error(); err != nil {
 		return err
 	}
 	c.log.Info().Str("id", id).Msg("cluster: node removed")
@@ -135,7 +141,7 @@ func (c *Cluster) proposeMember(m member) error {
 	if err != nil {
 		return err
 	}
-	return c.raft.Apply(append([]byte{entryMember}, b...), 10*time.Second).Error()
+	return c.r().Apply(append([]byte{entryMember}, b...), 10*time.Second).Error()
 }
 
 // announceSelf makes sure the state machine knows this leader's client
@@ -203,17 +209,17 @@ func (c *Cluster) snapshotLoop() {
 			return
 		case <-t.C:
 		}
-		if c.raft.State() != raft.Leader {
+		if c.r().State() != raft.Leader {
 			continue
 		}
 		if metas, err := c.snaps.List(); err == nil && len(metas) > 0 {
 			last = metas[0].Index
 		}
-		if c.raft.AppliedIndex()-last < c.cfg.SnapshotThreshold {
+		if c.r().AppliedIndex()-last < c.cfg.SnapshotThreshold {
 			continue
 		}
 		for try := 0; try < 50; try++ {
-			if err := c.raft.Snapshot().Error(); err == nil || !strings.Contains(err.Error(), errSnapshotBusy.Error()) {
+			if err := c.r().Snapshot().Error(); err == nil || !strings.Contains(err.Error(), errSnapshotBusy.Error()) {
 				break
 			}
 			time.Sleep(2 * time.Millisecond)
