@@ -51,7 +51,7 @@ type journal struct {
 	// guarded by Engine.mu
 	pend      []byte // records, each as uvarint length then bytes
 	pendFirst uint64
-	proposing bool // cluster mode: a batch left pend and is not yet in flight
+	proposing bool   // cluster mode: a batch left pend and is not yet in flight
 	ticket    uint64 // last ticket given out
 	broken    error  // sticky log failure: writes are refused
 	replaying bool
