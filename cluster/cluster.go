@@ -180,6 +180,14 @@ func (c *Cluster) Start(eng *engine.Engine, onRole func(leading bool)) error {
 func (c *Cluster) Close() error {
 	var err error
 	c.stopOnce.Do(func() {
+		if r := c.r(); r != nil && r.State() == raft.Leader {
+			// A graceful stop hands leadership over at once instead of
+			// leaving the others to notice after an election timeout
+			// (rolling restarts).
+			if err := r.LeadershipTransfer().Error(); err == nil {
+				c.log.Info().Msg("cluster: leadership handed over before stopping")
+			}
+		}
 		close(c.quit)
 		if r := c.r(); r != nil {
 			err = r.Shutdown().Error()
