@@ -96,6 +96,11 @@ func (e *Engine) Lead() {
 		e.wheel = wheel.New(e.opts.Tick, e.nowMs())
 	}
 	e.advanceLocked(e.nowMs())
+	for qi := range e.queues {
+		if e.queues[qi].live && e.queues[qi].whead != nil {
+			e.serve(uint32(qi)) // clients still parked from before get the jobs ready now
+		}
+	}
 	e.armed = 0
 	e.poke(0)
 }

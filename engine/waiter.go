@@ -103,6 +103,13 @@ func (e *Engine) serve(qi uint32) {
 
 // serveWaiters is serve's loop: it hands out jobs now.
 func (e *Engine) serveWaiters(qi uint32) {
+	if e.j.replaying || e.repl.following.Load() {
+		// Replayed and replicated records only rebuild state: a pop made
+		// here would be logged nowhere (a follower, or a node that just
+		// stopped leading and still has clients parked until they are
+		// unblocked, would hand out a job the group still holds).
+		return
+	}
 	for {
 		q := &e.queues[qi]
 		if q.whead == nil || q.head == 0 {
