@@ -84,6 +84,7 @@ func run(args, environ []string, stderr io.Writer) int {
 			Join:              cfg.ClusterJoin,
 			Password:          cfg.RequirePass,
 			AckLeader:         cfg.ClusterAck == "leader",
+			Fsync:             cfg.AppendFsync,
 			ElectionTimeout:   time.Duration(cfg.ClusterElectionTimeout) * time.Millisecond,
 			SnapshotThreshold: uint64(cfg.ClusterSnapshotEntries),
 			Logger:            log,

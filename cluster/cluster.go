@@ -15,9 +15,9 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
-	wal "github.com/hashicorp/raft-wal"
-	"github.com/hashicorp/raft-wal/metadb"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	"github.com/rs/zerolog"
+	"go.etcd.io/bbolt"
 
 	"github.com/delayd/delayd/engine"
 )
@@ -39,6 +39,9 @@ type Config struct {
 	// ElectionTimeout is Raft's heartbeat and election timeout (default
 	// 1 s); the leader's lease is half of it.
 	ElectionTimeout time.Duration
+	// Fsync is appendfsync's policy for the Raft log: always, everysec
+	// (default) or no.
+	Fsync string
 	// SnapshotThreshold is how many entries since the last snapshot make
 	// a new one (default 8192).
 	SnapshotThreshold uint64
@@ -48,16 +51,16 @@ type Config struct {
 // Cluster is one node of the Raft group: it replicates its engine, answers
 // who leads, and changes membership.
 type Cluster struct {
-	cfg   Config
-	id    string
-	log   zerolog.Logger
-	rp    atomic.Pointer[raft.Raft] // set by Start; clients may ask before
-	trans *tracker
-	store *wal.WAL
-	meta  *metadb.BoltMetaDB
-	snaps *raft.FileSnapshotStore
-	fsm   *fsm
-	eng   *engine.Engine
+	cfg    Config
+	id     string
+	log    zerolog.Logger
+	rp     atomic.Pointer[raft.Raft] // set by Start; clients may ask before
+	trans  *tracker
+	store  *raftboltdb.BoltStore // the Raft log
+	stable *raftboltdb.BoltStore // term and vote
+	snaps  *raft.FileSnapshotStore
+	fsm    *fsm
+	eng    *engine.Engine
 
 	leading atomic.Bool // this node leads and its engine takes writes
 	// With --cluster-ack leader: batches answered but not yet committed,
@@ -96,15 +99,32 @@ func New(cfg Config) (*Cluster, error) {
 		return nil, err
 	}
 	c := &Cluster{cfg: cfg, id: id, log: cfg.Logger.With().Str("node", id[:8]).Logger(), quit: make(chan struct{})}
-	if err := os.MkdirAll(filepath.Join(dir, "wal"), 0o755); err != nil {
-		return nil, err
-	}
-	// Our own meta store, because WAL.Close leaves its file locked (an
-	// in-process restart, as the tests do, would wait on the lock forever).
-	c.meta = &metadb.BoltMetaDB{}
-	c.store, err = wal.Open(filepath.Join(dir, "wal"), wal.WithMetaStore(c.meta))
+	// raft-boltdb, as Consul ran for years. (raft-wal v0.4.0 was tried
+	// first: after a kill -9 it could refuse to open its log, "sealed
+	// segment has no index block", hashicorp/raft-wal#31.)
+	//
+	// Fsync follows appendfsync, as the single node's log does: always,
+	// every append is on disk before it counts toward a majority (etcd,
+	// Consul); everysec (the default), it is written at once and fsynced
+	// every second, so an answered write is in the memory of a majority of
+	// machines and on their disks within a second (Kafka's acks=all with
+	// the OS flushing). The term and vote are always fsynced, in their own
+	// file: a node that forgot its vote could vote twice in one term.
+	c.store, err = raftboltdb.New(raftboltdb.Options{
+		Path:        filepath.Join(dir, "raft.db"),
+		BoltOptions: &bbolt.Options{Timeout: 10 * time.Second, NoFreelistSync: true},
+		NoSync:      cfg.Fsync != "always",
+	})
 	if err != nil {
-		return nil, fmt.Errorf("raft log: %w", err)
+		return nil, fmt.Errorf("raft log %s: %w", filepath.Join(dir, "raft.db"), err)
+	}
+	c.stable, err = raftboltdb.New(raftboltdb.Options{
+		Path:        filepath.Join(dir, "raft-stable.db"),
+		BoltOptions: &bbolt.Options{Timeout: 10 * time.Second},
+	})
+	if err != nil {
+		c.store.Close()
+		return nil, fmt.Errorf("raft state %s: %w", filepath.Join(dir, "raft-stable.db"), err)
 	}
 	hl := newHclog(c.log)
 	c.snaps, err = raft.NewFileSnapshotStoreWithLogger(dir, 2, hl)
@@ -144,13 +164,17 @@ func (c *Cluster) Start(eng *engine.Engine, onRole func(leading bool)) error {
 	rc.Logger = newHclog(c.log)
 	notify := make(chan bool, 16)
 	rc.NotifyCh = notify
-	r, err := raft.NewRaft(rc, c.fsm, c.store, c.store, c.snaps, c.trans)
+	logs, err := raft.NewLogCache(1024, c.store) // followers catching up read recent entries from memory
+	if err != nil {
+		return err
+	}
+	r, err := raft.NewRaft(rc, c.fsm, logs, c.stable, c.snaps, c.trans)
 	if err != nil {
 		return fmt.Errorf("raft: %w", err)
 	}
 	c.rp.Store(r)
 	if c.cfg.Bootstrap {
-		has, err := raft.HasExistingState(c.store, c.store, c.snaps)
+		has, err := raft.HasExistingState(c.store, c.stable, c.snaps)
 		if err != nil {
 			return err
 		}
@@ -172,6 +196,10 @@ func (c *Cluster) Start(eng *engine.Engine, onRole func(leading bool)) error {
 	}
 	c.wg.Add(1)
 	go c.snapshotLoop()
+	if c.cfg.Fsync == "everysec" {
+		c.wg.Add(1)
+		go c.syncLoop()
+	}
 	return nil
 }
 
@@ -195,7 +223,7 @@ func (c *Cluster) Close() error {
 		c.wg.Wait()
 		c.trans.Close()
 		c.store.Close()
-		c.meta.Close()
+		c.stable.Close()
 	})
 	return err
 }
@@ -304,6 +332,23 @@ func (c *Cluster) stepDown() {
 }
 
 func (c *Cluster) r() *raft.Raft { return c.rp.Load() }
+
+// syncLoop fsyncs the Raft log every second (appendfsync everysec).
+func (c *Cluster) syncLoop() {
+	defer c.wg.Done()
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.quit:
+			return
+		case <-t.C:
+			if err := c.store.Sync(); err != nil {
+				c.log.Error().Err(err).Msg("cluster: fsync of the raft log failed")
+			}
+		}
+	}
+}
 
 // Writable reports whether this node leads and takes writes.
 func (c *Cluster) Writable() bool {

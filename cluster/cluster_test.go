@@ -49,6 +49,9 @@ func startNode(t testing.TB, cfg Config) *testNode {
 	// Not much shorter: on a loaded 2-core machine a shorter timeout makes
 	// leadership flap mid-test.
 	cfg.ElectionTimeout = time.Second
+	if cfg.Fsync == "" {
+		cfg.Fsync = "everysec"
+	}
 	if os.Getenv("DELAYD_CLUSTER_VERBOSE") == "1" {
 		cfg.Logger = zerolog.New(os.Stderr)
 	} else {
