@@ -1,0 +1,2 @@
+// Package chaos is the fault-injection harness for delayd's cluster mode.
+package chaos
