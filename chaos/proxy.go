@@ -62,10 +62,10 @@ type Proxy struct {
 
 	mu        sync.Mutex // guards the fields below
 	closed    bool
-	listeners map[string]*endpoint   // by node name
-	byIP      map[string]string      // source IP -> node name
-	flows     map[flow]flowState     // faults; a flow absent here passes freely
-	changed   chan struct{}          // closed and replaced on every fault change
+	listeners map[string]*endpoint // by node name
+	byIP      map[string]string    // source IP -> node name
+	flows     map[flow]flowState   // faults; a flow absent here passes freely
+	changed   chan struct{}        // closed and replaced on every fault change
 	conns     map[*proxyConn]struct{}
 
 	accepted, refused atomic.Int64
