@@ -339,7 +339,7 @@ func (c *jobCheck) phantomAndEarly() {
 func (c *jobCheck) deadlineFloor(d Op) int64 {
 	ms := int64(time.Millisecond)
 	inv := c.wall(d.Invoke)
-	return (inv-inv%ms)-c.tol+d.AckTimeout*ms
+	return (inv - inv%ms) - c.tol + d.AckTimeout*ms
 }
 
 // inside reports whether delivery b certainly happened while delivery a's
