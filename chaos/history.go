@@ -82,7 +82,8 @@ type Op struct {
 	// payload (0: the pop removed the job).
 	AckTimeout int64
 	// Count is the integer reply of an ack, nack or cancel; for a pop, 1 if
-	// it returned a job and 0 if it returned null.
+	// it returned a job and 0 if it returned null; for an add, 1 if the
+	// server replied the id and 0 if null (a job of that id existed).
 	Count   int64
 	Invoke  int64 // when the client sent it (History.Now)
 	Return  int64 // when the client had its reply, or gave up (Unknown)
