@@ -47,6 +47,11 @@ func Guard(o *redis.ClusterOptions) {
 	}
 }
 
+// GuardClient installs the same hook on a single-node client; its options
+// must have MaxRetries -1, or its own retries happen inside one attempt,
+// where the hook cannot see them.
+func GuardClient(c *redis.Client) { c.AddHook(retryGuard{}) }
+
 // Call follows one logical call through its attempts.
 type Call struct {
 	cmd redis.Cmder // the command followed; the client's own commands (COMMAND, CLUSTER SLOTS) made under the same context are not

@@ -11,12 +11,15 @@ import (
 	"errors"
 	"fmt"
 	"math/rand"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/anishathalye/porcupine"
 	"github.com/delayd/delayd/chaos"
 	"github.com/redis/go-redis/v9"
 )
@@ -27,8 +30,8 @@ type chaosWorkload struct {
 	cfg chaosConfig
 	h   *chaos.History
 
-	cc *redis.ClusterClient // at-least-once clients: short timeouts
-	fc *redis.ClusterClient // sampled FIFO queues: waits out any fault (see chaos/model.go)
+	cc chaosConn // at-least-once clients: short timeouts
+	fc chaosConn // sampled FIFO queues: waits out any fault (see chaos/model.go)
 
 	queues []string // at-least-once queues, one hash slot so a worker pops them all at once
 	fifo   []string // sampled queues
@@ -42,6 +45,29 @@ type chaosWorkload struct {
 }
 
 type queuedJob struct{ queue, id string }
+
+// chaosConn is a ClusterClient, or a Client for the single-node run.
+type chaosConn interface {
+	chaos.Processor
+	Do(ctx context.Context, args ...any) *redis.Cmd
+}
+
+// newChaosSingleClient is a Client of one standalone server, guarded the
+// same way.
+func newChaosSingleClient(t *testing.T, addr string, readTimeout time.Duration) *redis.Client {
+	c := redis.NewClient(&redis.Options{
+		Addr:            addr,
+		MaxRetries:      -1,
+		DialTimeout:     500 * time.Millisecond,
+		ReadTimeout:     readTimeout,
+		WriteTimeout:    2 * time.Second,
+		PoolSize:        32,
+		DisableIdentity: true,
+	})
+	chaos.GuardClient(c)
+	t.Cleanup(func() { c.Close() })
+	return c
+}
 
 // newChaosClient is a ClusterClient as a failover-aware deployment would
 // set it up: every node as a seed, many redirects, a state refresh every
@@ -66,14 +92,10 @@ func newChaosClient(t *testing.T, addrs []string, readTimeout time.Duration) *re
 	return c
 }
 
-func newChaosWorkload(t *testing.T, cfg chaosConfig, addrs []string) *chaosWorkload {
-	w := &chaosWorkload{
-		t:   t,
-		cfg: cfg,
-		h:   chaos.NewHistory(),
-		cc:  newChaosClient(t, addrs, 3*time.Second),
-		fc:  newChaosClient(t, addrs, 20*time.Second),
-	}
+// newChaosWorkload records into a new history; cc should time out soon
+// after the workers' 1 s pops, fc only after any fault is over.
+func newChaosWorkload(t *testing.T, cfg chaosConfig, cc, fc chaosConn) *chaosWorkload {
+	w := &chaosWorkload{t: t, cfg: cfg, h: chaos.NewHistory(), cc: cc, fc: fc}
 	for i := 0; i < 8; i++ {
 		w.queues = append(w.queues, fmt.Sprintf("{chaos}q%d", i))
 	}
@@ -98,13 +120,15 @@ func errText(err error) string {
 
 // after a call that did not succeed: the cluster may have moved, so look
 // again now rather than at the next periodic refresh, and do not spin.
-func (w *chaosWorkload) backoff(c *redis.ClusterClient) {
-	c.ReloadState(context.Background())
+func (w *chaosWorkload) backoff(c chaosConn) {
+	if cc, ok := c.(*redis.ClusterClient); ok {
+		cc.ReloadState(context.Background())
+	}
 	time.Sleep(20 * time.Millisecond)
 }
 
 // add records one DELAY.ADD (or DELAY.ADDAT when at) of a new job.
-func (w *chaosWorkload) add(c *redis.ClusterClient, client int, q, uid string, delay, ack int64, at bool) chaos.Op {
+func (w *chaosWorkload) add(c chaosConn, client int, q, uid string, delay, ack int64, at bool) chaos.Op {
 	inv := w.h.Now()
 	invMs := (w.h.Start() + inv) / int64(time.Millisecond)
 	due := invMs + delay // DELAY.ADD: the earliest due time the server can give it
@@ -135,7 +159,7 @@ func (w *chaosWorkload) add(c *redis.ClusterClient, client int, q, uid string, d
 
 // pop records one DELAY.POP of keys with a timeout in seconds; the
 // returned op has Count 1 when it returned a job.
-func (w *chaosWorkload) pop(c *redis.ClusterClient, client int, timeout string, keys ...string) chaos.Op {
+func (w *chaosWorkload) pop(c chaosConn, client int, timeout string, keys ...string) chaos.Op {
 	args := []any{"DELAY.POP"}
 	for _, k := range keys {
 		args = append(args, k)
@@ -172,7 +196,7 @@ func (w *chaosWorkload) pop(c *redis.ClusterClient, client int, timeout string, 
 }
 
 // one records an ack, nack or cancel of one job.
-func (w *chaosWorkload) one(c *redis.ClusterClient, client int, kind chaos.Kind, q, id string) chaos.Op {
+func (w *chaosWorkload) one(c chaosConn, client int, kind chaos.Kind, q, id string) chaos.Op {
 	name := map[chaos.Kind]string{chaos.KindAck: "DELAY.ACK", chaos.KindNack: "DELAY.NACK", chaos.KindCancel: "DELAY.CANCEL"}[kind]
 	inv := w.h.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Second)
@@ -392,4 +416,46 @@ func waitGroup(wg *sync.WaitGroup, d time.Duration) error {
 	case <-time.After(d):
 		return errors.New("timed out")
 	}
+}
+
+// finish stops the producers, waits until every job is drained, stops the
+// workers, and judges the history: chaos.Check over every operation and
+// porcupine over the sampled queues. Violations fail the test.
+func (w *chaosWorkload) finish(stopProducers, stopWorkers context.CancelFunc) ([]chaos.Op, chaos.Report, chaos.LinResult) {
+	t, cfg := w.t, w.cfg
+	stopProducers()
+	if err := waitGroup(&w.producers, 60*time.Second); err != nil {
+		t.Fatalf("producers did not stop: %v", err)
+	}
+	drainLimit := time.Duration(cfg.maxDelay+cfg.ackTimeout)*time.Millisecond + 60*time.Second
+	if err := w.drain(drainLimit); err != nil {
+		t.Errorf("jobs were not drained: %v", err)
+	}
+	stopWorkers()
+	if err := waitGroup(&w.workers, 60*time.Second); err != nil {
+		t.Fatalf("workers did not stop: %v", err)
+	}
+	if st, err := w.queueStats(); err != nil || st != [3]int64{} {
+		t.Errorf("after the workers stopped: stats %v, %v (want nothing left)", st, err)
+	}
+
+	ops := w.h.Ops()
+	report := chaos.Check(w.h.Start(), ops, chaos.CheckOptions{})
+	t.Logf("chaos: %s", report.Summary())
+	if !report.OK() {
+		t.Errorf("chaos: the history breaks the delivery guarantees:\n%s", report)
+	}
+	lin := chaos.CheckFIFO(ops, w.sampled, 2*time.Minute)
+	t.Logf("chaos: linearizability of %d operations on %d sampled queues: %s", lin.Ops, len(w.fifo), lin.Result)
+	switch lin.Result {
+	case porcupine.Illegal:
+		path := filepath.Join(os.TempDir(), fmt.Sprintf("delayd-chaos-%d.html", cfg.seed))
+		if err := lin.Visualize(path); err != nil {
+			t.Logf("visualize: %v", err)
+		}
+		t.Errorf("chaos: the sampled queues' history is not linearizable (porcupine's view: %s)", path)
+	case porcupine.Unknown:
+		t.Logf("chaos: porcupine gave up within its time limit: linearizability not decided")
+	}
+	return ops, report, lin
 }
