@@ -105,7 +105,9 @@ func newChaosWorkload(t *testing.T, cfg chaosConfig, cc, fc chaosConn) *chaosWor
 	return w
 }
 
-func (w *chaosWorkload) allQueues() []string { return append(append([]string(nil), w.queues...), w.fifo...) }
+func (w *chaosWorkload) allQueues() []string {
+	return append(append([]string(nil), w.queues...), w.fifo...)
+}
 
 func (w *chaosWorkload) sampled(q string) bool { return strings.HasPrefix(q, "{chaos}fifo") }
 
