@@ -365,7 +365,7 @@ func TestChaosSingleNode(t *testing.T) {
 		t.Skip("chaos test: skipped under -short")
 	}
 	s := startServer(t, "--appendonly", "yes", "--appendfsync", "always")
-	cfg := chaosConfig{rate: 100, producers: 2, workers: 3, sampled: 2, ackTimeout: 2000, maxDelay: 2000,
+	cfg := chaosConfig{rate: 100, producers: 2, workers: 3, sampled: 2, ackTimeout: 1500, maxDelay: 1500,
 		seed: time.Now().UnixNano()}
 	t.Logf("chaos: seed %d", cfg.seed)
 	w := newChaosWorkload(t, cfg, newChaosSingleClient(t, s.Addr(), 3*time.Second),
@@ -377,13 +377,13 @@ func TestChaosSingleNode(t *testing.T) {
 	w.startWorkers(workCtx)
 	w.startProducers(prodCtx)
 
-	time.Sleep(2 * time.Second)
+	time.Sleep(1500 * time.Millisecond)
 	s.Kill9()
 	time.Sleep(200 * time.Millisecond)
 	if err := s.start(); err != nil {
 		t.Fatalf("restart after kill -9: %v", err)
 	}
-	time.Sleep(2 * time.Second)
+	time.Sleep(1500 * time.Millisecond)
 	_, report, lin := w.finish(stopProd, stopWork)
 	if report.Required == 0 || report.Deliveries == 0 || lin.Ops == 0 {
 		t.Errorf("the workload did nothing: %s; %d FIFO ops", report.Summary(), lin.Ops)
