@@ -282,6 +282,20 @@ func TestHistoryRecordsConcurrently(t *testing.T) {
 	}
 }
 
+func TestWriteJSON(t *testing.T) {
+	var b strings.Builder
+	ops := new(hist).add("j1", 1000, 1001, 2000, 5000, OK).pop(1, "", 1100, 1200, 0, 0, Unknown).ops
+	if err := WriteJSON(&b, 42, ops); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
+	if len(lines) != 3 || lines[0] != `{"start":42}` ||
+		!strings.Contains(lines[1], `"Kind":"add"`) || !strings.Contains(lines[1], `"Outcome":"ok"`) ||
+		!strings.Contains(lines[2], `"Kind":"pop"`) || !strings.Contains(lines[2], `"Outcome":"unknown"`) {
+		t.Fatalf("history as JSON:\n%s", b.String())
+	}
+}
+
 func TestPayloadRoundTrip(t *testing.T) {
 	p := Payload{UID: "p3-1234", Due: 1700000000123, AckTimeout: 5000, Pad: 16}
 	s := EncodePayload(p)

@@ -1,8 +1,11 @@
 package chaos
 
 import (
+	"bufio"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 	"sync"
@@ -28,6 +31,9 @@ func (k Kind) String() string {
 	}
 	return "kind(" + strconv.Itoa(int(k)) + ")"
 }
+
+// MarshalText writes the kind's name, for histories written as JSON.
+func (k Kind) MarshalText() ([]byte, error) { return []byte(k.String()), nil }
 
 // Outcome is what the client learned about an operation's effect.
 type Outcome uint8
@@ -56,6 +62,9 @@ func (o Outcome) String() string {
 	}
 	return "outcome(" + strconv.Itoa(int(o)) + ")"
 }
+
+// MarshalText writes the outcome's name, for histories written as JSON.
+func (o Outcome) MarshalText() ([]byte, error) { return []byte(o.String()), nil }
 
 // Op is one operation of the history, as one client saw it.
 //
@@ -133,6 +142,22 @@ func (h *History) Len() int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return len(h.ops)
+}
+
+// WriteJSON writes a history as JSON lines, for reading after a failed
+// run: first {"start": unix ns of time 0}, then one op per line. O(n).
+func WriteJSON(w io.Writer, start int64, ops []Op) error {
+	bw := bufio.NewWriter(w)
+	enc := json.NewEncoder(bw)
+	if err := enc.Encode(map[string]int64{"start": start}); err != nil {
+		return err
+	}
+	for _, op := range ops {
+		if err := enc.Encode(op); err != nil {
+			return err
+		}
+	}
+	return bw.Flush()
 }
 
 // String shows an op the way violations are reported.

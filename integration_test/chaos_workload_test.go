@@ -442,6 +442,11 @@ func (w *chaosWorkload) finish(stopProducers, stopWorkers context.CancelFunc) ([
 	}
 
 	ops := w.h.Ops()
+	defer func() {
+		if t.Failed() {
+			w.dumpHistory(ops)
+		}
+	}()
 	report := chaos.Check(w.h.Start(), ops, chaos.CheckOptions{})
 	t.Logf("chaos: %s", report.Summary())
 	if !report.OK() {
@@ -460,4 +465,25 @@ func (w *chaosWorkload) finish(stopProducers, stopWorkers context.CancelFunc) ([
 		t.Logf("chaos: porcupine gave up within its time limit: linearizability not decided")
 	}
 	return ops, report, lin
+}
+
+// dumpHistory writes the history where a failed run can be read again:
+// $DELAYD_CHAOS_REPORT.history.jsonl, or a file in the temp dir.
+func (w *chaosWorkload) dumpHistory(ops []chaos.Op) {
+	path := filepath.Join(os.TempDir(), fmt.Sprintf("delayd-chaos-%d.history.jsonl", w.cfg.seed))
+	if w.cfg.report != "" {
+		path = w.cfg.report + ".history.jsonl"
+	}
+	f, err := os.Create(path)
+	if err == nil {
+		err = chaos.WriteJSON(f, w.h.Start(), ops)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if err != nil {
+		w.t.Logf("chaos: writing the history: %v", err)
+		return
+	}
+	w.t.Logf("chaos: the history (%d ops) is in %s", len(ops), path)
 }
