@@ -208,6 +208,7 @@ type core struct {
 	// by slot, rather than spending 8 bytes of every job on it.
 	deadLetters  map[uint32][]byte
 	armed        int64             // deadline the timer goroutine sleeps until, or 0
+	opNow        int64             // the time the wheel was last advanced to: records carry it (recNow)
 	watches      map[string]*watch // names watched or tracked (watch.go)
 	onChange     func(name string)
 	trackAll     bool // call onChange for every queue's changes (TrackAll)
@@ -334,6 +335,19 @@ func (e *Engine) nowMs() int64 {
 	return max(e.startMs+int64(e.opts.Now().Sub(e.start)/time.Millisecond), e.repl.now.Load())
 }
 
+// recNow is the time a record made now carries: the time the operation
+// advanced the wheel to when it began (every operation does), not a fresh
+// reading. Replay and followers advance to a record's time before applying
+// it; a record stamped a millisecond after the advance would have them fire
+// jobs due in that millisecond before it, where the live engine fired them
+// after it.
+func (e *Engine) recNow() int64 {
+	if e.mu.held {
+		return e.txNow
+	}
+	return e.opNow
+}
+
 // laterMs is now plus d milliseconds, rounded up to a whole millisecond: a
 // job added 0.4 ms into a millisecond with a delay of 5 ms must not be
 // handed out 4.6 ms later. Used for every relative time (delays, ack
@@ -424,6 +438,7 @@ func (e *Engine) poke(due int64) {
 // in (due, add order), serving blocked clients as jobs arrive. O(1) per job
 // plus the sort of one batch.
 func (e *Engine) advanceLocked(now int64) {
+	e.opNow = now
 	if e.wheel == nil {
 		return // Reset, before the first record restored
 	}

@@ -99,7 +99,7 @@ func (e *Engine) flushAll() {
 		return
 	}
 	e.resetState()
-	e.wheel = wheel.New(e.opts.Tick, e.nowMs())
+	e.wheel = wheel.New(e.opts.Tick, e.recNow()) // the flush record's time
 	e.repark(waiting)
 }
 

@@ -462,6 +462,7 @@ func (e *Engine) Rebuilt() {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if !e.repl.following.Load() {
+		e.advanceLocked(e.nowMs()) // the pops' records carry its time
 		e.serveParked()
 		e.armed = 0
 		e.poke(0)

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -1063,6 +1064,48 @@ func TestResetKeepsWaitersAndReadsDuringRebuild(t *testing.T) {
 		add(t, L, "empty", 0, "y")
 		if got := served(t, w); got != "y" {
 			t.Fatalf("waiter got %q", got)
+		}
+	})
+}
+
+// TestFollowersMatchUnderAMovingClock: the leader's clock moves while an
+// operation runs (here by 0.3 ms at every reading, as a busy machine's
+// does between two readings), and jobs fall due every millisecond; a
+// follower still holds exactly the leader's state after random writes of
+// every kind.
+func TestFollowersMatchUnderAMovingClock(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var reads atomic.Int64
+		r := &fakeRepl{auto: true}
+		L := newEngine(t, Options{Replicator: r, Now: func() time.Time {
+			return time.Now().Add(time.Duration(reads.Add(1)) * 300 * time.Microsecond)
+		}})
+		t.Cleanup(r.close)
+		fr := &fakeRepl{}
+		F := newEngine(t, Options{Replicator: fr, Follower: true})
+		t.Cleanup(fr.close)
+		applied := 0
+		rng := rand.New(rand.NewPCG(3, 4))
+		var ids []string
+		for round := range 60 {
+			for i := range 200 { // jobs due at every millisecond from now on
+				L.Add(AddArgs{Queue: []byte(fmt.Sprintf("q%d", i%3)), Delay: int64(i), Payload: []byte("tick"),
+					AckTimeout: int64(i % 2 * 7), Retry: -1})
+			}
+			churn(t, L, rng, 50, &ids)
+			synctest.Wait()
+			r.mu.Lock()
+			log := r.log[applied:]
+			applied = len(r.log)
+			r.mu.Unlock()
+			for _, batch := range log {
+				if err := F.ApplyBatch(batch); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if want, got := replDump(L), replDump(F); got != want {
+				t.Fatalf("round %d: the follower differs:\n%s", round, diffLines(want, got))
+			}
 		}
 	})
 }
