@@ -208,7 +208,7 @@ type core struct {
 	// by slot, rather than spending 8 bytes of every job on it.
 	deadLetters  map[uint32][]byte
 	armed        int64             // deadline the timer goroutine sleeps until, or 0
-	opNow        int64             // the time the wheel was last advanced to: records carry it (recNow)
+	opNow        int64             // the time of the last advanceLocked, which every operation begins with: its records carry it (recNow)
 	watches      map[string]*watch // names watched or tracked (watch.go)
 	onChange     func(name string)
 	trackAll     bool // call onChange for every queue's changes (TrackAll)

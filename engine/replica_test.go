@@ -904,7 +904,7 @@ func TestSnapshotRoundTrip(t *testing.T) {
 		}
 
 		// Truncated anywhere, it is refused.
-		for range 200 {
+		for range 25 {
 			cut := rng.IntN(len(snap))
 			x := newEngine(t, Options{Replicator: &fakeRepl{closed: true}, Follower: true})
 			if err := x.Restore(bytes.NewReader(snap[:cut])); err == nil {
