@@ -45,6 +45,18 @@
 // The wheel advances by elapsed time, catching up every due bucket in one
 // step, never by counting ticks.
 //
+// # Replication
+//
+// In cluster mode (Options.Replicator) the engine is a leader or a follower
+// (replica.go). The leader applies writes as above and proposes each
+// group-commit batch of records instead of writing it to a log; a reply
+// waits until its batch commits. A follower applies committed batches as
+// replay applies the log, so its time is the leader's time in the records:
+// its own clock never moves a job, and it refuses writes and pops. The
+// leader logs the time its wheel advances to, so followers fire exactly
+// what it fired. A leader whose batch fails refuses writes until the
+// cluster layer rebuilds it from a snapshot and the committed log.
+//
 // # Caveats
 //
 // Arena memory is reused for new payloads but not returned to the operating

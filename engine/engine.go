@@ -91,6 +91,9 @@ func (o *Options) Validate() error {
 	if o.Replicator != nil && o.AppendOnly {
 		return fmt.Errorf("a replicated engine keeps no append-only log of its own")
 	}
+	if o.Follower && o.Replicator == nil {
+		return fmt.Errorf("a follower needs a Replicator (to lead later)")
+	}
 	if o.AppendOnly && o.Dir == "" {
 		o.Dir = "."
 	}
@@ -205,6 +208,7 @@ type core struct {
 	// by slot, rather than spending 8 bytes of every job on it.
 	deadLetters  map[uint32][]byte
 	armed        int64             // deadline the timer goroutine sleeps until, or 0
+	opNow        int64             // the time of the last advanceLocked, which every operation begins with: its records carry it (recNow)
 	watches      map[string]*watch // names watched or tracked (watch.go)
 	onChange     func(name string)
 	trackAll     bool // call onChange for every queue's changes (TrackAll)
@@ -285,6 +289,7 @@ func New(opts Options) (*Engine, error) {
 		j.done = make(chan struct{})
 		j.dcond = sync.NewCond(&j.dmu)
 		e.repl.inflight = make(chan inflight, 1024)
+		e.repl.pmu = make(chan struct{}, 1)
 	}
 	if opts.AppendOnly {
 		if err := e.openLog(); err != nil {
@@ -292,7 +297,10 @@ func New(opts Options) (*Engine, error) {
 		}
 	}
 	e.mu.Lock()
-	if e.wheel == nil {
+	if e.wheel == nil && !opts.Follower {
+		// A follower's wheel starts at the time of the first record it
+		// applies, as replay's does: its own clock may be ahead of the
+		// leader's, and a wheel ahead of a record would make due jobs of it.
 		e.wheel = wheel.New(opts.Tick, e.startMs)
 	}
 	// Reservations replayed from the log keep their absolute deadlines: a
@@ -322,7 +330,22 @@ func (e *Engine) nowMs() int64 {
 	if e.repl.following.Load() {
 		return e.repl.now.Load() // a follower's time is the leader's, as replicated
 	}
-	return e.startMs + int64(e.opts.Now().Sub(e.start)/time.Millisecond)
+	// A leader's clock never reads before the time it took over at, should
+	// its machine's clock be behind the old leader's (replica.go).
+	return max(e.startMs+int64(e.opts.Now().Sub(e.start)/time.Millisecond), e.repl.now.Load())
+}
+
+// recNow is the time a record made now carries: the time the operation
+// advanced the wheel to when it began (every operation does), not a fresh
+// reading. Replay and followers advance to a record's time before applying
+// it; a record stamped a millisecond after the advance would have them fire
+// jobs due in that millisecond before it, where the live engine fired them
+// after it.
+func (e *Engine) recNow() int64 {
+	if e.mu.held {
+		return e.txNow
+	}
+	return e.opNow
 }
 
 // laterMs is now plus d milliseconds, rounded up to a whole millisecond: a
@@ -346,6 +369,9 @@ func (e *Engine) clock() (now, up int64) {
 	}
 	elapsed := e.opts.Now().Sub(e.start)
 	now = e.startMs + int64(elapsed/time.Millisecond)
+	if floor := e.repl.now.Load(); floor > now {
+		return floor, floor // see nowMs
+	}
 	up = now
 	if elapsed%time.Millisecond != 0 {
 		up++
@@ -398,8 +424,8 @@ func (e *Engine) until(ms int64) time.Duration {
 // poke makes the timer goroutine re-read the next deadline if due is earlier
 // than the one it sleeps until. Called with mu held.
 func (e *Engine) poke(due int64) {
-	if e.armed != 0 && e.armed <= due {
-		return
+	if (e.armed != 0 && e.armed <= due) || e.repl.following.Load() {
+		return // a follower's timer sleeps: Lead wakes it
 	}
 	e.armed = due
 	select {
@@ -412,9 +438,14 @@ func (e *Engine) poke(due int64) {
 // in (due, add order), serving blocked clients as jobs arrive. O(1) per job
 // plus the sort of one batch.
 func (e *Engine) advanceLocked(now int64) {
+	e.opNow = now
+	if e.wheel == nil {
+		return // Reset, before the first record restored
+	}
 	if dl, ok := e.wheel.NextDeadline(); !ok || dl > now {
 		return
 	}
+	e.replTime(now)
 	fired := e.wheel.Advance(now, e.fired[:0])
 	e.fired = nil // a nested advance (there should be none) gets its own buffer
 	for _, h := range fired {

@@ -79,9 +79,6 @@ type journal struct {
 	durable uint64     // guarded by dmu
 	failed  [][2]int64 // guarded by dmu: ticket ranges whose write failed
 	lastErr error      // guarded by dmu
-	// replFailed: in cluster mode a batch did not commit, so the state is
-	// ahead of the log until the cluster layer rebuilds it (replica.go).
-	replFailed bool // guarded by dmu
 
 	// guarded by dmu, for INFO persistence
 	lastFsync     time.Time
@@ -194,6 +191,7 @@ func (e *Engine) apply(p []byte) error {
 		e.wheel = wheel.New(e.opts.Tick, r.time)
 	}
 	e.advanceLocked(r.time)
+	e.repl.lastTime = max(e.repl.lastTime, r.time)
 	switch r.op {
 	case opAdd:
 		// A server id above every one seen cannot be in the index yet (a
@@ -472,12 +470,7 @@ func (e *Engine) parkedWaiters() []parked {
 // same order, after a reset; then jobs due by now fire and serve them, and
 // the timer goroutine re-reads its deadline.
 func (e *Engine) repark(waiting []parked) {
-	for _, p := range waiting {
-		qi, _ := e.queueFor([]byte(p.name), true)
-		for _, l := range p.links {
-			e.park(l, qi)
-		}
-	}
+	e.parkAgain(waiting)
 	e.advanceLocked(e.nowMs())
 	for _, p := range waiting {
 		if qi, ok := e.queueFor([]byte(p.name), false); ok {
@@ -486,6 +479,17 @@ func (e *Engine) repark(waiting []parked) {
 	}
 	e.armed = 0
 	e.poke(0)
+}
+
+// parkAgain is repark without serving anyone: for a replay, which moves
+// time only to its records' times, and a follower, which serves no one.
+func (e *Engine) parkAgain(waiting []parked) {
+	for _, p := range waiting {
+		qi, _ := e.queueFor([]byte(p.name), true)
+		for _, l := range p.links {
+			e.park(l, qi)
+		}
+	}
 }
 
 // WaitDurable blocks until the record with this ticket is in the log (and on

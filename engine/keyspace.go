@@ -90,15 +90,16 @@ func (e *Engine) flushAll() {
 			e.changed(q)
 		}
 	}
+	waiting := e.parkedWaiters() // a follower's, or none at start-up
 	if e.j.replaying {
 		now := e.wheel.Now()
 		e.resetState()
 		e.wheel = wheel.New(e.opts.Tick, now)
+		e.parkAgain(waiting)
 		return
 	}
-	waiting := e.parkedWaiters()
 	e.resetState()
-	e.wheel = wheel.New(e.opts.Tick, e.nowMs())
+	e.wheel = wheel.New(e.opts.Tick, e.recNow()) // the flush record's time
 	e.repark(waiting)
 }
 

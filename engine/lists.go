@@ -134,7 +134,7 @@ func (e *Engine) Del(names [][]byte) (int, uint64, error) {
 			continue
 		}
 		n++
-		r := rec{op: opDel, time: e.nowMs(), queue: name}
+		r := rec{op: opDel, time: e.recNow(), queue: name}
 		ticket = e.logRec(&r)
 		e.delQueue(name)
 	}

@@ -92,7 +92,7 @@ func (e *Engine) moveFrom(qi uint32, dst []byte, ends MoveEnds) (Delivery, uint3
 	j := e.jobs.at(s)
 	src := q.name
 	id := e.idOf(j, &buf)
-	r := rec{op: opLMove, time: e.nowMs(), queue: []byte(src), sid: j.sid, dst: dst, dsid: j.sid}
+	r := rec{op: opLMove, time: e.recNow(), queue: []byte(src), sid: j.sid, dst: dst, dsid: j.sid}
 	if j.idLen > 0 {
 		r.id, r.did = id, id
 	}

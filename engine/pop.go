@@ -32,7 +32,7 @@ func (e *Engine) Cancel(queueName []byte, ids [][]byte) (int, uint64, error) {
 // recFor builds the cancel or pop record of the job in slot s.
 func (e *Engine) recFor(op byte, s uint32) rec {
 	j := e.jobs.at(s)
-	r := rec{op: op, time: e.nowMs(), queue: []byte(e.queues[j.queue].name), sid: j.sid}
+	r := rec{op: op, time: e.recNow(), queue: []byte(e.queues[j.queue].name), sid: j.sid}
 	if j.idLen > 0 {
 		r.id = e.arena.bytes(j.data, int(j.idLen))
 	}
@@ -204,7 +204,7 @@ func (e *Engine) Requeue(d Delivery) bool {
 	if d.Reserved {
 		return false // acknowledged or expired meanwhile
 	}
-	r := rec{op: opAdd, time: e.nowMs(), queue: d.Queue, sid: d.sid, due: d.Due,
+	r := rec{op: opAdd, time: e.recNow(), queue: d.Queue, sid: d.sid, due: d.Due,
 		seq: d.seq, deliveries: deliveries, flags: flagHead, payload: d.Payload,
 		ackTimeout: int64(d.ackTimeout), retry: int64(d.retry), deadLetter: d.deadLetter}
 	if d.sid == 0 {

@@ -8,6 +8,7 @@ import (
 	"io"
 	"sync/atomic"
 
+	"github.com/delayd/delayd/aof"
 	"github.com/delayd/delayd/wheel"
 )
 
@@ -28,11 +29,28 @@ import (
 // the log: each record first moves the wheel to the leader's time in it, so
 // jobs fire and reservations expire exactly as on the leader, and no
 // follower's own clock moves a job (its clock reads the time of the last
-// record it applied). A follower refuses writes and pops with ErrNotLeader.
+// record it applied). For that to hold, the leader's time moves its jobs
+// only through records too: whenever its wheel advances (its timer, a read)
+// it logs the time first (a meta record), so followers fire what it fired
+// when it fired it, their reads are not stale while no client writes, and a
+// leader that steps down holds nothing its followers do not. A follower
+// refuses writes and pops with ErrNotLeader and never serves a blocked
+// client (that would take a job no record took).
 //
-// A leader that loses leadership may hold effects that never commit: the
-// cluster layer then rebuilds it from its last snapshot and the committed
-// log (Reset, Restore, ApplyBatch) before it follows.
+// Leadership moves by Follow and Lead. The new leader's clock never reads
+// before the last time it replicated, whatever the machines' clocks say, so
+// nothing it adds is due before what it inherited; jobs due while no node
+// led become ready at Lead (late, never early).
+//
+// A leader whose batch fails (leadership lost) may hold effects that never
+// commit: from then on it refuses writes and proposes nothing more, and the
+// cluster layer rebuilds it from a snapshot and the committed log (Reset,
+// Restore, ApplyBatch), then calls Rebuilt. Every ticket given out before
+// Rebuilt that had not committed fails with ErrNotCommitted, and no batch of
+// the dropped state is proposed after it; a batch proposed before it may
+// still commit (Raft may keep an entry its leader gave up on): the cluster
+// layer applies such an entry with ApplyBatch like any other, since the
+// rebuilt state does not hold it.
 
 // ErrNotLeader refuses a write or a pop on a follower.
 var ErrNotLeader = errors.New("this node is not the leader")
@@ -44,23 +62,46 @@ var ErrNotLeader = errors.New("this node is not the leader")
 // retries: an add without an ID may then be there twice, never lost.
 var ErrNotCommitted = errors.New("the write may not have been committed: leadership changed")
 
+// errLeading refuses ApplyBatch and Restore on a leader: its state is its
+// own writes, and a record applied under them would be applied twice or
+// out of order.
+var errLeading = errors.New("engine: committed records are applied on a follower only (Follow or Reset first)")
+
 // Proposal is a batch handed to consensus; Error blocks until it is
 // committed (nil) or failed. raft.ApplyFuture is one.
 type Proposal interface{ Error() error }
 
 // Replicator takes the engine's batches in cluster mode. Propose must keep
-// the order of its calls, and may block (back pressure); the batch is the
-// replicator's to keep (the engine never reuses it). Each record in it is a
-// uvarint length then the record, as ApplyBatch reads them.
+// the order of its calls, and may block (back pressure), but must return:
+// Rebuilt waits for a call in progress. The batch is the replicator's to
+// keep (the engine never reuses it). Each record in it is a uvarint length
+// then the record, as ApplyBatch reads them.
 type Replicator interface {
 	Propose(batch []byte) Proposal
 }
 
 // replState is the engine's side of replication.
 type replState struct {
-	following atomic.Bool  // refuse writes; time is the replicated clock
-	now       atomic.Int64 // the follower's clock: the time of the last record applied
-	inflight  chan inflight
+	following atomic.Bool // refuse writes; time is the replicated clock
+	// failed: a batch did not commit, so the state is ahead of the log
+	// until Rebuilt; writes are refused and nothing more is proposed.
+	failed atomic.Bool
+	// now is a follower's clock: the time of the last record applied. On a
+	// leader it is the floor its own clock never reads below.
+	now atomic.Int64
+	// lastTime is the latest time of a record applied (guarded by mu).
+	lastTime int64
+
+	// pmu is held by the flusher from deciding to propose a batch until
+	// Propose returns, and by Rebuilt, so that no batch of a dropped state
+	// is proposed once Rebuilt returns. A one-slot channel rather than a
+	// sync.Mutex: Propose may block, and a test's fake clock (synctest)
+	// sees a goroutine waiting on a channel as blocked, not on a mutex.
+	pmu chan struct{}
+	// stale is the last ticket given out before the last Rebuilt (guarded
+	// by j.dmu): batches up to it have been answered already.
+	stale    uint64
+	inflight chan inflight
 }
 
 type inflight struct {
@@ -68,41 +109,59 @@ type inflight struct {
 	first, last uint64
 }
 
+// notProposed is the outcome of a batch the flusher did not propose: the
+// state it was applied to is being dropped.
+type notProposed struct{}
+
+func (notProposed) Error() error { return ErrNotCommitted }
+
 // Following reports whether the engine is a follower.
 func (e *Engine) Following() bool { return e.repl.following.Load() }
 
 // Follow makes the engine a follower: writes and pops get ErrNotLeader, and
-// its clock stops at the time of the last record it applied. Blocked
-// clients stay parked (the caller unblocks them with the role change
-// error, as Redis does).
+// its clock stops at the time its wheel reached. Blocked clients stay
+// parked, never served (the caller unblocks them with the role change
+// error, as Redis does). Batches in flight still commit or fail; if one
+// fails the engine must be rebuilt before it leads again.
 func (e *Engine) Follow() {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if e.repl.following.Load() {
+		return
+	}
 	if e.wheel != nil {
 		e.repl.now.Store(e.wheel.Now())
 	}
 	e.repl.following.Store(true)
 }
 
-// Lead makes a follower the leader: its own clock runs again, jobs due
-// while no node led become ready now (late, never early), reservations keep
-// their absolute deadlines, and writes are accepted. The caller must first
+// Lead makes a follower the leader: its own clock runs again, never below
+// the replicated time, jobs due while no node led become ready now (late,
+// never early), reservations keep their absolute deadlines, blocked clients
+// still parked are served, and writes are accepted. The caller must first
 // have applied every committed entry (raft's Barrier).
 func (e *Engine) Lead() {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.repl.following.Store(false)
 	if e.wheel == nil {
 		e.wheel = wheel.New(e.opts.Tick, e.nowMs())
 	}
+	e.repl.now.Store(max(e.repl.now.Load(), e.wheel.Now()))
+	e.repl.following.Store(false)
 	e.advanceLocked(e.nowMs())
-	for qi := range e.queues {
-		if e.queues[qi].live && e.queues[qi].whead != nil {
-			e.serve(uint32(qi)) // clients still parked from before get the jobs ready now
-		}
-	}
+	e.serveParked()
 	e.armed = 0
 	e.poke(0)
+}
+
+// serveParked serves the clients parked on every queue, as if a job had
+// just arrived in each. Called with mu held. O(queues).
+func (e *Engine) serveParked() {
+	for qi := range e.queues { // serving may add queues: they have no waiters
+		if q := &e.queues[qi]; q.live && q.whead != nil {
+			e.serve(uint32(qi))
+		}
+	}
 }
 
 // Settled reports whether every write applied has been committed: no batch
@@ -117,21 +176,22 @@ func (e *Engine) Settled() bool {
 	j := &e.j
 	j.dmu.Lock()
 	defer j.dmu.Unlock()
-	return j.durable >= last && !j.replFailed
+	return j.durable >= last && !e.repl.failed.Load()
 }
 
-// ApplyBatch applies one committed batch on a follower (or on a leader
-// rebuilding itself), as replay applies the log. O(records).
+// ApplyBatch applies one committed batch on a follower, as replay applies
+// the log. A malformed batch returns an error with the records before the
+// bad one applied: the state no longer follows the log, and the node must
+// be rebuilt. O(records).
 func (e *Engine) ApplyBatch(b []byte) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return e.applyBatchLocked(b)
-}
-
-func (e *Engine) applyBatchLocked(b []byte) error {
+	if !e.repl.following.Load() {
+		return errLeading
+	}
 	j := &e.j
 	j.replaying = true
-	defer func() { j.replaying = false }()
+	defer e.endApply()
 	for len(b) > 0 {
 		n, k := binary.Uvarint(b)
 		if k <= 0 || n > uint64(len(b)-k) {
@@ -142,61 +202,84 @@ func (e *Engine) applyBatchLocked(b []byte) error {
 		}
 		b = b[k+int(n):]
 	}
-	e.dropTornUnit() // a batch holds whole units: parts never span batches
-	if e.wheel != nil && e.repl.following.Load() {
-		e.repl.now.Store(e.wheel.Now())
-	}
 	return nil
 }
 
-// Reset drops every job and queue (blocked clients stay parked), before a
-// Restore or a rebuild. Ids and add order start again from what is restored.
+// endApply ends applying records on a follower: a unit cut short is
+// dropped (a batch holds whole units, so one never spans batches), and the
+// clock moves to the last record's time. Called with mu held.
+func (e *Engine) endApply() {
+	e.j.replaying = false
+	e.dropTornUnit()
+	t := e.repl.lastTime
+	if e.wheel != nil {
+		t = max(t, e.wheel.Now())
+	}
+	e.repl.now.Store(t)
+}
+
+// Reset drops every job and queue and makes the engine a follower, before a
+// Restore or a rebuild: from now on its state comes from records only.
+// Blocked clients stay parked. Ids and add order start again from what is
+// restored.
 func (e *Engine) Reset() {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	waiting := e.parkedWaiters()
-	e.resetState()
-	e.lastSID, e.seq = 0, 0
-	e.changedAll()
-	// The first record restored sets the wheel's time, as replay does.
-	e.wheel = nil
-	for _, p := range waiting {
-		qi, _ := e.queueFor([]byte(p.name), true)
-		for _, l := range p.links {
-			e.park(l, qi)
-		}
+	if e.wheel != nil && !e.repl.following.Load() {
+		e.repl.now.Store(e.wheel.Now())
 	}
+	e.repl.following.Store(true)
+	waiting := e.parkedWaiters()
+	e.resetState() // the first record restored sets the wheel's time, as replay does
+	e.lastSID, e.seq, e.repl.lastTime = 0, 0, 0
+	e.changedAll()
+	e.parkAgain(waiting)
 }
 
 // Restore applies a snapshot written by Snapshot on top of the current
-// state (normally just Reset).
+// state (normally just Reset), on a follower. A snapshot that does not end
+// with Snapshot's end mark (cut short) is an error; so is any error of r.
+// After an error the state is partial: Reset it before anything else.
+// O(jobs).
 func (e *Engine) Restore(r io.Reader) error {
 	br := bufio.NewReaderSize(r, 1<<20)
-	var buf []byte
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if !e.repl.following.Load() {
+		return errLeading
+	}
+	e.j.replaying = true
+	defer e.endApply()
+	var buf []byte
 	for {
 		n, err := binary.ReadUvarint(br)
 		if err == io.EOF {
-			break
+			err = io.ErrUnexpectedEOF // no end mark: cut short
 		}
 		if err != nil {
 			return fmt.Errorf("snapshot: %w", err)
 		}
-		if n > 1<<30 {
-			return errBadRecord
+		if n == 0 { // the end mark
+			if _, err := br.ReadByte(); err != io.EOF {
+				return fmt.Errorf("snapshot: data after its end")
+			}
+			break
+		}
+		if n > aof.MaxRecordSize {
+			return fmt.Errorf("snapshot: %w", errBadRecord)
 		}
 		if uint64(cap(buf)) < n {
 			buf = make([]byte, n)
 		}
 		buf = buf[:n]
 		if _, err := io.ReadFull(br, buf); err != nil {
+			if err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
 			return fmt.Errorf("snapshot: %w", err)
 		}
-		// A record, framed as in a batch.
-		rec := binary.AppendUvarint(nil, n)
-		if err := e.applyBatchLocked(append(rec, buf...)); err != nil {
-			return err
+		if err := e.replayRecord(buf); err != nil {
+			return fmt.Errorf("snapshot: %w", err)
 		}
 	}
 	if e.wheel == nil {
@@ -206,9 +289,10 @@ func (e *Engine) Restore(r io.Reader) error {
 }
 
 // Snapshot encodes every job, as the log rewrite writes them, each record
-// as a uvarint length then the record, to be read back by Restore. It is
-// exact only when the engine is Settled (a follower always is); it runs
-// under the lock, O(jobs), so writes wait for it.
+// as a uvarint length then the record, and a zero length as the end mark,
+// to be read back by Restore. It is exact only when the engine is Settled
+// (a follower always is); it runs under the lock, O(jobs), so writes wait
+// for it.
 func (e *Engine) Snapshot() []byte {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -216,10 +300,12 @@ func (e *Engine) Snapshot() []byte {
 }
 
 func (e *Engine) snapshotLocked() []byte {
-	if e.wheel == nil {
-		return nil
+	var now int64
+	if e.wheel != nil {
+		now = e.wheel.Now()
+	} else {
+		now = e.nowMs() // just Reset: no job
 	}
-	now := e.wheel.Now()
 	var out, buf []byte
 	put := func(r *rec) {
 		buf = r.encode(buf[:0])
@@ -227,12 +313,14 @@ func (e *Engine) snapshotLocked() []byte {
 		out = append(out, buf...)
 	}
 	put(&rec{op: opMeta, time: now, sid: e.lastSID, seq: e.seq})
-	e.eachJob(func(s uint32, flags byte, deadline int64) {
-		r := e.addRecOf(s, flags)
-		r.time, r.deadline = now, deadline
-		put(r)
-	})
-	return out
+	if e.wheel != nil {
+		e.eachJob(func(s uint32, flags byte, deadline int64) {
+			r := e.addRecOf(s, flags)
+			r.time, r.deadline = now, deadline
+			put(r)
+		})
+	}
+	return append(out, 0)
 }
 
 // eachJob calls fn for every job in the order replay must see them: each
@@ -255,12 +343,28 @@ func (e *Engine) eachJob(fn func(s uint32, flags byte, deadline int64)) {
 	}
 }
 
+// replTime logs the time a leader's wheel is about to advance to, before
+// anything fires: a follower applying it fires the same jobs at the same
+// time, before the records that follow (a blocked client served). Without
+// it a follower would fire them only at the next write, after records the
+// leader made later, and a leader stepping down would hold jobs moved by a
+// clock no follower saw. Called with mu held. One small record per advance
+// that has work, which is at most one per tick.
+func (e *Engine) replTime(now int64) {
+	if e.opts.Replicator == nil || e.repl.following.Load() {
+		return
+	}
+	e.logRec(&rec{op: opMeta, time: now, sid: e.lastSID, seq: e.seq})
+}
+
 // replFlusher is the flusher of cluster mode: it proposes each batch as one
 // entry and does not wait for it (consensus batches and pipelines them);
 // replCommitter waits for them in order and marks their tickets durable.
+// Once a batch has failed it proposes nothing more: those records were
+// applied to a state being dropped.
 func (e *Engine) replFlusher() {
-	j := &e.j
-	defer close(e.repl.inflight)
+	j, r := &e.j, &e.repl
+	defer close(r.inflight)
 	for {
 		closing := false
 		select {
@@ -274,7 +378,16 @@ func (e *Engine) replFlusher() {
 		j.proposing = len(batch) > 0
 		e.mu.Unlock()
 		if len(batch) > 0 {
-			e.repl.inflight <- inflight{e.opts.Replicator.Propose(batch), first, last}
+			r.pmu <- struct{}{}
+			j.dmu.Lock()
+			dropped := r.failed.Load() || last <= r.stale
+			j.dmu.Unlock()
+			var p Proposal = notProposed{}
+			if !dropped {
+				p = e.opts.Replicator.Propose(batch)
+			}
+			<-r.pmu
+			r.inflight <- inflight{p, first, last}
 			e.mu.Lock()
 			j.proposing = false
 			e.mu.Unlock()
@@ -288,23 +401,23 @@ func (e *Engine) replFlusher() {
 // replCommitter marks tickets durable as their batches commit. A batch
 // that fails (leadership lost) fails its tickets and every one after it:
 // the state is ahead of the log now, writes are refused, and the cluster
-// layer rebuilds the engine from the committed log.
+// layer rebuilds the engine from the committed log. The outcome of a batch
+// Rebuilt already answered changes nothing.
 func (e *Engine) replCommitter() {
-	j := &e.j
+	j, r := &e.j, &e.repl
 	defer close(j.done)
-	for f := range e.repl.inflight {
+	for f := range r.inflight {
 		err := f.p.Error()
 		j.dmu.Lock()
-		if err != nil || j.replFailed {
-			if !j.replFailed {
-				j.replFailed = true
+		switch {
+		case f.last <= r.stale:
+		case err != nil || r.failed.Load():
+			if !r.failed.Load() {
+				r.failed.Store(true)
 				j.lastErr = err
 				e.opts.Logger.Warn().Err(err).Uint64("first_ticket", f.first).Msg("replication: a batch did not commit; writes are refused until the node is rebuilt")
 			}
-			j.failed = append(j.failed, [2]int64{int64(f.first), int64(f.last)})
-			if len(j.failed) > 64 {
-				j.failed = j.failed[1:]
-			}
+			j.failTickets(f.first, f.last)
 		}
 		j.durable = max(j.durable, f.last)
 		j.dmu.Unlock()
@@ -312,42 +425,63 @@ func (e *Engine) replCommitter() {
 	}
 }
 
-// Rebuilt clears the failure that refused writes after a batch did not
-// commit; the cluster layer calls it once the state is the committed
-// log's again. Tickets given out before stay failed.
-func (e *Engine) Rebuilt() {
-	j := &e.j
-	e.mu.Lock()
-	// Records still pending were applied to the state just dropped: their
-	// writes fail, as those of the batches in flight did.
-	first, last := j.pendFirst, j.ticket
-	pending := len(j.pend) > 0
-	j.pend = nil
-	e.mu.Unlock()
-	j.dmu.Lock()
-	if pending {
-		j.failed = append(j.failed, [2]int64{int64(first), int64(last)})
-		j.durable = max(j.durable, last)
+// failTickets records tickets first..last as failed, merged into the last
+// range when they follow it, so that a failure followed by many batches in
+// flight stays one range however many there were. Called with dmu held.
+func (j *journal) failTickets(first, last uint64) {
+	if n := len(j.failed); n > 0 && j.failed[n-1][1]+1 >= int64(first) {
+		j.failed[n-1][1] = max(j.failed[n-1][1], int64(last))
+		return
 	}
-	j.replFailed = false
-	j.dmu.Unlock()
-	j.dcond.Broadcast()
+	j.failed = append(j.failed, [2]int64{int64(first), int64(last)})
+	if len(j.failed) > 64 {
+		j.failed = j.failed[1:]
+	}
 }
 
-// replWritable refuses a write on a follower, or while failed batches
-// leave the state ahead of the log. Called with mu held.
-func (e *Engine) replWritable() error {
-	if e.repl.following.Load() {
-		return ErrNotLeader
-	}
+// Rebuilt clears the failure that refused writes after a batch did not
+// commit; the cluster layer calls it once the state is the committed log's
+// again (after Reset, Restore and ApplyBatch). Every ticket given out
+// before it that has not committed yet fails with ErrNotCommitted now,
+// whether its batch was pending, being proposed or in flight, so no reply
+// waits on a state that is gone; and no batch of that state is proposed
+// after it returns. If the engine leads, parked clients are served.
+func (e *Engine) Rebuilt() {
+	j, r := &e.j, &e.repl
 	if e.opts.Replicator == nil {
-		return nil
+		return
 	}
-	j := &e.j
+	r.pmu <- struct{}{} // a Propose in progress finishes first
+	e.mu.Lock()
+	last := j.ticket
+	j.pend = nil // applied to the state just dropped
+	e.mu.Unlock()
 	j.dmu.Lock()
-	failed := j.replFailed
+	r.stale = last
+	if j.durable < last {
+		j.failTickets(j.durable+1, last)
+		j.durable = last
+	}
+	r.failed.Store(false)
 	j.dmu.Unlock()
-	if failed {
+	<-r.pmu
+	j.dcond.Broadcast()
+
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if !e.repl.following.Load() {
+		e.advanceLocked(e.nowMs()) // the pops' records carry its time
+		e.serveParked()
+		e.armed = 0
+		e.poke(0)
+	}
+}
+
+// replWritable refuses a write or a pop on a follower, or while a failed
+// batch leaves the state ahead of the log. Two atomic loads: it guards
+// every write and every serving of a blocked client.
+func (e *Engine) replWritable() error {
+	if e.repl.following.Load() || e.repl.failed.Load() {
 		return ErrNotLeader
 	}
 	return nil

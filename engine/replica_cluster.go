@@ -12,7 +12,7 @@ func (e *Engine) SnapshotSettled() (data []byte, ok bool) {
 	settled := len(j.pend) == 0 && !j.proposing
 	if settled {
 		j.dmu.Lock()
-		settled = j.durable >= j.ticket && !j.replFailed
+		settled = j.durable >= j.ticket && !e.repl.failed.Load()
 		j.dmu.Unlock()
 	}
 	defer e.mu.Unlock()
