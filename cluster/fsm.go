@@ -43,6 +43,12 @@ type fsm struct {
 
 	mmu     sync.Mutex
 	members map[string]member // guarded by mmu
+
+	// A leader's snapshot captured by snapshotLoop while its engine was
+	// quiesced (engine.Quiesce), for the next Snapshot call to take.
+	cmu      sync.Mutex
+	captured []byte        // guarded by cmu
+	taken    chan struct{} // guarded by cmu: closed when Snapshot took captured
 }
 
 // Apply applies one committed entry.
@@ -99,9 +105,21 @@ var errSnapshotBusy = errors.New("writes in flight: the leader's snapshot is tak
 func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	data, ok := f.c.eng.SnapshotSettled()
-	if !ok || f.c.unacked.Load() > 0 || f.c.lost.Load() {
-		return nil, errSnapshotBusy
+	f.cmu.Lock()
+	data, taken := f.captured, f.taken
+	f.captured, f.taken = nil, nil
+	f.cmu.Unlock()
+	if taken != nil {
+		// Captured while the leader's engine was held settled; it still
+		// is (snapshotLoop holds it until this returns), so the entries
+		// applied since are not the engine's.
+		close(taken)
+	} else {
+		var ok bool
+		data, ok = f.c.eng.SnapshotSettled()
+		if !ok || f.c.unacked.Load() > 0 || f.c.lost.Load() {
+			return nil, errSnapshotBusy
+		}
 	}
 	f.mmu.Lock()
 	ms, err := json.Marshal(f.members)

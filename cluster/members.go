@@ -194,10 +194,11 @@ func (c *Cluster) joinLoop() {
 	}
 }
 
-// snapshotLoop asks Raft for a snapshot on the leader when enough entries
-// piled up: Raft's own timer snapshots followers, but the leader's engine
-// is exact only when no write is in flight (fsm.Snapshot), so the leader
-// tries more often, and succeeds in the gaps of its load.
+// snapshotLoop takes the leader's snapshots. Raft's own timer snapshots
+// followers, but a leader's engine is exact only when no write is in flight
+// (fsm.Snapshot), which under steady load is never: so when enough entries
+// piled up, the leader holds its writes for a moment (engine.Quiesce: one
+// commit round), captures the snapshot, and has Raft take it.
 func (c *Cluster) snapshotLoop() {
 	defer c.wg.Done()
 	t := time.NewTicker(time.Second)
@@ -209,20 +210,43 @@ func (c *Cluster) snapshotLoop() {
 			return
 		case <-t.C:
 		}
-		if c.r().State() != raft.Leader {
+		r := c.r()
+		if r == nil || !c.Writable() {
 			continue
 		}
 		if metas, err := c.snaps.List(); err == nil && len(metas) > 0 {
 			last = metas[0].Index
 		}
-		if c.r().AppliedIndex()-last < c.cfg.SnapshotThreshold {
+		if r.AppliedIndex()-last < c.cfg.SnapshotThreshold {
 			continue
 		}
-		for try := 0; try < 50; try++ {
-			if err := c.r().Snapshot().Error(); err == nil || !strings.Contains(err.Error(), errSnapshotBusy.Error()) {
-				break
+		start := time.Now()
+		var fut raft.SnapshotFuture
+		held := c.eng.Quiesce(2*time.Second, func(data []byte) {
+			f := c.fsm
+			taken := make(chan struct{})
+			f.cmu.Lock()
+			f.captured, f.taken = data, taken
+			f.cmu.Unlock()
+			fut = r.Snapshot()
+			done := make(chan struct{})
+			go func() { fut.Error(); close(done) }()
+			select { // the engine stays held until Raft took the capture
+			case <-taken:
+			case <-done:
+			case <-time.After(2 * time.Second):
 			}
-			time.Sleep(2 * time.Millisecond)
+			f.cmu.Lock()
+			f.captured, f.taken = nil, nil
+			f.cmu.Unlock()
+		})
+		if !held {
+			continue
 		}
+		if err := fut.Error(); err != nil {
+			c.log.Warn().Err(err).Msg("cluster: leader snapshot failed")
+			continue
+		}
+		c.log.Info().Dur("held", time.Since(start)).Uint64("index", r.AppliedIndex()).Msg("cluster: leader snapshot taken")
 	}
 }

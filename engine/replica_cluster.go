@@ -1,5 +1,7 @@
 package engine
 
+import "time"
+
 // What the cluster layer needs beyond the Replicator seam (replica.go).
 
 // SnapshotSettled is Snapshot taken only if the engine is Settled, checked
@@ -40,4 +42,60 @@ func (e *Engine) Drain() {
 		j.dcond.Wait()
 	}
 	j.dmu.Unlock()
+}
+
+// Quiesce gives a leader under load a moment when it is Settled, for a
+// snapshot: it holds the lock (writes and the timer wait), proposes what is
+// pending itself, waits until every batch in flight has committed, and then
+// calls fn with the snapshot, still under the lock. It gives up (false) if
+// that takes longer than timeout, a batch fails, or the engine follows.
+// Writes wait for one commit round plus the snapshot's encoding.
+func (e *Engine) Quiesce(timeout time.Duration, fn func(snapshot []byte)) bool {
+	j, r := &e.j, &e.repl
+	if e.opts.Replicator == nil || e.mu.held {
+		return false
+	}
+	deadline := time.Now().Add(timeout)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for j.proposing { // the flusher holds a batch it took before us: it goes first
+		e.mu.Unlock()
+		time.Sleep(100 * time.Microsecond)
+		e.mu.Lock()
+		if time.Now().After(deadline) {
+			return false
+		}
+	}
+	if r.following.Load() || r.failed.Load() {
+		return false
+	}
+	if len(j.pend) > 0 {
+		select {
+		case r.pmu <- struct{}{}:
+		default:
+			return false // a rebuild is under way
+		}
+		batch, first, last := j.pend, j.pendFirst, j.ticket
+		j.pend = nil
+		r.inflight <- inflight{e.opts.Replicator.Propose(batch), first, last}
+		<-r.pmu
+	}
+	last := j.ticket
+	stop := time.AfterFunc(time.Until(deadline), func() {
+		j.dmu.Lock()
+		j.dcond.Broadcast()
+		j.dmu.Unlock()
+	})
+	defer stop.Stop()
+	j.dmu.Lock()
+	for j.durable < last && time.Now().Before(deadline) {
+		j.dcond.Wait()
+	}
+	settled := j.durable >= last && !r.failed.Load()
+	j.dmu.Unlock()
+	if !settled {
+		return false
+	}
+	fn(e.snapshotLocked())
+	return true
 }
