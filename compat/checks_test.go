@@ -21,6 +21,9 @@ type feature struct {
 	// delaydOnly features use DELAY.* commands, so they are n/a against
 	// redis-server.
 	delaydOnly bool
+	// cluster features run against a delayd cluster of clusterSize nodes
+	// (cluster_test.go) instead of one server.
+	cluster bool
 }
 
 var features = []feature{
@@ -50,6 +53,10 @@ var features = []feature{
 		what: "the library's client-side caching: a cached `LLEN` is served from the cache, and an add by another client invalidates it"},
 	{name: "reconnect", title: "reconnect",
 		what: "after a server restart (SIGTERM, start again) the same client object works again on its own, and the jobs are still there"},
+	{name: "cluster", title: "cluster client", delaydOnly: true, cluster: true,
+		what: "a 3-node delayd cluster; the library's cluster client, given one follower's address, finds the leader (the one master of `CLUSTER SLOTS`/`SHARDS`/`NODES`) and follows `MOVED`: `DELAY.ADD` with `ID`, `DELAY.GET`, `DELAY.POP`, `DELAY.ACK`, and adds to 20 queues (20 slots) in the library's cluster pipeline where it has one"},
+	{name: "failover", title: "failover", delaydOnly: true, cluster: true,
+		what: "a 3-node delayd cluster and the library's cluster client given every node: a producer (`DELAY.ADD` with `ID`, delays 0..2000 ms, a failed add retried with its ID) and a worker (`DELAY.POP` + `DELAY.ACK`) run while the leader is killed (SIGKILL); both resume on their own within 15 s, the killed node restarts and rejoins, more adds succeed, and every add the client saw acknowledged is delivered at least once, none early"},
 }
 
 // cell is how one client is checked for one feature.
@@ -140,35 +147,28 @@ func TestCompat(t *testing.T) {
 					t.Skip("n/a: DELAY.* commands are delayd's")
 				}
 				t.Parallel()
-				runCell(t, c.name, f.name, cl.run)
+				runCell(t, c.name, f, cl.run)
 			})
 		}
 	}
 }
 
-func runCell(t *testing.T, clientName, featureName string, run func(*env) error) {
-	password := ""
-	if featureName == "auth" {
-		password = "compat-secret"
-	}
-	srv, err := startServer(t.TempDir(), password)
+func runCell(t *testing.T, clientName string, f feature, run func(*env) error) {
+	featureName := f.name
+	e, err := startEnv(t, f)
 	if err != nil {
 		record(clientName, featureName, "FAIL")
-		if srv != nil {
-			t.Logf("server output:\n%s", srv.out.String())
-		}
 		t.Fatalf("server did not start: %v", err)
 	}
-	e := &env{srv: srv, addr: srv.addr(), password: password, log: &syncBuffer{}}
 	start := time.Now()
 	err = run(e)
 	took := time.Since(start).Round(time.Millisecond)
-	if !srv.stop() {
+	if !e.stop() {
 		t.Errorf("server did not exit within 5s of SIGTERM")
 	}
 	show := func() {
 		t.Logf("check log:\n%s", e.log.String())
-		t.Logf("server output:\n%s", srv.out.String())
+		t.Logf("server output:\n%s", e.output())
 	}
 	var na errNA
 	var missing errMissing
@@ -190,6 +190,32 @@ func runCell(t *testing.T, clientName, featureName string, run func(*env) error)
 		show()
 		t.Errorf("%s %s: %v", clientName, featureName, err)
 	}
+}
+
+// startEnv starts what a check of f runs against: its own server, or its
+// own cluster for a cluster feature. A start that fails logs the output.
+func startEnv(t *testing.T, f feature) (*env, error) {
+	if f.cluster {
+		tc, err := startCluster(t.TempDir(), clusterSize)
+		if err != nil {
+			tc.stop()
+			t.Logf("cluster output:\n%s", tc.output())
+			return nil, err
+		}
+		return &env{cluster: tc, addr: tc.nodes[0].addr(), addrs: tc.addrs(), log: &syncBuffer{}}, nil
+	}
+	password := ""
+	if f.name == "auth" {
+		password = "compat-secret"
+	}
+	srv, err := startServer(t.TempDir(), password)
+	if err != nil {
+		if srv != nil {
+			t.Logf("server output:\n%s", srv.out.String())
+		}
+		return nil, err
+	}
+	return &env{srv: srv, addr: srv.addr(), addrs: []string{srv.addr()}, password: password, log: &syncBuffer{}}, nil
 }
 
 // printMatrix logs the outcome of every cell that ran, as a table, and
