@@ -111,6 +111,7 @@ var clients = []client{
 		"failover": {note: "node-redis 5 reads the slot map again only on `MOVED`/`ASK` (node-redis #2806), so it keeps sending to a dead leader; " +
 			"the check does what an app must: nodes give up reconnecting after a few tries, and a command failed by its connection makes the app replace its cluster client"},
 	})},
+	{name: "redis-cli", title: "redis-cli", cells: redisCLICells()},
 }
 
 // results holds each cell's outcome for the matrix.
