@@ -125,7 +125,9 @@ func redisCLIFailover(e *env) error {
 	if err != nil {
 		return err
 	}
-	cli := func(addr string, args ...string) (string, error) { return redisCLI(e, addr, append([]string{"-c"}, args...)...) }
+	cli := func(addr string, args ...string) (string, error) {
+		return redisCLI(e, addr, append([]string{"-c"}, args...)...)
+	}
 	out, err := cli(seed, "DELAY.ADD", "jobs", "0", "before", "ID", "before", "ACKTIMEOUT", "30000")
 	if err := first(noErr("DELAY.ADD before the kill", err), eq("DELAY.ADD before the kill", out, "before")); err != nil {
 		return err
