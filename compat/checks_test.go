@@ -99,9 +99,10 @@ var clients = []client{
 	{name: "redis-py", title: "redis-py", cells: scripted(python, "python/checks.py", "", map[string]cell{
 		"resp3": {note: "redis-py 5 and later (`protocol=3`); Debian bookworm's 4.3 has no RESP3"},
 		"cache": {note: "redis-py 5.1 and later (`cache_config`, RESP3); Debian bookworm's 4.3 has none"},
-		"failover": {note: "redis-py 4.4 and later; Debian bookworm's 4.3 fails to re-read the slot map after a connection error " +
-			"(`cannot pickle '_thread.lock' object`, redis-py #2377), which the check works around with " +
-			"`RedisCluster.__deepcopy__ = lambda self, memo: self`"},
+		"failover": {note: "redis-py 4.4.2 and later; Debian bookworm's 4.3 fails to re-read the slot map after a connection error " +
+			"(`cannot pickle '_thread.lock' object`, redis-py #2377, fixed in 4.4.0), which the check works around with " +
+			"`RedisCluster.__deepcopy__ = lambda self, memo: self`, and raises `IndexError` once when a replica becomes master " +
+			"(redis-py #2549, fixed in 4.4.2), which the app's retry covers"},
 	})},
 	{name: "ioredis", title: "ioredis 5", cells: scripted(node, "node/checks.js", "ioredis", map[string]cell{
 		"resp3": {na: "ioredis speaks RESP2 only"},

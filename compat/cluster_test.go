@@ -256,6 +256,24 @@ func (tc *testCluster) restartKilled() error {
 	return tc.waitReady(15 * time.Second)
 }
 
+// pauseFor is how long pauseLeader freezes the leader: well past the
+// election timeout (1 s), so the others elect a new leader meanwhile.
+const pauseFor = 3 * time.Second
+
+// pauseLeader freezes the leader for pauseFor (SIGSTOP, then SIGCONT) and
+// waits until the cluster agrees on one leader again. The old leader comes
+// back believing it leads: until it hears of the new term it must neither
+// take a write nor hand out a job on its own, and once it steps down its
+// blocked clients get UNBLOCKED.
+func (tc *testCluster) pauseLeader() (string, error) {
+	l, err := tc.leader()
+	if err != nil {
+		return "", err
+	}
+	l.pause(pauseFor)
+	return l.addr(), tc.waitReady(15 * time.Second)
+}
+
 // stop stops every node (SIGTERM) and reports whether each exited within
 // 5 s.
 func (tc *testCluster) stop() bool {
@@ -311,6 +329,11 @@ type jobClient interface {
 //     library's own redirect and retry handling, an add acknowledged and a
 //     job delivered within resumeBound of the kill;
 //   - the killed node is restarted and rejoins; 10 more adds must succeed;
+//   - the leader is frozen for pauseFor (SIGSTOP) while the others elect a
+//     new one, then goes on (SIGCONT) as a stale leader that must step down
+//     (its blocked pops get UNBLOCKED, its uncommitted writes TRYAGAIN or a
+//     broken connection); an add acknowledged and a job delivered within
+//     resumeBound of SIGCONT, and 10 more adds;
 //   - the producer stops, and every add the client saw acknowledged must be
 //     delivered at least once (a job popped from the old leader whose ACK
 //     was lost comes again after its ack timeout), and none before its
@@ -500,10 +523,28 @@ func failoverSteps(e *env, w *workload) error {
 	}
 	back := time.Now()
 	e.logf("restarted %s; the cluster is whole again", killed)
-	return waitFor(10*time.Second, func() error {
+	if err := waitFor(10*time.Second, func() error {
 		if a, _ := w.count(back); a < 10 {
 			return fmt.Errorf("%d adds acknowledged since the restart, want 10", a)
 		}
 		return nil
-	})
+	}); err != nil {
+		return err
+	}
+	paused, err := e.cluster.pauseLeader()
+	if err != nil {
+		return err
+	}
+	cont := time.Now()
+	e.logf("paused the leader %s for %v (SIGSTOP, SIGCONT); the cluster agrees on a leader again", paused, pauseFor)
+	if err := waitFor(resumeBound, func() error {
+		if a, d := w.count(cont); a < 10 || d < 1 {
+			return fmt.Errorf("since the paused leader went on %d adds were acknowledged and %d jobs delivered, want 10 and 1", a, d)
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	e.logf("resumed %v after the pause", time.Since(cont).Round(time.Millisecond))
+	return nil
 }

@@ -264,6 +264,21 @@ func (s *server) kill() {
 	<-done
 }
 
+// pause stops the server with SIGSTOP for d, then lets it go on (SIGCONT):
+// a process that froze (a long GC pause, a VM stall, a partition that
+// healed) and comes back believing what it believed before.
+func (s *server) pause(d time.Duration) {
+	s.mu.Lock()
+	cmd := s.cmd
+	s.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	_ = cmd.Process.Signal(syscall.SIGSTOP)
+	defer func() { _ = cmd.Process.Signal(syscall.SIGCONT) }()
+	time.Sleep(d)
+}
+
 // restart stops the server (SIGTERM) and starts it again on the same port
 // and dir, as an operator's restart does.
 func (s *server) restart() error {
@@ -388,7 +403,9 @@ func node() (string, error) {
 // stdin, sent once the server has been restarted; in a cluster check,
 // KILL_LEADER is answered with the killed leader's address once it is dead
 // (SIGKILL), and RESTART_KILLED with "restarted" once that node is back and
-// the cluster whole again (or "error: ..." when either failed).
+// the cluster whole again, and PAUSE_LEADER with the address of the leader
+// once it has been stopped (SIGSTOP) for pauseFor, let go on (SIGCONT) and
+// the cluster agrees on a leader again (or "error: ..." when any failed).
 func scriptCheck(runtime func() (string, error), script string, args ...string) func(*env) error {
 	return func(e *env) error {
 		interp, err := runtime()
@@ -438,6 +455,13 @@ func scriptCheck(runtime func() (string, error), script string, args ...string) 
 				}
 				fmt.Fprintf(e.log, "killed the leader %s (SIGKILL)\n", addr)
 				_, _ = io.WriteString(stdin, addr+"\n")
+			case line == "PAUSE_LEADER" && e.cluster != nil:
+				answer, err := e.cluster.pauseLeader()
+				if err != nil {
+					answer = "error: " + strings.ReplaceAll(err.Error(), "\n", " ")
+				}
+				fmt.Fprintf(e.log, "paused the leader %s for %v (SIGSTOP, SIGCONT)\n", answer, pauseFor)
+				_, _ = io.WriteString(stdin, answer+"\n")
 			case line == "RESTART_KILLED" && e.cluster != nil:
 				answer := "restarted"
 				if err := e.cluster.restartKilled(); err != nil {

@@ -11,8 +11,9 @@
 //
 // The cluster checks get every node of a delayd cluster in DELAYD_COMPAT_ADDRS
 // (comma-separated host:port); printing KILL_LEADER asks the Go test to kill
-// the leader (SIGKILL), RESTART_KILLED to start it again, each answered on
-// stdin (compat/harness_test.go, scriptCheck).
+// the leader (SIGKILL), RESTART_KILLED to start it again, PAUSE_LEADER to
+// freeze the leader for a while (SIGSTOP, SIGCONT), each answered on stdin
+// (compat/harness_test.go, scriptCheck).
 'use strict';
 
 const assert = require('node:assert/strict');
@@ -193,6 +194,11 @@ async function failover(open) {
     await askGo('RESTART_KILLED');
     const back = Date.now();
     await waitFor(10000, () => `${count(back)[0]} adds acknowledged since the restart, want 10`, () => count(back)[0] >= 10);
+    const paused = await askGo('PAUSE_LEADER');
+    const cont = Date.now();
+    console.error(`paused the leader ${paused}`);
+    await waitFor(resumeBound, () => `since the paused leader went on (acknowledged adds, deliveries) = ${count(cont)}, want 10 and 1`,
+      () => count(cont)[0] >= 10 && count(cont)[1] >= 1);
     stopProducer = true;
     await loops[0];
     await waitFor(drainBound, () => `${missing().length} acknowledged adds not delivered: ${missing()}`, () => missing().length === 0);
