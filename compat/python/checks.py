@@ -253,6 +253,13 @@ def check_reconnect():
     expect("LLEN after the restart", r.llen("q"), 1)
 
 
+def note(line):
+    """Writes a line to stderr in one write, so that it does not interleave
+    with the stdout lines the Go test copies into the same log."""
+    sys.stderr.write(line + "\n")
+    sys.stderr.flush()
+
+
 def redis_version():
     return tuple(int(x) for x in redis.__version__.split(".")[:2])
 
@@ -419,19 +426,19 @@ def check_failover():
                  lambda: count(start)[0] >= 25 and count(start)[1] >= 5)
         killed = ask_go("KILL_LEADER")
         kill = time.monotonic()
-        print(f"killed the leader {killed}", file=sys.stderr)
+        note(f"killed the leader {killed}")
         # 200 ms: a reply sent by the old leader just before it died is not
         # a resumption (no election ends that fast).
         wait_for(RESUME_BOUND, lambda: f"since the kill (acknowledged adds, deliveries) = {count(kill + 0.2)}, want both > 0",
                  lambda: min(count(kill + 0.2)) > 0)
-        print(f"resumed {time.monotonic() - kill:.3f} s after the kill", file=sys.stderr)
+        note(f"resumed {time.monotonic() - kill:.3f} s after the kill")
         ask_go("RESTART_KILLED")
         back = time.monotonic()
         wait_for(10, lambda: f"{count(back)[0]} adds acknowledged since the restart, want 10",
                  lambda: count(back)[0] >= 10)
         paused = ask_go("PAUSE_LEADER")
         cont = time.monotonic()
-        print(f"paused the leader {paused}", file=sys.stderr)
+        note(f"paused the leader {paused}")
         wait_for(RESUME_BOUND, lambda: f"since the paused leader went on (acknowledged adds, deliveries) = {count(cont)}, want 10 and 1",
                  lambda: count(cont)[0] >= 10 and count(cont)[1] >= 1)
         stop_producer.set()
@@ -444,9 +451,9 @@ def check_failover():
         for t in threads:
             t.join(5)
         with lock:
-            print(f"adds acknowledged: {len(acked)}, jobs delivered: {len(delivered)}, errors the client let through: {errs}", file=sys.stderr)
+            note(f"adds acknowledged: {len(acked)}, jobs delivered: {len(delivered)}, errors the client let through: {errs}")
             for line in first_errs:
-                print("  " + line, file=sys.stderr)
+                note("  " + line)
     if early:
         raise AssertionError(f"jobs delivered before their delay: {early}")
 
