@@ -116,7 +116,8 @@ func redisCLICluster(e *env) error {
 // after it; redis-cli does not retry, so the operator's loop does (every
 // 200 ms, as a shell loop would) until an add goes through, within
 // resumeBound; then the restarted node, a follower now, sends redis-cli -c
-// on to the leader.
+// on to the leader; last, a pop blocked on a leader that is frozen (SIGSTOP)
+// while the others elect a new one gets UNBLOCKED when it goes on.
 func redisCLIFailover(e *env) error {
 	if _, err := redisCLIBin(); err != nil {
 		return err
@@ -166,5 +167,31 @@ func redisCLIFailover(e *env) error {
 		return err
 	}
 	out, err = cli(killed, "DELAY.POP", "jobs", "1")
-	return first(noErr("DELAY.POP through the restarted node", err), eq("DELAY.POP through the restarted node", out, "jobs\nrejoined\nrejoined"))
+	if err := first(noErr("DELAY.POP through the restarted node", err), eq("DELAY.POP through the restarted node", out, "jobs\nrejoined\nrejoined")); err != nil {
+		return err
+	}
+
+	// A worker blocked on a leader that froze and comes back to find itself
+	// deposed is answered UNBLOCKED, as Redis answers the clients blocked on
+	// a master that turns replica.
+	leader, err := e.cluster.leader()
+	if err != nil {
+		return err
+	}
+	blocked := make(chan string, 1)
+	go func() {
+		out, _ := redisCLI(e, leader.addr(), "DELAY.POP", "idle", "10")
+		blocked <- out
+	}()
+	time.Sleep(300 * time.Millisecond) // the pop is blocked by now
+	if _, err := e.cluster.pauseLeader(); err != nil {
+		return err
+	}
+	select {
+	case out := <-blocked:
+		return eq("a DELAY.POP blocked on the deposed leader", out,
+			"UNBLOCKED force unblock from blocking operation, instance state changed (master -> replica?)")
+	case <-time.After(5 * time.Second):
+		return fmt.Errorf("a DELAY.POP blocked on the deposed leader %s got no reply 5 s after the cluster had a new leader", leader.addr())
+	}
 }
