@@ -21,6 +21,9 @@ type feature struct {
 	// delaydOnly features use DELAY.* commands, so they are n/a against
 	// redis-server.
 	delaydOnly bool
+	// cluster features run against a delayd cluster of clusterSize nodes
+	// (cluster_test.go) instead of one server.
+	cluster bool
 }
 
 var features = []feature{
@@ -50,6 +53,10 @@ var features = []feature{
 		what: "the library's client-side caching: a cached `LLEN` is served from the cache, and an add by another client invalidates it"},
 	{name: "reconnect", title: "reconnect",
 		what: "after a server restart (SIGTERM, start again) the same client object works again on its own, and the jobs are still there"},
+	{name: "cluster", title: "cluster client", delaydOnly: true, cluster: true,
+		what: "a 3-node delayd cluster; the library's cluster client, given one follower's address, finds the leader (the one master of `CLUSTER SLOTS`/`SHARDS`/`NODES`) and follows `MOVED`: `DELAY.ADD` with `ID`, `DELAY.GET`, `DELAY.POP`, `DELAY.ACK`, and adds to 20 queues (20 slots), pipelined where the library's cluster pipeline takes several slots (ioredis's takes one); redis-cli: `MOVED` printed without `-c`, followed with it, and `--cluster check` finds all 16384 slots covered"},
+	{name: "failover", title: "failover", delaydOnly: true, cluster: true,
+		what: "a 3-node delayd cluster and the library's cluster client given every node: a producer (`DELAY.ADD` with `ID`, delays 0..2000 ms, a failed add retried with its ID) and a worker (`DELAY.POP` + `DELAY.ACK`) run while the leader is killed (SIGKILL); both resume on their own within 15 s, the killed node restarts and rejoins, more adds succeed; then the leader is frozen for 3 s (SIGSTOP) while the others elect a new one and goes on (SIGCONT) as a stale leader that must step down, and the work goes on again; in the end every add the client saw acknowledged is delivered at least once, none early. redis-cli: `-c` from a follower, an add retried by hand until the new leader takes it, the job added before the kill popped after it, and a pop blocked on the frozen leader answered `UNBLOCKED`"},
 }
 
 // cell is how one client is checked for one feature.
@@ -92,12 +99,20 @@ var clients = []client{
 	{name: "redis-py", title: "redis-py", cells: scripted(python, "python/checks.py", "", map[string]cell{
 		"resp3": {note: "redis-py 5 and later (`protocol=3`); Debian bookworm's 4.3 has no RESP3"},
 		"cache": {note: "redis-py 5.1 and later (`cache_config`, RESP3); Debian bookworm's 4.3 has none"},
+		"failover": {note: "redis-py 4.4.2 and later; Debian bookworm's 4.3 fails to re-read the slot map after a connection error " +
+			"(`cannot pickle '_thread.lock' object`, redis-py #2377, fixed in 4.4.0), which the check works around with " +
+			"`RedisCluster.__deepcopy__ = lambda self, memo: self`, and raises `IndexError` once when a replica becomes master " +
+			"(redis-py #2549, fixed in 4.4.2), which the app's retry covers"},
 	})},
 	{name: "ioredis", title: "ioredis 5", cells: scripted(node, "node/checks.js", "ioredis", map[string]cell{
 		"resp3": {na: "ioredis speaks RESP2 only"},
 		"cache": {na: "ioredis has no client-side cache"},
 	})},
-	{name: "node-redis", title: "node-redis 5", cells: scripted(node, "node/checks.js", "node-redis", nil)},
+	{name: "node-redis", title: "node-redis 5", cells: scripted(node, "node/checks.js", "node-redis", map[string]cell{
+		"failover": {note: "node-redis 5 reads the slot map again only on `MOVED`/`ASK` (node-redis #2806), so it keeps sending to a dead leader; " +
+			"the check does what an app must: nodes give up reconnecting after a few tries, and a command failed by its connection makes the app replace its cluster client"},
+	})},
+	{name: "redis-cli", title: "redis-cli", cells: redisCLICells()},
 }
 
 // results holds each cell's outcome for the matrix.
@@ -140,35 +155,28 @@ func TestCompat(t *testing.T) {
 					t.Skip("n/a: DELAY.* commands are delayd's")
 				}
 				t.Parallel()
-				runCell(t, c.name, f.name, cl.run)
+				runCell(t, c.name, f, cl.run)
 			})
 		}
 	}
 }
 
-func runCell(t *testing.T, clientName, featureName string, run func(*env) error) {
-	password := ""
-	if featureName == "auth" {
-		password = "compat-secret"
-	}
-	srv, err := startServer(t.TempDir(), password)
+func runCell(t *testing.T, clientName string, f feature, run func(*env) error) {
+	featureName := f.name
+	e, err := startEnv(t, f)
 	if err != nil {
 		record(clientName, featureName, "FAIL")
-		if srv != nil {
-			t.Logf("server output:\n%s", srv.out.String())
-		}
 		t.Fatalf("server did not start: %v", err)
 	}
-	e := &env{srv: srv, addr: srv.addr(), password: password, log: &syncBuffer{}}
 	start := time.Now()
 	err = run(e)
 	took := time.Since(start).Round(time.Millisecond)
-	if !srv.stop() {
+	if !e.stop() {
 		t.Errorf("server did not exit within 5s of SIGTERM")
 	}
 	show := func() {
 		t.Logf("check log:\n%s", e.log.String())
-		t.Logf("server output:\n%s", srv.out.String())
+		t.Logf("server output:\n%s", e.output())
 	}
 	var na errNA
 	var missing errMissing
@@ -190,6 +198,32 @@ func runCell(t *testing.T, clientName, featureName string, run func(*env) error)
 		show()
 		t.Errorf("%s %s: %v", clientName, featureName, err)
 	}
+}
+
+// startEnv starts what a check of f runs against: its own server, or its
+// own cluster for a cluster feature. A start that fails logs the output.
+func startEnv(t *testing.T, f feature) (*env, error) {
+	if f.cluster {
+		tc, err := startCluster(t.TempDir(), clusterSize)
+		if err != nil {
+			tc.stop()
+			t.Logf("cluster output:\n%s", tc.output())
+			return nil, err
+		}
+		return &env{cluster: tc, addr: tc.nodes[0].addr(), addrs: tc.addrs(), log: &syncBuffer{}}, nil
+	}
+	password := ""
+	if f.name == "auth" {
+		password = "compat-secret"
+	}
+	srv, err := startServer(t.TempDir(), password)
+	if err != nil {
+		if srv != nil {
+			t.Logf("server output:\n%s", srv.out.String())
+		}
+		return nil, err
+	}
+	return &env{srv: srv, addr: srv.addr(), addrs: []string{srv.addr()}, password: password, log: &syncBuffer{}}, nil
 }
 
 // printMatrix logs the outcome of every cell that ran, as a table, and

@@ -5,20 +5,23 @@
 // Clients: go-redis v9 and rueidis (Go modules of this repository), redis-py
 // (Debian's python3-redis, run with /usr/bin/python3), ioredis and node-redis
 // (npm, installed into compat/node/node_modules by `npm ci` from the
-// committed package-lock.json). The Go clients are driven in-process; the
-// Python and Node checks are scripts (compat/python/checks.py,
-// compat/node/*.js) that the Go test runs as subprocesses against a server it
-// started, one feature per run.
+// committed package-lock.json), and redis-cli (Debian's redis-tools; cluster
+// mode only). The Go clients are driven in-process; the Python and Node
+// checks are scripts (compat/python/checks.py, compat/node/*.js) that the Go
+// test runs as subprocesses against a server it started, one feature per run.
 //
 // For every client the suite checks one list of features (see features in
 // checks_test.go): the default handshake, RESP3, AUTH, generic DELAY.* calls,
 // the default pipeline and the default transaction, a BLPOP worker, a
 // DELAY.POP + DELAY.ACK worker, the reliable list pattern, SCAN, CLIENT INFO,
-// client-side caching, and reconnect after a server restart. Each check runs
-// on its own server (a free port, a temp dir, the append-only log on), so the
-// checks run in parallel. The suite prints a client x feature matrix at the
-// end; the README's matrix is generated from the same list and a test fails
-// when it is stale (go test ./compat -run README -update refreshes it).
+// client-side caching, reconnect after a server restart, and in cluster mode
+// the library's cluster client (routing from a follower's address) and a
+// leader failover under a producer and a worker (cluster_test.go). Each check
+// runs on its own server (a free port, a temp dir, the append-only log on),
+// or its own 3-node cluster, so the checks run in parallel. The suite prints a
+// client x feature matrix at the end; the README's matrix is generated from
+// the same list and a test fails when it is stale (go test ./compat -run
+// README -update refreshes it).
 //
 // A check that is plain Redis behaviour is proven to be a real check by
 // running the suite against redis-server:

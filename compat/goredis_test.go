@@ -24,6 +24,8 @@ func goRedisCells() map[string]cell {
 		"clientinfo":  {run: goRedisClientInfo},
 		"cache":       {na: "go-redis v9 has no client-side cache"},
 		"reconnect":   {run: goRedisReconnect},
+		"cluster":     {run: goRedisCluster},
+		"failover":    {run: goRedisFailover},
 	}
 }
 
@@ -394,4 +396,122 @@ func goRedisReconnect(e *env) error {
 	}
 	n, err := c.LLen(ctx, "q").Result()
 	return first(noErr("LLEN after the restart", err), eq("LLEN after the restart", n, int64(1)))
+}
+
+// goRedisClusterClient is redis.NewClusterClient as a user sets it up for
+// failovers:
+//   - MaxRedirects 10 (default 3): how many times a command is redirected
+//     or retried (MOVED, CLUSTERDOWN, TRYAGAIN, a refused dial to the dead
+//     leader), with a backoff of 8..512 ms (the defaults) between retries,
+//     enough to sit out most of a Raft election of 1..2 s;
+//   - ClusterStateReloadInterval 1 s (default 60 s): go-redis reloads its
+//     slot map on MOVED, and otherwise only when the map is older than
+//     this; a dead master refuses connections and never says MOVED, so
+//     with the default the client dials the dead leader for a minute
+//     (go-redis issue #3979, "Cluster state is not reloaded on connection
+//     refused": the same with Redis Cluster);
+//   - a read timeout above the pop timeout, as goRedisPopAck.
+func goRedisClusterClient(addrs []string) *redis.ClusterClient {
+	return redis.NewClusterClient(&redis.ClusterOptions{
+		Addrs:                      addrs,
+		MaxRedirects:               10,
+		ClusterStateReloadInterval: time.Second,
+		ReadTimeout:                3 * time.Second,
+	})
+}
+
+// follower is the address of a node that is not the leader.
+func follower(e *env) (string, error) {
+	l, err := e.cluster.leader()
+	if err != nil {
+		return "", err
+	}
+	for _, a := range e.addrs {
+		if a != l.addr() {
+			return a, nil
+		}
+	}
+	return "", fmt.Errorf("no follower")
+}
+
+func goRedisCluster(e *env) error {
+	ctx, cancel := ctx10()
+	defer cancel()
+	seed, err := follower(e)
+	if err != nil {
+		return err
+	}
+	c := goRedisClusterClient([]string{seed})
+	defer c.Close()
+	id, err := c.Do(ctx, "DELAY.ADD", "orders", "0", "hello", "ID", "order-1", "ACKTIMEOUT", "30000").Text()
+	if err := first(noErr("DELAY.ADD through "+seed, err), eq("DELAY.ADD", id, "order-1")); err != nil {
+		return err
+	}
+	job, err := c.Do(ctx, "DELAY.GET", "orders", "order-1").Result()
+	if err != nil {
+		return noErr("DELAY.GET", err)
+	}
+	if m, ok := job.(map[any]any); !ok || m["state"] != "ready" {
+		return fmt.Errorf("DELAY.GET: got %v, want a map with state ready", job)
+	}
+	popped, err := c.Do(ctx, "DELAY.POP", "orders", "1").StringSlice()
+	if err := first(noErr("DELAY.POP", err), eq("DELAY.POP", popped, []string{"orders", "order-1", "hello"})); err != nil {
+		return err
+	}
+	n, err := c.Do(ctx, "DELAY.ACK", "orders", "order-1").Int()
+	if err := first(noErr("DELAY.ACK", err), eq("DELAY.ACK", n, 1)); err != nil {
+		return err
+	}
+	// The cluster pipeline splits the commands by slot and node: 20 queues
+	// are 20 slots, all on the one master.
+	cmds, err := c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i := 0; i < 20; i++ {
+			p.Do(ctx, "DELAY.ADD", fmt.Sprint("queue-", i), "0", "job")
+		}
+		return nil
+	})
+	if err := first(noErr("Pipelined", err), eq("pipeline replies", len(cmds), 20)); err != nil {
+		return err
+	}
+	for i := 0; i < 20; i++ {
+		n, err := c.LLen(ctx, fmt.Sprint("queue-", i)).Result()
+		if err := first(noErr("LLEN", err), eq(fmt.Sprint("LLEN queue-", i), n, int64(1))); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// goRedisJobs is the failover workload's calls through a ClusterClient.
+type goRedisJobs struct{ c *redis.ClusterClient }
+
+func (j goRedisJobs) add(ctx context.Context, queue, id string, delayMs int) error {
+	err := j.c.Do(ctx, "DELAY.ADD", queue, delayMs, id, "ID", id, "ACKTIMEOUT", 5000).Err()
+	if errors.Is(err, redis.Nil) {
+		return nil // an earlier try of this add went through
+	}
+	return err
+}
+
+func (j goRedisJobs) pop(ctx context.Context, queue string) (string, error) {
+	job, err := j.c.Do(ctx, "DELAY.POP", queue, 1).StringSlice()
+	switch {
+	case errors.Is(err, redis.Nil):
+		return "", nil
+	case err != nil:
+		return "", err
+	case len(job) != 3:
+		return "", fmt.Errorf("DELAY.POP: got %q, want [key id payload]", job)
+	}
+	return job[1], nil
+}
+
+func (j goRedisJobs) ack(ctx context.Context, queue, id string) error {
+	return j.c.Do(ctx, "DELAY.ACK", queue, id).Err()
+}
+
+func goRedisFailover(e *env) error {
+	c := goRedisClusterClient(e.addrs)
+	defer c.Close()
+	return runFailover(e, goRedisJobs{c})
 }

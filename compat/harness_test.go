@@ -118,7 +118,10 @@ type server struct {
 	port     int
 	dir      string
 	password string
-	out      *syncBuffer
+	// extra are more flags (a cluster node's); the node's --cluster-*
+	// ports are part of them.
+	extra []string
+	out   *syncBuffer
 
 	mu   sync.Mutex
 	cmd  *exec.Cmd
@@ -171,7 +174,7 @@ func (s *server) args() []string {
 	if s.password != "" {
 		a = append(a, "--requirepass", s.password)
 	}
-	return a
+	return append(a, s.extra...)
 }
 
 func (s *server) start() error {
@@ -248,6 +251,34 @@ func (s *server) stop() bool {
 	}
 }
 
+// kill ends the server with SIGKILL, as a crash or a pulled plug would:
+// no clean shutdown, no goodbye to its clients or peers.
+func (s *server) kill() {
+	s.mu.Lock()
+	cmd, done := s.cmd, s.done
+	s.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	_ = cmd.Process.Kill()
+	<-done
+}
+
+// pause stops the server with SIGSTOP for d, then lets it go on (SIGCONT):
+// a process that froze (a long GC pause, a VM stall, a partition that
+// healed) and comes back believing what it believed before.
+func (s *server) pause(d time.Duration) {
+	s.mu.Lock()
+	cmd := s.cmd
+	s.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	_ = cmd.Process.Signal(syscall.SIGSTOP)
+	defer func() { _ = cmd.Process.Signal(syscall.SIGCONT) }()
+	time.Sleep(d)
+}
+
 // restart stops the server (SIGTERM) and starts it again on the same port
 // and dir, as an operator's restart does.
 func (s *server) restart() error {
@@ -257,16 +288,41 @@ func (s *server) restart() error {
 	return s.start()
 }
 
-// env is what a check gets: a running server of its own.
+// env is what a check gets: a running server of its own, or for a cluster
+// feature a cluster of its own.
 type env struct {
 	srv      *server
-	addr     string
-	password string // set for the AUTH check's server
+	cluster  *testCluster
+	addr     string   // the server's address; a cluster's first node's
+	addrs    []string // every node's address (the server's alone)
+	password string   // set for the AUTH check's server
 	log      *syncBuffer
 }
 
 // restart restarts the check's server.
-func (e *env) restart() error { return e.srv.restart() }
+func (e *env) restart() error {
+	if e.srv == nil {
+		return fmt.Errorf("a cluster check restarts nodes with cluster.restartKilled")
+	}
+	return e.srv.restart()
+}
+
+// stop stops the check's server or cluster, reporting whether each exited
+// within 5 s of SIGTERM.
+func (e *env) stop() bool {
+	if e.cluster != nil {
+		return e.cluster.stop()
+	}
+	return e.srv.stop()
+}
+
+// output is what the server or cluster printed.
+func (e *env) output() string {
+	if e.cluster != nil {
+		return e.cluster.output()
+	}
+	return e.srv.out.String()
+}
 
 // logf notes a step; the notes are shown when the check fails.
 func (e *env) logf(format string, args ...any) { fmt.Fprintf(e.log, format+"\n", args...) }
@@ -340,10 +396,16 @@ func node() (string, error) {
 
 // scriptCheck runs a Python or Node check script for one feature. The
 // script gets the server in DELAYD_COMPAT_ADDR (and _PASSWORD, _TARGET),
-// exits 0 when the check passes, 3 after printing "N/A: reason" when the
-// client has no such feature, anything else on failure. A script that prints
-// the line RESTART waits for a line on stdin, sent once the server has been
-// restarted.
+// every node's address in DELAYD_COMPAT_ADDRS (comma-separated; the one
+// server's when not a cluster), exits 0 when the check passes, 3 after
+// printing "N/A: reason" when the client has no such feature, anything else
+// on failure. A script that prints the line RESTART waits for a line on
+// stdin, sent once the server has been restarted; in a cluster check,
+// KILL_LEADER is answered with the killed leader's address once it is dead
+// (SIGKILL), and RESTART_KILLED with "restarted" once that node is back and
+// the cluster whole again, and PAUSE_LEADER with the address of the leader
+// once it has been stopped (SIGSTOP) for pauseFor, let go on (SIGCONT) and
+// the cluster agrees on a leader again (or "error: ..." when any failed).
 func scriptCheck(runtime func() (string, error), script string, args ...string) func(*env) error {
 	return func(e *env) error {
 		interp, err := runtime()
@@ -358,7 +420,8 @@ func scriptCheck(runtime func() (string, error), script string, args ...string) 
 		if againstRedis {
 			target = "redis"
 		}
-		cmd.Env = append(os.Environ(), "DELAYD_COMPAT_ADDR="+e.addr, "DELAYD_COMPAT_PASSWORD="+e.password,
+		cmd.Env = append(os.Environ(), "DELAYD_COMPAT_ADDR="+e.addr, "DELAYD_COMPAT_ADDRS="+strings.Join(e.addrs, ","),
+			"DELAYD_COMPAT_PASSWORD="+e.password,
 			"DELAYD_COMPAT_TARGET="+target, "PYTHONDONTWRITEBYTECODE=1")
 		cmd.Stderr = e.log
 		stdin, err := cmd.StdinPipe()
@@ -385,6 +448,27 @@ func scriptCheck(runtime func() (string, error), script string, args ...string) 
 					return fmt.Errorf("restart: %w", err)
 				}
 				_, _ = io.WriteString(stdin, "restarted\n")
+			case line == "KILL_LEADER" && e.cluster != nil:
+				addr, err := e.cluster.killLeader()
+				if err != nil {
+					addr = "error: " + err.Error()
+				}
+				fmt.Fprintf(e.log, "killed the leader %s (SIGKILL)\n", addr)
+				_, _ = io.WriteString(stdin, addr+"\n")
+			case line == "PAUSE_LEADER" && e.cluster != nil:
+				answer, err := e.cluster.pauseLeader()
+				if err != nil {
+					answer = "error: " + strings.ReplaceAll(err.Error(), "\n", " ")
+				}
+				fmt.Fprintf(e.log, "paused the leader %s for %v (SIGSTOP, SIGCONT)\n", answer, pauseFor)
+				_, _ = io.WriteString(stdin, answer+"\n")
+			case line == "RESTART_KILLED" && e.cluster != nil:
+				answer := "restarted"
+				if err := e.cluster.restartKilled(); err != nil {
+					answer = "error: " + strings.ReplaceAll(err.Error(), "\n", " ")
+				}
+				fmt.Fprintln(e.log, answer)
+				_, _ = io.WriteString(stdin, answer+"\n")
 			case strings.HasPrefix(line, "N/A: "):
 				na = strings.TrimPrefix(line, "N/A: ")
 			}

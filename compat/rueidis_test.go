@@ -1,6 +1,7 @@
 package compat
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"time"
@@ -23,6 +24,8 @@ func rueidisCells() map[string]cell {
 		"clientinfo":  {run: rueidisClientInfo},
 		"cache":       {run: rueidisCache},
 		"reconnect":   {run: rueidisReconnect},
+		"cluster":     {run: rueidisCluster},
+		"failover":    {run: rueidisFailover},
 	}
 }
 
@@ -452,4 +455,116 @@ func rueidisReconnect(e *env) error {
 	}
 	n, err := c.Do(ctx, c.B().Llen().Key("q").Build()).AsInt64()
 	return first(noErr("LLEN after the restart", err), eq("LLEN after the restart", n, int64(1)))
+}
+
+// newRueidisCluster connects to a cluster with rueidis's defaults (the
+// client-side cache on, CLIENT TRACKING in every connection's handshake):
+// rueidis.NewClient asks the InitAddress nodes for the slot map and, finding
+// a cluster, returns its cluster client. Its own retries are for commands
+// marked retryable (read-only ones, or ToRetryable): on MOVED it follows,
+// on CLUSTERDOWN, TRYAGAIN, LOADING or a broken connection it refreshes
+// the slot map and retries with its default backoff (RetryDelay).
+func newRueidisCluster(addrs []string) (rueidis.Client, error) {
+	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: addrs})
+	if err != nil {
+		return nil, fmt.Errorf("rueidis.NewClient: %w", err)
+	}
+	return c, nil
+}
+
+func rueidisCluster(e *env) error {
+	ctx, cancel := ctx10()
+	defer cancel()
+	seed, err := follower(e)
+	if err != nil {
+		return err
+	}
+	c, err := newRueidisCluster([]string{seed})
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	if n := len(c.Nodes()); n != clusterSize {
+		return fmt.Errorf("the client knows %d nodes, want %d (is it a cluster client?)", n, clusterSize)
+	}
+	arb := func(cmd, key string, args ...string) rueidis.Completed {
+		return c.B().Arbitrary(cmd).Keys(key).Args(args...).Build()
+	}
+	id, err := c.Do(ctx, arb("DELAY.ADD", "orders", "0", "hello", "ID", "order-1", "ACKTIMEOUT", "30000")).ToString()
+	if err := first(noErr("DELAY.ADD through "+seed, err), eq("DELAY.ADD", id, "order-1")); err != nil {
+		return err
+	}
+	job, err := c.Do(ctx, arb("DELAY.GET", "orders", "order-1")).AsStrMap()
+	if err := first(noErr("DELAY.GET", err), eq("DELAY.GET state", job["state"], "ready")); err != nil {
+		return err
+	}
+	popped, err := c.Do(ctx, c.B().Arbitrary("DELAY.POP").Keys("orders").Args("1").Blocking()).AsStrSlice()
+	if err := first(noErr("DELAY.POP", err), eq("DELAY.POP", popped, []string{"orders", "order-1", "hello"})); err != nil {
+		return err
+	}
+	n, err := c.Do(ctx, arb("DELAY.ACK", "orders", "order-1")).AsInt64()
+	if err := first(noErr("DELAY.ACK", err), eq("DELAY.ACK", n, int64(1))); err != nil {
+		return err
+	}
+	// DoMulti groups the commands by slot and node: 20 queues are 20 slots.
+	var adds rueidis.Commands
+	for i := 0; i < 20; i++ {
+		adds = append(adds, arb("DELAY.ADD", fmt.Sprint("queue-", i), "0", "job"))
+	}
+	for i, r := range c.DoMulti(ctx, adds...) {
+		if err := r.Error(); err != nil {
+			return fmt.Errorf("DoMulti add %d: %w", i, err)
+		}
+	}
+	for i := 0; i < 20; i++ {
+		n, err := c.Do(ctx, c.B().Llen().Key(fmt.Sprint("queue-", i)).Build()).AsInt64()
+		if err := first(noErr("LLEN", err), eq(fmt.Sprint("LLEN queue-", i), n, int64(1))); err != nil {
+			return err
+		}
+	}
+	// A cached read goes through the cluster client's cache too.
+	n, err = c.DoCache(ctx, c.B().Llen().Key("queue-0").Cache(), time.Minute).AsInt64()
+	return first(noErr("cached LLEN", err), eq("cached LLEN", n, int64(1)))
+}
+
+// rueidisJobs is the failover workload's calls through rueidis's cluster
+// client. DELAY.ADD with an ID, and DELAY.ACK, are idempotent, so they are
+// marked ToRetryable, as rueidis asks of a write it may retry; DELAY.POP is
+// not (a retried pop may reserve a second job) and is Blocking, so that it
+// waits on a connection of its own and not in the shared pipeline.
+type rueidisJobs struct{ c rueidis.Client }
+
+func (j rueidisJobs) add(ctx context.Context, queue, id string, delayMs int) error {
+	err := j.c.Do(ctx, j.c.B().Arbitrary("DELAY.ADD").Keys(queue).
+		Args(fmt.Sprint(delayMs), id, "ID", id, "ACKTIMEOUT", "5000").Build().ToRetryable()).Error()
+	if rueidis.IsRedisNil(err) {
+		return nil // an earlier try of this add went through
+	}
+	return err
+}
+
+func (j rueidisJobs) pop(ctx context.Context, queue string) (string, error) {
+	job, err := j.c.Do(ctx, j.c.B().Arbitrary("DELAY.POP").Keys(queue).Args("1").Blocking()).AsStrSlice()
+	switch {
+	case rueidis.IsRedisNil(err):
+		return "", nil
+	case err != nil:
+		return "", err
+	case len(job) != 3:
+		return "", fmt.Errorf("DELAY.POP: got %q, want [key id payload]", job)
+	}
+	return job[1], nil
+}
+
+func (j rueidisJobs) ack(ctx context.Context, queue, id string) error {
+	return j.c.Do(ctx, j.c.B().Arbitrary("DELAY.ACK").Keys(queue).Args(id).Build().ToRetryable()).Error()
+}
+
+func rueidisFailover(e *env) error {
+	c, err := newRueidisCluster(e.addrs)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	return runFailover(e, rueidisJobs{c})
 }

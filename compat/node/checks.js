@@ -8,6 +8,12 @@
 // real). Exit 0: pass; exit 3 after printing `N/A: reason`: the client has no
 // such feature; anything else: fail. Printing RESTART asks the Go test to
 // restart the server; it answers with a line on stdin once the server is back.
+//
+// The cluster checks get every node of a delayd cluster in DELAYD_COMPAT_ADDRS
+// (comma-separated host:port); printing KILL_LEADER asks the Go test to kill
+// the leader (SIGKILL), RESTART_KILLED to start it again, PAUSE_LEADER to
+// freeze the leader for a while (SIGSTOP, SIGCONT), each answered on stdin
+// (compat/harness_test.go, scriptCheck).
 'use strict';
 
 const assert = require('node:assert/strict');
@@ -17,6 +23,10 @@ const [host, portText] = process.env.DELAYD_COMPAT_ADDR.split(':');
 const port = Number(portText);
 const password = process.env.DELAYD_COMPAT_PASSWORD || undefined;
 const againstRedis = process.env.DELAYD_COMPAT_TARGET === 'redis';
+const addrs = (process.env.DELAYD_COMPAT_ADDRS || '').split(',').filter(Boolean).map((a) => {
+  const i = a.lastIndexOf(':');
+  return { host: a.slice(0, i), port: Number(a.slice(i + 1)) };
+});
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -45,6 +55,160 @@ async function waitRestart() {
   const rl = readline.createInterface({ input: process.stdin });
   for await (const _ of rl) break; // eslint-disable-line no-unused-vars
   rl.close();
+}
+
+// askGo asks the Go test for a step (KILL_LEADER, RESTART_KILLED) and
+// returns its answer.
+async function askGo(line) {
+  process.stdout.write(line + '\n');
+  const rl = readline.createInterface({ input: process.stdin });
+  let answer = '';
+  for await (const l of rl) {
+    answer = l.trim();
+    break;
+  }
+  rl.close();
+  if (!answer || answer.startsWith('error:')) throw new Error(`${line}: ${answer || 'no answer'}`);
+  return answer;
+}
+
+// leaderAddr is the node whose INFO replication says role:master.
+async function leaderAddr() {
+  for (const a of addrs) {
+    const c = new IORedis({ ...a, lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
+    c.on('error', () => {});
+    try {
+      await c.connect();
+      if (/role:master\r\n/.test(await c.info('replication'))) return a;
+    } catch {
+      // not this one
+    } finally {
+      c.disconnect();
+    }
+  }
+  throw new Error('no node says role:master');
+}
+
+// withTimeout rejects when p takes longer than ms: a call the library keeps
+// waiting on forever must not stop the workload.
+function withTimeout(p, ms, what) {
+  let timer;
+  return Promise.race([
+    p,
+    new Promise((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`${what}: no reply within ${ms} ms`)), ms);
+    }),
+  ]).finally(() => clearTimeout(timer));
+}
+
+const resumeBound = 15000;
+const drainBound = 9000;
+
+async function waitFor(timeout, what, cond) {
+  const deadline = Date.now() + timeout;
+  while (!cond()) {
+    if (Date.now() > deadline) throw new Error(`after ${timeout} ms: ${what()}`);
+    await sleep(50);
+  }
+}
+
+// failover is the failover workload of compat/cluster_test.go, step by
+// step: a producer and a consumer loop, each on its own client from open();
+// a client's add resolves when the server acknowledged the add (the id, or
+// null: a job with that ID is already there), pop to [key, id, payload] or
+// null.
+async function failover(open) {
+  const sent = new Map(), delay = new Map(), acked = new Map(), delivered = new Map();
+  const errs = {}, firstErrs = [], early = [];
+  let stopProducer = false, stopConsumer = false;
+  const errored = (op, e) => {
+    const kind = `${op} ${(e.message || String(e)).split(' ')[0]}`;
+    errs[kind] = (errs[kind] || 0) + 1;
+    if (firstErrs.length < 20) firstErrs.push(`${new Date().toISOString().slice(11, 23)} ${op}: ${e.message || e}`);
+  };
+  const producerClient = await open();
+  const consumerClient = await open();
+  const produce = async () => {
+    for (let i = 0; !stopProducer; i++) {
+      const id = `job-${i}`, d = (i * 137) % 2001;
+      sent.set(id, Date.now());
+      delay.set(id, d);
+      while (!stopProducer) {
+        try {
+          await withTimeout(producerClient.add('jobs', id, d), 10000, 'DELAY.ADD');
+          acked.set(id, Date.now());
+          break;
+        } catch (e) {
+          errored('DELAY.ADD', e);
+          await sleep(100);
+        }
+      }
+      await sleep(20);
+    }
+  };
+  const consume = async () => {
+    while (!stopConsumer) {
+      let job;
+      try {
+        job = await withTimeout(consumerClient.pop('jobs'), 10000, 'DELAY.POP');
+      } catch (e) {
+        errored('DELAY.POP', e);
+        await sleep(100);
+        continue;
+      }
+      if (job === null) continue;
+      const id = String(job[1]), now = Date.now();
+      if (!delivered.has(id)) {
+        delivered.set(id, now);
+        if (sent.has(id) && now < sent.get(id) + delay.get(id)) {
+          early.push(`${id} (delay ${delay.get(id)} ms) after ${now - sent.get(id)} ms`);
+        }
+      }
+      try {
+        await withTimeout(consumerClient.ack('jobs', id), 10000, 'DELAY.ACK');
+      } catch (e) {
+        errored('DELAY.ACK', e); // the job comes again after its ack timeout
+      }
+    }
+  };
+  const count = (since) => {
+    let a = 0, d = 0;
+    for (const t of acked.values()) if (t >= since) a++;
+    for (const t of delivered.values()) if (t >= since) d++;
+    return [a, d];
+  };
+  const missing = () => [...acked.keys()].filter((id) => !delivered.has(id)).sort();
+  const loops = [produce(), consume()];
+  try {
+    const start = Date.now();
+    await waitFor(10000, () => `(acknowledged adds, deliveries) = ${count(start)}, want 25 and 5 before the kill`,
+      () => count(start)[0] >= 25 && count(start)[1] >= 5);
+    const killed = await askGo('KILL_LEADER');
+    const kill = Date.now();
+    console.error(`killed the leader ${killed}`);
+    // 200 ms: a reply the old leader sent just before it died is not a
+    // resumption (no election ends that fast).
+    await waitFor(resumeBound, () => `since the kill (acknowledged adds, deliveries) = ${count(kill + 200)}, want both > 0`,
+      () => Math.min(...count(kill + 200)) > 0);
+    console.error(`resumed ${Date.now() - kill} ms after the kill`);
+    await askGo('RESTART_KILLED');
+    const back = Date.now();
+    await waitFor(10000, () => `${count(back)[0]} adds acknowledged since the restart, want 10`, () => count(back)[0] >= 10);
+    const paused = await askGo('PAUSE_LEADER');
+    const cont = Date.now();
+    console.error(`paused the leader ${paused}`);
+    await waitFor(resumeBound, () => `since the paused leader went on (acknowledged adds, deliveries) = ${count(cont)}, want 10 and 1`,
+      () => count(cont)[0] >= 10 && count(cont)[1] >= 1);
+    stopProducer = true;
+    await loops[0];
+    await waitFor(drainBound, () => `${missing().length} acknowledged adds not delivered: ${missing()}`, () => missing().length === 0);
+  } finally {
+    stopProducer = stopConsumer = true;
+    await Promise.race([Promise.all(loops), sleep(5000)]);
+    console.error(`adds acknowledged: ${acked.size}, jobs delivered: ${delivered.size}, errors the client let through: ${JSON.stringify(errs)}`);
+    for (const l of firstErrs) console.error('  ' + l);
+  }
+  assert.deepEqual(early, [], 'jobs delivered before their delay');
 }
 
 function fields(text) {
@@ -196,6 +360,54 @@ const io = {
     assert.equal(await r.llen('q'), 1);
   },
 
+  // openCluster is ioredis's Cluster as a user sets it up for failovers:
+  // its defaults already follow MOVED (maxRedirections 16) and retry
+  // CLUSTERDOWN and TRYAGAIN (retryDelayOnClusterDown, retryDelayOnTryAgain:
+  // 100 ms each, within those 16), and a node whose connection closes makes
+  // it refresh the slot map (CLUSTER SLOTS) and send the queued commands
+  // again (retryDelayOnFailover 100 ms); what a user adds is a per-node
+  // retryStrategy that gives up on a dead node quickly, so a refreshed map
+  // takes over instead of reconnect attempts to the dead leader.
+  openCluster(nodes = addrs) {
+    const c = new IORedis.Cluster(nodes, {
+      redisOptions: { retryStrategy: (times) => (times > 3 ? null : 100) },
+    });
+    c.on('error', () => {}); // node errors during the failover; the checks see the command errors
+    opened.push(c);
+    return c;
+  },
+
+  async cluster() {
+    const lead = await leaderAddr();
+    const seed = addrs.find((a) => a.port !== lead.port || a.host !== lead.host);
+    const r = io.openCluster([seed]);
+    assert.equal(await r.call('DELAY.ADD', 'orders', '0', 'hello', 'ID', 'order-1', 'ACKTIMEOUT', '30000'), 'order-1');
+    assert.equal(Object.fromEntries(pairs(await r.call('DELAY.GET', 'orders', 'order-1'))).state, 'ready');
+    assert.deepEqual(await r.call('DELAY.POP', 'orders', '1'), ['orders', 'order-1', 'hello']);
+    assert.equal(await r.call('DELAY.ACK', 'orders', 'order-1'), 1);
+    // A cluster pipeline must keep to one slot in ioredis: 20 adds to one
+    // queue, then one add per queue on its own for 20 slots.
+    const p = r.pipeline();
+    for (let i = 0; i < 20; i++) p.call('DELAY.ADD', 'queue-0', '0', `job-${i}`);
+    const res = await p.exec();
+    for (const [err] of res) assert.equal(err, null);
+    assert.equal(await r.llen('queue-0'), 20);
+    for (let i = 1; i < 20; i++) await r.call('DELAY.ADD', `queue-${i}`, '0', 'job');
+    for (let i = 1; i < 20; i++) assert.equal(await r.llen(`queue-${i}`), 1, `LLEN queue-${i}`);
+    assert.equal(r.nodes('all').length, addrs.length, 'the client knows every node');
+  },
+
+  async failover() {
+    return failover(async () => {
+      const r = io.openCluster();
+      return {
+        add: (q, id, d) => r.call('DELAY.ADD', q, String(d), id, 'ID', id, 'ACKTIMEOUT', '5000'),
+        pop: (q) => r.call('DELAY.POP', q, '1'),
+        ack: (q, id) => r.call('DELAY.ACK', q, id),
+      };
+    });
+  },
+
   async resp3() {
     throw new NotApplicable('ioredis speaks RESP2 only');
   },
@@ -233,7 +445,7 @@ async function popAck(c) {
 
 // ---- node-redis ----
 
-const { createClient, WatchError } = require('redis');
+const { createClient, createCluster, WatchError, ErrorReply } = require('redis');
 
 const nr = {
   // open connects a client with node-redis's defaults, changed by opts.
@@ -395,6 +607,83 @@ const nr = {
     await r.sendCommand(ready('q', 'job'));
     await waitRestart();
     assert.equal(await r.lLen('q'), 1);
+  },
+
+  // openCluster is node-redis's createCluster with its defaults: it reads
+  // the slot map (CLUSTER SLOTS) from the first root node that answers and
+  // follows MOVED and ASK (maxCommandRedirections 16).
+  async openCluster(nodes = addrs) {
+    const c = createCluster({ rootNodes: nodes.map((socket) => ({ socket })) });
+    c.on('error', () => {});
+    opened.push(c);
+    await withTimeout(c.connect(), 5000, 'cluster connect()');
+    return c;
+  },
+
+  async cluster() {
+    const lead = await leaderAddr();
+    const seed = addrs.find((a) => a.port !== lead.port || a.host !== lead.host);
+    const r = await nr.openCluster([seed]);
+    // sendCommand(firstKey, isReadonly, args): the first key routes it.
+    const call = (key, ...args) => r.sendCommand(key, false, args);
+    assert.equal(await call('orders', 'DELAY.ADD', 'orders', '0', 'hello', 'ID', 'order-1', 'ACKTIMEOUT', '30000'), 'order-1');
+    assert.equal(Object.fromEntries(pairs(await call('orders', 'DELAY.GET', 'orders', 'order-1'))).state, 'ready');
+    assert.deepEqual(await call('orders', 'DELAY.POP', 'orders', '1'), ['orders', 'order-1', 'hello']);
+    assert.equal(await call('orders', 'DELAY.ACK', 'orders', 'order-1'), 1);
+    // Commands sent in one tick are pipelined per node: 20 queues, 20 slots.
+    await Promise.all(Array.from({ length: 20 }, (_, i) => call(`queue-${i}`, 'DELAY.ADD', `queue-${i}`, '0', 'job')));
+    for (let i = 0; i < 20; i++) assert.equal(await r.lLen(`queue-${i}`), 1, `LLEN queue-${i}`);
+    assert.equal(r.masters.length, 1, 'one master');
+    assert.equal(r.masters[0].port, lead.port, 'the master is the leader');
+  },
+
+  // failover: node-redis 5 reads the slot map again only on MOVED and ASK
+  // (node-redis issue #2806); a master that dies never says MOVED, so its
+  // cluster client sends to the dead leader until the app steps in. What an
+  // app does, and this check does: the nodes give up reconnecting quickly
+  // (reconnectStrategy, so queued commands fail instead of waiting), and a
+  // command that failed without a server reply (the connection, not an
+  // ErrorReply such as CLUSTERDOWN) makes the app replace its cluster client
+  // with a new one, which reads the slot map from the root nodes.
+  async failover() {
+    return failover(async () => {
+      let r = null;
+      let opening = null;
+      const client = () => {
+        if (r) return r;
+        opening ??= (async () => {
+          const c = createCluster({
+            rootNodes: addrs.map((socket) => ({ socket })),
+            defaults: { socket: { connectTimeout: 1000, reconnectStrategy: (retries) => (retries > 3 ? new Error('node gone') : 100) } },
+          });
+          c.on('error', () => {});
+          opened.push(c);
+          await withTimeout(c.connect(), 5000, 'cluster connect()');
+          r = c;
+          return c;
+        })().finally(() => {
+          opening = null;
+        });
+        return opening;
+      };
+      const call = async (key, args) => {
+        const c = await client();
+        try {
+          return await c.sendCommand(key, false, args);
+        } catch (e) {
+          if (!(e instanceof ErrorReply) && r === c) {
+            r = null;
+            c.destroy();
+          }
+          throw e;
+        }
+      };
+      return {
+        add: (q, id, d) => call(q, ['DELAY.ADD', q, String(d), id, 'ID', id, 'ACKTIMEOUT', '5000']),
+        pop: (q) => call(q, ['DELAY.POP', q, '1']),
+        ack: (q, id) => call(q, ['DELAY.ACK', q, id]),
+      };
+    });
   },
 };
 

@@ -7,9 +7,16 @@ requirepass of the AUTH check's server, DELAYD_COMPAT_TARGET `delayd` or
 Exit 0: pass; exit 3 after printing `N/A: reason`: this redis-py has no such
 feature; anything else: fail. Printing RESTART asks the Go test to restart the
 server; it answers with a line on stdin once the server is back.
+
+The cluster checks get every node of a delayd cluster in DELAYD_COMPAT_ADDRS
+(comma-separated host:port); printing KILL_LEADER asks the Go test to kill the
+leader (SIGKILL), RESTART_KILLED to start it again, PAUSE_LEADER to freeze the
+leader for a while (SIGSTOP, SIGCONT), each answered on stdin
+(compat/harness_test.go, scriptCheck).
 """
 
 import inspect
+import logging
 import os
 import sys
 import threading
@@ -21,7 +28,14 @@ import redis
 HOST, PORT = os.environ["DELAYD_COMPAT_ADDR"].rsplit(":", 1)
 PORT = int(PORT)
 PASSWORD = os.environ.get("DELAYD_COMPAT_PASSWORD") or None
+ADDRS = [(h, int(p)) for h, p in (a.rsplit(":", 1) for a in os.environ.get("DELAYD_COMPAT_ADDRS", "").split(",") if a)]
 AGAINST_REDIS = os.environ.get("DELAYD_COMPAT_TARGET") == "redis"
+
+
+# redis.cluster logs every error it retries with a traceback (log.exception);
+# the checks count the errors that reach them instead.
+logging.getLogger("redis.cluster").addHandler(logging.NullHandler())
+logging.getLogger("redis.cluster").propagate = False
 
 
 class NotApplicable(Exception):
@@ -237,6 +251,211 @@ def check_reconnect():
     print("RESTART", flush=True)
     sys.stdin.readline()
     expect("LLEN after the restart", r.llen("q"), 1)
+
+
+def note(line):
+    """Writes a line to stderr in one write, so that it does not interleave
+    with the stdout lines the Go test copies into the same log."""
+    sys.stderr.write(line + "\n")
+    sys.stderr.flush()
+
+
+def redis_version():
+    return tuple(int(x) for x in redis.__version__.split(".")[:2])
+
+
+def ask_go(line):
+    """Asks the Go test for a step (KILL_LEADER, RESTART_KILLED) and returns
+    its answer."""
+    print(line, flush=True)
+    answer = sys.stdin.readline().strip()
+    if answer.startswith("error:") or not answer:
+        raise AssertionError(f"{line}: {answer or 'no answer'}")
+    return answer
+
+
+def cluster_client(addrs):
+    """redis-py's RedisCluster as a user sets it up for failovers: the
+    startup nodes are the addresses given; cluster_error_retry_attempts 10
+    (default 3) is how many times a command that met a ConnectionError,
+    TimeoutError or CLUSTERDOWN is tried again, each time after redis-py
+    refreshed its slot map (CLUSTER SLOTS) on its own; before that, a refused
+    connection is retried 5 times 0.25 s apart. MOVED is followed without
+    counting, TRYAGAIN is retried within the request's 16 tries."""
+    from redis.cluster import ClusterNode, RedisCluster
+
+    if redis_version() < (4, 4):
+        # redis-py 4.3's NodesManager.initialize, re-reading the slot map
+        # after a connection error, deep-copies its connection kwargs, which
+        # hold RedisCluster.on_connect, a bound method: the copy reaches the
+        # client's locks and fails with "cannot pickle '_thread.lock'
+        # object" (wrapped in RedisClusterException "ERROR sending 'cluster
+        # slots' command"), every time, so a 4.3 client never finds the new
+        # leader. redis-py 4.4.0 dropped that deepcopy (redis-py #2377); on
+        # 4.3 this one line is the workaround a user needs: the client copies
+        # as itself. (4.3 has a second failover bug, fixed in 4.4.2 by
+        # redis-py #2549: a replica promoted to master keeps its replica role
+        # in the node cache, so the re-read raises IndexError from
+        # get_nodes_by_server_type(PRIMARY)[0] once; the caller's retry gets
+        # through, as the workload's does.)
+        RedisCluster.__deepcopy__ = lambda self, memo: self
+    return RedisCluster(
+        startup_nodes=[ClusterNode(h, p) for h, p in addrs],
+        decode_responses=True,
+        cluster_error_retry_attempts=10,
+    )
+
+
+def leader_addr():
+    """The node whose INFO replication says role:master."""
+    for h, p in ADDRS:
+        try:
+            if redis.Redis(host=h, port=p, socket_timeout=2).info("replication").get("role") == "master":
+                return (h, p)
+        except redis.exceptions.RedisError:
+            pass
+    raise AssertionError("no node says role:master")
+
+
+def check_cluster():
+    # Given one follower only, the client finds the leader from the slot map.
+    lead = leader_addr()
+    seed = next(a for a in ADDRS if a != lead)
+    rc = cluster_client([seed])
+    expect("DELAY.ADD", rc.execute_command("DELAY.ADD", "orders", 0, "hello", "ID", "order-1", "ACKTIMEOUT", 30000), "order-1")
+    flat = rc.execute_command("DELAY.GET", "orders", "order-1")
+    expect("DELAY.GET state", dict(zip(flat[::2], flat[1::2])).get("state"), "ready")
+    expect("DELAY.POP", list(rc.execute_command("DELAY.POP", "orders", 1)), ["orders", "order-1", "hello"])
+    expect("DELAY.ACK", rc.execute_command("DELAY.ACK", "orders", "order-1"), 1)
+    # The cluster pipeline groups the commands by node: 20 queues, 20 slots.
+    p = rc.pipeline()
+    for i in range(20):
+        p.execute_command("DELAY.ADD", f"queue-{i}", 0, "job")
+    expect("pipeline replies", len(p.execute()), 20)
+    for i in range(20):
+        expect(f"LLEN queue-{i}", rc.llen(f"queue-{i}"), 1)
+    expect("the client knows every node", len(rc.get_nodes()), len(ADDRS))
+
+
+RESUME_BOUND = 15  # seconds
+DRAIN_BOUND = 9
+
+
+def wait_for(timeout, what, cond):
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"after {timeout} s: {what()}")
+        time.sleep(0.05)
+
+
+def check_failover():
+    """The failover workload of compat/cluster_test.go, step by step: a
+    producer and a consumer thread, each with its own RedisCluster."""
+    lock = threading.Lock()
+    sent, delay, acked, delivered, errs, first_errs, early = {}, {}, {}, {}, {}, [], []
+    stop_producer, stop_consumer = threading.Event(), threading.Event()
+
+    def errored(op, e):
+        kind = f"{op} {type(e).__name__}"
+        with lock:
+            errs[kind] = errs.get(kind, 0) + 1
+            if len(first_errs) < 20:
+                line = f"{time.strftime('%H:%M:%S')} {op}: {type(e).__name__}: {e}"
+                if not isinstance(e, redis.exceptions.RedisError):  # a bug: where
+                    line += "\n" + "".join(traceback.format_tb(e.__traceback__)[-4:])
+                first_errs.append(line)
+
+    def produce():
+        rc = cluster_client(ADDRS)
+        i = 0
+        while not stop_producer.is_set():
+            job, d = f"job-{i}", i * 137 % 2001
+            with lock:
+                sent[job], delay[job] = time.monotonic(), d
+            while not stop_producer.is_set():
+                try:
+                    # The id, or None: a job with that ID is already there
+                    # (an earlier try went through); both acknowledge it.
+                    rc.execute_command("DELAY.ADD", "jobs", d, job, "ID", job, "ACKTIMEOUT", 5000)
+                    with lock:
+                        acked[job] = time.monotonic()
+                    break
+                except Exception as e:
+                    errored("DELAY.ADD", e)
+                    time.sleep(0.1)
+            time.sleep(0.02)
+            i += 1
+
+    def consume():
+        rc = cluster_client(ADDRS)
+        while not stop_consumer.is_set():
+            try:
+                got = rc.execute_command("DELAY.POP", "jobs", 1)
+            except Exception as e:
+                errored("DELAY.POP", e)
+                time.sleep(0.1)
+                continue
+            if got is None:
+                continue
+            job, now = got[1], time.monotonic()
+            with lock:
+                if job not in delivered:
+                    delivered[job] = now
+                    if job in sent and now < sent[job] + delay[job] / 1000:
+                        early.append(f"{job} (delay {delay[job]} ms) after {now - sent[job]:.3f} s")
+            try:
+                rc.execute_command("DELAY.ACK", "jobs", job)
+            except Exception as e:
+                errored("DELAY.ACK", e)  # the job comes again after its ack timeout
+
+    def count(since):
+        with lock:
+            return sum(t >= since for t in acked.values()), sum(t >= since for t in delivered.values())
+
+    def missing():
+        with lock:
+            return sorted(set(acked) - set(delivered))
+
+    threads = [threading.Thread(target=produce, daemon=True), threading.Thread(target=consume, daemon=True)]
+    for t in threads:
+        t.start()
+    try:
+        start = time.monotonic()
+        wait_for(10, lambda: f"{count(start)} adds acknowledged and jobs delivered, want 25 and 5 before the kill",
+                 lambda: count(start)[0] >= 25 and count(start)[1] >= 5)
+        killed = ask_go("KILL_LEADER")
+        kill = time.monotonic()
+        note(f"killed the leader {killed}")
+        # 200 ms: a reply sent by the old leader just before it died is not
+        # a resumption (no election ends that fast).
+        wait_for(RESUME_BOUND, lambda: f"since the kill (acknowledged adds, deliveries) = {count(kill + 0.2)}, want both > 0",
+                 lambda: min(count(kill + 0.2)) > 0)
+        note(f"resumed {time.monotonic() - kill:.3f} s after the kill")
+        ask_go("RESTART_KILLED")
+        back = time.monotonic()
+        wait_for(10, lambda: f"{count(back)[0]} adds acknowledged since the restart, want 10",
+                 lambda: count(back)[0] >= 10)
+        paused = ask_go("PAUSE_LEADER")
+        cont = time.monotonic()
+        note(f"paused the leader {paused}")
+        wait_for(RESUME_BOUND, lambda: f"since the paused leader went on (acknowledged adds, deliveries) = {count(cont)}, want 10 and 1",
+                 lambda: count(cont)[0] >= 10 and count(cont)[1] >= 1)
+        stop_producer.set()
+        threads[0].join(15)
+        wait_for(DRAIN_BOUND, lambda: f"{len(missing())} acknowledged adds not delivered: {missing()}",
+                 lambda: not missing())
+    finally:
+        stop_producer.set()
+        stop_consumer.set()
+        for t in threads:
+            t.join(5)
+        with lock:
+            note(f"adds acknowledged: {len(acked)}, jobs delivered: {len(delivered)}, errors the client let through: {errs}")
+            for line in first_errs:
+                note("  " + line)
+    if early:
+        raise AssertionError(f"jobs delivered before their delay: {early}")
 
 
 def main():
