@@ -732,3 +732,20 @@ func TestWaitKnowsTheClientsLastWrite(t *testing.T) {
 		t.Fatalf("WAIT: %q, calls %q", got, fc.waits)
 	}
 }
+
+func TestCommandGetKeys(t *testing.T) {
+	n := newNode(t, nil)
+	c := n.client()
+	for _, tc := range []struct{ args, want string }{
+		{"COMMAND GETKEYS DELAY.ADD q 0 p DEADLETTER dlq", "$q $dlq"},
+		{"COMMAND GETKEYS DELAY.POP a b 0", "$a $b"},
+		{"COMMAND GETKEYS LMOVE src dst LEFT RIGHT", "$src $dst"},
+		{"COMMAND GETKEYS PING", "-ERR The command has no key arguments"},
+		{"COMMAND GETKEYS NOPE x", "-ERR Invalid command specified"},
+		{"COMMAND GETKEYS DELAY.ADD q", "-ERR Invalid number of arguments specified for command"},
+	} {
+		if got := n.do(c, strings.Fields(tc.args)...); !strings.Contains(got, tc.want) {
+			t.Errorf("%s: got %q, want %q", tc.args, got, tc.want)
+		}
+	}
+}

@@ -44,6 +44,8 @@ func cmdCommand(d *Dispatcher, c *Client, args [][]byte) {
 			c.W.BulkString(cmd.Name)
 			writeDocs(c.W, cmd)
 		}
+	case "getkeys":
+		commandGetKeys(d, c, args)
 	default:
 		c.W.Error("ERR unknown subcommand '" + clip(args[1]) + "'. Try COMMAND HELP.")
 	}
@@ -130,5 +132,34 @@ func writeArgs(w Writer, args []Arg) {
 			w.BulkString("arguments")
 			writeArgs(w, a.Args)
 		}
+	}
+}
+
+// commandGetKeys is COMMAND GETKEYS command [arg ...], with Redis's errors:
+// the keys the routing would hash, in order (redis-py's cluster client asks
+// it for commands whose keys move).
+func commandGetKeys(d *Dispatcher, c *Client, args [][]byte) {
+	if len(args) < 3 {
+		c.W.Error("ERR wrong number of arguments for 'command|getkeys' command")
+		return
+	}
+	sub := args[2:]
+	cmd := d.lookup(sub[0])
+	switch {
+	case cmd == nil:
+		c.W.Error("ERR Invalid command specified")
+		return
+	case (cmd.Arity > 0 && len(sub) != cmd.Arity) || (cmd.Arity < 0 && len(sub) < -cmd.Arity):
+		c.W.Error("ERR Invalid number of arguments specified for command")
+		return
+	}
+	keys := commandKeys(cmd, sub)
+	if len(keys) == 0 {
+		c.W.Error("ERR The command has no key arguments")
+		return
+	}
+	c.W.Array(len(keys))
+	for _, k := range keys {
+		c.W.Bulk(k)
 	}
 }

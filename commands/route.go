@@ -134,6 +134,24 @@ func commandSlot(cmd *Command, args [][]byte) int {
 	return slot
 }
 
+// commandKeys lists a command's keys where commandSlot finds them.
+func commandKeys(cmd *Command, args [][]byte) [][]byte {
+	var keys [][]byte
+	if cmd.FirstKey > 0 {
+		last := cmd.LastKey
+		if last < 0 {
+			last += len(args)
+		}
+		for i := cmd.FirstKey; i <= last && i < len(args); i += max(cmd.Step, 1) {
+			keys = append(keys, args[i])
+		}
+	}
+	if cmd.keyOptions {
+		optionKeys(cmd, args, func(k []byte) { keys = append(keys, k) })
+	}
+	return keys
+}
+
 func sameSlot(a, b int) int {
 	switch {
 	case a == noSlot:
@@ -152,6 +170,13 @@ func sameSlot(a, b int) int {
 // the option. An argument that is no option ends the walk: the handler
 // answers the syntax error.
 func optionKeysSlot(cmd *Command, args [][]byte, slot int) int {
+	optionKeys(cmd, args, func(k []byte) { slot = sameSlot(slot, KeySlot(k)) })
+	return slot
+}
+
+// optionKeys calls fn with each key given as an option, walking the
+// options as optionKeysSlot says.
+func optionKeys(cmd *Command, args [][]byte, fn func(key []byte)) {
 	i := 1
 	for _, a := range cmd.Args {
 		if a.Optional {
@@ -170,14 +195,13 @@ next:
 				continue next
 			}
 			if a.Type == "key" && i+1 < len(args) {
-				slot = sameSlot(slot, KeySlot(args[i+1]))
+				fn(args[i+1])
 			}
 			i += 2
 			continue next
 		}
 		break
 	}
-	return slot
 }
 
 // keyOptions marks the commands that take a key as an option; only those
