@@ -7,9 +7,11 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -244,6 +246,17 @@ func (n *clNode) live() bool {
 // infoField reads one field of INFO section ("" when it cannot).
 func (n *clNode) infoField(section, field string) string {
 	v, err := n.do(n.client(), "INFO", section)
+	if err != nil {
+		return ""
+	}
+	s, _ := v.(string)
+	f, _ := infoValue(s, field)
+	return f
+}
+
+// clusterInfo reads one field of CLUSTER INFO ("" when it cannot).
+func (n *clNode) clusterInfo(field string) string {
+	v, err := n.do(n.client(), "CLUSTER", "INFO")
 	if err != nil {
 		return ""
 	}
@@ -497,15 +510,69 @@ func clErrKind(err error) string {
 	return err.Error()
 }
 
-// clDirFiles lists the files under dir/sub (for the snapshot store).
-func clDirFiles(dir, sub string) []string {
-	var out []string
-	_ = filepath.WalkDir(filepath.Join(dir, sub), func(p string, d os.DirEntry, err error) error {
-		if err == nil && !d.IsDir() {
-			rel, _ := filepath.Rel(dir, p)
-			out = append(out, rel)
+// clSnapshots lists the indexes of the Raft snapshots kept in a node's
+// data dir, oldest first (hashicorp/raft names each dir term-index-ms).
+func clSnapshots(dir string) []uint64 {
+	entries, _ := os.ReadDir(filepath.Join(dir, "raft", "snapshots"))
+	var out []uint64
+	for _, e := range entries {
+		f := strings.Split(e.Name(), "-")
+		if !e.IsDir() || len(f) != 3 || strings.HasSuffix(e.Name(), ".tmp") {
+			continue
 		}
-		return nil
-	})
+		if _, err := os.Stat(filepath.Join(dir, "raft", "snapshots", e.Name(), "meta.json")); err != nil {
+			continue
+		}
+		if i, err := strconv.ParseUint(f[1], 10, 64); err == nil {
+			out = append(out, i)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
 	return out
+}
+
+// clChurn adds jobs to key with single writes from 8 clients until the
+// leader's log has grown by at least entries, and returns how many it added.
+func clChurn(t testing.TB, leader *clNode, key string, entries uint64) int {
+	t.Helper()
+	index := func() uint64 {
+		v, _ := strconv.ParseUint(leader.infoField("replication", "master_repl_offset"), 10, 64)
+		return v
+	}
+	target := index() + entries
+	var added atomic.Int64
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for w := 0; w < 8; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c := leader.Client()
+			for i := 0; !stop.Load(); i++ {
+				ctx, cancel := context.WithTimeout(context.Background(), clOp)
+				err := c.Do(ctx, "DELAY.ADD", key, 3600000, "x").Err()
+				cancel()
+				if err != nil {
+					errs <- err
+					return
+				}
+				added.Add(1)
+			}
+		}()
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for index() < target && time.Now().Before(deadline) && len(errs) == 0 {
+		time.Sleep(50 * time.Millisecond)
+	}
+	stop.Store(true)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatalf("%v: a single write: %v", leader, err)
+	}
+	if index() < target {
+		t.Fatalf("%v: the log grew to %d, not %d, in 60 s", leader, index(), target)
+	}
+	return int(added.Load())
 }
