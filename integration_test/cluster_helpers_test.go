@@ -576,3 +576,46 @@ func clChurn(t testing.TB, leader *clNode, key string, entries uint64) int {
 	}
 	return int(added.Load())
 }
+
+// clLoad adds jobs j0..j(n-1), each delayed an hour, to queues {w}q0..,
+// with pipelines of 1000 on the leader. A pipeline that meets a leadership
+// change (a loaded machine) is sent again to the new leader: the ids make
+// that safe (an add already there answers null). It returns the leader.
+func clLoad(t testing.TB, cc *clCluster, leader *clNode, n, queues int) *clNode {
+	t.Helper()
+	const batch = 1000
+	client := func(l *clNode) *redis.Client {
+		return l.Client(func(o *redis.Options) { o.ReadTimeout = 60 * time.Second; o.WriteTimeout = 60 * time.Second })
+	}
+	c := client(leader)
+	for i := 0; i < n; {
+		p := c.Pipeline()
+		for k := i; k < min(i+batch, n); k++ {
+			p.Do(context.Background(), "DELAY.ADD", fmt.Sprintf("{w}q%d", k%queues), 3600000, fmt.Sprintf("p%d", k), "ID", fmt.Sprintf("j%d", k))
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		cmds, err := p.Exec(ctx)
+		cancel()
+		if errors.Is(err, redis.Nil) {
+			err = nil
+		}
+		for _, cmd := range cmds {
+			if e := cmd.Err(); e != nil && !errors.Is(e, redis.Nil) && err == nil {
+				err = e
+			}
+		}
+		if err == nil {
+			i += batch
+			continue
+		}
+		switch clErrKind(err) {
+		case "TRYAGAIN", "CLUSTERDOWN", "MOVED":
+			t.Logf("loading jobs %d..: %v; again on the leader", i, err)
+			leader = cc.waitLeader(t, 30*time.Second, nil)
+			c = client(leader)
+		default:
+			t.Fatalf("loading jobs %d..: %v", i, err)
+		}
+	}
+	return leader
+}

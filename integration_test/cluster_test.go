@@ -600,23 +600,7 @@ func TestClusterWipedFollowerRejoins(t *testing.T) {
 
 	// Load with pipelines; every job delayed an hour, so none moves.
 	load := time.Now()
-	c := leader.Client(func(o *redis.Options) { o.ReadTimeout = 60 * time.Second; o.WriteTimeout = 60 * time.Second })
-	const batch = 1000
-	for i := 0; i < jobs; i += batch {
-		p := c.Pipeline()
-		for k := i; k < min(i+batch, jobs); k++ {
-			p.Do(context.Background(), "DELAY.ADD", fmt.Sprintf("{w}q%d", k%queues), 3600000, fmt.Sprintf("p%d", k), "ID", fmt.Sprintf("j%d", k))
-		}
-		cmds, err := p.Exec(ctxT(t, 60*time.Second))
-		if err != nil {
-			t.Fatalf("loading jobs %d..: %v", i, err)
-		}
-		for _, cmd := range cmds {
-			if cmd.Err() != nil {
-				t.Fatalf("loading: %v: %v", cmd.Args(), cmd.Err())
-			}
-		}
-	}
+	leader = clLoad(t, cc, leader, jobs, queues)
 	entries := leader.infoField("replication", "master_repl_offset")
 	t.Logf("loaded %d jobs in %v (%s Raft entries)", jobs, time.Since(load).Round(time.Millisecond), entries)
 	// A pipeline makes few entries (one per flush of many commands), and
@@ -684,6 +668,7 @@ func TestClusterWipedFollowerRejoins(t *testing.T) {
 		step = 50
 	}
 	ro := victim.roClient()
+	const batch = 1000
 	for i := 0; i < jobs; i += batch * step {
 		p := ro.Pipeline()
 		for k := i; k < min(i+batch*step, jobs); k += step {
