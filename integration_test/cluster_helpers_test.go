@@ -76,9 +76,6 @@ func (cc *clCluster) add(t testing.TB, how ...string) *clNode {
 	t.Helper()
 	n := &clNode{cc: cc, idx: len(cc.nodes), dir: t.TempDir()}
 	cc.nodes = append(cc.nodes, n)
-	// SIGCONT before the harness's SIGTERM (cleanups run last first), or
-	// a paused node would sit out the stop's grace period.
-	t.Cleanup(n.resumeIfPaused)
 	n.launch(t, how...)
 	return n
 }
@@ -92,7 +89,7 @@ func (n *clNode) launch(t testing.TB, how ...string) {
 		port, bus := freePort(t), freePort(t)
 		s, err := launch(t, port, nil, n.args(port, bus, how...)...)
 		if err == nil {
-			n.setServer(s, bus)
+			n.setServer(t, s, bus)
 			return
 		}
 		lastErr = err
@@ -111,7 +108,7 @@ func (n *clNode) relaunch(t testing.TB, how ...string) {
 	if err != nil {
 		t.Fatalf("node %d did not start again: %v", n.idx, err)
 	}
-	n.setServer(s, n.bus)
+	n.setServer(t, s, n.bus)
 }
 
 // spawnAgain starts the node again on its ports and dir with other flags,
@@ -122,13 +119,17 @@ func (n *clNode) spawnAgain(t testing.TB, how ...string) {
 	if err := s.spawn(); err != nil {
 		t.Fatalf("node %d did not start again: %v", n.idx, err)
 	}
-	n.setServer(s, n.bus)
+	n.setServer(t, s, n.bus)
 }
 
-func (n *clNode) setServer(s *server, bus int) {
+// setServer makes s the node's process. Its cleanup SIGCONTs a paused
+// node: registered after the harness's, it runs before the harness's
+// SIGTERM (cleanups run last first), which a stopped process would sit out.
+func (n *clNode) setServer(t testing.TB, s *server, bus int) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.server, n.bus, n.rw, n.ro = s, bus, nil, nil
+	t.Cleanup(n.resumeIfPaused)
 }
 
 func (n *clNode) args(port, bus int, how ...string) []string {

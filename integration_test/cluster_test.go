@@ -24,6 +24,16 @@ import (
 
 var clNodeIDRe = regexp.MustCompile(`^[0-9a-f]{40}$`)
 
+// clPortOf is the RESP port of the node with id (0 if none).
+func clPortOf(cc *clCluster, id any) int {
+	for _, n := range cc.liveNodes() {
+		if v, err := n.do(n.client(), "CLUSTER", "MYID"); err == nil && v == id {
+			return n.port
+		}
+	}
+	return 0
+}
+
 // The protocol a cluster client learns the group from says the same thing
 // on every node; a follower redirects keyed commands to the leader unless
 // READONLY lets it serve reads; keys in different slots are refused.
@@ -150,8 +160,16 @@ func TestClusterBasics(t *testing.T) {
 				if nd["id"] == ids[leader] {
 					role = "master"
 				}
-				if nd["role"] != role || nd["health"] != "online" || nd["ip"] != "127.0.0.1" {
-					t.Errorf("%v: CLUSTER SHARDS node %v: want role %s, health online, ip 127.0.0.1", n, nd, role)
+				if nd["role"] != role || nd["ip"] != "127.0.0.1" || nd["port"] != int64(clPortOf(cc, nd["id"])) {
+					t.Errorf("%v: CLUSTER SHARDS node %v: want role %s, ip 127.0.0.1, its port", n, nd, role)
+				}
+				// Known bug, reported: on a follower, the other follower
+				// shows health loading and replication-offset 0 (a follower
+				// does not know its peers' Match; clusterShards reads 0 as
+				// "holds nothing yet"). rueidis skips nodes not online.
+				if nd["health"] != "online" {
+					t.Errorf("%v: CLUSTER SHARDS node %s (%s): health %v, want online (replication-offset %v)",
+						n, nd["id"], role, nd["health"], nd["replication-offset"])
 				}
 			}
 		}
@@ -250,6 +268,42 @@ func TestClusterBasics(t *testing.T) {
 		t.Logf("a write through the leader was visible on both followers %v after its reply", time.Since(start).Round(time.Millisecond))
 	})
 
+	t.Run("follower-clock", func(t *testing.T) {
+		// A follower moves jobs by the leader's time, carried in records:
+		// a job that fell due shows ready there once the leader writes
+		// again. (With no write since, it still shows delayed: logged, as
+		// what READONLY readers of an idle group see.)
+		c := leader.Client()
+		do(t, c, "DELAY.ADD", "{fc}q", 200, "x", "ID", "soon")
+		f := followers[0]
+		clWait(t, 2*time.Second, "the job on the follower", func() (bool, string) {
+			got, err := clGet(f, f.roClient(), "{fc}q", "soon")
+			return got != nil, fmt.Sprintf("%v %v", got, err)
+		})
+		time.Sleep(700 * time.Millisecond)
+		if got, err := clGet(leader, c, "{fc}q", "soon"); err != nil || got == nil || got["state"] != "ready" {
+			t.Fatalf("%v: the job 700 ms past due: %v %v, want ready", leader, got, err)
+		}
+		idle, _ := clGet(f, f.roClient(), "{fc}q", "soon")
+		t.Logf("%v, READONLY, 700 ms after the job fell due with no write since: state %q", f, idle["state"])
+		do(t, c, "DELAY.ADD", "{fc}other", 3600000, "x")
+		clWait(t, 2*time.Second, fmt.Sprintf("%v: the job ready after the leader's next write", f), func() (bool, string) {
+			got, err := clGet(f, f.roClient(), "{fc}q", "soon")
+			return err == nil && got != nil && got["state"] == "ready", fmt.Sprintf("%v %v", got, err)
+		})
+	})
+
+	t.Run("redis-cli-c", func(t *testing.T) {
+		// redis-cli -c follows the MOVED a follower answers.
+		out := cli(t, followers[0].server, "-c", "DELAY.ADD", "viacli", "0", "v", "ID", "cli1")
+		if strings.TrimSpace(out) != "cli1" {
+			t.Errorf("redis-cli -c DELAY.ADD through a follower: %q, want cli1", out)
+		}
+		if got, err := clGet(leader, leader.client(), "viacli", "cli1"); err != nil || got == nil {
+			t.Errorf("the job added through redis-cli -c is not on the leader: %v %v", got, err)
+		}
+	})
+
 	t.Run("goredis-cluster-client", func(t *testing.T) {
 		// Seeded with a follower only: the client follows MOVED on its own.
 		rc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{followers[1].Addr()}, Protocol: 2})
@@ -332,7 +386,7 @@ func TestClusterFailoverKeepsJobsAndReservations(t *testing.T) {
 	}
 	rc := redis.NewClusterClient(&redis.ClusterOptions{
 		Addrs: addrs, Protocol: 2, DialTimeout: time.Second, ReadTimeout: 2 * time.Second, WriteTimeout: time.Second,
-		ClusterStateReloadInterval: time.Second,
+		ClusterStateReloadInterval: 500 * time.Millisecond,
 	})
 	defer rc.Close()
 	if err := rc.Do(ctxT(t, 5*time.Second), "DELAY.ADD", "{f}probe", 0, "x").Err(); err != nil {
@@ -340,6 +394,27 @@ func TestClusterFailoverKeepsJobsAndReservations(t *testing.T) {
 	}
 	killed := time.Now()
 	old.Kill9()
+	// Meanwhile, plain clients on the survivors say when the group itself
+	// took a write again, to tell the election from the client's delay.
+	direct := make(chan time.Duration, 1)
+	go func() {
+		for time.Since(killed) < 30*time.Second {
+			for _, n := range cc.nodes {
+				if n == old {
+					continue
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+				err := n.client().Do(ctx, "DELAY.ADD", "{f}direct", 3600000, "x").Err()
+				cancel()
+				if err == nil {
+					direct <- time.Since(killed)
+					return
+				}
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		direct <- -1
+	}()
 	attempts := 0
 	for {
 		attempts++
@@ -358,8 +433,8 @@ func TestClusterFailoverKeepsJobsAndReservations(t *testing.T) {
 	failover := time.Since(killed)
 	leader := cc.waitLeader(t, 10*time.Second, nil)
 	leaderID := leader.myID(t)
-	t.Logf("failover: first write acknowledged through go-redis ClusterClient %v after the leader's SIGKILL (%d tries; election timeout %d ms; new leader %v)",
-		failover.Round(time.Millisecond), attempts, clElection, leader)
+	t.Logf("failover: first write acknowledged through go-redis ClusterClient %v after the leader's SIGKILL (%d tries), by a plain client on the new leader %v (election timeout %d ms; new leader %v)",
+		failover.Round(time.Millisecond), attempts, (<-direct).Round(time.Millisecond), clElection, leader)
 	lc := leader.Client(func(o *redis.Options) { o.ReadTimeout = 20 * time.Second })
 
 	// Every job is there, with its time; none is ready before it.
@@ -459,6 +534,19 @@ func TestClusterFailoverKeepsJobsAndReservations(t *testing.T) {
 	}
 	if got, err := clGet(old, old.roClient(), "{f}keep", "k"); err != nil || got != nil {
 		t.Errorf("%v (restarted): job k was ACKed while it was down, it still shows %v %v", old, got, err)
+	}
+	// Every queue as the leader has it. A follower's clock is the time of
+	// the last record it applied (no follower's clock moves a job), so a
+	// reservation that ended on the leader since its last write still
+	// shows reserved on a follower; one more write brings its time.
+	do(t, lc, "DELAY.ADD", "{f}tick", 3600000, "x")
+	for _, q := range []string{"{f}delayed", "{f}ready", "{f}keep", "{f}expire", "{f}gap", "{f}after", "{f}direct", "{f}probe"} {
+		d, r, res := stats(t, lc, q)
+		clWait(t, 5*time.Second, fmt.Sprintf("%v (restarted): DELAY.STATS %s as on the leader", old, q), func() (bool, string) {
+			d2, r2, res2 := stats(t, old.roClient(), q)
+			return d2 == d && r2 == r && res2 == res,
+				fmt.Sprintf("delayed/ready/reserved %d/%d/%d, the leader %d/%d/%d", d2, r2, res2, d, r, res)
+		})
 	}
 	if now := leader.infoField("replication", "master_replid"); now != leaderID {
 		t.Errorf("the restarted node took leadership (leader %s, was %s): it should have rejoined as a follower", now, leaderID)
