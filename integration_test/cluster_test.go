@@ -895,8 +895,13 @@ func TestClusterMeetForget(t *testing.T) {
 		cmd(errIs("ERR I tried hard but I can't forget myself..."), "CLUSTER", "FORGET", f.myID(t)),
 		cmd(errIs("ERR Unknown node "+strings.Repeat("0", 40)), "CLUSTER", "FORGET", strings.Repeat("0", 40)),
 	)
+	// MEET again is a no-op.
+	expect(t, leader.Client(), "OK", "CLUSTER", "MEET", "127.0.0.1", n4.port)
+	if lines, err := leader.nodesView(); err != nil || len(lines) != 4 {
+		t.Errorf("%v after a second MEET: %v %v, want 4 nodes", leader, lines, err)
+	}
 	epoch := leader.clusterInfo("cluster_current_epoch")
-	expect(t, leader.Client(), "OK", "CLUSTER", "FORGET", id4)
+	expect(t, fc, "OK", "CLUSTER", "FORGET", id4) // a follower passes it to the leader too
 	for _, n := range cc.nodes[:3] {
 		clWait(t, 10*time.Second, fmt.Sprintf("%v listing 3 nodes", n), func() (bool, string) {
 			lines, err := n.nodesView()
