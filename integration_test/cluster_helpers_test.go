@@ -100,17 +100,6 @@ func (n *clNode) launch(t testing.TB, how ...string) {
 	t.Fatalf("node %d did not start: %v", n.idx, lastErr)
 }
 
-// relaunch starts the node again on its ports and dir, with other flags
-// (a wiped node that joins again); the old process must have exited.
-func (n *clNode) relaunch(t testing.TB, how ...string) {
-	t.Helper()
-	s, err := launch(t, n.port, nil, n.args(n.port, n.bus, how...)...)
-	if err != nil {
-		t.Fatalf("node %d did not start again: %v", n.idx, err)
-	}
-	n.setServer(t, s, n.bus)
-}
-
 // spawnAgain starts the node again on its ports and dir with other flags,
 // without waiting for it to answer.
 func (n *clNode) spawnAgain(t testing.TB, how ...string) {
