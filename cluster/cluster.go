@@ -433,10 +433,14 @@ func (c *Cluster) Nodes() []Node {
 			n.Match, n.LastHeard, n.Connected = c.trans.peer(id, c.cfg.ElectionTimeout)
 		case n.Leader:
 			n.Connected = time.Since(c.r().LastContact()) < 2*c.cfg.ElectionTimeout
+			n.Match = c.r().LastIndex() // at least what this node holds
 		default:
-			// A follower does not hear from the other followers; it shows
-			// them as up rather than failed (CLUSTER SLOTS drops failed ones).
+			// A follower does not hear from the other followers: it shows
+			// them up, and as far along as itself, rather than failed or
+			// empty (CLUSTER SLOTS drops failed nodes, SHARDS calls an empty
+			// replica loading, and rueidis skips both).
 			n.Connected = true
+			n.Match = c.r().LastIndex()
 		}
 		if n.Addr == "" {
 			continue // a member that has not said where its clients go yet
