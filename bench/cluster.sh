@@ -33,13 +33,16 @@ wait_port() { for _ in $(seq 100); do redis-cli -p "$1" ping >/dev/null 2>&1 && 
 leader() { for p in $((BASE+1)) $((BASE+2)) $((BASE+3)); do
   redis-cli -p "$p" info replication 2>/dev/null | grep -q role:master && { echo "$p"; return; }; done; }
 
-common=(--log-level warn --appendfsync "$POLICY" --auto-rewrite-percentage 0)
+common=(--log-level error --appendfsync "$POLICY" --auto-rewrite-percentage 0)
+# Three nodes sharing one core under full load answer heartbeats late: a
+# longer election timeout keeps the leader in place for the measurement.
+ctimeout=(--cluster-election-timeout "${ELECTION_TIMEOUT:-3000}")
 mkdir -p "$work/s" "$work/c1" "$work/c2" "$work/c3"
-pin "$SERVER_CPU" "$work/delayd" --port "$BASE" --dir "$work/s" "${common[@]}" &
-pin "$SERVER_CPU" "$work/delayd" --port $((BASE+1)) --dir "$work/c1" "${common[@]}" --cluster-enabled yes --cluster-bootstrap &
+taskset -c "$SERVER_CPU" "$work/delayd" --port "$BASE" --dir "$work/s" "${common[@]}" &
+taskset -c "$SERVER_CPU" "$work/delayd" --port $((BASE+1)) --dir "$work/c1" "${common[@]}" --cluster-enabled yes --cluster-bootstrap "${ctimeout[@]}" &
 wait_port $((BASE+1)); sleep 1.5
 for i in 2 3; do
-  pin "$SERVER_CPU" "$work/delayd" --port $((BASE+i)) --dir "$work/c$i" "${common[@]}" --cluster-enabled yes --cluster-join 127.0.0.1:$((BASE+1)) &
+  taskset -c "$SERVER_CPU" "$work/delayd" --port $((BASE+i)) --dir "$work/c$i" "${common[@]}" --cluster-enabled yes --cluster-join 127.0.0.1:$((BASE+1)) "${ctimeout[@]}" &
 done
 wait_port "$BASE"
 for _ in $(seq 100); do [ "$(redis-cli -p $((BASE+1)) cluster nodes 2>/dev/null | grep -c connected)" = 3 ] && break; sleep 0.1; done

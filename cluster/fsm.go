@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"time"
 
 	"github.com/hashicorp/raft"
 )
@@ -175,7 +176,33 @@ func (f *fsm) restoreFrom(r io.Reader) (map[string]member, error) {
 // rebuildLocked makes the engine the committed state again: the last
 // snapshot, then every engine entry after it up to the last applied index.
 // Called with mu held (no entry applies meanwhile). O(state).
+//
+// Raft may finish a snapshot and compact the log under it while this runs
+// (the snapshot is written outside the state machine's lock): an entry
+// gone missing means a newer snapshot now covers it, so it starts again
+// from that one.
 func (f *fsm) rebuildLocked() {
+	c := f.c
+	for try := 1; ; try++ {
+		err := f.rebuildOnce()
+		if err == nil {
+			break
+		}
+		if try == 10 {
+			// The engine is not the committed state: refuse to serve it.
+			c.log.Error().Err(err).Msg("cluster: rebuilding the engine failed; this node stops")
+			go c.Close()
+			return
+		}
+		c.log.Warn().Err(err).Int("try", try).Msg("cluster: rebuilding again from the newest snapshot")
+		time.Sleep(50 * time.Millisecond)
+	}
+	c.eng.Rebuilt()
+	c.lost.Store(false)
+	f.ownTerm = 0
+}
+
+func (f *fsm) rebuildOnce() error {
 	c := f.c
 	applied := max(f.applied, c.r().AppliedIndex())
 	c.eng.Reset()
@@ -187,8 +214,7 @@ func (f *fsm) rebuildLocked() {
 			rc.Close()
 		}
 		if err != nil {
-			c.log.Error().Err(err).Msg("cluster: rebuilding from the last snapshot failed")
-			return
+			return fmt.Errorf("snapshot %s: %w", metas[0].ID, err)
 		}
 		from = meta.Index + 1
 	} else if first, err := c.store.FirstIndex(); err == nil && first > 1 {
@@ -198,21 +224,17 @@ func (f *fsm) rebuildLocked() {
 	for i := from; i <= applied; i++ {
 		var l raft.Log
 		if err := c.store.GetLog(i, &l); err != nil {
-			c.log.Error().Err(err).Uint64("index", i).Msg("cluster: rebuilding: a log entry is missing")
-			return
+			return fmt.Errorf("log entry %d: %w", i, err)
 		}
 		if l.Type == raft.LogCommand && len(l.Data) > 0 && l.Data[0] == entryEngine {
 			if err := c.eng.ApplyBatch(l.Data[1:]); err != nil {
-				c.log.Error().Err(err).Uint64("index", i).Msg("cluster: rebuilding: a batch did not apply")
-				return
+				return fmt.Errorf("log entry %d: %w", i, err)
 			}
 			n++
 		}
 	}
-	c.eng.Rebuilt()
-	c.lost.Store(false)
-	f.ownTerm = 0
 	c.log.Info().Uint64("from", from).Uint64("to", applied).Int("batches", n).Msg("cluster: engine rebuilt from the committed log")
+	return nil
 }
 
 type snapshot struct {
