@@ -228,9 +228,22 @@ func (c *Cluster) snapshotLoop() {
 			f.cmu.Lock()
 			f.captured, f.taken = data, taken
 			f.cmu.Unlock()
-			fut = r.Snapshot()
+			// Asked from a goroutine: Raft may be busy with a snapshot of
+			// its own, and this one must not wait for it holding the engine.
+			futc := make(chan raft.SnapshotFuture, 1)
 			done := make(chan struct{})
-			go func() { fut.Error(); close(done) }()
+			go func() {
+				f := r.Snapshot()
+				futc <- f
+				f.Error()
+				close(done)
+			}()
+			defer func() {
+				select {
+				case fut = <-futc:
+				default:
+				}
+			}()
 			select { // the engine stays held until Raft took the capture
 			case <-taken:
 			case <-done:
@@ -240,7 +253,7 @@ func (c *Cluster) snapshotLoop() {
 			f.captured, f.taken = nil, nil
 			f.cmu.Unlock()
 		})
-		if !held {
+		if !held || fut == nil {
 			continue
 		}
 		if err := fut.Error(); err != nil {

@@ -8,7 +8,17 @@ import "time"
 // and captured under one hold of the lock, so no write slips in between.
 // A follower always is; a leader under load rarely is (ok false).
 func (e *Engine) SnapshotSettled() (data []byte, ok bool) {
-	e.mu.Lock()
+	// Never wait long for the lock: the caller is Raft's state machine
+	// goroutine, and the lock may be held by Quiesce, which waits for that
+	// goroutine (a leader's snapshot); a busy engine is simply not settled.
+	deadline := time.Now().Add(50 * time.Millisecond)
+	for !e.mu.m.TryLock() {
+		if time.Now().After(deadline) {
+			return nil, false
+		}
+		time.Sleep(time.Millisecond)
+	}
+	defer e.mu.m.Unlock()
 	j := &e.j
 	// proposing: a batch taken from pend is not yet in flight.
 	settled := len(j.pend) == 0 && !j.proposing
@@ -17,7 +27,6 @@ func (e *Engine) SnapshotSettled() (data []byte, ok bool) {
 		settled = j.durable >= j.ticket && !e.repl.failed.Load()
 		j.dmu.Unlock()
 	}
-	defer e.mu.Unlock()
 	if !settled {
 		return nil, false
 	}
