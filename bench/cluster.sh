@@ -26,12 +26,19 @@ trap 'kill $(jobs -p) 2>/dev/null || true; wait 2>/dev/null; rm -rf "$work"' EXI
 go build -o "$work/delayd" .
 
 pin() { taskset -c "$1" "${@:2}"; }
-bench() { pin "$CLIENT_CPU" redis-benchmark --csv "$@" 2>/dev/null | tail -1; }
+bench() { { pin "$CLIENT_CPU" redis-benchmark --csv "$@" 2>/dev/null || true; } | tail -1; }
 rps() { bench "$@" | cut -d, -f2 | tr -d '"'; }
 median() { sort -g | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
 wait_port() { for _ in $(seq 100); do redis-cli -p "$1" ping >/dev/null 2>&1 && return 0; sleep 0.1; done; return 1; }
-leader() { for p in $((BASE+1)) $((BASE+2)) $((BASE+3)); do
-  redis-cli -p "$p" info replication 2>/dev/null | grep -q role:master && { echo "$p"; return; }; done; }
+leader() {
+  for _ in $(seq 100); do
+    for p in $((BASE+1)) $((BASE+2)) $((BASE+3)); do
+      redis-cli -p "$p" info replication 2>/dev/null | grep -q role:master && { echo "$p"; return 0; }
+    done
+    sleep 0.1
+  done
+  echo "$((BASE+1))"
+}
 
 common=(--log-level error --appendfsync "$POLICY" --auto-rewrite-percentage 0)
 # Three nodes sharing one core under full load answer heartbeats late: a
@@ -56,6 +63,7 @@ for P in 16 1; do
   ratios=(); ss=(); cs=()
   for _ in $(seq "$ROUNDS"); do
     s=$(rps -p "$BASE" -c 50 -n "$n" -P "$P" -r 100000 DELAY.ADD q __rand_int__ p:__rand_int__)
+    L=$(leader) # leadership can move under load: measure whoever leads now
     c=$(rps -p "$L" -c 50 -n "$n" -P "$P" -r 100000 DELAY.ADD q __rand_int__ p:__rand_int__)
     ss+=("$s"); cs+=("$c"); ratios+=("$(awk -v a="$c" -v b="$s" 'BEGIN{printf "%.2f", a/b}')")
   done
@@ -66,7 +74,7 @@ echo "Latency at -P 1, one client (what a quorum commit adds to one write), medi
 echo "| server | p50 ms | p99 ms |"
 echo "| --- | --- | --- |"
 for who in one cluster; do
-  port=$BASE; [ "$who" = cluster ] && port=$L
+  port=$BASE; [ "$who" = cluster ] && port=$(leader)
   p50s=(); p99s=()
   for _ in $(seq "$ROUNDS"); do
     # csv: "test","rps","avg_latency_ms","min_latency_ms","p50_latency_ms","p95_latency_ms","p99_latency_ms","max_latency_ms"
