@@ -145,12 +145,13 @@ func run(args, environ []string, stderr io.Writer) int {
 	go func() {
 		if clu != nil {
 			eng, err := engine.New(engine.Options{
-				Tick:       cfg.Tick,
-				MaxPayload: cfg.MaxPayloadBytes,
-				MaxJobs:    cfg.MaxJobs,
-				Logger:     log,
-				Replicator: clu,
-				Follower:   true,
+				Tick:          cfg.Tick,
+				MaxPayload:    cfg.MaxPayloadBytes,
+				MaxJobs:       cfg.MaxJobs,
+				Logger:        log,
+				Replicator:    clu,
+				Follower:      true,
+				ReplicaWindow: cluster.ReplicaWindow,
 			})
 			if err == nil {
 				err = clu.Start(eng, func(leading bool) {

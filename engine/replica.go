@@ -82,6 +82,12 @@ type Replicator interface {
 
 // replState is the engine's side of replication.
 type replState struct {
+	// inFlight counts the batches proposed and not yet answered (guarded
+	// by journal.dmu); the flusher proposes no more than
+	// Options.ReplicaWindow at once, so that under load the records gather into fewer, larger
+	// entries (Raft's cost is per entry: encoding, the log store's
+	// B-tree, the state machine's call) instead of many small ones.
+	inFlight  int
 	following atomic.Bool // refuse writes; time is the replicated clock
 	// failed: a batch did not commit, so the state is ahead of the log
 	// until Rebuilt; writes are refused and nothing more is proposed.
@@ -378,6 +384,12 @@ func (e *Engine) replFlusher() {
 		j.proposing = len(batch) > 0
 		e.mu.Unlock()
 		if len(batch) > 0 {
+			j.dmu.Lock()
+			for w := e.opts.ReplicaWindow; w > 0 && r.inFlight >= w && !r.failed.Load(); {
+				j.dcond.Wait()
+			}
+			r.inFlight++
+			j.dmu.Unlock()
 			r.pmu <- struct{}{}
 			j.dmu.Lock()
 			dropped := r.failed.Load() || last <= r.stale
@@ -409,6 +421,7 @@ func (e *Engine) replCommitter() {
 	for f := range r.inflight {
 		err := f.p.Error()
 		j.dmu.Lock()
+		r.inFlight--
 		switch {
 		case f.last <= r.stale:
 		case err != nil || r.failed.Load():

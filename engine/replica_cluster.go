@@ -86,6 +86,9 @@ func (e *Engine) Quiesce(timeout time.Duration, fn func(snapshot []byte)) bool {
 		}
 		batch, first, last := j.pend, j.pendFirst, j.ticket
 		j.pend = nil
+		j.dmu.Lock()
+		r.inFlight++ // over the bound, once: the flusher waits for the lock meanwhile
+		j.dmu.Unlock()
 		r.inflight <- inflight{e.opts.Replicator.Propose(batch), first, last}
 		<-r.pmu
 	}
