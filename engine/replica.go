@@ -378,6 +378,13 @@ func (e *Engine) replFlusher() {
 		case <-e.logQuit:
 			closing = true
 		}
+		// Wait for room in the window before taking the batch, so that
+		// the writes made meanwhile go out with it.
+		j.dmu.Lock()
+		for w := e.opts.ReplicaWindow; w > 0 && r.inFlight >= w && !r.failed.Load() && !closing; {
+			j.dcond.Wait()
+		}
+		j.dmu.Unlock()
 		e.mu.Lock()
 		batch, first, last := j.pend, j.pendFirst, j.ticket
 		j.pend = nil // the replicator keeps the batch: never reuse it
@@ -385,9 +392,6 @@ func (e *Engine) replFlusher() {
 		e.mu.Unlock()
 		if len(batch) > 0 {
 			j.dmu.Lock()
-			for w := e.opts.ReplicaWindow; w > 0 && r.inFlight >= w && !r.failed.Load(); {
-				j.dcond.Wait()
-			}
 			r.inFlight++
 			j.dmu.Unlock()
 			r.pmu <- struct{}{}
