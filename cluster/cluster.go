@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -485,15 +484,6 @@ func nodeID(dir, given string) (string, error) {
 	}
 	id := hex.EncodeToString(raw[:])
 	return id, os.WriteFile(path, []byte(id+"\n"), 0o644)
-}
-
-// splitHostPort is net.SplitHostPort with the port as a string kept.
-func splitHostPort(addr string) (string, string) {
-	h, p, err := net.SplitHostPort(addr)
-	if err != nil {
-		return addr, ""
-	}
-	return h, p
 }
 
 // newHclog routes Raft's logging into the node's zerolog logger, one level

@@ -391,19 +391,9 @@ func (e *Engine) replFlusher() {
 		j.proposing = len(batch) > 0
 		e.mu.Unlock()
 		if len(batch) > 0 {
-			j.dmu.Lock()
-			r.inFlight++
-			j.dmu.Unlock()
 			r.pmu <- struct{}{}
-			j.dmu.Lock()
-			dropped := r.failed.Load() || last <= r.stale
-			j.dmu.Unlock()
-			var p Proposal = notProposed{}
-			if !dropped {
-				p = e.opts.Replicator.Propose(batch)
-			}
+			e.propose(batch, first, last)
 			<-r.pmu
-			r.inflight <- inflight{p, first, last}
 			e.mu.Lock()
 			j.proposing = false
 			e.mu.Unlock()
@@ -412,6 +402,23 @@ func (e *Engine) replFlusher() {
 			return
 		}
 	}
+}
+
+// propose hands one batch to the Replicator (or, once a batch has failed,
+// or for a state Rebuilt dropped, answers it ErrNotCommitted without
+// proposing it) and queues it for replCommitter. The caller holds pmu, so
+// batches are proposed in the order they were taken.
+func (e *Engine) propose(batch []byte, first, last uint64) {
+	j, r := &e.j, &e.repl
+	j.dmu.Lock()
+	r.inFlight++
+	dropped := r.failed.Load() || last <= r.stale
+	j.dmu.Unlock()
+	var p Proposal = notProposed{}
+	if !dropped {
+		p = e.opts.Replicator.Propose(batch)
+	}
+	r.inflight <- inflight{p, first, last}
 }
 
 // replCommitter marks tickets durable as their batches commit. A batch

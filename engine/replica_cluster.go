@@ -86,10 +86,7 @@ func (e *Engine) Quiesce(timeout time.Duration, fn func(snapshot []byte)) bool {
 		}
 		batch, first, last := j.pend, j.pendFirst, j.ticket
 		j.pend = nil
-		j.dmu.Lock()
-		r.inFlight++ // over the bound, once: the flusher waits for the lock meanwhile
-		j.dmu.Unlock()
-		r.inflight <- inflight{e.opts.Replicator.Propose(batch), first, last}
+		e.propose(batch, first, last) // over the window, once: the flusher waits for the lock meanwhile
 		<-r.pmu
 	}
 	last := j.ticket

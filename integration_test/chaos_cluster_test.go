@@ -211,15 +211,6 @@ next:
 	return out
 }
 
-func (c *chaosCluster) byAddr(addr string) *chaosNode {
-	for _, n := range c.nodes {
-		if n.Addr() == addr {
-			return n
-		}
-	}
-	return nil
-}
-
 // info reads INFO section of a node that runs and is not paused.
 func (n *chaosNode) info(ctx context.Context, section string) (string, error) {
 	if !n.srv.running() || n.isPaused() {
