@@ -281,7 +281,7 @@ var table = []*Command{
 		Summary: "Connections: SETNAME, GETNAME, ID, SETINFO, INFO, LIST [TYPE t] [ID id ...], KILL (ip:port, or ID, ADDR, LADDR, USER, SKIPME, MAXAGE filters), UNBLOCK id [TIMEOUT or ERROR], NO-EVICT, NO-TOUCH, TRACKING (on or off, REDIRECT id, BCAST, PREFIX p, OPTIN, OPTOUT, NOLOOP), CACHING, GETREDIR, TRACKINGINFO, HELP.", Complexity: "O(1), LIST and KILL O(N) clients",
 		Args: []Arg{str("subcommand"), opt(many(str("arg")))}, Handler: cmdClient},
 	{Name: "command", Arity: -1, Flags: Loading, Group: "server", Since: "2.8.13",
-		Summary: "Describes the commands: COMMAND, COMMAND COUNT, COMMAND INFO, COMMAND DOCS, COMMAND LIST.", Complexity: "O(N) commands",
+		Summary: "Describes the commands: COMMAND, COMMAND COUNT, COMMAND INFO, COMMAND DOCS, COMMAND LIST, COMMAND GETKEYS command [arg ...].", Complexity: "O(N) commands",
 		Args: []Arg{opt(str("subcommand")), opt(many(str("command-name")))}, Handler: cmdCommand},
 	{Name: "info", Arity: -1, Flags: Loading, Group: "server", Since: "1.0.0",
 		Summary: "Reports server, clients, memory, persistence, stats, replication and queues.", Complexity: "O(queues)",
