@@ -67,10 +67,46 @@ func (d *Dispatcher) add(c *Client, args [][]byte, a engine.AddArgs) {
 		case bytes.EqualFold(opt, []byte("DEADLETTER")) && hasArg:
 			i++
 			a.DeadLetter = args[i]
+		case bytes.EqualFold(opt, []byte("UNIQUE")) && hasArg:
+			i++
+			n, ok := parseInt(args[i])
+			if !ok || n <= 0 || n > maxTime {
+				c.W.Error(errNotInteger)
+				return
+			}
+			a.Unique = n
+		case bytes.EqualFold(opt, []byte("DEBOUNCE")) && hasArg:
+			i++
+			n, ok := parseInt(args[i])
+			if !ok || n <= 0 || n > maxTime {
+				c.W.Error(errNotInteger)
+				return
+			}
+			a.Debounce = n
+		case bytes.EqualFold(opt, []byte("GROUP")) && hasArg:
+			i++
+			if len(args[i]) == 0 || len(args[i]) > 256 {
+				c.W.Error("ERR invalid group: a group is 1 to 256 bytes")
+				return
+			}
+			a.Group = args[i]
+		case bytes.EqualFold(opt, []byte("PRIORITY")) && hasArg:
+			i++
+			n, ok := parseInt(args[i])
+			if !ok || n < 0 || n > 9 {
+				c.W.Error("ERR priority must be an integer from 0 to 9")
+				return
+			}
+			a.Priority = uint8(n)
 		default:
 			c.W.Error(errSyntax)
 			return
 		}
+	}
+	if (a.Unique > 0 || a.Debounce > 0) && a.ID == nil {
+		// A server-made id is new every time: there is nothing to repeat.
+		c.W.Error("ERR UNIQUE and DEBOUNCE need ID")
+		return
 	}
 	res, err := d.engineFor(c).Add(a)
 	switch {

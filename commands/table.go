@@ -136,6 +136,10 @@ var addOptions = []Arg{
 	opt(tok("ACKTIMEOUT", integer("ms"))),
 	opt(tok("RETRY", integer("n"))),
 	opt(tok("DEADLETTER", key("dead-letter-key"))),
+	opt(tok("UNIQUE", integer("ttl-ms"))),
+	opt(tok("DEBOUNCE", integer("max-wait-ms"))),
+	opt(tok("GROUP", str("group"))),
+	opt(tok("PRIORITY", integer("priority"))),
 }
 
 // table lists every command. COMMAND, COMMAND DOCS and the README's reference

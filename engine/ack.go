@@ -93,7 +93,8 @@ func (e *Engine) exhausted(s uint32, logIt bool) uint64 {
 	e.queues[from].bytes -= dataSize(j)
 	e.arena.free(j.data, int(j.idLen)+int(j.plen))
 	delete(e.deadLetters, s)
-	j.hasDL, j.ackTimeout, j.retry = false, 0, -1
+	j.flags &^= jobDL
+	j.ackTimeout, j.retry = 0, -1
 	to, _ := e.queueFor(dl, true)
 	j.queue = to
 	if _, taken := e.lookup(to, id); taken {

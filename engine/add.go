@@ -20,6 +20,18 @@ type AddArgs struct {
 	// DeadLetter names the queue that gets the job when no redelivery is
 	// left; nil: the job is dropped (and logged).
 	DeadLetter []byte
+	// Unique keeps the id taken for this many ms after the job ends (acked,
+	// cancelled, dead-lettered, dropped), so a late re-add is a no-op; 0: no.
+	Unique int64
+	// Debounce: re-adding this id while it is delayed replaces its payload
+	// and pushes its due time out, but never past the first add plus this
+	// many ms; 0: no.
+	Debounce int64
+	// Group puts the job in a group of its queue (fair round-robin and
+	// per-group limits); nil: the queue's default group.
+	Group []byte
+	// Priority 0..9, higher handed out first; 0 is the default.
+	Priority uint8
 }
 
 // AddResult is what an add did. Ticket is the log position the reply must
@@ -49,7 +61,8 @@ func (e *Engine) Add(a AddArgs) (AddResult, error) {
 	now, up := e.clock()
 	e.advanceLocked(now) // as replay does before applying the record
 	r := rec{op: opAdd, time: now, queue: a.Queue, id: a.ID, due: a.Due, payload: a.Payload,
-		ackTimeout: a.AckTimeout, retry: a.Retry, deadLetter: a.DeadLetter}
+		ackTimeout: a.AckTimeout, retry: a.Retry, deadLetter: a.DeadLetter,
+		uniqueTTL: a.Unique, group: a.Group, priority: a.Priority}
 	if !a.At && a.Delay > 0 {
 		r.due = up + a.Delay
 	} else if !a.At {
@@ -153,7 +166,7 @@ func (e *Engine) place(r *rec, fresh bool) (uint32, bool) {
 	j.ackTimeout = uint32(min(max(r.ackTimeout, 0), 1<<32-1))
 	j.retry = int32(min(max(r.retry, -1), 1<<31-1))
 	if r.deadLetter != nil {
-		j.hasDL = true
+		j.flags |= jobDL
 		e.deadLetters[s] = append([]byte(nil), r.deadLetter...)
 	}
 	e.indexInsert(s, id)

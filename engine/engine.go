@@ -132,8 +132,20 @@ type job struct {
 	retry      int32  // redeliveries allowed; -1: unlimited
 	idLen      uint16 // 0: server-made id in sid
 	state      uint8
-	hasDL      bool // a dead-letter queue is named in Engine.deadLetters
+	flags      uint8 // jobDL, jobUnique, ...: which side tables hold more of the job
+	// lane places a ready job within its queue's ready order (priority and
+	// group; 0: the default lane). It fills what was padding: the record
+	// stays 72 bytes (TestJobSize).
+	lane uint32
 }
+
+// Job flags: each says a side table (keyed by slot) holds more of the job,
+// so the few jobs that use an option pay for it and the rest do not.
+const (
+	jobDL       uint8 = 1 << iota // a dead-letter queue is named in Engine.deadLetters
+	jobUnique                     // its id stays taken for a while after it ends (UNIQUE)
+	jobDebounce                   // re-adds push it out, up to a limit (DEBOUNCE)
+)
 
 // queue is a named ready list plus the clients blocked on it. It exists while
 // it holds a job in any state or a waiter; then it is freed.
@@ -195,6 +207,7 @@ type core struct {
 	mutex sync.Mutex // guards everything below; reached through Engine.mu
 
 	wheel   *wheel.Wheel
+	tm      timers // the clocks that are not jobs (timers.go)
 	jobs    slab
 	free    uint32            // free slot list head, slot+1
 	sids    map[uint64]uint32 // server-made id -> slot+1
@@ -401,6 +414,9 @@ func (e *Engine) run() {
 			// A follower's timer sleeps: only records move its wheel.
 			e.advanceLocked(e.nowMs())
 			dl, ok = e.wheel.NextDeadline()
+			if tdl, tok := e.nextTimer(); tok && (!ok || tdl < dl) {
+				dl, ok = tdl, true
+			}
 		}
 		e.armed = 0
 		if ok {
@@ -447,6 +463,7 @@ func (e *Engine) advanceLocked(now int64) {
 		return // Reset, before the first record restored
 	}
 	if dl, ok := e.wheel.NextDeadline(); !ok || dl > now {
+		e.advanceTimers(now)
 		return
 	}
 	e.replTime(now)
@@ -471,6 +488,7 @@ func (e *Engine) advanceLocked(now int64) {
 		}
 	}
 	e.fired = fired[:0]
+	e.advanceTimers(now)
 }
 
 // Stop refuses new writes and pops, resolves every blocked client with a

@@ -19,7 +19,7 @@ func (e *Engine) allocSlot() uint32 {
 
 func (e *Engine) freeSlot(s uint32) {
 	j := e.jobs.at(s)
-	if j.hasDL {
+	if j.flags&jobDL != 0 {
 		delete(e.deadLetters, s)
 	}
 	e.arena.free(j.data, int(j.idLen)+int(j.plen))

@@ -220,6 +220,7 @@ func (e *Engine) apply(p []byte) error {
 // so nothing is ever reused. Waiters are the caller's business.
 func (e *Engine) resetState() {
 	e.wheel = nil
+	e.resetTimers()
 	e.jobs, e.free = slab{}, 0
 	e.index = make(map[uint64]uint32)
 	e.sids = make(map[uint64]uint32)

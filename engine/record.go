@@ -64,6 +64,20 @@ const (
 	opFlush   byte = 10
 )
 
+// The add record's optional tail: a uvarint of these bits, then each field
+// whose bit is set, in this order. A record with none set has no tail, so
+// plain adds cost nothing and older logs read unchanged.
+const (
+	extUnique   = 1 << 0 // varint uniqueTTL
+	extDebounce = 1 << 1 // varint debounceUntil
+	extGroup    = 1 << 2 // bytes group
+	extPriority = 1 << 3 // byte priority
+	extKnown    = extUnique | extDebounce | extGroup | extPriority
+)
+
+// Op codes 11 to 20 are taken by schedules, tombstones and limits
+// (schedule.go, unique.go, limit.go); each says its layout where defined.
+
 const (
 	flagHead     = 1 << 0
 	flagReady    = 1 << 1
@@ -87,7 +101,13 @@ type rec struct {
 	retry      int64 // -1: unlimited
 	deadLetter []byte
 	deadline   int64  // add with flagReserved
-	dst        []byte // lmove: the destination queue
+	// add's optional tail (see extUnique...): absent in records of jobs
+	// that use none of them, and in logs written before they existed.
+	uniqueTTL     int64  // UNIQUE: ms the id stays taken after the job ends
+	debounceUntil int64  // DEBOUNCE: unix ms the due time may not pass
+	group         []byte // GROUP: the job's group within its queue
+	priority      uint8  // PRIORITY: 0..9, higher first
+	dst           []byte // lmove: the destination queue
 	dsid       uint64 // lmove: the job's id in dst (did nil: a server id)
 	did        []byte
 }
@@ -145,8 +165,73 @@ func (r *rec) encode(dst []byte) []byte {
 		dst = binary.AppendVarint(dst, r.retry)
 		dst = appendBytes(dst, r.deadLetter)
 		dst = binary.AppendVarint(dst, r.deadline)
+		dst = r.appendExt(dst)
 	}
 	return dst
+}
+
+// appendExt appends the add record's optional tail.
+func (r *rec) appendExt(dst []byte) []byte {
+	var bits uint64
+	if r.uniqueTTL != 0 {
+		bits |= extUnique
+	}
+	if r.debounceUntil != 0 {
+		bits |= extDebounce
+	}
+	if len(r.group) > 0 {
+		bits |= extGroup
+	}
+	if r.priority != 0 {
+		bits |= extPriority
+	}
+	if bits == 0 {
+		return dst
+	}
+	dst = binary.AppendUvarint(dst, bits)
+	if bits&extUnique != 0 {
+		dst = binary.AppendVarint(dst, r.uniqueTTL)
+	}
+	if bits&extDebounce != 0 {
+		dst = binary.AppendVarint(dst, r.debounceUntil)
+	}
+	if bits&extGroup != 0 {
+		dst = appendBytes(dst, r.group)
+	}
+	if bits&extPriority != 0 {
+		dst = append(dst, r.priority)
+	}
+	return dst
+}
+
+// ext reads the add record's optional tail, if there is one.
+func (d *decoder) ext(r *rec) {
+	if d.err != nil || len(d.b) == 0 {
+		return
+	}
+	bits := d.uvarint()
+	if bits&^extKnown != 0 {
+		d.err = errBadRecord
+		return
+	}
+	if bits&extUnique != 0 {
+		r.uniqueTTL = d.varint()
+	}
+	if bits&extDebounce != 0 {
+		r.debounceUntil = d.varint()
+	}
+	if bits&extGroup != 0 {
+		r.group = d.bytes()
+	}
+	if bits&extPriority != 0 {
+		r.priority = d.byte()
+	}
+	// Only the canonical form: appendExt writes a bit only for a field that
+	// is set, so a record reads back to the bytes it came from.
+	if bits == 0 || (bits&extUnique != 0) != (r.uniqueTTL != 0) || (bits&extDebounce != 0) != (r.debounceUntil != 0) ||
+		(bits&extGroup != 0) != (len(r.group) > 0) || (bits&extPriority != 0) != (r.priority != 0) {
+		d.err = errBadRecord
+	}
 }
 
 type decoder struct {
@@ -248,6 +333,7 @@ func (r *rec) decode(b []byte) error {
 		r.retry = d.varint()
 		r.deadLetter = d.bytes()
 		r.deadline = d.varint()
+		d.ext(r)
 		if len(r.deadLetter) == 0 {
 			r.deadLetter = nil
 		}

@@ -19,6 +19,9 @@ func TestRecordRoundTrip(t *testing.T) {
 		{op: opLMove, time: 8, queue: []byte("src"), sid: 4, dst: []byte("dst"), did: []byte("c"), seq: 10, flags: flagHead},
 		{op: opLMove, time: 8, queue: []byte("src"), id: []byte("c"), dst: []byte("src"), dsid: 5, seq: 11},
 		{op: opFlush, time: 9, queue: []byte{}},
+		{op: opAdd, time: 10, queue: []byte("q"), id: []byte("u"), retry: -1, uniqueTTL: 5000, debounceUntil: 123,
+			group: []byte("tenant-7"), priority: 9},
+		{op: opAdd, time: 10, queue: []byte("q"), sid: 3, retry: -1, priority: 2},
 	} {
 		var got rec
 		if err := got.decode(r.encode(nil)); err != nil {
@@ -35,7 +38,7 @@ func TestRecordRoundTrip(t *testing.T) {
 
 // normal makes empty and nil byte slices compare equal.
 func normal(r rec) rec {
-	for _, b := range []*[]byte{&r.queue, &r.payload, &r.deadLetter, &r.dst} {
+	for _, b := range []*[]byte{&r.queue, &r.payload, &r.deadLetter, &r.dst, &r.group} {
 		if len(*b) == 0 {
 			*b = nil
 		}
@@ -51,6 +54,7 @@ func FuzzRecordDecode(f *testing.F) {
 	f.Add((&rec{op: opDel, time: 7, queue: []byte("q")}).encode(nil))
 	f.Add((&rec{op: opLMove, time: 8, queue: []byte("a"), sid: 4, dst: []byte("b"), did: []byte("x"), seq: 3}).encode(nil))
 	f.Add((&rec{op: opFlush, time: 9}).encode(nil))
+	f.Add((&rec{op: opAdd, time: 1, queue: []byte("q"), id: []byte("u"), uniqueTTL: 9, group: []byte("g"), priority: 3}).encode(nil))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var r rec
 		if r.decode(b) != nil {
@@ -64,4 +68,13 @@ func FuzzRecordDecode(f *testing.F) {
 			t.Fatalf("not stable:\n%+v\n%+v", r, again)
 		}
 	})
+}
+
+// The job record is the unit of memory per pending job: a field that grows
+// it costs 8 bytes of every job (issue 11's budget). Options used by few
+// jobs go in side tables keyed by slot (job.flags says which).
+func TestJobSize(t *testing.T) {
+	if jobSize != 72 {
+		t.Fatalf("job is %d bytes, want 72", jobSize)
+	}
 }
