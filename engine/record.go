@@ -100,7 +100,7 @@ type rec struct {
 	ackTimeout int64
 	retry      int64 // -1: unlimited
 	deadLetter []byte
-	deadline   int64  // add with flagReserved
+	deadline   int64 // add with flagReserved
 	// add's optional tail (see extUnique...): absent in records of jobs
 	// that use none of them, and in logs written before they existed.
 	uniqueTTL     int64  // UNIQUE: ms the id stays taken after the job ends
@@ -108,8 +108,8 @@ type rec struct {
 	group         []byte // GROUP: the job's group within its queue
 	priority      uint8  // PRIORITY: 0..9, higher first
 	dst           []byte // lmove: the destination queue
-	dsid       uint64 // lmove: the job's id in dst (did nil: a server id)
-	did        []byte
+	dsid          uint64 // lmove: the job's id in dst (did nil: a server id)
+	did           []byte
 }
 
 func appendBytes(dst, b []byte) []byte {
