@@ -585,6 +585,12 @@ func (e *Engine) Rewrite() error {
 	}
 	snapTime := e.nowMs()
 	meta := rec{op: opMeta, time: snapTime, sid: e.lastSID, seq: e.seq}
+	// The state that is not jobs is small next to them (schedules, limits)
+	// or simple to encode (tombstones): it is encoded here, under the lock.
+	var state [][]byte
+	for _, r := range e.stateRecs(snapTime) {
+		state = append(state, r.encode(nil))
+	}
 	j.rewriting, j.rwTail, j.aborted = true, nil, false
 	started := time.Now()
 
@@ -601,6 +607,9 @@ func (e *Engine) Rewrite() error {
 			}
 			var buf []byte
 			w.Append(meta.encode(nil))
+			for _, b := range state {
+				w.Append(b)
+			}
 			const chunk = 1024
 			for i := 0; i < len(plan); i += chunk {
 				e.mu.Lock()

@@ -319,6 +319,9 @@ func (e *Engine) snapshotLocked() []byte {
 		out = append(out, buf...)
 	}
 	put(&rec{op: opMeta, time: now, sid: e.lastSID, seq: e.seq})
+	for _, r := range e.stateRecs(now) {
+		put(&r)
+	}
 	if e.wheel != nil {
 		e.eachJob(func(s uint32, flags byte, deadline int64) {
 			r := e.addRecOf(s, flags)
