@@ -19,7 +19,9 @@ type Block struct {
 	eng       *engine.Engine
 	mode      engine.PopMode   // the reply's shape: DELAY.POP or BLPOP/BRPOP
 	move      bool             // BLMOVE, BRPOPLPUSH: the reply is the payload
+	many      bool             // DELAY.MPOP: the waiter may hold several jobs (identity.go)
 	delivered *engine.Delivery // the job written to the client, if any
+	more      []engine.Delivery
 }
 
 // Ready fires when the engine served the waiter or released it at shutdown.
@@ -80,16 +82,25 @@ func (b *Block) TimedOut(c *Client) {
 func (b *Block) Gone() {
 	b.done()
 	if job, ok := b.eng.CancelWait(b.w); ok {
-		b.eng.Requeue(job)
+		b.requeue(job, b.w.More())
 	}
+}
+
+// requeue hands jobs back to the heads of their ready lists, the last taken
+// first, so they end up in the order they were taken.
+func (b *Block) requeue(job engine.Delivery, more []engine.Delivery) {
+	for i := len(more) - 1; i >= 0; i-- {
+		b.eng.Requeue(more[i])
+	}
+	b.eng.Requeue(job)
 }
 
 // WriteFailed hands back the job written to a client whose connection then
 // failed, so a job is never delivered to a client that has gone.
 func (b *Block) WriteFailed() {
 	if b.delivered != nil {
-		b.eng.Requeue(*b.delivered)
-		b.delivered = nil
+		b.requeue(*b.delivered, b.more)
+		b.delivered, b.more = nil, nil
 	}
 }
 
@@ -103,6 +114,14 @@ func (b *Block) reply(c *Client, job engine.Delivery, ok bool) {
 	c.woff = job.Ticket // WAIT after a blocking pop covers it
 	if b.move {
 		c.W.Bulk(job.Payload)
+		return
+	}
+	if b.many {
+		b.more = b.w.More()
+		if n := len(b.more); n > 0 {
+			c.Ticket, c.woff = b.more[n-1].Ticket, b.more[n-1].Ticket // the last pop's record
+		}
+		writeJobs(c.W, append([]engine.Delivery{job}, b.more...))
 		return
 	}
 	writeJob(c.W, job, b.mode)

@@ -64,6 +64,9 @@ func writeInfo(w Writer, cmd *Command) {
 			flags = append(flags, f.name)
 		}
 	}
+	if cmd.keys != nil {
+		flags = append(flags, "movablekeys")
+	}
 	w.Array(len(flags))
 	for _, f := range flags {
 		w.Status(f)

@@ -43,7 +43,7 @@ func TestParseTimeout(t *testing.T) {
 
 func TestSynopsisFromTable(t *testing.T) {
 	want := map[string]string{
-		"delay.add":    "DELAY.ADD key delay-ms payload [ID id] [REPLACE] [ACKTIMEOUT ms] [RETRY n] [DEADLETTER dead-letter-key]",
+		"delay.add":    "DELAY.ADD key delay-ms payload [ID id] [REPLACE] [ACKTIMEOUT ms] [RETRY n] [DEADLETTER dead-letter-key] [UNIQUE ttl-ms] [DEBOUNCE max-wait-ms] [GROUP group] [PRIORITY priority]",
 		"delay.cancel": "DELAY.CANCEL key id [id ...]",
 		"delay.pop":    "DELAY.POP key [key ...] timeout",
 		"shutdown":     "SHUTDOWN [NOSAVE|SAVE]",

@@ -119,6 +119,11 @@ func moved(slot int, addr string) string {
 // left out), plus keys given as options (DELAY.ADD ... DEADLETTER key).
 func commandSlot(cmd *Command, args [][]byte) int {
 	slot := noSlot
+	if cmd.keys != nil {
+		for _, k := range cmd.keys(args) {
+			slot = sameSlot(slot, KeySlot(k))
+		}
+	}
 	if cmd.FirstKey > 0 {
 		last := cmd.LastKey
 		if last < 0 {
@@ -137,6 +142,9 @@ func commandSlot(cmd *Command, args [][]byte) int {
 // commandKeys lists a command's keys where commandSlot finds them.
 func commandKeys(cmd *Command, args [][]byte) [][]byte {
 	var keys [][]byte
+	if cmd.keys != nil {
+		keys = append(keys, cmd.keys(args)...)
+	}
 	if cmd.FirstKey > 0 {
 		last := cmd.LastKey
 		if last < 0 {

@@ -53,6 +53,10 @@ type Command struct {
 	Handler    func(d *Dispatcher, c *Client, args [][]byte)
 
 	keyOptions bool // an option takes a key (route.go)
+	// keys finds the keys of a command whose keys move (DELAY.MPOP's
+	// follow a count), where FirstKey, LastKey and Step are 0, as Redis's
+	// movablekeys commands report them.
+	keys func(args [][]byte) [][]byte
 }
 
 // Synopsis renders the usage line, e.g. "DELAY.CANCEL key id [id ...]".
@@ -195,6 +199,26 @@ var table = []*Command{
 		Complexity: "O(N) where N is count",
 		Args:       []Arg{key("key"), opt(integer("count"))},
 		Handler:    cmdPeek},
+	{Name: "delay.mpop", Arity: -4, Flags: Write | Blocking, Group: "delay", Since: "0.2.0",
+		Summary:    "As BLMPOP: takes up to count ready jobs (default 1) of the first of numkeys queues that has one, each as DELAY.POP takes it, blocking up to timeout seconds (0: forever); replies [key, [[id, payload], ...]].",
+		Complexity: "O(N+M) where N is the number of keys and M the jobs taken",
+		Args:       []Arg{double("timeout"), integer("numkeys"), many(key("key")), opt(tok("COUNT", integer("count")))},
+		Handler:    cmdMPop, keys: mpopKeys},
+	{Name: "delay.reschedule", Arity: 4, Flags: Write | Fast, FirstKey: 1, LastKey: 1, Step: 1, Group: "delay", Since: "0.2.0",
+		Summary:    "Moves a delayed or ready job to delay-ms from now (ready now if 0), keeping its id, payload, options and deliveries; replies 1, or 0 if it is not delayed or ready.",
+		Complexity: "O(1)",
+		Args:       []Arg{key("key"), str("id"), integer("delay-ms")},
+		Handler:    cmdReschedule},
+	{Name: "delay.rescheduleat", Arity: 4, Flags: Write | Fast, FirstKey: 1, LastKey: 1, Step: 1, Group: "delay", Since: "0.2.0",
+		Summary:    "DELAY.RESCHEDULE to an absolute unix time in milliseconds; a time now or past makes the job ready now.",
+		Complexity: "O(1)",
+		Args:       []Arg{key("key"), str("id"), integer("unix-ms")},
+		Handler:    cmdRescheduleAt},
+	{Name: "delay.promote", Arity: -3, Flags: Write | Fast, FirstKey: 1, LastKey: 1, Step: 1, Group: "delay", Since: "0.2.0",
+		Summary:    "Makes delayed jobs ready now, at the tail of the ready list in the order given; replies how many moved.",
+		Complexity: "O(N) where N is the number of ids",
+		Args:       []Arg{key("key"), many(str("id"))},
+		Handler:    cmdPromote},
 
 	{Name: "llen", Arity: 2, Flags: ReadOnly | Fast, FirstKey: 1, LastKey: 1, Step: 1, Group: "list", Since: "1.0.0",
 		Summary: "Length of a queue's ready list.", Complexity: "O(1)",

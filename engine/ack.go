@@ -76,6 +76,7 @@ func (e *Engine) exhausted(s uint32, logIt bool) uint64 {
 		r := e.recFor(opCancel, s) // the job leaves its queue...
 		ticket = e.logRec(&r)
 	}
+	e.entombEnded(s, logIt)
 	dl, ok := e.deadLetters[s]
 	if !ok {
 		if !e.j.replaying {
@@ -94,6 +95,7 @@ func (e *Engine) exhausted(s uint32, logIt bool) uint64 {
 	e.arena.free(j.data, int(j.idLen)+int(j.plen))
 	delete(e.deadLetters, s)
 	j.flags &^= jobDL
+	e.dropIdent(s) // a new job of the dead-letter queue
 	j.ackTimeout, j.retry = 0, -1
 	to, _ := e.queueFor(dl, true)
 	j.queue = to
@@ -194,6 +196,7 @@ func (e *Engine) addRecOf(s uint32, flags byte) *rec {
 	r.due, r.seq, r.deliveries, r.flags = j.due, j.seq, j.deliveries, flags
 	r.payload = e.payloadOf(j)
 	r.ackTimeout, r.retry, r.deadLetter = int64(j.ackTimeout), int64(j.retry), e.deadLetters[s]
+	e.identOf(s, &r)
 	return &r
 }
 
@@ -234,6 +237,7 @@ func (e *Engine) applyMove(r *rec) {
 		return
 	}
 	j := e.jobs.at(s)
+	j.due = r.due // a move sets the due time too (RESCHEDULE, PROMOTE)
 	switch {
 	case r.flags&flagHead != 0:
 		e.pushReady(s, true)

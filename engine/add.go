@@ -71,18 +71,25 @@ func (e *Engine) Add(a AddArgs) (AddResult, error) {
 	if r.ackTimeout < 0 {
 		r.ackTimeout = e.opts.AckTimeout
 	}
+	if a.ID != nil && e.tombHeld(a.Queue, a.ID, now) {
+		return AddResult{}, nil // UNIQUE: a job with this id ended within its ttl (REPLACE too)
+	}
 	qi, existed := e.queueFor(a.Queue, false)
 	exists := false
+	var s uint32
 	if existed && a.ID != nil {
-		var s uint32
 		if s, exists = e.lookup(qi, a.ID); exists {
-			if !a.Replace {
+			// DEBOUNCE replaces a job that is still delayed, as REPLACE does.
+			if !a.Replace && (a.Debounce <= 0 || e.jobs.at(s).state != stateDelayed) {
 				return AddResult{}, nil
 			}
 			if e.jobs.at(s).idLen == 0 { // keep a server-made id in its compact form
 				r.id, r.sid = nil, e.jobs.at(s).sid
 			}
 		}
+	}
+	if a.Debounce > 0 {
+		e.debounce(&r, s, exists && e.jobs.at(s).state == stateDelayed, up, a.Debounce)
 	}
 	if !exists && e.opts.MaxJobs > 0 && e.njobs >= e.opts.MaxJobs {
 		return AddResult{}, ErrMaxJobs
@@ -149,6 +156,7 @@ func (e *Engine) place(r *rec, fresh bool) (uint32, bool) {
 	if !fresh {
 		if qi, ok := e.queueFor(r.queue, false); ok {
 			if s, ok := e.lookup(qi, id); ok {
+				e.dropIdent(s) // replaced, not ended: no tombstone
 				e.remove(s)
 			}
 		}
@@ -169,6 +177,7 @@ func (e *Engine) place(r *rec, fresh bool) (uint32, bool) {
 		j.flags |= jobDL
 		e.deadLetters[s] = append([]byte(nil), r.deadLetter...)
 	}
+	e.setIdent(s, r)
 	e.indexInsert(s, id)
 	e.njobs++
 	e.lastSID = max(e.lastSID, r.sid)

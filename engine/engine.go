@@ -207,7 +207,8 @@ type core struct {
 	mutex sync.Mutex // guards everything below; reached through Engine.mu
 
 	wheel   *wheel.Wheel
-	tm      timers // the clocks that are not jobs (timers.go)
+	tm      timers     // the clocks that are not jobs (timers.go)
+	ident   identState // UNIQUE and DEBOUNCE options, tombstones (unique.go)
 	jobs    slab
 	free    uint32            // free slot list head, slot+1
 	sids    map[uint64]uint32 // server-made id -> slot+1

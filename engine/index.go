@@ -22,6 +22,9 @@ func (e *Engine) freeSlot(s uint32) {
 	if j.flags&jobDL != 0 {
 		delete(e.deadLetters, s)
 	}
+	if j.flags&(jobUnique|jobDebounce) != 0 {
+		delete(e.ident.jobs, s)
+	}
 	e.arena.free(j.data, int(j.idLen)+int(j.plen))
 	*j = job{next: e.free}
 	e.free = s + 1

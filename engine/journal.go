@@ -209,6 +209,8 @@ func (e *Engine) apply(p []byte) error {
 		e.applyLMove(&r)
 	case opFlush:
 		e.flushAll()
+	case opTomb:
+		e.applyTomb(&r)
 	case opMeta:
 		e.lastSID = max(e.lastSID, r.sid)
 		e.seq = max(e.seq, r.seq)
@@ -226,6 +228,7 @@ func (e *Engine) resetState() {
 	e.sids = make(map[uint64]uint32)
 	e.arena = arena{}
 	e.deadLetters = make(map[uint32][]byte) // by slot: slots are reused from 0
+	e.ident = identState{}                  // FLUSHALL drops tombstones too
 	e.queues, e.qfree = nil, nil
 	e.byName = make(map[string]uint32)
 	e.njobs = 0

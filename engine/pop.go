@@ -72,6 +72,7 @@ type Delivery struct {
 	ackTimeout uint32
 	retry      int32
 	deadLetter []byte
+	ident      jobIdent // UNIQUE, DEBOUNCE (unique.go)
 }
 
 // Pop takes the first ready job of the first non-empty queue, trying names in
@@ -146,6 +147,9 @@ func (e *Engine) take(s uint32, plain bool) Delivery {
 		retry:      j.retry,
 		deadLetter: e.deadLetters[s],
 	}
+	if j.flags&(jobUnique|jobDebounce) != 0 {
+		d.ident = e.ident.jobs[s]
+	}
 	if j.ackTimeout > 0 && !plain {
 		e.unlinkReady(s)
 		e.seq++
@@ -206,7 +210,8 @@ func (e *Engine) Requeue(d Delivery) bool {
 	}
 	r := rec{op: opAdd, time: e.recNow(), queue: d.Queue, sid: d.sid, due: d.Due,
 		seq: d.seq, deliveries: deliveries, flags: flagHead, payload: d.Payload,
-		ackTimeout: int64(d.ackTimeout), retry: int64(d.retry), deadLetter: d.deadLetter}
+		ackTimeout: int64(d.ackTimeout), retry: int64(d.retry), deadLetter: d.deadLetter,
+		uniqueTTL: d.ident.uniqueTTL, debounceUntil: d.ident.debounceUntil}
 	if d.sid == 0 {
 		r.id = d.ID
 	}

@@ -121,6 +121,7 @@ func (e *Engine) remove(s uint32) {
 	var buf [sidLen]byte
 	j := e.jobs.at(s)
 	qi := j.queue
+	e.entomb(s, e.recNow()) // UNIQUE: from the time of the record that removes it
 	e.detach(s)
 	e.queues[qi].bytes -= dataSize(j)
 	e.indexDelete(s, e.idOf(j, &buf))

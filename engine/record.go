@@ -119,6 +119,9 @@ func appendBytes(dst, b []byte) []byte {
 
 // encode appends r to dst.
 func (r *rec) encode(dst []byte) []byte {
+	if r.op == opTomb {
+		return appendTomb(dst, r)
+	}
 	dst = append(dst, r.op)
 	dst = binary.AppendVarint(dst, r.time)
 	dst = appendBytes(dst, r.queue)
@@ -306,6 +309,9 @@ func (d *decoder) id() (uint64, []byte) {
 
 // decode parses one record; slices alias b.
 func (r *rec) decode(b []byte) error {
+	if len(b) > 0 && b[0] == opTomb {
+		return r.decodeTomb(b)
+	}
 	d := decoder{b: b}
 	*r = rec{op: d.byte(), time: d.varint(), queue: d.bytes()}
 	if r.op != opDel && r.op != opFlush {

@@ -11,10 +11,12 @@ type Waiter struct {
 	ready chan struct{} // gets one value when resolved
 	links []waitLink
 	mode  PopMode
-	move  *moveTo  // BLMOVE and BRPOPLPUSH: move the job rather than pop it
-	done  bool     // guarded by Engine.mu
-	d     Delivery // written before ready is signalled
-	got   bool     // d holds a job (false: released by shutdown)
+	move  *moveTo    // BLMOVE and BRPOPLPUSH: move the job rather than pop it
+	done  bool       // guarded by Engine.mu
+	d     Delivery   // written before ready is signalled
+	got   bool       // d holds a job (false: released by shutdown)
+	count int        // DELAY.MPOP: up to this many jobs (mpop.go)
+	more  []Delivery // DELAY.MPOP: the jobs after d
 }
 
 type waitLink struct {
@@ -42,16 +44,23 @@ func (e *Engine) PopOrWait(names [][]byte, mode PopMode) (Delivery, *Waiter, err
 	if d, ok := e.popLocked(names, mode); ok {
 		return d, nil, nil
 	}
+	w, err := e.wait(names, mode)
+	return Delivery{}, w, err
+}
+
+// wait parks a waiter on every named queue, after a pop found them all
+// empty. Called with mu held.
+func (e *Engine) wait(names [][]byte, mode PopMode) (*Waiter, error) {
 	if e.closed {
-		return Delivery{}, nil, ErrClosed
+		return nil, ErrClosed
 	}
 	if err := e.replWritable(); err != nil {
-		return Delivery{}, nil, err
+		return nil, err
 	}
 	if e.mu.held {
 		// Inside a transaction a blocking pop is its non-blocking form, as
 		// in Redis: nothing could arrive while the transaction holds the lock.
-		return Delivery{}, nil, ErrInTransaction
+		return nil, ErrInTransaction
 	}
 	w := &Waiter{ready: make(chan struct{}, 1), links: make([]waitLink, len(names)), mode: mode}
 	for i, name := range names {
@@ -60,7 +69,7 @@ func (e *Engine) PopOrWait(names [][]byte, mode PopMode) (Delivery, *Waiter, err
 		e.park(&w.links[i], qi)
 	}
 	e.stats.WaitersNow++
-	return Delivery{}, w, nil
+	return w, nil
 }
 
 // park appends a waiter's link to the tail of queue qi's FIFO. O(1).
@@ -120,6 +129,7 @@ func (e *Engine) serveWaiters(qi uint32) {
 		w := q.whead.w
 		if w.move == nil {
 			w.d = e.takeFrom(qi, w.mode)
+			e.takeMore(w, qi)
 			e.resolve(w, true)
 			continue
 		}

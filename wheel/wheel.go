@@ -118,6 +118,16 @@ func (w *Wheel) Due(h uint32) (int64, bool) {
 	return w.node(h).due, true
 }
 
+// LastDue returns the due time h was last added with, whether it is still
+// scheduled, has fired or was removed (0 if it never was): what a caller
+// needs to know about a handle that just fired. O(1).
+func (w *Wheel) LastDue(h uint32) int64 {
+	if h >= w.cap {
+		return 0
+	}
+	return w.node(h).due
+}
+
 // Add schedules handle h to fire at due (ms). Among equal due times, lower
 // seq fires first; the engine passes an add counter so equal due times
 // keep add order.

@@ -1,0 +1,49 @@
+package engine
+
+// DELAY.MPOP: up to n ready jobs of the first queue that has one, as Redis's
+// BLMPOP takes up to n elements of the first non-empty list. Each job is
+// taken as DELAY.POP takes it (reserved if it has an ack timeout, else
+// removed), each logged as its own pop. A blocked MPOP waits in the same
+// FIFO as every other pop of its queues; when it is served it takes up to
+// n of what is ready then, in one hold of the lock.
+
+// MPopOrWait takes up to count ready jobs of the first of names that has
+// one; when none has, it parks a waiter (as PopOrWait does) that takes up
+// to count when served: its jobs are Result's then More's. Inside a
+// transaction it never parks (ErrInTransaction). O(names + count).
+func (e *Engine) MPopOrWait(names [][]byte, count int) ([]Delivery, *Waiter, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	count = max(count, 1)
+	d, ok := e.popLocked(names, PopDelay)
+	if !ok {
+		w, err := e.wait(names, PopDelay)
+		if w != nil {
+			w.count = count
+		}
+		return nil, w, err
+	}
+	out := []Delivery{d}
+	for len(out) < count {
+		// The same queue only, as BLMPOP does.
+		d, ok := e.popLocked([][]byte{d.Queue}, PopDelay)
+		if !ok {
+			break
+		}
+		out = append(out, d)
+	}
+	return out, nil, nil
+}
+
+// takeMore gives a waiter served a job of queue qi (serveWaiters) the rest
+// of the jobs it asked for, from the same queue, while it has ready ones.
+func (e *Engine) takeMore(w *Waiter, qi uint32) {
+	for len(w.more)+1 < w.count && e.queues[qi].head != 0 {
+		w.more = append(w.more, e.takeFrom(qi, w.mode))
+	}
+}
+
+// More is the jobs a waiter parked by MPopOrWait got after the one Result
+// returns, in the order taken. Call it only after Ready fired or CancelWait
+// returned a job.
+func (w *Waiter) More() []Delivery { return w.more }

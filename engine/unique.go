@@ -1,0 +1,228 @@
+package engine
+
+import (
+	"encoding/binary"
+
+	"github.com/cespare/xxhash/v2"
+)
+
+// Job identity beyond the job's life: UNIQUE and DEBOUNCE on DELAY.ADD.
+//
+// UNIQUE ttl keeps a finished job's id taken for ttl ms after the job ends
+// (acked, cancelled, dead-lettered, dropped, popped at most once, or removed
+// by DEL; not when an add replaces it), so a producer's late retry of a job
+// that already ran is a no-op. What is kept is a tombstone: a timer in the
+// timer wheel (timers.go) and an entry mapping a 64-bit hash of (queue, id)
+// to it, about 70 bytes in all and no copy of the id. The hash must be the
+// same in every process, since the log and a rewrite store it: xxhash, not
+// the index's maphash, whose seed is random per process. Two ids sharing a
+// hash would share a tombstone (one refused for the other's ttl); at 64
+// bits that takes billions of tombstones held at once.
+//
+// A tombstone is not logged when it is made: it starts at the time of the
+// record that removed its job (its time field), live and on replay alike,
+// and for an expiry (not logged either) at the reservation's deadline. Its
+// end is derived the same way, so nothing is logged when it ends. Only a
+// log rewrite and a cluster snapshot write tombstones outright (opTomb,
+// through stateRecs), since the jobs whose removals made them are not in
+// them. FLUSHALL drops every tombstone, as it drops every job.
+//
+// DEBOUNCE max-wait: re-adding an id that is still delayed replaces the job
+// (payload, options, due time) but never puts its due time past the first
+// add's time plus max-wait: the limit, an absolute time, travels in the add
+// record (debounceUntil) and stays with the job, so a replay and a rewrite
+// keep it.
+//
+// Both are per-job options that few jobs use: they live in a side table by
+// slot (Engine.ident.jobs), flagged in job.flags (jobUnique, jobDebounce), so
+// the job record stays 72 bytes and jobs without them pay nothing.
+
+// opTomb is a tombstone, written by a rewrite or a snapshot:
+//
+//	tomb: op time key end        (key: uvarint, the (queue, id) hash; end: varint unix ms)
+//
+// In rec, key is carried in sid and end in due.
+const opTomb byte = 14
+
+// identState is the engine's identity state.
+type identState struct {
+	jobs  map[uint32]jobIdent // by slot: jobs with jobUnique or jobDebounce
+	tombs map[uint64]uint32   // tombstones: tombKey -> timer handle
+}
+
+// jobIdent is what a UNIQUE or DEBOUNCE job carries beyond its record.
+type jobIdent struct {
+	uniqueTTL     int64 // ms the id stays taken after the job ends; 0: not unique
+	debounceUntil int64 // unix ms its due time may not pass; 0: no debounce
+}
+
+// tombKey hashes (queue, id) for the tombstone table; the queue's length
+// goes first so that ("ab", "c") and ("a", "bc") differ.
+func tombKey(queue, id []byte) uint64 {
+	var n [binary.MaxVarintLen64]byte
+	var d xxhash.Digest
+	d.Reset()
+	d.Write(n[:binary.PutUvarint(n[:], uint64(len(queue)))])
+	d.Write(queue)
+	d.Write(id)
+	return d.Sum64()
+}
+
+// setIdent records an add record's UNIQUE and DEBOUNCE options for the job
+// in slot s (place). O(1).
+func (e *Engine) setIdent(s uint32, r *rec) {
+	if r.uniqueTTL <= 0 && r.debounceUntil == 0 {
+		return
+	}
+	if e.ident.jobs == nil {
+		e.ident.jobs = make(map[uint32]jobIdent)
+	}
+	j := e.jobs.at(s)
+	if r.uniqueTTL > 0 {
+		j.flags |= jobUnique
+	}
+	if r.debounceUntil != 0 {
+		j.flags |= jobDebounce
+	}
+	e.ident.jobs[s] = jobIdent{uniqueTTL: max(r.uniqueTTL, 0), debounceUntil: r.debounceUntil}
+}
+
+// dropIdent forgets the job's UNIQUE and DEBOUNCE options without leaving a
+// tombstone: the job is being replaced, or it starts over in a dead-letter
+// queue. O(1).
+func (e *Engine) dropIdent(s uint32) {
+	j := e.jobs.at(s)
+	if j.flags&(jobUnique|jobDebounce) != 0 {
+		j.flags &^= jobUnique | jobDebounce
+		delete(e.ident.jobs, s)
+	}
+}
+
+// identOf fills the UNIQUE and DEBOUNCE fields of the add record r of the
+// job in slot s (addRecOf: a rewrite keeps them).
+func (e *Engine) identOf(s uint32, r *rec) {
+	if e.jobs.at(s).flags&(jobUnique|jobDebounce) != 0 {
+		ji := e.ident.jobs[s]
+		r.uniqueTTL, r.debounceUntil = ji.uniqueTTL, ji.debounceUntil
+	}
+}
+
+// entomb leaves the tombstone of a UNIQUE job that ends at time at, and
+// forgets its UNIQUE option (so a later removal of the same slot does not
+// leave a second one). Called before the job's id and queue are gone. O(1).
+func (e *Engine) entomb(s uint32, at int64) {
+	j := e.jobs.at(s)
+	if j.flags&jobUnique == 0 {
+		return
+	}
+	var buf [sidLen]byte
+	ttl := e.ident.jobs[s].uniqueTTL
+	j.flags &^= jobUnique
+	if j.flags&jobDebounce == 0 {
+		delete(e.ident.jobs, s)
+	} else {
+		e.ident.jobs[s] = jobIdent{debounceUntil: e.ident.jobs[s].debounceUntil}
+	}
+	e.setTomb(tombKey([]byte(e.queues[j.queue].name), e.idOf(j, &buf)), at+ttl)
+}
+
+// entombEnded is entomb for a delivery that ended without an ACK and left no
+// redelivery (exhausted): a NACK's records carry its time; an expiry is not
+// logged, so its time is the reservation's deadline, which replay knows too.
+func (e *Engine) entombEnded(s uint32, logged bool) {
+	if e.jobs.at(s).flags&jobUnique == 0 {
+		return
+	}
+	at := e.recNow()
+	if !logged {
+		at = e.wheel.LastDue(s)
+	}
+	e.entomb(s, at)
+}
+
+// setTomb keeps (queue, id) taken until end, unless a tombstone already
+// holds it longer. An end already past makes none. O(1).
+func (e *Engine) setTomb(key uint64, end int64) {
+	if h, ok := e.ident.tombs[key]; ok {
+		if due, ok := e.timerDue(h); ok && due >= end {
+			return
+		}
+		e.stopTimer(h)
+		delete(e.ident.tombs, key)
+	}
+	h, ok := e.addTimer(timerTomb, key, end)
+	if !ok {
+		return
+	}
+	if e.ident.tombs == nil {
+		e.ident.tombs = make(map[uint64]uint32)
+	}
+	e.ident.tombs[key] = h
+}
+
+// tombEnded is the timer action of a tombstone whose time is up.
+func (e *Engine) tombEnded(key uint64) {
+	delete(e.ident.tombs, key)
+}
+
+// tombHeld says whether (queue, id) is still taken by a tombstone at now:
+// read from the tombstone's end, so it holds exactly until then whatever
+// the tick. O(1).
+func (e *Engine) tombHeld(queue, id []byte, now int64) bool {
+	if len(e.ident.tombs) == 0 {
+		return false
+	}
+	h, ok := e.ident.tombs[tombKey(queue, id)]
+	if !ok {
+		return false
+	}
+	end, ok := e.timerDue(h)
+	return ok && end > now
+}
+
+// tombRecs are the records that recreate every tombstone (stateRecs).
+func (e *Engine) tombRecs(now int64) []rec {
+	out := make([]rec, 0, len(e.ident.tombs))
+	for key, h := range e.ident.tombs {
+		if end, ok := e.timerDue(h); ok && end > now {
+			out = append(out, rec{op: opTomb, time: now, sid: key, due: end})
+		}
+	}
+	return out
+}
+
+// applyTomb replays a tombstone record.
+func (e *Engine) applyTomb(r *rec) { e.setTomb(r.sid, r.due) }
+
+// appendTomb encodes a tombstone record (rec.encode).
+func appendTomb(dst []byte, r *rec) []byte {
+	dst = append(dst, opTomb)
+	dst = binary.AppendVarint(dst, r.time)
+	dst = binary.AppendUvarint(dst, r.sid)
+	return binary.AppendVarint(dst, r.due)
+}
+
+// decodeTomb decodes a tombstone record (rec.decode).
+func (r *rec) decodeTomb(b []byte) error {
+	d := decoder{b: b}
+	*r = rec{op: d.byte(), time: d.varint()}
+	r.sid = d.uvarint()
+	r.due = d.varint()
+	if d.err == nil && len(d.b) != 0 {
+		d.err = errBadRecord
+	}
+	return d.err
+}
+
+// debounce computes the add record r of a DEBOUNCE add (a.Debounce > 0):
+// the limit is the one of the delayed job being re-added (slot s, when
+// readd), or, for a new job or one that is not delayed, now (rounded up, as
+// relative times are) plus max-wait; the due time is capped by it.
+func (e *Engine) debounce(r *rec, s uint32, readd bool, up, maxWait int64) {
+	if readd && e.jobs.at(s).flags&jobDebounce != 0 {
+		r.debounceUntil = e.ident.jobs[s].debounceUntil
+	} else {
+		r.debounceUntil = up + maxWait
+	}
+	r.due = min(r.due, r.debounceUntil)
+}
