@@ -1,7 +1,9 @@
 package engine
 
 import (
+	"cmp"
 	"encoding/binary"
+	"slices"
 
 	"github.com/cespare/xxhash/v2"
 )
@@ -180,7 +182,8 @@ func (e *Engine) tombHeld(queue, id []byte, now int64) bool {
 	return ok && end > now
 }
 
-// tombRecs are the records that recreate every tombstone (stateRecs).
+// tombRecs are the records that recreate every tombstone (stateRecs), in
+// key order, so that two snapshots of the same state are the same bytes.
 func (e *Engine) tombRecs(now int64) []rec {
 	out := make([]rec, 0, len(e.ident.tombs))
 	for key, h := range e.ident.tombs {
@@ -188,6 +191,7 @@ func (e *Engine) tombRecs(now int64) []rec {
 			out = append(out, rec{op: opTomb, time: now, sid: key, due: end})
 		}
 	}
+	slices.SortFunc(out, func(a, b rec) int { return cmp.Compare(a.sid, b.sid) })
 	return out
 }
 
