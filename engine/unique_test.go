@@ -330,3 +330,23 @@ func TestDebouncePushesOutUpToMaxWait(t *testing.T) {
 		}
 	})
 }
+
+// The tombstone record reads back to itself, and a cut or padded one is
+// refused.
+func TestUniqueTombRecordRoundTrip(t *testing.T) {
+	r := rec{op: opTomb, time: 1_700_000_000_000, sid: tombKey(b("q"), b("id")), due: 1_700_000_060_000}
+	enc := r.encode(nil)
+	var got rec
+	if err := got.decode(enc); err != nil || got.op != opTomb || got.time != r.time || got.sid != r.sid || got.due != r.due {
+		t.Fatalf("decoded %+v, %v", got, err)
+	}
+	if err := got.decode(enc[:len(enc)-1]); err == nil {
+		t.Fatal("a cut tombstone record decoded")
+	}
+	if err := got.decode(append(enc, 0)); err == nil {
+		t.Fatal("a padded tombstone record decoded")
+	}
+	if tombKey(b("ab"), b("c")) == tombKey(b("a"), b("bc")) {
+		t.Fatal("the queue's boundary is not in the key")
+	}
+}
