@@ -2,6 +2,8 @@ package engine
 
 import (
 	"bytes"
+	"fmt"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -349,4 +351,43 @@ func TestUniqueTombRecordRoundTrip(t *testing.T) {
 	if tombKey(b("ab"), b("c")) == tombKey(b("a"), b("bc")) {
 		t.Fatal("the queue's boundary is not in the key")
 	}
+}
+
+// identTombs renders an engine's tombstones: key and end, in key order.
+func identTombs(e *Engine) string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var sb bytes.Buffer
+	for _, r := range e.tombRecs(e.opNow) {
+		fmt.Fprintf(&sb, "%x:%d ", r.sid, r.due)
+	}
+	return sb.String()
+}
+
+// A follower applying the leader's records holds the same tombstones,
+// those of expiries (which no record states) included.
+func TestUniqueTombstonesOnFollowers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g := newGroup(t, 2, Options{}, nil)
+		L, F := g.nodes[0], g.nodes[1]
+		identAdd(t, L.e, identUnique("acked", 5000, 30_000))
+		identAdd(t, L.e, AddArgs{Queue: b("q"), ID: b("expires"), Payload: b("p"), Unique: 5000, AckTimeout: 100, Retry: 0})
+		identAdd(t, L.e, identUnique("cancelled", 5000, 0))
+		L.e.Pop([][]byte{b("q")})
+		L.e.Pop([][]byte{b("q")})
+		sleep(3 * time.Millisecond)
+		L.e.Ack(b("q"), [][]byte{b("acked")})
+		L.e.Cancel(b("q"), [][]byte{b("cancelled")})
+		g.sync(L)
+		sleep(150 * time.Millisecond) // "expires" expires on the leader
+		L.e.Add(AddArgs{Queue: b("other"), Payload: b("x"), Retry: -1})
+		g.sync(L)
+		want := identTombs(L.e)
+		if n := strings.Count(want, ":"); n != 3 {
+			t.Fatalf("the leader holds %d tombstones, want 3: %s", n, want)
+		}
+		if got := identTombs(F.e); got != want {
+			t.Fatalf("follower's tombstones %s, leader's %s", got, want)
+		}
+	})
 }
