@@ -15,6 +15,7 @@ func (e *Engine) reserveAt(s uint32, deadline int64) {
 	j.state = stateReserved
 	q := &e.queues[j.queue]
 	q.reserved++
+	q.rd.reserve(&e.jobs, s)
 	if q.watch != nil || e.trackAll {
 		e.changed(q)
 	}
@@ -35,6 +36,7 @@ func (e *Engine) reserveAt(s uint32, deadline int64) {
 // logged before a waiter can take the job so that replay sees them in the
 // order they happened. It returns the ticket of the last record.
 func (e *Engine) endDelivery(s uint32, now, due int64, logIt bool) uint64 {
+	defer e.serveFreed() // the reservation that ended may have made room
 	j := e.jobs.at(s)
 	if j.retry >= 0 && int64(j.deliveries) > int64(j.retry) {
 		return e.exhausted(s, logIt)
@@ -95,8 +97,11 @@ func (e *Engine) exhausted(s uint32, logIt bool) uint64 {
 	delete(e.deadLetters, s)
 	j.flags &^= jobDL
 	j.ackTimeout, j.retry = 0, -1
+	grp, prio := e.laneOf(s) // kept in the dead-letter queue, under its own limits
+	e.queues[from].rd.leave(&e.jobs, s)
 	to, _ := e.queueFor(dl, true)
 	j.queue = to
+	e.joinLane(to, s, grp, prio)
 	if _, taken := e.lookup(to, id); taken {
 		// Not time based, so replay makes the same id as the live server did.
 		e.lastSID++
@@ -160,6 +165,7 @@ func (e *Engine) Ack(queueName []byte, ids [][]byte) (int, uint64, error) {
 		}
 	}
 	e.stats.Acked += uint64(n)
+	e.serveFreed()
 	return n, ticket, nil
 }
 
@@ -194,6 +200,9 @@ func (e *Engine) addRecOf(s uint32, flags byte) *rec {
 	r.due, r.seq, r.deliveries, r.flags = j.due, j.seq, j.deliveries, flags
 	r.payload = e.payloadOf(j)
 	r.ackTimeout, r.retry, r.deadLetter = int64(j.ackTimeout), int64(j.retry), e.deadLetters[s]
+	if j.lane != 0 {
+		r.group, r.priority = e.laneOf(s)
+	}
 	return &r
 }
 

@@ -26,6 +26,7 @@ func (e *Engine) Cancel(queueName []byte, ids [][]byte) (int, uint64, error) {
 		}
 	}
 	e.stats.Cancelled += uint64(n)
+	e.serveFreed()
 	return n, ticket, nil
 }
 
@@ -72,6 +73,8 @@ type Delivery struct {
 	ackTimeout uint32
 	retry      int32
 	deadLetter []byte
+	group      []byte
+	priority   uint8
 }
 
 // Pop takes the first ready job of the first non-empty queue, trying names in
@@ -102,7 +105,7 @@ func (e *Engine) popLocked(names [][]byte, mode PopMode) (Delivery, bool) {
 	e.advanceLocked(e.nowMs())
 	for _, name := range names {
 		qi, ok := e.queueFor(name, false)
-		if !ok || e.queues[qi].head == 0 {
+		if !ok || !e.canTake(qi) {
 			continue
 		}
 		return e.takeFrom(qi, mode), true
@@ -110,13 +113,10 @@ func (e *Engine) popLocked(names [][]byte, mode PopMode) (Delivery, bool) {
 	return Delivery{}, false
 }
 
-// takeFrom takes the job at the end of qi's ready list that mode pops from.
+// takeFrom takes the job at the end of qi's ready order that mode pops
+// from; canTake(qi) must have said yes.
 func (e *Engine) takeFrom(qi uint32, mode PopMode) Delivery {
-	q := &e.queues[qi]
-	if mode == PopRight {
-		return e.take(q.tail-1, true)
-	}
-	return e.take(q.head-1, mode != PopDelay)
+	return e.take(e.nextReady(qi, mode == PopRight), mode != PopDelay)
 }
 
 // take hands the ready job in slot s to a client: it is reserved if it has
@@ -145,6 +145,9 @@ func (e *Engine) take(s uint32, plain bool) Delivery {
 		ackTimeout: j.ackTimeout,
 		retry:      j.retry,
 		deadLetter: e.deadLetters[s],
+	}
+	if j.lane != 0 {
+		d.group, d.priority = e.laneOf(s)
 	}
 	if j.ackTimeout > 0 && !plain {
 		e.unlinkReady(s)
@@ -206,7 +209,8 @@ func (e *Engine) Requeue(d Delivery) bool {
 	}
 	r := rec{op: opAdd, time: e.recNow(), queue: d.Queue, sid: d.sid, due: d.Due,
 		seq: d.seq, deliveries: deliveries, flags: flagHead, payload: d.Payload,
-		ackTimeout: int64(d.ackTimeout), retry: int64(d.retry), deadLetter: d.deadLetter}
+		ackTimeout: int64(d.ackTimeout), retry: int64(d.retry), deadLetter: d.deadLetter,
+		group: d.group, priority: d.priority}
 	if d.sid == 0 {
 		r.id = d.ID
 	}

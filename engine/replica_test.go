@@ -218,9 +218,10 @@ func replDump(e *Engine) string {
 		qi := e.byName[name]
 		q := &e.queues[qi]
 		fmt.Fprintf(&sb, "%s: %d delayed %d ready %d reserved\n", name, q.delayed, q.ready, q.reserved)
-		for s := q.head; s != 0; s = e.jobs.at(s - 1).next {
-			job(s - 1)
-		}
+		q.rd.each(&e.jobs, func(s uint32) bool {
+			job(s)
+			return true
+		})
 		for _, st := range []uint8{stateDelayed, stateReserved} {
 			var held []uint32
 			for s := range e.jobs.n {
