@@ -68,13 +68,13 @@ type Delivery struct {
 	Ticket     uint64
 	Reserved   bool // the job waits for DELAY.ACK (it has an ack timeout)
 	moved      bool // moved to another ready list (BLMOVE): nothing to hand back
+	priority   uint8
 	sid        uint64
 	seq        uint64
 	ackTimeout uint32
 	retry      int32
 	deadLetter []byte
-	group      []byte
-	priority   uint8
+	group      *[]byte // a pointer keeps Delivery in its allocation size class
 }
 
 // Pop takes the first ready job of the first non-empty queue, trying names in
@@ -147,7 +147,11 @@ func (e *Engine) take(s uint32, plain bool) Delivery {
 		deadLetter: e.deadLetters[s],
 	}
 	if j.lane != 0 {
-		d.group, d.priority = e.laneOf(s)
+		var g []byte
+		g, d.priority = e.laneOf(s)
+		if g != nil {
+			d.group = &g
+		}
 	}
 	if j.ackTimeout > 0 && !plain {
 		e.unlinkReady(s)
@@ -210,7 +214,10 @@ func (e *Engine) Requeue(d Delivery) bool {
 	r := rec{op: opAdd, time: e.recNow(), queue: d.Queue, sid: d.sid, due: d.Due,
 		seq: d.seq, deliveries: deliveries, flags: flagHead, payload: d.Payload,
 		ackTimeout: int64(d.ackTimeout), retry: int64(d.retry), deadLetter: d.deadLetter,
-		group: d.group, priority: d.priority}
+		priority: d.priority}
+	if d.group != nil {
+		r.group = *d.group
+	}
 	if d.sid == 0 {
 		r.id = d.ID
 	}
