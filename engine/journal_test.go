@@ -72,6 +72,9 @@ func dump(e *Engine) string {
 		}
 		sb.WriteString("\n")
 	}
+	for _, r := range e.limitRecs(nil, 0) {
+		fmt.Fprintf(&sb, "limit %s=%+v\n", r.queue, r.limit)
+	}
 	return sb.String()
 }
 

@@ -3,6 +3,7 @@ package engine
 import (
 	"encoding/binary"
 	"errors"
+	"slices"
 )
 
 // ErrBadLimit is a LimitSpec out of range.
@@ -314,8 +315,13 @@ func (e *Engine) applyLimit(r *rec) {
 // limitRecs appends a limit record for each limit, for a rewrite or a
 // snapshot.
 func (e *Engine) limitRecs(out []rec, now int64) []rec {
-	for name, l := range e.flow.limits {
-		out = append(out, rec{op: opLimit, time: now, queue: []byte(name), limit: l.spec})
+	names := make([]string, 0, len(e.flow.limits))
+	for name := range e.flow.limits {
+		names = append(names, name)
+	}
+	slices.Sort(names) // the same state makes the same snapshot
+	for _, name := range names {
+		out = append(out, rec{op: opLimit, time: now, queue: []byte(name), limit: e.flow.limits[name].spec})
 	}
 	return out
 }

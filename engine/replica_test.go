@@ -212,6 +212,9 @@ func replDump(e *Engine) string {
 			d, _ := e.wheel.Due(s)
 			fmt.Fprintf(&sb, " until=%d", d)
 		}
+		if g, p := e.laneOf(s); g != nil || p != 0 {
+			fmt.Fprintf(&sb, " group=%q prio=%d", g, p)
+		}
 		sb.WriteString("\n")
 	}
 	for _, name := range names {
@@ -238,6 +241,9 @@ func replDump(e *Engine) string {
 				job(s)
 			}
 		}
+	}
+	for _, r := range e.limitRecs(nil, 0) {
+		fmt.Fprintf(&sb, "limit %s=%+v\n", r.queue, r.limit)
 	}
 	fmt.Fprintf(&sb, "jobs=%d lastSID=%d seq=%d\n", e.njobs, e.lastSID, e.seq)
 	return sb.String()
