@@ -1,6 +1,10 @@
 package engine
 
-import "math/bits"
+import (
+	"math/bits"
+	"slices"
+	"strings"
+)
 
 // The ready order of a queue: which ready job a pop takes next.
 //
@@ -161,7 +165,8 @@ func (r *readyOrder) last() uint32 {
 // each calls fn for every ready job in the order pops from the head would
 // take them if nothing were added meanwhile: priorities from high to low;
 // within one, round-robin across the groups in ring order, then the groups
-// held at their GROUPCONCURRENCY limit. It stops when fn returns false.
+// held at their GROUPCONCURRENCY limit, by name. It stops when fn returns
+// false.
 // O(jobs visited + lanes of the priorities visited).
 func (r *readyOrder) each(t *slab, fn func(s uint32) bool) {
 	if r.x == nil {
@@ -173,17 +178,26 @@ func (r *readyOrder) each(t *slab, fn func(s uint32) bool) {
 		return
 	}
 	x := r.x
-	var cur []uint32
+	var cur, held []uint32
+	if x.nheld > 0 {
+		// Held groups rejoin their rings in the order their reservations
+		// end, which nothing can tell in advance: they are listed by name,
+		// so the same state always lists the same way (a rewrite's replay).
+		for g := range x.gs {
+			if x.gs[g].held {
+				held = append(held, uint32(g))
+			}
+		}
+		slices.SortFunc(held, func(a, b uint32) int { return strings.Compare(x.gs[a].name, x.gs[b].name) })
+	}
 	for p := nprio - 1; p >= 0; p-- {
 		cur = cur[:0]
 		for l := x.rings[p].head; l != 0; l = x.ls[l-1].rnext {
 			cur = append(cur, x.ls[l-1].head)
 		}
-		if x.nheld > 0 {
-			for g := range x.gs {
-				if gr := &x.gs[g]; gr.held && gr.lanes[p] != 0 && x.ls[gr.lanes[p]-1].head != 0 {
-					cur = append(cur, x.ls[gr.lanes[p]-1].head)
-				}
+		for _, g := range held {
+			if l := x.gs[g].lanes[p]; l != 0 && x.ls[l-1].head != 0 {
+				cur = append(cur, x.ls[l-1].head)
 			}
 		}
 		// One job of each lane per round, as successive pops take them.
