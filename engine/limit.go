@@ -198,7 +198,7 @@ func (e *Engine) limitTimer(ref uint64) {
 func (e *Engine) unreserved(qi, s uint32) {
 	q := &e.queues[qi]
 	if freed := q.rd.unreserve(&e.jobs, s); (freed || q.limit != nil) && q.whead != nil {
-		if n := len(e.flow.freed); n == 0 || e.flow.freed[n-1] != qi {
+		if !slices.Contains(e.flow.freed, qi) { // a few queues at most: bounded by the queues with waiters
 			e.flow.freed = append(e.flow.freed, qi)
 		}
 	}
