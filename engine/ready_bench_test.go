@@ -93,3 +93,26 @@ func BenchmarkAddPopManyQueues(b *testing.B) {
 		i++
 	}
 }
+
+// BenchmarkPopGroups pops from a queue whose jobs are spread over 10k
+// groups and 3 priorities: round-robin costs O(1) per pop whatever the
+// number of groups.
+func BenchmarkPopGroups(b *testing.B) {
+	e := flowBenchEngine(b)
+	q := [][]byte{[]byte("q")}
+	var groups [][]byte
+	for i := range 10_000 {
+		groups = append(groups, []byte("tenant-"+strconv.Itoa(i)))
+	}
+	for i := range b.N {
+		e.Add(AddArgs{Queue: q[0], Payload: flowBenchPayload, AckTimeout: -1, Retry: -1,
+			Group: groups[i%len(groups)], Priority: uint8(i % 3)})
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		if _, ok := e.Pop(q); !ok {
+			b.Fatal("empty")
+		}
+	}
+}

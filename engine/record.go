@@ -108,10 +108,12 @@ type rec struct {
 	debounceUntil int64  // DEBOUNCE: unix ms the due time may not pass
 	group         []byte // GROUP: the job's group within its queue
 	priority      uint8  // PRIORITY: 0..9, higher first
-	limit         LimitSpec // limit: the queue's flow limit, all zero for none
-	dst           []byte    // lmove: the destination queue
+	dst           []byte // lmove: the destination queue
 	dsid          uint64 // lmove: the job's id in dst (did nil: a server id)
 	did           []byte
+
+	// limit: the queue's flow limit, all zero for none (limit.go).
+	limit LimitSpec
 }
 
 func appendBytes(dst, b []byte) []byte {
