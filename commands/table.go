@@ -219,6 +219,16 @@ var table = []*Command{
 		Complexity: "O(N) where N is the number of ids",
 		Args:       []Arg{key("key"), many(str("id"))},
 		Handler:    cmdPromote},
+	{Name: "delay.limit", Arity: -2, Flags: Write | Fast, FirstKey: 1, LastKey: 1, Step: 1, Group: "delay", Since: "0.2.0",
+		Summary:    "Sets a queue's flow limit (jobs reserved at once, takes per window, jobs reserved per group), removes it (OFF), or shows it (no option).",
+		Complexity: "O(1), or O(G) where G is the number of groups of the queue when GROUPCONCURRENCY changes",
+		Args: []Arg{key("key"), opt(oneof(
+			block("limits",
+				opt(tok("CONCURRENCY", integer("n"))),
+				opt(block("rate", token("RATE"), integer("n"), integer("per-ms"))),
+				opt(tok("GROUPCONCURRENCY", integer("n")))),
+			token("OFF")))},
+		Handler: cmdLimit},
 
 	{Name: "llen", Arity: 2, Flags: ReadOnly | Fast, FirstKey: 1, LastKey: 1, Step: 1, Group: "list", Since: "1.0.0",
 		Summary: "Length of a queue's ready list.", Complexity: "O(1)",

@@ -15,6 +15,7 @@ func (e *Engine) reserveAt(s uint32, deadline int64) {
 	j.state = stateReserved
 	q := &e.queues[j.queue]
 	q.reserved++
+	q.rd.reserve(&e.jobs, s)
 	if q.watch != nil || e.trackAll {
 		e.changed(q)
 	}
@@ -35,6 +36,7 @@ func (e *Engine) reserveAt(s uint32, deadline int64) {
 // logged before a waiter can take the job so that replay sees them in the
 // order they happened. It returns the ticket of the last record.
 func (e *Engine) endDelivery(s uint32, now, due int64, logIt bool) uint64 {
+	defer e.serveFreed() // the reservation that ended may have made room
 	j := e.jobs.at(s)
 	if j.retry >= 0 && int64(j.deliveries) > int64(j.retry) {
 		return e.exhausted(s, logIt)
@@ -97,8 +99,11 @@ func (e *Engine) exhausted(s uint32, logIt bool) uint64 {
 	j.flags &^= jobDL
 	e.dropIdent(s) // a new job of the dead-letter queue
 	j.ackTimeout, j.retry = 0, -1
+	grp, prio := e.laneOf(s) // kept in the dead-letter queue, under its own limits
+	e.queues[from].rd.leave(&e.jobs, s)
 	to, _ := e.queueFor(dl, true)
 	j.queue = to
+	e.joinLane(to, s, grp, prio)
 	if _, taken := e.lookup(to, id); taken {
 		// Not time based, so replay makes the same id as the live server did.
 		e.lastSID++
@@ -162,6 +167,7 @@ func (e *Engine) Ack(queueName []byte, ids [][]byte) (int, uint64, error) {
 		}
 	}
 	e.stats.Acked += uint64(n)
+	e.serveFreed()
 	return n, ticket, nil
 }
 
@@ -197,6 +203,9 @@ func (e *Engine) addRecOf(s uint32, flags byte) *rec {
 	r.payload = e.payloadOf(j)
 	r.ackTimeout, r.retry, r.deadLetter = int64(j.ackTimeout), int64(j.retry), e.deadLetters[s]
 	e.identOf(s, &r)
+	if j.lane != 0 {
+		r.group, r.priority = e.laneOf(s)
+	}
 	return &r
 }
 

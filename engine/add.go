@@ -140,6 +140,7 @@ func (e *Engine) put(r *rec, fresh bool) {
 	if qi, ready := e.place(r, fresh); ready {
 		e.serve(qi)
 	}
+	e.serveFreed() // a replaced reservation may have made room
 }
 
 // place is put without serving waiters: it returns the job's queue and
@@ -173,6 +174,7 @@ func (e *Engine) place(r *rec, fresh bool) (uint32, bool) {
 	j.due, j.seq, j.deliveries = r.due, r.seq, r.deliveries
 	j.ackTimeout = uint32(min(max(r.ackTimeout, 0), 1<<32-1))
 	j.retry = int32(min(max(r.retry, -1), 1<<31-1))
+	e.joinLane(qi, s, r.group, r.priority)
 	if r.deadLetter != nil {
 		j.flags |= jobDL
 		e.deadLetters[s] = append([]byte(nil), r.deadLetter...)

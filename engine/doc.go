@@ -7,7 +7,9 @@
 // A job is (queue, id) -> payload, due time, state, deliveries. A job is in
 // exactly one place: the wheel (delayed) or its queue's ready list (ready).
 // When its due time comes the engine moves it to the tail of the ready list
-// and hands it to the oldest waiter, if any. Jobs of one queue become ready in
+// and hands it to the oldest waiter, if any. With PRIORITY and GROUP the
+// ready list is a ready order instead (ready.go: priorities, then groups in
+// turn), and DELAY.LIMIT can hold a queue's pops back (limit.go). Jobs of one queue become ready in
 // (due time, add order), whichever wheel level each went through: the wheel
 // sorts each batch it fires by (due, seq).
 //

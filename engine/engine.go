@@ -151,12 +151,13 @@ const (
 // it holds a job in any state or a waiter; then it is freed.
 type queue struct {
 	name                     string
-	head, tail               uint32 // ready list, slot+1
+	rd                       readyOrder // its ready jobs, in pop order (ready.go)
 	delayed, ready, reserved int
 	whead, wtail             *waitLink
 	nwait                    int
 	live                     bool
 	watch                    *watch // non-nil while the name is watched or tracked (watch.go)
+	limit                    *limit // non-nil while the name has a DELAY.LIMIT (limit.go)
 	bytes                    int64  // arena bytes of its jobs' ids and payloads (MEMORY USAGE)
 	// Counters for DELAY.STATS; like the queue, they go when it empties.
 	deliveries, redeliveries, acks, nacks, expired, deadLettered uint64
@@ -209,6 +210,7 @@ type core struct {
 	wheel   *wheel.Wheel
 	tm      timers     // the clocks that are not jobs (timers.go)
 	ident   identState // UNIQUE and DEBOUNCE options, tombstones (unique.go)
+	flow    flow       // DELAY.LIMIT's limits by queue name (limit.go)
 	jobs    slab
 	free    uint32            // free slot list head, slot+1
 	sids    map[uint64]uint32 // server-made id -> slot+1
@@ -482,6 +484,7 @@ func (e *Engine) advanceLocked(now int64) {
 		case stateReserved:
 			// Like an operation in Kafka's purgatory whose timeout passed.
 			q.reserved--
+			e.unreserved(j.queue, h)
 			q.expired++
 			j.state = stateFree // the wheel already let go of it
 			e.stats.Expired++

@@ -211,6 +211,8 @@ func (e *Engine) apply(p []byte) error {
 		e.flushAll()
 	case opTomb:
 		e.applyTomb(&r)
+	case opLimit:
+		e.applyLimit(&r)
 	case opMeta:
 		e.lastSID = max(e.lastSID, r.sid)
 		e.seq = max(e.seq, r.seq)
@@ -223,6 +225,7 @@ func (e *Engine) apply(p []byte) error {
 func (e *Engine) resetState() {
 	e.wheel = nil
 	e.resetTimers()
+	e.resetFlow()
 	e.jobs, e.free = slab{}, 0
 	e.index = make(map[uint64]uint32)
 	e.sids = make(map[uint64]uint32)
@@ -577,9 +580,10 @@ func (e *Engine) Rewrite() error {
 	}
 	plan := make([]entry, 0, e.njobs)
 	for qi := range e.queues {
-		for s := e.queues[qi].head; s != 0; s = e.jobs.at(s - 1).next {
-			plan = append(plan, entry{s - 1, true})
-		}
+		e.queues[qi].rd.each(&e.jobs, func(s uint32) bool {
+			plan = append(plan, entry{s, true})
+			return true
+		})
 	}
 	for s := range e.jobs.n {
 		if st := e.jobs.at(s).state; st == stateDelayed || st == stateReserved {

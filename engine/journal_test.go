@@ -32,10 +32,14 @@ func dump(e *Engine) string {
 		qi := e.byName[name]
 		q := &e.queues[qi]
 		fmt.Fprintf(&sb, "%s: ready", name)
-		for s := q.head; s != 0; s = e.jobs.at(s - 1).next {
-			j := e.jobs.at(s - 1)
+		q.rd.each(&e.jobs, func(s uint32) bool {
+			j := e.jobs.at(s)
 			fmt.Fprintf(&sb, " %s=%s/%d", e.idOf(j, &buf), e.payloadOf(j), j.deliveries)
-		}
+			if g, p := e.laneOf(s); g != nil || p != 0 {
+				fmt.Fprintf(&sb, "[%s/%d]", g, p) // group and priority
+			}
+			return true
+		})
 		var delayed []*job
 		for i := range e.jobs.n {
 			if j := e.jobs.at(i); j.state == stateDelayed && j.queue == qi {
@@ -67,6 +71,9 @@ func dump(e *Engine) string {
 			fmt.Fprintf(&sb, " %s=%s/%d@%d", e.idOf(j, &buf), e.payloadOf(j), j.deliveries, deadline(s))
 		}
 		sb.WriteString("\n")
+	}
+	for _, r := range e.limitRecs(nil, 0) {
+		fmt.Fprintf(&sb, "limit %s=%+v\n", r.queue, r.limit)
 	}
 	return sb.String()
 }

@@ -91,14 +91,17 @@ func (e *Engine) flushAll() {
 		}
 	}
 	waiting := e.parkedWaiters() // a follower's, or none at start-up
+	limits := e.flow.limits      // limits belong to names, not to jobs: FLUSHALL keeps them
 	if e.j.replaying {
 		now := e.wheel.Now()
 		e.resetState()
+		e.keepLimits(limits)
 		e.wheel = wheel.New(e.opts.Tick, now)
 		e.parkAgain(waiting)
 		return
 	}
 	e.resetState()
+	e.keepLimits(limits)
 	e.wheel = wheel.New(e.opts.Tick, e.recNow()) // the flush record's time
 	e.repark(waiting)
 }

@@ -104,12 +104,13 @@ func (e *Engine) Range(queueName []byte, start, stop int64) [][]byte {
 	}
 	out := make([][]byte, 0, stop-start+1)
 	i := int64(0)
-	for s := e.queues[qi].head; s != 0 && i <= stop; s = e.jobs.at(s - 1).next {
+	e.queues[qi].rd.each(&e.jobs, func(s uint32) bool {
 		if i >= start {
-			out = append(out, append([]byte(nil), e.payloadOf(e.jobs.at(s-1))...))
+			out = append(out, append([]byte(nil), e.payloadOf(e.jobs.at(s))...))
 		}
 		i++
-	}
+		return i <= stop
+	})
 	return out
 }
 
@@ -148,13 +149,13 @@ func (e *Engine) delQueue(name []byte) {
 		return
 	}
 	q := &e.queues[qi]
-	for q.head != 0 {
-		e.remove(q.head - 1)
+	for s := q.rd.first(); s != 0; s = q.rd.first() {
+		e.remove(s - 1)
 		if !q.live {
 			return
 		}
 	}
-	if q.delayed+q.reserved > 0 {
+	if q.delayed+q.ready+q.reserved > 0 { // held by a group limit, or not ready
 		for s := range e.jobs.n {
 			if j := e.jobs.at(s); j.state != stateFree && j.queue == qi {
 				e.remove(uint32(s))

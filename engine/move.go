@@ -1,6 +1,9 @@
 package engine
 
-import "bytes"
+import (
+	"bytes"
+	"slices"
+)
 
 // Reliable list moves: LMOVE, BLMOVE, RPOPLPUSH, BRPOPLPUSH move a ready job
 // from one queue's ready list to another's, and LREM removes ready jobs by
@@ -34,7 +37,7 @@ func (e *Engine) Move(src, dst []byte, ends MoveEnds) (Delivery, bool, error) {
 		return Delivery{}, false, err
 	}
 	qi, ok := e.queueFor(src, false)
-	if !ok || e.queues[qi].head == 0 {
+	if !ok || !e.canTake(qi) {
 		return Delivery{}, false, nil
 	}
 	d, to := e.moveFrom(qi, dst, ends)
@@ -55,7 +58,7 @@ func (e *Engine) MoveOrWait(src, dst []byte, ends MoveEnds) (Delivery, *Waiter, 
 	if _, err := e.beginWrite(); err != nil {
 		return Delivery{}, nil, err
 	}
-	if qi, ok := e.queueFor(src, false); ok && e.queues[qi].head != 0 {
+	if qi, ok := e.queueFor(src, false); ok && e.canTake(qi) {
 		d, to := e.moveFrom(qi, dst, ends)
 		e.serve(to)
 		return d, nil, nil
@@ -84,13 +87,9 @@ type moveTo struct {
 // serves dst's waiters (after resolving its own waiter, if any). O(1).
 func (e *Engine) moveFrom(qi uint32, dst []byte, ends MoveEnds) (Delivery, uint32) {
 	var buf [sidLen]byte
-	q := &e.queues[qi]
-	s := q.head - 1
-	if ends.FromRight {
-		s = q.tail - 1
-	}
+	s := e.nextReady(qi, ends.FromRight)
 	j := e.jobs.at(s)
-	src := q.name
+	src := e.queues[qi].name
 	id := e.idOf(j, &buf)
 	r := rec{op: opLMove, time: e.recNow(), queue: []byte(src), sid: j.sid, dst: dst, dsid: j.sid}
 	if j.idLen > 0 {
@@ -139,7 +138,10 @@ func (e *Engine) relocate(s uint32, r *rec) uint32 {
 			j.data = e.storeData(r.did, payload)
 			e.lastSID = max(e.lastSID, r.dsid)
 		}
+		grp, prio := e.laneOf(s)
+		e.queues[from].rd.leave(&e.jobs, s) // the job keeps its group and priority in dst
 		j.queue = to
+		e.joinLane(to, s, grp, prio)
 		e.queues[to].bytes += dataSize(j)
 		e.indexInsert(s, newID)
 	}
@@ -178,26 +180,27 @@ func (e *Engine) Rem(name []byte, count int64, payload []byte) (int, uint64, err
 	if fromTail {
 		limit = -count
 	}
-	var ticket uint64
-	n := 0
-	q := &e.queues[qi]
-	s := q.head
+	// The matches in pop order (LRANGE's), then taken from the end asked.
+	var match []uint32
+	e.queues[qi].rd.each(&e.jobs, func(s uint32) bool {
+		if bytes.Equal(e.payloadOf(e.jobs.at(s)), payload) {
+			match = append(match, s)
+			return fromTail || limit == 0 || int64(len(match)) < limit
+		}
+		return true
+	})
 	if fromTail {
-		s = q.tail
-	}
-	for s != 0 && (limit == 0 || int64(n) < limit) {
-		j := e.jobs.at(s - 1)
-		next := j.next
-		if fromTail {
-			next = j.prev
+		slices.Reverse(match)
+		if limit > 0 && int64(len(match)) > limit {
+			match = match[:limit]
 		}
-		if bytes.Equal(e.payloadOf(j), payload) {
-			r := e.recFor(opPop, s-1)
-			ticket = e.logRec(&r) // encodes r before remove frees the id it aliases
-			e.remove(s - 1)
-			n++
-		}
-		s = next
 	}
+	var ticket uint64
+	for _, s := range match {
+		r := e.recFor(opPop, s)
+		ticket = e.logRec(&r) // encodes r before remove frees the id it aliases
+		e.remove(s)
+	}
+	n := len(match)
 	return n, ticket, nil
 }

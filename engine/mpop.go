@@ -38,7 +38,9 @@ func (e *Engine) MPopOrWait(names [][]byte, count int) ([]Delivery, *Waiter, err
 // takeMore gives a waiter served a job of queue qi (serveWaiters) the rest
 // of the jobs it asked for, from the same queue, while it has ready ones.
 func (e *Engine) takeMore(w *Waiter, qi uint32) {
-	for len(w.more)+1 < w.count && e.queues[qi].head != 0 {
+	// canTake applies the queue's limits (and spends a RATE token) for
+	// each job, as each DELAY.POP would.
+	for len(w.more)+1 < w.count && e.canTake(qi) {
 		w.more = append(w.more, e.takeFrom(qi, w.mode))
 	}
 }

@@ -26,6 +26,7 @@ func (e *Engine) Cancel(queueName []byte, ids [][]byte) (int, uint64, error) {
 		}
 	}
 	e.stats.Cancelled += uint64(n)
+	e.serveFreed()
 	return n, ticket, nil
 }
 
@@ -67,12 +68,14 @@ type Delivery struct {
 	Ticket     uint64
 	Reserved   bool // the job waits for DELAY.ACK (it has an ack timeout)
 	moved      bool // moved to another ready list (BLMOVE): nothing to hand back
+	priority   uint8
 	sid        uint64
 	seq        uint64
 	ackTimeout uint32
 	retry      int32
 	deadLetter []byte
 	ident      jobIdent // UNIQUE, DEBOUNCE (unique.go)
+	group      *[]byte  // a pointer keeps Delivery in its allocation size class
 }
 
 // Pop takes the first ready job of the first non-empty queue, trying names in
@@ -103,7 +106,7 @@ func (e *Engine) popLocked(names [][]byte, mode PopMode) (Delivery, bool) {
 	e.advanceLocked(e.nowMs())
 	for _, name := range names {
 		qi, ok := e.queueFor(name, false)
-		if !ok || e.queues[qi].head == 0 {
+		if !ok || !e.canTake(qi) {
 			continue
 		}
 		return e.takeFrom(qi, mode), true
@@ -111,13 +114,10 @@ func (e *Engine) popLocked(names [][]byte, mode PopMode) (Delivery, bool) {
 	return Delivery{}, false
 }
 
-// takeFrom takes the job at the end of qi's ready list that mode pops from.
+// takeFrom takes the job at the end of qi's ready order that mode pops
+// from; canTake(qi) must have said yes.
 func (e *Engine) takeFrom(qi uint32, mode PopMode) Delivery {
-	q := &e.queues[qi]
-	if mode == PopRight {
-		return e.take(q.tail-1, true)
-	}
-	return e.take(q.head-1, mode != PopDelay)
+	return e.take(e.nextReady(qi, mode == PopRight), mode != PopDelay)
 }
 
 // take hands the ready job in slot s to a client: it is reserved if it has
@@ -149,6 +149,13 @@ func (e *Engine) take(s uint32, plain bool) Delivery {
 	}
 	if j.flags&(jobUnique|jobDebounce) != 0 {
 		d.ident = e.ident.jobs[s]
+	}
+	if j.lane != 0 {
+		var g []byte
+		g, d.priority = e.laneOf(s)
+		if g != nil {
+			d.group = &g
+		}
 	}
 	if j.ackTimeout > 0 && !plain {
 		e.unlinkReady(s)
@@ -211,7 +218,10 @@ func (e *Engine) Requeue(d Delivery) bool {
 	r := rec{op: opAdd, time: e.recNow(), queue: d.Queue, sid: d.sid, due: d.Due,
 		seq: d.seq, deliveries: deliveries, flags: flagHead, payload: d.Payload,
 		ackTimeout: int64(d.ackTimeout), retry: int64(d.retry), deadLetter: d.deadLetter,
-		uniqueTTL: d.ident.uniqueTTL, debounceUntil: d.ident.debounceUntil}
+		uniqueTTL: d.ident.uniqueTTL, debounceUntil: d.ident.debounceUntil, priority: d.priority}
+	if d.group != nil {
+		r.group = *d.group
+	}
 	if d.sid == 0 {
 		r.id = d.ID
 	}

@@ -24,6 +24,9 @@ func (e *Engine) queueFor(name []byte, create bool) (uint32, bool) {
 	if len(e.watches) > 0 {
 		e.queues[qi].watch = e.watches[e.queues[qi].name]
 	}
+	if len(e.flow.limits) > 0 {
+		e.attachLimit(qi)
+	}
 	return qi, true
 }
 
@@ -47,23 +50,7 @@ func (e *Engine) pushReady(s uint32, atHead bool) {
 	if q.watch != nil || e.trackAll {
 		e.changed(q)
 	}
-	if atHead {
-		j.prev, j.next = 0, q.head
-		if q.head != 0 {
-			e.jobs.at(q.head - 1).prev = s + 1
-		} else {
-			q.tail = s + 1
-		}
-		q.head = s + 1
-		return
-	}
-	j.next, j.prev = 0, q.tail
-	if q.tail != 0 {
-		e.jobs.at(q.tail - 1).next = s + 1
-	} else {
-		q.head = s + 1
-	}
-	q.tail = s + 1
+	q.rd.push(&e.jobs, s, atHead)
 }
 
 // markDelayed counts the job in slot s, just added to the wheel, as delayed.
@@ -78,19 +65,8 @@ func (e *Engine) markDelayed(s uint32) {
 }
 
 func (e *Engine) unlinkReady(s uint32) {
-	j := e.jobs.at(s)
-	q := &e.queues[j.queue]
-	if j.prev != 0 {
-		e.jobs.at(j.prev - 1).next = j.next
-	} else {
-		q.head = j.next
-	}
-	if j.next != 0 {
-		e.jobs.at(j.next - 1).prev = j.prev
-	} else {
-		q.tail = j.prev
-	}
-	j.next, j.prev = 0, 0
+	q := &e.queues[e.jobs.at(s).queue]
+	q.rd.unlink(&e.jobs, s)
 	q.ready--
 }
 
@@ -112,6 +88,7 @@ func (e *Engine) detach(s uint32) {
 	case stateReserved:
 		e.wheel.Remove(s)
 		q.reserved--
+		e.unreserved(j.queue, s)
 	}
 	j.state = stateFree
 }
@@ -123,6 +100,7 @@ func (e *Engine) remove(s uint32) {
 	qi := j.queue
 	e.entomb(s, e.recNow()) // UNIQUE: from the time of the record that removes it
 	e.detach(s)
+	e.queues[qi].rd.leave(&e.jobs, s)
 	e.queues[qi].bytes -= dataSize(j)
 	e.indexDelete(s, e.idOf(j, &buf))
 	e.freeSlot(s)

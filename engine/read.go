@@ -77,13 +77,17 @@ func (e *Engine) Peek(queueName []byte, count int) []Pair {
 	}
 	var out []Pair
 	var buf [sidLen]byte
-	for s := e.queues[qi].head; s != 0 && len(out) < count; s = e.jobs.at(s - 1).next {
-		j := e.jobs.at(s - 1)
+	if count <= 0 {
+		return nil
+	}
+	e.queues[qi].rd.each(&e.jobs, func(s uint32) bool {
+		j := e.jobs.at(s)
 		out = append(out, Pair{
 			ID:      append([]byte(nil), e.idOf(j, &buf)...),
 			Payload: append([]byte(nil), e.payloadOf(j)...),
 		})
-	}
+		return len(out) < count
+	})
 	return out
 }
 

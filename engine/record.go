@@ -62,6 +62,7 @@ const (
 	opUnit    byte = 8
 	opLMove   byte = 9
 	opFlush   byte = 10
+	opLimit   byte = 15 // layout in limit.go
 )
 
 // The add record's optional tail: a uvarint of these bits, then each field
@@ -110,6 +111,9 @@ type rec struct {
 	dst           []byte // lmove: the destination queue
 	dsid          uint64 // lmove: the job's id in dst (did nil: a server id)
 	did           []byte
+
+	// limit: the queue's flow limit, all zero for none (limit.go).
+	limit LimitSpec
 }
 
 func appendBytes(dst, b []byte) []byte {
@@ -125,6 +129,9 @@ func (r *rec) encode(dst []byte) []byte {
 	dst = append(dst, r.op)
 	dst = binary.AppendVarint(dst, r.time)
 	dst = appendBytes(dst, r.queue)
+	if r.op == opLimit {
+		return r.limit.append(dst)
+	}
 	if r.op == opDel || r.op == opFlush {
 		return dst
 	}
@@ -314,7 +321,9 @@ func (r *rec) decode(b []byte) error {
 	}
 	d := decoder{b: b}
 	*r = rec{op: d.byte(), time: d.varint(), queue: d.bytes()}
-	if r.op != opDel && r.op != opFlush {
+	if r.op == opLimit {
+		r.limit = d.limitSpec()
+	} else if r.op != opDel && r.op != opFlush {
 		r.sid, r.id = d.id()
 	}
 	switch r.op {
@@ -348,7 +357,7 @@ func (r *rec) decode(b []byte) error {
 		r.dsid, r.did = d.id()
 		r.seq = d.uvarint()
 		r.flags = d.byte()
-	case opCancel, opPop, opDel, opFlush:
+	case opCancel, opPop, opDel, opFlush, opLimit:
 	default:
 		d.err = errBadRecord
 	}

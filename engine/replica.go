@@ -337,9 +337,10 @@ func (e *Engine) snapshotLocked() []byte {
 // and deadline of its add record. Called with mu held.
 func (e *Engine) eachJob(fn func(s uint32, flags byte, deadline int64)) {
 	for qi := range e.queues {
-		for s := e.queues[qi].head; s != 0; s = e.jobs.at(s - 1).next {
-			fn(s-1, flagReady, 0)
-		}
+		e.queues[qi].rd.each(&e.jobs, func(s uint32) bool {
+			fn(s, flagReady, 0)
+			return true
+		})
 	}
 	for s := range e.jobs.n {
 		switch e.jobs.at(s).state {

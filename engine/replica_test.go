@@ -212,15 +212,19 @@ func replDump(e *Engine) string {
 			d, _ := e.wheel.Due(s)
 			fmt.Fprintf(&sb, " until=%d", d)
 		}
+		if g, p := e.laneOf(s); g != nil || p != 0 {
+			fmt.Fprintf(&sb, " group=%q prio=%d", g, p)
+		}
 		sb.WriteString("\n")
 	}
 	for _, name := range names {
 		qi := e.byName[name]
 		q := &e.queues[qi]
 		fmt.Fprintf(&sb, "%s: %d delayed %d ready %d reserved\n", name, q.delayed, q.ready, q.reserved)
-		for s := q.head; s != 0; s = e.jobs.at(s - 1).next {
-			job(s - 1)
-		}
+		q.rd.each(&e.jobs, func(s uint32) bool {
+			job(s)
+			return true
+		})
 		for _, st := range []uint8{stateDelayed, stateReserved} {
 			var held []uint32
 			for s := range e.jobs.n {
@@ -237,6 +241,9 @@ func replDump(e *Engine) string {
 				job(s)
 			}
 		}
+	}
+	for _, r := range e.limitRecs(nil, 0) {
+		fmt.Fprintf(&sb, "limit %s=%+v\n", r.queue, r.limit)
 	}
 	fmt.Fprintf(&sb, "jobs=%d lastSID=%d seq=%d\n", e.njobs, e.lastSID, e.seq)
 	return sb.String()

@@ -121,6 +121,8 @@ func (e *Engine) onTimer(t timer, now int64) {
 	switch t.kind {
 	case timerTomb:
 		e.tombEnded(t.ref)
+	case timerLimit:
+		e.limitTimer(t.ref)
 	}
 }
 
@@ -137,5 +139,6 @@ func (e *Engine) resetTimers() {
 func (e *Engine) stateRecs(now int64) []rec {
 	var out []rec
 	out = append(out, e.tombRecs(now)...)
+	out = e.limitRecs(out, now)
 	return out
 }

@@ -121,7 +121,7 @@ func (e *Engine) serveWaiters(qi uint32) {
 	}
 	for {
 		q := &e.queues[qi]
-		if q.whead == nil || q.head == 0 || e.replWritable() != nil {
+		if q.whead == nil || e.replWritable() != nil || !e.canTake(qi) {
 			// A follower (or a leader that must be rebuilt) serves no one:
 			// the pop would be a record no leader made.
 			return

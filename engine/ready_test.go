@@ -1,0 +1,365 @@
+package engine
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// flowAdd adds a ready (or delayed) job with a group and a priority and
+// returns its id.
+func flowAdd(t *testing.T, e *Engine, q, group string, prio uint8, payload string) string {
+	t.Helper()
+	a := AddArgs{Queue: b(q), Payload: b(payload), Priority: prio, Retry: -1}
+	if group != "" {
+		a.Group = b(group)
+	}
+	res, err := e.Add(a)
+	if err != nil || !res.Added {
+		t.Fatalf("add %s/%s/%d %s: %+v %v", q, group, prio, payload, res, err)
+	}
+	return string(res.ID)
+}
+
+func flowRange(e *Engine, q string) []string {
+	var out []string
+	for _, p := range e.Range(b(q), 0, -1) {
+		out = append(out, string(p))
+	}
+	return out
+}
+
+func flowPeek(e *Engine, q string, n int) []string {
+	var out []string
+	for _, p := range e.Peek(b(q), n) {
+		out = append(out, string(p.Payload))
+	}
+	return out
+}
+
+func flowWant(t *testing.T, what string, got, want []string) {
+	t.Helper()
+	if !slices.Equal(got, want) {
+		t.Fatalf("%s: %q, want %q", what, got, want)
+	}
+}
+
+// flowCheck verifies the ready order's invariants: every ready job is in
+// exactly one lane and the count matches; a lane is in its ring iff it has
+// jobs and its group is not held; a group is held iff it is at the cap.
+func flowCheck(t *testing.T, e *Engine) {
+	t.Helper()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for qi := range e.queues {
+		q := &e.queues[qi]
+		if !q.live {
+			continue
+		}
+		n := 0
+		q.rd.each(&e.jobs, func(s uint32) bool {
+			if j := e.jobs.at(s); j.state != stateReady || j.queue != uint32(qi) {
+				t.Fatalf("queue %s: slot %d in the ready order is %s in queue %d", q.name, s, stateNames[j.state], j.queue)
+			}
+			n++
+			return true
+		})
+		if n != q.ready {
+			t.Fatalf("queue %s: %d jobs in the ready order, ready count %d", q.name, n, q.ready)
+		}
+		x := q.rd.x
+		if x == nil {
+			continue
+		}
+		reserved := make(map[uint32]uint32)
+		jobs := make(map[uint32]uint32)
+		for s := range e.jobs.n {
+			if j := e.jobs.at(s); j.state != stateFree && j.queue == uint32(qi) {
+				jobs[j.lane]++
+				if j.state == stateReserved {
+					reserved[x.ls[j.lane].group]++
+				}
+			}
+		}
+		for l := range x.ls {
+			ln := &x.ls[l]
+			if l != 0 && slices.Contains(x.lfree, uint32(l)) {
+				continue
+			}
+			if l != 0 && ln.jobs != jobs[uint32(l)] {
+				t.Fatalf("queue %s lane %d: count %d, jobs %d", q.name, l, ln.jobs, jobs[uint32(l)])
+			}
+			g := &x.gs[ln.group]
+			if want := ln.head != 0 && !g.held; ln.inRing != want {
+				t.Fatalf("queue %s lane %d: in ring %v, want %v", q.name, l, ln.inRing, want)
+			}
+			if x.mask&(1<<ln.prio) == 0 && ln.inRing {
+				t.Fatalf("queue %s lane %d in ring %d, mask %b", q.name, l, ln.prio, x.mask)
+			}
+		}
+		for gi := range x.gs {
+			g := &x.gs[gi]
+			if g.nlanes == 0 {
+				continue
+			}
+			if g.reserved != reserved[uint32(gi)] {
+				t.Fatalf("queue %s group %q: reserved count %d, reserved jobs %d", q.name, g.name, g.reserved, reserved[uint32(gi)])
+			}
+			if want := x.gcap > 0 && g.reserved >= x.gcap; g.held != want {
+				t.Fatalf("queue %s group %q: held %v with %d reserved, cap %d", q.name, g.name, g.held, g.reserved, x.gcap)
+			}
+		}
+	}
+}
+
+func TestFlowPriorityOrder(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEngine(t, Options{})
+		for _, a := range []struct {
+			prio uint8
+			p    string
+		}{{0, "a0"}, {5, "b5"}, {0, "c0"}, {9, "d9"}, {5, "e5"}, {9, "f9"}} {
+			flowAdd(t, e, "q", "", a.prio, a.p)
+		}
+		want := []string{"d9", "f9", "b5", "e5", "a0", "c0"}
+		flowWant(t, "LRANGE", flowRange(e, "q"), want)
+		flowWant(t, "PEEK 3", flowPeek(e, "q", 3), want[:3])
+		if got := e.Range(b("q"), 1, 2); len(got) != 2 || string(got[0]) != "f9" || string(got[1]) != "b5" {
+			t.Fatalf("LRANGE 1 2: %q", got)
+		}
+		if got := e.Range(b("q"), -2, -1); len(got) != 2 || string(got[0]) != "a0" || string(got[1]) != "c0" {
+			t.Fatalf("LRANGE -2 -1: %q", got)
+		}
+		// RPOP takes the newest job of the lowest priority: the end of LRANGE.
+		ds, _ := e.ListPop(b("q"), 1, true)
+		flowWant(t, "RPOP", []string{string(ds[0].Payload)}, []string{"c0"})
+		ds, _ = e.ListPop(b("q"), 1, false)
+		flowWant(t, "LPOP", []string{string(ds[0].Payload)}, []string{"d9"})
+		// A delayed job of high priority goes ahead of the ready ones when due.
+		e.Add(AddArgs{Queue: b("q"), Payload: b("late7"), Delay: 10, Priority: 7, Retry: -1})
+		sleep(10 * time.Millisecond)
+		flowCheck(t, e)
+		flowWant(t, "pops", drain(e, "q"), []string{"f9", "late7", "b5", "e5", "a0"})
+		// Empty again: the queue went, and its lanes with it.
+		if _, ok := e.queueFor(b("q"), false); ok {
+			t.Fatal("the empty queue is still there")
+		}
+	})
+}
+
+func TestFlowRoundRobinAcrossGroups(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEngine(t, Options{})
+		for _, a := range [][2]string{{"a", "a1"}, {"a", "a2"}, {"b", "b1"}, {"a", "a3"}, {"", "x1"}, {"b", "b2"}, {"c", "c1"}, {"", "x2"}} {
+			flowAdd(t, e, "q", a[0], 0, a[1])
+		}
+		want := []string{"a1", "b1", "x1", "c1", "a2", "b2", "x2", "a3"}
+		flowWant(t, "LRANGE", flowRange(e, "q"), want)
+		flowCheck(t, e)
+		var got []string
+		for range 3 {
+			p, _ := popPayload(e, "q")
+			got = append(got, p)
+		}
+		flowWant(t, "first pops", got, want[:3])
+		// Group a, next in turn, gets a job of priority 2: it goes first;
+		// then the round goes on where it was.
+		flowAdd(t, e, "q", "b", 2, "b3!")
+		flowWant(t, "LRANGE after a priority add", flowRange(e, "q"), []string{"b3!", "c1", "a2", "b2", "x2", "a3"})
+		flowWant(t, "rest", drain(e, "q"), []string{"b3!", "c1", "a2", "b2", "x2", "a3"})
+		flowCheck(t, e)
+
+		// LPUSH (and a delivery handed back) goes to the head of its group
+		// and the group to the head of the ring: it is the next pop.
+		flowAdd(t, e, "q", "a", 0, "a4")
+		flowAdd(t, e, "q", "b", 0, "b4")
+		e.Push(b("q"), [][]byte{b("pushed")}, true)
+		flowWant(t, "after LPUSH", flowRange(e, "q"), []string{"pushed", "a4", "b4"})
+		flowCheck(t, e)
+		// RPOP: the newest job of the group last in the round.
+		ds, _ := e.ListPop(b("q"), 1, true)
+		flowWant(t, "RPOP", []string{string(ds[0].Payload)}, []string{"b4"})
+		flowWant(t, "rest", drain(e, "q"), []string{"pushed", "a4"})
+	})
+}
+
+// TestFlowFairnessRandomized: with groups added to and popped from at
+// random, no group that has a ready job waits for more pops than there are
+// other groups, and over the run each backlogged group gets its share.
+func TestFlowFairnessRandomized(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		for seed := range uint64(20) {
+			rng := rand.New(rand.NewPCG(seed, 99))
+			e := newEngine(t, Options{})
+			G := 2 + rng.IntN(7)
+			ready := make([]int, G)
+			waited := make([]int, G)
+			served := make([]int, G)
+			name := func(g int) string {
+				if g == 0 {
+					return "" // the default group takes part too
+				}
+				return fmt.Sprint("g", g)
+			}
+			for step := range 20_000 {
+				if r := rng.IntN(100); r < 55 {
+					// Skewed: group 0 gets about half of the adds.
+					g := rng.IntN(G)
+					if rng.IntN(2) == 0 {
+						g = 0
+					}
+					flowAdd(t, e, "q", name(g), 0, fmt.Sprint(g, ":", step))
+					ready[g]++
+					continue
+				}
+				d, ok := e.Pop([][]byte{b("q")})
+				if !ok {
+					continue
+				}
+				var g, n int
+				fmt.Sscanf(string(d.Payload), "%d:%d", &g, &n)
+				ready[g]--
+				served[g]++
+				for o := range G {
+					if o == g {
+						waited[o] = 0
+					} else if ready[o] > 0 {
+						if waited[o]++; waited[o] > G-1 {
+							t.Fatalf("seed %d step %d: group %d waited %d pops with ready jobs (%d groups)", seed, step, o, waited[o], G)
+						}
+					} else {
+						waited[o] = 0
+					}
+				}
+			}
+			flowCheck(t, e)
+			e.Close()
+		}
+	})
+}
+
+// TestFlowSmallGroupsAreNotBehindAMillion: 1M ready jobs in one group,
+// added first, and 1k in each of two others: the 2k jobs of the small
+// groups all go within the first 3k pops.
+func TestFlowSmallGroupsAreNotBehindAMillion(t *testing.T) {
+	big := 1_000_000
+	if testing.Short() {
+		big = 100_000
+	}
+	synctest.Test(t, func(t *testing.T) {
+		e := newEngine(t, Options{})
+		q := b("q")
+		for range big {
+			if _, err := e.Add(AddArgs{Queue: q, Group: b("big"), Payload: b("B"), Retry: -1}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for i := range 2000 {
+			g := []string{"s1", "s2"}[i%2]
+			if _, err := e.Add(AddArgs{Queue: q, Group: b(g), Payload: b(g), Retry: -1}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		small := 0
+		for i := range 3000 {
+			d, ok := e.Pop([][]byte{q})
+			if !ok {
+				t.Fatalf("pop %d: nothing", i)
+			}
+			if string(d.Payload) != "B" {
+				small++
+			}
+		}
+		if small != 2000 {
+			t.Fatalf("the first 3000 pops took %d of the small groups' 2000 jobs", small)
+		}
+		if n := e.Len(q); n != big-1000 {
+			t.Fatalf("LLEN %d, want %d", n, big-1000)
+		}
+	})
+}
+
+// TestFlowKeptByEveryPath: a job keeps its group and priority when it is
+// handed back, reserved and expired, moved by LMOVE, and dead-lettered.
+func TestFlowKeptByEveryPath(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEngine(t, Options{})
+		laneOf := func(q, id string) (string, uint8) {
+			e.mu.Lock()
+			defer e.mu.Unlock()
+			qi, _ := e.queueFor(b(q), false)
+			s, ok := e.lookup(qi, b(id))
+			if !ok {
+				t.Fatalf("%s/%s is gone", q, id)
+			}
+			g, p := e.laneOf(s)
+			return string(g), p
+		}
+		want := func(q, id, group string, prio uint8) {
+			t.Helper()
+			if g, p := laneOf(q, id); g != group || p != prio {
+				t.Fatalf("%s/%s: group %q priority %d, want %q %d", q, id, g, p, group, prio)
+			}
+		}
+		// A plain pop handed back (the client left).
+		id := flowAdd(t, e, "q", "g", 3, "x")
+		d, _ := e.Pop([][]byte{b("q")})
+		if !e.Requeue(d) {
+			t.Fatal("requeue")
+		}
+		want("q", id, "g", 3)
+		// Reserved, then expired.
+		e.Cancel(b("q"), [][]byte{b(id)})
+		res, _ := e.Add(AddArgs{Queue: b("q"), ID: b("r"), Payload: b("r"), Group: b("g"), Priority: 4, AckTimeout: 50, Retry: 0, DeadLetter: b("dlq")})
+		d, _ = e.Pop([][]byte{b("q")})
+		if !d.Reserved || string(d.ID) != string(res.ID) {
+			t.Fatalf("pop %+v", d)
+		}
+		want("q", "r", "g", 4)
+		// Out of retries: to the dead-letter queue, with its group and priority.
+		sleep(50 * time.Millisecond)
+		want("dlq", "r", "g", 4)
+		flowCheck(t, e)
+		// LMOVE keeps them too.
+		if _, ok, err := e.Move(b("dlq"), b("other"), MoveEnds{}); !ok || err != nil {
+			t.Fatalf("move: %v %v", ok, err)
+		}
+		want("other", "r", "g", 4)
+		flowCheck(t, e)
+		// DELAY.ADD REPLACE takes the new options.
+		e.Add(AddArgs{Queue: b("other"), ID: b("r"), Payload: b("r2"), Replace: true, Retry: -1})
+		want("other", "r", "", 0)
+		flowCheck(t, e)
+	})
+}
+
+func TestFlowLremAndDelWithGroups(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEngine(t, Options{})
+		for i, g := range []string{"a", "b", "a", "", "b", "a"} {
+			flowAdd(t, e, "q", g, uint8(i%2), []string{"x", "y"}[i%3%2])
+		}
+		before := flowRange(e, "q")
+		n, _, _ := e.Rem(b("q"), -1, b("x"))
+		if n != 1 {
+			t.Fatalf("LREM -1: %d", n)
+		}
+		// The last x of the pop order went.
+		i := len(before) - 1
+		for before[i] != "x" {
+			i--
+		}
+		want := slices.Delete(slices.Clone(before), i, i+1)
+		flowWant(t, "after LREM -1", flowRange(e, "q"), want)
+		flowCheck(t, e)
+		if n, _, _ := e.Del([][]byte{b("q")}); n != 1 {
+			t.Fatalf("DEL: %d", n)
+		}
+		if e.Len(b("q")) != 0 || e.Exists(b("q")) {
+			t.Fatal("DEL left jobs")
+		}
+	})
+}
