@@ -209,6 +209,12 @@ func (e *Engine) apply(p []byte) error {
 		e.applyLMove(&r)
 	case opFlush:
 		e.flushAll()
+	case opSchedule:
+		e.applySchedule(&r)
+	case opUnschedule:
+		e.applyUnschedule(&r)
+	case opFire:
+		e.applyFire(&r)
 	case opMeta:
 		e.lastSID = max(e.lastSID, r.sid)
 		e.seq = max(e.seq, r.seq)
@@ -221,6 +227,7 @@ func (e *Engine) apply(p []byte) error {
 func (e *Engine) resetState() {
 	e.wheel = nil
 	e.resetTimers()
+	e.resetSchedules()
 	e.jobs, e.free = slab{}, 0
 	e.index = make(map[uint64]uint32)
 	e.sids = make(map[uint64]uint32)
@@ -439,6 +446,7 @@ func (e *Engine) reloadLocked() error {
 		e.wheel = wheel.New(e.opts.Tick, e.nowMs())
 	}
 	e.repark(waiting)
+	e.armSchedules()
 	return err
 }
 

@@ -110,6 +110,8 @@ type rec struct {
 	dst           []byte // lmove: the destination queue
 	dsid          uint64 // lmove: the job's id in dst (did nil: a server id)
 	did           []byte
+
+	sched *schedRec // schedule: the schedule's own fields (schedule.go)
 }
 
 func appendBytes(dst, b []byte) []byte {
@@ -155,6 +157,8 @@ func (r *rec) encode(dst []byte) []byte {
 		}
 		dst = binary.AppendUvarint(dst, r.seq)
 		dst = append(dst, r.flags)
+	case opSchedule, opFire:
+		dst = r.appendSched(dst)
 	case opAdd:
 		dst = binary.AppendVarint(dst, r.due)
 		dst = binary.AppendUvarint(dst, r.seq)
@@ -342,6 +346,8 @@ func (r *rec) decode(b []byte) error {
 		r.dsid, r.did = d.id()
 		r.seq = d.uvarint()
 		r.flags = d.byte()
+	case opSchedule, opUnschedule, opFire:
+		d.sched(r)
 	case opCancel, opPop, opDel, opFlush:
 	default:
 		d.err = errBadRecord

@@ -119,6 +119,8 @@ func (e *Engine) advanceTimers(now int64) {
 // onTimer runs a fired timer's action. Called with mu held.
 func (e *Engine) onTimer(t timer, now int64) {
 	switch t.kind {
+	case timerSchedule:
+		e.onScheduleTimer(t.ref, now)
 	}
 }
 
@@ -134,5 +136,6 @@ func (e *Engine) resetTimers() {
 // job. Called with mu held.
 func (e *Engine) stateRecs(now int64) []rec {
 	var out []rec
+	out = append(out, e.scheduleRecs(now)...)
 	return out
 }
