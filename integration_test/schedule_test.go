@@ -190,14 +190,15 @@ func TestScheduleCrashEverySecondJobOnce(t *testing.T) {
 		}
 	})
 
-	// Kill and restart until the time is up, at a random phase of the
-	// second each time. up holds the spans the server answered.
+	// Kill and restart until the time is up, every so often give or take
+	// half a second, so kills land at every phase of the firings' second.
+	// up holds the spans the server answered.
 	type span struct{ from, to time.Time }
 	var up []span
 	from := begin
 	kills := 0
-	for time.Since(begin)+every < runFor {
-		time.Sleep(every + time.Duration(rand.IntN(1000))*time.Millisecond)
+	for time.Since(begin)+every+500*time.Millisecond < runFor {
+		time.Sleep(every + time.Duration(rand.IntN(1000)-500)*time.Millisecond)
 		killed := time.Now()
 		s.Kill9()
 		kills++
@@ -207,7 +208,7 @@ func TestScheduleCrashEverySecondJobOnce(t *testing.T) {
 		}
 		from = time.Now()
 	}
-	time.Sleep(2500 * time.Millisecond) // the last firings reach the worker
+	time.Sleep(max(2500*time.Millisecond, runFor-time.Since(begin))) // the last firings reach the worker
 	up = append(up, span{from, time.Now()})
 	unscheduled := time.Now()
 	chain(t, admin, cmd(int64(1), "DELAY.UNSCHEDULE", "q", "tick"))
@@ -284,7 +285,7 @@ func TestScheduleCrashEverySecondJobOnce(t *testing.T) {
 		d = slices.Sorted(slices.Values(d))
 		return d[max(0, int(math.Ceil(q*float64(len(d))))-1)]
 	}
-	t.Logf("schedule crash run (appendfsync %s): %v wall, %d kills (every %v + up to 1 s), %d jobs tick:%d..tick:%d, %d redelivered; "+
+	t.Logf("schedule crash run (appendfsync %s): %v wall, %d kills (every %v ± 0.5 s), %d jobs tick:%d..tick:%d, %d redelivered; "+
 		"of the %d due while up: handed out p50 %v p99 %v max %v after the fire time; reply received p50 %v p99 %v max %v",
 		fsync, wall.Round(time.Millisecond), kills, every, len(fires), fires[0], fires[len(fires)-1], redelivered,
 		len(handed), pct(handed, 0.5), pct(handed, 0.99), pct(handed, 1), pct(reached, 0.5), pct(reached, 0.99), pct(reached, 1))
