@@ -352,7 +352,23 @@ func (e *Engine) applySchedule(r *rec) {
 	if old := e.sched.put(s); old != nil {
 		e.stopSchedTimer(old)
 	}
+	e.schedChanged(s.key.queue)
 	e.armSchedule(s, r.time, s.st.misfire)
+}
+
+// schedChanged tells WATCH and client tracking that a queue's schedules
+// changed, as a change to its jobs does: a watched or cached DELAY.SCHEDULES
+// is stale. The queue may hold no job (then it has no queue struct).
+func (e *Engine) schedChanged(name string) {
+	if qi, ok := e.byName[name]; ok {
+		if q := &e.queues[qi]; q.watch != nil || e.trackAll {
+			e.changed(q)
+		}
+		return
+	}
+	if w := e.watches[name]; w != nil || e.trackAll {
+		e.changed(&queue{name: name, watch: w})
+	}
 }
 
 func clone(b []byte) []byte {
@@ -367,6 +383,7 @@ func (e *Engine) applyUnschedule(r *rec) {
 	if s := e.sched.get(schedKey{string(r.queue), string(r.id)}); s != nil {
 		e.stopSchedTimer(s)
 		e.sched.remove(s)
+		e.schedChanged(s.key.queue)
 	}
 }
 

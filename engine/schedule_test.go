@@ -572,3 +572,22 @@ func TestScheduleReplicated(t *testing.T) {
 		}
 	})
 }
+
+// TestScheduleChangeIsAWatchedChange: DELAY.SCHEDULE and DELAY.UNSCHEDULE
+// change the watched version of their queue's name, job or no job.
+func TestScheduleChangeIsAWatchedChange(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEngine(t, Options{})
+		v := e.Watch(b("q"))
+		schedMust(t, e, ScheduleArgs{Queue: b("q"), Name: b("s"), Every: 60_000, Payload: b("p")})
+		if e.Version(b("q")) == v {
+			t.Fatal("DELAY.SCHEDULE left the watched version")
+		}
+		v = e.Version(b("q"))
+		e.Unschedule(b("q"), b("s"))
+		if e.Version(b("q")) == v {
+			t.Fatal("DELAY.UNSCHEDULE left the watched version")
+		}
+		e.Unwatch(b("q"))
+	})
+}
