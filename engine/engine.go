@@ -327,7 +327,7 @@ func New(opts Options) (*Engine, error) {
 	// whose deadline passed while the server was down expires here, as it
 	// would have live (an expiry is derived, never logged).
 	e.advanceLocked(e.nowMs())
-	e.armSchedules() // the replay is over: firings are decided from here on
+	e.armSchedules(false) // the replay is over: firings are decided from here on
 	e.mu.Unlock()
 	if opts.AppendOnly {
 		go e.flusher()

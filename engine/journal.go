@@ -446,7 +446,7 @@ func (e *Engine) reloadLocked() error {
 		e.wheel = wheel.New(e.opts.Tick, e.nowMs())
 	}
 	e.repark(waiting)
-	e.armSchedules()
+	e.armSchedules(true)
 	return err
 }
 

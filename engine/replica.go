@@ -157,7 +157,7 @@ func (e *Engine) Lead() {
 	e.repl.following.Store(false)
 	e.advanceLocked(e.nowMs())
 	e.serveParked()
-	e.armSchedules()
+	e.armSchedules(false)
 	e.armed = 0
 	e.poke(0)
 }
@@ -501,7 +501,7 @@ func (e *Engine) Rebuilt() {
 	if !e.repl.following.Load() {
 		e.advanceLocked(e.nowMs()) // the pops' records carry its time
 		e.serveParked()
-		e.armSchedules()
+		e.armSchedules(true)
 		e.armed = 0
 		e.poke(0)
 	}

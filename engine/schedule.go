@@ -506,14 +506,22 @@ func (e *Engine) onScheduleTimer(ref uint64, now int64) {
 }
 
 // armSchedules arms every schedule where a live engine begins: at the end
-// of a replay, or on becoming leader. Called with mu held.
-func (e *Engine) armSchedules() {
+// of a replay, or on becoming leader; each schedule's MISFIRE policy says
+// what happens to the firings nobody made meanwhile. catchUp is for a
+// state rebuilt under a server that stayed up (a reload after a failed log
+// write, Rebuilt while still leading): the firings it dropped are made
+// again, all of them, whatever the policy. Called with mu held.
+func (e *Engine) armSchedules(catchUp bool) {
 	if !e.schedLive() {
 		return
 	}
 	now := e.recNow()
 	for _, s := range e.sched.sorted() {
-		e.armSchedule(s, now, s.st.misfire)
+		policy := s.st.misfire
+		if catchUp {
+			policy = MisfireAll
+		}
+		e.armSchedule(s, now, policy)
 	}
 }
 

@@ -591,3 +591,32 @@ func TestScheduleChangeIsAWatchedChange(t *testing.T) {
 		e.Unwatch(b("q"))
 	})
 }
+
+// TestScheduleFiringUndoneByAFailedWriteIsMadeAgain: a firing whose log
+// write failed is undone with the rest of the batch; the reload that
+// follows arms the schedule again, which makes it again, so it is neither
+// lost nor doubled. (Here the reload happens in the firing's millisecond;
+// a later one would catch up every firing it dropped, whatever the MISFIRE
+// policy: armSchedules(true).)
+func TestScheduleFiringUndoneByAFailedWriteIsMadeAgain(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fs := aof.NewMemFS()
+		e := mustNew(t, logged(fs, FsyncEverySec))
+		defer e.Close()
+		s0 := e.Now()
+		schedMust(t, e, ScheduleArgs{Queue: b("q"), Name: b("s"), Every: 1000, Payload: b("p"), Misfire: MisfireSkip})
+		fs.Inject(aof.Fault{Op: aof.OpWrite, Path: "/data/" + LogFile}) // the first firing's write fails
+		sleep(1000 * time.Millisecond)
+		sleep(500 * time.Millisecond)
+		if got := schedDrainIDs(t, e, "q"); !slices.Equal(got, schedIDs("s", s0+1000, 1000, 1)) {
+			t.Fatalf("after the failed write: %v", got)
+		}
+		if info := schedInfo(t, e, "q", "s"); info.Fired != 1 || info.Next != s0+2000 {
+			t.Fatalf("listed %+v", info)
+		}
+		sleep(time.Second)
+		if got := schedDrainIDs(t, e, "q"); !slices.Equal(got, schedIDs("s", s0+2000, 1000, 1)) {
+			t.Fatalf("the next firing: %v", got)
+		}
+	})
+}
