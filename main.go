@@ -32,7 +32,7 @@ import (
 	"github.com/delayd/delayd/resp"
 )
 
-const version = "0.1.0"
+const version = "0.2.0"
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Environ(), os.Stderr))

@@ -190,7 +190,7 @@ func optionKeys(cmd *Command, args [][]byte, fn func(key []byte)) {
 		if a.Optional {
 			break
 		}
-		i++
+		i += argWidth(a, args, i)
 	}
 next:
 	for i < len(args) {
@@ -210,6 +210,39 @@ next:
 		}
 		break
 	}
+}
+
+// argWidth is how many arguments from args[i] on a required argument takes:
+// one, or, for a token with a value, a block or a choice among them
+// (DELAY.SCHEDULE's CRON expr [TZ zone] | EVERY ms), what the table says.
+func argWidth(a Arg, args [][]byte, i int) int {
+	switch a.Type {
+	case "oneof":
+		for _, alt := range a.Args {
+			if alt.Token != "" && i < len(args) && bytes.EqualFold(args[i], []byte(alt.Token)) {
+				return argWidth(alt, args, i)
+			}
+		}
+		return 1
+	case "block":
+		n := 0
+		if a.Token != "" {
+			n++
+		}
+		for _, sub := range a.Args {
+			if sub.Optional && (sub.Token == "" || i+n >= len(args) || !bytes.EqualFold(args[i+n], []byte(sub.Token))) {
+				continue
+			}
+			n += argWidth(sub, args, i+n)
+		}
+		return n
+	case "pure-token":
+		return 1
+	}
+	if a.Token != "" {
+		return 2
+	}
+	return 1
 }
 
 // keyOptions marks the commands that take a key as an option; only those

@@ -84,6 +84,9 @@ func (a Arg) synopsis() string {
 			}
 			s += sub.synopsis()
 		}
+		if a.Type == "oneof" && !a.Optional && a.Token == "" && strings.Contains(s, " ") {
+			s = "(" + s + ")" // alternatives of several words
+		}
 		if a.Token != "" {
 			s = a.Token + " " + s
 		}
@@ -229,6 +232,24 @@ var table = []*Command{
 				opt(tok("GROUPCONCURRENCY", integer("n")))),
 			token("OFF")))},
 		Handler: cmdLimit},
+	{Name: "delay.schedule", Arity: -6, Flags: Write, FirstKey: 1, LastKey: 1, Step: 1, Group: "delay", Since: "0.2.0",
+		Summary:    "Creates or replaces (by name) a recurring schedule; each firing adds a job with id name:T (T: fire time, unix ms).",
+		Complexity: "O(1)",
+		Args: []Arg{key("key"), str("name"),
+			oneof(Arg{Name: "cron", Type: "block", Token: "CRON", Args: []Arg{str("expr"), opt(tok("TZ", str("zone")))}}, tok("EVERY", integer("ms"))),
+			str("payload"), opt(tok("ACKTIMEOUT", integer("ms"))), opt(tok("RETRY", integer("n"))), opt(tok("DEADLETTER", key("dlq"))),
+			opt(tok("MISFIRE", oneof(token("SKIP"), token("ONCE"), token("ALL")))), opt(tok("START", integer("unix-ms"))), opt(tok("END", integer("unix-ms")))},
+		Handler: cmdSchedule},
+	{Name: "delay.unschedule", Arity: 3, Flags: Write | Fast, FirstKey: 1, LastKey: 1, Step: 1, Group: "delay", Since: "0.2.0",
+		Summary:    "Removes a recurring schedule (the jobs it made stay); replies 1, or 0 if there was none.",
+		Complexity: "O(1)",
+		Args:       []Arg{key("key"), str("name")},
+		Handler:    cmdUnschedule},
+	{Name: "delay.schedules", Arity: -1, Flags: ReadOnly, FirstKey: 1, LastKey: 1, Step: 1, Group: "delay", Since: "0.2.0",
+		Summary:    "Lists a queue's recurring schedules (every queue's without a key): name, spec, next and last fire time, fired count.",
+		Complexity: "O(N log N) where N is the number of schedules",
+		Args:       []Arg{opt(key("key"))},
+		Handler:    cmdSchedules},
 
 	{Name: "llen", Arity: 2, Flags: ReadOnly | Fast, FirstKey: 1, LastKey: 1, Step: 1, Group: "list", Since: "1.0.0",
 		Summary: "Length of a queue's ready list.", Complexity: "O(1)",

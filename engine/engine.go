@@ -243,6 +243,8 @@ type core struct {
 	inTx    bool
 	txServe []uint32
 
+	sched schedules // recurring schedules (schedule.go)
+
 	start   time.Time // monotonic base
 	startMs int64     // unix ms at start
 
@@ -328,6 +330,7 @@ func New(opts Options) (*Engine, error) {
 	// whose deadline passed while the server was down expires here, as it
 	// would have live (an expiry is derived, never logged).
 	e.advanceLocked(e.nowMs())
+	e.armSchedules(false) // the replay is over: firings are decided from here on
 	e.mu.Unlock()
 	if opts.AppendOnly {
 		go e.flusher()

@@ -213,6 +213,12 @@ func (e *Engine) apply(p []byte) error {
 		e.applyTomb(&r)
 	case opLimit:
 		e.applyLimit(&r)
+	case opSchedule:
+		e.applySchedule(&r)
+	case opUnschedule:
+		e.applyUnschedule(&r)
+	case opFire:
+		e.applyFire(&r)
 	case opMeta:
 		e.lastSID = max(e.lastSID, r.sid)
 		e.seq = max(e.seq, r.seq)
@@ -226,6 +232,7 @@ func (e *Engine) resetState() {
 	e.wheel = nil
 	e.resetTimers()
 	e.resetFlow()
+	e.resetSchedules()
 	e.jobs, e.free = slab{}, 0
 	e.index = make(map[uint64]uint32)
 	e.sids = make(map[uint64]uint32)
@@ -445,6 +452,7 @@ func (e *Engine) reloadLocked() error {
 		e.wheel = wheel.New(e.opts.Tick, e.nowMs())
 	}
 	e.repark(waiting)
+	e.armSchedules(true)
 	return err
 }
 

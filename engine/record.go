@@ -114,6 +114,7 @@ type rec struct {
 
 	// limit: the queue's flow limit, all zero for none (limit.go).
 	limit LimitSpec
+	sched *schedRec // schedule: the schedule's own fields (schedule.go)
 }
 
 func appendBytes(dst, b []byte) []byte {
@@ -165,6 +166,8 @@ func (r *rec) encode(dst []byte) []byte {
 		}
 		dst = binary.AppendUvarint(dst, r.seq)
 		dst = append(dst, r.flags)
+	case opSchedule, opFire:
+		dst = r.appendSched(dst)
 	case opAdd:
 		dst = binary.AppendVarint(dst, r.due)
 		dst = binary.AppendUvarint(dst, r.seq)
@@ -357,6 +360,8 @@ func (r *rec) decode(b []byte) error {
 		r.dsid, r.did = d.id()
 		r.seq = d.uvarint()
 		r.flags = d.byte()
+	case opSchedule, opUnschedule, opFire:
+		d.sched(r)
 	case opCancel, opPop, opDel, opFlush, opLimit:
 	default:
 		d.err = errBadRecord

@@ -139,6 +139,7 @@ func (e *Engine) Follow() {
 		e.repl.now.Store(e.wheel.Now())
 	}
 	e.repl.following.Store(true)
+	e.disarmSchedules()
 }
 
 // Lead makes a follower the leader: its own clock runs again, never below
@@ -156,6 +157,7 @@ func (e *Engine) Lead() {
 	e.repl.following.Store(false)
 	e.advanceLocked(e.nowMs())
 	e.serveParked()
+	e.armSchedules(false)
 	e.armed = 0
 	e.poke(0)
 }
@@ -500,6 +502,7 @@ func (e *Engine) Rebuilt() {
 	if !e.repl.following.Load() {
 		e.advanceLocked(e.nowMs()) // the pops' records carry its time
 		e.serveParked()
+		e.armSchedules(true)
 		e.armed = 0
 		e.poke(0)
 	}

@@ -123,6 +123,8 @@ func (e *Engine) onTimer(t timer, now int64) {
 		e.tombEnded(t.ref)
 	case timerLimit:
 		e.limitTimer(t.ref)
+	case timerSchedule:
+		e.onScheduleTimer(t.ref, now)
 	}
 }
 
@@ -140,5 +142,6 @@ func (e *Engine) stateRecs(now int64) []rec {
 	var out []rec
 	out = append(out, e.tombRecs(now)...)
 	out = e.limitRecs(out, now)
+	out = append(out, e.scheduleRecs(now)...)
 	return out
 }
