@@ -41,6 +41,8 @@ var features = []feature{
 		what: "the library's default transaction (redis-py `pipeline()`, go-redis `TxPipelined`, ioredis and node-redis `multi()`, rueidis MULTI on a dedicated connection): 100 adds add exactly 100; a command refused while queuing aborts it (`EXECABORT`) and nothing runs; WATCH of a changed queue makes EXEC fail, where the library has it"},
 	{name: "blpop", title: "BLPOP worker",
 		what: "the library's BLPOP helper blocks until another connection adds a job, and times out with nil on an empty queue"},
+	{name: "schedule", title: "scheduling", delaydOnly: true,
+		what: "generic calls of issue 10's commands: `DELAY.SCHEDULE` (`EVERY 100`, and `CRON` with `TZ Europe/Berlin`), `DELAY.SCHEDULES` lists it, a firing popped with id `name:<fire ms>` no later than now, `DELAY.UNSCHEDULE`; `DELAY.ADD ... UNIQUE`, `DELAY.PROMOTE`, a re-add after the pop replies nil; `DELAY.RESCHEDULE` of a ready job makes it delayed; `PRIORITY` and `DELAY.MPOP ... COUNT 2` (reply `[key, [[id, payload], ...]]`, higher priority first); `DELAY.LIMIT`"},
 	{name: "popack", title: "DELAY.POP+ACK worker", delaydOnly: true,
 		what: "a worker with a read timeout longer than its pop timeout pops in a loop (empty pops reply nil, not an error), gets a job with an ack timeout no sooner than its delay, sees it reserved, ACKs it, and it is gone"},
 	{name: "lmove", title: "reliable list",

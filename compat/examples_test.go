@@ -138,12 +138,19 @@ func TestExamples(t *testing.T) {
 			start := time.Now()
 			out := run(ex.files[0], "QUEUE=jobs:email", "COUNT=3", "DELAY_MS=500")
 			want(out, "added welcome-1", "added welcome-2", "added welcome-3",
-				"retry of welcome-1: already added, nothing changed")
+				"retry of welcome-1: already added, nothing changed", "scheduled daily-digest")
+			if n, err := rdb.Do(context.Background(), "DELAY.SCHEDULES", "jobs:digest").Slice(); err != nil || len(n) != 1 {
+				t.Errorf("DELAY.SCHEDULES jobs:digest after the producer: %v (%v), want the daily digest", n, err)
+			}
 			out = run(ex.files[1], "QUEUE=jobs:email", "MAX_JOBS=3", "WORK_MS=10")
 			if took := time.Since(start); took < 500*time.Millisecond {
 				t.Errorf("the worker had 3 jobs of delay 500 ms after %v", took)
 			}
-			want(out, "acked welcome-1", "acked welcome-2", "acked welcome-3", "worker stopped after 3 jobs")
+			want(out, "acked welcome-1", "acked welcome-2", "acked welcome-3", "worker stopped after 3 jobs",
+				"limit: at most 10 jobs of jobs:email in flight")
+			// UNIQUE: the producer run again after the jobs are done adds nothing.
+			out = run(ex.files[0], "QUEUE=jobs:email", "COUNT=1", "DELAY_MS=500")
+			want(out, "welcome-1 was already added")
 			want(out, `processing welcome-1 {"user":1,"mail":"welcome"}`)
 			stats, err := rdb.Do(context.Background(), "DELAY.STATS", "jobs:email").Result()
 			if m, ok := stats.(map[any]any); err != nil || !ok || m["delayed"] != int64(0) || m["ready"] != int64(0) || m["reserved"] != int64(0) {

@@ -15,6 +15,7 @@ func goRedisCells() map[string]cell {
 		"resp3":       {run: goRedisRESP3},
 		"auth":        {run: goRedisAuth},
 		"delay":       {run: goRedisDelay},
+		"schedule":    {run: goRedisSchedule},
 		"pipeline":    {run: goRedisPipeline},
 		"transaction": {run: goRedisTransaction},
 		"blpop":       {run: goRedisBLPOP},

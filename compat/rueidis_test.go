@@ -15,6 +15,7 @@ func rueidisCells() map[string]cell {
 		"resp3":       {run: rueidisRESP3},
 		"auth":        {run: rueidisAuth},
 		"delay":       {run: rueidisDelay},
+		"schedule":    {run: rueidisSchedule},
 		"pipeline":    {run: rueidisPipeline},
 		"transaction": {run: rueidisTransaction},
 		"blpop":       {run: rueidisBLPOP},

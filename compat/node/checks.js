@@ -269,6 +269,11 @@ const io = {
     assert.deepEqual(popped[2], payload);
   },
 
+  async schedule() {
+    const r = io.open();
+    await schedule((...a) => r.call(...a));
+  },
+
   async pipeline() {
     const r = io.open();
     const p = r.pipeline();
@@ -507,6 +512,11 @@ const nr = {
     assert.equal(await r.sendCommand(['DELAY.GET', 'emails', 'welcome-42']), null);
   },
 
+  async schedule() {
+    const r = await nr.open();
+    await schedule((...a) => r.sendCommand(a));
+  },
+
   // pipeline: node-redis pipelines the commands sent in one tick on its
   // own; that is its default pipeline.
   async pipeline() {
@@ -686,6 +696,38 @@ const nr = {
     });
   },
 };
+
+// schedule is the "schedule" column for both libraries: call sends one
+// command and resolves its reply.
+async function schedule(call) {
+  assert.equal(await call('DELAY.SCHEDULE', 'ticks', 'tick', 'EVERY', '100', 'hello'), 'OK');
+  assert.equal(await call('DELAY.SCHEDULE', 'reports', 'daily', 'CRON', '0 9 * * *', 'TZ', 'Europe/Berlin', 'report'), 'OK');
+  const listed = await call('DELAY.SCHEDULES', 'ticks');
+  assert.equal(listed.length, 1, 'DELAY.SCHEDULES ticks lists one schedule');
+  const entry = Array.isArray(listed[0]) ? Object.fromEntries(pairs(listed[0])) : listed[0];
+  assert.equal(entry.name, 'tick');
+  const job = await call('DELAY.POP', 'ticks', '5');
+  assert.equal(job[2], 'hello');
+  assert.match(job[1], /^tick:\d+$/, 'a firing is named name:<fire unix ms>');
+  assert.ok(Number(job[1].slice(5)) <= Date.now(), 'a firing is never handed out before its time');
+  assert.equal(await call('DELAY.UNSCHEDULE', 'ticks', 'tick'), 1);
+
+  const unique = ['DELAY.ADD', 'orders', '60000', 'o1', 'ID', 'order-1', 'UNIQUE', '60000'];
+  assert.equal(await call(...unique), 'order-1');
+  assert.equal(await call('DELAY.PROMOTE', 'orders', 'order-1'), 1);
+  assert.equal((await call('DELAY.POP', 'orders', '1'))[1], 'order-1');
+  assert.equal(await call(...unique), null, 'a finished UNIQUE id stays taken');
+  await call('DELAY.ADD', 'orders', '0', 'o2', 'ID', 'order-2');
+  assert.equal(await call('DELAY.RESCHEDULE', 'orders', 'order-2', '60000'), 1);
+  assert.equal(Object.fromEntries(pairs(await call('DELAY.GET', 'orders', 'order-2'))).state, 'delayed');
+
+  await call('DELAY.ADD', 'mail', '0', 'low');
+  await call('DELAY.ADD', 'mail', '0', 'high', 'PRIORITY', '9');
+  assert.equal(await call('DELAY.LIMIT', 'mail', 'CONCURRENCY', '5', 'RATE', '100', '1000'), 'OK');
+  const [key, jobs] = await call('DELAY.MPOP', '1', '1', 'mail', 'COUNT', '2');
+  assert.equal(key, 'mail');
+  assert.deepEqual(jobs.map((j) => j[1]), ['high', 'low']);
+}
 
 // ---- main ----
 

@@ -121,6 +121,49 @@ def check_delay():
     expect("DELAY.POP payload", popped[2], payload)
 
 
+def fired_by(job_id, name):
+    prefix = name + ":"
+    if not job_id.startswith(prefix):
+        raise AssertionError(f"fired job id {job_id!r}, want {prefix}<fire unix ms>")
+    if int(job_id[len(prefix):]) > int(time.time() * 1000):
+        raise AssertionError(f"fired job {job_id!r} handed out before its fire time")
+
+
+def check_schedule():
+    r = client(socket_timeout=8)
+    expect("DELAY.SCHEDULE EVERY", r.execute_command("DELAY.SCHEDULE", "ticks", "tick", "EVERY", 100, "hello"), "OK")
+    expect("DELAY.SCHEDULE CRON", r.execute_command(
+        "DELAY.SCHEDULE", "reports", "daily", "CRON", "0 9 * * *", "TZ", "Europe/Berlin", "report"), "OK")
+    listed = r.execute_command("DELAY.SCHEDULES", "ticks")
+    expect("DELAY.SCHEDULES count", len(listed), 1)
+    entry = listed[0]
+    if not isinstance(entry, dict):
+        entry = dict(zip(entry[::2], entry[1::2]))
+    expect("DELAY.SCHEDULES name", entry.get("name"), "tick")
+    job = r.execute_command("DELAY.POP", "ticks", 5)
+    expect("fired payload", job[2], "hello")
+    fired_by(job[1], "tick")
+    expect("DELAY.UNSCHEDULE", r.execute_command("DELAY.UNSCHEDULE", "ticks", "tick"), 1)
+
+    unique = ("DELAY.ADD", "orders", 60000, "o1", "ID", "order-1", "UNIQUE", 60000)
+    expect("DELAY.ADD UNIQUE", r.execute_command(*unique), "order-1")
+    expect("DELAY.PROMOTE", r.execute_command("DELAY.PROMOTE", "orders", "order-1"), 1)
+    expect("promoted id", r.execute_command("DELAY.POP", "orders", 1)[1], "order-1")
+    expect("re-add of a finished UNIQUE id", r.execute_command(*unique), None)
+    r.execute_command("DELAY.ADD", "orders", 0, "o2", "ID", "order-2")
+    expect("DELAY.RESCHEDULE", r.execute_command("DELAY.RESCHEDULE", "orders", "order-2", 60000), 1)
+    flat = r.execute_command("DELAY.GET", "orders", "order-2")
+    got = flat if isinstance(flat, dict) else dict(zip(flat[::2], flat[1::2]))
+    expect("state after RESCHEDULE", got.get("state"), "delayed")
+
+    r.execute_command("DELAY.ADD", "mail", 0, "low")
+    r.execute_command("DELAY.ADD", "mail", 0, "high", "PRIORITY", 9)
+    expect("DELAY.LIMIT", r.execute_command("DELAY.LIMIT", "mail", "CONCURRENCY", 5, "RATE", 100, 1000), "OK")
+    key, jobs = r.execute_command("DELAY.MPOP", 1, 1, "mail", "COUNT", 2)
+    expect("DELAY.MPOP key", key, "mail")
+    expect("DELAY.MPOP payloads", [p for _, p in jobs], ["high", "low"])
+
+
 def check_pipeline():
     r = client()
     p = r.pipeline(transaction=False)

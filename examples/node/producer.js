@@ -8,6 +8,13 @@
 //   COUNT         how many jobs (default 3)
 //   DELAY_MS      delay of each job in ms (default 1000)
 //   ACK_TIMEOUT   ms a worker has to ACK a job before it is delivered again (default 30000)
+//   UNIQUE_MS     ms an ID stays taken after its job is done (default 86400000)
+//   DIGEST_QUEUE  queue of the daily digest (default jobs:digest)
+//
+// UNIQUE keeps the ID taken for a day after the job is done, so even a retry
+// that comes after a worker finished the job is a no-op. The daily digest is
+// a recurring job the server fires exactly once per day however many
+// producers register it (DELAY.SCHEDULE is an upsert by name).
 'use strict';
 
 const Redis = require('ioredis');
@@ -17,6 +24,7 @@ const queue = process.env.QUEUE || 'jobs:email';
 const count = Number(process.env.COUNT || 3);
 const delayMs = Number(process.env.DELAY_MS || 1000);
 const ackTimeout = Number(process.env.ACK_TIMEOUT || 30000);
+const unique = Number(process.env.UNIQUE_MS || 86400000);
 
 const redis = new Redis({ host, port: Number(port) });
 
@@ -24,7 +32,7 @@ const redis = new Redis({ host, port: Number(port) });
 async function add(id, payload) {
   for (let attempt = 1; ; attempt++) {
     try {
-      const reply = await redis.call('DELAY.ADD', queue, delayMs, payload, 'ID', id, 'ACKTIMEOUT', ackTimeout);
+      const reply = await redis.call('DELAY.ADD', queue, delayMs, payload, 'ID', id, 'ACKTIMEOUT', ackTimeout, 'UNIQUE', unique);
       return reply !== null;
     } catch (e) {
       if (attempt === 3 || e.name === 'ReplyError') throw e; // a server error is not retried
@@ -44,6 +52,12 @@ async function main() {
   }
   // A retry of the first job, as after a lost reply: nothing changes.
   if (!(await add('welcome-1', 'again'))) console.log('retry of welcome-1: already added, nothing changed');
+  // Each firing is a job with the ID daily-digest:<fire time in unix ms>, so
+  // it is never doubled.
+  await redis.call('DELAY.SCHEDULE', process.env.DIGEST_QUEUE || 'jobs:digest', 'daily-digest',
+    'CRON', '0 9 * * *', 'TZ', 'Europe/Berlin', JSON.stringify({ mail: 'digest' }),
+    'ACKTIMEOUT', ackTimeout, 'MISFIRE', 'once');
+  console.log('scheduled daily-digest');
   redis.disconnect();
 }
 

@@ -15,6 +15,7 @@
 //
 //   DELAYD_ADDR   server (default 127.0.0.1:6380)
 //   QUEUE         queue to work on (default jobs:email)
+//   CONCURRENCY   most jobs of the queue in flight at once, across every worker (default 10)
 //   WORK_MS       how long one job takes, to see a graceful stop (default 100)
 //   MAX_JOBS      exit after this many jobs (default 0: never)
 'use strict';
@@ -48,6 +49,12 @@ for (const sig of ['SIGTERM', 'SIGINT']) {
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
 async function main() {
+  // Flow control is the server's: DELAY.LIMIT sets how many jobs of the
+  // queue may be reserved at once over the whole fleet; a worker's pop waits
+  // while the queue is at its limit. Every worker sets the same value.
+  const concurrency = Number(process.env.CONCURRENCY || 10);
+  await redis.call('DELAY.LIMIT', queue, 'CONCURRENCY', concurrency);
+  console.log(`limit: at most ${concurrency} jobs of ${queue} in flight`);
   let done = 0;
   while (!stopping && (maxJobs === 0 || done < maxJobs)) {
     let job;

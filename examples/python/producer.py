@@ -1,13 +1,19 @@
 """Adds delayed jobs to a delayd queue with DELAY.ADD, each with an ID of its
 own choosing, so that a retry is safe: when a reply is lost (a timeout, a
 dropped connection) the producer sends the same DELAY.ADD again, and delayd
-replies None if the job is already there instead of adding it twice.
+replies None if the job is already there instead of adding it twice. UNIQUE
+keeps the ID taken for a day after the job is done, so even a retry that comes
+after a worker finished the job is a no-op. It also registers a recurring job,
+a daily digest at 09:00 Berlin time, which the server fires exactly once per
+day however many producers register it (DELAY.SCHEDULE is an upsert by name).
 
     DELAYD_ADDR   server (default 127.0.0.1:6380)
     QUEUE         queue (default jobs:email)
     COUNT         how many jobs (default 3)
     DELAY_MS      delay of each job in ms (default 1000)
     ACK_TIMEOUT   ms a worker has to ACK a job before it is delivered again (default 30000)
+    UNIQUE_MS     ms an ID stays taken after its job is done (default 86400000)
+    DIGEST_QUEUE  queue of the daily digest (default jobs:digest)
 """
 
 import os
@@ -20,6 +26,7 @@ queue = os.environ.get("QUEUE", "jobs:email")
 count = int(os.environ.get("COUNT", "3"))
 delay = int(os.environ.get("DELAY_MS", "1000"))
 ack_timeout = int(os.environ.get("ACK_TIMEOUT", "30000"))
+unique = int(os.environ.get("UNIQUE_MS", "86400000"))
 
 r = redis.Redis(host=host, port=int(port), decode_responses=True)
 
@@ -29,7 +36,7 @@ def add(job_id, payload):
     for attempt in range(1, 4):
         try:
             reply = r.execute_command("DELAY.ADD", queue, delay, payload,
-                                      "ID", job_id, "ACKTIMEOUT", ack_timeout)
+                                      "ID", job_id, "ACKTIMEOUT", ack_timeout, "UNIQUE", unique)
             return reply is not None
         except redis.ConnectionError as e:
             if attempt == 3:
@@ -50,3 +57,10 @@ for i in range(1, count + 1):
 # A retry of the first job, as after a lost reply: nothing changes.
 if not add("welcome-1", "again"):
     print("retry of welcome-1: already added, nothing changed", flush=True)
+
+# The recurring job: each firing is a job with the ID
+# daily-digest:<fire time in unix ms>, so it is never doubled.
+r.execute_command("DELAY.SCHEDULE", os.environ.get("DIGEST_QUEUE", "jobs:digest"), "daily-digest",
+                  "CRON", "0 9 * * *", "TZ", "Europe/Berlin", '{"mail":"digest"}',
+                  "ACKTIMEOUT", ack_timeout, "MISFIRE", "once")
+print("scheduled daily-digest", flush=True)

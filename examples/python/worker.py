@@ -15,6 +15,7 @@ then the worker exits 0 (after at most POP_TIMEOUT when it is waiting).
 
     DELAYD_ADDR   server (default 127.0.0.1:6380)
     QUEUE         queue to work on (default jobs:email)
+    CONCURRENCY   most jobs of the queue in flight at once, across every worker (default 10)
     WORK_MS       how long one job takes, to see a graceful stop (default 100)
     MAX_JOBS      exit after this many jobs (default 0: never)
 """
@@ -46,6 +47,13 @@ def stop(signum, frame):
 
 signal.signal(signal.SIGTERM, stop)
 signal.signal(signal.SIGINT, stop)
+
+# Flow control is the server's: DELAY.LIMIT sets how many jobs of the queue
+# may be reserved at once over the whole fleet; a worker's pop waits while the
+# queue is at its limit. Every worker sets the same value at start.
+concurrency = int(os.environ.get("CONCURRENCY", "10"))
+r.execute_command("DELAY.LIMIT", queue, "CONCURRENCY", concurrency)
+print(f"limit: at most {concurrency} jobs of {queue} in flight", flush=True)
 
 done = 0
 while not stopping and (max_jobs == 0 or done < max_jobs):

@@ -2,13 +2,19 @@
 // with an ID of its own choosing, so that a retry is safe: when a reply is
 // lost (a timeout, a dropped connection) the producer sends the same
 // DELAY.ADD again, and delayd replies nil if the job is already there
-// instead of adding it twice.
+// instead of adding it twice. UNIQUE keeps the ID taken for a day after the
+// job is done, so even a retry that comes after a worker finished the job
+// is a no-op. It also registers a recurring job, a daily digest at 09:00
+// Berlin time, which the server fires exactly once per day however many
+// producers register it (DELAY.SCHEDULE is an upsert by name).
 //
 //	DELAYD_ADDR   server (default 127.0.0.1:6380)
 //	QUEUE         queue (default jobs:email)
 //	COUNT         how many jobs (default 3)
 //	DELAY_MS      delay of each job in ms (default 1000)
 //	ACK_TIMEOUT   ms a worker has to ACK a job before it is delivered again (default 30000)
+//	UNIQUE_MS     ms an ID stays taken after its job is done (default 86400000)
+//	DIGEST_QUEUE  queue of the daily digest (default jobs:digest)
 package main
 
 import (
@@ -30,6 +36,7 @@ func main() {
 	count := envInt("COUNT", 3)
 	delay := envInt("DELAY_MS", 1000)
 	ackTimeout := envInt("ACK_TIMEOUT", 30000)
+	unique := envInt("UNIQUE_MS", 86400000)
 
 	ctx := context.Background()
 	for i := 1; i <= count; i++ {
@@ -38,7 +45,7 @@ func main() {
 		id := fmt.Sprintf("welcome-%d", i)
 		payload := fmt.Sprintf(`{"user":%d,"mail":"welcome"}`, i)
 		add := func() (bool, error) {
-			err := rdb.Do(ctx, "DELAY.ADD", queue, delay, payload, "ID", id, "ACKTIMEOUT", ackTimeout).Err()
+			err := rdb.Do(ctx, "DELAY.ADD", queue, delay, payload, "ID", id, "ACKTIMEOUT", ackTimeout, "UNIQUE", unique).Err()
 			if errors.Is(err, redis.Nil) {
 				return false, nil // already there: an earlier try got through
 			}
@@ -63,12 +70,22 @@ func main() {
 		}
 	}
 	// A retry of the first job, as after a lost reply: nothing changes.
-	err := rdb.Do(ctx, "DELAY.ADD", queue, delay, "again", "ID", "welcome-1", "ACKTIMEOUT", ackTimeout).Err()
+	err := rdb.Do(ctx, "DELAY.ADD", queue, delay, "again", "ID", "welcome-1", "ACKTIMEOUT", ackTimeout, "UNIQUE", unique).Err()
 	if errors.Is(err, redis.Nil) {
 		fmt.Println("retry of welcome-1: already added, nothing changed")
 	} else if err != nil {
 		log.Fatalf("DELAY.ADD retry: %v", err)
 	}
+
+	// The recurring job: each firing is a job with the ID
+	// daily-digest:<fire time in unix ms>, so it is never doubled.
+	err = rdb.Do(ctx, "DELAY.SCHEDULE", env("DIGEST_QUEUE", "jobs:digest"), "daily-digest",
+		"CRON", "0 9 * * *", "TZ", "Europe/Berlin", `{"mail":"digest"}`,
+		"ACKTIMEOUT", ackTimeout, "MISFIRE", "once").Err()
+	if err != nil {
+		log.Fatalf("DELAY.SCHEDULE: %v", err)
+	}
+	fmt.Println("scheduled daily-digest")
 }
 
 func env(name, def string) string {

@@ -18,6 +18,11 @@
 //	QUEUE         queue to work on (default jobs:email)
 //	WORK_MS       how long one job takes, to see a graceful stop (default 100)
 //	MAX_JOBS      exit after this many jobs (default 0: never)
+//	CONCURRENCY   most jobs of the queue in flight at once, across every worker (default 10)
+//
+// Flow control is the server's: DELAY.LIMIT sets how many jobs of the queue
+// may be reserved at once over the whole fleet; a worker's pop waits while
+// the queue is at its limit. Every worker sets the same value at start.
 package main
 
 import (
@@ -65,6 +70,11 @@ func main() {
 	// cancelled pop closes the connection, and a job handed over just then
 	// would wait for its ack timeout.
 	ctx := context.Background()
+	concurrency := envInt("CONCURRENCY", 10)
+	if err := rdb.Do(ctx, "DELAY.LIMIT", queue, "CONCURRENCY", concurrency).Err(); err != nil {
+		log.Fatalf("DELAY.LIMIT: %v", err)
+	}
+	fmt.Printf("limit: at most %d jobs of %s in flight\n", concurrency, queue)
 	done := 0
 	for !stopping.Load() && (maxJobs == 0 || done < maxJobs) {
 		reply, err := rdb.Do(ctx, "DELAY.POP", queue, popTimeout.Seconds()).StringSlice()
