@@ -148,10 +148,10 @@ func TestExamples(t *testing.T) {
 			}
 			want(out, "acked welcome-1", "acked welcome-2", "acked welcome-3", "worker stopped after 3 jobs",
 				"limit: at most 10 jobs of jobs:email in flight")
+			want(out, `processing welcome-1 {"user":1,"mail":"welcome"}`)
 			// UNIQUE: the producer run again after the jobs are done adds nothing.
 			out = run(ex.files[0], "QUEUE=jobs:email", "COUNT=1", "DELAY_MS=500")
 			want(out, "welcome-1 was already added")
-			want(out, `processing welcome-1 {"user":1,"mail":"welcome"}`)
 			stats, err := rdb.Do(context.Background(), "DELAY.STATS", "jobs:email").Result()
 			if m, ok := stats.(map[any]any); err != nil || !ok || m["delayed"] != int64(0) || m["ready"] != int64(0) || m["reserved"] != int64(0) {
 				t.Errorf("DELAY.STATS after the worker: %v (%v), want nothing left", stats, err)
