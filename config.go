@@ -34,6 +34,8 @@ type config struct {
 	SlowlogMaxLen         int
 	LogLevel              string
 	LogFormat             string
+	HTTPAddr              string
+	MetricsMaxQueues      int
 
 	// Cluster mode (cluster package).
 	ClusterEnabled         bool
@@ -71,6 +73,8 @@ var settings = []struct {
 	{"slowlog-max-len", "128", "most SLOWLOG entries kept"},
 	{"log-level", "info", "debug|info|warn|error"},
 	{"log-format", "auto", "json|console|auto (console on a terminal)"},
+	{"http-addr", "127.0.0.1:6381", "host:port of /metrics, /healthz, /readyz and the dashboard (empty: off)"},
+	{"metrics-max-queues", "100", "queues that get their own label in /metrics; the rest are summed as _other"},
 	{"cluster-enabled", "no", "run as a node of a Raft group: yes|no"},
 	{"cluster-node-id", "", "this node's id (empty: the one kept in the data dir, or a new one)"},
 	{"cluster-bus-addr", "", "host:port for Raft traffic (empty: bind and port + 10000)"},
@@ -198,6 +202,8 @@ func loadConfig(args []string, environ []string, stderr io.Writer) (config, erro
 	c.SlowlogMaxLen = int(num("slowlog-max-len", 0))
 	c.LogLevel = oneOf("log-level", "debug", "info", "warn", "error")
 	c.LogFormat = oneOf("log-format", "json", "console", "auto")
+	c.HTTPAddr = get("http-addr")
+	c.MetricsMaxQueues = int(num("metrics-max-queues", 0))
 	c.ClusterEnabled = yesno("cluster-enabled")
 	c.ClusterNodeID = get("cluster-node-id")
 	c.ClusterBusAddr = get("cluster-bus-addr")
@@ -282,6 +288,8 @@ func (c config) view() map[string]string {
 		"slowlog-max-len":           strconv.Itoa(c.SlowlogMaxLen),
 		"log-level":                 c.LogLevel,
 		"log-format":                c.LogFormat,
+		"http-addr":                 c.HTTPAddr,
+		"metrics-max-queues":        strconv.Itoa(c.MetricsMaxQueues),
 		// Redis's names, which redis-benchmark and other tools ask for.
 		"save": "",
 	}

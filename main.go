@@ -19,6 +19,7 @@ import (
 	"runtime/pprof"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -30,6 +31,7 @@ import (
 	"github.com/delayd/delayd/commands"
 	"github.com/delayd/delayd/engine"
 	"github.com/delayd/delayd/resp"
+	"github.com/delayd/delayd/web"
 )
 
 const version = "0.2.0"
@@ -129,6 +131,37 @@ func run(args, environ []string, stderr io.Writer) int {
 			log.Error().Err(err).Msg("serve")
 		}
 	}()
+	// The HTTP side listens as early: /healthz answers and /readyz says
+	// "loading" while the log replays.
+	var ready atomic.Bool
+	if cfg.HTTPAddr != "" {
+		hs := web.New(web.Options{
+			Addr:       cfg.HTTPAddr,
+			Dispatcher: disp,
+			Password:   cfg.RequirePass,
+			MaxQueues:  cfg.MetricsMaxQueues,
+			Version:    version,
+			Log:        log,
+			Ready: func() (bool, string) {
+				if !ready.Load() {
+					return false, "loading"
+				}
+				if clu != nil {
+					if _, ok := clu.Leader(); !ok {
+						return false, "no leader known"
+					}
+				}
+				return true, "ready"
+			},
+		})
+		if err := hs.Listen(); err != nil {
+			srv.Close(time.Second)
+			log.Error().Err(err).Str("http_addr", cfg.HTTPAddr).Msg("cannot listen (set --http-addr to another address, or empty to turn HTTP off)")
+			return 1
+		}
+		defer hs.Close(2 * time.Second)
+		log.Info().Str("http_addr", hs.Addr().String()).Msg("http: /metrics, /healthz, /readyz, dashboard")
+	}
 	msg := "delayd listening"
 	if cfg.AppendOnly {
 		msg = "delayd listening; loading the log"
@@ -191,6 +224,7 @@ func run(args, environ []string, stderr io.Writer) int {
 			return 1
 		}
 		disp.SetEngine(o.eng)
+		ready.Store(true)
 		log.Info().
 			Str("version", version).
 			Str("addr", srv.Addr().String()).

@@ -40,7 +40,7 @@ leader() {
   echo "$((BASE+1))"
 }
 
-common=(--log-level error --appendfsync "$POLICY" --auto-rewrite-percentage 0)
+common=(--log-level error --appendfsync "$POLICY" --auto-rewrite-percentage 0 --http-addr "")
 # Three nodes sharing one core under full load answer heartbeats late: a
 # longer election timeout keeps the leader in place for the measurement.
 ctimeout=(--cluster-election-timeout "${ELECTION_TIMEOUT:-3000}")

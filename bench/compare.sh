@@ -43,7 +43,7 @@ for policy in $POLICIES; do
       else
         dargs=(--appendonly yes --appendfsync "$policy"); rargs=(--appendonly yes --appendfsync "$policy")
       fi
-      GOMAXPROCS=$procs "$work/delayd" --port $DPORT --dir "$work/d" --log-level warn "${dargs[@]}" --auto-rewrite-percentage 0 &
+      GOMAXPROCS=$procs "$work/delayd" --port $DPORT --http-addr "" --dir "$work/d" --log-level warn "${dargs[@]}" --auto-rewrite-percentage 0 &
       redis-server --port $RPORT --dir "$work/r" --save '' "${rargs[@]}" --daemonize yes >/dev/null
       wait_port $DPORT; wait_port $RPORT
       ratios=(); ds=(); rs=()

@@ -13,7 +13,7 @@ go build -o "$work/delayd" .
 wait_port() { for _ in $(seq 100); do redis-cli -p "$1" ping >/dev/null 2>&1 && return 0; sleep 0.1; done; return 1; }
 rss() { awk '/VmRSS/{print $2*1024}' /proc/"$1"/status; }
 
-"$work/delayd" --port 6398 --appendonly no --log-level warn & dpid=$!
+"$work/delayd" --port 6398 --http-addr "" --appendonly no --log-level warn & dpid=$!
 redis-server --port 6399 --save '' --appendonly no --daemonize yes --dir "$work" >/dev/null
 wait_port 6398; wait_port 6399
 rpid=$(redis-cli -p 6399 info server | sed -n 's/^process_id:\([0-9]*\).*/\1/p' | tr -d '\r')

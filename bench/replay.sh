@@ -14,7 +14,7 @@ for n in "${@:-1000000}"; do
   out=$(go run ./bench/mklog -n "$n" -dir "$work/data")
   bpj=$(echo "$out" | sed -n 's/.*bytes_per_job=\([0-9.]*\).*/\1/p')
   start=$(date +%s.%N)
-  "$work/delayd" --port 6397 --dir "$work/data" --log-level warn --auto-rewrite-percentage 0 &
+  "$work/delayd" --port 6397 --http-addr "" --dir "$work/data" --log-level warn --auto-rewrite-percentage 0 &
   pid=$!
   # PING gets LOADING (and redis-cli exits 0) until the log is loaded
   until [ "$(redis-cli -p 6397 ping 2>/dev/null)" = PONG ]; do sleep 0.02; done

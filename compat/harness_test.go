@@ -169,7 +169,7 @@ func (s *server) args() []string {
 		}
 		return a
 	}
-	a := []string{"--bind", "127.0.0.1", "--port", port, "--dir", s.dir, "--appendonly", "yes",
+	a := []string{"--bind", "127.0.0.1", "--http-addr", "", "--port", port, "--dir", s.dir, "--appendonly", "yes",
 		"--log-level", "warn", "--log-format", "json"}
 	if s.password != "" {
 		a = append(a, "--requirepass", s.password)

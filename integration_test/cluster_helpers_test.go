@@ -123,7 +123,7 @@ func (n *clNode) setServer(t testing.TB, s *server, bus int) {
 
 func (n *clNode) args(port, bus int, how ...string) []string {
 	args := []string{
-		"--bind", "127.0.0.1",
+		"--bind", "127.0.0.1", "--http-addr", "",
 		"--port", strconv.Itoa(port),
 		"--dir", n.dir,
 		"--log-level", "info",

