@@ -1,5 +1,441 @@
 package web
 
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"embed"
+	"encoding/hex"
+	"html/template"
+	"io/fs"
+	"net/http"
+	"path"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// The dashboard: server-rendered pages (html/template), one small
+// stylesheet and one small script embedded in the binary. Every number on
+// a page comes from a command reply (Server.Do); every button posts an
+// action that runs one command (dashboard_actions.go).
+//
+// Live updates: the script fetches the page's own address every second
+// with the header X-Delayd-Live and gets back only <main>; it swaps in the
+// regions (data-live) whose HTML changed. The server renders both from the
+// same templates, so there is one way a number is shown.
+
+//go:embed ui
+var uiFiles embed.FS
+
+const liveHeader = "X-Delayd-Live"
+
+// dashboard holds the parsed templates and what the pages remember between
+// requests: counter samples for rates, and the queue list for a second.
+type dashboard struct {
+	s       *Server
+	pages   map[string]*template.Template
+	assetV  string // a hash of the embedded assets, to version their URLs
+	rates   rateBook
+	queues  queueCache
+	started time.Time
+}
+
 // dashboardRoutes registers the dashboard's pages, its assets and the JSON
 // it updates itself from.
-func (s *Server) dashboardRoutes() {}
+func (s *Server) dashboardRoutes() {
+	d := newDashboard(s)
+	s.mux.HandleFunc("GET /{$}", d.page("overview", d.overview))
+	s.mux.HandleFunc("GET /queues", d.page("queues", d.queueList))
+	s.mux.HandleFunc("GET /queue", d.page("queue", d.queue))
+	s.mux.HandleFunc("GET /job", d.page("job", d.job))
+	s.mux.HandleFunc("GET /job/payload", d.payload)
+	s.mux.Handle("POST /action", http.NewCrossOriginProtection().Handler(http.HandlerFunc(d.action)))
+	s.mux.Handle("GET /ui/", d.assets())
+}
+
+func newDashboard(s *Server) *dashboard {
+	d := &dashboard{s: s, pages: map[string]*template.Template{}, started: time.Now()}
+	sum := sha256.New()
+	_ = fs.WalkDir(uiFiles, "ui", func(p string, e fs.DirEntry, err error) error {
+		if err == nil && !e.IsDir() {
+			b, _ := uiFiles.ReadFile(p)
+			sum.Write(b)
+		}
+		return nil
+	})
+	d.assetV = hex.EncodeToString(sum.Sum(nil))[:12]
+	funcs := template.FuncMap{"act": d.act}
+	for k, v := range viewFuncs {
+		funcs[k] = v
+	}
+	for _, name := range []string{"overview", "queues", "queue", "job", "confirm", "result"} {
+		d.pages[name] = template.Must(template.New(name).Funcs(funcs).
+			ParseFS(uiFiles, "ui/layout.html", "ui/parts.html", "ui/"+name+".html"))
+	}
+	return d
+}
+
+// view is what every page's template gets.
+type view struct {
+	Title  string
+	Nav    string // the menu entry to mark: overview or queues
+	Self   string // this page's address, where actions come back to
+	AssetV string
+	Host   string
+	Data   any
+}
+
+// page serves one page: the whole document, or only <main> for a live
+// update.
+func (d *dashboard) page(name string, load func(ctx context.Context, r *http.Request) (string, any)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		title, data := load(r.Context(), r)
+		nav := name
+		if name == "queue" || name == "job" {
+			nav = "queues"
+		}
+		d.render(w, r, http.StatusOK, name, view{Title: title, Nav: nav, Self: r.URL.RequestURI(), Data: data})
+	}
+}
+
+func (d *dashboard) render(w http.ResponseWriter, r *http.Request, status int, name string, v view) {
+	v.AssetV = d.assetV
+	v.Host = r.Host
+	tmpl := "layout"
+	if r.Header.Get(liveHeader) != "" {
+		tmpl = "main"
+	}
+	var buf bytes.Buffer
+	if err := d.pages[name].ExecuteTemplate(&buf, tmpl, v); err != nil {
+		d.s.opts.Log.Error().Err(err).Str("page", name).Msg("dashboard template")
+		http.Error(w, "dashboard: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	h := w.Header()
+	securityHeaders(h)
+	h.Set("Content-Type", "text/html; charset=utf-8")
+	h.Set("Cache-Control", "no-store")
+	h.Set("Vary", liveHeader)
+	w.WriteHeader(status)
+	_, _ = w.Write(buf.Bytes())
+}
+
+// securityHeaders: no script, style or frame from anywhere else, so even a
+// payload that got past escaping could not run.
+func securityHeaders(h http.Header) {
+	h.Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Referrer-Policy", "same-origin")
+	h.Set("X-Frame-Options", "DENY")
+}
+
+// assets serves ui/*.css, *.js and *.svg. Their URLs carry the assets'
+// hash, so a browser may keep them for a long time.
+func (d *dashboard) assets() http.Handler {
+	sub, _ := fs.Sub(uiFiles, "ui")
+	files := http.StripPrefix("/ui/", http.FileServerFS(sub))
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch path.Ext(r.URL.Path) {
+		case ".css", ".js", ".svg":
+		default:
+			http.NotFound(w, r)
+			return
+		}
+		securityHeaders(w.Header())
+		if r.URL.Query().Get("v") == d.assetV {
+			w.Header().Set("Cache-Control", "public, max-age=31536000, immutable")
+		} else {
+			w.Header().Set("Cache-Control", "no-cache")
+		}
+		files.ServeHTTP(w, r)
+	})
+}
+
+// do runs one command; see Server.Do.
+func (d *dashboard) do(ctx context.Context, args ...string) (any, error) {
+	return d.s.Do(ctx, args...)
+}
+
+// --- overview
+
+type overviewData struct {
+	Err                          string
+	Jobs, Delayed, Ready         int64
+	Reserved, Queues             int64
+	AddRate, DeliverRate, AckRate float64
+	Totals                       []counter
+	Clients, Blocked             int64
+	ClientRows                   []clientLine
+	ClientsMore                  int
+	ClientsErr                   string
+	LogOn                        bool
+	LogSize, LogBase             int64
+	LogFsync, LogRewriting       string
+	Memory, Payloads             int64
+	Uptime                       string
+	Version, Role                string
+	Lateness                     *histogram
+}
+
+type counter struct {
+	Name, Key string
+	Value     int64
+}
+
+// overviewCounters are INFO stats' job counters, in the order shown.
+var overviewCounters = []counter{
+	{Name: "added", Key: "jobs_added"}, {Name: "delivered", Key: "jobs_delivered"},
+	{Name: "redelivered", Key: "jobs_redelivered"}, {Name: "acked", Key: "jobs_acked"},
+	{Name: "nacked", Key: "jobs_nacked"}, {Name: "expired", Key: "jobs_expired"},
+	{Name: "dead-lettered", Key: "jobs_dead_lettered"}, {Name: "dropped", Key: "jobs_dropped"},
+	{Name: "cancelled", Key: "jobs_cancelled"}, {Name: "fired by schedules", Key: "jobs_fired"},
+}
+
+// maxClientRows is how many connections the overview lists.
+const maxClientRows = 20
+
+func (d *dashboard) overview(ctx context.Context, r *http.Request) (string, any) {
+	o := &overviewData{}
+	v, err := d.do(ctx, "INFO", "server", "clients", "memory", "persistence", "stats", "replication", "queues", "lateness")
+	if err != nil {
+		o.Err = err.Error()
+		return "Overview", o
+	}
+	now := time.Now()
+	in := parseInfo(v)
+	o.Jobs, o.Delayed = in.int("queues", "jobs"), in.int("queues", "delayed")
+	o.Ready, o.Reserved, o.Queues = in.int("queues", "ready"), in.int("queues", "reserved"), in.int("queues", "queues")
+	o.AddRate = d.rates.observe("jobs_added", now, in.int("stats", "jobs_added"))
+	o.DeliverRate = d.rates.observe("jobs_delivered", now, in.int("stats", "jobs_delivered"))
+	o.AckRate = d.rates.observe("jobs_acked", now, in.int("stats", "jobs_acked"))
+	for _, c := range overviewCounters {
+		if _, ok := in["stats"][c.Key]; ok {
+			c.Value = in.int("stats", c.Key)
+			o.Totals = append(o.Totals, c)
+		}
+	}
+	o.Clients, o.Blocked = in.int("clients", "connected_clients"), in.int("clients", "blocked_clients")
+	o.LogOn = in["persistence"]["aof_enabled"] == "1"
+	o.LogSize, o.LogBase = in.int("persistence", "aof_current_size"), in.int("persistence", "aof_base_size")
+	o.LogFsync = in["persistence"]["aof_fsync"]
+	if in["persistence"]["aof_rewrite_in_progress"] == "1" {
+		o.LogRewriting = "rewriting"
+	}
+	o.Memory, o.Payloads = in.int("memory", "used_memory"), in.int("memory", "used_memory_payloads")
+	o.Uptime = fmtDur(time.Duration(in.int("server", "uptime_in_seconds")) * time.Second)
+	o.Version = in["server"]["delayd_version"]
+	o.Role = in["replication"]["role"]
+	o.Lateness = parseLateness(in["lateness"])
+
+	cl, err := d.do(ctx, "CLIENT", "LIST")
+	if err != nil {
+		o.ClientsErr = err.Error()
+	}
+	for _, c := range parseClients(cl) {
+		if c["addr"] == "http" {
+			continue // the dashboard's own in-process connections
+		}
+		if len(o.ClientRows) == maxClientRows {
+			o.ClientsMore++
+			continue
+		}
+		o.ClientRows = append(o.ClientRows, c)
+	}
+	return "Overview", o
+}
+
+// --- one queue
+
+type queueData struct {
+	Key       string
+	StatsErr  string
+	Stats     []field
+	Counts    struct{ Delayed, Ready, Reserved, Total int64 }
+	Paused    bool
+	HasPaused bool // DELAY.STATS has the paused field
+	DeadLet   int64
+
+	Upcoming    []jobRow
+	UpcomingErr string
+	Ready       []jobRow
+	ReadyErr    string
+	Limit       []field
+	Schedules   [][]field
+	SchedErr    string
+	Show        int
+}
+
+type jobRow struct {
+	ID, Preview string
+	Due         int64
+}
+
+// queueShow is how many jobs of each state a queue page lists.
+const queueShow = 25
+
+func (d *dashboard) queue(ctx context.Context, r *http.Request) (string, any) {
+	key := r.URL.Query().Get("key")
+	q := &queueData{Key: key, Show: queueShow}
+	show := strconv.Itoa(queueShow)
+	if v, err := d.do(ctx, "DELAY.STATS", key); err != nil {
+		q.StatsErr = err.Error()
+	} else {
+		q.Stats = fields(v)
+		for _, f := range q.Stats {
+			switch f.Name {
+			case "delayed":
+				q.Counts.Delayed = num(f.Value)
+			case "ready":
+				q.Counts.Ready = num(f.Value)
+			case "reserved":
+				q.Counts.Reserved = num(f.Value)
+			case "dead_lettered":
+				q.DeadLet = num(f.Value)
+			case "paused":
+				q.HasPaused = true
+				q.Paused = num(f.Value) == 1 || str(f.Value) == "yes" || str(f.Value) == "true"
+			}
+		}
+		q.Counts.Total = q.Counts.Delayed + q.Counts.Ready + q.Counts.Reserved
+	}
+	if v, err := d.do(ctx, "DELAY.UPCOMING", key, show); err != nil {
+		q.UpcomingErr = err.Error()
+	} else {
+		for _, e := range list(v) {
+			if t := list(e); len(t) >= 3 {
+				q.Upcoming = append(q.Upcoming, jobRow{ID: str(t[0]), Due: num(t[1]), Preview: preview(bytesOf(t[2]))})
+			}
+		}
+	}
+	if v, err := d.do(ctx, "DELAY.PEEK", key, show); err != nil {
+		q.ReadyErr = err.Error()
+	} else {
+		for _, e := range list(v) {
+			if t := list(e); len(t) >= 2 {
+				q.Ready = append(q.Ready, jobRow{ID: str(t[0]), Preview: preview(bytesOf(t[1]))})
+			}
+		}
+	}
+	if v, err := d.do(ctx, "DELAY.LIMIT", key); err == nil {
+		q.Limit = fields(v)
+	}
+	if v, err := d.do(ctx, "DELAY.SCHEDULES", key); err != nil {
+		q.SchedErr = err.Error()
+	} else {
+		for _, e := range list(v) {
+			q.Schedules = append(q.Schedules, fields(e))
+		}
+	}
+	return "Queue " + showName(key), q
+}
+
+func list(v any) []any {
+	l, _ := v.([]any)
+	return l
+}
+
+func bytesOf(v any) []byte {
+	switch x := v.(type) {
+	case []byte:
+		return x
+	case string:
+		return []byte(x)
+	}
+	return nil
+}
+
+// --- one job
+
+type jobData struct {
+	Key, ID  string
+	Err      string
+	Found    bool
+	Fields   []jobField
+	State    string
+	Payload  payloadView
+	Full     bool
+	FullURL  string
+	RawURL   string
+	Reserved bool
+}
+
+type jobField struct {
+	Name, Text string
+	Time       int64 // a unix-ms time, shown as one
+	Link       string
+}
+
+// payloadLimit is how much of a payload a job page shows at first;
+// payloadFull how much it shows when asked for all of it (the rest is a
+// download).
+const (
+	payloadLimit = 4 << 10
+	payloadFull  = 1 << 20
+)
+
+func (d *dashboard) job(ctx context.Context, r *http.Request) (string, any) {
+	qv := r.URL.Query()
+	j := &jobData{Key: qv.Get("key"), ID: qv.Get("id"), Full: qv.Get("full") == "1"}
+	j.FullURL = jobURL(j.Key, j.ID) + "&full=1"
+	j.RawURL = strings.Replace(jobURL(j.Key, j.ID), "/job?", "/job/payload?", 1)
+	title := "Job " + showName(j.ID)
+	if j.ID == "" {
+		j.Err = "no job id given"
+		return title, j
+	}
+	v, err := d.do(ctx, "DELAY.GET", j.Key, j.ID)
+	if err != nil {
+		j.Err = err.Error()
+		return title, j
+	}
+	if v == nil {
+		return title, j
+	}
+	j.Found = true
+	for _, f := range fields(v) {
+		jf := jobField{Name: f.Name, Text: str(f.Value)}
+		switch f.Name {
+		case "payload":
+			limit := payloadLimit
+			if j.Full {
+				limit = payloadFull
+			}
+			j.Payload = viewPayload(bytesOf(f.Value), limit)
+			continue
+		case "due", "ack_deadline":
+			jf.Time = num(f.Value)
+		case "queue", "origin", "dead_letter", "deadletter":
+			if jf.Text != "" {
+				jf.Link = queueURL(jf.Text)
+			}
+		case "state":
+			j.State = jf.Text
+		}
+		jf.Text = showName(jf.Text)
+		j.Fields = append(j.Fields, jf)
+	}
+	j.Reserved = j.State == "reserved"
+	return title, j
+}
+
+// payload sends a job's payload as it is, as a download: never shown
+// inline, so a payload holding HTML cannot run as this site's page.
+func (d *dashboard) payload(w http.ResponseWriter, r *http.Request) {
+	qv := r.URL.Query()
+	v, err := d.do(r.Context(), "DELAY.GET", qv.Get("key"), qv.Get("id"))
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadGateway)
+		return
+	}
+	if v == nil {
+		http.Error(w, "no such job", http.StatusNotFound)
+		return
+	}
+	p := bytesOf(fieldMap(v)["payload"])
+	securityHeaders(w.Header())
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set("Content-Disposition", `attachment; filename="payload.bin"`)
+	w.Header().Set("Content-Length", strconv.Itoa(len(p)))
+	_, _ = w.Write(p)
+}
