@@ -160,22 +160,22 @@ func (d *dashboard) do(ctx context.Context, args ...string) (any, error) {
 // --- overview
 
 type overviewData struct {
-	Err                          string
-	Jobs, Delayed, Ready         int64
-	Reserved, Queues             int64
+	Err                           string
+	Jobs, Delayed, Ready          int64
+	Reserved, Queues              int64
 	AddRate, DeliverRate, AckRate float64
-	Totals                       []counter
-	Clients, Blocked             int64
-	ClientRows                   []clientLine
-	ClientsMore                  int
-	ClientsErr                   string
-	LogOn                        bool
-	LogSize, LogBase             int64
-	LogFsync, LogRewriting       string
-	Memory, Payloads             int64
-	Uptime                       string
-	Version, Role                string
-	Lateness                     *histogram
+	Totals                        []counter
+	Clients, Blocked              int64
+	ClientRows                    []clientLine
+	ClientsMore                   int
+	ClientsErr                    string
+	LogOn                         bool
+	LogSize, LogBase              int64
+	LogFsync, LogRewriting        string
+	Memory, Payloads              int64
+	Uptime                        string
+	Version, Role                 string
+	Lateness                      *histogram
 }
 
 type counter struct {
