@@ -204,6 +204,9 @@ func (d *dashboard) overview(ctx context.Context, r *http.Request) (string, any)
 	}
 	now := time.Now()
 	in := parseInfo(v)
+	if in["persistence"]["loading"] == "1" {
+		o.Err = "Loading: the server is replaying its log; queues and jobs show once it is done."
+	}
 	o.Jobs, o.Delayed = in.int("queues", "jobs"), in.int("queues", "delayed")
 	o.Ready, o.Reserved, o.Queues = in.int("queues", "ready"), in.int("queues", "reserved"), in.int("queues", "queues")
 	o.AddRate = d.rates.observe("jobs_added", now, in.int("stats", "jobs_added"))

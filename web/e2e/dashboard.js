@@ -1,0 +1,426 @@
+// The dashboard in a real browser. Run by e2e_test.go, which started the
+// server (DELAYD_E2E_URL) and answers "RESP <json>" lines with go-redis, so
+// what a page shows is checked against what RESP says. Exits non-zero on
+// the first failed check, and after all of them if the browser saw any
+// console error, page error or failed request.
+'use strict';
+const { chromium } = require('playwright-core');
+const readline = require('readline');
+const fs = require('fs');
+const path = require('path');
+
+const BASE = process.env.DELAYD_E2E_URL;
+const SHOTS = process.env.DELAYD_SCREENSHOTS === '1' ? process.env.DELAYD_E2E_SHOTS : '';
+const MODE = process.env.DELAYD_E2E_MODE || 'all';
+const LIVE_WITHIN = 2000; // ms: the overview follows adds and pops within this
+
+// --- talking to the Go side
+const waiting = [];
+readline.createInterface({ input: process.stdin }).on('line', (l) => waiting.shift()(JSON.parse(l)));
+function ask(prefix, payload) {
+  return new Promise((resolve, reject) => {
+    waiting.push((r) => (r.error !== undefined ? reject(new Error(`${payload}: ${r.error}`)) : resolve(r.value)));
+    process.stdout.write(prefix + ' ' + JSON.stringify(payload) + '\n');
+  });
+}
+const resp = (...args) => ask('RESP', args);
+const pipeline = (cmds) => ask('RESPN', cmds);
+const hex = (h) => ({ hex: h });
+
+function parseInfo(text) {
+  const out = {};
+  for (const line of String(text).split(/\r?\n/)) {
+    const i = line.indexOf(':');
+    if (i > 0 && !line.startsWith('#')) out[line.slice(0, i)] = line.slice(i + 1);
+  }
+  return out;
+}
+const info = async () => parseInfo(await resp('INFO'));
+
+// --- checks
+let step = '';
+function check(cond, msg) {
+  if (!cond) throw new Error(`${step}: ${msg}`);
+}
+function eq(got, want, what) {
+  check(JSON.stringify(got) === JSON.stringify(want), `${what}: page shows ${JSON.stringify(got)}, RESP says ${JSON.stringify(want)}`);
+}
+async function within(ms, what, fn) {
+  const t0 = Date.now();
+  let last;
+  for (;;) {
+    last = await fn();
+    if (last === true) return Date.now() - t0;
+    if (Date.now() - t0 > ms) throw new Error(`${step}: ${what} not within ${ms}ms (last: ${JSON.stringify(last)})`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+// --- the browser
+const problems = [];
+let nextDialog = null; // 'accept' or 'dismiss' for the next confirm()
+let lastDialog = '';
+
+function watch(page) {
+  page.on('console', (m) => { if (m.type() === 'error') problems.push(`console error on ${page.url()}: ${m.text()}`); });
+  page.on('pageerror', (e) => problems.push(`page error on ${page.url()}: ${e.message}`));
+  page.on('requestfailed', (r) => {
+    const f = r.failure() ? r.failure().errorText : '';
+    // A live update cut short by leaving the page is not a failure.
+    if (f === 'net::ERR_ABORTED') return;
+    problems.push(`request failed: ${r.method()} ${r.url()}: ${f}`);
+  });
+  page.on('response', (r) => { if (r.status() >= 400) problems.push(`HTTP ${r.status()}: ${r.request().method()} ${r.url()}`); });
+  page.on('dialog', async (d) => {
+    lastDialog = d.message();
+    if (d.type() !== 'confirm') {
+      problems.push(`unexpected ${d.type()} dialog: ${d.message()}`);
+      await d.dismiss();
+      return;
+    }
+    const how = nextDialog;
+    nextDialog = null;
+    if (how === 'accept') await d.accept();
+    else await d.dismiss();
+  });
+}
+
+async function value(loc) {
+  const v = await loc.getAttribute('value');
+  return v === null ? null : Number(v);
+}
+async function shot(page, name) {
+  if (!SHOTS) return;
+  fs.mkdirSync(SHOTS, { recursive: true });
+  await page.screenshot({ path: path.join(SHOTS, `dashboard-${name}.png`), fullPage: true });
+  console.log(`screenshot ${name}`);
+}
+async function goto(page, url) {
+  const r = await page.goto(BASE + url);
+  check(r.ok(), `GET ${url}: HTTP ${r.status()}`);
+}
+// click a button whose form asks to confirm; answer how.
+async function confirmClick(page, button, how) {
+  nextDialog = how;
+  lastDialog = '';
+  await button.click();
+  await within(2000, 'the confirm dialog', async () => lastDialog !== '' || `no dialog`);
+}
+async function toast(page, re) {
+  const t = page.locator('#toast');
+  await t.waitFor({ state: 'visible', timeout: 3000 });
+  const text = await t.textContent();
+  check(re.test(text), `toast says ${JSON.stringify(text)}, want ${re}`);
+  await t.click(); // hide it for the next one
+  return text;
+}
+const ids = (rows) => rows.map((r) => r[0]);
+
+// --- the data every page shows
+async function seed() {
+  await resp('FLUSHALL');
+  const cmds = [];
+  for (let i = 1; i <= 30; i++) cmds.push(['DELAY.ADD', 'emails', String(3600000 + i * 60000), JSON.stringify({ to: `user${i}@example.com`, template: 'welcome' })]);
+  for (let i = 1; i <= 8; i++) cmds.push(['DELAY.ADD', 'emails', '0', `send-now-${i}`]);
+  for (const q of ['billing', 'reports', 'thumbnails', 'webhooks']) {
+    for (let i = 1; i <= 4; i++) {
+      cmds.push(['DELAY.ADD', q, String(i * 600000), `${q} job ${i}`]);
+      cmds.push(['DELAY.ADD', q, '0', `${q} ready ${i}`]);
+    }
+  }
+  for (let i = 0; i < 120; i++) cmds.push(['DELAY.ADD', `page-${String(i).padStart(3, '0')}`, String(86400000), `p${i}`]);
+  for (let i = 0; i < 12; i++) cmds.push(['DELAY.ADD', 'busiest', '0', `b${i}`]);
+  // Dead-lettered jobs: one delivery each, an ack timeout of 50ms.
+  for (let i = 1; i <= 4; i++) cmds.push(['DELAY.ADD', 'orders', '0', `order ${i}`, 'ID', `order-${i}`, 'RETRY', '0', 'ACKTIMEOUT', '50', 'DEADLETTER', 'orders-dead']);
+  // A job a worker holds, then jobs whose payloads test the job page.
+  cmds.push(['DELAY.ADD', 'show', '0', 'being worked on', 'ID', 'held', 'ACKTIMEOUT', '600000']);
+  await pipeline(cmds);
+  const held = await resp('DELAY.POP', 'show', '1');
+  check(held && held.includes('held'), `DELAY.POP show: ${JSON.stringify(held)}`);
+  await pipeline([
+    ['DELAY.ADD', 'show', '0', '<script>alert("xss")</script><img src=x onerror=alert(2)> & "quotes"', 'ID', 'xss'],
+    ['DELAY.ADD', 'show', '0', hex('000102ff68656c6c6f89504e470d0a1a0a'), 'ID', 'binary'],
+    ['DELAY.ADD', 'show', '0', 'x'.repeat(10000) + 'THE-END', 'ID', 'big'],
+  ]);
+  for (let i = 1; i <= 4; i++) await resp('DELAY.POP', 'orders', '1');
+  await within(3000, 'four jobs dead-lettered into orders-dead', async () => {
+    const s = await resp('DELAY.STATS', 'orders-dead');
+    return s.ready === 4 || s;
+  });
+}
+
+async function overview(page) {
+  step = 'overview';
+  await goto(page, '/');
+  const i = await info();
+  for (const k of ['jobs', 'delayed', 'ready', 'reserved', 'queues']) {
+    eq(await value(page.locator(`#ov-jobs data[data-k=${k}]`)), Number(i[k]), k);
+  }
+  eq(await value(page.locator('data[data-k=jobs_added]')), Number(i.jobs_added), 'jobs added');
+  check(await page.locator('#ov-clients').getByText('e2e-go').count() > 0, 'the clients table lists the go-redis connection (e2e-go)');
+  const lat = page.locator('#ov-lateness');
+  if ((await resp('INFO', 'lateness')).includes('# Lateness')) {
+    check(await lat.isVisible(), 'INFO has a lateness section: the histogram shows');
+    check(await lat.locator('meter').count() > 0, 'the histogram has bars');
+  } else {
+    check(!(await lat.isVisible()), 'INFO has no lateness section: no histogram');
+  }
+  await page.waitForTimeout(1200); // a rate needs two samples
+  await shot(page, 'overview');
+
+  step = 'overview follows adds and pops';
+  const ready = page.locator('#ov-jobs data[data-k=ready]');
+  const jobs = page.locator('#ov-jobs data[data-k=jobs]');
+  const before = Number((await info()).ready);
+  await pipeline(Array.from({ length: 5 }, (_, n) => ['DELAY.ADD', 'live', '0', `live ${n}`]));
+  const want = Number((await info()).ready);
+  check(want === before + 5, `RESP ready went from ${before} to ${want}, want +5`);
+  const tAdd = await within(LIVE_WITHIN, 'ready count after 5 adds', async () => (await value(ready)) === want || (await value(ready)));
+  eq(await value(jobs), Number((await info()).jobs), 'jobs after adds');
+  await resp('LPOP', 'live', '5');
+  const after = Number((await info()).ready);
+  const tPop = await within(LIVE_WITHIN, 'ready count after 5 pops', async () => (await value(ready)) === after || (await value(ready)));
+  console.log(`live: adds shown after ${tAdd}ms, pops after ${tPop}ms`);
+  await within(LIVE_WITHIN, 'adds/s shows a number', async () => /^[0-9.,]+$/.test(await page.locator('[data-k=add_rate]').textContent()) || 'no rate');
+}
+
+async function queues(page) {
+  step = 'queues';
+  await goto(page, '/queues');
+  const all = (await resp('KEYS', '*')).sort();
+  eq(await value(page.locator('data[data-k=queue_count]')), all.length, 'queue count');
+  const names = await page.locator('tbody tr[data-queue]').evaluateAll((rows) => rows.map((r) => r.dataset.queue));
+  eq(names, all.slice(0, 50), 'page 1, by name');
+  const stats = await pipeline(names.map((n) => ['DELAY.STATS', n]));
+  for (const [n, name] of names.entries()) {
+    const row = page.locator(`tbody tr[data-queue="${name}"]`);
+    for (const k of ['delayed', 'ready', 'reserved']) eq(await value(row.locator(`data[data-k=${k}]`)), stats[n][k], `${name} ${k}`);
+  }
+  await shot(page, 'queues');
+
+  step = 'queues sorted by ready';
+  await page.locator('th a[data-sort=ready]').click();
+  await page.waitForURL(/sort=ready/);
+  const readies = await page.locator('tbody data[data-k=ready]').evaluateAll((ds) => ds.map((d) => Number(d.value)));
+  check(readies.length === 50, `50 rows, got ${readies.length}`);
+  check(readies.every((v, i) => i === 0 || readies[i - 1] >= v), `ready counts not descending: ${readies}`);
+  const top = await page.locator('tbody tr[data-queue]').first().getAttribute('data-queue');
+  const topStats = await resp('DELAY.STATS', top);
+  eq(readies[0], topStats.ready, `${top} ready`);
+  const most = Math.max(...(await pipeline(all.map((n) => ['DELAY.STATS', n]))).map((s) => s.ready));
+  eq(readies[0], most, 'the most ready jobs of any queue');
+
+  step = 'queues: next page';
+  await page.locator('a[rel=next]').click();
+  await page.waitForURL(/page=2/);
+  check(await page.locator('.pager').getByText('page 2 of').count() === 1, 'on page 2');
+
+  step = 'queues: filter';
+  await goto(page, '/queues');
+  await page.locator('#match').fill('page-1*');
+  await page.locator('form.filter button').click();
+  await page.waitForURL(/match=page-1/);
+  eq(await value(page.locator('data[data-k=queue_count]')), (await resp('KEYS', 'page-1*')).length, 'queues matching page-1*');
+}
+
+async function queuePage(page) {
+  step = 'queue page';
+  await goto(page, '/queue?key=emails');
+  const s = await resp('DELAY.STATS', 'emails');
+  for (const k of ['delayed', 'ready', 'reserved']) eq(await value(page.locator(`#q-head data[data-k=${k}]`)), s[k], k);
+  const up = await resp('DELAY.UPCOMING', 'emails', '25');
+  eq(await page.locator('#q-upcoming tbody tr').evaluateAll((rs) => rs.map((r) => r.dataset.id)), ids(up), 'next delayed jobs, by due time');
+  const dues = await page.locator('#q-upcoming time').evaluateAll((ts) => ts.map((t) => Number(t.dataset.ms)));
+  eq(dues, up.map((u) => Number(u[1])), 'their due times');
+  const peek = await resp('DELAY.PEEK', 'emails', '25');
+  eq(await page.locator('#q-ready tbody tr').evaluateAll((rs) => rs.map((r) => r.dataset.id)), ids(peek), 'ready jobs');
+  await shot(page, 'queue');
+
+  step = 'queue page: reserved job';
+  await goto(page, '/queue?key=show');
+  eq(await value(page.locator('#q-head data[data-k=reserved]')), 1, 'reserved');
+  await page.locator('#jobid').fill('held');
+  await page.locator('#q-reserved button').click();
+  await page.waitForURL(/\/job\?/);
+  const held = await resp('DELAY.GET', 'show', 'held');
+  eq(await page.locator('[data-field=state]').textContent(), 'reserved', 'state');
+  eq(Number(await page.locator('[data-field=ack_deadline] time').getAttribute('data-ms')), Number(held.ack_deadline), 'ack deadline');
+}
+
+async function jobPage(page) {
+  step = 'job page: text that looks like HTML';
+  await goto(page, '/job?key=show&id=xss');
+  const j = await resp('DELAY.GET', 'show', 'xss');
+  eq(await page.locator('pre[data-k=payload]').textContent(), j.payload, 'payload text');
+  eq(await page.locator('main script, main img').count(), 0, 'elements made from the payload');
+  eq(await page.locator('[data-field=state]').textContent(), j.state, 'state');
+  eq(Number(await page.locator('[data-field=due] time').getAttribute('data-ms')), Number(j.due), 'due');
+  eq(await page.locator('[data-field=deliveries]').textContent(), String(j.deliveries), 'deliveries');
+  await shot(page, 'job');
+
+  step = 'job page: binary payload';
+  await goto(page, '/job?key=show&id=binary');
+  const dump = await page.locator('pre[data-k=payload]').textContent();
+  check(dump.includes('00 01 02 ff 68 65 6c 6c') && dump.includes('|....hello.PNG'), `hex dump: ${dump}`);
+
+  step = 'job page: a long payload, cut';
+  await goto(page, '/job?key=show&id=big');
+  const cut = await page.locator('pre[data-k=payload]').textContent();
+  check(cut.length === 4096 && !cut.includes('THE-END'), `first view shows ${cut.length} chars`);
+  await page.locator('a[data-k=more]').click();
+  await page.waitForURL(/full=1/);
+  const whole = await page.locator('pre[data-k=payload]').textContent();
+  eq(whole, (await resp('DELAY.GET', 'show', 'big')).payload, 'the whole payload');
+}
+
+async function actions(page) {
+  step = 'cancel, dismissed';
+  await goto(page, '/queue?key=emails');
+  const first = (await resp('DELAY.PEEK', 'emails', '1'))[0][0];
+  const row = page.locator(`#q-ready tr[data-id="${first}"]`);
+  await confirmClick(page, row.locator('form[data-op=cancel] button'), 'dismiss');
+  check(lastDialog.includes(first), `the dialog names the job: ${lastDialog}`);
+  await page.waitForTimeout(300);
+  check((await resp('DELAY.GET', 'emails', first)) !== null, 'a dismissed cancel removed the job');
+
+  step = 'cancel';
+  await confirmClick(page, row.locator('form[data-op=cancel] button'), 'accept');
+  await toast(page, /Cancelled job/);
+  eq(await resp('DELAY.GET', 'emails', first), null, 'DELAY.GET after cancel');
+  await within(LIVE_WITHIN, 'the cancelled row goes', async () => (await row.count()) === 0 || 'still there');
+  eq(await value(page.locator('#q-head data[data-k=ready]')), (await resp('DELAY.STATS', 'emails')).ready, 'ready after cancel');
+
+  step = 'cancel from the job page';
+  await goto(page, '/job?key=webhooks&id=' + encodeURIComponent((await resp('DELAY.PEEK', 'webhooks', '1'))[0][0]));
+  const wid = new URL(page.url()).searchParams.get('id');
+  await confirmClick(page, page.locator('#job-fields form[data-op=cancel] button'), 'accept');
+  await toast(page, /Cancelled job/);
+  eq(await resp('DELAY.GET', 'webhooks', wid), null, 'DELAY.GET after cancel');
+  await page.locator('[data-k=gone]').waitFor({ timeout: LIVE_WITHIN });
+
+  step = 'pause';
+  await goto(page, '/queue?key=billing');
+  await confirmClick(page, page.locator('form[data-op=pause] button'), 'accept');
+  await toast(page, /Paused queue billing/);
+  eq((await resp('DELAY.STATS', 'billing')).paused, 1, 'DELAY.STATS paused');
+  eq(await resp('DELAY.POP', 'billing', '0.1'), null, 'DELAY.POP of a paused queue');
+  await page.locator('#q-head [data-k=paused]').waitFor({ timeout: LIVE_WITHIN });
+  await goto(page, '/queues?match=billing');
+  check(await page.locator('tr[data-queue=billing] [data-k=paused]').count() === 1, 'the queue list marks it paused');
+  await goto(page, '/queue?key=billing');
+  await shot(page, 'paused');
+
+  step = 'resume';
+  await confirmClick(page, page.locator('form[data-op=resume] button'), 'accept');
+  await toast(page, /Resumed queue billing/);
+  eq((await resp('DELAY.STATS', 'billing')).paused, 0, 'DELAY.STATS paused');
+  check((await resp('DELAY.POP', 'billing', '0.1')) !== null, 'DELAY.POP of a resumed queue takes a job');
+  await page.locator('#q-head [data-k=running]').waitFor({ timeout: LIVE_WITHIN });
+
+  step = 'requeue one dead-lettered job';
+  await goto(page, '/queue?key=orders-dead');
+  const dead = ids(await resp('DELAY.PEEK', 'orders-dead', '10'));
+  eq(dead.length, 4, 'dead-lettered jobs');
+  const before = (await resp('DELAY.STATS', 'orders')).ready;
+  await confirmClick(page, page.locator(`#q-ready tr[data-id="${dead[0]}"] form[data-op=requeue] button`), 'accept');
+  await toast(page, /Requeued job/);
+  const back = await resp('DELAY.GET', 'orders', dead[0]);
+  check(back && back.state === 'ready', `DELAY.GET orders ${dead[0]}: ${JSON.stringify(back)}`);
+  eq((await resp('DELAY.STATS', 'orders')).ready, before + 1, 'orders ready');
+  eq((await resp('DELAY.STATS', 'orders-dead')).ready, 3, 'orders-dead ready');
+  await within(LIVE_WITHIN, 'the page follows', async () => (await value(page.locator('#q-head data[data-k=ready]'))) === 3 || 'not yet');
+
+  step = 'requeue all';
+  await confirmClick(page, page.locator('#q-head form[data-op=requeue-all] button'), 'accept');
+  await toast(page, /Requeued 3 job/);
+  eq((await resp('DELAY.STATS', 'orders-dead')).ready, 0, 'orders-dead ready');
+  eq((await resp('DELAY.STATS', 'orders')).ready, before + 4, 'orders ready');
+
+  step = 'requeue a job that was not dead-lettered';
+  await goto(page, '/queue?key=reports');
+  const rid = (await resp('DELAY.PEEK', 'reports', '1'))[0][0];
+  await confirmClick(page, page.locator(`#q-ready tr[data-id="${rid}"] form[data-op=requeue] button`), 'accept');
+  await toast(page, /not requeued/);
+  eq((await resp('DELAY.GET', 'reports', rid)).state, 'ready', 'the job stays');
+}
+
+async function phone(browser) {
+  step = 'phone';
+  const ctx = await browser.newContext({ viewport: { width: 390, height: 844 }, deviceScaleFactor: 2, isMobile: true, hasTouch: true });
+  const page = await ctx.newPage();
+  watch(page);
+  for (const url of ['/', '/queues', '/queue?key=emails', '/job?key=show&id=xss']) {
+    await goto(page, url);
+    const over = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+    check(over <= 0, `${url} is ${over}px wider than the phone's screen`);
+  }
+  await goto(page, '/');
+  await shot(page, 'phone');
+  await ctx.close();
+}
+
+// big: the first page's weight and load time, in a fresh browser each time.
+async function big(browser) {
+  const measure = async (url) => {
+    const ctx = await browser.newContext();
+    const page = await ctx.newPage();
+    watch(page);
+    let bytes = 0;
+    page.on('response', async (r) => {
+      try { bytes += (await r.body()).length; } catch (_) { /* redirects have none */ }
+    });
+    await goto(page, url);
+    await page.waitForLoadState('load');
+    const nav = await page.evaluate(() => performance.getEntriesByType('navigation')[0].toJSON());
+    await page.waitForTimeout(100);
+    await ctx.close();
+    return { ms: Math.round(nav.loadEventEnd - nav.startTime), ttfb: Math.round(nav.responseStart - nav.startTime), bytes };
+  };
+  const i = await info();
+  console.log(`big: ${i.jobs} jobs in ${i.queues} queues`);
+  for (const url of ['/', '/queues', '/queues?sort=total', '/queue?key=queue-00042']) {
+    const runs = [];
+    for (let n = 0; n < 5; n++) runs.push(await measure(url));
+    runs.sort((a, b) => a.ms - b.ms);
+    const med = runs[2];
+    console.log(`METRIC ${url}: load ${med.ms}ms (first byte ${med.ttfb}ms), ${med.bytes} bytes; all loads ${runs.map((r) => r.ms).join(',')}ms`);
+    if (url === '/') {
+      check(med.bytes < 200 * 1024, `the first page weighs ${med.bytes} bytes`);
+      check(med.ms < 300, `the first page loads in ${med.ms}ms`);
+    }
+  }
+}
+
+(async () => {
+  const browser = await chromium.launch({ executablePath: process.env.DELAYD_E2E_CHROMIUM || '/usr/bin/chromium', args: ['--no-sandbox'] });
+  let failed = false;
+  try {
+    if (MODE === 'big') {
+      step = 'big';
+      await big(browser);
+    } else {
+      const t0 = Date.now();
+      await seed();
+      const ctx = await browser.newContext({ viewport: { width: 1200, height: 800 } });
+      const page = await ctx.newPage();
+      watch(page);
+      await overview(page);
+      await queues(page);
+      await queuePage(page);
+      await jobPage(page);
+      await actions(page);
+      await ctx.close();
+      await phone(browser);
+      console.log(`every page and action checked in ${Date.now() - t0}ms`);
+    }
+  } catch (e) {
+    failed = true;
+    console.log(`FAIL ${e.stack || e}`);
+  }
+  await browser.close();
+  if (problems.length) {
+    failed = true;
+    for (const p of problems) console.log(`FAIL ${p}`);
+  }
+  process.exit(failed ? 1 : 0);
+})();
