@@ -350,4 +350,3 @@ func TestViewHelpers(t *testing.T) {
 		t.Errorf("binary preview: %q", p)
 	}
 }
-
