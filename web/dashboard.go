@@ -52,6 +52,14 @@ func (s *Server) dashboardRoutes() {
 	s.mux.HandleFunc("GET /job/payload", d.payload)
 	s.mux.Handle("POST /action", http.NewCrossOriginProtection().Handler(http.HandlerFunc(d.action)))
 	s.mux.Handle("GET /ui/", d.assets())
+	// Browsers ask for /favicon.ico whatever the page says; the icon is an
+	// SVG, which they take from there too.
+	s.mux.HandleFunc("GET /favicon.ico", func(w http.ResponseWriter, r *http.Request) {
+		b, _ := uiFiles.ReadFile("ui/icon.svg")
+		w.Header().Set("Content-Type", "image/svg+xml")
+		w.Header().Set("Cache-Control", "public, max-age=86400")
+		_, _ = w.Write(b)
+	})
 }
 
 func newDashboard(s *Server) *dashboard {
