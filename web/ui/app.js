@@ -54,7 +54,11 @@
       var h = fresh.outerHTML;
       if (!cur || seen[fresh.id] === h) return;
       seen[fresh.id] = h;
+      // What the reader opened stays open.
+      var open = {};
+      cur.querySelectorAll('details[id]').forEach(function (d) { open[d.id] = d.open; });
       cur.replaceWith(fresh);
+      fresh.querySelectorAll('details[id]').forEach(function (d) { if (open[d.id]) d.open = true; });
       tick(fresh);
     });
   }
