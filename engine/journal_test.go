@@ -378,15 +378,7 @@ func TestRewriteUnderWritesKeepsState(t *testing.T) {
 			t.Fatalf("second rewrite: %v", err)
 		}
 		churn(t, e, rng, 300, &ids) // writes go on while it runs
-		for {
-			e.mu.Lock()
-			running := e.j.rewriting
-			e.mu.Unlock()
-			if !running {
-				break
-			}
-			sleep(time.Millisecond)
-		}
+		waitRewrite(e)
 		churn(t, e, rng, 300, &ids)
 		before := dump(e)
 		if _, base := logSize(); base >= sizeBefore {
