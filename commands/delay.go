@@ -222,6 +222,12 @@ func cmdGet(d *Dispatcher, c *Client, args [][]byte) {
 	if j.AckDeadline != 0 {
 		n++
 	}
+	if j.Group != nil {
+		n++
+	}
+	if j.Priority != 0 {
+		n++
+	}
 	w := c.W
 	w.Map(n)
 	w.BulkString("id")
@@ -239,6 +245,14 @@ func cmdGet(d *Dispatcher, c *Client, args [][]byte) {
 	if j.AckDeadline != 0 {
 		w.BulkString("ack_deadline")
 		w.Int(j.AckDeadline)
+	}
+	if j.Group != nil {
+		w.BulkString("group")
+		w.Bulk(j.Group)
+	}
+	if j.Priority != 0 {
+		w.BulkString("priority")
+		w.Int(int64(j.Priority))
 	}
 }
 

@@ -11,6 +11,8 @@ type JobInfo struct {
 	Due                int64
 	Deliveries         uint32
 	AckDeadline        int64 // 0 unless reserved
+	Group              []byte // nil: the queue's default group
+	Priority           uint8
 }
 
 // Get returns a job's fields. O(1).
@@ -36,6 +38,10 @@ func (e *Engine) Get(queueName, id []byte) (JobInfo, bool) {
 	}
 	if j.state == stateReserved {
 		info.AckDeadline, _ = e.wheel.Due(s)
+	}
+	if j.lane != 0 {
+		g, p := e.laneOf(s)
+		info.Group, info.Priority = append([]byte(nil), g...), p
 	}
 	return info, true
 }
