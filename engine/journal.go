@@ -90,7 +90,7 @@ type journal struct {
 	replayed      int
 	rewrites      uint64 // finished since start
 	fsyncs        hist   // syncLog's durations, µs (metrics.go)
-	size          int64 // the log's size after the last write; read without wmu, which comes before mu
+	size          int64  // the log's size after the last write; read without wmu, which comes before mu
 }
 
 // openLog replays the log into the engine and opens it for appending,
