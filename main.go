@@ -362,8 +362,9 @@ func newLogger(cfg config, out io.Writer) zerolog.Logger {
 			}
 		}
 	}
+	setDurationFormat(format) // logging.go
 	if format == "console" {
-		out = zerolog.ConsoleWriter{Out: out, TimeFormat: time.RFC3339}
+		out = zerolog.ConsoleWriter{Out: out, TimeFormat: time.RFC3339, FormatPrepare: roundDurations}
 	}
 	return zerolog.New(out).Level(level).With().Timestamp().Logger()
 }

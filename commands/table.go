@@ -51,6 +51,7 @@ type Command struct {
 	Complexity string
 	Args       []Arg
 	Handler    func(d *Dispatcher, c *Client, args [][]byte)
+	stat       int // its place in a dispatcher's command counters (metrics.go)
 
 	keyOptions bool // an option takes a key (route.go)
 	// keys finds the keys of a command whose keys move (DELAY.MPOP's
@@ -193,7 +194,7 @@ var table = []*Command{
 		Args:       []Arg{key("key"), str("id")},
 		Handler:    cmdGet},
 	{Name: "delay.stats", Arity: 2, Flags: ReadOnly | Fast, FirstKey: 1, LastKey: 1, Step: 1, Group: "delay", Since: "0.1.0",
-		Summary:    "Counts a queue's delayed, ready and reserved jobs, and its deliveries, redeliveries, acks, nacks, expired and dead-lettered jobs.",
+		Summary:    "Counts a queue's delayed, ready and reserved jobs, and its adds, deliveries, redeliveries, acks, nacks, expired and dead-lettered jobs.",
 		Complexity: "O(1)",
 		Args:       []Arg{key("key")},
 		Handler:    cmdStats},

@@ -152,7 +152,8 @@ func (e *Engine) reserved(queueName, id []byte) (uint32, bool) {
 func (e *Engine) Ack(queueName []byte, ids [][]byte) (int, uint64, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if _, err := e.beginWrite(); err != nil {
+	now, err := e.beginWrite()
+	if err != nil {
 		return 0, 0, err
 	}
 	var ticket uint64
@@ -160,6 +161,7 @@ func (e *Engine) Ack(queueName []byte, ids [][]byte) (int, uint64, error) {
 	for _, id := range ids {
 		if s, ok := e.reserved(queueName, id); ok {
 			e.queues[e.jobs.at(s).queue].acks++
+			e.observeAck(s, now)
 			r := e.recFor(opCancel, s)
 			ticket = e.logRec(&r)
 			e.remove(s)

@@ -102,7 +102,14 @@ func (e *Engine) Add(a AddArgs) (AddResult, error) {
 	// Logged before it is applied: if a waiter takes the job at once, its
 	// pop must follow the add in the log.
 	res := AddResult{Added: true, Ticket: e.logRec(&r)}
-	e.put(&r, a.ID == nil)
+	// put, counting the add before a waiter can take the job (and the
+	// queue go with it).
+	qi, ready := e.place(&r, a.ID == nil)
+	e.queues[qi].added++
+	if ready {
+		e.serve(qi)
+	}
+	e.serveFreed()
 	if r.id != nil {
 		res.ID = append([]byte(nil), r.id...)
 	} else {

@@ -160,7 +160,7 @@ type queue struct {
 	limit                    *limit // non-nil while the name has a DELAY.LIMIT (limit.go)
 	bytes                    int64  // arena bytes of its jobs' ids and payloads (MEMORY USAGE)
 	// Counters for DELAY.STATS; like the queue, they go when it empties.
-	deliveries, redeliveries, acks, nacks, expired, deadLettered uint64
+	added, deliveries, redeliveries, acks, nacks, expired, deadLettered uint64
 }
 
 // Engine owns every job and queue. See the package doc for the locking story.
@@ -238,6 +238,7 @@ type core struct {
 	sidLike bool
 	closed  bool
 	stats   Stats
+	met     metrics // lateness and ack-time histograms (metrics.go)
 	// inTx is set while Atomic runs: records go to the unit, and queues
 	// whose waiters a write would serve wait in txServe until it ends.
 	inTx    bool

@@ -88,7 +88,9 @@ type journal struct {
 	rewriteTook   time.Duration
 	rewriteErr    error
 	replayed      int
-	size          int64 // the log's size after the last write; read without wmu, which comes before mu
+	rewrites      uint64 // finished since start
+	fsyncs        hist   // syncLog's durations, µs (metrics.go)
+	size          int64  // the log's size after the last write; read without wmu, which comes before mu
 }
 
 // openLog replays the log into the engine and opens it for appending,
@@ -397,6 +399,7 @@ func (e *Engine) syncLog() error {
 		e.opts.Logger.Warn().Dur("took", took).Str("file", j.path).Msg("slow fsync")
 	}
 	j.dmu.Lock()
+	j.fsyncs.observe(fsyncBoundsUs[:], took.Microseconds())
 	if err == nil {
 		j.lastFsync, j.lastFsyncTook = time.Now(), took
 	} else {
@@ -703,6 +706,9 @@ func (e *Engine) Rewrite() error {
 		}()
 		j.dmu.Lock()
 		j.lastRewrite, j.rewriteTook, j.rewriteErr = time.Now(), time.Since(started), err
+		if err == nil {
+			j.rewrites++
+		}
 		j.dmu.Unlock()
 		if err != nil {
 			e.mu.Lock()

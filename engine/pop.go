@@ -135,6 +135,7 @@ func (e *Engine) take(s uint32, plain bool) Delivery {
 		e.stats.Redelivered++
 		q.redeliveries++
 	}
+	e.observeLateness(j)
 	d := Delivery{
 		Queue:      []byte(e.queues[j.queue].name),
 		ID:         append([]byte(nil), e.idOf(j, &buf)...),

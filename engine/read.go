@@ -51,7 +51,7 @@ func (e *Engine) Get(queueName, id []byte) (JobInfo, bool) {
 type QueueStats struct {
 	Delayed, Ready, Reserved int
 
-	Deliveries, Redeliveries, Acks, Nacks, Expired, DeadLettered uint64
+	Added, Deliveries, Redeliveries, Acks, Nacks, Expired, DeadLettered uint64
 }
 
 // QueueStats returns the counts of one queue (zeros when it does not exist).
@@ -62,10 +62,7 @@ func (e *Engine) QueueStats(queueName []byte) QueueStats {
 	if !ok {
 		return QueueStats{}
 	}
-	q := &e.queues[qi]
-	return QueueStats{Delayed: q.delayed, Ready: q.ready, Reserved: q.reserved,
-		Deliveries: q.deliveries, Redeliveries: q.redeliveries, Acks: q.acks, Nacks: q.nacks,
-		Expired: q.expired, DeadLettered: q.deadLettered}
+	return e.queues[qi].stats()
 }
 
 // Pair is an id and a payload.
