@@ -44,6 +44,7 @@ func (e *Engine) Get(queueName, id []byte) (JobInfo, bool) {
 // the queue existed.
 type QueueStats struct {
 	Delayed, Ready, Reserved int
+	Paused                   bool // DELAY.PAUSE: a name's, so also when the queue is empty
 
 	Deliveries, Redeliveries, Acks, Nacks, Expired, DeadLettered uint64
 }
@@ -54,10 +55,10 @@ func (e *Engine) QueueStats(queueName []byte) QueueStats {
 	defer e.mu.Unlock()
 	qi, ok := e.queueFor(queueName, false)
 	if !ok {
-		return QueueStats{}
+		return QueueStats{Paused: e.pausedLocked(queueName)}
 	}
 	q := &e.queues[qi]
-	return QueueStats{Delayed: q.delayed, Ready: q.ready, Reserved: q.reserved,
+	return QueueStats{Delayed: q.delayed, Ready: q.ready, Reserved: q.reserved, Paused: e.pausedLocked(queueName),
 		Deliveries: q.deliveries, Redeliveries: q.redeliveries, Acks: q.acks, Nacks: q.nacks,
 		Expired: q.expired, DeadLettered: q.deadLettered}
 }
