@@ -53,10 +53,10 @@ func TestEarliest(t *testing.T) {
 			}
 			for _, n := range []int{1, 3, 10, 1000} {
 				exp := want[:min(n, len(want))]
-				if got := w.Earliest(nil, n, -1, keep); !slices.Equal(got, exp) {
+				if got, ok := w.Earliest(nil, n, -1, 0, keep); !ok || !slices.Equal(got, exp) {
 					t.Fatalf("step %d tick %d n %d: got %v want %v", step, tick, n, got, exp)
 				}
-				if got := w.Earliest([]uint32{7}, n, len(want), keep); !slices.Equal(got, append([]uint32{7}, exp...)) {
+				if got, ok := w.Earliest([]uint32{7}, n, len(want), 0, keep); !ok || !slices.Equal(got, append([]uint32{7}, exp...)) {
 					t.Fatalf("step %d tick %d n %d with of: got %v want %v", step, tick, n, got, exp)
 				}
 			}
@@ -66,14 +66,36 @@ func TestEarliest(t *testing.T) {
 
 func TestEarliestEmpty(t *testing.T) {
 	w := New(1, 0)
-	if got := w.Earliest(nil, 5, -1, func(uint32) bool { return true }); len(got) != 0 {
+	all := func(uint32) bool { return true }
+	if got, ok := w.Earliest(nil, 5, -1, 0, all); !ok || len(got) != 0 {
 		t.Fatalf("empty wheel: %v", got)
 	}
 	w.Add(1, 10, 1)
-	if got := w.Earliest(nil, 0, -1, func(uint32) bool { return true }); len(got) != 0 {
+	if got, ok := w.Earliest(nil, 0, -1, 0, all); !ok || len(got) != 0 {
 		t.Fatalf("n 0: %v", got)
 	}
-	if got := w.Earliest(nil, 5, -1, func(uint32) bool { return false }); len(got) != 0 {
+	if got, ok := w.Earliest(nil, 5, -1, 0, func(uint32) bool { return false }); !ok || len(got) != 0 {
 		t.Fatalf("none kept: %v", got)
 	}
 }
+
+// TestEarliestBudget: past its budget of handles visited the walk gives
+// up, and within it answers.
+func TestEarliestBudget(t *testing.T) {
+	w := New(1, 0)
+	for h := range uint32(100) {
+		w.Add(h, int64(1+h), uint64(h))
+	}
+	last := func(h uint32) bool { return h == 99 }
+	if got, ok := w.Earliest([]uint32{5}, 1, -1, 50, last); ok || !slices.Equal(got, []uint32{5}) {
+		t.Fatalf("over budget: %v %v", got, ok)
+	}
+	if got, ok := w.Earliest(nil, 1, -1, 100, last); !ok || !slices.Equal(got, []uint32{99}) {
+		t.Fatalf("within budget: %v %v", got, ok)
+	}
+	if got, ok := w.Earliest(nil, 3, -1, 3, all(true)); !ok || !slices.Equal(got, []uint32{0, 1, 2}) {
+		t.Fatalf("the first 3 within a budget of 3: %v %v", got, ok)
+	}
+}
+
+func all(v bool) func(uint32) bool { return func(uint32) bool { return v } }
