@@ -251,7 +251,7 @@ func TestOpsPauseSurvivesRestartRewriteAndFlush(t *testing.T) {
 		if err := e.Rewrite(); err != nil {
 			t.Fatal(err)
 		}
-		settle(e)
+		opsWaitRewrite(e)
 		if n := countOps(t, fs, opPause); n != 2 {
 			t.Fatalf("the rewritten log holds %d pause records, want 2", n)
 		}
@@ -500,7 +500,7 @@ func TestOpsRequeueIsOneRecordAndSurvives(t *testing.T) {
 		if err := e.Rewrite(); err != nil {
 			t.Fatal(err)
 		}
-		settle(e)
+		opsWaitRewrite(e)
 		restart("after a rewrite")
 		adds := countOps(t, fs, opAdd)
 		requeueOK(t, e, "dlq", "", "", 2)
@@ -514,7 +514,7 @@ func TestOpsRequeueIsOneRecordAndSurvives(t *testing.T) {
 		if err := e.Rewrite(); err != nil {
 			t.Fatal(err)
 		}
-		settle(e)
+		opsWaitRewrite(e)
 		restart("after requeue and a rewrite")
 		if st := e.QueueStats(b("a")); st.Ready != 2 {
 			t.Fatalf("a: %+v", st)
@@ -624,7 +624,7 @@ func TestOpsChurnRestartsAndRewrites(t *testing.T) {
 					t.Fatal(err)
 				}
 				opsChurn(t, e, rng, 50) // writes while it runs
-				settle(e)
+				opsWaitRewrite(e)
 			}
 			before := dump(e)
 			sawOrigin = sawOrigin || strings.Contains(before, "<o")
@@ -678,4 +678,17 @@ func TestOpsChurnFollowersAndSnapshot(t *testing.T) {
 			t.Fatalf("the restored state differs:\n%s", diffLines(want, got))
 		}
 	})
+}
+
+// opsWaitRewrite waits for a background rewrite to finish.
+func opsWaitRewrite(e *Engine) {
+	for {
+		e.mu.Lock()
+		running := e.j.rewriting
+		e.mu.Unlock()
+		if !running {
+			return
+		}
+		sleep(time.Millisecond)
+	}
 }
