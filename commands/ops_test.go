@@ -10,9 +10,6 @@ import (
 func TestOpsCommands(t *testing.T) {
 	n := newNode(t, nil)
 	c := n.client()
-	stats := func(paused string) string {
-		return "*20 $delayed :0 $ready :1 $reserved :0 $deliveries :0 $redeliveries :0 $acks :0 $nacks :0 $expired :0 $dead_lettered :0 $paused :" + paused
-	}
 	for _, tc := range []struct {
 		cmd  string
 		want string
@@ -35,18 +32,20 @@ func TestOpsCommands(t *testing.T) {
 		{"DELAY.PAUSE", "-ERR wrong number of arguments for 'delay.pause' command"},
 		{"DELAY.PAUSE q x", "-ERR wrong number of arguments for 'delay.pause' command"},
 		{"DELAY.RESUME", "-ERR wrong number of arguments for 'delay.resume' command"},
-		{"DELAY.STATS p", "*20 $delayed :0 $ready :0 $reserved :0 $deliveries :0 $redeliveries :0 $acks :0 $nacks :0 $expired :0 $dead_lettered :0 $paused :0"},
+		// paused is DELAY.STATS's last field, also for a name with no job.
+		{"DELAY.STATS p", "…$dead_lettered :0 $paused :0"},
 		{"DELAY.PAUSE p", "+OK"},
 		{"DELAY.PAUSE p", "+OK"},
-		{"DELAY.STATS p", "*20 $delayed :0 $ready :0 $reserved :0 $deliveries :0 $redeliveries :0 $acks :0 $nacks :0 $expired :0 $dead_lettered :0 $paused :1"},
+		{"DELAY.STATS p", "…$dead_lettered :0 $paused :1"},
 		{"RPUSH p x", ":1"},
 		{"LPOP p", "_"},
 		{"LMOVE p o LEFT RIGHT", "_"},
-		{"DELAY.STATS p", stats("1")},
+		{"LLEN p", ":1"},
+		{"DELAY.STATS p", "…$paused :1"},
 		{"DELAY.LIMIT p", "_"}, // a pause is no limit
 		{"DELAY.RESUME p", "+OK"},
 		{"DELAY.RESUME p", "+OK"},
-		{"DELAY.STATS p", stats("0")},
+		{"DELAY.STATS p", "…$paused :0"},
 		{"LPOP p", "$x"},
 
 		{"DELAY.REQUEUE dlq", "-ERR wrong number of arguments for 'delay.requeue' command"},
@@ -81,8 +80,10 @@ func TestOpsCommands(t *testing.T) {
 		{"COMMAND GETKEYS DELAY.REQUEUE dlq id to", "*2 $dlq $to"},
 		{"COMMAND GETKEYS DELAY.UPCOMING q 5", "*1 $q"},
 	} {
+		// "…" stands for any text: a prefix, a suffix, or both ends.
 		got := n.do(c, strings.Fields(tc.cmd)...)
-		if p, ok := strings.CutSuffix(tc.want, "…"); (ok && !strings.HasPrefix(got, p)) || (!ok && got != tc.want) {
+		pre, post, cut := strings.Cut(tc.want, "…")
+		if (cut && (!strings.HasPrefix(got, pre) || !strings.HasSuffix(got, post))) || (!cut && got != tc.want) {
 			t.Errorf("%s: %s, want %s", tc.cmd, got, tc.want)
 		}
 	}
