@@ -265,6 +265,7 @@ func cmdStats(d *Dispatcher, c *Client, args [][]byte) {
 		{"delayed", uint64(s.Delayed)}, {"ready", uint64(s.Ready)}, {"reserved", uint64(s.Reserved)},
 		{"added", s.Added}, {"deliveries", s.Deliveries}, {"redeliveries", s.Redeliveries}, {"acks", s.Acks},
 		{"nacks", s.Nacks}, {"expired", s.Expired}, {"dead_lettered", s.DeadLettered},
+		{"paused", boolCount(s.Paused)},
 	}
 	c.W.Map(len(fields))
 	for _, f := range fields {

@@ -91,6 +91,7 @@ func (e *Engine) exhausted(s uint32, logIt bool) uint64 {
 	}
 	e.stats.DeadLettered++
 	e.queues[from].deadLettered++
+	e.setOrigin(s, &origin{queue: []byte(e.queues[from].name), ackTimeout: int64(j.ackTimeout), retry: int64(j.retry), deadLetter: dl})
 	payload := append([]byte(nil), e.payloadOf(j)...)
 	e.indexDelete(s, id)
 	e.queues[from].bytes -= dataSize(j)
@@ -205,6 +206,9 @@ func (e *Engine) addRecOf(s uint32, flags byte) *rec {
 	r.payload = e.payloadOf(j)
 	r.ackTimeout, r.retry, r.deadLetter = int64(j.ackTimeout), int64(j.retry), e.deadLetters[s]
 	e.identOf(s, &r)
+	if j.flags&jobOrigin != 0 {
+		r.origin = e.origins[s]
+	}
 	if j.lane != 0 {
 		r.group, r.priority = e.laneOf(s)
 	}

@@ -187,6 +187,9 @@ func (e *Engine) place(r *rec, fresh bool) (uint32, bool) {
 		e.deadLetters[s] = append([]byte(nil), r.deadLetter...)
 	}
 	e.setIdent(s, r)
+	if r.origin != nil {
+		e.setOrigin(s, r.origin)
+	}
 	e.indexInsert(s, id)
 	e.njobs++
 	e.lastSID = max(e.lastSID, r.sid)

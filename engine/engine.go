@@ -145,6 +145,7 @@ const (
 	jobDL       uint8 = 1 << iota // a dead-letter queue is named in Engine.deadLetters
 	jobUnique                     // its id stays taken for a while after it ends (UNIQUE)
 	jobDebounce                   // re-adds push it out, up to a limit (DEBOUNCE)
+	jobOrigin                     // dead-lettered: its origin queue and options are in Engine.origins (requeue.go)
 )
 
 // queue is a named ready list plus the clients blocked on it. It exists while
@@ -245,6 +246,8 @@ type core struct {
 	txServe []uint32
 
 	sched schedules // recurring schedules (schedule.go)
+
+	origins map[uint32]*origin // by slot: where dead-lettered jobs came from (requeue.go)
 
 	start   time.Time // monotonic base
 	startMs int64     // unix ms at start

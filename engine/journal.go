@@ -215,6 +215,10 @@ func (e *Engine) apply(p []byte) error {
 		e.applyTomb(&r)
 	case opLimit:
 		e.applyLimit(&r)
+	case opPause:
+		e.applyPause(&r)
+	case opRequeue:
+		e.applyRequeue(&r)
 	case opSchedule:
 		e.applySchedule(&r)
 	case opUnschedule:
@@ -241,6 +245,7 @@ func (e *Engine) resetState() {
 	e.arena = arena{}
 	e.deadLetters = make(map[uint32][]byte) // by slot: slots are reused from 0
 	e.ident = identState{}                  // FLUSHALL drops tombstones too
+	e.origins = nil
 	e.queues, e.qfree = nil, nil
 	e.byName = make(map[string]uint32)
 	e.njobs = 0

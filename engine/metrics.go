@@ -191,6 +191,7 @@ func (e *Engine) Metrics(n int) Metrics {
 	m.Top = make([]NamedQueueStats, len(top))
 	for i, qi := range top {
 		m.Top[i] = NamedQueueStats{Name: e.queues[qi].name, QueueStats: e.queues[qi].stats()}
+		m.Top[i].Paused = e.pausedLocked([]byte(e.queues[qi].name))
 	}
 	return m
 }

@@ -10,7 +10,7 @@ type JobInfo struct {
 	State              string
 	Due                int64
 	Deliveries         uint32
-	AckDeadline        int64 // 0 unless reserved
+	AckDeadline        int64  // 0 unless reserved
 	Group              []byte // nil: the queue's default group
 	Priority           uint8
 }
@@ -50,6 +50,7 @@ func (e *Engine) Get(queueName, id []byte) (JobInfo, bool) {
 // the queue existed.
 type QueueStats struct {
 	Delayed, Ready, Reserved int
+	Paused                   bool // DELAY.PAUSE: a name's, so also when the queue is empty
 
 	Added, Deliveries, Redeliveries, Acks, Nacks, Expired, DeadLettered uint64
 }
@@ -60,9 +61,11 @@ func (e *Engine) QueueStats(queueName []byte) QueueStats {
 	defer e.mu.Unlock()
 	qi, ok := e.queueFor(queueName, false)
 	if !ok {
-		return QueueStats{}
+		return QueueStats{Paused: e.pausedLocked(queueName)}
 	}
-	return e.queues[qi].stats()
+	st := e.queues[qi].stats()
+	st.Paused = e.pausedLocked(queueName)
+	return st
 }
 
 // Pair is an id and a payload.

@@ -173,7 +173,9 @@ func TestMetricsMatchInfoAndStats(t *testing.T) {
 		st := fields(t, "DELAY.STATS "+q, do(t, c, "DELAY.STATS", q))
 		for field, v := range st {
 			name := `delayd_queue_` + names[field] + `_total{queue="` + q + `"}`
-			if names[field] == "" {
+			if field == "paused" {
+				name = `delayd_queue_paused{queue="` + q + `"}`
+			} else if names[field] == "" {
 				name = `delayd_queue_jobs{queue="` + q + `",state="` + field + `"}`
 			}
 			check(name, strconv.FormatInt(asInt(t, field, v), 10))

@@ -75,10 +75,10 @@ type collector struct {
 	s         *Server
 	maxQueues int
 
-	buildInfo, connected, blocked, queues, jobs     *prometheus.Desc
-	queueTotal, total, totalOnly                    []*prometheus.Desc
-	lateness, ackTime                               *prometheus.Desc
-	fsync, logSize, rewrites, commands, commandTime *prometheus.Desc
+	buildInfo, connected, blocked, queues, paused, jobs *prometheus.Desc
+	queueTotal, total, totalOnly                        []*prometheus.Desc
+	lateness, ackTime                                   *prometheus.Desc
+	fsync, logSize, rewrites, commands, commandTime     *prometheus.Desc
 }
 
 func newCollector(s *Server) *collector {
@@ -92,6 +92,7 @@ func newCollector(s *Server) *collector {
 		connected: d("connected_clients", "RESP client connections (INFO connected_clients)"),
 		blocked:   d("blocked_clients", "Clients blocked in a pop (INFO blocked_clients)"),
 		queues:    d("queues", "Queues holding at least one job (INFO queues)"),
+		paused:    d("queue_paused", "1 while DELAY.PAUSE holds the queue (DELAY.STATS paused), for the queues with their own label", "queue"),
 		jobs: d("queue_jobs", "Jobs by queue and state (delayed, ready, reserved); queue=\"_other\" sums the queues past --metrics-max-queues",
 			"queue", "state"),
 		lateness: d("job_lateness_seconds", "How late jobs were handed out: hand-out time minus due time, first deliveries only"),
@@ -115,7 +116,7 @@ func newCollector(s *Server) *collector {
 }
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.buildInfo, c.connected, c.blocked, c.queues, c.jobs, c.lateness,
+	for _, d := range []*prometheus.Desc{c.buildInfo, c.connected, c.blocked, c.queues, c.paused, c.jobs, c.lateness,
 		c.ackTime, c.fsync, c.logSize, c.rewrites, c.commands, c.commandTime} {
 		ch <- d
 	}
@@ -165,6 +166,13 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		gauge(c.jobs, float64(q.Delayed), label, "delayed")
 		gauge(c.jobs, float64(q.Ready), label, "ready")
 		gauge(c.jobs, float64(q.Reserved), label, "reserved")
+		if label != OtherQueue {
+			paused := 0.0
+			if q.Paused {
+				paused = 1
+			}
+			gauge(c.paused, paused, label)
+		}
 	}
 	for i := range m.Top {
 		q := &m.Top[i]
