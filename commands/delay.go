@@ -228,6 +228,9 @@ func cmdGet(d *Dispatcher, c *Client, args [][]byte) {
 	if j.Priority != 0 {
 		n++
 	}
+	if j.Origin != nil {
+		n++
+	}
 	w := c.W
 	w.Map(n)
 	w.BulkString("id")
@@ -253,6 +256,10 @@ func cmdGet(d *Dispatcher, c *Client, args [][]byte) {
 	if j.Priority != 0 {
 		w.BulkString("priority")
 		w.Int(int64(j.Priority))
+	}
+	if j.Origin != nil {
+		w.BulkString("origin")
+		w.Bulk(j.Origin)
 	}
 }
 

@@ -121,4 +121,11 @@ func TestGetShowsGroupAndPriority(t *testing.T) {
 	if got := n.do(c, "DELAY.GET", "q", "prio"); !strings.HasSuffix(got, "$priority :9") || strings.Contains(got, "group") {
 		t.Errorf("DELAY.GET prio: %s, want priority 9 and no group", got)
 	}
+	// A dead-lettered job names the queue it came from.
+	n.do(c, "DELAY.ADD", "work", "0", "p", "ID", "dead", "RETRY", "0", "ACKTIMEOUT", "1000", "DEADLETTER", "dlq")
+	n.do(c, "DELAY.POP", "work", "0")
+	n.do(c, "DELAY.NACK", "work", "dead")
+	if got := n.do(c, "DELAY.GET", "dlq", "dead"); !strings.HasSuffix(got, "$origin $work") {
+		t.Errorf("DELAY.GET of a dead-lettered job: %s, want origin work at the end", got)
+	}
 }

@@ -189,7 +189,7 @@ var table = []*Command{
 		Args:       []Arg{key("key"), str("id")},
 		Handler:    cmdTouch},
 	{Name: "delay.get", Arity: 3, Flags: ReadOnly | Fast, FirstKey: 1, LastKey: 1, Step: 1, Group: "delay", Since: "0.1.0",
-		Summary:    "Shows a job: id, queue, state, due, payload, deliveries, and ack_deadline, group and priority when it has them.",
+		Summary:    "Shows a job: id, queue, state, due, payload, deliveries, and ack_deadline, group, priority and a dead-lettered job's origin queue when it has them.",
 		Complexity: "O(1)",
 		Args:       []Arg{key("key"), str("id")},
 		Handler:    cmdGet},

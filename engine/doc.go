@@ -16,7 +16,8 @@
 // # State that is not jobs
 //
 // Recurring schedules (schedule.go), the tombstones of finished UNIQUE ids
-// (unique.go) and DELAY.LIMIT's limits (limit.go) are state like jobs:
+// (unique.go), DELAY.LIMIT's limits and DELAY.PAUSE's pauses (limit.go,
+// pause.go) are state like jobs:
 // logged as records that set it outright, replayed, and written by a
 // rewrite or a snapshot right after the meta record (stateRecs). Their
 // clocks (a schedule's next firing, a tombstone's end, a rate limit's next

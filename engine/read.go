@@ -13,6 +13,7 @@ type JobInfo struct {
 	AckDeadline        int64  // 0 unless reserved
 	Group              []byte // nil: the queue's default group
 	Priority           uint8
+	Origin             []byte // a dead-lettered job's queue before (DELAY.REQUEUE's default target); nil otherwise
 }
 
 // Get returns a job's fields. O(1).
@@ -42,6 +43,9 @@ func (e *Engine) Get(queueName, id []byte) (JobInfo, bool) {
 	if j.lane != 0 {
 		g, p := e.laneOf(s)
 		info.Group, info.Priority = append([]byte(nil), g...), p
+	}
+	if j.flags&jobOrigin != 0 {
+		info.Origin = append([]byte{}, e.origins[s].queue...)
 	}
 	return info, true
 }
