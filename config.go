@@ -35,6 +35,7 @@ type config struct {
 	LogLevel              string
 	LogFormat             string
 	HTTPAddr              string
+	HTTPAddrGiven         bool // set by a flag, the environment or the file, not the default
 	MetricsMaxQueues      int
 
 	// Cluster mode (cluster package).
@@ -203,6 +204,8 @@ func loadConfig(args []string, environ []string, stderr io.Writer) (config, erro
 	c.LogLevel = oneOf("log-level", "debug", "info", "warn", "error")
 	c.LogFormat = oneOf("log-format", "json", "console", "auto")
 	c.HTTPAddr = get("http-addr")
+	_, inEnv := env["DELAYD_HTTP_ADDR"]
+	c.HTTPAddrGiven = fs.Changed("http-addr") || inEnv || v.InConfig("http-addr")
 	c.MetricsMaxQueues = int(num("metrics-max-queues", 0))
 	c.ClusterEnabled = yesno("cluster-enabled")
 	c.ClusterNodeID = get("cluster-node-id")

@@ -74,6 +74,7 @@ func TestConfigYAMLDocumentsEveryDefault(t *testing.T) {
 	}
 	d, _ := loadConfig(nil, nil, io.Discard)
 	c.ConfigFile = ""
+	c.HTTPAddrGiven = false // given by the file, with the default's value
 	if c != d {
 		t.Fatalf("config.yaml differs from the built-in defaults:\n file: %+v\n defaults: %+v", c, d)
 	}
@@ -119,5 +120,28 @@ func TestCheckLog(t *testing.T) {
 	out.Reset()
 	if code := run([]string{"check-log", "--dir", dir}, nil, &out); code != 0 {
 		t.Fatalf("after repair: exit %d, %q", code, out.String())
+	}
+}
+
+// Only a default HTTP address that is taken is passed over (a second
+// delayd on the machine); one the user gave must be served or fail.
+func TestHTTPAddrGivenOrDefault(t *testing.T) {
+	for _, tc := range []struct {
+		args, env []string
+		given     bool
+	}{
+		{nil, nil, false},
+		{[]string{"--http-addr", "127.0.0.1:7000"}, nil, true},
+		{[]string{"--http-addr", ""}, nil, true},
+		{nil, []string{"DELAYD_HTTP_ADDR="}, true},
+		{[]string{"--config", "config.yaml"}, nil, true},
+	} {
+		c, err := loadConfig(tc.args, tc.env, io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.HTTPAddrGiven != tc.given {
+			t.Errorf("%v %v: HTTPAddrGiven %v, want %v", tc.args, tc.env, c.HTTPAddrGiven, tc.given)
+		}
 	}
 }

@@ -154,13 +154,19 @@ func run(args, environ []string, stderr io.Writer) int {
 				return true, "ready"
 			},
 		})
-		if err := hs.Listen(); err != nil {
+		switch err := hs.Listen(); {
+		case err == nil:
+			defer hs.Close(2 * time.Second)
+			log.Info().Str("http_addr", hs.Addr().String()).Msg("http: /metrics, /healthz, /readyz, dashboard")
+		case !cfg.HTTPAddrGiven:
+			// The default address, taken by another delayd on this machine:
+			// a second instance started with only --port still starts.
+			log.Warn().Err(err).Str("http_addr", cfg.HTTPAddr).Msg("http side off: its default address is taken (set --http-addr)")
+		default:
 			srv.Close(time.Second)
 			log.Error().Err(err).Str("http_addr", cfg.HTTPAddr).Msg("cannot listen (set --http-addr to another address, or empty to turn HTTP off)")
 			return 1
 		}
-		defer hs.Close(2 * time.Second)
-		log.Info().Str("http_addr", hs.Addr().String()).Msg("http: /metrics, /healthz, /readyz, dashboard")
 	}
 	msg := "delayd listening"
 	if cfg.AppendOnly {
@@ -356,8 +362,9 @@ func newLogger(cfg config, out io.Writer) zerolog.Logger {
 			}
 		}
 	}
+	setDurationFormat(format) // logging.go
 	if format == "console" {
-		out = zerolog.ConsoleWriter{Out: out, TimeFormat: time.RFC3339}
+		out = zerolog.ConsoleWriter{Out: out, TimeFormat: time.RFC3339, FormatPrepare: roundDurations}
 	}
 	return zerolog.New(out).Level(level).With().Timestamp().Logger()
 }

@@ -222,6 +222,15 @@ func cmdGet(d *Dispatcher, c *Client, args [][]byte) {
 	if j.AckDeadline != 0 {
 		n++
 	}
+	if j.Group != nil {
+		n++
+	}
+	if j.Priority != 0 {
+		n++
+	}
+	if j.Origin != nil {
+		n++
+	}
 	w := c.W
 	w.Map(n)
 	w.BulkString("id")
@@ -240,6 +249,18 @@ func cmdGet(d *Dispatcher, c *Client, args [][]byte) {
 		w.BulkString("ack_deadline")
 		w.Int(j.AckDeadline)
 	}
+	if j.Group != nil {
+		w.BulkString("group")
+		w.Bulk(j.Group)
+	}
+	if j.Priority != 0 {
+		w.BulkString("priority")
+		w.Int(int64(j.Priority))
+	}
+	if j.Origin != nil {
+		w.BulkString("origin")
+		w.Bulk(j.Origin)
+	}
 }
 
 func cmdStats(d *Dispatcher, c *Client, args [][]byte) {
@@ -249,8 +270,9 @@ func cmdStats(d *Dispatcher, c *Client, args [][]byte) {
 		n    uint64
 	}{
 		{"delayed", uint64(s.Delayed)}, {"ready", uint64(s.Ready)}, {"reserved", uint64(s.Reserved)},
-		{"deliveries", s.Deliveries}, {"redeliveries", s.Redeliveries}, {"acks", s.Acks},
+		{"added", s.Added}, {"deliveries", s.Deliveries}, {"redeliveries", s.Redeliveries}, {"acks", s.Acks},
 		{"nacks", s.Nacks}, {"expired", s.Expired}, {"dead_lettered", s.DeadLettered},
+		{"paused", boolCount(s.Paused)},
 	}
 	c.W.Map(len(fields))
 	for _, f := range fields {

@@ -123,6 +123,7 @@ type Dispatcher struct {
 
 	trk trackTable // CLIENT TRACKING (tracking.go)
 	obs observers  // SLOWLOG and MONITOR (observe.go)
+	cnt []cmdCount // calls and time by command, in table order (metrics.go)
 }
 
 // New builds a dispatcher over the command table.
@@ -136,6 +137,7 @@ func New(opts Options) *Dispatcher {
 		clients: make(map[int64]*Client),
 	}
 	d.cmds = table
+	d.cnt = make([]cmdCount, len(table))
 	for _, cmd := range d.cmds {
 		d.byName[cmd.Name] = cmd
 	}

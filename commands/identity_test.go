@@ -97,3 +97,35 @@ func TestIdentMPopRouting(t *testing.T) {
 		t.Errorf("one slot: %s, want %s", got, movedFoo)
 	}
 }
+
+// DELAY.GET shows a job's group and priority when it has them, and only then.
+func TestGetShowsGroupAndPriority(t *testing.T) {
+	n := newNode(t, nil)
+	c := n.client()
+	n.do(c, "DELAY.ADD", "q", "60000", "p", "ID", "plain")
+	n.do(c, "DELAY.ADD", "q", "60000", "p", "ID", "both", "GROUP", "tenant-7", "PRIORITY", "3")
+	n.do(c, "DELAY.ADD", "q", "60000", "p", "ID", "prio", "PRIORITY", "9")
+	for id, want := range map[string]string{
+		"plain": "*12 ",
+		"both":  "*16 ",
+		"prio":  "*14 ",
+	} {
+		got := n.do(c, "DELAY.GET", "q", id)
+		if !strings.HasPrefix(got, want) {
+			t.Errorf("DELAY.GET %s: %s, want %s…", id, got, want)
+		}
+	}
+	if got := n.do(c, "DELAY.GET", "q", "both"); !strings.HasSuffix(got, "$group $tenant-7 $priority :3") {
+		t.Errorf("DELAY.GET both: %s, want group tenant-7 and priority 3 at the end", got)
+	}
+	if got := n.do(c, "DELAY.GET", "q", "prio"); !strings.HasSuffix(got, "$priority :9") || strings.Contains(got, "group") {
+		t.Errorf("DELAY.GET prio: %s, want priority 9 and no group", got)
+	}
+	// A dead-lettered job names the queue it came from.
+	n.do(c, "DELAY.ADD", "work", "0", "p", "ID", "dead", "RETRY", "0", "ACKTIMEOUT", "1000", "DEADLETTER", "dlq")
+	n.do(c, "DELAY.POP", "work", "0")
+	n.do(c, "DELAY.NACK", "work", "dead")
+	if got := n.do(c, "DELAY.GET", "dlq", "dead"); !strings.HasSuffix(got, "$origin $work") {
+		t.Errorf("DELAY.GET of a dead-lettered job: %s, want origin work at the end", got)
+	}
+}

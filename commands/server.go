@@ -343,6 +343,15 @@ func cmdInfo(d *Dispatcher, c *Client, args [][]byte) {
 	})
 	section("Cluster", [][2]string{{"cluster_enabled", clusterEnabled}})
 	section("Keyspace", keyspaceInfo(in)) // keyspace.go
+	// As Redis's commandstats and latencystats: not in the default
+	// sections, only named or with all and everything (metrics.go).
+	every := want["all"] || want["everything"]
+	if every || want["commandstats"] {
+		section("Commandstats", d.commandStatsInfo())
+	}
+	if every || want["lateness"] {
+		section("Lateness", latenessInfo(eng))
+	}
 	c.W.Verbatim(sb.String())
 }
 

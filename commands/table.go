@@ -51,6 +51,7 @@ type Command struct {
 	Complexity string
 	Args       []Arg
 	Handler    func(d *Dispatcher, c *Client, args [][]byte)
+	stat       int // its place in a dispatcher's command counters (metrics.go)
 
 	keyOptions bool // an option takes a key (route.go)
 	// keys finds the keys of a command whose keys move (DELAY.MPOP's
@@ -188,12 +189,12 @@ var table = []*Command{
 		Args:       []Arg{key("key"), str("id")},
 		Handler:    cmdTouch},
 	{Name: "delay.get", Arity: 3, Flags: ReadOnly | Fast, FirstKey: 1, LastKey: 1, Step: 1, Group: "delay", Since: "0.1.0",
-		Summary:    "Shows a job: id, queue, state, due, payload, deliveries.",
+		Summary:    "Shows a job: id, queue, state, due, payload, deliveries, and ack_deadline, group, priority and a dead-lettered job's origin queue when it has them.",
 		Complexity: "O(1)",
 		Args:       []Arg{key("key"), str("id")},
 		Handler:    cmdGet},
 	{Name: "delay.stats", Arity: 2, Flags: ReadOnly | Fast, FirstKey: 1, LastKey: 1, Step: 1, Group: "delay", Since: "0.1.0",
-		Summary:    "Counts a queue's delayed, ready and reserved jobs, and its deliveries, redeliveries, acks, nacks, expired and dead-lettered jobs.",
+		Summary:    "Counts a queue's delayed, ready and reserved jobs, and its adds, deliveries, redeliveries, acks, nacks, expired and dead-lettered jobs; paused is 1 while DELAY.PAUSE holds it.",
 		Complexity: "O(1)",
 		Args:       []Arg{key("key")},
 		Handler:    cmdStats},
@@ -250,6 +251,26 @@ var table = []*Command{
 		Complexity: "O(N log N) where N is the number of schedules",
 		Args:       []Arg{opt(key("key"))},
 		Handler:    cmdSchedules},
+	{Name: "delay.upcoming", Arity: -2, Flags: ReadOnly, FirstKey: 1, LastKey: 1, Step: 1, Group: "delay", Since: "0.3.0",
+		Summary:    "Shows the next delayed jobs of a queue in the order they will become ready, each as [id, due, payload]; count defaults to 10, at most 1000.",
+		Complexity: "O(J log N) where J is the delayed jobs of every queue due before the N-th of this one; at worst O(S) where S is all jobs (a sequential scan)",
+		Args:       []Arg{key("key"), opt(integer("count"))},
+		Handler:    cmdUpcoming},
+	{Name: "delay.requeue", Arity: -3, Flags: Write, FirstKey: 1, LastKey: -1, Step: 2, Group: "delay", Since: "0.3.0",
+		Summary:    "Moves ready dead-lettered jobs of key (one, or ALL) back to the queue they came from with the options they had there, or to to-key, deliveries reset; replies how many moved.",
+		Complexity: "O(1) for one id, O(N) for ALL where N is the ready jobs of key",
+		Args:       []Arg{key("key"), oneof(str("id"), token("ALL")), opt(key("to-key"))},
+		Handler:    cmdRequeue},
+	{Name: "delay.pause", Arity: 2, Flags: Write | Fast, FirstKey: 1, LastKey: 1, Step: 1, Group: "delay", Since: "0.3.0",
+		Summary:    "Pauses a queue: it keeps its jobs and their timing but hands nothing out until DELAY.RESUME; survives restarts.",
+		Complexity: "O(1)",
+		Args:       []Arg{key("key")},
+		Handler:    cmdPause},
+	{Name: "delay.resume", Arity: 2, Flags: Write | Fast, FirstKey: 1, LastKey: 1, Step: 1, Group: "delay", Since: "0.3.0",
+		Summary:    "Resumes a paused queue and serves its blocked clients.",
+		Complexity: "O(1), plus the blocked clients served",
+		Args:       []Arg{key("key")},
+		Handler:    cmdResume},
 
 	{Name: "llen", Arity: 2, Flags: ReadOnly | Fast, FirstKey: 1, LastKey: 1, Step: 1, Group: "list", Since: "1.0.0",
 		Summary: "Length of a queue's ready list.", Complexity: "O(1)",

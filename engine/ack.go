@@ -91,6 +91,7 @@ func (e *Engine) exhausted(s uint32, logIt bool) uint64 {
 	}
 	e.stats.DeadLettered++
 	e.queues[from].deadLettered++
+	e.setOrigin(s, &origin{queue: []byte(e.queues[from].name), ackTimeout: int64(j.ackTimeout), retry: int64(j.retry), deadLetter: dl})
 	payload := append([]byte(nil), e.payloadOf(j)...)
 	e.indexDelete(s, id)
 	e.queues[from].bytes -= dataSize(j)
@@ -152,7 +153,8 @@ func (e *Engine) reserved(queueName, id []byte) (uint32, bool) {
 func (e *Engine) Ack(queueName []byte, ids [][]byte) (int, uint64, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if _, err := e.beginWrite(); err != nil {
+	now, err := e.beginWrite()
+	if err != nil {
 		return 0, 0, err
 	}
 	var ticket uint64
@@ -160,6 +162,7 @@ func (e *Engine) Ack(queueName []byte, ids [][]byte) (int, uint64, error) {
 	for _, id := range ids {
 		if s, ok := e.reserved(queueName, id); ok {
 			e.queues[e.jobs.at(s).queue].acks++
+			e.observeAck(s, now)
 			r := e.recFor(opCancel, s)
 			ticket = e.logRec(&r)
 			e.remove(s)
@@ -203,6 +206,9 @@ func (e *Engine) addRecOf(s uint32, flags byte) *rec {
 	r.payload = e.payloadOf(j)
 	r.ackTimeout, r.retry, r.deadLetter = int64(j.ackTimeout), int64(j.retry), e.deadLetters[s]
 	e.identOf(s, &r)
+	if j.flags&jobOrigin != 0 {
+		r.origin = e.origins[s]
+	}
 	if j.lane != 0 {
 		r.group, r.priority = e.laneOf(s)
 	}

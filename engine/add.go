@@ -102,7 +102,14 @@ func (e *Engine) Add(a AddArgs) (AddResult, error) {
 	// Logged before it is applied: if a waiter takes the job at once, its
 	// pop must follow the add in the log.
 	res := AddResult{Added: true, Ticket: e.logRec(&r)}
-	e.put(&r, a.ID == nil)
+	// put, counting the add before a waiter can take the job (and the
+	// queue go with it).
+	qi, ready := e.place(&r, a.ID == nil)
+	e.queues[qi].added++
+	if ready {
+		e.serve(qi)
+	}
+	e.serveFreed()
 	if r.id != nil {
 		res.ID = append([]byte(nil), r.id...)
 	} else {
@@ -180,6 +187,9 @@ func (e *Engine) place(r *rec, fresh bool) (uint32, bool) {
 		e.deadLetters[s] = append([]byte(nil), r.deadLetter...)
 	}
 	e.setIdent(s, r)
+	if r.origin != nil {
+		e.setOrigin(s, r.origin)
+	}
 	e.indexInsert(s, id)
 	e.njobs++
 	e.lastSID = max(e.lastSID, r.sid)

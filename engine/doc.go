@@ -13,6 +13,18 @@
 // (due time, add order), whichever wheel level each went through: the wheel
 // sorts each batch it fires by (due, seq).
 //
+// # State that is not jobs
+//
+// Recurring schedules (schedule.go), the tombstones of finished UNIQUE ids
+// (unique.go), DELAY.LIMIT's limits and DELAY.PAUSE's pauses (limit.go,
+// pause.go) are state like jobs:
+// logged as records that set it outright, replayed, and written by a
+// rewrite or a snapshot right after the meta record (stateRecs). Their
+// clocks (a schedule's next firing, a tombstone's end, a rate limit's next
+// token) ride a second timing wheel (timers.go), so a job's slot stays its
+// handle in the job wheel. Only a live leader fires schedules and spends
+// tokens; replay and followers apply the records the leader made.
+//
 // # Memory
 //
 // Jobs live in a paged slab of pointer-free 72-byte records linked by slot

@@ -145,6 +145,7 @@ const (
 	jobDL       uint8 = 1 << iota // a dead-letter queue is named in Engine.deadLetters
 	jobUnique                     // its id stays taken for a while after it ends (UNIQUE)
 	jobDebounce                   // re-adds push it out, up to a limit (DEBOUNCE)
+	jobOrigin                     // dead-lettered: its origin queue and options are in Engine.origins (requeue.go)
 )
 
 // queue is a named ready list plus the clients blocked on it. It exists while
@@ -160,7 +161,7 @@ type queue struct {
 	limit                    *limit // non-nil while the name has a DELAY.LIMIT (limit.go)
 	bytes                    int64  // arena bytes of its jobs' ids and payloads (MEMORY USAGE)
 	// Counters for DELAY.STATS; like the queue, they go when it empties.
-	deliveries, redeliveries, acks, nacks, expired, deadLettered uint64
+	added, deliveries, redeliveries, acks, nacks, expired, deadLettered uint64
 }
 
 // Engine owns every job and queue. See the package doc for the locking story.
@@ -238,12 +239,15 @@ type core struct {
 	sidLike bool
 	closed  bool
 	stats   Stats
+	met     metrics // lateness and ack-time histograms (metrics.go)
 	// inTx is set while Atomic runs: records go to the unit, and queues
 	// whose waiters a write would serve wait in txServe until it ends.
 	inTx    bool
 	txServe []uint32
 
 	sched schedules // recurring schedules (schedule.go)
+
+	origins map[uint32]*origin // by slot: where dead-lettered jobs came from (requeue.go)
 
 	start   time.Time // monotonic base
 	startMs int64     // unix ms at start

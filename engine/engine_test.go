@@ -687,3 +687,16 @@ func TestRecordsStayUnderTheLogLimit(t *testing.T) {
 		}
 	})
 }
+
+// waitRewrite waits for a running log rewrite to end.
+func waitRewrite(e *Engine) {
+	for {
+		e.mu.Lock()
+		running := e.j.rewriting
+		e.mu.Unlock()
+		if !running {
+			return
+		}
+		sleep(time.Millisecond)
+	}
+}

@@ -25,6 +25,9 @@ func (e *Engine) freeSlot(s uint32) {
 	if j.flags&(jobUnique|jobDebounce) != 0 {
 		delete(e.ident.jobs, s)
 	}
+	if j.flags&jobOrigin != 0 {
+		delete(e.origins, s)
+	}
 	e.arena.free(j.data, int(j.idLen)+int(j.plen))
 	*j = job{next: e.free}
 	e.free = s + 1

@@ -88,7 +88,9 @@ type journal struct {
 	rewriteTook   time.Duration
 	rewriteErr    error
 	replayed      int
-	size          int64 // the log's size after the last write; read without wmu, which comes before mu
+	rewrites      uint64 // finished since start
+	fsyncs        hist   // syncLog's durations, µs (metrics.go)
+	size          int64  // the log's size after the last write; read without wmu, which comes before mu
 }
 
 // openLog replays the log into the engine and opens it for appending,
@@ -213,6 +215,10 @@ func (e *Engine) apply(p []byte) error {
 		e.applyTomb(&r)
 	case opLimit:
 		e.applyLimit(&r)
+	case opPause:
+		e.applyPause(&r)
+	case opRequeue:
+		e.applyRequeue(&r)
 	case opSchedule:
 		e.applySchedule(&r)
 	case opUnschedule:
@@ -239,6 +245,7 @@ func (e *Engine) resetState() {
 	e.arena = arena{}
 	e.deadLetters = make(map[uint32][]byte) // by slot: slots are reused from 0
 	e.ident = identState{}                  // FLUSHALL drops tombstones too
+	e.origins = nil
 	e.queues, e.qfree = nil, nil
 	e.byName = make(map[string]uint32)
 	e.njobs = 0
@@ -397,6 +404,7 @@ func (e *Engine) syncLog() error {
 		e.opts.Logger.Warn().Dur("took", took).Str("file", j.path).Msg("slow fsync")
 	}
 	j.dmu.Lock()
+	j.fsyncs.observe(fsyncBoundsUs[:], took.Microseconds())
 	if err == nil {
 		j.lastFsync, j.lastFsyncTook = time.Now(), took
 	} else {
@@ -703,6 +711,9 @@ func (e *Engine) Rewrite() error {
 		}()
 		j.dmu.Lock()
 		j.lastRewrite, j.rewriteTook, j.rewriteErr = time.Now(), time.Since(started), err
+		if err == nil {
+			j.rewrites++
+		}
 		j.dmu.Unlock()
 		if err != nil {
 			e.mu.Lock()

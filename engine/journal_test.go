@@ -38,6 +38,9 @@ func dump(e *Engine) string {
 			if g, p := e.laneOf(s); g != nil || p != 0 {
 				fmt.Fprintf(&sb, "[%s/%d]", g, p) // group and priority
 			}
+			if o := e.origins[s]; o != nil {
+				fmt.Fprintf(&sb, "<%s/%d/%d/%s>", o.queue, o.ackTimeout, o.retry, o.deadLetter) // dead-lettered from
+			}
 			return true
 		})
 		var delayed []*job
@@ -74,6 +77,9 @@ func dump(e *Engine) string {
 	}
 	for _, r := range e.limitRecs(nil, 0) {
 		fmt.Fprintf(&sb, "limit %s=%+v\n", r.queue, r.limit)
+	}
+	for _, r := range e.pauseRecs(nil, 0) {
+		fmt.Fprintf(&sb, "paused %s\n", r.queue)
 	}
 	return sb.String()
 }
@@ -378,15 +384,7 @@ func TestRewriteUnderWritesKeepsState(t *testing.T) {
 			t.Fatalf("second rewrite: %v", err)
 		}
 		churn(t, e, rng, 300, &ids) // writes go on while it runs
-		for {
-			e.mu.Lock()
-			running := e.j.rewriting
-			e.mu.Unlock()
-			if !running {
-				break
-			}
-			sleep(time.Millisecond)
-		}
+		waitRewrite(e)
 		churn(t, e, rng, 300, &ids)
 		before := dump(e)
 		if _, base := logSize(); base >= sizeBefore {

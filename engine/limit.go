@@ -101,6 +101,9 @@ type limit struct {
 	n     int64 // their total
 	timer uint32
 	armed bool // timer is set for the oldest token's return
+	// paused: DELAY.PAUSE (pause.go). A paused name with no limit has a
+	// zero spec; the entry goes when neither is left.
+	paused bool
 }
 
 type spend struct {
@@ -136,6 +139,9 @@ func (e *Engine) canTake(qi uint32) bool {
 		return true
 	}
 	l := q.limit
+	if l.paused {
+		return false // DELAY.RESUME serves the waiters
+	}
 	if l.spec.Concurrency > 0 && int64(q.reserved) >= l.spec.Concurrency {
 		return false // a reservation's end serves the waiters
 	}
@@ -258,6 +264,13 @@ func (e *Engine) keepLimits(limits map[string]*limit) {
 	}
 }
 
+// unregisterLimit forgets a name's limit entry (no limit and not paused).
+func (e *Engine) unregisterLimit(l *limit) {
+	delete(e.flow.limits, l.name)
+	e.flow.byID[l.id] = nil
+	e.flow.idFree = append(e.flow.idFree, l.id)
+}
+
 func (e *Engine) registerLimit(l *limit) {
 	f := &e.flow
 	if f.limits == nil {
@@ -286,11 +299,14 @@ func (e *Engine) applyLimit(r *rec) {
 		}
 		if l.armed {
 			e.stopTimer(l.timer)
+			l.armed = false
 		}
-		delete(e.flow.limits, name)
-		e.flow.byID[l.id] = nil
-		e.flow.idFree = append(e.flow.idFree, l.id)
-		l = nil
+		if !l.paused {
+			e.unregisterLimit(l)
+			l = nil
+		} else {
+			l.spent, l.head, l.n = nil, 0, 0 // the entry stays for the pause alone
+		}
 	} else if l == nil {
 		l = &limit{name: name}
 		e.registerLimit(l)
@@ -316,8 +332,10 @@ func (e *Engine) applyLimit(r *rec) {
 // snapshot.
 func (e *Engine) limitRecs(out []rec, now int64) []rec {
 	names := make([]string, 0, len(e.flow.limits))
-	for name := range e.flow.limits {
-		names = append(names, name)
+	for name, l := range e.flow.limits {
+		if !l.spec.IsZero() { // only paused (pauseRecs)
+			names = append(names, name)
+		}
 	}
 	slices.Sort(names) // the same state makes the same snapshot
 	for _, name := range names {
@@ -360,7 +378,7 @@ func (e *Engine) Limit(name []byte) (LimitInfo, bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	l, ok := e.flow.limits[string(name)]
-	if !ok {
+	if !ok || l.spec.IsZero() { // paused, with no limit
 		return LimitInfo{}, false
 	}
 	info := LimitInfo{LimitSpec: l.spec, Tokens: -1}

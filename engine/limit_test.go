@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"bytes"
 	"cmp"
 	"fmt"
 	"math/rand/v2"
@@ -452,15 +451,7 @@ func TestFlowRestartAndRewriteKeepEverything(t *testing.T) {
 					t.Fatal(err)
 				}
 				flowChurn(t, e, rng, 100, &ids) // writes while it runs
-				for {
-					e.mu.Lock()
-					running := e.j.rewriting
-					e.mu.Unlock()
-					if !running {
-						break
-					}
-					sleep(time.Millisecond)
-				}
+				waitRewrite(e)
 			}
 			before := dump(e)
 			if err := e.Close(); err != nil {
@@ -488,39 +479,8 @@ func TestFlowRestartAndRewriteKeepEverything(t *testing.T) {
 }
 
 func TestFlowFollowersAndSnapshot(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		g := newGroup(t, 2, Options{}, nil)
-		ln, fn := g.nodes[0], g.nodes[1]
-		ln.r.setAuto(true)
-		rng := rand.New(rand.NewPCG(13, 14))
-		var ids []string
-		flowChurn(t, ln.e, rng, 2000, &ids)
-		synctest.Wait()
-		ln.r.mu.Lock()
-		g.log = append(g.log, ln.r.log...) // auto: every batch committed
-		ln.r.mu.Unlock()
-		ln.applied = len(g.log)
-		g.catchUp(fn)
-		want := replDump(ln.e)
-		if !strings.Contains(want, "limit f") || !strings.Contains(want, "prio=") {
-			t.Fatalf("the churn left no limit or no priority:\n%s", want)
-		}
-		if got := replDump(fn.e); got != want {
-			t.Fatalf("the follower differs:\n%s", diffLines(want, got))
-		}
-		// A snapshot carries limits, groups, priorities and the rings' order.
-		snap := ln.e.Snapshot()
-		x := newEngine(t, Options{Replicator: &fakeRepl{closed: true}, Follower: true})
-		if err := x.Restore(bytes.NewReader(snap)); err != nil {
-			t.Fatal(err)
-		}
-		if got := replDump(x); got != want {
-			t.Fatalf("the restored state differs:\n%s", diffLines(want, got))
-		}
-		if again := x.Snapshot(); !bytes.Equal(again, snap) {
-			t.Fatal("a snapshot of the restored engine differs")
-		}
-	})
+	// A snapshot carries limits, groups, priorities and the rings' order.
+	followersAgree(t, 13, flowChurn, replDump, "limit f", "prio=")
 }
 
 func TestFlowInTransaction(t *testing.T) {

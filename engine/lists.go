@@ -44,6 +44,7 @@ func (e *Engine) Push(queueName []byte, payloads [][]byte, head bool) (int, uint
 		ticket = e.logRec(&r)
 		qi, _ = e.place(&r, true)
 		e.stats.Added++
+		e.queues[qi].added++
 	}
 	n := e.queues[qi].ready
 	e.serve(qi) // the pops it logs follow every add record

@@ -64,8 +64,8 @@ type Delivery struct {
 	ID         []byte
 	Payload    []byte
 	Due        int64
-	Deliveries uint32
 	Ticket     uint64
+	Deliveries uint32
 	Reserved   bool // the job waits for DELAY.ACK (it has an ack timeout)
 	moved      bool // moved to another ready list (BLMOVE): nothing to hand back
 	priority   uint8
@@ -76,6 +76,7 @@ type Delivery struct {
 	deadLetter []byte
 	ident      jobIdent // UNIQUE, DEBOUNCE (unique.go)
 	group      *[]byte  // a pointer keeps Delivery in its allocation size class
+	origin     *origin  // a dead-lettered job's (requeue.go); Ticket moved up so Deliveries packs with the bools
 }
 
 // Pop takes the first ready job of the first non-empty queue, trying names in
@@ -135,6 +136,7 @@ func (e *Engine) take(s uint32, plain bool) Delivery {
 		e.stats.Redelivered++
 		q.redeliveries++
 	}
+	e.observeLateness(j)
 	d := Delivery{
 		Queue:      []byte(e.queues[j.queue].name),
 		ID:         append([]byte(nil), e.idOf(j, &buf)...),
@@ -156,6 +158,9 @@ func (e *Engine) take(s uint32, plain bool) Delivery {
 		if g != nil {
 			d.group = &g
 		}
+	}
+	if j.flags&jobOrigin != 0 {
+		d.origin = e.origins[s]
 	}
 	if j.ackTimeout > 0 && !plain {
 		e.unlinkReady(s)
@@ -218,7 +223,7 @@ func (e *Engine) Requeue(d Delivery) bool {
 	r := rec{op: opAdd, time: e.recNow(), queue: d.Queue, sid: d.sid, due: d.Due,
 		seq: d.seq, deliveries: deliveries, flags: flagHead, payload: d.Payload,
 		ackTimeout: int64(d.ackTimeout), retry: int64(d.retry), deadLetter: d.deadLetter,
-		uniqueTTL: d.ident.uniqueTTL, debounceUntil: d.ident.debounceUntil, priority: d.priority}
+		uniqueTTL: d.ident.uniqueTTL, debounceUntil: d.ident.debounceUntil, priority: d.priority, origin: d.origin}
 	if d.group != nil {
 		r.group = *d.group
 	}

@@ -10,7 +10,10 @@ type JobInfo struct {
 	State              string
 	Due                int64
 	Deliveries         uint32
-	AckDeadline        int64 // 0 unless reserved
+	AckDeadline        int64  // 0 unless reserved
+	Group              []byte // nil: the queue's default group
+	Priority           uint8
+	Origin             []byte // a dead-lettered job's queue before (DELAY.REQUEUE's default target); nil otherwise
 }
 
 // Get returns a job's fields. O(1).
@@ -37,6 +40,13 @@ func (e *Engine) Get(queueName, id []byte) (JobInfo, bool) {
 	if j.state == stateReserved {
 		info.AckDeadline, _ = e.wheel.Due(s)
 	}
+	if j.lane != 0 {
+		g, p := e.laneOf(s)
+		info.Group, info.Priority = append([]byte(nil), g...), p
+	}
+	if j.flags&jobOrigin != 0 {
+		info.Origin = append([]byte{}, e.origins[s].queue...)
+	}
 	return info, true
 }
 
@@ -44,8 +54,9 @@ func (e *Engine) Get(queueName, id []byte) (JobInfo, bool) {
 // the queue existed.
 type QueueStats struct {
 	Delayed, Ready, Reserved int
+	Paused                   bool // DELAY.PAUSE: a name's, so also when the queue is empty
 
-	Deliveries, Redeliveries, Acks, Nacks, Expired, DeadLettered uint64
+	Added, Deliveries, Redeliveries, Acks, Nacks, Expired, DeadLettered uint64
 }
 
 // QueueStats returns the counts of one queue (zeros when it does not exist).
@@ -54,12 +65,11 @@ func (e *Engine) QueueStats(queueName []byte) QueueStats {
 	defer e.mu.Unlock()
 	qi, ok := e.queueFor(queueName, false)
 	if !ok {
-		return QueueStats{}
+		return QueueStats{Paused: e.pausedLocked(queueName)}
 	}
-	q := &e.queues[qi]
-	return QueueStats{Delayed: q.delayed, Ready: q.ready, Reserved: q.reserved,
-		Deliveries: q.deliveries, Redeliveries: q.redeliveries, Acks: q.acks, Nacks: q.nacks,
-		Expired: q.expired, DeadLettered: q.deadLettered}
+	st := e.queues[qi].stats()
+	st.Paused = e.pausedLocked(queueName)
+	return st
 }
 
 // Pair is an id and a payload.

@@ -73,11 +73,13 @@ const (
 	extDebounce = 1 << 1 // varint debounceUntil
 	extGroup    = 1 << 2 // bytes group
 	extPriority = 1 << 3 // byte priority
-	extKnown    = extUnique | extDebounce | extGroup | extPriority
+	extOrigin   = 1 << 4 // bytes queue, varint acktimeout, varint retry, bytes deadletter (requeue.go)
+	extKnown    = extUnique | extDebounce | extGroup | extPriority | extOrigin
 )
 
-// Op codes 11 to 20 are taken by schedules, tombstones and limits
-// (schedule.go, unique.go, limit.go); each says its layout where defined.
+// Op codes 11 to 20 are taken by schedules, tombstones, limits, pauses and
+// requeues (schedule.go, unique.go, limit.go, pause.go, requeue.go); each
+// says its layout where defined.
 
 const (
 	flagHead     = 1 << 0
@@ -104,12 +106,13 @@ type rec struct {
 	deadline   int64 // add with flagReserved
 	// add's optional tail (see extUnique...): absent in records of jobs
 	// that use none of them, and in logs written before they existed.
-	uniqueTTL     int64  // UNIQUE: ms the id stays taken after the job ends
-	debounceUntil int64  // DEBOUNCE: unix ms the due time may not pass
-	group         []byte // GROUP: the job's group within its queue
-	priority      uint8  // PRIORITY: 0..9, higher first
-	dst           []byte // lmove: the destination queue
-	dsid          uint64 // lmove: the job's id in dst (did nil: a server id)
+	uniqueTTL     int64   // UNIQUE: ms the id stays taken after the job ends
+	debounceUntil int64   // DEBOUNCE: unix ms the due time may not pass
+	group         []byte  // GROUP: the job's group within its queue
+	priority      uint8   // PRIORITY: 0..9, higher first
+	origin        *origin // a dead-lettered job's origin queue and options (requeue.go)
+	dst           []byte  // lmove: the destination queue
+	dsid          uint64  // lmove: the job's id in dst (did nil: a server id)
 	did           []byte
 
 	// limit: the queue's flow limit, all zero for none (limit.go).
@@ -124,8 +127,13 @@ func appendBytes(dst, b []byte) []byte {
 
 // encode appends r to dst.
 func (r *rec) encode(dst []byte) []byte {
-	if r.op == opTomb {
+	switch r.op {
+	case opTomb:
 		return appendTomb(dst, r)
+	case opPause:
+		return appendPause(dst, r)
+	case opRequeue:
+		return appendRequeue(dst, r)
 	}
 	dst = append(dst, r.op)
 	dst = binary.AppendVarint(dst, r.time)
@@ -198,6 +206,9 @@ func (r *rec) appendExt(dst []byte) []byte {
 	if r.priority != 0 {
 		bits |= extPriority
 	}
+	if r.origin != nil {
+		bits |= extOrigin
+	}
 	if bits == 0 {
 		return dst
 	}
@@ -213,6 +224,9 @@ func (r *rec) appendExt(dst []byte) []byte {
 	}
 	if bits&extPriority != 0 {
 		dst = append(dst, r.priority)
+	}
+	if bits&extOrigin != 0 {
+		dst = r.origin.append(dst)
 	}
 	return dst
 }
@@ -238,6 +252,9 @@ func (d *decoder) ext(r *rec) {
 	}
 	if bits&extPriority != 0 {
 		r.priority = d.byte()
+	}
+	if bits&extOrigin != 0 {
+		r.origin = d.origin()
 	}
 	// Only the canonical form: appendExt writes a bit only for a field that
 	// is set, so a record reads back to the bytes it came from.
@@ -319,8 +336,15 @@ func (d *decoder) id() (uint64, []byte) {
 
 // decode parses one record; slices alias b.
 func (r *rec) decode(b []byte) error {
-	if len(b) > 0 && b[0] == opTomb {
-		return r.decodeTomb(b)
+	if len(b) > 0 {
+		switch b[0] {
+		case opTomb:
+			return r.decodeTomb(b)
+		case opPause:
+			return r.decodePause(b)
+		case opRequeue:
+			return r.decodeRequeue(b)
+		}
 	}
 	d := decoder{b: b}
 	*r = rec{op: d.byte(), time: d.varint(), queue: d.bytes()}

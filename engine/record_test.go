@@ -22,6 +22,15 @@ func TestRecordRoundTrip(t *testing.T) {
 		{op: opAdd, time: 10, queue: []byte("q"), id: []byte("u"), retry: -1, uniqueTTL: 5000, debounceUntil: 123,
 			group: []byte("tenant-7"), priority: 9},
 		{op: opAdd, time: 10, queue: []byte("q"), sid: 3, retry: -1, priority: 2},
+		{op: opAdd, time: 11, queue: []byte("dlq"), sid: 3, retry: -1,
+			origin: &origin{queue: []byte("q"), ackTimeout: 30000, retry: 3, deadLetter: []byte("dlq")}},
+		{op: opAdd, time: 11, queue: []byte("dlq"), id: []byte("j"), retry: -1, priority: 1,
+			origin: &origin{queue: []byte(""), retry: -1}},
+		{op: opPause, time: 12, queue: []byte("q"), flags: 1},
+		{op: opPause, time: 12, queue: []byte("q")},
+		{op: opRequeue, time: 13, queue: []byte("dlq"), sid: 4, dst: []byte("q"), dsid: 4, seq: 12,
+			ackTimeout: 5000, retry: 2, deadLetter: []byte("dlq")},
+		{op: opRequeue, time: 13, queue: []byte("dlq"), id: []byte("a"), dst: []byte("q"), dsid: 9, seq: 13, retry: -1},
 	} {
 		var got rec
 		if err := got.decode(r.encode(nil)); err != nil {
@@ -55,6 +64,9 @@ func FuzzRecordDecode(f *testing.F) {
 	f.Add((&rec{op: opLMove, time: 8, queue: []byte("a"), sid: 4, dst: []byte("b"), did: []byte("x"), seq: 3}).encode(nil))
 	f.Add((&rec{op: opFlush, time: 9}).encode(nil))
 	f.Add((&rec{op: opAdd, time: 1, queue: []byte("q"), id: []byte("u"), uniqueTTL: 9, group: []byte("g"), priority: 3}).encode(nil))
+	f.Add((&rec{op: opAdd, time: 1, queue: []byte("d"), sid: 2, origin: &origin{queue: []byte("q"), ackTimeout: 5, retry: 1, deadLetter: []byte("d")}}).encode(nil))
+	f.Add((&rec{op: opPause, time: 2, queue: []byte("q"), flags: 1}).encode(nil))
+	f.Add((&rec{op: opRequeue, time: 3, queue: []byte("d"), id: []byte("x"), dst: []byte("q"), dsid: 7, seq: 4, retry: -1, deadLetter: []byte("d")}).encode(nil))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var r rec
 		if r.decode(b) != nil {

@@ -215,6 +215,9 @@ func replDump(e *Engine) string {
 		if g, p := e.laneOf(s); g != nil || p != 0 {
 			fmt.Fprintf(&sb, " group=%q prio=%d", g, p)
 		}
+		if o := e.origins[s]; o != nil {
+			fmt.Fprintf(&sb, " origin=%q/%d/%d/%q", o.queue, o.ackTimeout, o.retry, o.deadLetter)
+		}
 		sb.WriteString("\n")
 	}
 	for _, name := range names {
@@ -244,6 +247,9 @@ func replDump(e *Engine) string {
 	}
 	for _, r := range e.limitRecs(nil, 0) {
 		fmt.Fprintf(&sb, "limit %s=%+v\n", r.queue, r.limit)
+	}
+	for _, r := range e.pauseRecs(nil, 0) {
+		fmt.Fprintf(&sb, "paused %s\n", r.queue)
 	}
 	fmt.Fprintf(&sb, "jobs=%d lastSID=%d seq=%d\n", e.njobs, e.lastSID, e.seq)
 	return sb.String()

@@ -142,6 +142,7 @@ func (e *Engine) stateRecs(now int64) []rec {
 	var out []rec
 	out = append(out, e.tombRecs(now)...)
 	out = e.limitRecs(out, now)
+	out = e.pauseRecs(out, now)
 	out = append(out, e.scheduleRecs(now)...)
 	return out
 }

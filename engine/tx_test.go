@@ -347,15 +347,7 @@ func TestUnitsDuringRewrite(t *testing.T) {
 			t.Fatal(err)
 		}
 		runTx(t, e, 10, b("during"))
-		for {
-			e.mu.Lock()
-			running := e.j.rewriting
-			e.mu.Unlock()
-			if !running {
-				break
-			}
-			sleep(time.Millisecond)
-		}
+		waitRewrite(e)
 		if e.j.rewriteErr != nil {
 			t.Fatal(e.j.rewriteErr)
 		}

@@ -222,15 +222,7 @@ func TestUniqueTombstonesSurviveRewriteAndSnapshot(t *testing.T) {
 		if err := e.Rewrite(); err != nil {
 			t.Fatal(err)
 		}
-		for {
-			e.mu.Lock()
-			running := e.j.rewriting
-			e.mu.Unlock()
-			if !running {
-				break
-			}
-			sleep(time.Millisecond)
-		}
+		waitRewrite(e)
 		log, _ := fs.ReadFile("/data/" + LogFile)
 		e.Close()
 		e = mustNew(t, logged(fs, FsyncAlways))

@@ -1,0 +1,231 @@
+package engine
+
+import (
+	"slices"
+	"time"
+)
+
+// Numbers for /metrics and INFO lateness. The hot paths only count: a pop
+// adds its lateness and an ACK its ack time to fixed buckets under the lock
+// they already hold (a few compares and two adds), an fsync its duration
+// under the lock syncLog already takes. Everything else is read at scrape
+// time, O(queues) under the lock, as INFO already is.
+
+// latencyBoundsMs are the upper bounds, in ms, of the lateness and ack-time
+// histograms' buckets: 1-2-5 steps from a millisecond (what the wheel's
+// tick can show) to an hour (a backlog that workers never caught up with).
+var latencyBoundsMs = [...]int64{1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 30000, 60000, 300000, 3600000}
+
+// fsyncBoundsUs are the fsync histogram's bounds, in µs: from a fast SSD's
+// 100 µs to the 5 s of a disk that is going away (slow ones are logged
+// from 500 ms).
+var fsyncBoundsUs = [...]int64{100, 250, 500, 1000, 2500, 5000, 10000, 25000, 50000, 100000, 250000, 500000, 1000000, 5000000}
+
+// hist counts observations in fixed buckets: n[i] those at most bounds[i]
+// and above bounds[i-1]; the last, those above every bound. Not cumulative,
+// so an observation touches one bucket.
+type hist struct {
+	n   [20]uint64 // room for the longest bounds list, plus one (TestHistogramBounds)
+	sum int64
+}
+
+func (h *hist) observe(bounds []int64, v int64) {
+	v = max(v, 0)
+	i := 0
+	for i < len(bounds) && v > bounds[i] {
+		i++
+	}
+	h.n[i]++
+	h.sum += v
+}
+
+// snapshot renders h as a Histogram, bounds and sum in units of unit.
+func (h *hist) snapshot(bounds []int64, unit time.Duration) Histogram {
+	out := Histogram{Bounds: make([]time.Duration, len(bounds)), Counts: make([]uint64, len(bounds))}
+	var c uint64
+	for i, b := range bounds {
+		c += h.n[i]
+		out.Bounds[i] = time.Duration(b) * unit
+		out.Counts[i] = c
+	}
+	out.Count = c + h.n[len(bounds)]
+	out.Sum = time.Duration(h.sum) * unit
+	return out
+}
+
+// Histogram is a snapshot of a histogram, in the shape Prometheus wants:
+// Counts[i] is the number of observations at most Bounds[i] (cumulative),
+// Count all of them (the +Inf bucket), Sum their total.
+type Histogram struct {
+	Bounds []time.Duration
+	Counts []uint64
+	Count  uint64
+	Sum    time.Duration
+}
+
+// metrics are the engine's histograms, guarded by Engine.mu.
+type metrics struct {
+	lateness hist // first deliveries: hand-out minus due time, ms
+	ackTime  hist // ACK minus hand-out (or the last TOUCH), ms
+}
+
+// observeLateness records how late the job in slot s is handed out, on its
+// first delivery only: a redelivery's due time is the original one (an
+// expiry does not move it), so its lateness would count the ack timeout.
+// Called with mu held, from take.
+func (e *Engine) observeLateness(j *job) {
+	if j.deliveries == 1 {
+		e.met.lateness.observe(latencyBoundsMs[:], e.recNow()-j.due)
+	}
+}
+
+// observeAck records the ack time of the reserved job in slot s: now minus
+// its hand-out, which is its deadline minus its ack timeout (TOUCH starts
+// the deadline again, so after a TOUCH it is the time since the TOUCH).
+// Called with mu held, from Ack.
+func (e *Engine) observeAck(s uint32, now int64) {
+	if dl, ok := e.wheel.Due(s); ok {
+		e.met.ackTime.observe(latencyBoundsMs[:], now-(dl-int64(e.jobs.at(s).ackTimeout)))
+	}
+}
+
+// Lateness returns the lateness histogram: how long after its due time a
+// job was handed out, for every first delivery since start.
+func (e *Engine) Lateness() Histogram {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.met.lateness.snapshot(latencyBoundsMs[:], time.Millisecond)
+}
+
+// NamedQueueStats is one queue's row in Metrics.
+type NamedQueueStats struct {
+	Name string
+	QueueStats
+}
+
+// Metrics is what /metrics shows of the engine, read in one go.
+type Metrics struct {
+	// Top are the queues with the most jobs (ties by name), at most the
+	// count asked for, the largest first. Queues that hold no job but have
+	// clients waiting come last.
+	Top []NamedQueueStats
+	// Jobs are the jobs of every queue by state (Top's included), and
+	// Queues the number of queues holding one (INFO's queues).
+	Jobs   QueueStats
+	Queues int
+	// Stats are the engine's totals since start: a queue's counters go with
+	// the queue, these do not.
+	Stats
+	Waiters           int // blocked clients (INFO blocked_clients)
+	Lateness, AckTime Histogram
+}
+
+// Metrics returns the top n queues by jobs with their counts, and the
+// engine's totals and histograms. O(queues + queues log n) under the lock.
+func (e *Engine) Metrics(n int) Metrics {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	m := Metrics{Stats: e.stats, Waiters: e.stats.WaitersNow}
+	m.Lateness = e.met.lateness.snapshot(latencyBoundsMs[:], time.Millisecond)
+	m.AckTime = e.met.ackTime.snapshot(latencyBoundsMs[:], time.Millisecond)
+	jobs := func(qi uint32) int {
+		q := &e.queues[qi]
+		return q.delayed + q.ready + q.reserved
+	}
+	// better says a goes before b: more jobs, then the smaller name, so the
+	// choice is the same on every scrape while nothing changes.
+	better := func(a, b uint32) bool {
+		ja, jb := jobs(a), jobs(b)
+		return ja > jb || ja == jb && e.queues[a].name < e.queues[b].name
+	}
+	// A heap of the n best so far with the worst at the root: a queue that
+	// does not beat it costs one comparison.
+	top := make([]uint32, 0, min(max(n, 0), len(e.queues)))
+	for i := range e.queues {
+		q := &e.queues[i]
+		if !q.live {
+			continue
+		}
+		qi := uint32(i)
+		m.Jobs.Delayed += q.delayed
+		m.Jobs.Ready += q.ready
+		m.Jobs.Reserved += q.reserved
+		if q.delayed+q.ready+q.reserved > 0 {
+			m.Queues++
+		}
+		switch {
+		case len(top) < n:
+			top = append(top, qi)
+			for c := len(top) - 1; c > 0; { // sift up
+				p := (c - 1) / 2
+				if !better(top[p], top[c]) {
+					break
+				}
+				top[p], top[c] = top[c], top[p]
+				c = p
+			}
+		case n > 0 && better(qi, top[0]):
+			top[0] = qi
+			for p := 0; ; { // sift down
+				w := p
+				if l := 2*p + 1; l < len(top) && better(top[w], top[l]) {
+					w = l
+				}
+				if r := 2*p + 2; r < len(top) && better(top[w], top[r]) {
+					w = r
+				}
+				if w == p {
+					break
+				}
+				top[p], top[w] = top[w], top[p]
+				p = w
+			}
+		}
+	}
+	slices.SortFunc(top, func(a, b uint32) int {
+		if better(a, b) {
+			return -1
+		}
+		return 1 // live queues' names are unique: never equal
+	})
+	m.Top = make([]NamedQueueStats, len(top))
+	for i, qi := range top {
+		m.Top[i] = NamedQueueStats{Name: e.queues[qi].name, QueueStats: e.queues[qi].stats()}
+		m.Top[i].Paused = e.pausedLocked([]byte(e.queues[qi].name))
+	}
+	return m
+}
+
+// stats are a queue's counts as DELAY.STATS shows them.
+func (q *queue) stats() QueueStats {
+	return QueueStats{Delayed: q.delayed, Ready: q.ready, Reserved: q.reserved, Added: q.added,
+		Deliveries: q.deliveries, Redeliveries: q.redeliveries, Acks: q.acks, Nacks: q.nacks,
+		Expired: q.expired, DeadLettered: q.deadLettered}
+}
+
+// LogMetrics is what /metrics shows of the append-only log.
+type LogMetrics struct {
+	On       bool // the engine keeps a log (not in cluster mode, not with appendonly no)
+	Size     int64
+	Rewrites uint64 // rewrites finished since start
+	Fsync    Histogram
+}
+
+// LogMetrics returns the log's size, rewrites and fsync durations.
+func (e *Engine) LogMetrics() LogMetrics {
+	j := &e.j
+	if j.path == "" {
+		return LogMetrics{}
+	}
+	j.dmu.Lock()
+	defer j.dmu.Unlock()
+	return LogMetrics{On: true, Size: j.size, Rewrites: j.rewrites,
+		Fsync: j.fsyncs.snapshot(fsyncBoundsUs[:], time.Microsecond)}
+}
+
+// EmptyLateness is the lateness histogram with nothing in it (INFO
+// lateness while the log loads).
+func EmptyLateness() Histogram {
+	var h hist
+	return h.snapshot(latencyBoundsMs[:], time.Millisecond)
+}

@@ -1,0 +1,231 @@
+package engine
+
+import (
+	"encoding/binary"
+	"slices"
+)
+
+// DELAY.REQUEUE key id|ALL [to-key]: dead-lettered jobs go back to work.
+//
+// A job out of deliveries starts over in its dead-letter queue as a plain
+// job: no ack timeout, no retry limit, no dead-letter queue (exhausted,
+// ack.go). What it had is kept as its origin: the queue it came from and
+// those three options. Few jobs are dead-lettered, so the origin lives in a
+// side table by slot (Engine.origins, flagged jobOrigin; the job record
+// stays 72 bytes), and it travels in the add record's tail (extOrigin), so
+// replay, rewrite, snapshot and a delivery handed back (Requeue) keep it.
+// A job keeps it wherever it goes (LMOVE), until it is requeued or ends.
+//
+// REQUEUE makes ready jobs of key (one by id, or every one) ready jobs of
+// their origin queue, or of to-key, at the tail, with their origin's
+// options (a job with no origin, moved to to-key, keeps its own), their
+// deliveries back at 0, their group and priority, and their id unless it
+// is taken there (then a new server id, as a move gives). Delayed and
+// reserved jobs of key are left: a reserved one is being worked on. A job
+// with no origin and no to-key is left too.
+//
+// Each job is one record, never a cancel plus an add, so a crash cannot
+// lose or double it. It names the job, where it goes and what it gets:
+//
+//	requeue: op time queue idkind id dst idkind id seq acktimeout retry deadletter
+//
+// and replays as a move (relocate, move.go) that then sets the options.
+const opRequeue byte = 17
+
+// origin is where a dead-lettered job came from, and the options it had
+// there. Never changed once made: a Delivery may share it.
+type origin struct {
+	queue      []byte
+	ackTimeout int64
+	retry      int64
+	deadLetter []byte // nil: none
+}
+
+// append writes o as the add record's extOrigin field.
+func (o *origin) append(dst []byte) []byte {
+	dst = appendBytes(dst, o.queue)
+	dst = binary.AppendVarint(dst, o.ackTimeout)
+	dst = binary.AppendVarint(dst, o.retry)
+	return appendBytes(dst, o.deadLetter)
+}
+
+func (d *decoder) origin() *origin {
+	o := &origin{queue: d.bytes(), ackTimeout: d.varint(), retry: d.varint(), deadLetter: d.bytes()}
+	if len(o.deadLetter) == 0 {
+		o.deadLetter = nil
+	}
+	return o
+}
+
+// setOrigin gives the job in slot s its origin (a copy), or none.
+func (e *Engine) setOrigin(s uint32, o *origin) {
+	j := e.jobs.at(s)
+	if o == nil {
+		if j.flags&jobOrigin != 0 {
+			j.flags &^= jobOrigin
+			delete(e.origins, s)
+		}
+		return
+	}
+	if e.origins == nil {
+		e.origins = make(map[uint32]*origin)
+	}
+	j.flags |= jobOrigin
+	e.origins[s] = &origin{queue: append([]byte{}, o.queue...), ackTimeout: o.ackTimeout, retry: o.retry,
+		deadLetter: clone(o.deadLetter)}
+}
+
+func appendRequeue(dst []byte, r *rec) []byte {
+	dst = append(dst, opRequeue)
+	dst = binary.AppendVarint(dst, r.time)
+	dst = appendBytes(dst, r.queue)
+	dst = appendID(dst, r.sid, r.id)
+	dst = appendBytes(dst, r.dst)
+	dst = appendID(dst, r.dsid, r.did)
+	dst = binary.AppendUvarint(dst, r.seq)
+	dst = binary.AppendVarint(dst, r.ackTimeout)
+	dst = binary.AppendVarint(dst, r.retry)
+	return appendBytes(dst, r.deadLetter)
+}
+
+func appendID(dst []byte, sid uint64, id []byte) []byte {
+	if id == nil {
+		dst = append(dst, 0)
+		return binary.AppendUvarint(dst, sid)
+	}
+	dst = append(dst, 1)
+	return appendBytes(dst, id)
+}
+
+func (r *rec) decodeRequeue(b []byte) error {
+	d := decoder{b: b}
+	*r = rec{op: d.byte(), time: d.varint(), queue: d.bytes()}
+	r.sid, r.id = d.id()
+	r.dst = d.bytes()
+	r.dsid, r.did = d.id()
+	r.seq = d.uvarint()
+	r.ackTimeout = d.varint()
+	r.retry = d.varint()
+	if r.deadLetter = d.bytes(); len(r.deadLetter) == 0 {
+		r.deadLetter = nil
+	}
+	if d.err == nil && len(d.b) != 0 {
+		d.err = errBadRecord
+	}
+	return d.err
+}
+
+// RequeueDead requeues the ready job id of a queue (every ready job with
+// id nil) to its origin queue or, with to not nil, to to. It returns how
+// many jobs moved and the log ticket to wait for. O(1) for one id; O(ready
+// jobs of the queue) for all.
+func (e *Engine) RequeueDead(name, id, to []byte) (int, uint64, error) {
+	if len(to) > MaxKey {
+		return 0, 0, ErrKeyTooLong
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if _, err := e.beginWrite(); err != nil {
+		return 0, 0, err
+	}
+	qi, ok := e.queueFor(name, false)
+	if !ok {
+		return 0, 0, nil
+	}
+	var slots []uint32
+	if id != nil {
+		if s, ok := e.lookup(qi, id); ok && e.jobs.at(s).state == stateReady {
+			slots = append(slots, s)
+		}
+	} else {
+		e.queues[qi].rd.each(&e.jobs, func(s uint32) bool {
+			slots = append(slots, s)
+			return true
+		})
+	}
+	var ticket uint64
+	var targets []uint32 // served once every job is in place, as RPUSH serves
+	n := 0
+	for _, s := range slots {
+		r, ok := e.requeueRec(s, to)
+		if !ok {
+			continue
+		}
+		ticket = e.logRec(&r) // encodes r before the move frees the id it aliases
+		if t := e.requeueJob(s, &r); !slices.Contains(targets, t) {
+			targets = append(targets, t) // few: the origin queues of one dead-letter queue
+		}
+		n++
+	}
+	for _, t := range targets {
+		if e.queues[t].live {
+			e.serve(t)
+		}
+	}
+	return n, ticket, nil
+}
+
+// requeueRec builds the requeue record of the ready job in slot s, to to
+// or, with to nil, to its origin; ok is false when it has neither.
+func (e *Engine) requeueRec(s uint32, to []byte) (rec, bool) {
+	var buf [sidLen]byte
+	j := e.jobs.at(s)
+	o := e.origins[s] // nil without jobOrigin
+	if to == nil && o == nil {
+		return rec{}, false
+	}
+	src := e.queues[j.queue].name
+	r := rec{op: opRequeue, time: e.recNow(), queue: []byte(src), sid: j.sid, dst: to, dsid: j.sid,
+		ackTimeout: int64(j.ackTimeout), retry: int64(j.retry), deadLetter: e.deadLetters[s]}
+	if o != nil {
+		r.ackTimeout, r.retry, r.deadLetter = o.ackTimeout, o.retry, o.deadLetter
+		if to == nil {
+			r.dst = o.queue
+		}
+	}
+	id := e.idOf(j, &buf)
+	if j.idLen > 0 {
+		r.id, r.did = id, id
+	}
+	if src != string(r.dst) {
+		if t, ok := e.queueFor(r.dst, false); ok {
+			if _, taken := e.lookup(t, id); taken {
+				r.did, r.dsid = nil, e.newSID(r.dst, r.time)
+			}
+		}
+	}
+	e.seq++
+	r.seq = e.seq
+	return r, true
+}
+
+// requeueJob applies a requeue record to the ready job in slot s, live or
+// replayed, and returns its new queue's index (whose waiters the caller
+// serves).
+func (e *Engine) requeueJob(s uint32, r *rec) uint32 {
+	to := e.relocate(s, r) // r.flags is 0: the tail of the ready list
+	j := e.jobs.at(s)
+	j.deliveries = 0
+	j.ackTimeout = uint32(min(max(r.ackTimeout, 0), 1<<32-1))
+	j.retry = int32(min(max(r.retry, -1), 1<<31-1))
+	dl := clone(r.deadLetter) // before the old one goes: r may alias it
+	if j.flags&jobDL != 0 {
+		j.flags &^= jobDL
+		delete(e.deadLetters, s)
+	}
+	if dl != nil {
+		j.flags |= jobDL
+		e.deadLetters[s] = dl
+	}
+	e.setOrigin(s, nil)
+	return to
+}
+
+// applyRequeue replays a requeue record.
+func (e *Engine) applyRequeue(r *rec) {
+	s, ok := e.find(r)
+	if !ok || e.jobs.at(s).state != stateReady {
+		return
+	}
+	e.serve(e.requeueJob(s, r))
+}

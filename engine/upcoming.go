@@ -1,0 +1,114 @@
+package engine
+
+import (
+	"cmp"
+	"slices"
+)
+
+// DELAY.UPCOMING key [count]: the next delayed jobs of a queue, by due time.
+
+// Upcoming is one delayed job as DELAY.UPCOMING shows it.
+type Upcoming struct {
+	ID      []byte
+	Due     int64 // unix ms
+	Payload []byte
+}
+
+// upcomingWalkShare: the wheel walk may visit at most one job slot in this
+// many before Upcoming scans the slab instead. A walk follows bucket lists
+// through nodes scattered in memory, a cache miss per job; the scan reads
+// the slab in order, about 60 times faster per job (1M jobs: 170 ms against
+// 2.8 ms on the reference machine), so past this share the scan is cheaper.
+const upcomingWalkShare = 64
+
+// Upcoming returns up to count delayed jobs of a queue, the next to become
+// ready first (by due time, then add order: the order they will be ready
+// in). Nothing keeps a queue's delayed jobs in order, or even together: the
+// one wheel holds every queue's, unsorted within a bucket. So it walks the
+// wheel's buckets in time order keeping the count earliest of the queue's
+// jobs in a bounded heap (wheel.Earliest), which stops once no later bucket
+// can hold an earlier one, or once it has seen every delayed job of the
+// queue; that visits only the jobs of every queue due before the count-th
+// of this one. When that would be more than one job slot in
+// upcomingWalkShare (the queue's jobs are few, or due late, among many
+// others'), it scans the slab in order into the same kind of heap instead.
+// Cost: O(min(J, S/64) log count), J the jobs visited and S the job slots,
+// plus O(S) when the walk gives up; never a sort of all the queue's jobs.
+func (e *Engine) Upcoming(queueName []byte, count int) []Upcoming {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.advanceLocked(e.nowMs())
+	qi, ok := e.queueFor(queueName, false)
+	if !ok || count <= 0 || e.queues[qi].delayed == 0 {
+		return nil
+	}
+	of := e.queues[qi].delayed
+	mine := func(s uint32) bool {
+		j := e.jobs.at(s)
+		return j.queue == qi && j.state == stateDelayed
+	}
+	hs, ok := e.wheel.Earliest(nil, count, of, max(int(e.jobs.n)/upcomingWalkShare, 1024), mine)
+	if !ok {
+		hs = e.scanEarliest(count, of, mine)
+	}
+	out := make([]Upcoming, len(hs))
+	var buf [sidLen]byte
+	for i, s := range hs {
+		j := e.jobs.at(s)
+		out[i] = Upcoming{ID: append([]byte(nil), e.idOf(j, &buf)...), Due: j.due,
+			Payload: append([]byte(nil), e.payloadOf(j)...)}
+	}
+	return out
+}
+
+// scanEarliest returns the first n delayed jobs that keep accepts, by (due,
+// add order), reading the slab in order and stopping after of of them.
+func (e *Engine) scanEarliest(n, of int, keep func(s uint32) bool) []uint32 {
+	before := func(a, b uint32) bool {
+		ja, jb := e.jobs.at(a), e.jobs.at(b)
+		return ja.due < jb.due || ja.due == jb.due && ja.seq < jb.seq
+	}
+	heap := make([]uint32, 0, min(n, of)) // a max-heap: heap[0] is the latest kept
+	seen := 0
+	for s := range e.jobs.n {
+		if !keep(s) {
+			continue
+		}
+		switch {
+		case len(heap) < n:
+			heap = append(heap, s)
+			for i := len(heap) - 1; i > 0; {
+				p := (i - 1) / 2
+				if !before(heap[p], heap[i]) {
+					break
+				}
+				heap[i], heap[p] = heap[p], heap[i]
+				i = p
+			}
+		case before(s, heap[0]):
+			heap[0] = s
+			for i := 0; ; {
+				l := 2*i + 1
+				if l >= len(heap) {
+					break
+				}
+				if r := l + 1; r < len(heap) && before(heap[l], heap[r]) {
+					l = r
+				}
+				if !before(heap[i], heap[l]) {
+					break
+				}
+				heap[i], heap[l] = heap[l], heap[i]
+				i = l
+			}
+		}
+		if seen++; seen == of {
+			break
+		}
+	}
+	slices.SortFunc(heap, func(a, b uint32) int {
+		ja, jb := e.jobs.at(a), e.jobs.at(b)
+		return cmp.Or(cmp.Compare(ja.due, jb.due), cmp.Compare(ja.seq, jb.seq))
+	})
+	return heap
+}
