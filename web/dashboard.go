@@ -266,11 +266,14 @@ type queueData struct {
 	Paused    bool
 	HasPaused bool // DELAY.STATS has the paused field
 	DeadLet   int64
+	AddRate   float64
+	DelRate   float64
 
 	Upcoming    []jobRow
 	UpcomingErr string
 	Ready       []jobRow
 	ReadyErr    string
+	DeadHere    bool // some listed ready job was dead-lettered here
 	Limit       []field
 	Schedules   [][]field
 	SchedErr    string
@@ -280,6 +283,7 @@ type queueData struct {
 type jobRow struct {
 	ID, Preview string
 	Due         int64
+	Origin      string // the queue a dead-lettered job came from
 }
 
 // queueShow is how many jobs of each state a queue page lists.
@@ -287,7 +291,7 @@ const queueShow = 25
 
 func (d *dashboard) queue(ctx context.Context, r *http.Request) (string, any) {
 	key := r.URL.Query().Get("key")
-	q := &queueData{Key: key, Show: queueShow}
+	q := &queueData{Key: key, Show: queueShow, AddRate: -1, DelRate: -1}
 	show := strconv.Itoa(queueShow)
 	if v, err := d.do(ctx, "DELAY.STATS", key); err != nil {
 		q.StatsErr = err.Error()
@@ -303,6 +307,10 @@ func (d *dashboard) queue(ctx context.Context, r *http.Request) (string, any) {
 				q.Counts.Reserved = num(f.Value)
 			case "dead_lettered":
 				q.DeadLet = num(f.Value)
+			case "added":
+				q.AddRate = d.rates.observe("added\x00"+key, time.Now(), num(f.Value))
+			case "deliveries":
+				q.DelRate = d.rates.observe("delivered\x00"+key, time.Now(), num(f.Value))
 			case "paused":
 				q.HasPaused = true
 				q.Paused = num(f.Value) == 1 || str(f.Value) == "yes" || str(f.Value) == "true"
@@ -324,7 +332,16 @@ func (d *dashboard) queue(ctx context.Context, r *http.Request) (string, any) {
 	} else {
 		for _, e := range list(v) {
 			if t := list(e); len(t) >= 2 {
-				q.Ready = append(q.Ready, jobRow{ID: str(t[0]), Preview: preview(bytesOf(t[1]))})
+				row := jobRow{ID: str(t[0]), Preview: preview(bytesOf(t[1]))}
+				// DELAY.GET names a dead-lettered job's origin: only those
+				// get a Requeue button (25 look-ups of about 5µs).
+				if g, err := d.do(ctx, "DELAY.GET", key, row.ID); err == nil {
+					row.Origin = str(fieldMap(g)["origin"])
+				}
+				if row.Origin != "" {
+					q.DeadHere = true
+				}
+				q.Ready = append(q.Ready, row)
 			}
 		}
 	}
@@ -369,6 +386,7 @@ type jobData struct {
 	FullURL  string
 	RawURL   string
 	Reserved bool
+	Origin   string
 }
 
 type jobField struct {
@@ -419,6 +437,9 @@ func (d *dashboard) job(ctx context.Context, r *http.Request) (string, any) {
 		case "queue", "origin", "dead_letter", "deadletter":
 			if jf.Text != "" {
 				jf.Link = queueURL(jf.Text)
+			}
+			if f.Name == "origin" {
+				j.Origin = jf.Text
 			}
 		case "state":
 			j.State = jf.Text

@@ -32,7 +32,7 @@ type queueRow struct {
 	Delayed, Ready, Reserved int64
 	Total, DeadLettered      int64
 	Paused, HasPaused        bool
-	Rate                     float64 // deliveries per second
+	AddRate, Rate            float64 // adds and deliveries per second
 	Err                      string
 }
 
@@ -189,6 +189,7 @@ func (d *dashboard) fillRow(ctx context.Context, row *queueRow, now time.Time) {
 		return
 	}
 	row.Paused, row.HasPaused = false, false
+	row.AddRate = -1 // servers before per-queue adds have no counter
 	for _, f := range fields(v) {
 		n := num(f.Value)
 		switch f.Name {
@@ -200,8 +201,10 @@ func (d *dashboard) fillRow(ctx context.Context, row *queueRow, now time.Time) {
 			row.Reserved = n
 		case "dead_lettered":
 			row.DeadLettered = n
+		case "added":
+			row.AddRate = d.rates.observe("added\x00"+row.Name, now, n)
 		case "deliveries":
-			row.Rate = d.rates.observe("queue\x00"+row.Name, now, n)
+			row.Rate = d.rates.observe("delivered\x00"+row.Name, now, n)
 		case "paused":
 			row.HasPaused, row.Paused = true, n == 1
 		}

@@ -80,8 +80,8 @@ func TestDashboardPagesShowWhatCommandsSay(t *testing.T) {
 			t.Errorf("overview %s: %s, want %s", k, got, want)
 		}
 	}
-	if strings.Contains(body, `id="ov-lateness" data-live class="panel">`) {
-		t.Error("a server without INFO lateness shows a lateness histogram")
+	if !strings.Contains(body, `id="ov-lateness" data-live class="panel">`) || !strings.Contains(body, "<meter") {
+		t.Error("INFO lateness is there but the overview shows no histogram")
 	}
 
 	code, body = get(t, s, "/queues?sort=total")
@@ -204,6 +204,56 @@ func TestDashboardActionsConfirmAndRefuseCrossSite(t *testing.T) {
 	}
 	if code, _ := get(t, s, act); code != http.StatusMethodNotAllowed {
 		t.Errorf("GET /action: %d, want 405", code)
+	}
+}
+
+func TestDashboardDeadLetteredJobsAndPause(t *testing.T) {
+	s := newTestServer(t, Options{})
+	must(t, s, "DELAY.ADD", "src", "0", "x", "ID", "d1", "RETRY", "0", "ACKTIMEOUT", "60000", "DEADLETTER", "dlq")
+	must(t, s, "DELAY.ADD", "src", "0", "y", "ID", "d2", "RETRY", "0", "ACKTIMEOUT", "60000", "DEADLETTER", "dlq")
+	for _, id := range []string{"d1", "d2"} {
+		must(t, s, "DELAY.POP", "src", "1")
+		must(t, s, "DELAY.NACK", "src", id) // no delivery left: dead-lettered
+	}
+	_, body := get(t, s, "/queue?key=dlq")
+	if !strings.Contains(body, `data-op="requeue-all"`) || strings.Count(body, `data-op="requeue"`) != 2 || !strings.Contains(body, `<a href="/queue?key=src">src</a>`) {
+		t.Fatalf("the dead-letter queue's page offers no requeue, or does not name the origin: %s", body)
+	}
+	_, body = get(t, s, "/job?key=dlq&id=d1")
+	if !strings.Contains(body, `data-field="origin"`) || !strings.Contains(body, `data-op="requeue"`) {
+		t.Fatalf("the dead-lettered job's page: %s", body)
+	}
+	code, body := post(t, s, "/action?op=requeue&key=dlq&id=d1", "confirmed=1", actionHeader, "1")
+	if code != 200 || !strings.Contains(body, "Requeued job d1 of dlq.") {
+		t.Fatalf("requeue: %d %s", code, body)
+	}
+	if st := fieldMap(must(t, s, "DELAY.STATS", "src")); num(st["ready"]) != 1 {
+		t.Fatalf("src after requeue: %v", st)
+	}
+	_, body = post(t, s, "/action?op=requeue-all&key=dlq", "confirmed=1", actionHeader, "1")
+	if !strings.Contains(body, "Requeued 1 job(s) of dlq.") {
+		t.Fatalf("requeue all: %s", body)
+	}
+	_, body = get(t, s, "/queue?key=src")
+	if strings.Contains(body, `data-op="requeue`) {
+		t.Errorf("jobs that were not dead-lettered are offered a requeue")
+	}
+
+	_, body = post(t, s, "/action?op=pause&key=src", "confirmed=1", actionHeader, "1")
+	if !strings.Contains(body, "Paused queue src.") || num(fieldMap(must(t, s, "DELAY.STATS", "src"))["paused"]) != 1 {
+		t.Fatalf("pause: %s", body)
+	}
+	_, body = get(t, s, "/queue?key=src")
+	if !strings.Contains(body, `data-k="paused"`) || !strings.Contains(body, `data-op="resume"`) {
+		t.Fatalf("a paused queue's page")
+	}
+	_, body = get(t, s, "/queues")
+	if !strings.Contains(body, `<span class="badge warn" data-k="paused">paused</span>`) {
+		t.Fatalf("the queue list does not mark the paused queue")
+	}
+	_, body = post(t, s, "/action?op=resume&key=src", "confirmed=1", actionHeader, "1")
+	if !strings.Contains(body, "Resumed queue src.") || num(fieldMap(must(t, s, "DELAY.STATS", "src"))["paused"]) != 0 {
+		t.Fatalf("resume: %s", body)
 	}
 }
 
