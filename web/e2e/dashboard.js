@@ -92,7 +92,7 @@ async function value(loc) {
 async function shot(page, name) {
   if (!SHOTS) return;
   fs.mkdirSync(SHOTS, { recursive: true });
-  await page.screenshot({ path: path.join(SHOTS, `dashboard-${name}.png`), fullPage: true });
+  await page.screenshot({ path: path.join(SHOTS, `dashboard-${name}.png`) }); // the viewport: small files
   console.log(`screenshot ${name}`);
 }
 async function goto(page, url) {
