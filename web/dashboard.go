@@ -41,8 +41,8 @@ type dashboard struct {
 	started time.Time
 }
 
-// dashboardRoutes registers the dashboard's pages, its assets and the JSON
-// it updates itself from.
+// dashboardRoutes registers the dashboard's pages, the actions they post,
+// and the embedded assets.
 func (s *Server) dashboardRoutes() {
 	d := newDashboard(s)
 	s.mux.HandleFunc("GET /{$}", d.page("overview", d.overview))

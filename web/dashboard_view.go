@@ -22,12 +22,10 @@ var viewFuncs = template.FuncMap{
 	"bytes":    fmtBytes,
 	"show":     showName,
 	"when":     fmtWhen,
-	"rel":      fmtRel,
 	"ms":       fmtMs,
 	"rate":     fmtRate,
 	"queueURL": queueURL,
 	"jobURL":   jobURL,
-	"pct":      pct,
 	"int64":    func(n int) int64 { return int64(n) },
 	"div": func(a, b int64) int64 {
 		if b == 0 {
@@ -129,25 +127,6 @@ func fmtWhen(ms int64) string {
 		return "—"
 	}
 	return time.UnixMilli(ms).UTC().Format("2006-01-02 15:04:05.000Z")
-}
-
-// fmtRel says how far a unix-ms time is from now: "in 4.2s", "3m00s ago".
-func fmtRel(ms int64) string {
-	if ms <= 0 {
-		return ""
-	}
-	d := time.Until(time.UnixMilli(ms))
-	if d >= 0 {
-		return "in " + fmtDur(d)
-	}
-	return fmtDur(-d) + " ago"
-}
-
-func pct(part, whole int64) string {
-	if whole <= 0 {
-		return "0%"
-	}
-	return strconv.FormatFloat(100*float64(part)/float64(whole), 'f', 1, 64) + "%"
 }
 
 // showName renders a key or id that may hold any bytes: printable text as
