@@ -54,7 +54,7 @@ func TestOpsCommands(t *testing.T) {
 		{"DELAY.ADD w 0 job ID j RETRY 0 ACKTIMEOUT 60000 DEADLETTER dlq", "$j"},
 		{"DELAY.POP w 0", "*3 $w $j $job"},
 		{"DELAY.NACK w j", ":1"},
-		{"DELAY.GET dlq j", "*12 $id $j $queue $dlq $state $ready $due :…"},
+		{"DELAY.GET dlq j", "*14 $id $j $queue $dlq $state $ready $due :…"},
 		{"DELAY.ADD dlq 0 plain ID k", "$k"},
 		{"DELAY.REQUEUE dlq nosuch", ":0"},
 		{"DELAY.REQUEUE dlq k", ":0"}, // no origin, no to-key

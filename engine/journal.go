@@ -394,11 +394,15 @@ func (e *Engine) flusher() {
 // syncLog fsyncs the log and logs a slow fsync with its duration.
 func (e *Engine) syncLog() error {
 	j := &e.j
+	// wmu is held through the fsync: a rewrite's switch closes the old log
+	// under wmu, and an fsync of a log closed under it would fail and be
+	// taken for a disk error (the new log was fsynced before it was
+	// installed). Only the flusher, which calls this, and the switch take
+	// wmu, so nothing else waits for the fsync.
 	j.wmu.Lock()
-	w := j.log
-	j.wmu.Unlock()
 	start := time.Now()
-	err := w.Sync()
+	err := j.log.Sync()
+	j.wmu.Unlock()
 	took := time.Since(start)
 	if took > 500*time.Millisecond {
 		e.opts.Logger.Warn().Dur("took", took).Str("file", j.path).Msg("slow fsync")
