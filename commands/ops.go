@@ -17,29 +17,56 @@ const (
 // at most 1000) delayed jobs in the order they will become ready, each as
 // [id, due, payload]; an empty array when there are none.
 func cmdUpcoming(d *Dispatcher, c *Client, args [][]byte) {
-	if len(args) > 3 {
-		c.W.Error(errSyntax)
+	count, ok := listCount(c, args)
+	if !ok {
 		return
 	}
-	count := int64(defaultUpcoming)
-	if len(args) == 3 {
-		n, ok := parseInt(args[2])
-		if !ok {
-			c.W.Error(errNotInteger)
-			return
-		}
-		if n < 1 || n > maxUpcoming {
-			c.W.Error(errUpcomingCnt)
-			return
-		}
-		count = n
-	}
-	jobs := d.engineFor(c).Upcoming(args[1], int(count))
+	jobs := d.engineFor(c).Upcoming(args[1], count)
 	c.W.Array(len(jobs))
 	for _, j := range jobs {
 		c.W.Array(3)
 		c.W.Bulk(j.ID)
 		c.W.Int(j.Due)
+		c.W.Bulk(j.Payload)
+	}
+}
+
+// listCount parses the optional count of DELAY.UPCOMING and DELAY.RESERVED.
+func listCount(c *Client, args [][]byte) (int, bool) {
+	if len(args) > 3 {
+		c.W.Error(errSyntax)
+		return 0, false
+	}
+	if len(args) < 3 {
+		return defaultUpcoming, true
+	}
+	n, ok := parseInt(args[2])
+	if !ok {
+		c.W.Error(errNotInteger)
+		return 0, false
+	}
+	if n < 1 || n > maxUpcoming {
+		c.W.Error(errUpcomingCnt)
+		return 0, false
+	}
+	return int(n), true
+}
+
+// cmdReserved is DELAY.RESERVED key [count]: the queue's reserved jobs,
+// the first to expire first, each [id, ack-deadline, deliveries, payload],
+// so an operator sees what workers hold and until when.
+func cmdReserved(d *Dispatcher, c *Client, args [][]byte) {
+	count, ok := listCount(c, args)
+	if !ok {
+		return
+	}
+	jobs := d.engineFor(c).Reserved(args[1], count)
+	c.W.Array(len(jobs))
+	for _, j := range jobs {
+		c.W.Array(4)
+		c.W.Bulk(j.ID)
+		c.W.Int(j.AckDeadline)
+		c.W.Int(int64(j.Deliveries))
 		c.W.Bulk(j.Payload)
 	}
 }

@@ -29,6 +29,14 @@ func TestOpsCommands(t *testing.T) {
 		{"DELAY.UPCOMING q 1000", "*3 *3 $a :4000000000000 $early *3 $b :4102444800000 $late *3 $c :4102444800000 $same"},
 		{"DELAY.UPCOMING q 2", "*2 *3 $a :4000000000000 $early *3 $b :4102444800000 $late"},
 
+		{"DELAY.RESERVED", "-ERR wrong number of arguments for 'delay.reserved' command"},
+		{"DELAY.RESERVED q 0", "-" + errUpcomingCnt},
+		{"DELAY.RESERVED q 1 2", "-" + errSyntax},
+		{"DELAY.RESERVED q", "*0"},
+		{"DELAY.ADD held 0 work ID h ACKTIMEOUT 4000000000", "$h"},
+		{"DELAY.POP held 0", "*3 $held $h $work"},
+		{"DELAY.RESERVED held", "*1 *4 $h :…"},
+
 		{"DELAY.PAUSE", "-ERR wrong number of arguments for 'delay.pause' command"},
 		{"DELAY.PAUSE q x", "-ERR wrong number of arguments for 'delay.pause' command"},
 		{"DELAY.RESUME", "-ERR wrong number of arguments for 'delay.resume' command"},

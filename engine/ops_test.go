@@ -85,7 +85,7 @@ func TestOpsUpcomingOrderAndBound(t *testing.T) {
 				qi := e.byName["q"]
 				mine := func(s uint32) bool { j := e.jobs.at(s); return j.queue == qi && j.state == stateDelayed }
 				walked, _ := e.wheel.Earliest(nil, n, -1, 0, mine)
-				scanned := e.scanEarliest(n, e.queues[qi].delayed, mine)
+				scanned := e.scanEarliest(n, e.queues[qi].delayed, mine, e.byDue)
 				e.mu.Unlock()
 				if !slices.Equal(walked, scanned) || len(walked) != len(exp) {
 					t.Fatalf("%s, count %d: the walk and the scan differ", what, n)
@@ -691,4 +691,60 @@ func opsWaitRewrite(e *Engine) {
 		}
 		sleep(time.Millisecond)
 	}
+}
+
+// TestOpsReservedByDeadline: DELAY.RESERVED lists a queue's reserved jobs
+// by ack deadline (TOUCH moves one to the back), bounded by count, and the
+// wheel walk and the slab scan agree.
+func TestOpsReservedByDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEngine(t, Options{})
+		for i, ack := range []int64{5000, 1000, 3000, 1000, 90_000_000} {
+			addOpts(t, e, AddArgs{Queue: b("q"), ID: b(fmt.Sprint("r", i)), Payload: b(fmt.Sprint("p", i)), Retry: -1, AckTimeout: ack})
+			mustPop(t, e, "q")
+		}
+		// Noise: other queues' reservations and delayed jobs, and q's own
+		// delayed and ready jobs, which are not reserved.
+		for i := range 200 {
+			addOpts(t, e, AddArgs{Queue: b("other"), Payload: b("x"), Retry: -1, AckTimeout: int64(500 + i)})
+			mustPop(t, e, "other")
+			addOpts(t, e, AddArgs{Queue: b("q"), Payload: b("later"), Retry: -1, Delay: int64(100 + i)})
+		}
+		ids := func(n int) []string {
+			var out []string
+			for _, r := range e.Reserved(b("q"), n) {
+				out = append(out, fmt.Sprintf("%s@%d/%d=%s", r.ID, r.AckDeadline-e.Now(), r.Deliveries, r.Payload))
+			}
+			return out
+		}
+		if got, want := ids(10), []string{"r1@1000/1=p1", "r3@1000/1=p3", "r2@3000/1=p2", "r0@5000/1=p0", "r4@90000000/1=p4"}; !slices.Equal(got, want) {
+			t.Fatalf("DELAY.RESERVED q:\n got %v\nwant %v", got, want)
+		}
+		if got := ids(2); !slices.Equal(got, []string{"r1@1000/1=p1", "r3@1000/1=p3"}) {
+			t.Fatalf("count 2: %v", got)
+		}
+		sleep(500 * time.Millisecond)
+		if _, _, err := e.Touch(b("q"), b("r1")); err != nil {
+			t.Fatal(err)
+		}
+		if got := ids(2); !slices.Equal(got, []string{"r3@500/1=p3", "r1@1000/1=p1"}) {
+			t.Fatalf("after TOUCH r1: %v", got)
+		}
+		e.mu.Lock()
+		qi := e.byName["q"]
+		mine := func(s uint32) bool { j := e.jobs.at(s); return j.queue == qi && j.state == stateReserved }
+		walked, _ := e.wheel.Earliest(nil, 10, -1, 0, mine)
+		scanned := e.scanEarliest(10, e.queues[qi].reserved, mine, e.byDeadline)
+		e.mu.Unlock()
+		if !slices.Equal(walked, scanned) || len(walked) != 5 {
+			t.Fatalf("the walk %v and the scan %v differ", walked, scanned)
+		}
+		sleep(600 * time.Millisecond) // r3's deadline passes: back to ready
+		if got := ids(10); len(got) != 4 || strings.HasPrefix(got[0], "r3") {
+			t.Fatalf("after r3 expired: %v", got)
+		}
+		if got := e.Reserved(b("none"), 10); got != nil {
+			t.Fatalf("no such queue: %v", got)
+		}
+	})
 }

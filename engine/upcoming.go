@@ -49,7 +49,7 @@ func (e *Engine) Upcoming(queueName []byte, count int) []Upcoming {
 	}
 	hs, ok := e.wheel.Earliest(nil, count, of, max(int(e.jobs.n)/upcomingWalkShare, 1024), mine)
 	if !ok {
-		hs = e.scanEarliest(count, of, mine)
+		hs = e.scanEarliest(count, of, mine, e.byDue)
 	}
 	out := make([]Upcoming, len(hs))
 	var buf [sidLen]byte
@@ -61,13 +61,63 @@ func (e *Engine) Upcoming(queueName []byte, count int) []Upcoming {
 	return out
 }
 
-// scanEarliest returns the first n delayed jobs that keep accepts, by (due,
-// add order), reading the slab in order and stopping after of of them.
-func (e *Engine) scanEarliest(n, of int, keep func(s uint32) bool) []uint32 {
-	before := func(a, b uint32) bool {
-		ja, jb := e.jobs.at(a), e.jobs.at(b)
-		return ja.due < jb.due || ja.due == jb.due && ja.seq < jb.seq
+// Reservation is one reserved job as DELAY.RESERVED shows it.
+type Reservation struct {
+	ID          []byte
+	AckDeadline int64 // unix ms
+	Deliveries  uint32
+	Payload     []byte
+}
+
+// Reserved returns up to count reserved jobs of a queue, the first whose
+// ack deadline passes first: the reservation deadlines ride the same wheel
+// as due times, so this is Upcoming's walk with another filter. Same cost.
+func (e *Engine) Reserved(queueName []byte, count int) []Reservation {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.advanceLocked(e.nowMs())
+	qi, ok := e.queueFor(queueName, false)
+	if !ok || count <= 0 || e.queues[qi].reserved == 0 {
+		return nil
 	}
+	of := e.queues[qi].reserved
+	mine := func(s uint32) bool {
+		j := e.jobs.at(s)
+		return j.queue == qi && j.state == stateReserved
+	}
+	hs, ok := e.wheel.Earliest(nil, count, of, max(int(e.jobs.n)/upcomingWalkShare, 1024), mine)
+	if !ok {
+		hs = e.scanEarliest(count, of, mine, e.byDeadline)
+	}
+	out := make([]Reservation, len(hs))
+	var buf [sidLen]byte
+	for i, s := range hs {
+		j := e.jobs.at(s)
+		deadline, _ := e.wheel.Due(s)
+		out[i] = Reservation{ID: append([]byte(nil), e.idOf(j, &buf)...), AckDeadline: deadline,
+			Deliveries: j.deliveries, Payload: append([]byte(nil), e.payloadOf(j)...)}
+	}
+	return out
+}
+
+// byDue orders delayed jobs as they will become ready: (due, add order).
+func (e *Engine) byDue(a, b uint32) int {
+	ja, jb := e.jobs.at(a), e.jobs.at(b)
+	return cmp.Or(cmp.Compare(ja.due, jb.due), cmp.Compare(ja.seq, jb.seq))
+}
+
+// byDeadline orders reserved jobs as their reservations will expire: the
+// wheel's (deadline, order) for them.
+func (e *Engine) byDeadline(a, b uint32) int {
+	da, _ := e.wheel.Due(a)
+	db, _ := e.wheel.Due(b)
+	return cmp.Or(cmp.Compare(da, db), cmp.Compare(e.jobs.at(a).seq, e.jobs.at(b).seq))
+}
+
+// scanEarliest returns the first n jobs that keep accepts, in order,
+// reading the slab in order and stopping after of of them.
+func (e *Engine) scanEarliest(n, of int, keep func(s uint32) bool, order func(a, b uint32) int) []uint32 {
+	before := func(a, b uint32) bool { return order(a, b) < 0 }
 	heap := make([]uint32, 0, min(n, of)) // a max-heap: heap[0] is the latest kept
 	seen := 0
 	for s := range e.jobs.n {
@@ -106,9 +156,6 @@ func (e *Engine) scanEarliest(n, of int, keep func(s uint32) bool) []uint32 {
 			break
 		}
 	}
-	slices.SortFunc(heap, func(a, b uint32) int {
-		ja, jb := e.jobs.at(a), e.jobs.at(b)
-		return cmp.Or(cmp.Compare(ja.due, jb.due), cmp.Compare(ja.seq, jb.seq))
-	})
+	slices.SortFunc(heap, order)
 	return heap
 }

@@ -273,6 +273,8 @@ type queueData struct {
 	UpcomingErr string
 	Ready       []jobRow
 	ReadyErr    string
+	Reserved    []jobRow
+	ReservedErr string
 	DeadHere    bool // some listed ready job was dead-lettered here
 	Limit       []field
 	Schedules   [][]field
@@ -282,7 +284,8 @@ type queueData struct {
 
 type jobRow struct {
 	ID, Preview string
-	Due         int64
+	Due         int64 // the due time, or a reserved job's ack deadline
+	Deliveries  int64
 	Origin      string // the queue a dead-lettered job came from
 }
 
@@ -342,6 +345,15 @@ func (d *dashboard) queue(ctx context.Context, r *http.Request) (string, any) {
 					q.DeadHere = true
 				}
 				q.Ready = append(q.Ready, row)
+			}
+		}
+	}
+	if v, err := d.do(ctx, "DELAY.RESERVED", key, show); err != nil {
+		q.ReservedErr = err.Error()
+	} else {
+		for _, e := range list(v) {
+			if t := list(e); len(t) >= 4 {
+				q.Reserved = append(q.Reserved, jobRow{ID: str(t[0]), Due: num(t[1]), Deliveries: num(t[2]), Preview: preview(bytesOf(t[3]))})
 			}
 		}
 	}

@@ -102,6 +102,14 @@ func TestDashboardPagesShowWhatCommandsSay(t *testing.T) {
 	if !strings.Contains(body, `data-id="later"`) || !strings.Contains(body, `href="/job?id=later&amp;key=mail"`) {
 		t.Errorf("the queue page does not list its delayed job")
 	}
+	// A reserved job is listed with its ack deadline and deliveries.
+	must(t, s, "DELAY.ADD", "held", "0", "in hand", "ID", "h1", "ACKTIMEOUT", "600000")
+	must(t, s, "DELAY.POP", "held", "1")
+	_, body = get(t, s, "/queue?key=held")
+	reserved := body[strings.Index(body, `id="q-reserved"`):]
+	if !strings.Contains(reserved, `data-id="h1"`) || !strings.Contains(reserved, `<td class="n">1</td><td class="payload">in hand</td>`) {
+		t.Errorf("the queue page does not list its reserved job:\n%.1500s", reserved)
+	}
 
 	// A live update is <main>'s content only.
 	code, body = get(t, s, "/queue?key=mail", liveHeader, "1")
