@@ -382,7 +382,7 @@ func TestErrorLine(t *testing.T) {
 	}{
 		{engine.ErrNotCommitted, "TRYAGAIN " + engine.ErrNotCommitted.Error()},
 		{fmt.Errorf("batch 3: %w", engine.ErrNotCommitted), "TRYAGAIN batch 3: " + engine.ErrNotCommitted.Error()},
-		{fmt.Errorf("%w: disk full", engine.ErrLog), "ERR " + engine.ErrLog.Error() + ": disk full"},
+		{fmt.Errorf("%w: disk full", engine.ErrLog), "MISCONF Errors writing to the AOF file: disk full"},
 		{errors.New("boom"), "ERR boom"},
 	} {
 		if got := ErrorLine(tc.err); got != tc.want {

@@ -3,6 +3,7 @@ package commands
 import (
 	"errors"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -333,6 +334,10 @@ func (d *Dispatcher) replyErr(c *Client, err error) {
 func ErrorLine(err error) string {
 	if errors.Is(err, engine.ErrNotCommitted) {
 		return "TRYAGAIN " + err.Error()
+	}
+	if errors.Is(err, engine.ErrLog) {
+		// Redis's wording when it cannot write its AOF, with the cause.
+		return "MISCONF Errors writing to the AOF file: " + strings.TrimPrefix(err.Error(), engine.ErrLog.Error()+": ")
 	}
 	return "ERR " + err.Error()
 }

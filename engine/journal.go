@@ -53,7 +53,11 @@ type journal struct {
 	pendFirst uint64
 	proposing bool   // cluster mode: a batch left pend and is not yet in flight
 	ticket    uint64 // last ticket given out
-	broken    error  // sticky log failure: writes are refused
+	broken    error  // log failure: writes are refused
+	// retry says broken came from a write that was rolled back (a full
+	// disk): the flusher probes the log and clears broken once a write and
+	// an fsync succeed (faults.go). An fsync failure is never retried.
+	retry bool
 	replaying bool
 	rewriting bool
 	// aborted is set when a log write fails during a rewrite: its tail then
@@ -272,7 +276,7 @@ func (e *Engine) writable() error {
 		return ErrClosed
 	}
 	if e.j.broken != nil {
-		return fmt.Errorf("%w: %v", ErrLog, e.j.broken)
+		return fmt.Errorf("%w: %w", ErrLog, e.j.broken)
 	}
 	return e.replWritable()
 }
@@ -334,13 +338,25 @@ func (e *Engine) flusher() {
 		tick = t.C
 	}
 	dirty := false
+	var probe <-chan time.Time // armed while a full disk refuses writes
 	for {
 		closing := false
 		select {
 		case <-j.kick:
 		case <-tick:
 			if dirty {
-				dirty = e.syncLog() != nil
+				if err := e.syncLog(); err != nil {
+					// Writes already acknowledged may not be on disk, and
+					// the page cache's state is unknown: stop acknowledging.
+					e.fsyncFailed(err)
+				}
+				dirty = false
+			}
+			continue
+		case <-probe:
+			probe = nil
+			if !e.probeLog() {
+				probe = time.After(probeEvery)
 			}
 			continue
 		case <-e.logQuit:
@@ -363,15 +379,18 @@ func (e *Engine) flusher() {
 			j.dmu.Lock()
 			j.size = size
 			j.dmu.Unlock()
+			fsyncErr := false
 			if err == nil {
 				dirty = true
 				if e.opts.Fsync == FsyncAlways {
 					err = e.syncLog()
-					dirty = err != nil
+					dirty, fsyncErr = false, err != nil
 				}
 			}
 			if err != nil {
-				e.logFailure(first, err)
+				if e.logFailure(first, err, fsyncErr) && probe == nil {
+					probe = time.After(probeEvery)
+				}
 			} else {
 				j.dmu.Lock()
 				j.durable = max(j.durable, last) // a rewrite may have covered more
@@ -423,24 +442,27 @@ func (e *Engine) syncLog() error {
 
 // logFailure fails every ticket from first on and makes memory match the
 // file again, so a write whose record did not reach the log is not applied.
-func (e *Engine) logFailure(first uint64, err error) {
+// Writes are refused from then on. It reports whether that may end by
+// itself: a write that aof rolled back (a full disk) may be retried; a
+// failed fsync (fsyncErr, or a Writer failed for good) may not, as
+// Postgres learned: the kernel may have dropped the dirty pages and
+// cleared the error, so a later fsync that succeeds proves nothing.
+func (e *Engine) logFailure(first uint64, err error, fsyncErr bool) bool {
 	j := &e.j
-	e.opts.Logger.Error().Err(err).Str("file", j.path).Msg("append-only log write failed: the writes in flight get an error and are undone")
+	e.opts.Logger.Error().Err(err).Str("file", j.path).Msg("append-only log write failed: the writes in flight get an error and are undone; writes are refused")
 	e.mu.Lock()
 	last := j.ticket
 	j.pend = j.pend[:0]
-	if errors.Is(err, aof.ErrWriterFailed) || e.opts.Fsync == FsyncAlways {
-		// A failed fsync cannot be retried safely; refuse writes until a
-		// restart replays what the disk really holds.
-		j.broken = err
-	}
+	j.broken = err
+	j.retry = !fsyncErr && !errors.Is(err, aof.ErrWriterFailed)
 	if j.rewriting {
 		j.aborted = true // its tail holds the writes being undone
 	}
 	if rerr := e.reloadLocked(); rerr != nil {
-		j.broken = rerr
+		j.broken, j.retry = rerr, false
 		e.opts.Logger.Error().Err(rerr).Msg("reloading the log after a failed write")
 	}
+	retry := j.retry
 	e.mu.Unlock()
 	j.dmu.Lock()
 	j.failed = append(j.failed, [2]int64{int64(first), int64(last)})
@@ -451,6 +473,7 @@ func (e *Engine) logFailure(first uint64, err error) {
 	j.lastErr = err
 	j.dmu.Unlock()
 	j.dcond.Broadcast()
+	return retry
 }
 
 // reloadLocked rebuilds every job from the log file, keeping blocked clients
@@ -540,7 +563,7 @@ func (e *Engine) WaitDurable(ticket uint64) error {
 			if e.opts.Replicator != nil {
 				return ErrNotCommitted
 			}
-			return fmt.Errorf("%w: %v", ErrLog, j.lastErr)
+			return fmt.Errorf("%w: %w", ErrLog, j.lastErr)
 		}
 	}
 	return nil

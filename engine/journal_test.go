@@ -316,7 +316,9 @@ func TestFailedWriteIsNotApplied(t *testing.T) {
 		if _, ok := e.Get(b("q"), b("kept")); !ok {
 			t.Fatal("an earlier durable job was lost by the reload")
 		}
-		// The disk recovered: writes go on, and the blocked client still gets served.
+		// The disk recovered: after a probe writes go on, and the blocked
+		// client still gets served.
+		sleep(probeEvery)
 		res, err = e.Add(AddArgs{Queue: b("other"), ID: b("next"), Payload: b("y")})
 		if err != nil || e.WaitDurable(res.Ticket) != nil {
 			t.Fatalf("write after recovery: %v", err)

@@ -324,6 +324,7 @@ func TestFailedUnitWriteIsNotApplied(t *testing.T) {
 		if _, ok := e.Get(b("pre"), b("a")); !ok {
 			t.Fatal("the failed transaction's pop stayed applied")
 		}
+		sleep(probeEvery) // writes are refused until a probe of the log succeeds
 		if err := e.WaitDurable(runTx(t, e, 5, b("p"))); err != nil {
 			t.Fatalf("transaction after the disk recovered: %v", err)
 		}
