@@ -57,7 +57,7 @@ type journal struct {
 	// retry says broken came from a write that was rolled back (a full
 	// disk): the flusher probes the log and clears broken once a write and
 	// an fsync succeed (faults.go). An fsync failure is never retried.
-	retry bool
+	retry     bool
 	replaying bool
 	rewriting bool
 	// aborted is set when a log write fails during a rewrite: its tail then
