@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"github.com/delayd/delayd/commands"
 	"io"
 	"net"
 	"strconv"
@@ -25,6 +26,7 @@ type config struct {
 	MaxPayloadBytes       int
 	MaxJobs               int
 	MaxClients            int
+	MaxMemory             int64
 	AckTimeout            int64
 	Tick                  int64
 	AutoRewritePercentage int
@@ -65,6 +67,7 @@ var settings = []struct {
 	{"max-payload-bytes", "4194304", "largest payload accepted, in bytes"},
 	{"max-jobs", "0", "most jobs held in any state (0: no limit)"},
 	{"max-clients", "10000", "most client connections at once"},
+	{"maxmemory", "0", "refuse adds with OOM while the heap's live bytes are above this (100mb, 1gb; 0: no limit)"},
 	{"ack-timeout", "0", "default ack timeout in ms (0: a pop removes the job)"},
 	{"tick", "1", "timing wheel tick in ms"},
 	{"auto-rewrite-percentage", "100", "rewrite the log when it grew by this percentage of the live data (0: never)"},
@@ -194,6 +197,11 @@ func loadConfig(args []string, environ []string, stderr io.Writer) (config, erro
 	c.MaxPayloadBytes = int(num("max-payload-bytes", 1))
 	c.MaxJobs = int(num("max-jobs", 0))
 	c.MaxClients = int(num("max-clients", 1))
+	if n, err := commands.ParseMemory(get("maxmemory")); err != nil {
+		errs = append(errs, fmt.Errorf("maxmemory: %w", err))
+	} else {
+		c.MaxMemory = n
+	}
 	c.AckTimeout = num("ack-timeout", 0)
 	c.Tick = num("tick", 1)
 	c.AutoRewritePercentage = int(num("auto-rewrite-percentage", 0))
@@ -283,6 +291,7 @@ func (c config) view() map[string]string {
 		"max-jobs":                  strconv.Itoa(c.MaxJobs),
 		"max-clients":               strconv.Itoa(c.MaxClients),
 		"maxclients":                strconv.Itoa(c.MaxClients),
+		"maxmemory":                 strconv.FormatInt(c.MaxMemory, 10),
 		"ack-timeout":               strconv.FormatInt(c.AckTimeout, 10),
 		"tick":                      strconv.FormatInt(c.Tick, 10),
 		"auto-rewrite-percentage":   strconv.Itoa(c.AutoRewritePercentage),

@@ -110,6 +110,7 @@ func run(args, environ []string, stderr io.Writer) int {
 		Port:        cfg.Port,
 		ConfigFile:  cfg.ConfigFile,
 		MaxClients:  cfg.MaxClients,
+		MaxMemory:   cfg.MaxMemory,
 		Config:      cfg.view(),
 		Shutdown: func() {
 			select {

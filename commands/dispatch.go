@@ -89,6 +89,7 @@ type Options struct {
 	Port        int
 	ConfigFile  string
 	MaxClients  int
+	MaxMemory   int64 // bytes; 0: no limit (maxmemory.go)
 	// Config is the read-only view CONFIG GET shows, name -> value.
 	Config map[string]string
 	// Shutdown stops the server (SHUTDOWN); it returns at once and the
@@ -108,6 +109,7 @@ type Dispatcher struct {
 	byName  map[string]*Command
 	cmds    []*Command
 	started time.Time
+	mem     memGauge
 	runID   string // INFO server run_id: random per start, as Redis
 	replID  string // INFO replication master_replid
 
@@ -254,6 +256,10 @@ func (d *Dispatcher) Exec(c *Client, args [][]byte) {
 	}
 	if cmd.Flags&Loading == 0 && d.eng.Load() == nil {
 		d.reject(c, cmd, errLoading) // after auth and arity, as Redis checks
+		return
+	}
+	if d.opts.MaxMemory > 0 && d.overMaxMemory(cmd) {
+		d.reject(c, cmd, errOOM) // in MULTI too: EXEC is then aborted, as Redis does
 		return
 	}
 	c.last.Store(cmd)
