@@ -89,11 +89,11 @@ type Options struct {
 	RequirePass string
 	// ACLFile is --aclfile: where ACL SAVE writes the users and ACL LOAD
 	// (and LoadACLFile at start) reads them; empty: no file.
-	ACLFile string
-	Version     string
-	Port        int
-	ConfigFile  string
-	MaxClients  int
+	ACLFile    string
+	Version    string
+	Port       int
+	ConfigFile string
+	MaxClients int
 	// Config is the read-only view CONFIG GET shows, name -> value.
 	Config map[string]string
 	// Shutdown stops the server (SHUTDOWN); it returns at once and the
@@ -127,11 +127,11 @@ type Dispatcher struct {
 	mu      sync.Mutex
 	clients map[int64]*Client // guarded by mu; for CLIENT LIST
 
-	trk trackTable // CLIENT TRACKING (tracking.go)
-	obs observers  // SLOWLOG and MONITOR (observe.go)
+	trk    trackTable // CLIENT TRACKING (tracking.go)
+	obs    observers  // SLOWLOG and MONITOR (observe.go)
 	acl    *acl.Store // ACL users (acl.go)
 	aclLog aclLog
-	cnt []cmdCount // calls and time by command, in table order (metrics.go)
+	cnt    []cmdCount // calls and time by command, in table order (metrics.go)
 }
 
 // New builds a dispatcher over the command table.

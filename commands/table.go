@@ -392,7 +392,7 @@ var table = []*Command{
 		Summary: "CONFIG GET pattern: a read-only view of the settings.", Complexity: "O(N) settings",
 		Args: []Arg{str("subcommand"), opt(many(str("parameter")))}, Handler: cmdConfig},
 	{Name: "acl", Arity: -2, Flags: Admin | Loading, Group: "server", Since: "6.0.0",
-		Summary: "ACL SETUSER, GETUSER, DELUSER, USERS, LIST, WHOAMI, CAT, LOG, SAVE, LOAD: users, their passwords, commands and key patterns.",
+		Summary:    "ACL SETUSER, GETUSER, DELUSER, USERS, LIST, WHOAMI, CAT, LOG, SAVE, LOAD: users, their passwords, commands and key patterns.",
 		Complexity: "O(N) users or rules", Args: []Arg{str("subcommand"), opt(many(str("arg")))}, Handler: cmdACL},
 	{Name: "bgrewriteaof", Arity: 1, Flags: Admin, Group: "server", Since: "1.0.0",
 		Summary: "Rewrites the append-only log in the background.", Complexity: "O(1) to start",
