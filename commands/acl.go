@@ -159,6 +159,9 @@ func (d *Dispatcher) Authenticate(user, pass string) bool {
 	return ok
 }
 
+// HasUser reports whether an ACL user has this name.
+func (d *Dispatcher) HasUser(name string) bool { return d.acl.Get(name) != nil }
+
 // NeedsAuth reports whether some user must give a password, so the HTTP
 // side must ask for one.
 func (d *Dispatcher) NeedsAuth() bool { return d.acl.NeedsPassword() }
