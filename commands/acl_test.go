@@ -201,3 +201,15 @@ func TestACLCategories(t *testing.T) {
 		}
 	}
 }
+
+func TestACLSetUserRedacted(t *testing.T) {
+	got := shown(table[0], nil)
+	for _, cmd := range table {
+		if cmd.Name == "acl" {
+			got = shown(cmd, args("ACL", "SETUSER", "w", "on", ">secret"))
+		}
+	}
+	if strings.Join(got, " ") != "ACL SETUSER w (redacted) (redacted)" {
+		t.Fatalf("shown: %q", got)
+	}
+}
