@@ -153,7 +153,7 @@ func (c *Client) User() string { return c.userName() }
 func (d *Dispatcher) knownCommand(name string) bool { return d.byName[name] != nil }
 
 // Authenticate checks a user name and password as AUTH does (for the HTTP
-// side); a failure is logged in ACL LOG.
+// side).
 func (d *Dispatcher) Authenticate(user, pass string) bool {
 	_, ok := d.acl.Authenticate(user, pass)
 	return ok
