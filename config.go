@@ -23,6 +23,7 @@ type config struct {
 	AppendOnly            bool
 	AppendFsync           string
 	RequirePass           string
+	ACLFile               string
 	MaxPayloadBytes       int
 	MaxJobs               int
 	MaxClients            int
@@ -64,6 +65,7 @@ var settings = []struct {
 	{"appendonly", "yes", "keep an append-only log: yes|no"},
 	{"appendfsync", "everysec", "when to fsync the log: always|everysec|no"},
 	{"requirepass", "", "password clients must AUTH with (empty: none)"},
+	{"aclfile", "", "file of ACL users that ACL SAVE writes and ACL LOAD and the start read (empty: none)"},
 	{"max-payload-bytes", "4194304", "largest payload accepted, in bytes"},
 	{"max-jobs", "0", "most jobs held in any state (0: no limit)"},
 	{"max-clients", "10000", "most client connections at once"},
@@ -194,6 +196,7 @@ func loadConfig(args []string, environ []string, stderr io.Writer) (config, erro
 	c.AppendOnly = yesno("appendonly")
 	c.AppendFsync = oneOf("appendfsync", "always", "everysec", "no")
 	c.RequirePass = v.GetString("requirepass")
+	c.ACLFile = v.GetString("aclfile")
 	c.MaxPayloadBytes = int(num("max-payload-bytes", 1))
 	c.MaxJobs = int(num("max-jobs", 0))
 	c.MaxClients = int(num("max-clients", 1))
@@ -287,6 +290,7 @@ func (c config) view() map[string]string {
 		"appendonly":                yn(c.AppendOnly),
 		"appendfsync":               c.AppendFsync,
 		"requirepass":               pass,
+		"aclfile":                   c.ACLFile,
 		"max-payload-bytes":         strconv.Itoa(c.MaxPayloadBytes),
 		"max-jobs":                  strconv.Itoa(c.MaxJobs),
 		"max-clients":               strconv.Itoa(c.MaxClients),

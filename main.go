@@ -106,6 +106,7 @@ func run(args, environ []string, stderr io.Writer) int {
 	disp := commands.New(commands.Options{
 		Loading:     loading,
 		RequirePass: cfg.RequirePass,
+		ACLFile:     cfg.ACLFile,
 		Version:     version,
 		Port:        cfg.Port,
 		ConfigFile:  cfg.ConfigFile,
@@ -121,6 +122,12 @@ func run(args, environ []string, stderr io.Writer) int {
 		Log:     log,
 		Cluster: clusterView(clu),
 	})
+	if err := disp.LoadACLFile(); err != nil {
+		// As Redis: a bad aclfile stops the start rather than run open.
+		log.Error().Err(err).Msg("cannot load the aclfile")
+		fmt.Fprintln(stderr, "delayd:", err)
+		return 1
+	}
 	addr := net.JoinHostPort(cfg.Bind, strconv.Itoa(cfg.Port))
 	srv, err := resp.Listen(resp.Options{Addr: addr, MaxClients: cfg.MaxClients, Dispatcher: disp, Log: log})
 	if err != nil {

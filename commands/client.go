@@ -529,7 +529,7 @@ func (d *Dispatcher) clientLine(c *Client) string {
 	num("tot-mem", int64(omem))
 	field("events", "r")
 	field("cmd", cmd)
-	field("user", "default")
+	field("user", c.userName())
 	num("redir", redir)
 	num("resp", int64(proto))
 	field("lib-name", libName)

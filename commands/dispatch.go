@@ -10,6 +10,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/delayd/delayd/acl"
 	"github.com/delayd/delayd/engine"
 )
 
@@ -71,6 +72,8 @@ type Client struct {
 
 	tx txState // MULTI and WATCH (multi.go)
 
+	user atomic.Pointer[acl.Handle] // the ACL user it runs as (acl.go)
+
 	// Cluster mode (route.go): the slot of the command running, for a
 	// MOVED it may still have to answer (noSlot if it has no keys), and the
 	// ticket of the client's last write, which WAIT waits for.
@@ -85,11 +88,14 @@ type Options struct {
 	Engine      *engine.Engine
 	Loading     *engine.Loading
 	RequirePass string
-	Version     string
-	Port        int
-	ConfigFile  string
-	MaxClients  int
-	MaxMemory   int64 // bytes; 0: no limit (maxmemory.go)
+	// ACLFile is --aclfile: where ACL SAVE writes the users and ACL LOAD
+	// (and LoadACLFile at start) reads them; empty: no file.
+	ACLFile    string
+	Version    string
+	Port       int
+	ConfigFile string
+	MaxClients int
+	MaxMemory  int64 // bytes; 0: no limit (maxmemory.go)
 	// Config is the read-only view CONFIG GET shows, name -> value.
 	Config map[string]string
 	// Shutdown stops the server (SHUTDOWN); it returns at once and the
@@ -124,9 +130,11 @@ type Dispatcher struct {
 	mu      sync.Mutex
 	clients map[int64]*Client // guarded by mu; for CLIENT LIST
 
-	trk trackTable // CLIENT TRACKING (tracking.go)
-	obs observers  // SLOWLOG and MONITOR (observe.go)
-	cnt []cmdCount // calls and time by command, in table order (metrics.go)
+	trk    trackTable // CLIENT TRACKING (tracking.go)
+	obs    observers  // SLOWLOG and MONITOR (observe.go)
+	acl    *acl.Store // ACL users (acl.go)
+	aclLog aclLog
+	cnt    []cmdCount // calls and time by command, in table order (metrics.go)
 }
 
 // New builds a dispatcher over the command table.
@@ -145,6 +153,7 @@ func New(opts Options) *Dispatcher {
 		d.byName[cmd.Name] = cmd
 	}
 	d.obs.init(opts.Config)
+	d.acl = acl.NewStore(d.knownCommand, opts.RequirePass)
 	if opts.Engine != nil {
 		d.SetEngine(opts.Engine)
 	}
@@ -172,10 +181,14 @@ func (d *Dispatcher) Connect(w Writer, info ConnInfo) *Client {
 		LAddr:   info.LAddr,
 		FD:      info.FD,
 		Conn:    info.Conn,
-		Authed:  d.opts.RequirePass == "",
 		Created: time.Now(),
 		proto:   w.Proto(),
 	}
+	// As Redis: a client starts as the default user, authenticated if
+	// that user needs no password.
+	def := d.acl.Default()
+	c.user.Store(def)
+	c.Authed = def.User().NoPass && def.User().On
 	c.lastSeen.Store(c.Created.Unix())
 	d.mu.Lock()
 	d.clients[c.ID] = c
@@ -243,6 +256,9 @@ func (d *Dispatcher) Exec(c *Client, args [][]byte) {
 	}
 	if (cmd.Arity > 0 && len(args) != cmd.Arity) || (cmd.Arity < 0 && len(args) < -cmd.Arity) {
 		d.reject(c, cmd, "ERR wrong number of arguments for '"+cmd.Name+"' command")
+		return
+	}
+	if !d.checkACL(c, cmd, args) { // after arity, as Redis; in MULTI at queue time
 		return
 	}
 	// Before LOADING, as Redis redirects first: a follower still loading

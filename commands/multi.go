@@ -183,6 +183,12 @@ func cmdExec(d *Dispatcher, c *Client, args [][]byte) {
 		defer func() { t.eng = nil }()
 		c.W.Array(len(queued))
 		for _, q := range queued {
+			// Checked again, as Redis does: the user may have changed
+			// since the command was queued.
+			if msg := d.denied(c, q.cmd, q.args); msg != "" {
+				c.W.Error(msg)
+				continue
+			}
 			c.last.Store(q.cmd)
 			start := d.beforeExec(c, q.cmd, q.args) // tracking, SLOWLOG, MONITOR
 			q.cmd.Handler(d, c, q.args)

@@ -142,6 +142,14 @@ func shown(cmd *Command, args [][]byte) []string {
 		for i := 1; i < len(out); i++ {
 			out[i] = redacted
 		}
+	case "acl":
+		// ACL SETUSER's rules hold passwords (>pass): Redis redacts every
+		// rule.
+		if len(out) > 1 && strings.EqualFold(out[1], "setuser") {
+			for i := 3; i < len(out); i++ {
+				out[i] = redacted
+			}
+		}
 	case "hello":
 		for i := 2; i+2 < len(out); i++ {
 			if strings.EqualFold(out[i], "auth") {

@@ -3,7 +3,6 @@ package commands
 import (
 	"bytes"
 	"crypto/rand"
-	"crypto/subtle"
 	"encoding/hex"
 	"os"
 	"path"
@@ -44,15 +43,8 @@ func cmdSelect(d *Dispatcher, c *Client, args [][]byte) {
 	}
 }
 
-// checkPass compares in constant time so a password cannot be guessed byte
-// by byte from reply timing.
-func (d *Dispatcher) checkPass(user, pass []byte) bool {
-	if user != nil && string(user) != "default" {
-		return false
-	}
-	return subtle.ConstantTimeCompare(pass, []byte(d.opts.RequirePass)) == 1
-}
-
+// cmdAuth is AUTH [user] pass; passwords are checked by package acl, in
+// constant time.
 func cmdAuth(d *Dispatcher, c *Client, args [][]byte) {
 	if len(args) > 3 {
 		c.W.Error(errSyntax)
@@ -61,26 +53,13 @@ func cmdAuth(d *Dispatcher, c *Client, args [][]byte) {
 	var user []byte
 	if len(args) == 3 {
 		user = args[1]
+	} else if d.acl.Default().User().NoPass {
+		c.W.Error(errNoAuthConfig)
+		return
 	}
-	if d.opts.RequirePass == "" {
-		if user == nil {
-			c.W.Error(errNoAuthConfig)
-			return
-		}
-		// Redis accepts the default user with any password when none is set.
-		if string(user) != "default" {
-			c.W.Error(errWrongPass)
-			return
-		}
+	if d.auth(c, user, args[len(args)-1]) {
 		c.W.Status("OK")
-		return
 	}
-	if !d.checkPass(user, args[len(args)-1]) {
-		c.W.Error(errWrongPass)
-		return
-	}
-	c.Authed = true
-	c.W.Status("OK")
 }
 
 func cmdHello(d *Dispatcher, c *Client, args [][]byte) {
@@ -103,15 +82,9 @@ func cmdHello(d *Dispatcher, c *Client, args [][]byte) {
 		more := len(args) - i - 1
 		switch {
 		case bytes.EqualFold(args[i], []byte("AUTH")) && more >= 2:
-			ok := string(args[i+1]) == "default" // no password set: default gets in
-			if d.opts.RequirePass != "" {
-				ok = d.checkPass(args[i+1], args[i+2])
-			}
-			if !ok {
-				c.W.Error(errWrongPass)
+			if !d.auth(c, args[i+1], args[i+2]) {
 				return
 			}
-			c.Authed = true
 			i += 2
 		case bytes.EqualFold(args[i], []byte("SETNAME")) && more >= 1:
 			name, setName = args[i+1], true

@@ -1,6 +1,10 @@
 package commands
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/delayd/delayd/acl"
+)
 
 // Flags describe a command for the dispatcher and for COMMAND INFO.
 type Flags uint16
@@ -58,6 +62,9 @@ type Command struct {
 	// follow a count), where FirstKey, LastKey and Step are 0, as Redis's
 	// movablekeys commands report them.
 	keys func(args [][]byte) [][]byte
+
+	cats    []string // ACL categories (acl.go)
+	keyPerm acl.Perm // what ACL key patterns must grant on its keys
 }
 
 // Synopsis renders the usage line, e.g. "DELAY.CANCEL key id [id ...]".
@@ -384,6 +391,9 @@ var table = []*Command{
 	{Name: "config", Arity: -2, Flags: Admin | Loading, Group: "server", Since: "2.0.0",
 		Summary: "CONFIG GET pattern: a read-only view of the settings.", Complexity: "O(N) settings",
 		Args: []Arg{str("subcommand"), opt(many(str("parameter")))}, Handler: cmdConfig},
+	{Name: "acl", Arity: -2, Flags: Admin | Loading, Group: "server", Since: "6.0.0",
+		Summary:    "ACL SETUSER, GETUSER, DELUSER, USERS, LIST, WHOAMI, CAT, LOG, SAVE, LOAD: users, their passwords, commands and key patterns.",
+		Complexity: "O(N) users or rules", Args: []Arg{str("subcommand"), opt(many(str("arg")))}, Handler: cmdACL},
 	{Name: "bgrewriteaof", Arity: 1, Flags: Admin, Group: "server", Since: "1.0.0",
 		Summary: "Rewrites the append-only log in the background.", Complexity: "O(1) to start",
 		Handler: cmdBgRewrite},

@@ -22,7 +22,15 @@ func (s *Server) Do(ctx context.Context, args ...string) (any, error) {
 	b := &builder{proto: 3}
 	c := d.Connect(b, commands.ConnInfo{Addr: "http", FD: -1})
 	defer d.CloseClient(c)
-	c.Authed = true // the HTTP request was authenticated (auth)
+	// The HTTP request was authenticated (auth) as this user, or needed
+	// no authentication (the default user); its commands pass the same
+	// ACL check as the user's RESP commands.
+	if user, _ := ctx.Value(userKey{}).(string); user != "" {
+		if !d.SetUser(c, user) {
+			return nil, &ReplyError{Msg: "WRONGPASS invalid username-password pair or user is disabled."}
+		}
+	}
+	c.Authed = true
 	argv := make([][]byte, len(args))
 	for i, a := range args {
 		argv[i] = []byte(a)

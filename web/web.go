@@ -24,9 +24,9 @@ type Options struct {
 	// main does not start a Server when it is empty).
 	Addr       string
 	Dispatcher *commands.Dispatcher
-	// Password, when set, is asked for with HTTP basic auth on every path
-	// but /healthz (any user name, as AUTH with one argument), the same
-	// secret RESP clients AUTH with.
+	// Password (requirepass), when set, makes every path but /healthz ask
+	// for a user and password with HTTP basic auth, checked against the
+	// dispatcher's users (auth); so does any ACL user with a password.
 	Password string
 	// Ready says whether the server takes traffic (/readyz): the log has
 	// been replayed and, in a cluster, a leader is known.
@@ -96,25 +96,45 @@ func (s *Server) Close(timeout time.Duration) {
 	}
 }
 
-// auth asks for the password with HTTP basic auth when one is set. /healthz
-// stays open: it says only that the process answers, and probes seldom
-// carry credentials.
+// auth asks for a user and password with HTTP basic auth when a password
+// is set (Password, requirepass) or any ACL user has one, and checks them
+// against the RESP users: a user name that names a user logs in as that
+// user, any other name as the default user (as AUTH with one argument).
+// The request then runs its commands as that user (Server.Do), so the
+// dashboard offers a user only what the user may run. /healthz stays open:
+// it says only that the process answers, and probes seldom carry
+// credentials.
 func (s *Server) auth(next http.Handler) http.Handler {
-	if s.opts.Password == "" {
-		return next
-	}
-	want := []byte(s.opts.Password)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/healthz" {
+		d := s.opts.Dispatcher
+		if r.URL.Path == "/healthz" || (s.opts.Password == "" && (d == nil || !d.NeedsAuth())) {
 			next.ServeHTTP(w, r)
 			return
 		}
-		_, pass, ok := r.BasicAuth()
-		if !ok || subtle.ConstantTimeCompare([]byte(pass), want) != 1 {
+		name, pass, ok := r.BasicAuth()
+		user, ok := s.login(name, pass, ok)
+		if !ok {
 			w.Header().Set("WWW-Authenticate", `Basic realm="delayd", charset="UTF-8"`)
 			http.Error(w, "authentication required", http.StatusUnauthorized)
 			return
 		}
-		next.ServeHTTP(w, r)
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), userKey{}, user)))
 	})
+}
+
+// userKey keys the authenticated user's name in a request's context.
+type userKey struct{}
+
+func (s *Server) login(name, pass string, given bool) (string, bool) {
+	if !given {
+		return "", false
+	}
+	d := s.opts.Dispatcher
+	if d == nil {
+		return "default", subtle.ConstantTimeCompare([]byte(pass), []byte(s.opts.Password)) == 1
+	}
+	if name == "" || !d.HasUser(name) {
+		name = "default"
+	}
+	return name, d.Authenticate(name, pass)
 }

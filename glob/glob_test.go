@@ -1,4 +1,4 @@
-package commands
+package glob
 
 import (
 	"strings"
@@ -52,8 +52,8 @@ func TestGlobMatch(t *testing.T) {
 		{"\x00*", "\x00a", true}, // bytes, not text
 		{"[\xff]", "\xff", true},
 	} {
-		if got := globMatch(c.pattern, c.s); got != c.want {
-			t.Errorf("globMatch(%q, %q) = %v, want %v", c.pattern, c.s, got, c.want)
+		if got := Match(c.pattern, c.s); got != c.want {
+			t.Errorf("Match(%q, %q) = %v, want %v", c.pattern, c.s, got, c.want)
 		}
 	}
 }
@@ -61,7 +61,7 @@ func TestGlobMatch(t *testing.T) {
 // TestGlobMatchNotExponential: stars that cannot match fail at once.
 func TestGlobMatchNotExponential(t *testing.T) {
 	s := strings.Repeat("a", 5000)
-	if globMatch(strings.Repeat("a*", 30)+"b", s) {
+	if Match(strings.Repeat("a*", 30)+"b", s) {
 		t.Fatal("matched")
 	}
 }
@@ -120,8 +120,8 @@ func FuzzGlobMatch(f *testing.F) {
 		if s == "" {
 			want = p == "" // stringmatchlen matches nothing else against ""
 		}
-		if got := globMatch(p, s); got != want {
-			t.Fatalf("globMatch(%q, %q) = %v, the naive matcher says %v", p, s, got, want)
+		if got := Match(p, s); got != want {
+			t.Fatalf("Match(%q, %q) = %v, the naive matcher says %v", p, s, got, want)
 		}
 	})
 }

@@ -1,0 +1,193 @@
+package acl
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+func known(c string) bool {
+	switch c {
+	case "delay.pop", "delay.ack", "delay.nack", "delay.touch", "delay.add", "get", "flushall":
+		return true
+	}
+	return false
+}
+
+func set(t *testing.T, s *Store, name, rules string) *User {
+	t.Helper()
+	if err := s.SetUser(name, strings.Fields(rules)); err != nil {
+		t.Fatal(err)
+	}
+	return s.Get(name).User()
+}
+
+func TestWorkerExample(t *testing.T) {
+	s := NewStore(known, "")
+	u := set(t, s, "worker", "on >wpass ~jobs:* +delay.pop +delay.ack +delay.nack +delay.touch")
+	rw := []Key{{[]byte("jobs:email"), Read | Write}}
+	if r, _ := u.Check("delay.pop", []string{"delay", "write"}, rw); r != OK {
+		t.Fatalf("pop on jobs:email: %v", r)
+	}
+	if r, obj := u.Check("delay.add", []string{"delay", "write"}, rw); r != DenyCmd || obj != "delay.add" {
+		t.Fatalf("add: %v %q", r, obj)
+	}
+	if r, obj := u.Check("delay.ack", nil, []Key{{[]byte("other"), Write}}); r != DenyKey || obj != "other" {
+		t.Fatalf("ack on other: %v %q", r, obj)
+	}
+	if !u.CheckPassword("wpass") || u.CheckPassword("wrong") || u.CheckPassword("") {
+		t.Fatal("password check")
+	}
+	if got := u.Describe(); got != "user worker on #"+Hash("wpass")+" ~jobs:* resetchannels -@all +delay.pop +delay.ack +delay.nack +delay.touch" {
+		t.Fatalf("describe: %s", got)
+	}
+}
+
+func TestRulesOrderAndCategories(t *testing.T) {
+	s := NewStore(known, "")
+	u := set(t, s, "u", "on nopass allkeys +@delay -delay.add")
+	if !u.CommandAllowed("delay.pop", []string{"delay"}) || u.CommandAllowed("delay.add", []string{"delay"}) {
+		t.Fatal("+@delay -delay.add")
+	}
+	u = set(t, s, "u", "+delay.add")
+	if !u.CommandAllowed("delay.add", []string{"delay"}) || u.Commands() != "-@all +@delay +delay.add" {
+		t.Fatalf("re-adding: %s", u.Commands())
+	}
+	u = set(t, s, "u", "-@delay")
+	if u.CommandAllowed("delay.pop", []string{"delay"}) || u.CommandAllowed("delay.add", []string{"delay"}) {
+		t.Fatalf("last rule wins: %s", u.Commands())
+	}
+	u = set(t, s, "u", "allcommands -@dangerous")
+	if u.CommandAllowed("flushall", []string{"dangerous", "write"}) || !u.CommandAllowed("get", []string{"read"}) {
+		t.Fatal("allcommands -@dangerous")
+	}
+	u = set(t, s, "u", "reset")
+	if u.On || u.NoPass || len(u.Keys) != 0 || u.AllCmds || len(u.Rules) != 0 {
+		t.Fatalf("reset: %+v", u)
+	}
+}
+
+func TestKeyPerms(t *testing.T) {
+	s := NewStore(known, "")
+	u := set(t, s, "u", "on allcommands %R~r:* %W~w:* ~rw:*")
+	for _, c := range []struct {
+		key  string
+		perm Perm
+		ok   bool
+	}{
+		{"r:1", Read, true}, {"r:1", Write, false}, {"r:1", Read | Write, false},
+		{"w:1", Write, true}, {"w:1", Read, false},
+		{"rw:1", Read | Write, true}, {"x", Read, false},
+	} {
+		if got := u.KeyAllowed(Key{[]byte(c.key), c.perm}); got != c.ok {
+			t.Errorf("%s perm %d: %v", c.key, c.perm, got)
+		}
+	}
+	u = set(t, s, "u", "%RW~r:*")
+	if !u.KeyAllowed(Key{[]byte("r:1"), Read | Write}) || u.Keys[0].String() != "~r:*" {
+		t.Fatalf("merged: %v", u.Keys)
+	}
+}
+
+func TestRuleErrors(t *testing.T) {
+	s := NewStore(known, "")
+	for rule, want := range map[string]error{
+		"foo": ErrSyntax, "+nosuch": ErrUnknownName, "+@nope": ErrUnknownName, "%X~a": ErrSyntax,
+		"%~a": ErrSyntax, "#abc": ErrBadHash, "<nopw": ErrNoSuchPass, "+": ErrSyntax, "": ErrSyntax,
+	} {
+		err := s.SetUser("e", []string{"on", rule})
+		if !errors.Is(err, want) {
+			t.Errorf("%q: %v", rule, err)
+		}
+	}
+	if err := s.SetUser("e", []string{"foo"}); err.Error() != "Error in ACL SETUSER modifier 'foo': Syntax error" {
+		t.Fatal(err)
+	}
+	if s.Get("e") != nil {
+		t.Fatal("a refused SETUSER created the user")
+	}
+}
+
+func TestPasswords(t *testing.T) {
+	s := NewStore(known, "secret")
+	if _, ok := s.Authenticate("default", "secret"); !ok {
+		t.Fatal("requirepass")
+	}
+	if _, ok := s.Authenticate("default", "x"); ok {
+		t.Fatal("wrong password")
+	}
+	if _, ok := s.Authenticate("nobody", "secret"); ok {
+		t.Fatal("missing user")
+	}
+	set(t, s, "p", "on >a >b")
+	if _, ok := s.Authenticate("p", "b"); !ok {
+		t.Fatal("second password")
+	}
+	set(t, s, "p", "<a #"+Hash("c"))
+	if _, ok := s.Authenticate("p", "a"); ok {
+		t.Fatal("removed password")
+	}
+	if _, ok := s.Authenticate("p", "c"); !ok {
+		t.Fatal("#hash")
+	}
+	set(t, s, "p", "off")
+	if _, ok := s.Authenticate("p", "c"); ok {
+		t.Fatal("off user")
+	}
+	if !s.NeedsPassword() || NewStore(known, "").NeedsPassword() {
+		t.Fatal("NeedsPassword")
+	}
+}
+
+func TestSaveLoad(t *testing.T) {
+	s := NewStore(known, "")
+	set(t, s, "worker", "on >w ~jobs:* +delay.pop")
+	set(t, s, "gone", "on >g")
+	text := s.Save()
+	h := s.Get("gone")
+	s2 := NewStore(known, "")
+	set(t, s2, "gone", "on")
+	if _, err := s2.Load(strings.Replace(text, "user gone on #"+Hash("g")+" resetchannels -@all\n", "", 1), "f"); err != nil {
+		t.Fatal(err)
+	}
+	if s2.Get("gone") != nil || s2.Save() != strings.Replace(text, "user gone on #"+Hash("g")+" resetchannels -@all\n", "", 1) {
+		t.Fatalf("round trip:\n%s", s2.Save())
+	}
+	if _, err := s2.Load("user x on\nuser y +nosuch\n", "/etc/users.acl"); err == nil || err.Error() != "/etc/users.acl:2: Unknown command or category name in ACL. " {
+		t.Fatalf("load error: %v", err)
+	}
+	if s2.Get("worker") == nil || s2.Get("x") != nil {
+		t.Fatal("a failed load changed the users")
+	}
+	if gone, err := s.DelUser([]string{"gone", "nobody"}); err != nil || len(gone) != 1 || !h.Gone() {
+		t.Fatal("DelUser")
+	}
+	if _, err := s.DelUser([]string{"default"}); err != ErrDefault {
+		t.Fatal(err)
+	}
+}
+
+func FuzzRules(f *testing.F) {
+	for _, r := range []string{"on >p ~jobs:* +delay.pop", "%R~a* %W~b -@all +@delay", "reset nopass allkeys allcommands -get", "#" + Hash("x") + " !" + Hash("x")} {
+		f.Add(r)
+	}
+	f.Fuzz(func(t *testing.T, rules string) {
+		s := NewStore(known, "")
+		if err := s.SetUser("f", strings.Fields(rules)); err != nil {
+			if !strings.HasPrefix(err.Error(), "Error in ACL SETUSER modifier '") {
+				t.Fatalf("wording: %v", err)
+			}
+			return
+		}
+		u := s.Get("f").User()
+		// What is saved loads back to the same user.
+		s2 := NewStore(known, "")
+		if _, err := s2.Load(u.Describe(), "f"); err != nil {
+			t.Fatalf("%q saved as %q: %v", rules, u.Describe(), err)
+		}
+		if got := s2.Get("f").User().Describe(); got != u.Describe() {
+			t.Fatalf("%q: %q reloaded as %q", rules, u.Describe(), got)
+		}
+		u.Check("delay.pop", []string{"delay"}, []Key{{[]byte("jobs:1"), Read | Write}})
+	})
+}

@@ -1,0 +1,489 @@
+package commands
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/delayd/delayd/acl"
+)
+
+// ACL users (package acl holds them): the categories of each command, the
+// check before every handler, AUTH as a user, the ACL command and ACL LOG.
+
+// init gives every command its categories and what it does to its keys,
+// derived from its flags and group, so a new command gets them without a
+// line of its own unless it is dangerous or only reads metadata.
+func init() {
+	for _, cmd := range table {
+		cmd.cats, cmd.keyPerm = categories(cmd)
+	}
+}
+
+// dangerous are the commands Redis puts in @dangerous (and @admin): they
+// change or reveal the server, or wipe data.
+var dangerous = map[string]bool{
+	"flushall": true, "flushdb": true, "shutdown": true, "config": true, "bgrewriteaof": true,
+	"monitor": true, "cluster": true, "acl": true, "client": true, "slowlog": true, "keys": true,
+	"debug": true, "info": true,
+}
+
+// readsContent are the writes that also hand the key's contents back (a
+// pop), which need %R as well as %W, as Redis's ACCESS key flag does.
+var readsContent = map[string]bool{
+	"delay.pop": true, "delay.mpop": true, "lpop": true, "rpop": true, "blpop": true, "brpop": true,
+	"lmove": true, "blmove": true, "rpoplpush": true, "brpoplpush": true,
+}
+
+// metadataOnly are the reads that see only a key's existence, type or size:
+// like Redis's RO keys without ACCESS, any pattern that matches will do.
+var metadataOnly = map[string]bool{
+	"exists": true, "type": true, "ttl": true, "pttl": true, "llen": true, "delay.stats": true, "watch": true,
+}
+
+// subcommands are the containers whose NOPERM names the subcommand
+// ("config|get"), as Redis 7 names it.
+var subcommands = map[string]bool{
+	"acl": true, "client": true, "cluster": true, "command": true, "config": true, "memory": true, "slowlog": true,
+}
+
+func categories(cmd *Command) ([]string, acl.Perm) {
+	var cats []string
+	var perm acl.Perm
+	switch {
+	case cmd.Flags&Write != 0:
+		cats = append(cats, "write")
+		perm = acl.Write
+		if readsContent[cmd.Name] {
+			perm |= acl.Read
+		}
+	case cmd.Flags&ReadOnly != 0:
+		cats = append(cats, "read")
+		if !metadataOnly[cmd.Name] {
+			perm = acl.Read
+		}
+	}
+	switch cmd.Group {
+	case "delay", "list", "connection":
+		cats = append(cats, cmd.Group)
+	case "generic":
+		cats = append(cats, "keyspace")
+	}
+	if cmd.Name == "del" || cmd.Name == "exists" || cmd.Name == "type" || cmd.Name == "flushdb" || cmd.Name == "flushall" {
+		cats = append(cats, "keyspace")
+	}
+	if cmd.Flags&Fast != 0 {
+		cats = append(cats, "fast")
+	} else {
+		cats = append(cats, "slow")
+	}
+	if cmd.Flags&Blocking != 0 {
+		cats = append(cats, "blocking")
+	}
+	if cmd.Flags&Admin != 0 || dangerous[cmd.Name] {
+		if cmd.Name != "keys" && cmd.Name != "info" { // @dangerous only, as Redis
+			cats = append(cats, "admin")
+		}
+		cats = append(cats, "dangerous")
+	}
+	return cats, perm
+}
+
+// checkACL is the permission check, after arity as Redis does it; false
+// means it answered NOPERM. A user with every command on every key pays one
+// branch.
+func (d *Dispatcher) checkACL(c *Client, cmd *Command, args [][]byte) bool {
+	if msg := d.denied(c, cmd, args); msg != "" {
+		d.reject(c, cmd, msg)
+		return false
+	}
+	return true
+}
+
+// denied is the NOPERM line for a command c's user may not run, logged in
+// ACL LOG, or "".
+func (d *Dispatcher) denied(c *Client, cmd *Command, args [][]byte) string {
+	h := c.user.Load()
+	if h == nil {
+		return ""
+	}
+	u := h.User()
+	if u.Open() || cmd.Flags&NoAuth != 0 { // AUTH, HELLO, QUIT: always, as Redis
+		return ""
+	}
+	var keys []acl.Key
+	if cmd.FirstKey > 0 || cmd.keys != nil || cmd.keyOptions {
+		for _, k := range commandKeys(cmd, args) {
+			keys = append(keys, acl.Key{Name: k, Perm: cmd.keyPerm})
+		}
+	}
+	name := cmd.Name
+	if subcommands[name] && len(args) > 1 {
+		name += "|" + strings.ToLower(string(args[1]))
+	}
+	reason, obj := u.Check(cmd.Name, cmd.cats, keys)
+	switch reason {
+	case acl.OK:
+		return ""
+	case acl.DenyCmd:
+		d.aclLog.add(d, c, reason, name, u.Name)
+		return "NOPERM this user has no permissions to run the '" + clip([]byte(name)) + "' command"
+	default:
+		d.aclLog.add(d, c, reason, obj, u.Name)
+		return "NOPERM this user has no permissions to access one of the keys used as arguments"
+	}
+}
+
+// userName is the user c is authenticated as (CLIENT LIST's user=).
+func (c *Client) userName() string {
+	if h := c.user.Load(); h != nil {
+		return h.User().Name
+	}
+	return "default"
+}
+
+// User is the name of the user c runs as.
+func (c *Client) User() string { return c.userName() }
+
+// knownCommand says whether ACL rules may name cmd.
+func (d *Dispatcher) knownCommand(name string) bool { return d.byName[name] != nil }
+
+// Authenticate checks a user name and password as AUTH does (for the HTTP
+// side).
+func (d *Dispatcher) Authenticate(user, pass string) bool {
+	_, ok := d.acl.Authenticate(user, pass)
+	return ok
+}
+
+// HasUser reports whether an ACL user has this name.
+func (d *Dispatcher) HasUser(name string) bool { return d.acl.Get(name) != nil }
+
+// NeedsAuth reports whether some user must give a password, so the HTTP
+// side must ask for one.
+func (d *Dispatcher) NeedsAuth() bool { return d.acl.NeedsPassword() }
+
+// SetUser makes c run as the user named (the HTTP side sets its request's
+// user); false if there is no such user.
+func (d *Dispatcher) SetUser(c *Client, name string) bool {
+	h := d.acl.Get(name)
+	if h == nil {
+		return false
+	}
+	c.user.Store(h)
+	c.Authed = true
+	return true
+}
+
+// auth authenticates c as user (nil: default) with pass; on a failure it
+// logs the attempt and answers WRONGPASS.
+func (d *Dispatcher) auth(c *Client, user, pass []byte) bool {
+	name := "default"
+	if user != nil {
+		name = string(user)
+	}
+	h, ok := d.acl.Authenticate(name, string(pass))
+	if !ok {
+		d.aclLog.add(d, c, acl.DenyAuth, "AUTH", name)
+		c.W.Error(errWrongPass)
+		return false
+	}
+	c.user.Store(h)
+	c.Authed = true
+	return true
+}
+
+// LoadACLFile reads --aclfile at start; a missing file means no users yet
+// (ACL SAVE creates it), a bad one is an error, as Redis refuses to start.
+func (d *Dispatcher) LoadACLFile() error {
+	if d.opts.ACLFile == "" {
+		return nil
+	}
+	b, err := os.ReadFile(d.opts.ACLFile)
+	if os.IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	_, err = d.acl.Load(string(b), d.opts.ACLFile)
+	return err
+}
+
+const errNoACLFile = "ERR This Redis instance is not configured to use an ACL file. You may want to specify users via the ACL SETUSER command and then issue a CONFIG REWRITE (assuming you have a Redis configuration file set) in order to store users in the Redis configuration."
+
+func cmdACL(d *Dispatcher, c *Client, args [][]byte) {
+	sub := strings.ToLower(string(args[1]))
+	w := c.W
+	wrongArgs := func() { w.Error("ERR wrong number of arguments for 'acl|" + sub + "' command") }
+	switch sub {
+	case "setuser":
+		if len(args) < 3 {
+			wrongArgs()
+			return
+		}
+		rules := make([]string, len(args)-3)
+		for i, a := range args[3:] {
+			rules[i] = string(a)
+		}
+		if err := d.acl.SetUser(string(args[2]), rules); err != nil {
+			w.Error("ERR " + err.Error())
+			return
+		}
+		w.Status("OK")
+	case "getuser":
+		if len(args) != 3 {
+			wrongArgs()
+			return
+		}
+		h := d.acl.Get(string(args[2]))
+		if h == nil {
+			w.Null()
+			return
+		}
+		u := h.User()
+		w.Map(6)
+		w.BulkString("flags")
+		w.Array(len(u.Flags()))
+		for _, f := range u.Flags() {
+			w.BulkString(f)
+		}
+		w.BulkString("passwords")
+		w.Array(len(u.Hashes))
+		for _, p := range u.Hashes {
+			w.BulkString(p)
+		}
+		w.BulkString("commands")
+		w.BulkString(u.Commands())
+		keys := make([]string, len(u.Keys))
+		for i, k := range u.Keys {
+			keys[i] = k.String()
+		}
+		w.BulkString("keys")
+		w.BulkString(strings.Join(keys, " "))
+		w.BulkString("channels")
+		w.BulkString("")
+		w.BulkString("selectors")
+		w.Array(0)
+	case "deluser":
+		if len(args) < 3 {
+			wrongArgs()
+			return
+		}
+		names := make([]string, len(args)-2)
+		for i, a := range args[2:] {
+			names[i] = string(a)
+		}
+		gone, err := d.acl.DelUser(names)
+		if err != nil {
+			w.Error(err.Error())
+			return
+		}
+		d.dropUsers(c, gone)
+		w.Int(int64(len(gone)))
+	case "users":
+		users := d.acl.Users()
+		w.Array(len(users))
+		for _, u := range users {
+			w.BulkString(u.Name)
+		}
+	case "list":
+		users := d.acl.Users()
+		w.Array(len(users))
+		for _, u := range users {
+			w.BulkString(u.Describe())
+		}
+	case "whoami":
+		w.BulkString(c.userName())
+	case "cat":
+		if len(args) == 2 {
+			w.Array(len(acl.Categories))
+			for _, cat := range acl.Categories {
+				w.BulkString(cat)
+			}
+			return
+		}
+		cat := strings.ToLower(string(args[2]))
+		if !slices.Contains(acl.Categories, cat) {
+			w.Error("ERR Unknown category '" + clip(args[2]) + "'")
+			return
+		}
+		var names []string
+		for _, cmd := range d.cmds {
+			if slices.Contains(cmd.cats, cat) {
+				names = append(names, cmd.Name)
+			}
+		}
+		w.Array(len(names))
+		for _, n := range names {
+			w.BulkString(n)
+		}
+	case "log":
+		d.aclLog.reply(c, args[2:])
+	case "save":
+		if d.opts.ACLFile == "" {
+			w.Error(errNoACLFile)
+			return
+		}
+		if err := writeFileAtomic(d.opts.ACLFile, []byte(d.acl.Save())); err != nil {
+			w.Error("ERR There was an error trying to save the ACLs. Please check the server logs for more information")
+			d.opts.Log.Error().Err(err).Str("file", d.opts.ACLFile).Msg("ACL SAVE")
+			return
+		}
+		w.Status("OK")
+	case "load":
+		if d.opts.ACLFile == "" {
+			w.Error(errNoACLFile)
+			return
+		}
+		b, err := os.ReadFile(d.opts.ACLFile)
+		if err != nil {
+			w.Error("ERR Error loading ACLs, opening file '" + d.opts.ACLFile + "': " + err.Error())
+			return
+		}
+		gone, err := d.acl.Load(string(b), d.opts.ACLFile)
+		if err != nil {
+			w.Error("ERR " + err.Error())
+			return
+		}
+		d.dropUsers(c, gone)
+		w.Status("OK")
+	default:
+		w.Error("ERR unknown subcommand '" + clip(args[1]) + "'. Try ACL HELP.")
+	}
+}
+
+// dropUsers closes the connections of deleted users, as Redis does; the
+// calling client's own closes after its reply.
+func (d *Dispatcher) dropUsers(self *Client, gone []*acl.Handle) {
+	if len(gone) == 0 {
+		return
+	}
+	d.mu.Lock()
+	var kill []*Client
+	for _, cl := range d.clients {
+		if slices.Contains(gone, cl.user.Load()) {
+			kill = append(kill, cl)
+		}
+	}
+	d.mu.Unlock()
+	for _, cl := range kill {
+		if cl == self {
+			self.Quit = true
+		} else if cl.Conn != nil {
+			cl.Conn.Kill()
+		}
+	}
+}
+
+func writeFileAtomic(name string, b []byte) error {
+	f, err := os.CreateTemp(filepath.Dir(name), ".acl-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name())
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(f.Name(), name)
+}
+
+// aclLog is ACL LOG: the latest denials, newest first, a repeat of the same
+// denial within a minute counted on its entry, as Redis's ACLLOG does.
+type aclLog struct {
+	mu      sync.Mutex
+	entries []*aclEntry // newest first, at most aclLogMax
+}
+
+const aclLogMax = 128 // Redis's acllog-max-len default
+
+type aclEntry struct {
+	count                             int64
+	reason, context, object, username string
+	created, updated                  time.Time
+	clientInfo                        string
+}
+
+func (l *aclLog) add(d *Dispatcher, c *Client, reason acl.Reason, object, user string) {
+	ctx := "toplevel"
+	if c.tx.multi || c.tx.eng != nil {
+		ctx = "multi"
+	}
+	info := d.clientLine(c)
+	now := time.Now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for i, e := range l.entries {
+		if e.reason == reason.String() && e.context == ctx && e.object == object && e.username == user &&
+			now.Sub(e.updated) < time.Minute {
+			e.count++
+			e.updated, e.clientInfo = now, info
+			copy(l.entries[1:i+1], l.entries[:i])
+			l.entries[0] = e
+			return
+		}
+	}
+	e := &aclEntry{count: 1, reason: reason.String(), context: ctx, object: object, username: user,
+		created: now, updated: now, clientInfo: info}
+	l.entries = append([]*aclEntry{e}, l.entries...)
+	if len(l.entries) > aclLogMax {
+		l.entries = l.entries[:aclLogMax]
+	}
+}
+
+func (l *aclLog) reply(c *Client, args [][]byte) {
+	n := 10
+	if len(args) > 1 {
+		c.W.Error(errSyntax)
+		return
+	}
+	if len(args) == 1 {
+		if strings.EqualFold(string(args[0]), "reset") {
+			l.mu.Lock()
+			l.entries = nil
+			l.mu.Unlock()
+			c.W.Status("OK")
+			return
+		}
+		v, ok := parseInt(args[0])
+		if !ok || v < 0 {
+			c.W.Error("ERR value is out of range, must be positive")
+			return
+		}
+		n = int(v)
+	}
+	l.mu.Lock()
+	entries := slices.Clone(l.entries[:min(n, len(l.entries))])
+	l.mu.Unlock()
+	now := time.Now()
+	w := c.W
+	w.Array(len(entries))
+	for _, e := range entries {
+		w.Map(7)
+		w.BulkString("count")
+		w.Int(e.count)
+		w.BulkString("reason")
+		w.BulkString(e.reason)
+		w.BulkString("context")
+		w.BulkString(e.context)
+		w.BulkString("object")
+		w.BulkString(e.object)
+		w.BulkString("username")
+		w.BulkString(e.username)
+		w.BulkString("age-seconds")
+		w.BulkString(strconv.FormatFloat(now.Sub(e.created).Seconds(), 'f', 3, 64))
+		w.BulkString("client-info")
+		w.BulkString(e.clientInfo)
+	}
+}

@@ -1,0 +1,215 @@
+package commands
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/delayd/delayd/engine"
+)
+
+func aclDispatcher(t *testing.T, opts Options) *Dispatcher {
+	t.Helper()
+	eng, err := engine.New(engine.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { eng.Close() })
+	opts.Engine = eng
+	if opts.Config == nil {
+		opts.Config = map[string]string{}
+	}
+	return New(opts)
+}
+
+func must(t *testing.T, d *Dispatcher, c *Client, want string, a ...string) {
+	t.Helper()
+	if got := exec(d, c, args(a...)); got != want {
+		t.Fatalf("%v: %q, want %q", a, got, want)
+	}
+}
+
+const (
+	nopermCmd = "-NOPERM this user has no permissions to run the '%s' command\n"
+	nopermKey = "-NOPERM this user has no permissions to access one of the keys used as arguments\n"
+)
+
+func noperm(cmd string) string { return strings.Replace(nopermCmd, "%s", cmd, 1) }
+
+func workerSetup(t *testing.T, d *Dispatcher) (admin, worker *Client) {
+	admin = d.NewClient(&textWriter{proto: 2}, "admin")
+	must(t, d, admin, "+OK\n", "ACL", "SETUSER", "worker", "on", ">wpass", "~jobs:*",
+		"+delay.pop", "+delay.ack", "+delay.nack", "+delay.touch")
+	must(t, d, admin, "+OK\n", "ACL", "SETUSER", "producer", "on", ">ppass", "~jobs:*",
+		"+delay.add", "+delay.addat", "+delay.cancel")
+	worker = d.NewClient(&textWriter{proto: 2}, "worker")
+	must(t, d, worker, "+OK\n", "AUTH", "worker", "wpass")
+	return admin, worker
+}
+
+func TestACLDenials(t *testing.T) {
+	d := aclDispatcher(t, Options{})
+	admin, worker := workerSetup(t, d)
+	producer := d.NewClient(&textWriter{proto: 2}, "producer")
+	must(t, d, producer, "+OK\n", "AUTH", "producer", "ppass")
+	must(t, d, producer, "$j1\n", "DELAY.ADD", "jobs:email", "0", "payload", "ID", "j1")
+	must(t, d, producer, noperm("delay.pop"), "DELAY.POP", "jobs:email", "0")
+	must(t, d, producer, nopermKey, "DELAY.ADD", "other", "0", "x")
+	// DEADLETTER names a key too, and it must be inside the patterns.
+	must(t, d, producer, nopermKey, "DELAY.ADD", "jobs:email", "0", "x", "DEADLETTER", "dlq")
+
+	if got := exec(d, worker, args("DELAY.POP", "jobs:email", "0")); !strings.Contains(got, "payload") {
+		t.Fatalf("worker pop: %q", got)
+	}
+	must(t, d, worker, ":int\n", "DELAY.ACK", "jobs:email", "j1")
+	must(t, d, worker, noperm("delay.add"), "DELAY.ADD", "jobs:email", "0", "x")
+	must(t, d, worker, nopermKey, "DELAY.POP", "mail", "0")
+	must(t, d, worker, noperm("flushall"), "FLUSHALL")
+	must(t, d, worker, noperm("config|get"), "CONFIG", "GET", "*")
+	must(t, d, worker, noperm("acl|whoami"), "ACL", "WHOAMI")
+	// Arity first, then the permission, as Redis.
+	must(t, d, worker, "-ERR wrong number of arguments for 'delay.add' command\n", "DELAY.ADD", "jobs:a")
+	// AUTH, HELLO and QUIT are never refused.
+	must(t, d, worker, "-WRONGPASS invalid username-password pair or user is disabled.\n", "AUTH", "worker", "bad")
+
+	log := exec(d, admin, args("ACL", "LOG"))
+	for _, want := range []string{"$flushall\n", "$config|get\n", "$key\n", "$mail\n", "$worker\n", "$toplevel\n", "$auth\n", "user=worker"} {
+		if !strings.Contains(log, want) {
+			t.Errorf("ACL LOG lacks %q:\n%s", want, log)
+		}
+	}
+	if strings.Contains(log, "bad") || strings.Contains(log, "wpass") {
+		t.Errorf("ACL LOG shows a password:\n%s", log)
+	}
+	must(t, d, admin, "+OK\n", "ACL", "LOG", "RESET")
+	must(t, d, admin, "*\n", "ACL", "LOG")
+	if line := d.clientLine(worker); !strings.Contains(line, " user=worker ") {
+		t.Fatalf("CLIENT LIST: %s", line)
+	}
+}
+
+func TestACLMulti(t *testing.T) {
+	d := aclDispatcher(t, Options{})
+	admin, worker := workerSetup(t, d)
+	must(t, d, admin, "+OK\n", "ACL", "SETUSER", "worker", "+multi", "+exec")
+	// Refused at queue time: the EXEC aborts.
+	must(t, d, worker, "+OK\n", "MULTI")
+	must(t, d, worker, noperm("delay.add"), "DELAY.ADD", "jobs:a", "0", "x")
+	must(t, d, worker, "+QUEUED\n", "DELAY.TOUCH", "jobs:a", "nope")
+	must(t, d, worker, "-EXECABORT Transaction discarded because of previous errors.\n", "EXEC")
+	// Allowed when queued, refused when run: the user changed in between.
+	must(t, d, worker, "+OK\n", "MULTI")
+	must(t, d, worker, "+QUEUED\n", "DELAY.TOUCH", "jobs:a", "nope")
+	must(t, d, admin, "+OK\n", "ACL", "SETUSER", "worker", "-delay.touch")
+	must(t, d, worker, "*\n"+noperm("delay.touch"), "EXEC")
+	if log := exec(d, admin, args("ACL", "LOG")); !strings.Contains(log, "$multi\n") {
+		t.Fatalf("no multi context in ACL LOG:\n%s", log)
+	}
+}
+
+func TestACLRequirePassAndAuth(t *testing.T) {
+	d := aclDispatcher(t, Options{RequirePass: "secret"})
+	c := d.NewClient(&textWriter{proto: 2}, "a")
+	must(t, d, c, "-NOAUTH Authentication required.\n", "PING")
+	must(t, d, c, "-WRONGPASS invalid username-password pair or user is disabled.\n", "AUTH", "nope")
+	must(t, d, c, "+OK\n", "AUTH", "secret")
+	must(t, d, c, "$default\n", "ACL", "WHOAMI")
+	must(t, d, c, "+OK\n", "ACL", "SETUSER", "p", "on", ">pp", "allkeys", "+@delay", "-@dangerous")
+	c2 := d.NewClient(&textWriter{proto: 2}, "b")
+	if got := exec(d, c2, args("HELLO", "3", "AUTH", "p", "pp")); !strings.HasPrefix(got, "%\n") {
+		t.Fatalf("HELLO AUTH: %q", got)
+	}
+	must(t, d, c2, noperm("ping"), "PING")
+	must(t, d, c2, "$j\n", "DELAY.ADD", "any", "0", "x", "ID", "j")
+	// Deleting a user closes its connections; DELUSER default is refused.
+	must(t, d, c, ":int\n", "ACL", "DELUSER", "p", "nobody")
+	must(t, d, c, "-ERR The 'default' user cannot be removed\n", "ACL", "DELUSER", "default")
+	must(t, d, c, "-ERR Error in ACL SETUSER modifier 'bogus': Syntax error\n", "ACL", "SETUSER", "x", "bogus")
+	must(t, d, c, "-ERR Error in ACL SETUSER modifier '+nosuch': Unknown command or category name in ACL\n", "ACL", "SETUSER", "x", "+nosuch")
+	must(t, d, c, "null\n", "ACL", "GETUSER", "x")
+	must(t, d, c, "*\n$default\n", "ACL", "USERS")
+}
+
+func TestACLNoPassDefault(t *testing.T) {
+	d := aclDispatcher(t, Options{})
+	c := d.NewClient(&textWriter{proto: 2}, "a")
+	must(t, d, c, "-"+errNoAuthConfig+"\n", "AUTH", "x")
+	must(t, d, c, "+OK\n", "AUTH", "default", "anything")
+	must(t, d, c, "-ERR Unknown category 'nope'\n", "ACL", "CAT", "nope")
+	cat := exec(d, c, args("ACL", "CAT", "dangerous"))
+	for _, name := range []string{"flushall", "shutdown", "config", "acl"} {
+		if !strings.Contains(cat, "$"+name+"\n") {
+			t.Errorf("ACL CAT dangerous lacks %s", name)
+		}
+	}
+	if strings.Contains(cat, "$delay.add\n") {
+		t.Error("delay.add is not dangerous")
+	}
+	must(t, d, c, "-"+errNoACLFile+"\n", "ACL", "SAVE")
+	must(t, d, c, "-"+errNoACLFile+"\n", "ACL", "LOAD")
+}
+
+func TestACLSaveLoad(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "users.acl")
+	d := aclDispatcher(t, Options{ACLFile: file})
+	admin, _ := workerSetup(t, d)
+	must(t, d, admin, "+OK\n", "ACL", "SAVE")
+	b, err := os.ReadFile(file)
+	if err != nil || !strings.Contains(string(b), "user worker on #") || strings.Contains(string(b), "wpass") {
+		t.Fatalf("saved %q, %v", b, err)
+	}
+	d2 := aclDispatcher(t, Options{ACLFile: file})
+	if err := d2.LoadACLFile(); err != nil {
+		t.Fatal(err)
+	}
+	w := d2.NewClient(&textWriter{proto: 2}, "w")
+	must(t, d2, w, "+OK\n", "AUTH", "worker", "wpass")
+	must(t, d2, w, noperm("delay.add"), "DELAY.ADD", "jobs:a", "0", "x")
+	// LOAD drops users the file lacks, and a bad file changes nothing.
+	must(t, d, admin, "+OK\n", "ACL", "SETUSER", "extra", "on")
+	must(t, d, admin, "+OK\n", "ACL", "LOAD")
+	must(t, d, admin, "null\n", "ACL", "GETUSER", "extra")
+	os.WriteFile(file, []byte("user x on +nosuch\n"), 0o600)
+	if got := exec(d, admin, args("ACL", "LOAD")); !strings.HasPrefix(got, "-ERR "+file+":1: Unknown command") {
+		t.Fatalf("bad file: %q", got)
+	}
+	if got := exec(d, admin, args("ACL", "GETUSER", "worker")); !strings.Contains(got, "$-@all +delay.pop +delay.ack +delay.nack +delay.touch\n$keys\n$~jobs:*\n") {
+		t.Fatalf("GETUSER: %q", got)
+	}
+}
+
+// Every command has categories, and the categories say what its flags say.
+func TestACLCategories(t *testing.T) {
+	for _, cmd := range table {
+		has := func(c string) bool {
+			for _, x := range cmd.cats {
+				if x == c {
+					return true
+				}
+			}
+			return false
+		}
+		if has("fast") == has("slow") {
+			t.Errorf("%s: fast %v slow %v", cmd.Name, has("fast"), has("slow"))
+		}
+		if cmd.Flags&Write != 0 && !has("write") || cmd.Flags&ReadOnly != 0 && !has("read") {
+			t.Errorf("%s: %v", cmd.Name, cmd.cats)
+		}
+		if cmd.Group == "delay" && !has("delay") || cmd.Flags&Blocking != 0 && !has("blocking") {
+			t.Errorf("%s: %v", cmd.Name, cmd.cats)
+		}
+	}
+}
+
+func TestACLSetUserRedacted(t *testing.T) {
+	got := shown(table[0], nil)
+	for _, cmd := range table {
+		if cmd.Name == "acl" {
+			got = shown(cmd, args("ACL", "SETUSER", "w", "on", ">secret"))
+		}
+	}
+	if strings.Join(got, " ") != "ACL SETUSER w (redacted) (redacted)" {
+		t.Fatalf("shown: %q", got)
+	}
+}
