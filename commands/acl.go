@@ -131,10 +131,10 @@ func (d *Dispatcher) denied(c *Client, cmd *Command, args [][]byte) string {
 		return ""
 	case acl.DenyCmd:
 		d.aclLog.add(d, c, reason, name, u.Name)
-		return "NOPERM this user has no permissions to run the '" + clip([]byte(name)) + "' command"
+		return "NOPERM User " + clip([]byte(u.Name)) + " has no permissions to run the '" + clip([]byte(name)) + "' command"
 	default:
 		d.aclLog.add(d, c, reason, obj, u.Name)
-		return "NOPERM this user has no permissions to access one of the keys used as arguments"
+		return "NOPERM User " + clip([]byte(u.Name)) + " has no permissions to access one of the keys used as arguments"
 	}
 }
 

@@ -1,6 +1,7 @@
 package commands
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -31,11 +32,12 @@ func must(t *testing.T, d *Dispatcher, c *Client, want string, a ...string) {
 }
 
 const (
-	nopermCmd = "-NOPERM this user has no permissions to run the '%s' command\n"
-	nopermKey = "-NOPERM this user has no permissions to access one of the keys used as arguments\n"
+	nopermCmd  = "-NOPERM User %s has no permissions to run the '%s' command\n"
+	nopermKeys = "-NOPERM User %s has no permissions to access one of the keys used as arguments\n"
 )
 
-func noperm(cmd string) string { return strings.Replace(nopermCmd, "%s", cmd, 1) }
+func noperm(user, cmd string) string { return fmt.Sprintf(nopermCmd, user, cmd) }
+func nopermKey(user string) string   { return fmt.Sprintf(nopermKeys, user) }
 
 func workerSetup(t *testing.T, d *Dispatcher) (admin, worker *Client) {
 	admin = d.NewClient(&textWriter{proto: 2}, "admin")
@@ -54,20 +56,20 @@ func TestACLDenials(t *testing.T) {
 	producer := d.NewClient(&textWriter{proto: 2}, "producer")
 	must(t, d, producer, "+OK\n", "AUTH", "producer", "ppass")
 	must(t, d, producer, "$j1\n", "DELAY.ADD", "jobs:email", "0", "payload", "ID", "j1")
-	must(t, d, producer, noperm("delay.pop"), "DELAY.POP", "jobs:email", "0")
-	must(t, d, producer, nopermKey, "DELAY.ADD", "other", "0", "x")
+	must(t, d, producer, noperm("producer", "delay.pop"), "DELAY.POP", "jobs:email", "0")
+	must(t, d, producer, nopermKey("producer"), "DELAY.ADD", "other", "0", "x")
 	// DEADLETTER names a key too, and it must be inside the patterns.
-	must(t, d, producer, nopermKey, "DELAY.ADD", "jobs:email", "0", "x", "DEADLETTER", "dlq")
+	must(t, d, producer, nopermKey("producer"), "DELAY.ADD", "jobs:email", "0", "x", "DEADLETTER", "dlq")
 
 	if got := exec(d, worker, args("DELAY.POP", "jobs:email", "0")); !strings.Contains(got, "payload") {
 		t.Fatalf("worker pop: %q", got)
 	}
 	must(t, d, worker, ":int\n", "DELAY.ACK", "jobs:email", "j1")
-	must(t, d, worker, noperm("delay.add"), "DELAY.ADD", "jobs:email", "0", "x")
-	must(t, d, worker, nopermKey, "DELAY.POP", "mail", "0")
-	must(t, d, worker, noperm("flushall"), "FLUSHALL")
-	must(t, d, worker, noperm("config|get"), "CONFIG", "GET", "*")
-	must(t, d, worker, noperm("acl|whoami"), "ACL", "WHOAMI")
+	must(t, d, worker, noperm("worker", "delay.add"), "DELAY.ADD", "jobs:email", "0", "x")
+	must(t, d, worker, nopermKey("worker"), "DELAY.POP", "mail", "0")
+	must(t, d, worker, noperm("worker", "flushall"), "FLUSHALL")
+	must(t, d, worker, noperm("worker", "config|get"), "CONFIG", "GET", "*")
+	must(t, d, worker, noperm("worker", "acl|whoami"), "ACL", "WHOAMI")
 	// Arity first, then the permission, as Redis.
 	must(t, d, worker, "-ERR wrong number of arguments for 'delay.add' command\n", "DELAY.ADD", "jobs:a")
 	// AUTH, HELLO and QUIT are never refused.
@@ -95,14 +97,14 @@ func TestACLMulti(t *testing.T) {
 	must(t, d, admin, "+OK\n", "ACL", "SETUSER", "worker", "+multi", "+exec")
 	// Refused at queue time: the EXEC aborts.
 	must(t, d, worker, "+OK\n", "MULTI")
-	must(t, d, worker, noperm("delay.add"), "DELAY.ADD", "jobs:a", "0", "x")
+	must(t, d, worker, noperm("worker", "delay.add"), "DELAY.ADD", "jobs:a", "0", "x")
 	must(t, d, worker, "+QUEUED\n", "DELAY.TOUCH", "jobs:a", "nope")
 	must(t, d, worker, "-EXECABORT Transaction discarded because of previous errors.\n", "EXEC")
 	// Allowed when queued, refused when run: the user changed in between.
 	must(t, d, worker, "+OK\n", "MULTI")
 	must(t, d, worker, "+QUEUED\n", "DELAY.TOUCH", "jobs:a", "nope")
 	must(t, d, admin, "+OK\n", "ACL", "SETUSER", "worker", "-delay.touch")
-	must(t, d, worker, "*\n"+noperm("delay.touch"), "EXEC")
+	must(t, d, worker, "*\n"+noperm("worker", "delay.touch"), "EXEC")
 	if log := exec(d, admin, args("ACL", "LOG")); !strings.Contains(log, "$multi\n") {
 		t.Fatalf("no multi context in ACL LOG:\n%s", log)
 	}
@@ -120,7 +122,7 @@ func TestACLRequirePassAndAuth(t *testing.T) {
 	if got := exec(d, c2, args("HELLO", "3", "AUTH", "p", "pp")); !strings.HasPrefix(got, "%\n") {
 		t.Fatalf("HELLO AUTH: %q", got)
 	}
-	must(t, d, c2, noperm("ping"), "PING")
+	must(t, d, c2, noperm("p", "ping"), "PING")
 	must(t, d, c2, "$j\n", "DELAY.ADD", "any", "0", "x", "ID", "j")
 	// Deleting a user closes its connections; DELUSER default is refused.
 	must(t, d, c, ":int\n", "ACL", "DELUSER", "p", "nobody")
@@ -165,7 +167,7 @@ func TestACLSaveLoad(t *testing.T) {
 	}
 	w := d2.NewClient(&textWriter{proto: 2}, "w")
 	must(t, d2, w, "+OK\n", "AUTH", "worker", "wpass")
-	must(t, d2, w, noperm("delay.add"), "DELAY.ADD", "jobs:a", "0", "x")
+	must(t, d2, w, noperm("worker", "delay.add"), "DELAY.ADD", "jobs:a", "0", "x")
 	// LOAD drops users the file lacks, and a bad file changes nothing.
 	must(t, d, admin, "+OK\n", "ACL", "SETUSER", "extra", "on")
 	must(t, d, admin, "+OK\n", "ACL", "LOAD")

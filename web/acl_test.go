@@ -40,7 +40,7 @@ func TestACLUsersOverHTTP(t *testing.T) {
 		}
 	}
 	as := context.WithValue(ctx, userKey{}, "worker")
-	if _, err := s.Do(as, "DELAY.ADD", "jobs:a", "0", "x"); err == nil || err.Error() != "NOPERM this user has no permissions to run the 'delay.add' command" {
+	if _, err := s.Do(as, "DELAY.ADD", "jobs:a", "0", "x"); err == nil || err.Error() != "NOPERM User worker has no permissions to run the 'delay.add' command" {
 		t.Fatalf("worker's DELAY.ADD over HTTP: %v", err)
 	}
 	if v, err := s.Do(as, "DELAY.ACK", "jobs:a", "nope"); err != nil || v != int64(0) {
