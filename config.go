@@ -41,6 +41,13 @@ type config struct {
 	HTTPAddrGiven         bool // set by a flag, the environment or the file, not the default
 	MetricsMaxQueues      int
 
+	// TLS (config_tls.go).
+	TLSPort        int
+	TLSCertFile    string
+	TLSKeyFile     string
+	TLSCACertFile  string
+	TLSAuthClients string
+
 	// Cluster mode (cluster package).
 	ClusterEnabled         bool
 	ClusterNodeID          string
@@ -60,7 +67,12 @@ var settings = []struct {
 	name, def, help string
 }{
 	{"bind", "127.0.0.1", "address to listen on"},
-	{"port", "6380", "TCP port"},
+	{"port", "6380", "TCP port (0: no plain listener, with tls-port set)"},
+	{"tls-port", "0", "TCP port for TLS connections (0: off)"},
+	{"tls-cert-file", "", "PEM server certificate for tls-port and the HTTP side"},
+	{"tls-key-file", "", "PEM private key of tls-cert-file"},
+	{"tls-ca-cert-file", "", "PEM CA certificates that client certificates are verified against"},
+	{"tls-auth-clients", "yes", "client certificates: yes (required), optional (verified if shown), no"},
 	{"dir", "./data", "data directory (append-only log)"},
 	{"appendonly", "yes", "keep an append-only log: yes|no"},
 	{"appendfsync", "everysec", "when to fsync the log: always|everysec|no"},
@@ -218,6 +230,12 @@ func loadConfig(args []string, environ []string, stderr io.Writer) (config, erro
 	_, inEnv := env["DELAYD_HTTP_ADDR"]
 	c.HTTPAddrGiven = fs.Changed("http-addr") || inEnv || v.InConfig("http-addr")
 	c.MetricsMaxQueues = int(num("metrics-max-queues", 0))
+	c.TLSPort = int(num("tls-port", 0))
+	c.TLSCertFile = get("tls-cert-file")
+	c.TLSKeyFile = get("tls-key-file")
+	c.TLSCACertFile = get("tls-ca-cert-file")
+	c.TLSAuthClients = oneOf("tls-auth-clients", "yes", "no", "optional")
+	errs = append(errs, c.checkTLS()...)
 	c.ClusterEnabled = yesno("cluster-enabled")
 	c.ClusterNodeID = get("cluster-node-id")
 	c.ClusterBusAddr = get("cluster-bus-addr")
@@ -306,6 +324,11 @@ func (c config) view() map[string]string {
 		"log-format":                c.LogFormat,
 		"http-addr":                 c.HTTPAddr,
 		"metrics-max-queues":        strconv.Itoa(c.MetricsMaxQueues),
+		"tls-port":                  strconv.Itoa(c.TLSPort),
+		"tls-cert-file":             c.TLSCertFile,
+		"tls-key-file":              c.TLSKeyFile,
+		"tls-ca-cert-file":          c.TLSCACertFile,
+		"tls-auth-clients":          c.TLSAuthClients,
 		// Redis's names, which redis-benchmark and other tools ask for.
 		"save": "",
 	}

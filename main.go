@@ -5,19 +5,17 @@
 // main wires the packages: config (viper) -> logger (zerolog) -> commands ->
 // resp, listening at once; then the engine, which loads the log in the
 // background while clients get LOADING; then it waits for SIGTERM, SIGINT or
-// SHUTDOWN, which may come during the load too.
+// SHUTDOWN, which may come during the load too. SIGHUP reloads the TLS files.
 package main
 
 import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"runtime/pprof"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -128,11 +126,23 @@ func run(args, environ []string, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "delayd:", err)
 		return 1
 	}
-	addr := net.JoinHostPort(cfg.Bind, strconv.Itoa(cfg.Port))
-	srv, err := resp.Listen(resp.Options{Addr: addr, MaxClients: cfg.MaxClients, Dispatcher: disp, Log: log})
+	tlsStore, err := loadTLS(cfg) // main_tls.go
 	if err != nil {
-		log.Error().Err(err).Str("addr", addr).Msg("cannot listen")
+		log.Error().Err(err).Msg("cannot start: TLS")
+		fmt.Fprintln(stderr, "delayd:", err)
 		return 1
+	}
+	defer handleSIGHUP(log, tlsStore)()
+	addr, tlsAddr := listenAddrs(cfg)
+	srv, err := resp.Listen(resp.Options{Addr: addr, TLSAddr: tlsAddr, TLS: tlsOf(tlsStore),
+		MaxClients: cfg.MaxClients, Dispatcher: disp, Log: log})
+	if err != nil {
+		log.Error().Err(err).Str("addr", addr).Str("tls_addr", tlsAddr).Msg("cannot listen")
+		return 1
+	}
+	if tlsAddr != "" {
+		log.Info().Str("tls_addr", srv.TLSAddr().String()).Str("tls_auth_clients", cfg.TLSAuthClients).
+			Msg("TLS port; the HTTP side is HTTPS")
 	}
 	go func() {
 		if err := srv.Serve(); err != nil {
@@ -150,6 +160,7 @@ func run(args, environ []string, stderr io.Writer) int {
 			MaxQueues:  cfg.MetricsMaxQueues,
 			Version:    version,
 			Log:        log,
+			TLS:        tlsOf(tlsStore), // with tls-port, HTTPS with the same files
 			Ready: func() (bool, string) {
 				if !ready.Load() {
 					return false, "loading"

@@ -1,6 +1,7 @@
 package resp
 
 import (
+	"crypto/tls"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -178,6 +179,9 @@ func (cn *conn) kill() {
 
 // fdOf is the socket's descriptor, for CLIENT LIST fd=; -1 if unknown.
 func fdOf(nc net.Conn) int {
+	if tc, ok := nc.(*tls.Conn); ok {
+		nc = tc.NetConn()
+	}
 	sc, ok := nc.(syscall.Conn)
 	if !ok {
 		return -1

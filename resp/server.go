@@ -18,6 +18,7 @@
 package resp
 
 import (
+	"crypto/tls"
 	"errors"
 	"net"
 	"sync"
@@ -31,8 +32,12 @@ import (
 
 // Options configure a Server.
 type Options struct {
-	Addr       string // host:port to listen on
+	Addr       string // host:port to listen on ("": no plain listener)
 	MaxClients int    // connections beyond this get an error and are closed
+	// TLSAddr, with TLS, is a second listener whose connections speak TLS
+	// and are then served exactly as plain ones (tls.go).
+	TLSAddr    string
+	TLS        *tls.Config
 	Dispatcher *commands.Dispatcher
 	Log        zerolog.Logger
 }
@@ -41,7 +46,8 @@ type Options struct {
 type Server struct {
 	opts Options
 	d    *commands.Dispatcher
-	ln   net.Listener
+	ln   net.Listener // plain; nil with Addr ""
+	tln  net.Listener // TLS; nil without TLSAddr
 	log  zerolog.Logger
 
 	closing atomic.Bool
@@ -50,23 +56,52 @@ type Server struct {
 	conns   map[net.Conn]struct{} // guarded by mu
 }
 
-// Listen binds the address; Serve then accepts.
+// Listen binds the addresses; Serve then accepts.
 func Listen(opts Options) (*Server, error) {
-	ln, err := net.Listen("tcp", opts.Addr)
-	if err != nil {
+	s := &Server{opts: opts, d: opts.Dispatcher, log: opts.Log, conns: make(map[net.Conn]struct{})}
+	if opts.Addr != "" {
+		ln, err := net.Listen("tcp", opts.Addr)
+		if err != nil {
+			return nil, err
+		}
+		s.ln = ln
+	}
+	if err := s.listenTLS(); err != nil {
+		if s.ln != nil {
+			s.ln.Close()
+		}
 		return nil, err
 	}
-	return &Server{opts: opts, d: opts.Dispatcher, ln: ln, log: opts.Log, conns: make(map[net.Conn]struct{})}, nil
+	if s.ln == nil && s.tln == nil {
+		return nil, errors.New("no address to listen on")
+	}
+	return s, nil
 }
 
-// Addr is the address the server listens on.
-func (s *Server) Addr() net.Addr { return s.ln.Addr() }
+// Addr is the address the server listens on: the plain one, or the TLS
+// one when there is no plain listener.
+func (s *Server) Addr() net.Addr {
+	if s.ln == nil {
+		return s.tln.Addr()
+	}
+	return s.ln.Addr()
+}
 
-// Serve accepts connections until Close.
+// Serve accepts connections on every listener until Close.
 func (s *Server) Serve() error {
+	if s.tln != nil {
+		if s.ln == nil {
+			return s.accept(s.tln)
+		}
+		go s.accept(s.tln)
+	}
+	return s.accept(s.ln)
+}
+
+func (s *Server) accept(ln net.Listener) error {
 	var backoff time.Duration
 	for {
-		nc, err := s.ln.Accept()
+		nc, err := ln.Accept()
 		if err != nil {
 			if s.closing.Load() {
 				return nil
@@ -91,7 +126,12 @@ func (s *Server) Serve() error {
 // StopAccepting closes the listener; connections go on.
 func (s *Server) StopAccepting() {
 	if s.closing.CompareAndSwap(false, true) {
-		s.ln.Close()
+		if s.ln != nil {
+			s.ln.Close()
+		}
+		if s.tln != nil {
+			s.tln.Close()
+		}
 	}
 }
 
@@ -125,6 +165,8 @@ func (s *Server) serveConn(nc net.Conn) {
 	if n := s.d.Connected.Add(1); s.opts.MaxClients > 0 && n > int64(s.opts.MaxClients) {
 		s.d.Connected.Add(-1)
 		s.d.Rejected.Add(1)
+		// Over TLS the write below makes the handshake: bound it.
+		nc.SetDeadline(time.Now().Add(handshakeTimeout))
 		nc.Write([]byte("-ERR max number of clients reached\r\n"))
 		return
 	}
@@ -141,6 +183,9 @@ func (s *Server) serveConn(nc net.Conn) {
 		delete(s.conns, nc)
 		s.mu.Unlock()
 	}()
+	if tc, ok := nc.(*tls.Conn); ok && !s.handshake(tc) {
+		return
+	}
 
 	cn := &conn{nc: nc, w: &writer{proto: 2}, closing: &s.closing}
 	cn.ob = newOutbox(cn)

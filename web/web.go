@@ -8,6 +8,7 @@ package web
 import (
 	"context"
 	"crypto/subtle"
+	"crypto/tls"
 	"errors"
 	"net"
 	"net/http"
@@ -36,6 +37,10 @@ type Options struct {
 	MaxQueues int
 	Version   string
 	Log       zerolog.Logger
+	// TLS, when set, makes the side HTTPS with the RESP TLS port's
+	// certificate, CA and client-certificate rule (main sets it with
+	// tls-port).
+	TLS *tls.Config
 }
 
 // Server serves the HTTP side.
@@ -74,6 +79,9 @@ func (s *Server) Listen() error {
 	ln, err := net.Listen("tcp", s.opts.Addr)
 	if err != nil {
 		return err
+	}
+	if s.opts.TLS != nil {
+		ln = tls.NewListener(ln, s.opts.TLS)
 	}
 	s.ln = ln
 	go func() {

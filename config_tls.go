@@ -1,0 +1,33 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+)
+
+// checkTLS catches at start-up what would otherwise surface as every
+// handshake failing: a TLS port with no certificate, or client certificates
+// required with no CA to verify them against (Redis refuses that too).
+// Whether the files can be read is tlsconf.New's to say.
+func (c *config) checkTLS() []error {
+	var errs []error
+	if c.TLSPort > 65535 {
+		errs = append(errs, fmt.Errorf("tls-port: %d is not a TCP port", c.TLSPort))
+	}
+	if c.Port == 0 && c.TLSPort == 0 {
+		errs = append(errs, errors.New("port and tls-port are both 0: configured to not listen anywhere"))
+	}
+	if c.TLSPort != 0 && c.TLSPort == c.Port {
+		errs = append(errs, fmt.Errorf("tls-port: %d is also port", c.TLSPort))
+	}
+	if c.TLSPort == 0 {
+		return errs
+	}
+	if c.TLSCertFile == "" || c.TLSKeyFile == "" {
+		errs = append(errs, errors.New("tls-port is set but tls-cert-file or tls-key-file is not"))
+	}
+	if c.TLSAuthClients != "no" && c.TLSCACertFile == "" {
+		errs = append(errs, fmt.Errorf("tls-ca-cert-file is needed when tls-auth-clients is %s (client certificates are verified against it)", c.TLSAuthClients))
+	}
+	return errs
+}
