@@ -285,6 +285,7 @@ func cmdInfo(d *Dispatcher, c *Client, args [][]byte) {
 		{"used_memory_rss", strconv.FormatUint(ms.Sys, 10)},
 		{"used_memory_jobs", itoa(in.MemoryBytes)},
 		{"used_memory_payloads", itoa(in.PayloadBytes)},
+		{"lazyfree_pending_objects", strconv.Itoa(in.LazyfreePending)}, // jobs of deleted queues not freed yet
 		{"gc_cycles", strconv.FormatUint(uint64(ms.NumGC), 10)},
 	})
 	section("Persistence", d.persistence(eng))

@@ -246,6 +246,7 @@ type core struct {
 	txServe []uint32
 
 	sched schedules // recurring schedules (schedule.go)
+	lazy  lazyState // deleted queues being freed (lazyfree.go)
 
 	origins map[uint32]*origin // by slot: where dead-lettered jobs came from (requeue.go)
 
@@ -482,6 +483,10 @@ func (e *Engine) advanceLocked(now int64) {
 	for _, h := range fired {
 		j := e.jobs.at(h)
 		q := &e.queues[j.queue]
+		if !q.live {
+			e.dropFired(h) // its queue was deleted: it is being freed
+			continue
+		}
 		switch j.state {
 		case stateDelayed:
 			q.delayed--
@@ -522,9 +527,13 @@ func (e *Engine) Stop() {
 			e.resolve(l.w, false)
 		}
 	}
+	freer := e.lazy.done // it ends at its next batch (lazyfree.go)
 	e.mu.Unlock()
 	close(e.quit)
 	<-e.done
+	if freer != nil {
+		<-freer
+	}
 }
 
 // Close stops the engine and flushes and fsyncs the log, whatever the fsync

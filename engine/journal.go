@@ -210,7 +210,7 @@ func (e *Engine) apply(p []byte) error {
 	case opMove:
 		e.applyMove(&r)
 	case opDel:
-		e.delQueue(r.queue)
+		e.delQueue(r.queue, r.time)
 	case opLMove:
 		e.applyLMove(&r)
 	case opFlush:
@@ -253,6 +253,7 @@ func (e *Engine) resetState() {
 	e.queues, e.qfree = nil, nil
 	e.byName = make(map[string]uint32)
 	e.njobs = 0
+	e.resetLazy()
 	// Queue indices mean nothing after a reset (a FLUSHALL inside a
 	// transaction): whoever reparks waiters asks to serve them again.
 	e.txServe = e.txServe[:0]
@@ -623,13 +624,16 @@ func (e *Engine) Rewrite() error {
 	}
 	plan := make([]entry, 0, e.njobs)
 	for qi := range e.queues {
+		if !e.queues[qi].live {
+			continue // being freed (lazyfree.go): its DEL is logged
+		}
 		e.queues[qi].rd.each(&e.jobs, func(s uint32) bool {
 			plan = append(plan, entry{s, true})
 			return true
 		})
 	}
 	for s := range e.jobs.n {
-		if st := e.jobs.at(s).state; st == stateDelayed || st == stateReserved {
+		if jb := e.jobs.at(s); (jb.state == stateDelayed || jb.state == stateReserved) && e.queues[jb.queue].live {
 			plan = append(plan, entry{uint32(s), false})
 		}
 	}
@@ -669,8 +673,8 @@ func (e *Engine) Rewrite() error {
 				}
 				for _, p := range plan[i:min(i+chunk, len(plan))] {
 					jb := e.jobs.at(p.slot)
-					if jb.state == stateFree {
-						continue // gone since the plan: the tail says how
+					if jb.state == stateFree || !e.queues[jb.queue].live {
+						continue // gone since the plan (or being freed): the tail says how
 					}
 					var flags byte
 					var deadline int64

@@ -116,8 +116,8 @@ func (e *Engine) Range(queueName []byte, start, stop int64) [][]byte {
 }
 
 // Del removes every job of the named queues, in any state, and returns how
-// many of them held a job. Blocked clients stay blocked. O(ready jobs), plus
-// a scan of all jobs for a queue holding delayed or reserved ones.
+// many of them held a job. Blocked clients stay blocked. The jobs are freed
+// in the background (lazyfree.go): O(1) per queue here.
 func (e *Engine) Del(names [][]byte) (int, uint64, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -138,15 +138,21 @@ func (e *Engine) Del(names [][]byte) (int, uint64, error) {
 		n++
 		r := rec{op: opDel, time: e.recNow(), queue: name}
 		ticket = e.logRec(&r)
-		e.delQueue(name)
+		e.delQueue(name, r.time)
 	}
 	return n, ticket, nil
 }
 
-// delQueue removes every job of a queue (DEL, and its replay).
-func (e *Engine) delQueue(name []byte) {
+// delQueue removes every job of a queue (DEL, and its replay): a live
+// engine, or a follower, leaves them to the freer; replay, which serves no
+// client yet, frees them here. at is the DEL record's time.
+func (e *Engine) delQueue(name []byte, at int64) {
 	qi, ok := e.queueFor(name, false)
 	if !ok {
+		return
+	}
+	if !e.j.replaying {
+		e.doom(qi, at)
 		return
 	}
 	q := &e.queues[qi]

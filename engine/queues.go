@@ -76,7 +76,7 @@ func (e *Engine) unlinkReady(s uint32) {
 func (e *Engine) detach(s uint32) {
 	j := e.jobs.at(s)
 	q := &e.queues[j.queue]
-	if q.watch != nil || e.trackAll {
+	if (q.watch != nil || e.trackAll) && q.live { // a doomed queue's name is another queue's now
 		e.changed(q)
 	}
 	switch j.state {
@@ -104,6 +104,10 @@ func (e *Engine) remove(s uint32) {
 	e.queues[qi].bytes -= dataSize(j)
 	e.indexDelete(s, e.idOf(j, &buf))
 	e.freeSlot(s)
-	e.njobs--
+	if e.queues[qi].live {
+		e.njobs--
+	} else {
+		e.lazy.pending-- // DEL counted it out already (lazyfree.go)
+	}
 	e.releaseQueue(qi)
 }

@@ -120,6 +120,7 @@ type Info struct {
 	Waiters                  int
 	MemoryBytes              int64 // slabs, arena and index, approximately
 	PayloadBytes             int64
+	LazyfreePending          int // jobs of deleted queues not freed yet
 	Stats
 }
 
@@ -127,7 +128,7 @@ type Info struct {
 func (e *Engine) Info() Info {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	in := Info{Jobs: e.njobs, Stats: e.stats}
+	in := Info{Jobs: e.njobs, Stats: e.stats, LazyfreePending: e.lazy.pending}
 	for i := range e.queues {
 		q := &e.queues[i]
 		if !q.live {

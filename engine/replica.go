@@ -339,12 +339,18 @@ func (e *Engine) snapshotLocked() []byte {
 // and deadline of its add record. Called with mu held.
 func (e *Engine) eachJob(fn func(s uint32, flags byte, deadline int64)) {
 	for qi := range e.queues {
+		if !e.queues[qi].live {
+			continue // being freed (lazyfree.go)
+		}
 		e.queues[qi].rd.each(&e.jobs, func(s uint32) bool {
 			fn(s, flagReady, 0)
 			return true
 		})
 	}
 	for s := range e.jobs.n {
+		if !e.queues[e.jobs.at(s).queue].live {
+			continue
+		}
 		switch e.jobs.at(s).state {
 		case stateDelayed:
 			fn(uint32(s), 0, 0)

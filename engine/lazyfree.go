@@ -1,0 +1,183 @@
+package engine
+
+import "time"
+
+// Lazy free: DEL (and UNLINK, its twin) of a big queue must not hold the
+// lock for the whole of it (a second for 3M jobs), as Redis's lazyfree
+// frees a big key's value away from its main thread. DEL detaches the
+// queue from its name instead: the name is free at once (an add to it
+// makes a new queue, with a new index), and the old queue, doomed, is not
+// live: no lookup, SCAN, INFO count, metric or waiter reaches it, since
+// each goes by name or skips queues that are not live. A goroutine then
+// frees its jobs in batches of a bounded hold of the lock, yielding between
+// them, and frees the queue's index when it is empty, never before: a
+// client id's index entry hashes (queue index, id), so while the index is
+// doomed no new queue can share it.
+//
+// What the batches must not change is what the log says: the DEL record
+// is one record and replay applies it synchronously (delQueue), so a live
+// engine with a queue being freed must behave as if the queue were gone:
+//   - its delayed jobs never fire and its reservations never expire (no
+//     dead-lettering, no redelivery): advanceLocked drops them (dropFired);
+//   - UNIQUE tombstones are made at DEL time, with the DEL record's time,
+//     as replay makes them: an add of the same id right after the DEL is
+//     refused live as on replay;
+//   - a log rewrite and a cluster snapshot skip doomed jobs;
+//   - server ids stay in e.sids until their job is freed: harmless, since
+//     a server id is never made twice and lookup checks the job's queue.
+//
+// FLUSHALL needs none of this: it drops the state whole (resetState), the
+// slab holds no pointers, and Go's concurrent collector reclaims the rest.
+
+// The bounds of one batch: jobs freed, slab slots looked at for the
+// queue's jobs outside its ready list, and time, for a slow machine.
+const (
+	lazyBatch = 4096
+	lazyScan  = 1 << 16
+	lazyHold  = 250 * time.Microsecond
+	// lazyPause lets clients waiting on the lock take it between batches
+	// (a Go mutex released and retaken at once may go to the releaser).
+	lazyPause = 50 * time.Microsecond
+)
+
+// lazyState is the doomed queues and their freer.
+type lazyState struct {
+	queues  []doomedQueue // oldest first
+	pending int           // jobs of doomed queues not yet freed (INFO lazyfree_pending_objects)
+	running bool          // the freer goroutine runs
+	done    chan struct{} // closed when it ends (Stop waits)
+	maxHold time.Duration // the longest hold of the lock by one batch
+	batches int           // batches run, and the most jobs one freed (tests)
+	maxFree int
+}
+
+// doomedQueue is a queue being freed; scan is the next slab slot to look at
+// for its jobs that are not in its ready order (delayed, reserved, held by
+// a group's cap).
+type doomedQueue struct {
+	qi   uint32
+	scan uint32
+}
+
+// doom detaches queue qi from its name and leaves its jobs to the freer
+// (DEL, live). at is the DEL record's time. O(1) plus the clients blocked
+// on the name and the jobs with UNIQUE or DEBOUNCE (of any queue).
+func (e *Engine) doom(qi uint32, at int64) {
+	q := &e.queues[qi]
+	if q.watch != nil || e.trackAll {
+		e.changed(q) // once for the queue, as WATCH and tracking want
+	}
+	if len(e.ident.jobs) > 0 {
+		for s := range e.ident.jobs {
+			if e.jobs.at(s).queue == qi {
+				e.entomb(s, at)
+			}
+		}
+	}
+	n := q.delayed + q.ready + q.reserved
+	delete(e.byName, q.name)
+	q.live, q.watch, q.limit = false, nil, nil
+	e.njobs -= n
+	e.lazy.pending += n
+	e.lazy.queues = append(e.lazy.queues, doomedQueue{qi: qi})
+	if q.whead != nil {
+		// Blocked clients stay blocked, now on a new queue of the name.
+		head, tail, nw := q.whead, q.wtail, q.nwait
+		q.whead, q.wtail, q.nwait = nil, nil, 0
+		name := []byte(q.name)
+		nq, _ := e.queueFor(name, true) // may grow e.queues: q is stale from here
+		for l := head; l != nil; l = l.next {
+			l.q = nq
+		}
+		nqq := &e.queues[nq]
+		nqq.whead, nqq.wtail, nqq.nwait = head, tail, nw
+	}
+	if !e.lazy.running {
+		e.lazy.running = true
+		e.lazy.done = make(chan struct{})
+		go e.lazyFree(e.lazy.done)
+	}
+}
+
+// lazyFree is the freer goroutine: it runs while queues are doomed.
+func (e *Engine) lazyFree(done chan struct{}) {
+	defer close(done)
+	h := &Engine{core: e.core, mu: engineLock{m: &e.core.mutex}} // never a transaction's handle
+	for {
+		h.mu.Lock()
+		if len(h.lazy.queues) == 0 || h.closed {
+			h.lazy.running = false
+			h.mu.Unlock()
+			return
+		}
+		start := time.Now()
+		n := h.freeSome(start)
+		h.lazy.maxHold = max(h.lazy.maxHold, time.Since(start))
+		h.lazy.batches++
+		h.lazy.maxFree = max(h.lazy.maxFree, n)
+
+		h.mu.Unlock()
+		time.Sleep(lazyPause)
+	}
+}
+
+// freeSome frees one batch of the oldest doomed queue's jobs, and the queue
+// itself once it holds none, and returns how many jobs it freed. Called
+// with mu held.
+func (e *Engine) freeSome(start time.Time) int {
+	d := &e.lazy.queues[0]
+	q := &e.queues[d.qi]
+	over := func(n int) bool {
+		return n >= lazyBatch || n&63 == 63 && time.Since(start) > lazyHold
+	}
+	n := 0
+	for !over(n) {
+		s := q.rd.first()
+		if s == 0 {
+			break
+		}
+		e.remove(s - 1)
+		n++
+	}
+	if q.rd.first() == 0 && q.delayed+q.ready+q.reserved > 0 {
+		end := min(d.scan+lazyScan, e.jobs.n)
+		for ; d.scan < end && !over(n); d.scan++ {
+			if j := e.jobs.at(d.scan); j.state != stateFree && j.queue == d.qi {
+				e.remove(d.scan)
+				n++
+			}
+		}
+		if d.scan >= e.jobs.n {
+			d.scan = 0 // not reached with jobs left: no job joins a doomed queue
+		}
+	}
+	if q.delayed+q.ready+q.reserved == 0 {
+		*q = queue{}
+		e.qfree = append(e.qfree, d.qi)
+		e.lazy.queues = e.lazy.queues[1:]
+	}
+	return n
+}
+
+// dropFired frees a job of a doomed queue that the wheel just let go of (a
+// delay or a reservation ended): it must not become ready or expire into
+// anything, as it would not have on replay, where the DEL removed it.
+func (e *Engine) dropFired(s uint32) {
+	j := e.jobs.at(s)
+	q := &e.queues[j.queue]
+	switch j.state {
+	case stateDelayed:
+		q.delayed--
+	case stateReserved:
+		q.reserved--
+		e.unreserved(j.queue, s)
+	}
+	j.state = stateFree // detach has nothing left to undo
+	e.remove(s)
+}
+
+// resetLazy forgets the doomed queues (resetState: their indices mean
+// nothing now); a running freer finds nothing and ends.
+func (e *Engine) resetLazy() {
+	e.lazy.queues, e.lazy.pending = nil, 0
+}
