@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/delayd/delayd/commands"
+	"github.com/delayd/delayd/resp"
 	"io"
 	"net"
 	"strconv"
@@ -27,6 +28,10 @@ type config struct {
 	MaxJobs               int
 	MaxClients            int
 	MaxMemory             int64
+	ProtectedMode         bool
+	Timeout               int64
+	OutputLimit           resp.OutputLimit
+	OutputLimitText       string // as CONFIG GET shows it
 	AckTimeout            int64
 	Tick                  int64
 	AutoRewritePercentage int
@@ -68,6 +73,9 @@ var settings = []struct {
 	{"max-jobs", "0", "most jobs held in any state (0: no limit)"},
 	{"max-clients", "10000", "most client connections at once"},
 	{"maxmemory", "0", "refuse adds with OOM while the heap's live bytes are above this (100mb, 1gb; 0: no limit)"},
+	{"protected-mode", "yes", "with no password set, refuse clients that are not on the loopback interface: yes|no"},
+	{"timeout", "0", "close a client idle this many seconds (0: never); blocked pops and MONITOR are not idle"},
+	{"client-output-buffer-limit", "normal 0 0 0", "cap a client's pending output as Redis: normal <hard> <soft> <soft-seconds> (0: none)"},
 	{"ack-timeout", "0", "default ack timeout in ms (0: a pop removes the job)"},
 	{"tick", "1", "timing wheel tick in ms"},
 	{"auto-rewrite-percentage", "100", "rewrite the log when it grew by this percentage of the live data (0: never)"},
@@ -202,6 +210,13 @@ func loadConfig(args []string, environ []string, stderr io.Writer) (config, erro
 	} else {
 		c.MaxMemory = n
 	}
+	c.ProtectedMode = yesno("protected-mode")
+	c.Timeout = num("timeout", 0)
+	if lim, text, err := resp.ParseOutputLimit(get("client-output-buffer-limit")); err != nil {
+		errs = append(errs, fmt.Errorf("client-output-buffer-limit: %w", err))
+	} else {
+		c.OutputLimit, c.OutputLimitText = lim, text
+	}
 	c.AckTimeout = num("ack-timeout", 0)
 	c.Tick = num("tick", 1)
 	c.AutoRewritePercentage = int(num("auto-rewrite-percentage", 0))
@@ -273,35 +288,38 @@ func (c config) view() map[string]string {
 		pass = "(set)" // never echo the password
 	}
 	return map[string]string{
-		"cluster-enabled":           yn(c.ClusterEnabled),
-		"cluster-node-id":           c.ClusterNodeID,
-		"cluster-bus-addr":          c.ClusterBusAddr,
-		"cluster-announce-addr":     c.ClusterAnnounceAddr,
-		"cluster-announce-bus-addr": c.ClusterAnnounceBusAddr,
-		"cluster-join":              c.ClusterJoin,
-		"cluster-ack":               c.ClusterAck,
-		"cluster-election-timeout":  strconv.FormatInt(c.ClusterElectionTimeout, 10),
-		"bind":                      c.Bind,
-		"port":                      strconv.Itoa(c.Port),
-		"dir":                       c.Dir,
-		"appendonly":                yn(c.AppendOnly),
-		"appendfsync":               c.AppendFsync,
-		"requirepass":               pass,
-		"max-payload-bytes":         strconv.Itoa(c.MaxPayloadBytes),
-		"max-jobs":                  strconv.Itoa(c.MaxJobs),
-		"max-clients":               strconv.Itoa(c.MaxClients),
-		"maxclients":                strconv.Itoa(c.MaxClients),
-		"maxmemory":                 strconv.FormatInt(c.MaxMemory, 10),
-		"ack-timeout":               strconv.FormatInt(c.AckTimeout, 10),
-		"tick":                      strconv.FormatInt(c.Tick, 10),
-		"auto-rewrite-percentage":   strconv.Itoa(c.AutoRewritePercentage),
-		"auto-rewrite-min-size":     strconv.FormatInt(c.AutoRewriteMinSize, 10),
-		"slowlog-log-slower-than":   strconv.FormatInt(c.SlowlogSlowerThan, 10),
-		"slowlog-max-len":           strconv.Itoa(c.SlowlogMaxLen),
-		"log-level":                 c.LogLevel,
-		"log-format":                c.LogFormat,
-		"http-addr":                 c.HTTPAddr,
-		"metrics-max-queues":        strconv.Itoa(c.MetricsMaxQueues),
+		"cluster-enabled":            yn(c.ClusterEnabled),
+		"cluster-node-id":            c.ClusterNodeID,
+		"cluster-bus-addr":           c.ClusterBusAddr,
+		"cluster-announce-addr":      c.ClusterAnnounceAddr,
+		"cluster-announce-bus-addr":  c.ClusterAnnounceBusAddr,
+		"cluster-join":               c.ClusterJoin,
+		"cluster-ack":                c.ClusterAck,
+		"cluster-election-timeout":   strconv.FormatInt(c.ClusterElectionTimeout, 10),
+		"bind":                       c.Bind,
+		"port":                       strconv.Itoa(c.Port),
+		"dir":                        c.Dir,
+		"appendonly":                 yn(c.AppendOnly),
+		"appendfsync":                c.AppendFsync,
+		"requirepass":                pass,
+		"max-payload-bytes":          strconv.Itoa(c.MaxPayloadBytes),
+		"max-jobs":                   strconv.Itoa(c.MaxJobs),
+		"max-clients":                strconv.Itoa(c.MaxClients),
+		"maxclients":                 strconv.Itoa(c.MaxClients),
+		"maxmemory":                  strconv.FormatInt(c.MaxMemory, 10),
+		"ack-timeout":                strconv.FormatInt(c.AckTimeout, 10),
+		"protected-mode":             yn(c.ProtectedMode),
+		"timeout":                    strconv.FormatInt(c.Timeout, 10),
+		"client-output-buffer-limit": c.OutputLimitText,
+		"tick":                       strconv.FormatInt(c.Tick, 10),
+		"auto-rewrite-percentage":    strconv.Itoa(c.AutoRewritePercentage),
+		"auto-rewrite-min-size":      strconv.FormatInt(c.AutoRewriteMinSize, 10),
+		"slowlog-log-slower-than":    strconv.FormatInt(c.SlowlogSlowerThan, 10),
+		"slowlog-max-len":            strconv.Itoa(c.SlowlogMaxLen),
+		"log-level":                  c.LogLevel,
+		"log-format":                 c.LogFormat,
+		"http-addr":                  c.HTTPAddr,
+		"metrics-max-queues":         strconv.Itoa(c.MetricsMaxQueues),
 		// Redis's names, which redis-benchmark and other tools ask for.
 		"save": "",
 	}

@@ -122,7 +122,12 @@ func run(args, environ []string, stderr io.Writer) int {
 		Cluster: clusterView(clu),
 	})
 	addr := net.JoinHostPort(cfg.Bind, strconv.Itoa(cfg.Port))
-	srv, err := resp.Listen(resp.Options{Addr: addr, MaxClients: cfg.MaxClients, Dispatcher: disp, Log: log})
+	srv, err := resp.Listen(resp.Options{Addr: addr, MaxClients: cfg.MaxClients, Dispatcher: disp, Log: log,
+		ProtectedMode: cfg.ProtectedMode,
+		Guarded:       func() bool { return cfg.RequirePass != "" },
+		IdleTimeout:   time.Duration(cfg.Timeout) * time.Second,
+		OutputLimit:   cfg.OutputLimit,
+	})
 	if err != nil {
 		log.Error().Err(err).Str("addr", addr).Msg("cannot listen")
 		return 1
