@@ -458,3 +458,31 @@ func TestConnLimitsPreAuth(t *testing.T) {
 		t.Errorf("RSS grew by %d kB (> 1 MB) for 40 unauthenticated clients declaring 1M-element arrays and 2 GB bulks", after.rssKB-before.rssKB)
 	}
 }
+
+// Above the soft limit a client that does not take its replies within
+// soft-seconds is closed; one that reads them is not.
+func TestConnLimitsOutputBufferSoft(t *testing.T) {
+	s := startServer(t, "--client-output-buffer-limit", "normal 0 256kb 1")
+	// One 16 MB reply: more than the kernel's socket buffers take.
+	arg := strings.Repeat("s", 16<<20)
+	var b strings.Builder
+	fmt.Fprintf(&b, "*2\r\n$4\r\nECHO\r\n$%d\r\n%s\r\n", len(arg), arg)
+	c, err := net.Dial("tcp", s.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	go c.Write([]byte(b.String()))
+	start := time.Now()
+	if !s.outputHas("output buffer limits", 5*time.Second) {
+		t.Fatal("a client that never read a 16 MB reply was not closed past the soft limit")
+	}
+	if d := time.Since(start); d < 500*time.Millisecond {
+		t.Errorf("closed %v after its reply, before soft-seconds (1 s) passed", d)
+	}
+	// A reader of the same replies gets them all.
+	r := s.Client()
+	if got, err := r.Echo(ctxT(t, 10*time.Second), arg).Result(); err != nil || got != arg {
+		t.Fatalf("a client reading its 16 MB reply: %d bytes, %v", len(got), err)
+	}
+}
