@@ -192,7 +192,7 @@ func (s *Server) serveConn(nc net.Conn) {
 			if c.Ticket != 0 {
 				cn.logged = append(cn.logged, loggedReply{start, len(cn.w.buf), c.Ticket})
 			}
-			if cn.overLimit() {
+			if c.Block == nil && cn.overLimit() { // a pop parked in the engine must be released by block
 				return
 			}
 			if c.Block != nil && !cn.block(c, s.d) {
