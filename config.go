@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/delayd/delayd/commands"
+	"github.com/delayd/delayd/resp"
 	"io"
 	"net"
 	"strconv"
@@ -28,6 +29,10 @@ type config struct {
 	MaxJobs               int
 	MaxClients            int
 	MaxMemory             int64
+	ProtectedMode         bool
+	Timeout               int64
+	OutputLimit           resp.OutputLimit
+	OutputLimitText       string // as CONFIG GET shows it
 	AckTimeout            int64
 	Tick                  int64
 	AutoRewritePercentage int
@@ -82,6 +87,9 @@ var settings = []struct {
 	{"max-jobs", "0", "most jobs held in any state (0: no limit)"},
 	{"max-clients", "10000", "most client connections at once"},
 	{"maxmemory", "0", "refuse adds with OOM while the heap's live bytes are above this (100mb, 1gb; 0: no limit)"},
+	{"protected-mode", "yes", "with no password set, refuse clients that are not on the loopback interface: yes|no"},
+	{"timeout", "0", "close a client idle this many seconds (0: never); blocked pops and MONITOR are not idle"},
+	{"client-output-buffer-limit", "normal 0 0 0", "cap a client's pending output as Redis: normal <hard> <soft> <soft-seconds> (0: none)"},
 	{"ack-timeout", "0", "default ack timeout in ms (0: a pop removes the job)"},
 	{"tick", "1", "timing wheel tick in ms"},
 	{"auto-rewrite-percentage", "100", "rewrite the log when it grew by this percentage of the live data (0: never)"},
@@ -217,6 +225,13 @@ func loadConfig(args []string, environ []string, stderr io.Writer) (config, erro
 	} else {
 		c.MaxMemory = n
 	}
+	c.ProtectedMode = yesno("protected-mode")
+	c.Timeout = num("timeout", 0)
+	if lim, text, err := resp.ParseOutputLimit(get("client-output-buffer-limit")); err != nil {
+		errs = append(errs, fmt.Errorf("client-output-buffer-limit: %w", err))
+	} else {
+		c.OutputLimit, c.OutputLimitText = lim, text
+	}
 	c.AckTimeout = num("ack-timeout", 0)
 	c.Tick = num("tick", 1)
 	c.AutoRewritePercentage = int(num("auto-rewrite-percentage", 0))
@@ -331,5 +346,10 @@ func (c config) view() map[string]string {
 		"tls-auth-clients":          c.TLSAuthClients,
 		// Redis's names, which redis-benchmark and other tools ask for.
 		"save": "",
+
+		// Connection limits (resp/limits.go).
+		"protected-mode":             yn(c.ProtectedMode),
+		"timeout":                    strconv.FormatInt(c.Timeout, 10),
+		"client-output-buffer-limit": c.OutputLimitText,
 	}
 }

@@ -135,7 +135,14 @@ func run(args, environ []string, stderr io.Writer) int {
 	defer handleSIGHUP(log, tlsStore)()
 	addr, tlsAddr := listenAddrs(cfg)
 	srv, err := resp.Listen(resp.Options{Addr: addr, TLSAddr: tlsAddr, TLS: tlsOf(tlsStore),
-		MaxClients: cfg.MaxClients, Dispatcher: disp, Log: log})
+		MaxClients: cfg.MaxClients, Dispatcher: disp, Log: log,
+		ProtectedMode: cfg.ProtectedMode,
+		// As Redis 7: protected mode stands down once the default user
+		// needs a password (requirepass, or ACL SETUSER default >...).
+		Guarded:     disp.DefaultNeedsPassword,
+		IdleTimeout: time.Duration(cfg.Timeout) * time.Second,
+		OutputLimit: cfg.OutputLimit,
+	})
 	if err != nil {
 		log.Error().Err(err).Str("addr", addr).Str("tls_addr", tlsAddr).Msg("cannot listen")
 		return 1

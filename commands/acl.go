@@ -166,6 +166,17 @@ func (d *Dispatcher) HasUser(name string) bool { return d.acl.Get(name) != nil }
 // side must ask for one.
 func (d *Dispatcher) NeedsAuth() bool { return d.acl.NeedsPassword() }
 
+// DefaultNeedsPassword reports whether the default user (the one a client
+// is before AUTH) needs a password or is off: protected mode's question.
+func (d *Dispatcher) DefaultNeedsPassword() bool {
+	h := d.acl.Get("default")
+	if h == nil {
+		return true
+	}
+	u := h.User()
+	return !u.On || !u.NoPass
+}
+
 // SetUser makes c run as the user named (the HTTP side sets its request's
 // user); false if there is no such user.
 func (d *Dispatcher) SetUser(c *Client, name string) bool {

@@ -215,3 +215,24 @@ func TestACLSetUserRedacted(t *testing.T) {
 		t.Fatalf("shown: %q", got)
 	}
 }
+
+// Protected mode asks whether the default user needs a password: it does
+// with requirepass, or once ACL SETUSER gives it one, or when it is off.
+func TestACLDefaultNeedsPassword(t *testing.T) {
+	d := aclDispatcher(t, Options{})
+	if d.DefaultNeedsPassword() {
+		t.Fatal("a fresh server's default user needs no password")
+	}
+	c := d.NewClient(&textWriter{proto: 2}, "a")
+	must(t, d, c, "+OK\n", "ACL", "SETUSER", "default", ">s3cret")
+	if !d.DefaultNeedsPassword() {
+		t.Fatal("after ACL SETUSER default >s3cret it needs one")
+	}
+	must(t, d, c, "+OK\n", "ACL", "SETUSER", "default", "nopass", "off")
+	if !d.DefaultNeedsPassword() {
+		t.Fatal("a default user that is off lets nobody in without AUTH")
+	}
+	if !aclDispatcher(t, Options{RequirePass: "x"}).DefaultNeedsPassword() {
+		t.Fatal("requirepass gives the default user a password")
+	}
+}

@@ -536,3 +536,7 @@ func (d *Dispatcher) clientLine(c *Client) string {
 	field("lib-ver", libVer)
 	return b.String()
 }
+
+// Monitoring reports whether the client is in MONITOR mode (which --timeout
+// spares, as Redis does).
+func (c *Client) Monitoring() bool { return c.monitor.Load() }

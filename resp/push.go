@@ -24,12 +24,10 @@ import (
 // client read in this batch may thus follow the reply of a read made after
 // the change: that costs a cache miss, never a stale value.)
 //
-// The outbox is bounded: a client that does not read its pushes is
-// disconnected (logged when its connection ends), as Redis disconnects a
-// pub/sub client past its output buffer limit.
-
-// maxPushBytes bounds the pushes waiting for one connection.
-const maxPushBytes = 8 << 20
+// The outbox is bounded (--client-output-buffer-limit, limits.go): a
+// client that does not read its pushes is disconnected (logged when its
+// connection ends), as Redis disconnects a client past its output buffer
+// limit.
 
 // outbox is one connection's pushes. It implements commands.Conn.
 type outbox struct {
@@ -45,10 +43,15 @@ type outbox struct {
 	started  bool   // the writer goroutine runs
 	kick     chan struct{}
 	done     chan struct{} // closed when the connection ends
+
+	max       int         // most bytes waiting, being written included
+	lim       OutputLimit // for the soft limit
+	inflight  int         // bytes the writer goroutine is writing
+	softSince time.Time   // when the waiting bytes went above the soft limit
 }
 
-func newOutbox(cn *conn) *outbox {
-	ob := &outbox{cn: cn, kick: make(chan struct{}, 1), done: make(chan struct{})}
+func newOutbox(cn *conn, lim OutputLimit) *outbox {
+	ob := &outbox{cn: cn, kick: make(chan struct{}, 1), done: make(chan struct{}), max: lim.pushCap(), lim: lim}
 	ob.proto.Store(2)
 	return ob
 }
@@ -63,7 +66,7 @@ func (ob *outbox) Push(fn func(w commands.Writer)) bool {
 	w := writer{buf: ob.buf, proto: int(ob.proto.Load())}
 	fn(&w)
 	ob.buf = w.buf
-	if len(ob.buf) > maxPushBytes {
+	if ob.overflowing() {
 		ob.dead, ob.overflow, ob.buf = true, true, nil
 		ob.cn.kill()
 		return false
@@ -111,11 +114,13 @@ func (ob *outbox) run() {
 		}
 		out := ob.buf
 		ob.buf, ob.spare = ob.spare[:0], nil // never the array being written
+		ob.inflight = len(out)
 		ob.mu.Unlock()
 		// net.Conn serializes whole Writes, so this never splits a reply
 		// the connection's goroutine writes at the same time.
 		_, err := ob.cn.nc.Write(out)
 		ob.mu.Lock()
+		ob.inflight = 0
 		if cap(out) <= 64<<10 {
 			ob.spare = out[:0]
 		}

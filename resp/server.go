@@ -40,6 +40,12 @@ type Options struct {
 	TLS        *tls.Config
 	Dispatcher *commands.Dispatcher
 	Log        zerolog.Logger
+
+	// Limits (limits.go).
+	ProtectedMode bool          // refuse other hosts while nothing asks for a password
+	Guarded       func() bool   // a password is set; nil: none ever is
+	IdleTimeout   time.Duration // close a client idle this long (0: never)
+	OutputLimit   OutputLimit   // cap on a client's pending output
 }
 
 // Server accepts connections and serves each on its own goroutine.
@@ -171,6 +177,9 @@ func (s *Server) serveConn(nc net.Conn) {
 		return
 	}
 	defer s.d.Connected.Add(-1)
+	if s.denied(nc) {
+		return
+	}
 	s.mu.Lock()
 	if s.closing.Load() {
 		s.mu.Unlock()
@@ -187,13 +196,13 @@ func (s *Server) serveConn(nc net.Conn) {
 		return
 	}
 
-	cn := &conn{nc: nc, w: &writer{proto: 2}, closing: &s.closing}
-	cn.ob = newOutbox(cn)
+	cn := &conn{s: s, nc: nc, w: &writer{proto: 2}, closing: &s.closing}
+	cn.ob = newOutbox(cn, s.opts.OutputLimit)
 	cn.w.shared = &cn.ob.proto
 	defer func() {
 		cn.ob.close()
 		if cn.ob.overflow {
-			s.log.Warn().Str("addr", nc.RemoteAddr().String()).Int("limit", maxPushBytes).
+			s.log.Warn().Str("addr", nc.RemoteAddr().String()).Int("limit", cn.ob.max).
 				Msg("client disconnected: it did not read its pushes (invalidations, MONITOR)")
 		}
 	}()
@@ -228,6 +237,9 @@ func (s *Server) serveConn(nc net.Conn) {
 			if c.Ticket != 0 {
 				cn.logged = append(cn.logged, loggedReply{start, len(cn.w.buf), c.Ticket})
 			}
+			if c.Block == nil && cn.overLimit() { // a pop parked in the engine must be released by block
+				return
+			}
 			if c.Block != nil && !cn.block(c, s.d) {
 				return
 			}
@@ -239,7 +251,11 @@ func (s *Server) serveConn(nc net.Conn) {
 		if cn.flush(s.d) != nil || cn.killed.Load() {
 			return
 		}
-		if rd.fill() != nil {
+		cn.armIdle(c)
+		if err := rd.fill(); err != nil {
+			if cn.idleExpired(err) {
+				s.log.Debug().Str("addr", nc.RemoteAddr().String()).Msg("closing idle client")
+			}
 			return
 		}
 	}
@@ -256,6 +272,7 @@ type loggedReply struct {
 // bytes the disconnect watcher read while the client was blocked) and the
 // reply buffer.
 type conn struct {
+	s       *Server
 	nc      net.Conn
 	w       *writer
 	ob      *outbox       // pushes from other goroutines (push.go)
@@ -268,6 +285,8 @@ type conn struct {
 	watchEnd chan struct{}
 	gone     chan struct{}
 	watchErr error // why the watcher ended on its own; read after watchEnd
+
+	idleArmed bool // the read deadline is --timeout's (limits.go)
 }
 
 func (cn *conn) Read(p []byte) (int, error) {
@@ -296,7 +315,7 @@ func (cn *conn) flush(d *commands.Dispatcher) error {
 	if len(cn.w.buf) == 0 {
 		return nil
 	}
-	_, err := cn.nc.Write(cn.w.buf)
+	err := cn.write(cn.w.buf)
 	if cap(cn.w.buf) > 64<<10 {
 		cn.w.buf = nil // do not keep a big reply's buffer for the life of the connection
 	} else {
@@ -379,6 +398,7 @@ func (cn *conn) unwatch() (gone bool) {
 func (cn *conn) block(c *commands.Client, d *commands.Dispatcher) bool {
 	b := c.Block
 	c.Block = nil
+	cn.disarmIdle()
 	// Replies to commands before the pop go out now, in order.
 	if cn.flush(d) != nil {
 		b.Gone()
