@@ -1,6 +1,7 @@
 package commands
 
 import (
+	"bytes"
 	"strconv"
 	"strings"
 	"sync"
@@ -100,7 +101,7 @@ func payloadSpan(cmd *Command) (at int, rest bool) {
 		if a.Name == "payload" {
 			return pos, a.Multiple
 		}
-		if a.Optional || a.Multiple {
+		if a.Optional || a.Multiple || a.Type == "oneof" || a.Type == "block" {
 			return 0, false // positions after this one vary
 		}
 		pos++
@@ -158,6 +159,13 @@ func shown(cmd *Command, args [][]byte) []string {
 			}
 		}
 	}
+	if cmd.Name == "delay.schedule" {
+		// The payload follows CRON expr [TZ zone] or EVERY ms, so the
+		// table cannot place it: find it as cmdSchedule does.
+		if i := schedulePayload(args); i > 0 {
+			out[i] = redacted
+		}
+	}
 	if p, ok := payloads[cmd.Name]; ok {
 		for i := p[0]; i < len(out); i++ {
 			out[i] = redacted
@@ -167,6 +175,22 @@ func shown(cmd *Command, args [][]byte) []string {
 		}
 	}
 	return out
+}
+
+// schedulePayload is the index of DELAY.SCHEDULE's payload, as cmdSchedule
+// reads it, or 0 when there is none.
+func schedulePayload(args [][]byte) int {
+	if len(args) < 5 {
+		return 0
+	}
+	i := 5 // key name CRON|EVERY x payload
+	if bytes.EqualFold(args[3], []byte("CRON")) && len(args) > 7 && bytes.EqualFold(args[5], []byte("TZ")) {
+		i = 7
+	}
+	if i >= len(args) {
+		return 0
+	}
+	return i
 }
 
 // ---- SLOWLOG ----

@@ -17,6 +17,10 @@ func TestShownRedactsPasswordsAndPayloads(t *testing.T) {
 		{"DELAY.ADDAT q 100 secret", "DELAY.ADDAT q 100 (redacted)"},
 		{"RPUSH q a b c", "RPUSH q (redacted) (redacted) (redacted)"},
 		{"LPUSH q a", "LPUSH q (redacted)"},
+		{"DELAY.SCHEDULE q s EVERY 1000 secret RETRY 1", "DELAY.SCHEDULE q s EVERY 1000 (redacted) RETRY 1"},
+		{"DELAY.SCHEDULE q s CRON @daily secret", "DELAY.SCHEDULE q s CRON @daily (redacted)"},
+		{"DELAY.SCHEDULE q s CRON @daily TZ UTC secret", "DELAY.SCHEDULE q s CRON @daily TZ UTC (redacted)"},
+		{"DELAY.SCHEDULE q s CRON @daily TZ UTC", "DELAY.SCHEDULE q s CRON @daily (redacted) UTC"}, // a payload "TZ", as cmdSchedule reads it
 		{"DELAY.CANCEL q a b", "DELAY.CANCEL q a b"},
 		{"PING hello", "PING hello"},
 	}
