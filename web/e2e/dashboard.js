@@ -239,8 +239,12 @@ async function queuePage(page) {
   step = 'queue page: reserved job';
   await goto(page, '/queue?key=show');
   eq(await value(page.locator('#q-head data[data-k=reserved]')), 1, 'reserved');
+  const rsv = await resp('DELAY.RESERVED', 'show', '25');
+  eq(await page.locator('#q-reserved tbody tr').evaluateAll((rs) => rs.map((r) => r.dataset.id)), ids(rsv), 'reserved jobs, by ack deadline');
+  const deadlines = await page.locator('#q-reserved tbody time').evaluateAll((ts) => ts.map((t) => Number(t.dataset.ms)));
+  eq(deadlines, rsv.map((r) => Number(r[1])), 'their ack deadlines');
   await page.locator('#jobid').fill('held');
-  await page.locator('#q-reserved button').click();
+  await page.locator('#q-reserved form.filter button').click();
   await page.waitForURL(/\/job\?/);
   const held = await resp('DELAY.GET', 'show', 'held');
   eq(await page.locator('[data-field=state]').textContent(), 'reserved', 'state');
