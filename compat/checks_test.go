@@ -55,6 +55,10 @@ var features = []feature{
 		what: "the library's client-side caching: a cached `LLEN` is served from the cache, and an add by another client invalidates it"},
 	{name: "reconnect", title: "reconnect",
 		what: "after a server restart (SIGTERM, start again) the same client object works again on its own, and the jobs are still there"},
+	// tls is delaydOnly because the check adds with DELAY.ADD, and the
+	// redis-server run would need its own TLS build and flags.
+	{name: "tls", title: "TLS", delaydOnly: true,
+		what: "a server with `--tls-port` and `--tls-auth-clients yes` (mutual TLS, certificates made by `tlsconf/tlstest`): the library's TLS options with a client certificate (go-redis `TLSConfig`, rueidis `TLSConfig`, redis-py `ssl=True, ssl_certfile, ssl_keyfile, ssl_ca_certs`, ioredis `tls: {cert, key, ca}`, node-redis `socket: {tls: true, cert, key, ca}`, redis-cli `--tls --cert --key --cacert`): PING, `DELAY.ADD` with `ID`, `DELAY.POP` of it; a connection without a client certificate is refused"},
 	{name: "cluster", title: "cluster client", delaydOnly: true, cluster: true,
 		what: "a 3-node delayd cluster; the library's cluster client, given one follower's address, finds the leader (the one master of `CLUSTER SLOTS`/`SHARDS`/`NODES`) and follows `MOVED`: `DELAY.ADD` with `ID`, `DELAY.GET`, `DELAY.POP`, `DELAY.ACK`, and adds to 20 queues (20 slots), pipelined where the library's cluster pipeline takes several slots (ioredis's takes one); redis-cli: `MOVED` printed without `-c`, followed with it, and `--cluster check` finds all 16384 slots covered"},
 	{name: "failover", title: "failover", delaydOnly: true, cluster: true,
@@ -205,6 +209,9 @@ func runCell(t *testing.T, clientName string, f feature, run func(*env) error) {
 // startEnv starts what a check of f runs against: its own server, or its
 // own cluster for a cluster feature. A start that fails logs the output.
 func startEnv(t *testing.T, f feature) (*env, error) {
+	if f.name == "tls" {
+		return startTLSEnv(t)
+	}
 	if f.cluster {
 		tc, err := startCluster(t.TempDir(), clusterSize)
 		if err != nil {

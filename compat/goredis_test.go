@@ -25,6 +25,7 @@ func goRedisCells() map[string]cell {
 		"clientinfo":  {run: goRedisClientInfo},
 		"cache":       {na: "go-redis v9 has no client-side cache"},
 		"reconnect":   {run: goRedisReconnect},
+		"tls":         {run: goRedisTLS},
 		"cluster":     {run: goRedisCluster},
 		"failover":    {run: goRedisFailover},
 	}

@@ -293,9 +293,10 @@ func (s *server) restart() error {
 type env struct {
 	srv      *server
 	cluster  *testCluster
-	addr     string   // the server's address; a cluster's first node's
-	addrs    []string // every node's address (the server's alone)
-	password string   // set for the AUTH check's server
+	addr     string    // the server's address; a cluster's first node's
+	addrs    []string  // every node's address (the server's alone)
+	password string    // set for the AUTH check's server
+	tls      *tlsFiles // set for the TLS check's server; addr is its TLS port
 	log      *syncBuffer
 }
 
@@ -423,6 +424,7 @@ func scriptCheck(runtime func() (string, error), script string, args ...string) 
 		cmd.Env = append(os.Environ(), "DELAYD_COMPAT_ADDR="+e.addr, "DELAYD_COMPAT_ADDRS="+strings.Join(e.addrs, ","),
 			"DELAYD_COMPAT_PASSWORD="+e.password,
 			"DELAYD_COMPAT_TARGET="+target, "PYTHONDONTWRITEBYTECODE=1")
+		cmd.Env = append(cmd.Env, e.tls.scriptEnv()...)
 		cmd.Stderr = e.log
 		stdin, err := cmd.StdinPipe()
 		if err != nil {

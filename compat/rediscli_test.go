@@ -10,15 +10,17 @@ import (
 	"time"
 )
 
-// redis-cli is checked in cluster mode only: `-c` follows MOVED as an
-// operator's shell does, and `--cluster check` reads the topology as Redis's
-// own admin tool. Its other uses are plain commands on one server, which
-// every other row covers.
+// redis-cli is checked in cluster mode and over TLS only: `-c` follows
+// MOVED as an operator's shell does, `--cluster check` reads the topology as
+// Redis's own admin tool, and `--tls --cert --key --cacert` is how an
+// operator reaches a TLS port. Its other uses are plain commands on one
+// server, which every other row covers.
 func redisCLICells() map[string]cell {
 	m := map[string]cell{}
 	for _, f := range features {
-		m[f.name] = cell{na: "redis-cli is checked in cluster mode only (`-c`, `--cluster check`)"}
+		m[f.name] = cell{na: "redis-cli is checked in cluster mode (`-c`, `--cluster check`) and over TLS only"}
 	}
+	m["tls"] = cell{run: redisCLITLSCheck}
 	m["cluster"] = cell{run: redisCLICluster}
 	m["failover"] = cell{run: redisCLIFailover}
 	return m

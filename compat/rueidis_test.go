@@ -25,6 +25,7 @@ func rueidisCells() map[string]cell {
 		"clientinfo":  {run: rueidisClientInfo},
 		"cache":       {run: rueidisCache},
 		"reconnect":   {run: rueidisReconnect},
+		"tls":         {run: rueidisTLS},
 		"cluster":     {run: rueidisCluster},
 		"failover":    {run: rueidisFailover},
 	}

@@ -28,6 +28,14 @@ const addrs = (process.env.DELAYD_COMPAT_ADDRS || '').split(',').filter(Boolean)
   return { host: a.slice(0, i), port: Number(a.slice(i + 1)) };
 });
 
+// tlsFiles reads the TLS check's CA and client certificate and key
+// (DELAYD_COMPAT_TLS_CA, _CERT, _KEY: PEM files).
+function tlsFiles() {
+  const fs = require('node:fs');
+  const read = (k) => fs.readFileSync(process.env[`DELAYD_COMPAT_TLS_${k}`]);
+  return { ca: read('CA'), cert: read('CERT'), key: read('KEY') };
+}
+
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
 class NotApplicable extends Error {}
@@ -358,6 +366,19 @@ const io = {
     assert.match(await r.client('LIST'), /name=compat-worker/);
   },
 
+  async tls() {
+    const { ca, cert, key } = tlsFiles();
+    const r = io.open({ tls: { ca, cert, key } });
+    assert.equal(await r.ping(), 'PONG');
+    assert.equal(await r.call('DELAY.ADD', 'q', '0', 'over-tls', 'ID', 'tls-1'), 'tls-1');
+    assert.deepEqual(await r.call('DELAY.POP', 'q', '1'), ['q', 'tls-1', 'over-tls']);
+    // No reconnects and no offline queue, so the refused handshake reaches
+    // the command.
+    const bare = io.open({ tls: { ca }, retryStrategy: () => null, maxRetriesPerRequest: 0, enableOfflineQueue: false, lazyConnect: true });
+    const e = await rejects('connect without a client certificate', bare.connect().then(() => bare.ping()));
+    console.error(`without a client certificate: ${e.message}`);
+  },
+
   async reconnect() {
     const r = io.open();
     await r.call(...ready('q', 'job'));
@@ -610,6 +631,24 @@ const nr = {
       assert.ok(Date.now() < deadline, 'cached LLEN still 0 3 s after another client added a job: no invalidation');
       await sleep(20);
     }
+  },
+
+  async tls() {
+    const { ca, cert, key } = tlsFiles();
+    const r = await nr.open({ socket: { tls: true, ca, cert, key } });
+    assert.equal(await r.ping(), 'PONG');
+    assert.equal(await r.sendCommand(['DELAY.ADD', 'q', '0', 'over-tls', 'ID', 'tls-1']), 'tls-1');
+    assert.deepEqual(await r.sendCommand(['DELAY.POP', 'q', '1']), ['q', 'tls-1', 'over-tls']);
+    // node-redis sees TLS 1.3's late refusal (after the client's Finished)
+    // as an 'error' event; a command sent meanwhile is not failed when
+    // reconnects are off, so the check waits for the event.
+    const bare = createClient({ socket: { host, port, tls: true, ca, reconnectStrategy: false } });
+    opened.push(bare);
+    const refused = new Promise((_, reject) => bare.on('error', reject));
+    refused.catch(() => {});
+    const e = await rejects('connect without a client certificate',
+      withTimeout(Promise.race([refused, bare.connect().then(() => bare.ping())]), 5000, 'refusal'));
+    console.error(`without a client certificate: ${e.message}`);
   },
 
   async reconnect() {

@@ -288,6 +288,19 @@ def check_cache():
         time.sleep(0.02)
 
 
+def check_tls():
+    """Mutual TLS: DELAYD_COMPAT_ADDR is the TLS port, DELAYD_COMPAT_TLS_CA,
+    _CERT and _KEY the CA and the client's PEM files."""
+    ca, cert, key = (os.environ["DELAYD_COMPAT_TLS_" + k] for k in ("CA", "CERT", "KEY"))
+    r = client(ssl=True, ssl_ca_certs=ca, ssl_certfile=cert, ssl_keyfile=key)
+    expect("PING", r.ping(), True)
+    expect("DELAY.ADD", r.execute_command("DELAY.ADD", "q", 0, "over-tls", "ID", "tls-1"), "tls-1")
+    expect("DELAY.POP", r.execute_command("DELAY.POP", "q", 1), ["q", "tls-1", "over-tls"])
+    e = raises("PING without a client certificate", redis.exceptions.ConnectionError,
+               lambda: client(ssl=True, ssl_ca_certs=ca, socket_timeout=5).ping())
+    print(f"without a client certificate: {e!r}", file=sys.stderr)
+
+
 def check_reconnect():
     r = client()
     r.execute_command(*ready("q", "job"))
