@@ -250,8 +250,8 @@ func loadConfig(args []string, environ []string, stderr io.Writer) (config, erro
 	c.TLSKeyFile = get("tls-key-file")
 	c.TLSCACertFile = get("tls-ca-cert-file")
 	c.TLSAuthClients = oneOf("tls-auth-clients", "yes", "no", "optional")
-	errs = append(errs, c.checkTLS()...)
 	c.ClusterEnabled = yesno("cluster-enabled")
+	errs = append(errs, c.checkTLS()...) // after cluster-enabled, which it reads
 	c.ClusterNodeID = get("cluster-node-id")
 	c.ClusterBusAddr = get("cluster-bus-addr")
 	c.ClusterAnnounceAddr = get("cluster-announce-addr")
@@ -266,14 +266,19 @@ func loadConfig(args []string, environ []string, stderr io.Writer) (config, erro
 		if host == "" || host == "0.0.0.0" || host == "::" {
 			host = "127.0.0.1"
 		}
+		// Without a plain port, clients and the bus default go by the TLS one.
+		port := c.Port
+		if port == 0 {
+			port = c.TLSPort
+		}
 		if c.ClusterBusAddr == "" {
-			if c.Port+10000 > 65535 {
-				errs = append(errs, fmt.Errorf("cluster-bus-addr: port %d + 10000 is not a TCP port; set it", c.Port))
+			if port+10000 > 65535 {
+				errs = append(errs, fmt.Errorf("cluster-bus-addr: port %d + 10000 is not a TCP port; set it", port))
 			}
-			c.ClusterBusAddr = net.JoinHostPort(c.Bind, strconv.Itoa(c.Port+10000))
+			c.ClusterBusAddr = net.JoinHostPort(c.Bind, strconv.Itoa(port+10000))
 		}
 		if c.ClusterAnnounceAddr == "" {
-			c.ClusterAnnounceAddr = net.JoinHostPort(host, strconv.Itoa(c.Port))
+			c.ClusterAnnounceAddr = net.JoinHostPort(host, strconv.Itoa(port))
 		}
 		if c.ClusterAnnounceBusAddr == "" {
 			h, p, err := net.SplitHostPort(c.ClusterBusAddr)

@@ -29,5 +29,8 @@ func (c *config) checkTLS() []error {
 	if c.TLSAuthClients != "no" && c.TLSCACertFile == "" {
 		errs = append(errs, fmt.Errorf("tls-ca-cert-file is needed when tls-auth-clients is %s (client certificates are verified against it)", c.TLSAuthClients))
 	}
+	if c.ClusterEnabled && c.TLSCACertFile == "" {
+		errs = append(errs, errors.New("tls-ca-cert-file is needed in cluster mode with tls-port: nodes verify each other's certificates on the cluster bus"))
+	}
 	return errs
 }

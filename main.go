@@ -70,6 +70,14 @@ func run(args, environ []string, stderr io.Writer) int {
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
 	defer signal.Stop(sigs)
 
+	// TLS before the cluster: the bus takes the same files.
+	tlsStore, err := loadTLS(cfg) // main_tls.go
+	if err != nil {
+		log.Error().Err(err).Msg("cannot start: TLS")
+		fmt.Fprintln(stderr, "delayd:", err)
+		return 1
+	}
+	defer handleSIGHUP(log, tlsStore)()
 	// In cluster mode the node's stores and bus come first: the commands
 	// answer the cluster protocol from the start.
 	var clu *cluster.Cluster
@@ -87,6 +95,7 @@ func run(args, environ []string, stderr io.Writer) int {
 			Fsync:             cfg.AppendFsync,
 			ElectionTimeout:   time.Duration(cfg.ClusterElectionTimeout) * time.Millisecond,
 			SnapshotThreshold: uint64(cfg.ClusterSnapshotEntries),
+			TLS:               clusterTLS(cfg, tlsStore), // main_tls.go
 			Logger:            log,
 		})
 		if err != nil {
@@ -126,13 +135,6 @@ func run(args, environ []string, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "delayd:", err)
 		return 1
 	}
-	tlsStore, err := loadTLS(cfg) // main_tls.go
-	if err != nil {
-		log.Error().Err(err).Msg("cannot start: TLS")
-		fmt.Fprintln(stderr, "delayd:", err)
-		return 1
-	}
-	defer handleSIGHUP(log, tlsStore)()
 	addr, tlsAddr := listenAddrs(cfg)
 	srv, err := resp.Listen(resp.Options{Addr: addr, TLSAddr: tlsAddr, TLS: tlsOf(tlsStore),
 		MaxClients: cfg.MaxClients, Dispatcher: disp, Log: log,

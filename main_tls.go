@@ -10,6 +10,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/delayd/delayd/cluster"
 	"github.com/delayd/delayd/tlsconf"
 )
 
@@ -32,6 +33,16 @@ func tlsOf(st *tlsconf.Store) *tls.Config {
 		return nil
 	}
 	return st.Config()
+}
+
+// clusterTLS secures the cluster with the listeners' files when tls-port is
+// set: the bus is mutual TLS (checkTLS made sure of a CA), and with no
+// plain port the RESP connections nodes make to each other are TLS too.
+func clusterTLS(cfg config, st *tlsconf.Store) *cluster.TLS {
+	if st == nil {
+		return nil
+	}
+	return &cluster.TLS{Server: st.PeerServer(), Client: st.PeerClient, RESP: cfg.Port == 0}
 }
 
 // listenAddrs are the plain and TLS host:port; "" for a port that is 0.

@@ -44,7 +44,10 @@ type Config struct {
 	// SnapshotThreshold is how many entries since the last snapshot make
 	// a new one (default 8192).
 	SnapshotThreshold uint64
-	Logger            zerolog.Logger
+	// TLS secures the bus and the RESP connections nodes make to each
+	// other (tls.go); nil: plain.
+	TLS    *TLS
+	Logger zerolog.Logger
 }
 
 // ReplicaWindow is the engine's ReplicaWindow a cluster node runs with:
@@ -137,7 +140,7 @@ func New(cfg Config) (*Cluster, error) {
 		c.store.Close()
 		return nil, fmt.Errorf("raft snapshots: %w", err)
 	}
-	c.trans, err = newTracker(cfg.BusAddr, cfg.AnnounceBusAddr, hl, cfg.ElectionTimeout)
+	c.trans, err = newTracker(cfg.BusAddr, cfg.AnnounceBusAddr, hl, cfg.ElectionTimeout, cfg.TLS)
 	if err != nil {
 		c.store.Close()
 		return nil, fmt.Errorf("cluster bus %s: %w", cfg.BusAddr, err)

@@ -132,6 +132,7 @@ func (c *Cluster) client(addr string) *redis.Client {
 	return redis.NewClient(&redis.Options{
 		Addr: addr, Password: c.cfg.Password, MaxRetries: -1, DialTimeout: 2 * time.Second,
 		ReadTimeout: 15 * time.Second, Protocol: 2, DisableIdentity: true,
+		TLSConfig: c.respTLS(addr),
 	})
 }
 

@@ -19,6 +19,7 @@ type streamLayer struct {
 	net.Listener
 	announce net.Addr
 	local    *net.TCPAddr // source address for dials; nil: any
+	tls      *TLS         // nil: plain TCP
 }
 
 func (s *streamLayer) Addr() net.Addr { return s.announce }
@@ -27,6 +28,9 @@ func (s *streamLayer) Dial(addr raft.ServerAddress, timeout time.Duration) (net.
 	d := net.Dialer{Timeout: timeout}
 	if s.local != nil {
 		d.LocalAddr = s.local
+	}
+	if s.tls != nil {
+		return dialTLS(&d, addr, timeout, s.tls.Client())
 	}
 	return d.Dial("tcp", string(addr))
 }
@@ -43,7 +47,7 @@ type tracker struct {
 	heard map[string]time.Time // follower id -> last successful reply
 }
 
-func newTracker(bind, announce string, logger hclog.Logger, timeout time.Duration) (*tracker, error) {
+func newTracker(bind, announce string, logger hclog.Logger, timeout time.Duration, sec *TLS) (*tracker, error) {
 	ln, err := net.Listen("tcp", bind)
 	if err != nil {
 		return nil, err
@@ -53,7 +57,12 @@ func newTracker(bind, announce string, logger hclog.Logger, timeout time.Duratio
 		ln.Close()
 		return nil, err
 	}
-	sl := &streamLayer{Listener: ln, announce: ann}
+	sl := &streamLayer{Listener: ln, announce: ann, tls: sec}
+	if sec != nil {
+		// The TLS layer sits above the TCP one: the source address a fault
+		// proxy tells nodes apart by is the same.
+		sl.Listener = tlsListener{Listener: ln, cfg: sec.Server}
+	}
 	if la, ok := ln.Addr().(*net.TCPAddr); ok && !la.IP.IsUnspecified() {
 		sl.local = &net.TCPAddr{IP: la.IP}
 	}

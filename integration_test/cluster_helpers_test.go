@@ -40,6 +40,8 @@ type clCluster struct {
 	t     testing.TB
 	nodes []*clNode
 	extra []string // flags every node gets, after the defaults
+	// perNode, if set, gives flags of each launch's own (a TLS port).
+	perNode func() []string
 }
 
 // clNode is one node of a clCluster. server is the process of its current
@@ -133,6 +135,9 @@ func (n *clNode) args(port, bus int, how ...string) []string {
 		"--cluster-election-timeout", strconv.Itoa(clElection),
 	}
 	args = append(args, n.cc.extra...)
+	if n.cc.perNode != nil {
+		args = append(args, n.cc.perNode()...)
+	}
 	return append(args, how...)
 }
 

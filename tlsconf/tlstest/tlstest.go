@@ -71,7 +71,14 @@ func (ca *CA) Client(t testing.TB, serial int64) Pair {
 	return ca.issue(t, serial, "delayd test client", x509.ExtKeyUsageClientAuth)
 }
 
-func (ca *CA) issue(t testing.TB, serial int64, cn string, usage x509.ExtKeyUsage) Pair {
+// Node issues a cluster node's certificate: it serves (its listeners) and
+// is a client (its dials to other nodes), for 127.0.0.1 and localhost.
+func (ca *CA) Node(t testing.TB, serial int64) Pair {
+	t.Helper()
+	return ca.issue(t, serial, "delayd test node", x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth)
+}
+
+func (ca *CA) issue(t testing.TB, serial int64, cn string, usage ...x509.ExtKeyUsage) Pair {
 	key := newKey(t)
 	tmpl := &x509.Certificate{
 		SerialNumber: big.NewInt(serial),
@@ -79,7 +86,7 @@ func (ca *CA) issue(t testing.TB, serial int64, cn string, usage x509.ExtKeyUsag
 		NotBefore:    time.Now().Add(-time.Hour),
 		NotAfter:     time.Now().Add(24 * time.Hour),
 		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{usage},
+		ExtKeyUsage:  usage,
 		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1)},
 		DNSNames:     []string{"localhost"},
 	}
