@@ -10,6 +10,8 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -62,7 +64,7 @@ func clientHello(t testing.TB, cfg *tls.Config) []byte {
 	if _, err := io.ReadFull(s, hdr); err != nil {
 		t.Fatal(err)
 	}
-	rec := make([]byte, 5+int(hdr[3])<<8|int(hdr[4]))
+	rec := make([]byte, 5+(int(hdr[3])<<8|int(hdr[4])))
 	copy(rec, hdr)
 	if _, err := io.ReadFull(s, rec[5:]); err != nil {
 		t.Fatal(err)
@@ -109,10 +111,10 @@ func FuzzTLSHandshake(f *testing.F) {
 		c.SetDeadline(time.Now().Add(5 * time.Second))
 		c.Write(in)
 		c.(*net.TCPConn).CloseWrite()
-		reply, _ := io.ReadAll(c) // an alert, or a ServerHello the server then gives up on
+		reply, rerr := io.ReadAll(c) // an alert, or a ServerHello the server then gives up on
 		c.Close()
 		if bytes.Equal(in, hello) && (len(reply) == 0 || reply[0] != 0x16) {
-			t.Fatalf("a real ClientHello got %q, not a handshake record: the seed does not reach the handshake", reply)
+			t.Fatalf("a real ClientHello got %q (%v), not a handshake record: the seed does not reach the handshake", reply, rerr)
 		}
 		// The handshake timeout is 10 s; a goroutine still there after 3
 		// waits on a client that has already said all it will.
@@ -157,5 +159,15 @@ func TestTLSFuzzSeeds(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
 			t.Errorf("seed %s: %v (go test ./resp -run TestTLSFuzzSeeds -update-tls-seeds)", name, err)
 		}
+	}
+	// The whole ClientHello is one whole record, as its header says.
+	b, err := os.ReadFile(filepath.Join(dir, "clienthello"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lit, ok := strings.CutPrefix(strings.TrimSpace(string(b)), "go test fuzz v1\n[]byte(")
+	hello, err := strconv.Unquote(strings.TrimSuffix(lit, ")"))
+	if !ok || err != nil || len(hello) < 5 || hello[0] != 0x16 || len(hello) != 5+(int(hello[3])<<8|int(hello[4])) {
+		t.Fatalf("seed clienthello is not one whole handshake record (%v)", err)
 	}
 }
