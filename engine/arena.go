@@ -25,7 +25,7 @@ type sizeClass struct {
 	chunk uint32   // chunk being carved for this class
 	off   uint32   // next free offset in it
 	ready bool     // chunk is valid
-	free  []uint64 // refs of freed blocks
+	free  refStack // refs of freed blocks
 }
 
 const (
@@ -74,9 +74,8 @@ func (a *arena) alloc(b []byte) uint64 {
 	c := &a.classes[ci]
 	a.inUse += int64(size)
 	var ref uint64
-	if n := len(c.free); n > 0 {
-		ref = c.free[n-1]
-		c.free = c.free[:n-1]
+	if r, ok := c.free.pop(); ok {
+		ref = r
 	} else {
 		if !c.ready || int(c.off)+size > chunkSize {
 			a.chunks = append(a.chunks, make([]byte, chunkSize))
@@ -115,7 +114,7 @@ func (a *arena) free(ref uint64, n int) {
 	}
 	ci, size := classOf(n)
 	a.inUse -= int64(size)
-	a.classes[ci].free = append(a.classes[ci].free, ref)
+	a.classes[ci].free.push(ref)
 }
 
 // footprint is the memory the arena holds from the runtime, in bytes.
@@ -125,7 +124,7 @@ func (a *arena) footprint() int64 {
 		n += int64(cap(b))
 	}
 	for i := range a.classes {
-		n += int64(cap(a.classes[i].free)) * 8
+		n += a.classes[i].free.bytes()
 	}
 	return n
 }
