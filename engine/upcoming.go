@@ -37,19 +37,9 @@ const upcomingWalkShare = 64
 func (e *Engine) Upcoming(queueName []byte, count int) []Upcoming {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.advanceLocked(e.nowMs())
-	qi, ok := e.queueFor(queueName, false)
-	if !ok || count <= 0 || e.queues[qi].delayed == 0 {
+	hs := e.earliestOf(queueName, count, stateDelayed, e.byDue)
+	if len(hs) == 0 {
 		return nil
-	}
-	of := e.queues[qi].delayed
-	mine := func(s uint32) bool {
-		j := e.jobs.at(s)
-		return j.queue == qi && j.state == stateDelayed
-	}
-	hs, ok := e.wheel.Earliest(nil, count, of, max(int(e.jobs.n)/upcomingWalkShare, 1024), mine)
-	if !ok {
-		hs = e.scanEarliest(count, of, mine, e.byDue)
 	}
 	out := make([]Upcoming, len(hs))
 	var buf [sidLen]byte
@@ -75,19 +65,9 @@ type Reservation struct {
 func (e *Engine) Reserved(queueName []byte, count int) []Reservation {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.advanceLocked(e.nowMs())
-	qi, ok := e.queueFor(queueName, false)
-	if !ok || count <= 0 || e.queues[qi].reserved == 0 {
+	hs := e.earliestOf(queueName, count, stateReserved, e.byDeadline)
+	if len(hs) == 0 {
 		return nil
-	}
-	of := e.queues[qi].reserved
-	mine := func(s uint32) bool {
-		j := e.jobs.at(s)
-		return j.queue == qi && j.state == stateReserved
-	}
-	hs, ok := e.wheel.Earliest(nil, count, of, max(int(e.jobs.n)/upcomingWalkShare, 1024), mine)
-	if !ok {
-		hs = e.scanEarliest(count, of, mine, e.byDeadline)
 	}
 	out := make([]Reservation, len(hs))
 	var buf [sidLen]byte
@@ -98,6 +78,34 @@ func (e *Engine) Reserved(queueName []byte, count int) []Reservation {
 			Deliveries: j.deliveries, Payload: append([]byte(nil), e.payloadOf(j)...)}
 	}
 	return out
+}
+
+// earliestOf returns the slots of up to count jobs of the named queue in
+// state (delayed or reserved: the two the wheel holds), the first the
+// wheel lets go of first, as order sorts them: the wheel walk within its
+// budget, else the slab scan. Called with mu held.
+func (e *Engine) earliestOf(queueName []byte, count int, state uint8, order func(a, b uint32) int) []uint32 {
+	e.advanceLocked(e.nowMs())
+	qi, ok := e.queueFor(queueName, false)
+	if !ok || count <= 0 {
+		return nil
+	}
+	of := e.queues[qi].delayed
+	if state == stateReserved {
+		of = e.queues[qi].reserved
+	}
+	if of == 0 {
+		return nil
+	}
+	mine := func(s uint32) bool {
+		j := e.jobs.at(s)
+		return j.queue == qi && j.state == state
+	}
+	hs, ok := e.wheel.Earliest(nil, count, of, max(int(e.jobs.n)/upcomingWalkShare, 1024), mine)
+	if !ok {
+		hs = e.scanEarliest(count, of, mine, order)
+	}
+	return hs
 }
 
 // byDue orders delayed jobs as they will become ready: (due, add order).
