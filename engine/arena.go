@@ -1,6 +1,10 @@
 package engine
 
-import "math/bits"
+import (
+	"math/bits"
+
+	"github.com/delayd/delayd/offheap"
+)
 
 // arena stores byte strings (client ids and payloads) in large pointer-free
 // chunks, addressed by a uint64 ref instead of a slice header.
@@ -13,6 +17,9 @@ import "math/bits"
 // Blocks are rounded up to a size class and freed blocks are kept on a
 // per-class free list for reuse (a slab allocator). Strings larger than the
 // biggest class get their own allocation in big; there are few of those.
+//
+// Chunks are mapped outside the Go heap (package offheap), for the reason
+// the slab's pages are; release unmaps them.
 type arena struct {
 	chunks  [][]byte
 	classes [numClasses]sizeClass
@@ -78,7 +85,7 @@ func (a *arena) alloc(b []byte) uint64 {
 		ref = r
 	} else {
 		if !c.ready || int(c.off)+size > chunkSize {
-			a.chunks = append(a.chunks, make([]byte, chunkSize))
+			a.chunks = append(a.chunks, offheap.Make[byte](chunkSize))
 			c.chunk, c.off, c.ready = uint32(len(a.chunks)-1), 0, true
 		}
 		// Offsets start at 1 inside the ref so that chunk 0 offset 0 is not ref 0.
@@ -115,6 +122,15 @@ func (a *arena) free(ref uint64, n int) {
 	ci, size := classOf(n)
 	a.inUse -= int64(size)
 	a.classes[ci].free.push(ref)
+}
+
+// release unmaps every chunk and empties the arena: no ref stays valid.
+// O(chunks).
+func (a *arena) release() {
+	for _, c := range a.chunks {
+		offheap.Free(c)
+	}
+	*a = arena{}
 }
 
 // footprint is the memory the arena holds from the runtime, in bytes.

@@ -537,12 +537,19 @@ func (e *Engine) Stop() {
 }
 
 // Close stops the engine and flushes and fsyncs the log, whatever the fsync
-// policy, then closes it.
+// policy, then closes it. Last, it gives the job pages back to the system
+// (they are mapped outside the Go heap, slab.go): the engine must not be
+// used after Close.
 func (e *Engine) Close() error {
 	if e.mu.held {
 		return ErrInTransaction
 	}
 	e.Stop()
+	defer func() {
+		e.mu.Lock()
+		e.dropPages()
+		e.mu.Unlock()
+	}()
 	if e.opts.Replicator != nil {
 		select {
 		case <-e.logQuit:
@@ -565,4 +572,19 @@ func (e *Engine) Close() error {
 	e.j.wmu.Lock()
 	defer e.j.wmu.Unlock()
 	return e.j.log.Close()
+}
+
+// dropPages gives back the memory mapped outside the Go heap (the slab, the
+// arena, the wheels' nodes, the index) and leaves all of them empty: for
+// resetState, which rebuilds the rest, and Close. Called with mu held.
+func (e *Engine) dropPages() {
+	e.jobs.release()
+	e.free = 0
+	e.arena.release()
+	if e.wheel != nil {
+		e.wheel.Free()
+	}
+	if e.tm.w != nil {
+		e.tm.w.Free()
+	}
 }

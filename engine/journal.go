@@ -239,14 +239,13 @@ func (e *Engine) apply(p []byte) error {
 // resetState drops every job and queue, keeping ids and add order counters
 // so nothing is ever reused. Waiters are the caller's business.
 func (e *Engine) resetState() {
+	e.dropPages()
 	e.wheel = nil
 	e.resetTimers()
 	e.resetFlow()
 	e.resetSchedules()
-	e.jobs, e.free = slab{}, 0
 	e.index = make(map[uint64]uint32)
 	e.sids = make(map[uint64]uint32)
-	e.arena = arena{}
 	e.deadLetters = make(map[uint32][]byte) // by slot: slots are reused from 0
 	e.ident = identState{}                  // FLUSHALL drops tombstones too
 	e.origins = nil

@@ -1,10 +1,16 @@
 package engine
 
+import "github.com/delayd/delayd/offheap"
+
 // slab is the job table: fixed-size pages of pointer-free records, addressed
 // by slot number. A single []job growing by doubling would, at 10M jobs, copy
 // 700 MB while the engine lock is held (a pause every client would see) and
 // keep up to twice the memory it needs; pages never move and waste at most
 // one page.
+//
+// Pages are mapped outside the Go heap (package offheap): on the heap they
+// counted as live heap, and GOGC let the heap grow by as much again before
+// collecting. release gives them back; nothing may read the slab after.
 type slab struct {
 	pages [][]job
 	n     uint32 // slots handed out so far
@@ -22,10 +28,18 @@ func (t *slab) at(s uint32) *job { return &t.pages[s>>pageBits][s&pageMask] }
 // add returns a new slot at the end. O(1), and never copies a job.
 func (t *slab) add() uint32 {
 	if int(t.n>>pageBits) == len(t.pages) {
-		t.pages = append(t.pages, make([]job, pageSize))
+		t.pages = append(t.pages, offheap.Make[job](pageSize))
 	}
 	t.n++
 	return t.n - 1
+}
+
+// release unmaps every page and empties the slab. O(pages).
+func (t *slab) release() {
+	for _, p := range t.pages {
+		offheap.Free(p)
+	}
+	*t = slab{}
 }
 
 // bytes is the memory the slab holds.

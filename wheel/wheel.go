@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"math"
 	"math/bits"
+	"runtime"
 	"slices"
 )
 
@@ -75,9 +76,24 @@ type Wheel struct {
 	levels []level // created on demand, never more than maxLevels
 	// pages is the slab indexed by handle, in fixed-size pages: growing it
 	// never copies (a doubling slice at 10M nodes would copy 320 MB in one
-	// Add) and wastes at most one page. It never shrinks.
+	// Add) and wastes at most one page. It never shrinks. Pages are mapped
+	// outside the Go heap (a heap page counts as live heap, and the
+	// collector lets the heap grow by as much again before it collects);
+	// Free unmaps them, or a cleanup does once the wheel is garbage.
 	pages [][]node
 	cap   uint32 // handles below cap have a node
+	// mapped lists the same pages for that cleanup, which may not reach
+	// the wheel itself.
+	mapped *mappedPages
+}
+
+type mappedPages struct{ pages [][]node }
+
+func (m *mappedPages) free() {
+	for _, p := range m.pages {
+		freePage(p)
+	}
+	m.pages = nil
 }
 
 // New returns an empty wheel whose level-0 tick is tick milliseconds and
@@ -90,7 +106,8 @@ func New(tick int64, now int64) *Wheel {
 	if tick < 1 || tick > maxTick {
 		panic("wheel: tick must be in [1, 2^32] milliseconds")
 	}
-	w := &Wheel{tick: tick, now: now}
+	w := &Wheel{tick: tick, now: now, mapped: &mappedPages{}}
+	runtime.AddCleanup(w, (*mappedPages).free, w.mapped)
 	if tick&(tick-1) == 0 {
 		w.pow2, w.shift = true, uint8(bits.TrailingZeros64(uint64(tick)))
 	}
@@ -454,9 +471,20 @@ func (w *Wheel) grow(h uint32) {
 		panic("wheel: handle math.MaxUint32 is reserved")
 	}
 	for h >= w.cap {
-		w.pages = append(w.pages, make([]node, nodePage))
+		p := newPage()
+		w.mapped.pages = append(w.mapped.pages, p)
+		w.pages = append(w.pages, p)
 		w.cap += nodePage
 	}
+}
+
+// Free unschedules every handle and gives the node pages back to the
+// system now rather than when the wheel is garbage. The wheel stays usable,
+// empty, its clock where it was. O(pages).
+func (w *Wheel) Free() {
+	w.mapped.free()
+	w.pages, w.cap, w.count = nil, 0, 0
+	w.levels = append(w.levels[:0], level{})
 }
 
 const (

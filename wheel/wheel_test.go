@@ -493,3 +493,26 @@ func TestCascadeHangRegression(t *testing.T) {
 		t.Fatalf("Advance returned %v, want [1]", got)
 	}
 }
+
+func TestFreeEmptiesAndStaysUsable(t *testing.T) {
+	w := New(1, 0)
+	for h := range uint32(3 * nodePage) {
+		w.Add(h, int64(h%5000)+1, uint64(h))
+	}
+	w.Free()
+	if w.Len() != 0 || w.Contains(5) {
+		t.Fatalf("after Free: Len %d, Contains(5) %v", w.Len(), w.Contains(5))
+	}
+	if _, ok := w.NextDeadline(); ok {
+		t.Fatal("after Free: a deadline remains")
+	}
+	if got := w.Advance(10_000, nil); len(got) != 0 {
+		t.Fatalf("after Free: %d handles fired", len(got))
+	}
+	if !w.Add(7, 20_000, 1) {
+		t.Fatal("Add after Free refused")
+	}
+	if got := w.Advance(20_000, nil); len(got) != 1 || got[0] != 7 {
+		t.Fatalf("after Free and Add: fired %v, want [7]", got)
+	}
+}
