@@ -4,25 +4,28 @@
 # 16-byte payloads, server-made ids on the delayd side.
 #
 #   bench/memory.sh 1000000
+#   DPORT=7398 RPORT=7399 bench/memory.sh 10000000   # other ports, if those are taken
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${1:-1000000}
+DP=${DPORT:-6398}
+RP=${RPORT:-6399}
 work=$(mktemp -d)
-trap 'redis-cli -p 6398 shutdown >/dev/null 2>&1 || true; redis-cli -p 6399 shutdown nosave >/dev/null 2>&1 || true; rm -rf "$work"' EXIT
+trap 'redis-cli -p $DP shutdown >/dev/null 2>&1 || true; redis-cli -p $RP shutdown nosave >/dev/null 2>&1 || true; rm -rf "$work"' EXIT
 go build -o "$work/delayd" .
 wait_port() { for _ in $(seq 100); do redis-cli -p "$1" ping >/dev/null 2>&1 && return 0; sleep 0.1; done; return 1; }
 rss() { awk '/VmRSS/{print $2*1024}' /proc/"$1"/status; }
 
-"$work/delayd" --port 6398 --http-addr "" --appendonly no --log-level warn & dpid=$!
-redis-server --port 6399 --save '' --appendonly no --daemonize yes --dir "$work" >/dev/null
-wait_port 6398; wait_port 6399
-rpid=$(redis-cli -p 6399 info server | sed -n 's/^process_id:\([0-9]*\).*/\1/p' | tr -d '\r')
-d0=$(rss $dpid); r0=$(redis-cli -p 6399 info memory | sed -n 's/^used_memory:\([0-9]*\).*/\1/p' | tr -d '\r'); rr0=$(rss $rpid)
+"$work/delayd" --port $DP --http-addr "" --appendonly no --log-level warn & dpid=$!
+redis-server --port $RP --save '' --appendonly no --daemonize yes --dir "$work" >/dev/null
+wait_port $DP; wait_port $RP
+rpid=$(redis-cli -p $RP info server | sed -n 's/^process_id:\([0-9]*\).*/\1/p' | tr -d '\r')
+d0=$(rss $dpid); r0=$(redis-cli -p $RP info memory | sed -n 's/^used_memory:\([0-9]*\).*/\1/p' | tr -d '\r'); rr0=$(rss $rpid)
 
-awk -v n="$N" 'BEGIN{for(i=0;i<n;i++) printf "DELAY.ADD q %d 0123456789abcdef\r\n", 3600000+i%3600000}' | redis-cli -p 6398 --pipe >/dev/null
-awk -v n="$N" 'BEGIN{for(i=0;i<n;i++){id=sprintf("01a2%012d",i); printf "ZADD jobs %.0f %s\r\nHSET payloads %s 0123456789abcdef\r\n", 1.8e12+i, id, id}}' | redis-cli -p 6399 --pipe >/dev/null
+awk -v n="$N" 'BEGIN{for(i=0;i<n;i++) printf "DELAY.ADD q %d 0123456789abcdef\r\n", 3600000+i%3600000}' | redis-cli -p $DP --pipe >/dev/null
+awk -v n="$N" 'BEGIN{for(i=0;i<n;i++){id=sprintf("01a2%012d",i); printf "ZADD jobs %.0f %s\r\nHSET payloads %s 0123456789abcdef\r\n", 1.8e12+i, id, id}}' | redis-cli -p $RP --pipe >/dev/null
 sleep 1
-d1=$(rss $dpid); r1=$(redis-cli -p 6399 info memory | sed -n 's/^used_memory:\([0-9]*\).*/\1/p' | tr -d '\r'); rr1=$(rss $rpid)
+d1=$(rss $dpid); r1=$(redis-cli -p $RP info memory | sed -n 's/^used_memory:\([0-9]*\).*/\1/p' | tr -d '\r'); rr1=$(rss $rpid)
 echo "| jobs | delayd RSS B/job | redis used_memory B/job | redis RSS B/job | delayd / redis (RSS) |"
 echo "| --- | --- | --- | --- | --- |"
 awk -v n="$N" -v d=$((d1-d0)) -v r=$((r1-r0)) -v rr=$((rr1-rr0)) 'BEGIN{printf "| %d | %.0f | %.0f | %.0f | %.2f |\n", n, d/n, r/n, rr/n, d/rr}'

@@ -125,7 +125,7 @@ type job struct {
 	seq        uint64 // add order, breaks ties between equal due times
 	plen       uint32 // payload length
 	next, prev uint32 // ready list links; next also chains free slots
-	hnext      uint32 // next job with the same index hash
+	_          uint32 // free (was the index's hash chain; slottable.go needs none)
 	queue      uint32 // index into Engine.queues
 	deliveries uint32
 	ackTimeout uint32 // ms; 0: a pop removes the job
@@ -214,8 +214,8 @@ type core struct {
 	flow    flow       // DELAY.LIMIT's limits by queue name (limit.go)
 	jobs    slab
 	free    uint32            // free slot list head, slot+1
-	sids    map[uint64]uint32 // server-made id -> slot+1
-	index   map[uint64]uint32 // client ids: hash(queue, id) -> first slot+1 of a chain
+	sids    slotTable // server-made ids (index.go)
+	index   slotTable // client ids, by hash(queue, id)
 	seed    maphash.Seed
 	arena   arena
 	queues  []queue
@@ -295,8 +295,6 @@ func New(opts Options) (*Engine, error) {
 	now = now.Add(-time.Duration(now.UnixNano() % int64(time.Millisecond)))
 	e := &Engine{core: &core{
 		opts:        opts,
-		index:       make(map[uint64]uint32),
-		sids:        make(map[uint64]uint32),
 		deadLetters: make(map[uint32][]byte),
 		seed:        maphash.MakeSeed(),
 		byName:      make(map[string]uint32),
@@ -308,6 +306,7 @@ func New(opts Options) (*Engine, error) {
 		logQuit:     make(chan struct{}),
 	}}
 	e.mu.m = &e.core.mutex
+	e.initIndex()
 	e.repl.now.Store(e.startMs)
 	e.repl.following.Store(opts.Follower)
 	if opts.Replicator != nil {
@@ -587,4 +586,6 @@ func (e *Engine) dropPages() {
 	if e.tm.w != nil {
 		e.tm.w.Free()
 	}
+	e.sids.release()
+	e.index.release()
 }

@@ -48,45 +48,59 @@ func (e *Engine) payloadOf(j *job) []byte {
 	return e.arena.bytes(j.data, int(j.idLen)+int(j.plen))[j.idLen:]
 }
 
-func (e *Engine) hashKey(q uint32, id []byte) uint64 {
-	return maphash.Bytes(e.seed, id) ^ (uint64(q)+1)*0x9e3779b97f4a7c15
+func (c *core) hashKey(q uint32, id []byte) uint64 {
+	return maphash.Bytes(c.seed, id) ^ (uint64(q)+1)*0x9e3779b97f4a7c15
 }
 
-// The index has two parts. Server-made ids are unique across every queue,
-// so they key e.sids directly: adding one is a single map write, with no
-// bytes to hash and nothing to compare (the job's queue is checked on
-// lookup). Client ids go by a hash of (queue, id) into e.index, chained
-// through job.hnext, because different keys may share a hash.
+// The index has two parts, both slotTables (slottable.go). Server-made ids
+// are unique across every queue, so e.sids files them by the id alone:
+// adding one hashes no bytes, and a lookup compares a uint64 (and then
+// checks the job's queue). Client ids go into e.index by a hash of
+// (queue, id), compared by queue and bytes.
+
+// sidKey and clientKey recompute, from the job, the hash a slot was filed
+// under: the tables store slots only, and ask when they rebuild.
+func (c *core) sidKey(s uint32) uint64 { return c.jobs.at(s).sid }
+
+func (c *core) clientKey(s uint32) uint64 {
+	j := c.jobs.at(s)
+	return c.hashKey(j.queue, c.arena.bytes(j.data, int(j.idLen)))
+}
+
+// initIndex gives the tables their key functions (New).
+func (c *core) initIndex() {
+	c.sids.key = c.sidKey
+	c.index.key = c.clientKey
+}
 
 // lookup finds the slot of (q, id). O(1) expected.
 func (e *Engine) lookup(q uint32, id []byte) (uint32, bool) {
 	if sid, ok := parseSID(id); ok {
-		if s, ok := e.sids[sid]; ok && e.jobs.at(s-1).queue == q {
-			return s - 1, true
+		s, ok := e.sids.find(sid, func(s uint32) bool {
+			j := e.jobs.at(s)
+			return j.idLen == 0 && j.sid == sid
+		})
+		if ok && e.jobs.at(s).queue == q {
+			return s, true
 		}
 		if !e.sidLike {
 			return 0, false // no client id reads as a server id
 		}
 	}
-	for s := e.index[e.hashKey(q, id)]; s != 0; s = e.jobs.at(s - 1).hnext {
-		j := e.jobs.at(s - 1)
-		if j.queue == q && j.idLen > 0 && bytes.Equal(e.arena.bytes(j.data, int(j.idLen)), id) {
-			return s - 1, true
-		}
-	}
-	return 0, false
+	return e.index.find(e.hashKey(q, id), func(s uint32) bool {
+		j := e.jobs.at(s)
+		return j.queue == q && j.idLen > 0 && bytes.Equal(e.arena.bytes(j.data, int(j.idLen)), id)
+	})
 }
 
 // indexInsert makes the job in slot s findable by its id.
 func (e *Engine) indexInsert(s uint32, id []byte) {
 	j := e.jobs.at(s)
 	if j.idLen == 0 {
-		e.sids[j.sid] = s + 1
+		e.sids.insert(s, j.sid)
 		return
 	}
-	h := e.hashKey(j.queue, id)
-	j.hnext = e.index[h]
-	e.index[h] = s + 1
+	e.index.insert(s, e.hashKey(j.queue, id))
 }
 
 // indexDelete undoes indexInsert; the job must still have the queue and id
@@ -94,25 +108,8 @@ func (e *Engine) indexInsert(s uint32, id []byte) {
 func (e *Engine) indexDelete(s uint32, id []byte) {
 	j := e.jobs.at(s)
 	if j.idLen == 0 {
-		delete(e.sids, j.sid)
+		e.sids.remove(s, j.sid)
 		return
 	}
-	h := e.hashKey(j.queue, id)
-	p := e.index[h]
-	if p == s+1 {
-		if n := j.hnext; n != 0 {
-			e.index[h] = n
-		} else {
-			delete(e.index, h)
-		}
-		return
-	}
-	for p != 0 {
-		pj := e.jobs.at(p - 1)
-		if pj.hnext == s+1 {
-			pj.hnext = j.hnext
-			return
-		}
-		p = pj.hnext
-	}
+	e.index.remove(s, e.hashKey(j.queue, id))
 }

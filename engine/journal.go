@@ -119,7 +119,7 @@ func (e *Engine) openLog() error {
 	if st, err := j.fs.Stat(j.path); err == nil {
 		// About 60 bytes a job: size the index once instead of growing it
 		// through every power of two while replaying.
-		e.sids = make(map[uint64]uint32, st.Size()/64)
+		e.sids.reserve(int(st.Size() / 64))
 		if o.Loading != nil {
 			o.Loading.total.Store(st.Size())
 		}
@@ -244,8 +244,6 @@ func (e *Engine) resetState() {
 	e.resetTimers()
 	e.resetFlow()
 	e.resetSchedules()
-	e.index = make(map[uint64]uint32)
-	e.sids = make(map[uint64]uint32)
 	e.deadLetters = make(map[uint32][]byte) // by slot: slots are reused from 0
 	e.ident = identState{}                  // FLUSHALL drops tombstones too
 	e.origins = nil

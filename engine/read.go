@@ -144,7 +144,7 @@ func (e *Engine) Info() Info {
 	in.Waiters = e.stats.WaitersNow // clients, not client-key pairs
 	// The wheel's slab grows with the job slab; its node is about 32 bytes.
 	in.MemoryBytes = e.jobs.bytes() + int64(e.jobs.n)*32 + e.arena.footprint() +
-		int64(len(e.index)+len(e.sids))*16 + int64(cap(e.queues))*int64(unsafe.Sizeof(queue{}))
+		e.index.bytes() + e.sids.bytes() + int64(cap(e.queues))*int64(unsafe.Sizeof(queue{}))
 	in.PayloadBytes = e.arena.inUse
 	return in
 }

@@ -1,0 +1,227 @@
+package engine
+
+import (
+	"math/bits"
+
+	"github.com/delayd/delayd/offheap"
+)
+
+// slotTable is an open-addressing hash table of job slots: each cell holds
+// slot+1 (0: empty, tombEntry: deleted), and nothing else. The key of an
+// entry is not stored: the table asks its owner for the hash of a slot when
+// it must rehash, and lookups compare candidates against the job itself.
+//
+// Why not a Go map: a map[uint64]uint32 spends about 16 bytes a slot plus
+// control bytes and growth slack, 24 to 36 bytes a job, on the Go heap,
+// where GOGC headroom doubles it again. Four bytes a cell at a load of at
+// most 3/4, mapped outside the heap (package offheap), is 5 to 11 bytes a job.
+//
+// Probing is linear, which keeps a probe run within a cache line or two of
+// cells. Deletion writes a tombstone (no job is read, unlike a backward shift,
+// which must rehash every entry after the hole); tombstones count toward the
+// load and are dropped by the next rebuild.
+//
+// A rebuild (growth, or clearing tombstones) never stops the world: it
+// allocates the new table (mapped: O(1), pages are backed as they are
+// written) and moves the old one's cells a few at a time, on each insert and
+// delete, as Redis's dict rehashes incrementally. Meanwhile an entry lives
+// in exactly one of the two tables, and lookups probe both. Moved cells
+// become tombstones in the old table, so its probe runs stay intact for the
+// entries not yet moved.
+type slotTable struct {
+	// key gives the hash of the key a slot is filed under (the engine reads
+	// it from the job): it must be the hash the slot was inserted with.
+	key func(s uint32) uint64
+
+	cells []uint32 // len 0 or a power of two
+	shift uint8    // 64 - log2(len(cells)): a hash's top bits pick the home cell
+	n     int      // live entries in cells
+	tombs int      // tombstones in cells
+
+	old    []uint32 // the table being moved into cells; nil when not rebuilding
+	oldSh  uint8
+	oldN   int // live entries left in old
+	oldPos int // next cell of old to move
+}
+
+const (
+	tombEntry    = ^uint32(0)
+	minTableBits = 4
+	// moveStep is the old cells moved per insert or delete while rebuilding.
+	// A rebuild starts with the new table at most 3/8 full and never
+	// smaller than the old one, so at least 3/8 of its size in inserts must
+	// come before it reaches 3/4; moving 4 old cells per insert finishes
+	// the old table well before that.
+	moveStep = 8
+)
+
+// home is the first cell of h's probe run in a table of 1<<(64-shift) cells.
+// The multiply spreads server ids, which differ mostly in their low bits.
+func home(h uint64, shift uint8) uint32 {
+	return uint32((h * 0x9e3779b97f4a7c15) >> (shift & 63))
+}
+
+// len returns the live entries. O(1).
+func (t *slotTable) len() int { return t.n + t.oldN }
+
+// bytes is the memory the table holds.
+func (t *slotTable) bytes() int64 { return int64(len(t.cells)+len(t.old)) * 4 }
+
+// find returns the slot filed under h for which eq holds. eq reads the job
+// of each candidate with the same home run, so it should be cheap. O(1)
+// expected: at a load of 3/4, a hit probes 2.5 cells on average.
+func (t *slotTable) find(h uint64, eq func(s uint32) bool) (uint32, bool) {
+	if s, ok := probe(t.cells, t.shift, h, eq); ok {
+		return s, true
+	}
+	if t.old != nil {
+		return probe(t.old, t.oldSh, h, eq)
+	}
+	return 0, false
+}
+
+func probe(cells []uint32, shift uint8, h uint64, eq func(s uint32) bool) (uint32, bool) {
+	if len(cells) == 0 {
+		return 0, false
+	}
+	mask := uint32(len(cells) - 1)
+	for i := home(h, shift); ; i = (i + 1) & mask {
+		c := cells[i]
+		if c == 0 {
+			return 0, false
+		}
+		if c != tombEntry && eq(c-1) {
+			return c - 1, true
+		}
+	}
+}
+
+// insert files slot s under h; s must not be in the table. O(1) amortized,
+// plus up to moveStep rehashes while a rebuild runs.
+func (t *slotTable) insert(s uint32, h uint64) {
+	if t.old != nil {
+		t.move()
+	}
+	if (t.n+t.tombs+1)*4 > len(t.cells)*3 {
+		if t.old != nil {
+			t.finish() // only when inserts outran the moves
+		}
+		t.rebuild(t.len() + 1)
+	}
+	t.put(s, h)
+}
+
+// put places s in its run's first free cell (empty or tombstone).
+func (t *slotTable) put(s uint32, h uint64) {
+	mask := uint32(len(t.cells) - 1)
+	for i := home(h, t.shift); ; i = (i + 1) & mask {
+		switch t.cells[i] {
+		case 0:
+			t.cells[i] = s + 1
+			t.n++
+			return
+		case tombEntry:
+			t.cells[i] = s + 1
+			t.n++
+			t.tombs--
+			return
+		}
+	}
+}
+
+// remove unfiles slot s, filed under h, and reports whether it was there.
+// Cells are compared with s directly: no job is read. O(1) expected.
+func (t *slotTable) remove(s uint32, h uint64) bool {
+	found := false
+	if unfile(t.cells, t.shift, h, s) {
+		t.n--
+		t.tombs++
+		found = true
+	} else if t.old != nil && unfile(t.old, t.oldSh, h, s) {
+		t.oldN--
+		found = true
+	}
+	if t.old != nil {
+		t.move()
+	}
+	return found
+}
+
+func unfile(cells []uint32, shift uint8, h uint64, s uint32) bool {
+	if len(cells) == 0 {
+		return false
+	}
+	mask := uint32(len(cells) - 1)
+	for i := home(h, shift); ; i = (i + 1) & mask {
+		switch cells[i] {
+		case 0:
+			return false
+		case s + 1:
+			cells[i] = tombEntry
+			return true
+		}
+	}
+}
+
+// rebuild starts moving every entry into a new table sized for need
+// entries at a load of at most 3/8, and never smaller than the current one.
+// The caller has finished any earlier rebuild.
+func (t *slotTable) rebuild(need int) {
+	size := 1 << minTableBits
+	for size*3 < need*8 {
+		size <<= 1
+	}
+	size = max(size, len(t.cells))
+	if t.n == 0 {
+		// Nothing to move: swap the tables outright.
+		offheap.Free(t.cells)
+		t.cells, t.shift, t.tombs = offheap.Make[uint32](size), uint8(64-bits.TrailingZeros(uint(size))), 0
+		return
+	}
+	t.old, t.oldSh, t.oldN, t.oldPos = t.cells, t.shift, t.n, 0
+	t.cells, t.shift, t.n, t.tombs = offheap.Make[uint32](size), uint8(64-bits.TrailingZeros(uint(size))), 0, 0
+}
+
+// move moves up to moveStep cells of the old table into the new one.
+func (t *slotTable) move() {
+	end := min(t.oldPos+moveStep, len(t.old))
+	for ; t.oldPos < end; t.oldPos++ {
+		c := t.old[t.oldPos]
+		if c == 0 || c == tombEntry {
+			continue
+		}
+		t.old[t.oldPos] = tombEntry // keeps the runs of cells not yet moved
+		t.oldN--
+		t.put(c-1, t.key(c-1))
+	}
+	if t.oldPos == len(t.old) || t.oldN == 0 {
+		offheap.Free(t.old)
+		t.old, t.oldN, t.oldPos = nil, 0, 0
+	}
+}
+
+// finish moves what is left of the old table at once.
+func (t *slotTable) finish() {
+	for t.old != nil {
+		t.move()
+	}
+}
+
+// reserve makes room for n entries in all, so that filing them rebuilds
+// nothing (replay calls it with the log's job count). It finishes any
+// rebuild under way first. O(entries) if the table holds any.
+func (t *slotTable) reserve(n int) {
+	if n*3 <= len(t.cells)*2 { // room at a load of 2/3 already
+		return
+	}
+	t.finish()
+	t.rebuild(max(n*3/4, t.len())) // sized for n at a load of 1/2
+	t.finish()
+}
+
+// release unmaps both tables and empties the table. O(1).
+func (t *slotTable) release() {
+	offheap.Free(t.cells)
+	offheap.Free(t.old)
+	*t = slotTable{key: t.key}
+}

@@ -1,0 +1,183 @@
+package engine
+
+import (
+	"math/rand/v2"
+	"testing"
+)
+
+// tableModel drives a slotTable against a Go map, with keys stored beside
+// the table as the engine stores them in its jobs.
+type tableModel struct {
+	t    slotTable
+	keys map[uint32]uint64 // slot -> key, what the "job" says
+}
+
+func newTableModel() *tableModel {
+	m := &tableModel{keys: make(map[uint32]uint64)}
+	m.t.key = func(s uint32) uint64 {
+		k, ok := m.keys[s]
+		if !ok {
+			panic("the table asked for the key of a slot it does not hold")
+		}
+		return k
+	}
+	return m
+}
+
+// hash is deliberately weak (few distinct values) in some runs, so that
+// runs of equal homes and equal hashes with different keys are exercised.
+func (m *tableModel) find(k uint64, hash func(uint64) uint64) (uint32, bool) {
+	return m.t.find(hash(k), func(s uint32) bool { return m.keys[s] == k })
+}
+
+func TestSlotTableAgainstMap(t *testing.T) {
+	hashes := map[string]func(uint64) uint64{
+		"identity":   func(k uint64) uint64 { return k },
+		"sequential": func(k uint64) uint64 { return k << 16 },
+		"collide":    func(k uint64) uint64 { return k % 7 },
+	}
+	for name, hash := range hashes {
+		t.Run(name, func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(1, uint64(len(name))))
+			m := newTableModel()
+			m.t.key = func(s uint32) uint64 { return hash(m.keys[s]) }
+			byKey := map[uint64]uint32{}
+			var nextSlot uint32
+			var freeSlots []uint32
+			ops := 200_000
+			if name == "collide" {
+				ops = 20_000 // every run is long: quadratic
+			}
+			for i := range ops {
+				// Phases: grow, churn, shrink, so rebuilds run under every mix.
+				insertBias := []int{80, 50, 20}[(i/(ops/6))%3]
+				switch r := rng.IntN(100); {
+				case r < insertBias:
+					k := rng.Uint64N(1 << 40)
+					if _, dup := byKey[k]; dup {
+						continue
+					}
+					var s uint32
+					if n := len(freeSlots); n > 0 && rng.IntN(2) == 0 {
+						s, freeSlots = freeSlots[n-1], freeSlots[:n-1]
+					} else {
+						s = nextSlot
+						nextSlot++
+					}
+					m.keys[s] = k
+					byKey[k] = s
+					m.t.insert(s, hash(k))
+				case r < 95 && len(byKey) > 0:
+					// Delete a random present key (map order is random enough).
+					for k, s := range byKey {
+						if !m.t.remove(s, hash(k)) {
+							t.Fatalf("op %d: remove(%d) of a present slot reported absent", i, s)
+						}
+						delete(byKey, k)
+						delete(m.keys, s)
+						freeSlots = append(freeSlots, s)
+						break
+					}
+				default:
+					k := rng.Uint64N(1 << 40)
+					if _, ok := m.find(k, hash); ok != (byKey[k] != 0 || hasKey(byKey, k)) {
+						t.Fatalf("op %d: find(%d) = %v, model says %v", i, k, ok, hasKey(byKey, k))
+					}
+				}
+				if m.t.len() != len(byKey) {
+					t.Fatalf("op %d: len %d, model %d", i, m.t.len(), len(byKey))
+				}
+				if i%997 == 0 {
+					for k, s := range byKey {
+						if got, ok := m.find(k, hash); !ok || got != s {
+							t.Fatalf("op %d: find(%d) = %d, %v; want %d", i, k, got, ok, s)
+						}
+					}
+				}
+			}
+			if m.t.remove(nextSlot+5, 12345) {
+				t.Fatal("remove of an absent slot reported present")
+			}
+			m.t.release()
+			if m.t.len() != 0 || m.t.bytes() != 0 || m.t.key == nil {
+				t.Fatalf("after release: len %d, bytes %d, key kept %v", m.t.len(), m.t.bytes(), m.t.key != nil)
+			}
+		})
+	}
+}
+
+func hasKey(m map[uint64]uint32, k uint64) bool { _, ok := m[k]; return ok }
+
+// A rebuild moves cells a few at a time: while it runs, both tables hold
+// entries, and every one stays findable.
+func TestSlotTableRebuildIsIncremental(t *testing.T) {
+	m := newTableModel()
+	sawBoth := false
+	for s := range uint32(100_000) {
+		m.keys[s] = uint64(s) * 3
+		m.t.insert(s, uint64(s)*3)
+		if m.t.old != nil && m.t.oldN > 0 && m.t.n > 0 {
+			sawBoth = true
+			for _, probe := range []uint32{0, s / 2, s} {
+				if got, ok := m.find(uint64(probe)*3, func(k uint64) uint64 { return k }); !ok || got != probe {
+					t.Fatalf("during a rebuild at %d: find(%d) = %d, %v", s, probe, got, ok)
+				}
+			}
+		}
+		if m.t.old != nil && len(m.t.old) > len(m.t.cells) {
+			t.Fatal("a rebuild shrank the table")
+		}
+	}
+	if !sawBoth {
+		t.Fatal("no insert ran while a rebuild was under way")
+	}
+	if load := float64(m.t.len()) / float64(len(m.t.cells)+len(m.t.old)); load > 0.75 {
+		t.Fatalf("load %.2f over 3/4", load)
+	}
+}
+
+// Deleting everything leaves tombstones; inserting again must clear them by
+// rebuilding, not grow the table without end.
+func TestSlotTableTombstonesDoNotGrowIt(t *testing.T) {
+	m := newTableModel()
+	for round := range 50 {
+		for s := range uint32(1000) {
+			k := uint64(round)<<32 | uint64(s)
+			m.keys[s] = k
+			m.t.insert(s, k)
+		}
+		for s := range uint32(1000) {
+			if !m.t.remove(s, m.keys[s]) {
+				t.Fatalf("round %d: remove(%d) missed", round, s)
+			}
+			delete(m.keys, s)
+		}
+	}
+	if size := len(m.t.cells) + len(m.t.old); size > 4096 {
+		t.Fatalf("table of %d cells for at most 1000 entries", size)
+	}
+}
+
+func TestSlotTableReserve(t *testing.T) {
+	m := newTableModel()
+	m.t.reserve(10_000)
+	size := len(m.t.cells)
+	for s := range uint32(10_000) {
+		m.keys[s] = uint64(s)
+		m.t.insert(s, uint64(s))
+	}
+	if len(m.t.cells) != size || m.t.old != nil {
+		t.Fatalf("inserting the reserved count rebuilt: %d cells, then %d", size, len(m.t.cells))
+	}
+	m.t.reserve(100) // smaller: nothing to do
+	if len(m.t.cells) != size {
+		t.Fatal("a smaller reserve changed the table")
+	}
+	m.t.reserve(50_000) // with entries: moved, all still there
+	for s := range uint32(10_000) {
+		if got, ok := m.find(uint64(s), func(k uint64) uint64 { return k }); !ok || got != s {
+			t.Fatalf("after reserve: find(%d) = %d, %v", s, got, ok)
+		}
+	}
+	m.t.release()
+}
