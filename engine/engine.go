@@ -213,7 +213,7 @@ type core struct {
 	ident   identState // UNIQUE and DEBOUNCE options, tombstones (unique.go)
 	flow    flow       // DELAY.LIMIT's limits by queue name (limit.go)
 	jobs    slab
-	free    uint32            // free slot list head, slot+1
+	free    uint32    // free slot list head, slot+1
 	sids    slotTable // server-made ids (index.go)
 	index   slotTable // client ids, by hash(queue, id)
 	seed    maphash.Seed
