@@ -1,6 +1,11 @@
 package offheap
 
-import "testing"
+import (
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+)
 
 type rec struct {
 	a, b uint64
@@ -30,11 +35,40 @@ func TestMakeZeroedWritableFree(t *testing.T) {
 	Free[rec](nil)
 }
 
-func TestManyMappings(t *testing.T) {
-	// Far more than the kernel's map count limit would allow if Free leaked.
-	for range 1<<16 + 100 {
-		s := Make[byte](4096)
-		s[0] = 1
+// With Free a no-op, the 2 GB mapped here would stay in the address space.
+func TestFreeUnmaps(t *testing.T) {
+	vmSize := func() int {
+		b, err := os.ReadFile("/proc/self/status")
+		if err != nil {
+			t.Skip("no /proc/self/status here")
+		}
+		for _, l := range strings.Split(string(b), "\n") {
+			if f := strings.Fields(l); len(f) == 3 && f[0] == "VmSize:" {
+				kb, _ := strconv.Atoi(f[1])
+				return kb << 10
+			}
+		}
+		t.Skip("no VmSize")
+		return 0
+	}
+	before := vmSize()
+	kept := make([][]byte, 0, 1000)
+	for i := range 2000 {
+		s := Make[byte](1 << 20)
+		s[i] = 1
+		if i%2 == 0 {
+			Free(s)
+		} else {
+			kept = append(kept, s)
+		}
+	}
+	if mid := vmSize(); mid < before+900<<20 {
+		t.Fatalf("address space grew by %d MiB with 1000 MiB mapped: cannot tell a leak", (mid-before)>>20)
+	}
+	for _, s := range kept {
 		Free(s)
+	}
+	if after := vmSize(); after > before+100<<20 {
+		t.Fatalf("address space %d MiB larger after freeing everything: Free leaks", (after-before)>>20)
 	}
 }
