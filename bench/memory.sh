@@ -14,7 +14,7 @@ work=$(mktemp -d)
 trap 'redis-cli -p $DP shutdown >/dev/null 2>&1 || true; redis-cli -p $RP shutdown nosave >/dev/null 2>&1 || true; rm -rf "$work"' EXIT
 go build -o "$work/delayd" .
 wait_port() { for _ in $(seq 100); do redis-cli -p "$1" ping >/dev/null 2>&1 && return 0; sleep 0.1; done; return 1; }
-rss() { awk '/VmRSS/{print $2*1024}' /proc/"$1"/status; }
+rss() { awk '/VmRSS/{printf "%d\n", $2*1024}' /proc/"$1"/status; }
 
 "$work/delayd" --port $DP --http-addr "" --appendonly no --log-level warn & dpid=$!
 redis-server --port $RP --save '' --appendonly no --daemonize yes --dir "$work" >/dev/null

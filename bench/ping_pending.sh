@@ -28,4 +28,4 @@ ping 0
 awk -v n="$N" 'BEGIN{for(i=0;i<n;i++) printf "DELAY.ADD q %d 0123456789abcdef\r\n", 3600000+i%3600000}' | redis-cli -p "$P" --pipe >/dev/null
 sleep 2
 ping "$N"
-echo "rss_bytes $(awk '/VmRSS/{print $2*1024}' /proc/$dpid/status)" >&2
+echo "rss_bytes $(awk '/VmRSS/{printf "%d", $2*1024}' /proc/$dpid/status)" >&2
