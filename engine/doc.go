@@ -29,12 +29,15 @@
 //
 // Jobs live in a paged slab of pointer-free 72-byte records linked by slot
 // numbers (pages never move, so growth never copies under the lock); ids and
-// payloads live in a byte arena of 1 MiB chunks; server-made ids key a
-// map[uint64]uint32 to their slot, client ids go through a hash of
-// (queue, id) to a chain of slots. None of these hold pointers, so the
-// garbage collector does not scan per-job memory, and 10M pending jobs do
-// not slow every GC cycle. An earlier design with one heap object per job
-// (links as pointers, payload as []byte) cost three pointers per job to scan.
+// payloads live in a byte arena of 1 MiB chunks; server-made ids and
+// client ids (by a hash of (queue, id)) are found through two
+// open-addressing tables of uint32 slots (slottable.go). None of these hold
+// pointers, so the garbage collector does not scan per-job memory, and 10M
+// pending jobs do not slow every GC cycle. An earlier design with one heap
+// object per job (links as pointers, payload as []byte) cost three pointers
+// per job to scan. All of them, and the wheel's nodes, are mapped outside
+// the Go heap (package offheap), so GOGC's headroom does not double them;
+// FLUSHALL and Close unmap them (dropPages).
 //
 // # Synchronization
 //
