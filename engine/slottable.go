@@ -167,19 +167,29 @@ func unfile(cells []uint32, shift uint8, h uint64, s uint32) bool {
 // entries at a load of at most 3/8, and never smaller than the current one.
 // The caller has finished any earlier rebuild.
 func (t *slotTable) rebuild(need int) {
+	t.rebuildTo(max(tableSize(need, 3, 8), len(t.cells)))
+}
+
+// tableSize is the smallest table (a power of two) that holds n entries at
+// a load of at most num/den.
+func tableSize(n, num, den int) int {
 	size := 1 << minTableBits
-	for size*3 < need*8 {
+	for size*num < n*den {
 		size <<= 1
 	}
-	size = max(size, len(t.cells))
+	return size
+}
+
+func (t *slotTable) rebuildTo(size int) {
+	sh := uint8(64 - bits.TrailingZeros(uint(size)))
 	if t.n == 0 {
 		// Nothing to move: swap the tables outright.
 		offheap.Free(t.cells)
-		t.cells, t.shift, t.tombs = offheap.Make[uint32](size), uint8(64-bits.TrailingZeros(uint(size))), 0
+		t.cells, t.shift, t.tombs = offheap.Make[uint32](size), sh, 0
 		return
 	}
 	t.old, t.oldSh, t.oldN, t.oldPos = t.cells, t.shift, t.n, 0
-	t.cells, t.shift, t.n, t.tombs = offheap.Make[uint32](size), uint8(64-bits.TrailingZeros(uint(size))), 0, 0
+	t.cells, t.shift, t.n, t.tombs = offheap.Make[uint32](size), sh, 0, 0
 }
 
 // move moves up to moveStep cells of the old table into the new one.
@@ -208,14 +218,16 @@ func (t *slotTable) finish() {
 }
 
 // reserve makes room for n entries in all, so that filing them rebuilds
-// nothing (replay calls it with the log's job count). It finishes any
-// rebuild under way first. O(entries) if the table holds any.
+// nothing (replay calls it with an estimate of the log's job count). The
+// table is sized for n at the most load it allows (3/4): every cell of a
+// hash table gets written, so slack here is resident memory. It finishes
+// any rebuild under way first. O(entries) if the table holds any.
 func (t *slotTable) reserve(n int) {
-	if n*3 <= len(t.cells)*2 { // room at a load of 2/3 already
-		return
+	if n*4 <= len(t.cells)*3 {
+		return // room already
 	}
 	t.finish()
-	t.rebuild(max(n*3/4, t.len())) // sized for n at a load of 1/2
+	t.rebuildTo(max(tableSize(max(n, t.len()), 3, 4), len(t.cells)))
 	t.finish()
 }
 
