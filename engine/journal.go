@@ -59,6 +59,11 @@ type journal struct {
 	// an fsync succeed (faults.go). An fsync failure is never retried.
 	retry     bool
 	replaying bool
+	// build, while a log file replays, takes the server-id index's inserts
+	// of new adds to another goroutine (replay.go); deferIdx says the add
+	// being placed is one of them.
+	build    *sidBuilder
+	deferIdx bool
 	rewriting bool
 	// aborted is set when a log write fails during a rewrite: its tail then
 	// holds writes that were undone, so the rewrite must not be installed.
@@ -169,6 +174,8 @@ func (e *Engine) replayFile(l *Loading) (aof.Result, error) {
 	n := 0
 	j.unitOpen, j.unitBuf = false, nil
 	defer e.dropTornUnit()
+	e.startSidBuilder()
+	defer e.stopSidBuilder()
 	res, err := aof.ReplayProgress(j.fs, j.path, func(p []byte) error {
 		if err := e.replayRecord(p); err != nil {
 			return fmt.Errorf("%s: record %d: %w", j.path, n+1, err)
@@ -196,13 +203,22 @@ func (e *Engine) apply(p []byte) error {
 	if e.wheel == nil {
 		e.wheel = wheel.New(e.opts.Tick, r.time)
 	}
+	// A plain new add leaves its index insert to the builder (replay.go);
+	// any other record needs the index whole, before time moves.
+	deferred := e.deferrable(&r)
+	if !deferred {
+		e.syncSids()
+		defer e.raiseSidCeil(r.op)
+	}
 	e.advanceLocked(r.time)
 	e.repl.lastTime = max(e.repl.lastTime, r.time)
 	switch r.op {
 	case opAdd:
 		// A server id above every one seen cannot be in the index yet (a
 		// client id could read as it only once sidLike is set).
-		e.put(&r, r.id == nil && r.sid > e.lastSID && !e.sidLike)
+		e.j.deferIdx = deferred
+		e.put(&r, deferred || (r.id == nil && r.sid > e.lastSID && !e.sidLike))
+		e.j.deferIdx = false
 	case opCancel, opPop:
 		e.del(&r)
 	case opReserve:
