@@ -62,9 +62,10 @@ type journal struct {
 	// build, while a log file replays, takes the server-id index's inserts
 	// of new adds to another goroutine (replay.go); deferIdx says the add
 	// being placed is one of them.
-	build     *sidBuilder
-	deferIdx  bool
-	rewriting bool
+	build        *sidBuilder
+	deferIdx     bool
+	sidsDeferred int // server-id inserts the last replay left to the builder (tests)
+	rewriting    bool
 	// aborted is set when a log write fails during a rewrite: its tail then
 	// holds writes that were undone, so the rewrite must not be installed.
 	aborted bool

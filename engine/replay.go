@@ -40,6 +40,7 @@ type sidBuilder struct {
 	idle   chan struct{}  // the builder's answer to nil
 	cur    []sidSlot
 	behind bool // batches went out since the last sync
+	n      int  // inserts deferred (tests)
 	// ceil is at least every server id in the index (or on its way): an
 	// add with a server id above it cannot replace a job. Unlike lastSID
 	// it does not rise with a meta record, so the adds of a log written
@@ -84,6 +85,7 @@ func (e *Engine) sidCeiling() uint64 { return e.lastSID }
 // deferSid queues the insert of a new server id for the builder. O(1).
 func (b *sidBuilder) deferSid(sid uint64, slot uint32) {
 	b.cur = append(b.cur, sidSlot{sid, slot + 1})
+	b.n++
 	b.ceil = max(b.ceil, sid)
 	if len(b.cur) == cap(b.cur) {
 		b.work <- b.cur
@@ -117,6 +119,7 @@ func (e *Engine) stopSidBuilder() {
 	close(b.work)
 	<-b.idle
 	e.j.build = nil
+	e.j.sidsDeferred = b.n
 }
 
 // deferrable says whether the add record r (decoded, not yet applied) may
