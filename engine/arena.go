@@ -79,6 +79,7 @@ func (a *arena) alloc(b []byte) uint64 {
 	} else {
 		if !c.ready || int(c.off)+size > chunkSize {
 			a.chunks = append(a.chunks, make([]byte, chunkSize))
+			prefault(a.chunks[len(a.chunks)-1]) // presize.go
 			c.chunk, c.off, c.ready = uint32(len(a.chunks)-1), 0, true
 		}
 		// Offsets start at 1 inside the ref so that chunk 0 offset 0 is not ref 0.

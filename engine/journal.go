@@ -64,7 +64,8 @@ type journal struct {
 	// being placed is one of them.
 	build        *sidBuilder
 	deferIdx     bool
-	sidsDeferred int // server-id inserts the last replay left to the builder (tests)
+	presizeFor   int64 // log bytes to size the start-up replay's index for
+	sidsDeferred int   // server-id inserts the last replay left to the builder (tests)
 	rewriting    bool
 	// aborted is set when a log write fails during a rewrite: its tail then
 	// holds writes that were undone, so the rewrite must not be installed.
@@ -123,9 +124,7 @@ func (e *Engine) openLog() error {
 		l.start.Store(time.Now().UnixNano())
 	}
 	if st, err := j.fs.Stat(j.path); err == nil {
-		// About 60 bytes a job: size the index once instead of growing it
-		// through every power of two while replaying.
-		e.sids = make(map[uint64]uint32, st.Size()/64)
+		j.presizeFor = st.Size() // presize.go
 		if o.Loading != nil {
 			o.Loading.total.Store(st.Size())
 		}
@@ -175,7 +174,8 @@ func (e *Engine) replayFile(l *Loading) (aof.Result, error) {
 	n := 0
 	j.unitOpen, j.unitBuf = false, nil
 	defer e.dropTornUnit()
-	e.startSidBuilder()
+	e.startSidBuilder(j.presizeFor)
+	j.presizeFor = 0 // a reload's index grows as it must
 	defer e.stopSidBuilder()
 	res, err := aof.ReplayProgress(j.fs, j.path, func(p []byte) error {
 		if err := e.replayRecord(p); err != nil {

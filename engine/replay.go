@@ -48,20 +48,23 @@ type sidBuilder struct {
 	ceil uint64
 }
 
-// startSidBuilder starts the builder for one replay; stopSidBuilder must
-// follow, whatever happens.
-func (e *Engine) startSidBuilder() {
+// startSidBuilder starts the builder for one replay of a log of logBytes
+// (0: do not presize); stopSidBuilder must follow, whatever happens.
+func (e *Engine) startSidBuilder(logBytes int64) {
 	b := &sidBuilder{
 		work:  make(chan []sidSlot, 4),
 		spare: make(chan []sidSlot, 4),
 		idle:  make(chan struct{}),
 		cur:   make([]sidSlot, 0, sidBatch),
+		// The builder starts by sizing e.sids: the first sync waits for it.
+		behind: true,
 	}
 	for range 3 {
 		b.spare <- make([]sidSlot, 0, sidBatch)
 	}
 	b.ceil = e.sidCeiling()
 	go func() {
+		e.presize(logBytes) // before the first insert: the applier leaves e.sids alone until then
 		for batch := range b.work {
 			if batch == nil {
 				b.idle <- struct{}{}
