@@ -190,7 +190,11 @@ func (e *Engine) place(r *rec, fresh bool) (uint32, bool) {
 	if r.origin != nil {
 		e.setOrigin(s, r.origin)
 	}
-	e.indexInsert(s, id)
+	if e.j.deferIdx {
+		e.j.build.deferSid(r.sid, s) // replay.go: another goroutine inserts it
+	} else {
+		e.indexInsert(s, id)
+	}
 	e.njobs++
 	e.lastSID = max(e.lastSID, r.sid)
 	e.seq = max(e.seq, r.seq)

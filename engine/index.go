@@ -14,6 +14,12 @@ func (e *Engine) allocSlot() uint32 {
 		*e.jobs.at(s) = job{}
 		return s
 	}
+	if b := e.j.build; b != nil && int(e.jobs.n>>pageBits) == len(e.jobs.pages) {
+		// The replay's index builder reads the page table when its
+		// table grows (a rehash reads each job's id): it must be idle
+		// while the table of pages changes (replay.go).
+		b.sync()
+	}
 	return e.jobs.add()
 }
 

@@ -59,7 +59,14 @@ type journal struct {
 	// an fsync succeed (faults.go). An fsync failure is never retried.
 	retry     bool
 	replaying bool
-	rewriting bool
+	// build, while a log file replays, takes the server-id index's inserts
+	// of new adds to another goroutine (replay.go); deferIdx says the add
+	// being placed is one of them.
+	build        *sidBuilder
+	deferIdx     bool
+	presizeFor   int64 // log bytes to size the start-up replay's index for
+	sidsDeferred int   // server-id inserts the last replay left to the builder (tests)
+	rewriting    bool
 	// aborted is set when a log write fails during a rewrite: its tail then
 	// holds writes that were undone, so the rewrite must not be installed.
 	aborted bool
@@ -117,9 +124,7 @@ func (e *Engine) openLog() error {
 		l.start.Store(time.Now().UnixNano())
 	}
 	if st, err := j.fs.Stat(j.path); err == nil {
-		// About 60 bytes a job: size the index once instead of growing it
-		// through every power of two while replaying.
-		e.sids.reserve(int(st.Size() / 64))
+		j.presizeFor = st.Size() // presize.go
 		if o.Loading != nil {
 			o.Loading.total.Store(st.Size())
 		}
@@ -169,6 +174,9 @@ func (e *Engine) replayFile(l *Loading) (aof.Result, error) {
 	n := 0
 	j.unitOpen, j.unitBuf = false, nil
 	defer e.dropTornUnit()
+	e.startSidBuilder(j.presizeFor)
+	j.presizeFor = 0 // a reload's index grows as it must
+	defer e.stopSidBuilder()
 	res, err := aof.ReplayProgress(j.fs, j.path, func(p []byte) error {
 		if err := e.replayRecord(p); err != nil {
 			return fmt.Errorf("%s: record %d: %w", j.path, n+1, err)
@@ -196,13 +204,22 @@ func (e *Engine) apply(p []byte) error {
 	if e.wheel == nil {
 		e.wheel = wheel.New(e.opts.Tick, r.time)
 	}
+	// A plain new add leaves its index insert to the builder (replay.go);
+	// any other record needs the index whole, before time moves.
+	deferred := e.deferrable(&r)
+	if !deferred {
+		e.syncSids()
+		defer e.raiseSidCeil(r.op)
+	}
 	e.advanceLocked(r.time)
 	e.repl.lastTime = max(e.repl.lastTime, r.time)
 	switch r.op {
 	case opAdd:
 		// A server id above every one seen cannot be in the index yet (a
 		// client id could read as it only once sidLike is set).
-		e.put(&r, r.id == nil && r.sid > e.lastSID && !e.sidLike)
+		e.j.deferIdx = deferred
+		e.put(&r, deferred || (r.id == nil && r.sid > e.lastSID && !e.sidLike))
+		e.j.deferIdx = false
 	case opCancel, opPop:
 		e.del(&r)
 	case opReserve:

@@ -1,6 +1,10 @@
 package engine
 
-import "github.com/delayd/delayd/offheap"
+import (
+	"unsafe"
+
+	"github.com/delayd/delayd/offheap"
+)
 
 // slab is the job table: fixed-size pages of pointer-free records, addressed
 // by slot number. A single []job growing by doubling would, at 10M jobs, copy
@@ -28,7 +32,9 @@ func (t *slab) at(s uint32) *job { return &t.pages[s>>pageBits][s&pageMask] }
 // add returns a new slot at the end. O(1), and never copies a job.
 func (t *slab) add() uint32 {
 	if int(t.n>>pageBits) == len(t.pages) {
-		t.pages = append(t.pages, offheap.Make[job](pageSize))
+		p := offheap.Make[job](pageSize)
+		prefault(unsafe.Slice((*byte)(unsafe.Pointer(&p[0])), len(p)*int(jobSize))) // presize.go
+		t.pages = append(t.pages, p)
 	}
 	t.n++
 	return t.n - 1
