@@ -96,6 +96,9 @@ type Options struct {
 	ConfigFile string
 	MaxClients int
 	MaxMemory  int64 // bytes; 0: no limit (maxmemory.go)
+	// ProtectedMode refuses peers off the loopback interface while the
+	// default user needs no password (protected.go).
+	ProtectedMode bool
 	// Config is the read-only view CONFIG GET shows, name -> value.
 	Config map[string]string
 	// Shutdown stops the server (SHUTDOWN); it returns at once and the

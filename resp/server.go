@@ -42,10 +42,8 @@ type Options struct {
 	Log        zerolog.Logger
 
 	// Limits (limits.go).
-	ProtectedMode bool          // refuse other hosts while nothing asks for a password
-	Guarded       func() bool   // a password is set; nil: none ever is
-	IdleTimeout   time.Duration // close a client idle this long (0: never)
-	OutputLimit   OutputLimit   // cap on a client's pending output
+	IdleTimeout time.Duration // close a client idle this long (0: never)
+	OutputLimit OutputLimit   // cap on a client's pending output
 }
 
 // Server accepts connections and serves each on its own goroutine.
