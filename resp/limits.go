@@ -167,6 +167,8 @@ func (cn *conn) overLimit() bool {
 // SoftFor to take them, and is closed if it does not: a reader that stalls
 // holds its replies' memory no longer than that.
 func (cn *conn) write(b []byte) error {
+	cn.writing.Store(int64(len(b)))
+	defer cn.writing.Store(0)
 	l := cn.s.opts.OutputLimit
 	if l.Soft <= 0 || int64(len(b)) <= l.Soft {
 		_, err := cn.nc.Write(b)

@@ -275,6 +275,7 @@ type conn struct {
 	w       *writer
 	ob      *outbox       // pushes from other goroutines (push.go)
 	killed  atomic.Bool   // CLIENT KILL, or too many pushes waiting
+	writing atomic.Int64  // bytes of the replies in the Write in progress (CLIENT LIST omem=)
 	pending []byte        // read by the watcher during a block, not yet parsed
 	logged  []loggedReply // replies in w.buf that wait for the log
 
