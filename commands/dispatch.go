@@ -156,7 +156,7 @@ func New(opts Options) *Dispatcher {
 		d.byName[cmd.Name] = cmd
 	}
 	d.obs.init(opts.Config)
-	d.acl = acl.NewStore(d.knownCommand, opts.RequirePass)
+	d.acl = acl.NewStore(d.ruleName, opts.RequirePass)
 	if opts.Engine != nil {
 		d.SetEngine(opts.Engine)
 	}
