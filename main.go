@@ -132,6 +132,9 @@ func run(args, environ []string, stderr io.Writer) int {
 		},
 		Log:     log,
 		Cluster: clusterView(clu),
+		// Without a plain port the announced client address is the TLS
+		// port (config.go), and every node of a working group is alike.
+		ClusterTLS: clu != nil && cfg.Port == 0,
 	})
 	if err := disp.LoadACLFile(); err != nil {
 		// As Redis: a bad aclfile stops the start rather than run open.

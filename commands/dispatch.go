@@ -107,7 +107,11 @@ type Options struct {
 	// Cluster is the Raft group this node belongs to (--cluster-enabled);
 	// nil for a single node, which then answers exactly as without it.
 	Cluster ClusterView
-	Log     zerolog.Logger
+	// ClusterTLS says the nodes' announced client ports are TLS ports (a
+	// TLS-only cluster, port 0): CLUSTER SHARDS then names them tls-port,
+	// as Redis does for a node without a plain port.
+	ClusterTLS bool
+	Log        zerolog.Logger
 }
 
 // Dispatcher looks commands up in the table, checks arity and auth once, and
