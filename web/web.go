@@ -59,7 +59,7 @@ func New(o Options) *Server {
 	s.srv = &http.Server{
 		Handler:           s.auth(s.mux),
 		ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog:          nil,
+		ErrorLog:          errorLog(o.Log), // errorlog.go
 	}
 	return s
 }
