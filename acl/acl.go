@@ -147,8 +147,9 @@ func (r Reason) String() string {
 }
 
 // Check says whether the user may run the command (its name in lower case,
-// "container|sub" for a subcommand, with its categories) on these keys; on a refusal, why, and the command or
-// the key refused. The caller checks arity first, as Redis does.
+// "container|sub" for a subcommand, with its categories) on these keys; on
+// a refusal, why, and the command or the key refused. The caller checks
+// arity first, as Redis does.
 func (u *User) Check(cmd string, cats []string, keys []Key) (Reason, string) {
 	if u.open {
 		return OK, ""

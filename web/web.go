@@ -112,7 +112,8 @@ func (s *Server) Close(timeout time.Duration) {
 // The request then runs its commands as that user (Server.Do), so the
 // dashboard offers a user only what the user may run. /healthz stays open:
 // it says only that the process answers, and probes seldom carry
-// credentials.
+// credentials. Before any of that, protected mode turns away other hosts
+// with a 403 and Redis's DENIED text (protected).
 func (s *Server) auth(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		d := s.opts.Dispatcher
