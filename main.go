@@ -119,7 +119,11 @@ func run(args, environ []string, stderr io.Writer) int {
 		ConfigFile:  cfg.ConfigFile,
 		MaxClients:  cfg.MaxClients,
 		MaxMemory:   cfg.MaxMemory,
-		Config:      cfg.view(),
+		// As Redis 7: protected mode stands down once the default user
+		// needs a password (requirepass, or ACL SETUSER default >...); the
+		// RESP and HTTP sides both ask the dispatcher.
+		ProtectedMode: cfg.ProtectedMode,
+		Config:        cfg.view(),
 		Shutdown: func() {
 			select {
 			case stop <- "SHUTDOWN":
@@ -128,6 +132,9 @@ func run(args, environ []string, stderr io.Writer) int {
 		},
 		Log:     log,
 		Cluster: clusterView(clu),
+		// Without a plain port the announced client address is the TLS
+		// port (config.go), and every node of a working group is alike.
+		ClusterTLS: clu != nil && cfg.Port == 0,
 	})
 	if err := disp.LoadACLFile(); err != nil {
 		// As Redis: a bad aclfile stops the start rather than run open.
@@ -138,10 +145,6 @@ func run(args, environ []string, stderr io.Writer) int {
 	addr, tlsAddr := listenAddrs(cfg)
 	srv, err := resp.Listen(resp.Options{Addr: addr, TLSAddr: tlsAddr, TLS: tlsOf(tlsStore),
 		MaxClients: cfg.MaxClients, Dispatcher: disp, Log: log,
-		ProtectedMode: cfg.ProtectedMode,
-		// As Redis 7: protected mode stands down once the default user
-		// needs a password (requirepass, or ACL SETUSER default >...).
-		Guarded:     disp.DefaultNeedsPassword,
 		IdleTimeout: time.Duration(cfg.Timeout) * time.Second,
 		OutputLimit: cfg.OutputLimit,
 	})

@@ -2,8 +2,11 @@
 // needs: users on or off, passwords kept as SHA-256 hex, key patterns with
 // read and write permissions, and command rules by name and category; the
 // parser of ACL SETUSER's rules and of aclfiles, and the check a command must
-// pass before it runs. It knows nothing of the command table: the caller says
-// which command names exist and which categories a command belongs to.
+// pass before it runs. Rules may name a whole command ("+config") or one
+// subcommand of a container ("+config|get", "-client|kill"), as Redis 7
+// does; selectors ("(...)") are refused. It knows nothing of the command
+// table: the caller says which names exist (a Names function) and which
+// categories a command or subcommand belongs to.
 package acl
 
 import (
@@ -28,6 +31,20 @@ const (
 // Categories a command may belong to; ACL CAT lists them in this order.
 var Categories = []string{"keyspace", "read", "write", "list", "admin", "fast", "slow",
 	"blocking", "dangerous", "connection", "delay"}
+
+// Kind is what a name in a command rule is; a Names function answers it.
+type Kind uint8
+
+const (
+	Unknown    Kind = iota // no such command
+	Command                // a command without subcommands ("delay.pop")
+	Container              // a command with subcommands ("config")
+	Subcommand             // a container's subcommand ("config|get")
+)
+
+// Names says what a lower-case name is: a command, a container, or a
+// container's subcommand written "container|sub".
+type Names func(name string) Kind
 
 // KeyPattern is one ~pattern, %R~pattern or %W~pattern.
 type KeyPattern struct {
@@ -56,8 +73,10 @@ type User struct {
 	Keys   []KeyPattern
 	// AllCmds is the base of the command rules (+@all or -@all); Rules the
 	// rules after it, oldest first, each "+name", "-name", "+@cat" or
-	// "-@cat". The last rule that names a command or one of its categories
-	// decides; none does: AllCmds.
+	// "-@cat", a name being a command or "container|sub". The last rule
+	// that names the command, its container (for a subcommand) or one of
+	// its categories decides; none does: AllCmds. That is Redis's bitmap
+	// of command ids with the rules applied in order, without the bitmap.
 	AllCmds bool
 	Rules   []string
 	// open: every command on every key, so Check costs one branch.
@@ -128,8 +147,9 @@ func (r Reason) String() string {
 }
 
 // Check says whether the user may run the command (its name in lower case,
-// with its categories) on these keys; on a refusal, why, and the command or
-// the key refused. The caller checks arity first, as Redis does.
+// "container|sub" for a subcommand, with its categories) on these keys; on
+// a refusal, why, and the command or the key refused. The caller checks
+// arity first, as Redis does.
 func (u *User) Check(cmd string, cats []string, keys []Key) (Reason, string) {
 	if u.open {
 		return OK, ""
@@ -145,8 +165,10 @@ func (u *User) Check(cmd string, cats []string, keys []Key) (Reason, string) {
 	return OK, ""
 }
 
-// CommandAllowed applies the command rules alone.
+// CommandAllowed applies the command rules alone. cmd is "container|sub"
+// for a subcommand: a rule for the container applies to it too. O(rules).
 func (u *User) CommandAllowed(cmd string, cats []string) bool {
+	parent, _, isSub := strings.Cut(cmd, "|")
 	for i := len(u.Rules) - 1; i >= 0; i-- {
 		r := u.Rules[i]
 		name := r[1:]
@@ -154,7 +176,7 @@ func (u *User) CommandAllowed(cmd string, cats []string) bool {
 		if name[0] == '@' {
 			match = slices.Contains(cats, name[1:])
 		} else {
-			match = name == cmd
+			match = name == cmd || isSub && name == parent
 		}
 		if match {
 			return r[0] == '+'
@@ -238,8 +260,16 @@ func (u *User) finish() *User {
 var (
 	ErrSyntax      = errors.New("Syntax error")
 	ErrUnknownName = errors.New("Unknown command or category name in ACL")
-	ErrBadHash     = errors.New("The password hash must be exactly 64 characters and contain only lowercase hexadecimal characters")
-	ErrNoSuchPass  = errors.New("The password you are trying to remove from the user does not exist")
+	// ErrFirstArgSub is Redis's refusal of "+config|get|appendonly".
+	ErrFirstArgSub = errors.New("Allowing first-arg of a subcommand is not supported")
+	// ErrFirstArg refuses "+select|0" on a command without subcommands,
+	// which Redis 7 still takes (deprecated) and delayd does not.
+	ErrFirstArg = errors.New("Allowing first-arg of a command without subcommands is not supported (rules may name a subcommand of a container, as +config|get)")
+	// ErrSelectors refuses Redis 7's selectors: SPEC's subset is the root
+	// permissions only.
+	ErrSelectors  = errors.New("Selectors are not supported: a user has one set of permissions (its root selector) in delayd")
+	ErrBadHash    = errors.New("The password hash must be exactly 64 characters and contain only lowercase hexadecimal characters")
+	ErrNoSuchPass = errors.New("The password you are trying to remove from the user does not exist")
 )
 
 // RuleError is a refused rule, worded as Redis's ACL SETUSER reply.
@@ -255,7 +285,7 @@ func (e *RuleError) Error() string {
 func (e *RuleError) Unwrap() error { return e.Err }
 
 // apply changes u by one rule; known says which command names exist.
-func (u *User) apply(rule string, known func(string) bool) error {
+func (u *User) apply(rule string, known Names) error {
 	switch strings.ToLower(rule) {
 	case "on":
 		u.On = true
@@ -286,6 +316,8 @@ func (u *User) apply(rule string, known func(string) bool) error {
 		return nil
 	case "allchannels", "resetchannels":
 		return nil // no Pub/Sub here; accepted so Redis's aclfiles load
+	case "clearselectors":
+		return nil // there never are selectors to clear
 	}
 	if rule == "" {
 		return ErrSyntax
@@ -339,6 +371,8 @@ func (u *User) apply(rule string, known func(string) bool) error {
 		u.Keys = addKey(u.Keys, KeyPattern{rule[i+1:], p})
 	case '&':
 		return nil // channel patterns: no Pub/Sub here
+	case '(':
+		return ErrSelectors
 	case '+', '-':
 		name := strings.ToLower(rule[1:])
 		if name == "" {
@@ -352,18 +386,85 @@ func (u *User) apply(rule string, known func(string) bool) error {
 			if !slices.Contains(Categories, c) {
 				return ErrUnknownName
 			}
-		} else if !known(name) {
-			return ErrUnknownName
+		} else if err := checkName(name, rule[0] == '+', known); err != nil {
+			return err
 		}
 		r := rule[:1] + name
-		// A later rule for the same name overrides an earlier one, so the
-		// earlier one is dropped and rules never grow past the names.
-		u.Rules = slices.DeleteFunc(u.Rules, func(s string) bool { return s[1:] == name })
+		// A later rule for the same name overrides an earlier one, and a
+		// rule for a whole command those for its subcommands, so they are
+		// dropped and rules never grow past the names (Redis 7.2's
+		// ACLSelectorRemoveCommandRule: "+config|get +config" is "+config").
+		u.Rules = slices.DeleteFunc(u.Rules, func(s string) bool {
+			return s[1:] == name || strings.HasPrefix(s[1:], name+"|")
+		})
 		u.Rules = append(u.Rules, r)
 	default:
 		return ErrSyntax
 	}
 	return nil
+}
+
+// checkName says whether a command rule's name (no @) may be used, as
+// Redis 7.2's ACLSetSelector decides: a command or a container's
+// subcommand; for +, the part before the last '|' is looked up first, so
+// that "+config|get|x" is a first-arg of a subcommand and "+get|x|y"
+// unknown.
+func checkName(name string, allow bool, known Names) error {
+	i := strings.LastIndexByte(name, '|')
+	if i < 0 {
+		if known(name) == Unknown {
+			return ErrUnknownName
+		}
+		return nil
+	}
+	if !allow {
+		if known(name) != Subcommand {
+			return ErrUnknownName
+		}
+		return nil
+	}
+	parent := known(name[:i])
+	switch {
+	case parent == Unknown:
+		return ErrUnknownName
+	case parent == Subcommand:
+		return ErrFirstArgSub
+	case i == len(name)-1:
+		return ErrSyntax // "+config|"
+	case parent == Command:
+		return ErrFirstArg
+	case known(name) != Subcommand:
+		return ErrUnknownName
+	}
+	return nil
+}
+
+// MergeSelectors joins the arguments of a selector split on spaces
+// ("(~a" "+get)") into one rule, as Redis's ACLMergeSelectorArguments does,
+// so the refusal names the whole selector. It returns the rule where an
+// unclosed one starts, or "".
+func MergeSelectors(rules []string) ([]string, string) {
+	var out []string
+	open := -1
+	for i, r := range rules {
+		if open < 0 && strings.HasPrefix(r, "(") && !strings.HasSuffix(r, ")") {
+			open = i
+			out = append(out, r)
+			continue
+		}
+		if open >= 0 {
+			out[len(out)-1] += " " + r
+			if strings.HasSuffix(r, ")") {
+				open = -1
+			}
+			continue
+		}
+		out = append(out, r)
+	}
+	if open >= 0 {
+		return nil, rules[open]
+	}
+	return out, ""
 }
 
 // addKey adds a pattern, merging permissions with the same pattern's.

@@ -6,12 +6,17 @@ import (
 	"testing"
 )
 
-func known(c string) bool {
+func known(c string) Kind {
 	switch c {
 	case "delay.pop", "delay.ack", "delay.nack", "delay.touch", "delay.add", "get", "flushall":
-		return true
+		return Command
+	case "config", "client", "memory":
+		return Container
+	case "config|get", "config|set", "client|id", "client|setname", "client|kill", "client|list",
+		"memory|doctor", "memory|stats":
+		return Subcommand
 	}
-	return false
+	return Unknown
 }
 
 func set(t *testing.T, s *Store, name, rules string) *User {
@@ -168,13 +173,14 @@ func TestSaveLoad(t *testing.T) {
 }
 
 func FuzzRules(f *testing.F) {
-	for _, r := range []string{"on >p ~jobs:* +delay.pop", "%R~a* %W~b -@all +@delay", "reset nopass allkeys allcommands -get", "#" + Hash("x") + " !" + Hash("x")} {
+	for _, r := range []string{"on >p ~jobs:* +delay.pop", "%R~a* %W~b -@all +@delay", "reset nopass allkeys allcommands -get", "#" + Hash("x") + " !" + Hash("x"),
+		"+@all -client|kill", "-@all +config -config|set +config|get"} {
 		f.Add(r)
 	}
 	f.Fuzz(func(t *testing.T, rules string) {
 		s := NewStore(known, "")
 		if err := s.SetUser("f", strings.Fields(rules)); err != nil {
-			if !strings.HasPrefix(err.Error(), "Error in ACL SETUSER modifier '") {
+			if !strings.HasPrefix(err.Error(), "Error in ACL SETUSER modifier '") && !strings.HasPrefix(err.Error(), "Unmatched parenthesis in acl selector starting at '") {
 				t.Fatalf("wording: %v", err)
 			}
 			return
@@ -189,5 +195,134 @@ func FuzzRules(f *testing.F) {
 			t.Fatalf("%q: %q reloaded as %q", rules, u.Describe(), got)
 		}
 		u.Check("delay.pop", []string{"delay"}, []Key{{[]byte("jobs:1"), Read | Write}})
+		u.Check("config|get", []string{"admin"}, nil)
 	})
+}
+
+// The subcommand rules of Redis 7 (tests/unit/acl.tcl, "ACLs can include
+// single subcommands" and the ones after it).
+func TestSubcommandRules(t *testing.T) {
+	s := NewStore(known, "")
+	admin := []string{"admin", "dangerous", "slow"}
+	allowed := func(u *User, cmds ...string) string {
+		var out []string
+		for _, c := range cmds {
+			if u.CommandAllowed(c, admin) {
+				out = append(out, c)
+			}
+		}
+		return strings.Join(out, " ")
+	}
+	all := []string{"client|id", "client|setname", "client|kill", "config|get", "config|set", "memory|doctor", "memory|stats", "get"}
+	for _, c := range []struct{ rules, commands, allowed string }{
+		// include single subcommands
+		{"reset +@all -client +client|id +client|setname", "+@all -client +client|id +client|setname",
+			"client|id client|setname config|get config|set memory|doctor memory|stats get"},
+		// exclude single subcommands, case 1
+		{"reset +@all -client|kill", "+@all -client|kill",
+			"client|id client|setname config|get config|set memory|doctor memory|stats get"},
+		// exclude single subcommands, case 2
+		{"reset -@all +config -config|set", "-@all +config -config|set", "config|get"},
+		// a rule for the whole command engulfs its subcommands' rules
+		{"reset +memory|doctor", "-@all +memory|doctor", "memory|doctor"},
+		{"reset +memory|doctor +memory", "-@all +memory", "memory|doctor memory|stats"},
+		{"reset +@all -memory|doctor -memory", "+@all -memory",
+			"client|id client|setname client|kill config|get config|set get"},
+		{"reset -@all +client|list +client|list +config|get +config", "-@all +client|list +config", "config|get config|set"},
+		{"reset -@all +config +config|get -config|set +config", "-@all +config", "config|get config|set"},
+		// kept though it changes nothing, so the rules read back as given
+		{"reset +@all +client|id", "+@all +client|id",
+			"client|id client|setname client|kill config|get config|set memory|doctor memory|stats get"},
+		// and a category after a subcommand rule still decides
+		{"reset -@all +config|get -@admin", "-@all +config|get -@admin", ""},
+		{"reset -@all +CONFIG|GET", "-@all +config|get", "config|get"},
+	} {
+		u := set(t, s, "u", c.rules)
+		if got := u.Commands(); got != c.commands {
+			t.Errorf("%s: commands %q, want %q", c.rules, got, c.commands)
+		}
+		if got := allowed(u, all...); got != c.allowed {
+			t.Errorf("%s: allows %q, want %q", c.rules, got, c.allowed)
+		}
+		if r, _ := u.Check("client|kill", admin, nil); strings.Contains(c.allowed, "client|kill") != (r == OK) {
+			t.Errorf("%s: Check of client|kill disagrees with CommandAllowed", c.rules)
+		}
+	}
+	if r, obj := set(t, s, "u", "reset -@all +client|id").Check("client|kill", admin, nil); r != DenyCmd || obj != "client|kill" {
+		t.Errorf("denied subcommand: %v %q, want the subcommand named", r, obj)
+	}
+
+	for rule, want := range map[string]error{
+		"+config|get|appendonly": ErrFirstArgSub,
+		"-config|get|appendonly": ErrUnknownName,
+		"+config|asdf":           ErrUnknownName,
+		"-config|asdf":           ErrUnknownName,
+		"+get|key1|key2":         ErrUnknownName,
+		"-get|key1|key2":         ErrUnknownName,
+		"+get|key1":              ErrFirstArg,
+		"-get|key1":              ErrUnknownName,
+		"+config|":               ErrSyntax,
+		"-config|":               ErrUnknownName,
+		"+|get":                  ErrUnknownName,
+		"+nosuch|get":            ErrUnknownName,
+		"(~a +get)":              ErrSelectors,
+		"()":                     ErrSelectors,
+	} {
+		if err := s.SetUser("e", []string{"on", rule}); !errors.Is(err, want) {
+			t.Errorf("%q: %v, want %v", rule, err, want)
+		}
+	}
+	if err := s.SetUser("e", []string{"on", "+config|get|appendonly"}); err == nil ||
+		err.Error() != "Error in ACL SETUSER modifier '+config|get|appendonly': Allowing first-arg of a subcommand is not supported" {
+		t.Errorf("first-arg of a subcommand: %v", err)
+	}
+	if s.Get("e") != nil {
+		t.Fatal("a refused SETUSER created the user")
+	}
+}
+
+// Selectors are refused whole, with the selector named as Redis joins it,
+// in SETUSER and in aclfiles.
+func TestSelectorsRefused(t *testing.T) {
+	s := NewStore(known, "")
+	err := s.SetUser("e", []string{"on", "(~jobs:*", "+get)", ">p"})
+	if err == nil || err.Error() != "Error in ACL SETUSER modifier '(~jobs:* +get)': "+ErrSelectors.Error() {
+		t.Errorf("split selector: %v", err)
+	}
+	err = s.SetUser("e", []string{"on", "(~jobs:*", "+get"})
+	if err == nil || err.Error() != "Unmatched parenthesis in acl selector starting at '(~jobs:*'." {
+		t.Errorf("unclosed selector: %v", err)
+	}
+	if err := s.SetUser("e", []string{"on", "clearselectors"}); err != nil {
+		t.Errorf("clearselectors: %v", err)
+	}
+	if _, err := Parse("user x on (~a +get)\n", "f", known); err == nil || err.Error() != "f:1: "+ErrSelectors.Error()+". " {
+		t.Errorf("aclfile selector: %v", err)
+	}
+	if _, err := Parse("user x on (~a +get\n", "f", known); err == nil || err.Error() != "f:1: Unmatched parenthesis in selector definition." {
+		t.Errorf("aclfile unclosed selector: %v", err)
+	}
+}
+
+// Subcommand rules are saved and loaded back as they were.
+func TestSubcommandRulesSaveLoad(t *testing.T) {
+	s := NewStore(known, "")
+	set(t, s, "ops", "on >o ~* +@all -client|kill -config|set")
+	set(t, s, "viewer", "on >v -@all +config|get +client|id +client|setname")
+	text := s.Save()
+	if !strings.Contains(text, "user ops on #"+Hash("o")+" ~* resetchannels +@all -client|kill -config|set\n") ||
+		!strings.Contains(text, " resetchannels -@all +config|get +client|id +client|setname\n") {
+		t.Fatalf("saved:\n%s", text)
+	}
+	s2 := NewStore(known, "")
+	if _, err := s2.Load(text, "f"); err != nil {
+		t.Fatal(err)
+	}
+	if s2.Save() != text {
+		t.Fatalf("reloaded:\n%s\nwant\n%s", s2.Save(), text)
+	}
+	v := s2.Get("viewer").User()
+	if !v.CommandAllowed("config|get", nil) || v.CommandAllowed("config|set", nil) {
+		t.Fatal("reloaded rules do not check as saved")
+	}
 }

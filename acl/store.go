@@ -25,7 +25,7 @@ func (h *Handle) Gone() bool { return h.gone.Load() }
 
 // Store holds the users. The default user always exists.
 type Store struct {
-	known func(cmd string) bool
+	known Names
 	mu    sync.Mutex
 	users map[string]*Handle
 }
@@ -33,7 +33,7 @@ type Store struct {
 // NewStore makes a store with only the default user (on, nopass, every
 // command on every key), or with password pass if pass is not empty (as
 // requirepass does). known says which command names exist.
-func NewStore(known func(cmd string) bool, pass string) *Store {
+func NewStore(known Names, pass string) *Store {
 	s := &Store{known: known, users: map[string]*Handle{}}
 	s.users["default"] = &Handle{}
 	s.users["default"].p.Store(defaultUser(pass))
@@ -95,6 +95,10 @@ func (s *Store) SetUser(name string, rules []string) error {
 	} else {
 		u = h.User().clone()
 	}
+	rules, unclosed := MergeSelectors(rules)
+	if unclosed != "" {
+		return errors.New("Unmatched parenthesis in acl selector starting at '" + unclosed + "'.")
+	}
 	for _, r := range rules {
 		if err := u.apply(r, s.known); err != nil {
 			return &RuleError{Rule: r, Err: err}
@@ -154,7 +158,7 @@ func (s *Store) Save() string {
 
 // Parse reads an aclfile: "user <name> rule ..." lines; blank lines and
 // lines starting with '#' are skipped. Errors name the line, as Redis's do.
-func Parse(text, file string, known func(string) bool) (map[string]*User, error) {
+func Parse(text, file string, known Names) (map[string]*User, error) {
 	users := map[string]*User{}
 	for i, line := range strings.Split(text, "\n") {
 		f := strings.Fields(line)
@@ -170,7 +174,11 @@ func Parse(text, file string, known func(string) bool) (map[string]*User, error)
 			return nil, errors.New(where + "Duplicate user '" + name + "' found")
 		}
 		u := newUser(name)
-		for _, r := range f[2:] {
+		rules, unclosed := MergeSelectors(f[2:])
+		if unclosed != "" {
+			return nil, errors.New(where + "Unmatched parenthesis in selector definition.")
+		}
+		for _, r := range rules {
 			if err := u.apply(r, known); err != nil {
 				return nil, errors.New(where + err.Error() + ". ")
 			}

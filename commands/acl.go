@@ -45,10 +45,94 @@ var metadataOnly = map[string]bool{
 	"exists": true, "type": true, "ttl": true, "pttl": true, "llen": true, "delay.stats": true, "watch": true,
 }
 
-// subcommands are the containers whose NOPERM names the subcommand
-// ("config|get"), as Redis 7 names it.
-var subcommands = map[string]bool{
-	"acl": true, "client": true, "cluster": true, "command": true, "config": true, "memory": true, "slowlog": true,
+// subcommandSpec is what ACL knows of a container's subcommands: rules
+// may name them ("+config|get", "-client|kill"), NOPERM and ACL LOG name
+// them, and each has its own categories, as in Redis 7, where CLIENT ID is
+// @slow @connection but CLIENT KILL also @admin @dangerous. All are @slow;
+// admin ones are those Redis 7.2 flags ADMIN (src/commands/*.json), which
+// makes them @admin @dangerous; group is the category Redis gives all of a
+// container's subcommands, if any.
+type subcommandSpec struct {
+	group string
+	plain []string
+	admin []string
+	read  []string // read a key's contents: @read
+}
+
+// subcommandSpecs are the subcommands each container answers (a test
+// checks each is dispatched).
+var subcommandSpecs = map[string]subcommandSpec{
+	"acl": {plain: []string{"cat", "whoami"},
+		admin: []string{"deluser", "getuser", "list", "load", "log", "save", "setuser", "users"}},
+	"client": {group: "connection",
+		plain: []string{"caching", "getname", "getredir", "help", "id", "info", "no-touch", "setinfo", "setname", "tracking", "trackinginfo"},
+		admin: []string{"kill", "list", "no-evict", "unblock"}},
+	"cluster": {plain: []string{"countkeysinslot", "getkeysinslot", "help", "info", "keyslot", "myid", "myshardid", "nodes", "shards", "slots"},
+		admin: []string{"forget", "join", "meet"}},
+	"command": {group: "connection", plain: []string{"count", "docs", "getkeys", "info", "list"}},
+	"config":  {admin: []string{"get", "resetstat", "rewrite", "set"}},
+	"memory":  {plain: []string{"help", "stats"}, read: []string{"usage"}},
+	"slowlog": {plain: []string{"help"}, admin: []string{"get", "len", "reset"}},
+}
+
+// subcommandCats maps "container|sub" to its categories, in ACL CAT's
+// order; built from subcommandSpecs.
+var subcommandCats = func() map[string][]string {
+	m := map[string][]string{}
+	for cont, spec := range subcommandSpecs {
+		add := func(subs []string, cats ...string) {
+			for _, sub := range subs {
+				var c []string
+				if slices.Contains(cats, "read") {
+					c = append(c, "read")
+				}
+				if spec.group != "" {
+					c = append(c, spec.group)
+				}
+				c = append(c, "slow")
+				if slices.Contains(cats, "admin") {
+					c = append(c, "admin", "dangerous")
+				}
+				m[cont+"|"+sub] = c
+			}
+		}
+		add(spec.plain)
+		add(spec.admin, "admin")
+		add(spec.read, "read")
+	}
+	return m
+}()
+
+// aclName is the name ACL rules, NOPERM and ACL LOG use for a call:
+// "container|sub" for a container's known subcommand, with that
+// subcommand's categories; else the command's own.
+func aclName(cmd *Command, args [][]byte) (string, []string) {
+	if _, ok := subcommandSpecs[cmd.Name]; !ok || len(args) < 2 || len(args[1]) > 32 {
+		return cmd.Name, cmd.cats
+	}
+	name := cmd.Name + "|" + strings.ToLower(string(args[1]))
+	if cats, ok := subcommandCats[name]; ok {
+		return name, cats
+	}
+	return cmd.Name, cmd.cats
+}
+
+// ruleName says what a name in an ACL rule is (acl.Names).
+func (d *Dispatcher) ruleName(name string) acl.Kind {
+	cont, _, isSub := strings.Cut(name, "|")
+	if d.byName[cont] == nil {
+		return acl.Unknown
+	}
+	_, container := subcommandSpecs[cont]
+	switch {
+	case isSub && subcommandCats[name] != nil:
+		return acl.Subcommand
+	case isSub:
+		return acl.Unknown
+	case container:
+		return acl.Container
+	}
+	return acl.Command
 }
 
 func categories(cmd *Command) ([]string, acl.Perm) {
@@ -121,11 +205,8 @@ func (d *Dispatcher) denied(c *Client, cmd *Command, args [][]byte) string {
 			keys = append(keys, acl.Key{Name: k, Perm: cmd.keyPerm})
 		}
 	}
-	name := cmd.Name
-	if subcommands[name] && len(args) > 1 {
-		name += "|" + strings.ToLower(string(args[1]))
-	}
-	reason, obj := u.Check(cmd.Name, cmd.cats, keys)
+	name, cats := aclName(cmd, args)
+	reason, obj := u.Check(name, cats, keys)
 	switch reason {
 	case acl.OK:
 		return ""
@@ -148,9 +229,6 @@ func (c *Client) userName() string {
 
 // User is the name of the user c runs as.
 func (c *Client) User() string { return c.userName() }
-
-// knownCommand says whether ACL rules may name cmd.
-func (d *Dispatcher) knownCommand(name string) bool { return d.byName[name] != nil }
 
 // Authenticate checks a user name and password as AUTH does (for the HTTP
 // side).
@@ -322,11 +400,27 @@ func cmdACL(d *Dispatcher, c *Client, args [][]byte) {
 			w.Error("ERR Unknown category '" + clip(args[2]) + "'")
 			return
 		}
+		// As Redis 7: a container's subcommands are listed by their own
+		// categories, the container itself only if it runs bare (COMMAND).
 		var names []string
 		for _, cmd := range d.cmds {
-			if slices.Contains(cmd.cats, cat) {
+			spec, container := subcommandSpecs[cmd.Name]
+			if slices.Contains(cmd.cats, cat) && (!container || cmd.Arity == -1) {
 				names = append(names, cmd.Name)
 			}
+			if !container {
+				continue
+			}
+			var subs []string
+			for _, l := range [][]string{spec.plain, spec.admin, spec.read} {
+				for _, sub := range l {
+					if slices.Contains(subcommandCats[cmd.Name+"|"+sub], cat) {
+						subs = append(subs, cmd.Name+"|"+sub)
+					}
+				}
+			}
+			slices.Sort(subs)
+			names = append(names, subs...)
 		}
 		w.Array(len(names))
 		for _, n := range names {

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/delayd/delayd/acl"
 	"github.com/delayd/delayd/engine"
 )
 
@@ -140,13 +141,23 @@ func TestACLNoPassDefault(t *testing.T) {
 	must(t, d, c, "+OK\n", "AUTH", "default", "anything")
 	must(t, d, c, "-ERR Unknown category 'nope'\n", "ACL", "CAT", "nope")
 	cat := exec(d, c, args("ACL", "CAT", "dangerous"))
-	for _, name := range []string{"flushall", "shutdown", "config", "acl"} {
+	for _, name := range []string{"flushall", "shutdown", "config|set", "config|get", "acl|setuser", "client|kill"} {
 		if !strings.Contains(cat, "$"+name+"\n") {
 			t.Errorf("ACL CAT dangerous lacks %s", name)
 		}
 	}
-	if strings.Contains(cat, "$delay.add\n") {
-		t.Error("delay.add is not dangerous")
+	// As Redis 7: containers are listed by their subcommands, and those
+	// have their own categories.
+	for _, name := range []string{"delay.add", "config", "acl", "client", "client|id", "acl|whoami"} {
+		if strings.Contains(cat, "$"+name+"\n") {
+			t.Errorf("ACL CAT dangerous lists %s", name)
+		}
+	}
+	conn := exec(d, c, args("ACL", "CAT", "connection"))
+	for _, name := range []string{"command|docs", "client|id", "client|kill", "ping"} {
+		if !strings.Contains(conn, "$"+name+"\n") {
+			t.Errorf("ACL CAT connection lacks %s:\n%s", name, conn)
+		}
 	}
 	must(t, d, c, "-"+errNoACLFile+"\n", "ACL", "SAVE")
 	must(t, d, c, "-"+errNoACLFile+"\n", "ACL", "LOAD")
@@ -234,5 +245,141 @@ func TestACLDefaultNeedsPassword(t *testing.T) {
 	}
 	if !aclDispatcher(t, Options{RequirePass: "x"}).DefaultNeedsPassword() {
 		t.Fatal("requirepass gives the default user a password")
+	}
+}
+
+// Rules for single subcommands, as Redis 7's tests/unit/acl.tcl drives
+// them: NOPERM and ACL LOG name the subcommand, GETUSER, LIST and the
+// aclfile keep the rules as given.
+func TestACLSubcommandRules(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "users.acl")
+	d := aclDispatcher(t, Options{ACLFile: file})
+	admin := d.NewClient(&textWriter{proto: 2}, "admin")
+	u := d.NewClient(&textWriter{proto: 2}, "u")
+	as := func(rules ...string) {
+		t.Helper()
+		must(t, d, admin, "+OK\n", append([]string{"ACL", "SETUSER", "newuser", "reset", "on", "nopass", "~*"}, rules...)...)
+		must(t, d, u, "+OK\n", "AUTH", "newuser", "x")
+	}
+	commands := func() string {
+		got := exec(d, admin, args("ACL", "GETUSER", "newuser"))
+		_, after, _ := strings.Cut(got, "$commands\n$")
+		line, _, _ := strings.Cut(after, "\n")
+		return line
+	}
+
+	// include single subcommands
+	as("+@all", "-client", "+client|id", "+client|setname")
+	if got := commands(); got != "+@all -client +client|id +client|setname" {
+		t.Fatalf("GETUSER commands: %q", got)
+	}
+	must(t, d, u, ":int\n", "CLIENT", "ID")
+	must(t, d, u, "+OK\n", "CLIENT", "SETNAME", "foo")
+	must(t, d, u, noperm("newuser", "client|kill"), "CLIENT", "KILL", "TYPE", "master")
+	must(t, d, u, noperm("newuser", "client|list"), "CLIENT", "LIST")
+
+	// exclude single subcommands
+	as("+@all", "-client|kill")
+	must(t, d, u, ":int\n", "CLIENT", "ID")
+	must(t, d, u, noperm("newuser", "client|kill"), "CLIENT", "KILL", "TYPE", "master")
+	as("-@all", "+acl", "+config", "-config|set")
+	if got := commands(); got != "-@all +acl +config -config|set" {
+		t.Fatalf("GETUSER commands: %q", got)
+	}
+	if got := exec(d, u, args("CONFIG", "GET", "maxclients")); !strings.HasPrefix(got, "%") {
+		t.Fatalf("CONFIG GET: %q", got)
+	}
+	must(t, d, u, noperm("newuser", "config|set"), "CONFIG", "SET", "maxclients", "1")
+
+	// a subcommand has its own categories: CLIENT ID is not dangerous
+	as("+@all", "-@dangerous")
+	must(t, d, u, ":int\n", "CLIENT", "ID")
+	must(t, d, u, noperm("newuser", "client|kill"), "CLIENT", "KILL", "TYPE", "master")
+	must(t, d, u, noperm("newuser", "config|get"), "CONFIG", "GET", "*")
+	as("-@all", "+@connection")
+	must(t, d, u, ":int\n", "CLIENT", "ID")
+	must(t, d, u, noperm("newuser", "config|get"), "CONFIG", "GET", "*")
+
+	// Redis's errors for names that are not subcommands, and for selectors
+	for rule, want := range map[string]string{
+		"+config|get|appendonly": "Allowing first-arg of a subcommand is not supported",
+		"+config|asdf":           "Unknown command or category name in ACL",
+		"-config|asdf":           "Unknown command or category name in ACL",
+		"+get|key1|key2":         "Unknown command or category name in ACL",
+		"+delay.add|x":           acl.ErrFirstArg.Error(),
+	} {
+		must(t, d, admin, "-ERR Error in ACL SETUSER modifier '"+rule+"': "+want+"\n", "ACL", "SETUSER", "newuser", rule)
+	}
+	must(t, d, admin, "-ERR Error in ACL SETUSER modifier '(~jobs:* +delay.pop)': "+acl.ErrSelectors.Error()+"\n",
+		"ACL", "SETUSER", "newuser", "(~jobs:*", "+delay.pop)")
+	must(t, d, admin, "-ERR Unmatched parenthesis in acl selector starting at '(~jobs:*'.\n",
+		"ACL", "SETUSER", "newuser", "(~jobs:*", "+delay.pop")
+
+	// ACL LOG names the subcommand
+	if log := exec(d, admin, args("ACL", "LOG")); !strings.Contains(log, "$object\n$config|get\n") || !strings.Contains(log, "$object\n$client|kill\n") {
+		t.Fatalf("ACL LOG:\n%s", log)
+	}
+
+	// ACL LIST, SAVE and LOAD keep the rules
+	as("+@all", "-client|kill", "-config|set", "+config|get")
+	if got := exec(d, admin, args("ACL", "LIST")); !strings.Contains(got, "$user newuser on nopass ~* resetchannels +@all -client|kill -config|set +config|get\n") {
+		t.Fatalf("ACL LIST: %q", got)
+	}
+	must(t, d, admin, "+OK\n", "ACL", "SAVE")
+	d2 := aclDispatcher(t, Options{ACLFile: file})
+	if err := d2.LoadACLFile(); err != nil {
+		t.Fatal(err)
+	}
+	u2 := d2.NewClient(&textWriter{proto: 2}, "u2")
+	must(t, d2, u2, "+OK\n", "AUTH", "newuser", "x")
+	must(t, d2, u2, noperm("newuser", "client|kill"), "CLIENT", "KILL", "TYPE", "master")
+	must(t, d2, u2, ":int\n", "CLIENT", "ID")
+	if a, b := exec(d, admin, args("ACL", "LIST")), exec(d2, d2.NewClient(&textWriter{proto: 2}, "a2"), args("ACL", "LIST")); a != b {
+		t.Fatalf("ACL LIST after SAVE and LOAD:\n%s\nwant\n%s", b, a)
+	}
+}
+
+// Every subcommand ACL rules may name is one its container answers (not
+// "unknown subcommand" for any number of arguments), and CLUSTER's are
+// exactly its table's.
+func TestACLSubcommandsAreDispatched(t *testing.T) {
+	d := aclDispatcher(t, Options{})
+	c := d.NewClient(&textWriter{proto: 2}, "a")
+	for cont, spec := range subcommandSpecs {
+		for _, l := range [][]string{spec.plain, spec.admin, spec.read} {
+			for _, sub := range l {
+				if cont == "cluster" {
+					if _, ok := clusterSubs[sub]; !ok {
+						t.Errorf("cluster|%s is not in clusterSubs", sub)
+					}
+					continue
+				}
+				answered := false
+				for n := 0; n < 4 && !answered; n++ {
+					a := []string{cont, sub}
+					for range n {
+						a = append(a, "x")
+					}
+					got := exec(d, c, args(a...))
+					answered = !strings.Contains(strings.ToLower(got), "unknown subcommand")
+				}
+				if !answered {
+					t.Errorf("%s|%s: the container does not answer it", cont, sub)
+				}
+				if d.ruleName(cont+"|"+sub) != acl.Subcommand {
+					t.Errorf("%s|%s: not a subcommand to ACL", cont, sub)
+				}
+			}
+		}
+		if d.ruleName(cont) != acl.Container || d.ruleName(cont+"|nosuch") != acl.Unknown {
+			t.Errorf("%s: not a container to ACL", cont)
+		}
+	}
+	n := 0
+	for _, l := range [][]string{subcommandSpecs["cluster"].plain, subcommandSpecs["cluster"].admin} {
+		n += len(l)
+	}
+	if n != len(clusterSubs) {
+		t.Errorf("ACL knows %d CLUSTER subcommands, the table has %d", n, len(clusterSubs))
 	}
 }

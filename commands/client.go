@@ -22,8 +22,11 @@ type Conn interface {
 	// Kill closes the connection (CLIENT KILL); a pop it is blocked in
 	// ends as if the client had left.
 	Kill()
-	// Pending is the size in bytes of pushes not yet written (omem=).
-	Pending() int
+	// Output is what waits to be sent to the client: bytes, and the
+	// separate blocks they are in (the replies of a batch being written,
+	// the pushes waiting, the pushes being written). CLIENT LIST's omem=
+	// and oll=. Safe from any goroutine.
+	Output() (bytes, blocks int)
 }
 
 func cmdClient(d *Dispatcher, c *Client, args [][]byte) {
@@ -438,8 +441,12 @@ func (c *Client) multiInfo() (inMulti bool, queued, watched int, dirty bool) {
 
 // clientLine is one line of CLIENT LIST with Redis 7.4's fields in Redis's
 // order (networking.c, catClientInfoString). It may describe another
-// connection, so it reads only what is guarded or atomic. Buffer sizes are
-// not tracked per connection and show 0, except omem: the pushes waiting.
+// connection, so it reads only what is guarded or atomic. Of the buffer
+// sizes only the output is tracked: omem= is the bytes waiting to be sent
+// (the replies being written to a client that does not read, and its
+// pushes), oll= the blocks they are in, obl= 0 (replies leave in one write
+// per batch, there is no fixed reply buffer) and tot-mem= the same as omem
+// (the query buffer is not counted, qbuf= shows 0).
 func (d *Dispatcher) clientLine(c *Client) string {
 	cmd := "NULL"
 	if last := c.last.Load(); last != nil {
@@ -488,9 +495,9 @@ func (d *Dispatcher) clientLine(c *Client) string {
 	if len(flags) == 0 {
 		flags = append(flags, 'N')
 	}
-	omem := 0
+	omem, oll := 0, 0
 	if c.Conn != nil {
-		omem = c.Conn.Pending()
+		omem, oll = c.Conn.Output()
 	}
 	now := time.Now()
 	var b bytes.Buffer
@@ -524,7 +531,7 @@ func (d *Dispatcher) clientLine(c *Client) string {
 	num("rbs", 0)
 	num("rbp", 0)
 	num("obl", 0)
-	num("oll", 0)
+	num("oll", int64(oll))
 	num("omem", int64(omem))
 	num("tot-mem", int64(omem))
 	field("events", "r")

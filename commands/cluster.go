@@ -283,7 +283,11 @@ func clusterShards(d *Dispatcher, c *Client, cl ClusterView, args [][]byte) {
 		w.Map(7)
 		w.BulkString("id")
 		w.BulkString(n.ID)
-		w.BulkString("port")
+		if d.opts.ClusterTLS {
+			w.BulkString("tls-port")
+		} else {
+			w.BulkString("port")
+		}
 		w.Int(int64(port))
 		w.BulkString("ip")
 		w.BulkString(host)

@@ -749,3 +749,16 @@ func TestCommandGetKeys(t *testing.T) {
 		}
 	}
 }
+
+// In a TLS-only cluster (port 0) the announced ports are TLS ports: SHARDS
+// names them tls-port, as Redis does for a node without a plain port, so
+// clients that read SHARDS over TLS (rueidis) pick them.
+func TestClusterShardsTLSOnly(t *testing.T) {
+	fc := newFake(idA, idL)
+	n := newNode(t, fc)
+	n.d.opts.ClusterTLS = true
+	got := n.do(n.client(), "CLUSTER", "SHARDS")
+	if !strings.Contains(got, "*14 $id $"+idL+" $tls-port :7000 $ip $10.0.0.1 ") || strings.Contains(got, "$port") {
+		t.Errorf("CLUSTER SHARDS, TLS only: %q", got)
+	}
+}

@@ -96,6 +96,9 @@ type Options struct {
 	ConfigFile string
 	MaxClients int
 	MaxMemory  int64 // bytes; 0: no limit (maxmemory.go)
+	// ProtectedMode refuses peers off the loopback interface while the
+	// default user needs no password (protected.go).
+	ProtectedMode bool
 	// Config is the read-only view CONFIG GET shows, name -> value.
 	Config map[string]string
 	// Shutdown stops the server (SHUTDOWN); it returns at once and the
@@ -104,7 +107,11 @@ type Options struct {
 	// Cluster is the Raft group this node belongs to (--cluster-enabled);
 	// nil for a single node, which then answers exactly as without it.
 	Cluster ClusterView
-	Log     zerolog.Logger
+	// ClusterTLS says the nodes' announced client ports are TLS ports (a
+	// TLS-only cluster, port 0): CLUSTER SHARDS then names them tls-port,
+	// as Redis does for a node without a plain port.
+	ClusterTLS bool
+	Log        zerolog.Logger
 }
 
 // Dispatcher looks commands up in the table, checks arity and auth once, and
@@ -153,7 +160,7 @@ func New(opts Options) *Dispatcher {
 		d.byName[cmd.Name] = cmd
 	}
 	d.obs.init(opts.Config)
-	d.acl = acl.NewStore(d.knownCommand, opts.RequirePass)
+	d.acl = acl.NewStore(d.ruleName, opts.RequirePass)
 	if opts.Engine != nil {
 		d.SetEngine(opts.Engine)
 	}

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -42,6 +43,9 @@ type clCluster struct {
 	extra []string // flags every node gets, after the defaults
 	// perNode, if set, gives flags of each launch's own (a TLS port).
 	perNode func() []string
+	// tls, if set, makes every node TLS-only (--port 0, its port the TLS
+	// port) and is how the helpers' clients reach it.
+	tls *tls.Config
 }
 
 // clNode is one node of a clCluster. server is the process of its current
@@ -89,7 +93,9 @@ func (n *clNode) launch(t testing.TB, how ...string) {
 	var lastErr error
 	for attempt := 0; attempt < 3; attempt++ {
 		port, bus := freePort(t), freePort(t)
-		s, err := launch(t, port, nil, n.args(port, bus, how...)...)
+		s := newServer(t, port, nil, n.args(port, bus, how...)...)
+		s.tls = n.cc.tls
+		s, err := launchServer(s)
 		if err == nil {
 			n.setServer(t, s, bus)
 			return
@@ -107,6 +113,7 @@ func (n *clNode) launch(t testing.TB, how ...string) {
 func (n *clNode) spawnAgain(t testing.TB, how ...string) {
 	t.Helper()
 	s := newServer(t, n.port, nil, n.args(n.port, n.bus, how...)...)
+	s.tls = n.cc.tls
 	if err := s.spawn(); err != nil {
 		t.Fatalf("node %d did not start again: %v", n.idx, err)
 	}
@@ -124,9 +131,12 @@ func (n *clNode) setServer(t testing.TB, s *server, bus int) {
 }
 
 func (n *clNode) args(port, bus int, how ...string) []string {
+	ports := []string{"--port", strconv.Itoa(port)}
+	if n.cc.tls != nil {
+		ports = []string{"--port", "0", "--tls-port", strconv.Itoa(port)}
+	}
 	args := []string{
 		"--bind", "127.0.0.1", "--http-addr", "",
-		"--port", strconv.Itoa(port),
 		"--dir", n.dir,
 		"--log-level", "info",
 		"--log-format", "json",
@@ -134,6 +144,7 @@ func (n *clNode) args(port, bus int, how ...string) []string {
 		"--cluster-bus-addr", net.JoinHostPort("127.0.0.1", strconv.Itoa(bus)),
 		"--cluster-election-timeout", strconv.Itoa(clElection),
 	}
+	args = append(args, ports...)
 	args = append(args, n.cc.extra...)
 	if n.cc.perNode != nil {
 		args = append(args, n.cc.perNode()...)

@@ -89,6 +89,55 @@ func TestConnLimitsProtectedMode(t *testing.T) {
 	}
 }
 
+// TestConnLimitsProtectedModeHTTP: the HTTP side refuses a peer from
+// another host as RESP does, with a 403 and Redis's explanation, and keeps
+// the probes open; a password or --protected-mode no lets the outside in.
+func TestConnLimitsProtectedModeHTTP(t *testing.T) {
+	ip := nonLoopbackIP()
+	if ip == "" {
+		t.Skip("this machine has no non-loopback IPv4 address")
+	}
+	get := func(addr, path string) (int, string) {
+		t.Helper()
+		c := &http.Client{Timeout: 5 * time.Second}
+		resp, err := c.Get("http://" + addr + path)
+		if err != nil {
+			t.Fatalf("GET %s%s: %v", addr, path, err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+	start := func(args ...string) (outside, local string) {
+		port := freePort(t)
+		startServer(t, append([]string{"--bind", "0.0.0.0", "--http-addr", fmt.Sprintf("0.0.0.0:%d", port)}, args...)...)
+		return net.JoinHostPort(ip, strconv.Itoa(port)), net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	}
+	outside, local := start()
+	for _, path := range []string{"/metrics", "/"} {
+		code, body := get(outside, path)
+		if code != http.StatusForbidden || !strings.HasPrefix(body, "DENIED Redis is running in protected mode because protected mode is enabled and no password is set for the default user.") {
+			t.Errorf("%s from %s: %d %q, want 403 and the DENIED explanation", path, ip, code, body)
+		}
+		if code, _ := get(local, path); code != http.StatusOK {
+			t.Errorf("%s from loopback: %d, want 200", path, code)
+		}
+	}
+	for _, path := range []string{"/healthz", "/readyz"} {
+		if code, _ := get(outside, path); code != http.StatusOK {
+			t.Errorf("%s from %s: %d, want 200 (probes stay open)", path, ip, code)
+		}
+	}
+	outside, _ = start("--requirepass", "pw")
+	if code, _ := get(outside, "/metrics"); code != http.StatusUnauthorized {
+		t.Errorf("with requirepass, no credentials from %s: %d, want 401", ip, code)
+	}
+	outside, _ = start("--protected-mode", "no")
+	if code, _ := get(outside, "/metrics"); code != http.StatusOK {
+		t.Errorf("with --protected-mode no, from %s: %d, want 200", ip, code)
+	}
+}
+
 func TestConnLimitsTimeout(t *testing.T) {
 	s := startServer(t, "--timeout", "1")
 	expect(t, s.Client(), []any{"timeout", "1"}, "CONFIG", "GET", "timeout")

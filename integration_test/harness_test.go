@@ -23,6 +23,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -123,6 +124,9 @@ type server struct {
 	args []string // the full argument list
 	env  []string // added to a copy of the test's environment without DELAYD_*
 	out  *syncBuffer
+	// tls, when set, is how clients reach a server whose port is its TLS
+	// port (--port 0 --tls-port): the readiness PING and Client use it.
+	tls *tls.Config
 
 	mu       sync.Mutex
 	cmd      *exec.Cmd
@@ -184,7 +188,11 @@ func startServerWith(t testing.TB, port int, env []string, args ...string) *serv
 // server (not nil) still holds the output and is already stopped.
 func launch(t testing.TB, port int, env []string, args ...string) (*server, error) {
 	t.Helper()
-	s := newServer(t, port, env, args...)
+	return launchServer(newServer(t, port, env, args...))
+}
+
+// launchServer starts s (made by newServer) as launch does.
+func launchServer(s *server) (*server, error) {
 	if err := s.start(); err != nil {
 		if s.running() {
 			s.kill9()
@@ -281,7 +289,7 @@ func (s *server) waitReady(limit time.Duration) error {
 			return fmt.Errorf("server exited with code %d before it answered PING on %s", s.ExitCode(), s.Addr())
 		default:
 		}
-		if pingOnce(s.Addr()) {
+		if pingOnceTLS(s.Addr(), s.tls) {
 			return nil
 		}
 		if time.Now().After(deadline) {
@@ -291,8 +299,17 @@ func (s *server) waitReady(limit time.Duration) error {
 	}
 }
 
-func pingOnce(addr string) bool {
-	c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
+func pingOnce(addr string) bool { return pingOnceTLS(addr, nil) }
+
+// pingOnceTLS is pingOnce over TLS with cfg (nil: plain TCP).
+func pingOnceTLS(addr string, cfg *tls.Config) bool {
+	var c net.Conn
+	var err error
+	if cfg != nil {
+		c, err = tls.DialWithDialer(&net.Dialer{Timeout: 200 * time.Millisecond}, "tcp", addr, cfg)
+	} else {
+		c, err = net.DialTimeout("tcp", addr, 200*time.Millisecond)
+	}
 	if err != nil {
 		return false
 	}
@@ -423,6 +440,7 @@ func (s *server) Client(opts ...func(*redis.Options)) *redis.Client {
 		ReadTimeout:           15 * time.Second,
 		WriteTimeout:          5 * time.Second,
 		ContextTimeoutEnabled: true,
+		TLSConfig:             s.tls,
 	}
 	for _, f := range opts {
 		f(o)

@@ -61,6 +61,17 @@ func TestRedactPasswordsAndPayloads(t *testing.T) {
 	defer cancel()
 	root := func(o *redis.Options) { o.Password = rootPass }
 	admin := s.Client(root) // AUTH rootPass
+	// Under a password the harness's readiness PING gets NOAUTH, which
+	// cannot tell whether the (empty) log is still loading: wait for it.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		v, err := admin.Info(ctx, "persistence").Result()
+		if err == nil && strings.Contains(v, "loading:0") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("still loading after 10s: %q %v", v, err)
+		}
+	}
 
 	// MONITOR first, so it sees the whole workload.
 	mon := s.dialRaw(t)

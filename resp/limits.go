@@ -14,21 +14,9 @@ import (
 // protected mode, the idle timeout, and the cap on a client's pending
 // output. (The pre-authentication caps on frame sizes are in reader.go.)
 
-// deniedReply is Redis 7.0's protected-mode explanation, its remedies
-// rewritten for delayd's settings (there is no CONFIG SET). The first two
-// sentences are Redis's word for word: client code matches on them.
-const deniedReply = "-DENIED Redis is running in protected mode because protected mode is enabled " +
-	"and no password is set for the default user. In this mode connections are only accepted " +
-	"from the loopback interface. If you want to connect from external computers to delayd you " +
-	"may adopt one of the following solutions: " +
-	"1) Just disable the protected mode by setting 'protected-mode: no' in the configuration file " +
-	"(or DELAYD_PROTECTED_MODE=no in the environment), and then restarting the server; MAKE SURE " +
-	"delayd is not publicly accessible from internet if you do so. " +
-	"2) If you started the server manually just for testing, restart it with the " +
-	"'--protected-mode no' option. " +
-	"3) Set up an authentication password for the default user (--requirepass). " +
-	"NOTE: You only need to do one of the above things in order for the server to start " +
-	"accepting connections from the outside.\r\n"
+// deniedReply is the protected-mode refusal, the dispatcher's text as a
+// RESP error.
+var deniedReply = []byte("-" + commands.DeniedText + "\r\n")
 
 // OutputLimit caps what a client may have waiting to be sent: the normal
 // class of Redis's client-output-buffer-limit.
@@ -105,19 +93,17 @@ func ParseOutputLimit(s string) (OutputLimit, string, error) {
 }
 
 // denied refuses a client from another host while protected mode is on and
-// nothing asks for a password, as Redis does on accept. Unix sockets and
+// the default user needs no password, as Redis does on accept; the
+// dispatcher decides (Refuses), for the HTTP side too. Unix sockets and
 // loopback addresses are always let in.
 func (s *Server) denied(nc net.Conn) bool {
-	if !s.opts.ProtectedMode || s.opts.Guarded != nil && s.opts.Guarded() {
-		return false
-	}
 	ta, ok := nc.RemoteAddr().(*net.TCPAddr)
-	if !ok || ta.IP.IsLoopback() {
+	if !ok || !s.d.Refuses(ta.AddrPort().Addr()) {
 		return false
 	}
 	s.d.Rejected.Add(1)
 	nc.SetWriteDeadline(time.Now().Add(time.Second))
-	nc.Write([]byte(deniedReply))
+	nc.Write(deniedReply)
 	return true
 }
 
@@ -181,6 +167,8 @@ func (cn *conn) overLimit() bool {
 // SoftFor to take them, and is closed if it does not: a reader that stalls
 // holds its replies' memory no longer than that.
 func (cn *conn) write(b []byte) error {
+	cn.writing.Store(int64(len(b)))
+	defer cn.writing.Store(0)
 	l := cn.s.opts.OutputLimit
 	if l.Soft <= 0 || int64(len(b)) <= l.Soft {
 		_, err := cn.nc.Write(b)

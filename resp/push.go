@@ -80,11 +80,23 @@ func (ob *outbox) Push(fn func(w commands.Writer)) bool {
 // Kill implements commands.Conn.
 func (ob *outbox) Kill() { ob.cn.kill() }
 
-// Pending implements commands.Conn.
-func (ob *outbox) Pending() int {
+// Output implements commands.Conn: the batch of replies the connection's
+// goroutine is writing (with the pushes it took along), the pushes
+// waiting, and those the writer goroutine is writing. Bytes the kernel
+// took are not counted: like Redis's omem, this is what the server holds.
+func (ob *outbox) Output() (bytes, blocks int) {
+	if n := ob.cn.writing.Load(); n > 0 {
+		bytes, blocks = int(n), 1
+	}
 	ob.mu.Lock()
 	defer ob.mu.Unlock()
-	return len(ob.buf)
+	for _, n := range []int{len(ob.buf), ob.inflight} {
+		if n > 0 {
+			bytes += n
+			blocks++
+		}
+	}
+	return bytes, blocks
 }
 
 // wake has the writer goroutine write buf. Called with mu held.

@@ -42,10 +42,8 @@ type Options struct {
 	Log        zerolog.Logger
 
 	// Limits (limits.go).
-	ProtectedMode bool          // refuse other hosts while nothing asks for a password
-	Guarded       func() bool   // a password is set; nil: none ever is
-	IdleTimeout   time.Duration // close a client idle this long (0: never)
-	OutputLimit   OutputLimit   // cap on a client's pending output
+	IdleTimeout time.Duration // close a client idle this long (0: never)
+	OutputLimit OutputLimit   // cap on a client's pending output
 }
 
 // Server accepts connections and serves each on its own goroutine.
@@ -277,6 +275,7 @@ type conn struct {
 	w       *writer
 	ob      *outbox       // pushes from other goroutines (push.go)
 	killed  atomic.Bool   // CLIENT KILL, or too many pushes waiting
+	writing atomic.Int64  // bytes of the replies in the Write in progress (CLIENT LIST omem=)
 	pending []byte        // read by the watcher during a block, not yet parsed
 	logged  []loggedReply // replies in w.buf that wait for the log
 

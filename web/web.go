@@ -12,6 +12,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"net/netip"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -58,7 +59,7 @@ func New(o Options) *Server {
 	s.srv = &http.Server{
 		Handler:           s.auth(s.mux),
 		ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog:          nil,
+		ErrorLog:          errorLog(o.Log), // errorlog.go
 	}
 	return s
 }
@@ -111,10 +112,15 @@ func (s *Server) Close(timeout time.Duration) {
 // The request then runs its commands as that user (Server.Do), so the
 // dashboard offers a user only what the user may run. /healthz stays open:
 // it says only that the process answers, and probes seldom carry
-// credentials.
+// credentials. Before any of that, protected mode turns away other hosts
+// with a 403 and Redis's DENIED text (protected).
 func (s *Server) auth(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		d := s.opts.Dispatcher
+		if s.protected(r) {
+			http.Error(w, commands.DeniedText, http.StatusForbidden)
+			return
+		}
 		if r.URL.Path == "/healthz" || (s.opts.Password == "" && (d == nil || !d.NeedsAuth())) {
 			next.ServeHTTP(w, r)
 			return
@@ -128,6 +134,23 @@ func (s *Server) auth(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), userKey{}, user)))
 	})
+}
+
+// protected reports whether protected mode refuses the request's peer, as
+// RESP refuses it on accept (the dispatcher decides for both). /healthz and
+// /readyz stay open: they say only whether the process answers and takes
+// traffic, and an orchestrator's probes come from the node's address, not
+// from loopback.
+func (s *Server) protected(r *http.Request) bool {
+	d := s.opts.Dispatcher
+	if d == nil || r.URL.Path == "/healthz" || r.URL.Path == "/readyz" {
+		return false
+	}
+	ap, err := netip.ParseAddrPort(r.RemoteAddr)
+	if err != nil {
+		return false // not an IP peer (a Unix socket), as RESP lets those in
+	}
+	return d.Refuses(ap.Addr())
 }
 
 // userKey keys the authenticated user's name in a request's context.
