@@ -152,13 +152,15 @@ func (e *Engine) popLocked(names [][]byte, mode PopMode, to *Scratch) (Delivery,
 	if e.closed || e.replWritable() != nil {
 		return Delivery{}, false
 	}
-	e.advanceLocked(e.nowMs())
+	// One clock read serves the advance and a reservation's deadline.
+	now, up := e.clock()
+	e.advanceLocked(now)
 	for _, name := range names {
 		qi, ok := e.queueFor(name, false)
 		if !ok || !e.canTake(qi) {
 			continue
 		}
-		d := e.take(e.nextReady(qi, mode == PopRight), mode != PopDelay, to)
+		d := e.take(e.nextReady(qi, mode == PopRight), mode != PopDelay, to, up)
 		if to != nil {
 			d.Queue = name
 		}
@@ -170,7 +172,7 @@ func (e *Engine) popLocked(names [][]byte, mode PopMode, to *Scratch) (Delivery,
 // takeFrom takes the job at the end of qi's ready order that mode pops
 // from, for a waiter; canTake(qi) must have said yes.
 func (e *Engine) takeFrom(qi uint32, mode PopMode) Delivery {
-	return e.take(e.nextReady(qi, mode == PopRight), mode != PopDelay, nil)
+	return e.take(e.nextReady(qi, mode == PopRight), mode != PopDelay, nil, 0)
 }
 
 // take hands the ready job in slot s to a client: it is reserved if it has
@@ -178,8 +180,10 @@ func (e *Engine) takeFrom(qi uint32, mode PopMode) Delivery {
 // when the log has failed (they are dropped from it then: after a restart
 // such a job is delivered again, never lost). With a Scratch, the id and
 // payload are copied into it and Queue is left for the caller to set;
-// without one, all three get memory of their own.
-func (e *Engine) take(s uint32, plain bool, to *Scratch) Delivery {
+// without one, all three get memory of their own. up is the time read by
+// the caller rounded up to a whole ms (clock), which a reservation's
+// deadline counts from; 0 reads the clock.
+func (e *Engine) take(s uint32, plain bool, to *Scratch, up int64) Delivery {
 	var buf [sidLen]byte
 	j := e.jobs.at(s)
 	j.deliveries++
@@ -226,7 +230,10 @@ func (e *Engine) take(s uint32, plain bool, to *Scratch) Delivery {
 		j.seq = e.seq
 		d.Reserved = true
 		r := e.recFor(opReserve, s)
-		r.due, r.deliveries, r.seq = e.laterMs(int64(j.ackTimeout)), j.deliveries, j.seq
+		if up == 0 {
+			_, up = e.clock()
+		}
+		r.due, r.deliveries, r.seq = up+int64(j.ackTimeout), j.deliveries, j.seq
 		e.reserveAt(s, r.due)
 		d.Ticket = e.logRec(&r)
 		return d
