@@ -2,7 +2,8 @@
 # pinned.sh: every row of issue 11's table, delayd side by side with
 # redis-server, each server pinned to CPU 0 and redis-benchmark to CPU 1
 # (taskset), so server and client stop fighting over two cores. Rounds
-# alternate (delayd, redis, delayd, redis, ...) and each row reports the
+# interleave the two servers (delayd then redis, then redis then delayd,
+# and so on: which goes first alternates) and each row reports the
 # median of the per-round ratios with every round shown. The machine is
 # shared and noisy: only ratios from one run mean anything. It succeeds
 # bench/compare.sh (DELAY.ADD vs ZADD only, unpinned), which stays.
@@ -151,7 +152,7 @@ for policy in $POLICIES; do
         n=$N16; [ "$P" = 1 ] && n=$N1
         start_servers "$policy"
         ratios=(); ds=(); rs=(); dc=(); rc=()
-        for _ in $(seq "$ROUNDS"); do
+        for round in $(seq "$ROUNDS"); do
           for port in "$DPORT" "$RPORT"; do
             [ -z "$fill" ] && continue
             if [ "$keys" = one ]; then
@@ -160,14 +161,21 @@ for policy in $POLICIES; do
               bench "$port" -c 50 -P 64 -n $((2 * n)) -r "$KEYSPACE" RPUSH "q:__rand_int__" p:__rand_int__ >/dev/null
             fi
           done
-          # shellcheck disable=SC2086 # the commands are words on purpose
-          t0=$(cpu "$dpid")
-          d=$(bench "$DPORT" -c 50 -n "$n" -P "$P" "${rr[@]}" $dcmd)
-          dc+=("$(us_per_op $(($(cpu "$dpid") - t0)) "$n")")
-          t0=$(cpu "$rpid")
-          # shellcheck disable=SC2086
-          r=$(bench "$RPORT" -c 50 -n "$n" -P "$P" "${rr[@]}" $pcmd)
-          rc+=("$(us_per_op $(($(cpu "$rpid") - t0)) "$n")")
+          # The order alternates by round: the server benchmarked second
+          # shares CPU 0 with whatever the first one still does (its GC).
+          for side in $(if [ $((round % 2)) = 0 ]; then echo d p; else echo p d; fi); do
+            if [ "$side" = d ]; then
+              t0=$(cpu "$dpid")
+              # shellcheck disable=SC2086 # the commands are words on purpose
+              d=$(bench "$DPORT" -c 50 -n "$n" -P "$P" "${rr[@]}" $dcmd)
+              dc+=("$(us_per_op $(($(cpu "$dpid") - t0)) "$n")")
+            else
+              t0=$(cpu "$rpid")
+              # shellcheck disable=SC2086
+              r=$(bench "$RPORT" -c 50 -n "$n" -P "$P" "${rr[@]}" $pcmd)
+              rc+=("$(us_per_op $(($(cpu "$rpid") - t0)) "$n")")
+            fi
+          done
           if [ -n "$fill" ] && [ "$keys" = one ]; then
             for port in "$DPORT" "$RPORT"; do
               left=$(redis-cli -p "$port" llen q)
