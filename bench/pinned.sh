@@ -9,7 +9,7 @@
 # bench/compare.sh (DELAY.ADD vs ZADD only, unpinned), which stays.
 #
 #   bench/pinned.sh                      # every row, persistence off, -P 16 and -P 1
-#   QUICK=1 bench/pinned.sh              # one key only, fewer requests and rounds: about a minute on a quiet machine
+#   QUICK=1 bench/pinned.sh              # one key only, fewer requests and rounds: 3 minutes on a loaded 2-CPU box
 #   ROWS="lpop blpop" KEYS=one bench/pinned.sh
 #   POLICIES="off everysec always" bench/pinned.sh   # the log on both sides too
 #   AGAINST=/tmp/delayd.old bench/pinned.sh          # A/B: another delayd binary instead of redis
