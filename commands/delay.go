@@ -141,7 +141,7 @@ func cmdPop(d *Dispatcher, c *Client, args [][]byte) {
 
 // blockingPop is DELAY.POP, BLPOP and BRPOP: pop now, or park the client.
 func (d *Dispatcher) blockingPop(c *Client, keys [][]byte, timeout time.Duration, mode engine.PopMode) {
-	job, w, err := d.engineFor(c).PopOrWait(keys, mode)
+	job, w, err := d.engineFor(c).PopOrWaitInto(keys, mode, &c.pop)
 	switch {
 	case errors.Is(err, engine.ErrNotLeader):
 		c.W.Error(d.notLeader(c.slot)) // leadership moved after route's check

@@ -70,6 +70,10 @@ type Client struct {
 	Block  *Block // park the client until the block resolves
 	Ticket uint64 // log position the command's reply must wait for (0: none)
 
+	// The memory a pop copies its job into (engine.Scratch): the reply is
+	// written before the next command runs, so one buffer serves them all.
+	pop engine.Scratch
+
 	tx txState // MULTI and WATCH (multi.go)
 
 	user atomic.Pointer[acl.Handle] // the ACL user it runs as (acl.go)

@@ -35,6 +35,16 @@ func (d *Dispatcher) listPop(c *Client, args [][]byte, right bool) {
 		c.W.Error(errSyntax)
 		return
 	}
+	if len(args) == 2 {
+		job, ok := d.engineFor(c).ListPopOne(args[1], right, &c.pop)
+		if !ok {
+			c.W.Null()
+			return
+		}
+		c.Ticket = max(c.Ticket, job.Ticket)
+		c.W.Bulk(job.Payload)
+		return
+	}
 	count := int64(1)
 	if len(args) == 3 {
 		n, ok := parseInt(args[2])
@@ -47,14 +57,6 @@ func (d *Dispatcher) listPop(c *Client, args [][]byte, right bool) {
 	jobs, ok := d.engineFor(c).ListPop(args[1], int(min(count, 1<<30)), right)
 	for _, j := range jobs {
 		c.Ticket = max(c.Ticket, j.Ticket)
-	}
-	if len(args) == 2 {
-		if !ok {
-			c.W.Null()
-			return
-		}
-		c.W.Bulk(jobs[0].Payload)
-		return
 	}
 	if !ok {
 		if count == 0 && d.engineFor(c).Len(args[1]) > 0 {

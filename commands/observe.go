@@ -53,7 +53,7 @@ func (o *observers) init(cfg map[string]string) {
 // beforeExec runs before a handler: a tracking client's read is tracked
 // before it reads (see tracking.go, Ordering), and a NOLOOP client's write
 // is marked. It returns the start time.
-func (d *Dispatcher) beforeExec(c *Client, cmd *Command, args [][]byte) time.Time {
+func (d *Dispatcher) beforeExec(c *Client, cmd *Command, args [][]byte) time.Duration {
 	if c.trk.on {
 		if c.tracksRead(cmd) {
 			d.TrackRead(c, cmd, args)
@@ -61,12 +61,20 @@ func (d *Dispatcher) beforeExec(c *Client, cmd *Command, args [][]byte) time.Tim
 			d.noLoop(c, cmd, args, true)
 		}
 	}
-	return time.Now()
+	return monoNow()
 }
+
+// monoEpoch anchors monoNow.
+var monoEpoch = time.Now()
+
+// monoNow is the monotonic time since start: what a command's duration
+// needs, read with one clock call where time.Now makes two (wall and
+// monotonic), on every command.
+func monoNow() time.Duration { return time.Since(monoEpoch) }
 
 // afterExec runs after a handler: SLOWLOG, MONITOR, and the end of what
 // CLIENT CACHING asked for the next command.
-func (d *Dispatcher) afterExec(c *Client, cmd *Command, args [][]byte, start time.Time) {
+func (d *Dispatcher) afterExec(c *Client, cmd *Command, args [][]byte, start time.Duration) {
 	if c.trk.writing != nil {
 		d.noLoop(c, cmd, args, false)
 	}
@@ -77,7 +85,7 @@ func (d *Dispatcher) afterExec(c *Client, cmd *Command, args [][]byte, start tim
 	}
 	// A blocked command is timed by its handler, not by its wait; Redis
 	// logs it when it is unblocked, we log the handler's part.
-	took := time.Since(start)
+	took := monoNow() - start
 	d.countCommand(cmd, took)
 	if d.obs.slowAt >= 0 && took >= d.obs.slowAt {
 		d.slowlogPush(c, cmd, args, took)

@@ -56,19 +56,31 @@ func (e *Engine) Push(queueName []byte, payloads [][]byte, head bool) (int, uint
 func (e *Engine) ListPop(queueName []byte, count int, right bool) ([]Delivery, bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	mode := PopLeft
-	if right {
-		mode = PopRight
-	}
 	var out []Delivery
 	for len(out) < count {
-		d, ok := e.popLocked([][]byte{queueName}, mode)
+		d, ok := e.popLocked([][]byte{queueName}, listMode(right), nil)
 		if !ok {
 			break
 		}
 		out = append(out, d)
 	}
 	return out, len(out) > 0
+}
+
+// ListPopOne is LPOP or RPOP without a count: one job, into a Scratch (see
+// Delivery), with no slice to build. O(1).
+func (e *Engine) ListPopOne(queueName []byte, right bool, to *Scratch) (Delivery, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	to.reset()
+	return e.popLocked([][]byte{queueName}, listMode(right), to)
+}
+
+func listMode(right bool) PopMode {
+	if right {
+		return PopRight
+	}
+	return PopLeft
 }
 
 // Len is the length of a queue's ready list. O(1).

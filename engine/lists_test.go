@@ -102,3 +102,40 @@ func TestPushRepliesLengthBeforeServing(t *testing.T) {
 		}
 	})
 }
+
+// TestScratchPops: pops through one Scratch (what a connection does) hand
+// out the right jobs in order, an id copied into it cannot be overwritten
+// by an append to it, the Queue is the caller's name, and a job bigger
+// than the Scratch keeps is not kept for the next pop.
+func TestScratchPops(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEngine(t, Options{})
+		big := make([]byte, scratchKeep+1)
+		if _, _, err := e.Push(b("k"), [][]byte{b("a"), b("bb"), big, b("c")}, false); err != nil {
+			t.Fatal(err)
+		}
+		var s Scratch
+		name := b("k")
+		d, ok := e.ListPopOne(name, false, &s)
+		if !ok || string(d.Payload) != "a" || &d.Queue[0] != &name[0] {
+			t.Fatalf("first pop: %q %v, queue %q", d.Payload, ok, d.Queue)
+		}
+		id := append(d.ID, 'x') // must not run into the payload after it
+		if string(d.Payload) != "a" || len(id) != sidLen+1 {
+			t.Fatalf("an append to the id changed the payload: %q", d.Payload)
+		}
+		d, w, err := e.PopOrWaitInto([][]byte{b("nothing"), name}, PopDelay, &s)
+		if err != nil || w != nil || string(d.Payload) != "bb" || string(d.Queue) != "k" {
+			t.Fatalf("second pop: %q %v %v", d.Payload, w, err)
+		}
+		if d, ok = e.ListPopOne(name, false, &s); !ok || len(d.Payload) != len(big) {
+			t.Fatalf("third pop: %d bytes", len(d.Payload))
+		}
+		if d, ok = e.ListPopOne(name, true, &s); !ok || string(d.Payload) != "c" || cap(s.b) > scratchKeep {
+			t.Fatalf("fourth pop: %q, scratch kept %d bytes", d.Payload, cap(s.b))
+		}
+		if _, ok = e.ListPopOne(name, false, &s); ok {
+			t.Fatal("a pop from an empty list found a job")
+		}
+	})
+}

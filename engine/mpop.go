@@ -15,7 +15,7 @@ func (e *Engine) MPopOrWait(names [][]byte, count int) ([]Delivery, *Waiter, err
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	count = max(count, 1)
-	d, ok := e.popLocked(names, PopDelay)
+	d, ok := e.popLocked(names, PopDelay, nil)
 	if !ok {
 		w, err := e.wait(names, PopDelay)
 		if w != nil {
@@ -26,7 +26,7 @@ func (e *Engine) MPopOrWait(names [][]byte, count int) ([]Delivery, *Waiter, err
 	out := []Delivery{d}
 	for len(out) < count {
 		// The same queue only, as BLMPOP does.
-		d, ok := e.popLocked([][]byte{d.Queue}, PopDelay)
+		d, ok := e.popLocked([][]byte{d.Queue}, PopDelay, nil)
 		if !ok {
 			break
 		}

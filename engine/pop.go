@@ -1,5 +1,7 @@
 package engine
 
+import "unsafe"
+
 // Removing and popping jobs: DELAY.CANCEL, the pops, and handing a
 // delivery back.
 
@@ -30,10 +32,14 @@ func (e *Engine) Cancel(queueName []byte, ids [][]byte) (int, uint64, error) {
 	return n, ticket, nil
 }
 
-// recFor builds the cancel or pop record of the job in slot s.
+// recFor builds the cancel or pop record of the job in slot s. The record
+// is encoded (or dropped, with the log off) before the lock is let go, and
+// encoding only reads it, so its queue is a view of the queue's name rather
+// than a copy: a pop or an ack then allocates nothing for its record.
 func (e *Engine) recFor(op byte, s uint32) rec {
 	j := e.jobs.at(s)
-	r := rec{op: op, time: e.recNow(), queue: []byte(e.queues[j.queue].name), sid: j.sid}
+	name := e.queues[j.queue].name
+	r := rec{op: op, time: e.recNow(), queue: unsafe.Slice(unsafe.StringData(name), len(name)), sid: j.sid}
 	if j.idLen > 0 {
 		r.id = e.arena.bytes(j.data, int(j.idLen))
 	}
@@ -59,6 +65,10 @@ func (e *Engine) del(r *rec) {
 // Delivery is a job handed to a client: copies, safe after the lock is gone.
 // It carries what is needed to put the job back if the client turns out to
 // be gone, and the log ticket its reply must wait for.
+//
+// A pop given a Scratch (PopOrWaitInto, ListPopOne) fills it in cheaper
+// memory: Queue is then the caller's own name slice, and ID and Payload
+// live in the Scratch until its next pop.
 type Delivery struct {
 	Queue      []byte
 	ID         []byte
@@ -79,12 +89,47 @@ type Delivery struct {
 	origin     *origin  // a dead-lettered job's (requeue.go); Ticket moved up so Deliveries packs with the bools
 }
 
+// Scratch is a connection's memory for the ids and payloads its pops hand
+// out. A pop copies the job out of the engine before the lock is let go;
+// without a Scratch that is two allocations (id, payload) per pop, with one
+// it is none once the buffer has grown to the connection's usual job. The
+// caller must be done with a Delivery (its reply written) before it passes
+// the same Scratch to the next pop. The zero value is ready to use.
+type Scratch struct{ b []byte }
+
+// scratchKeep bounds the buffer a Scratch keeps between pops: one big job
+// must not pin its size for the life of the connection.
+const scratchKeep = 64 << 10
+
+// reset readies s for a new pop; a nil s stays nil (allocate per pop).
+func (s *Scratch) reset() {
+	if s == nil {
+		return
+	}
+	if cap(s.b) > scratchKeep {
+		s.b = nil
+	}
+	s.b = s.b[:0]
+}
+
+// hold copies b into s (or into its own allocation when s is nil) and
+// returns the copy, with its capacity cut to its length so that an append
+// to it can never run into the next copy.
+func (s *Scratch) hold(b []byte) []byte {
+	if s == nil {
+		return append([]byte(nil), b...)
+	}
+	n := len(s.b)
+	s.b = append(s.b, b...)
+	return s.b[n:len(s.b):len(s.b)]
+}
+
 // Pop takes the first ready job of the first non-empty queue, trying names in
 // order, as BLPOP does. O(number of names).
 func (e *Engine) Pop(names [][]byte) (Delivery, bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return e.popLocked(names, PopDelay)
+	return e.popLocked(names, PopDelay, nil)
 }
 
 // PopMode says how a pop takes a job.
@@ -100,32 +145,45 @@ const (
 	PopRight
 )
 
-func (e *Engine) popLocked(names [][]byte, mode PopMode) (Delivery, bool) {
+// popLocked pops as Pop does. With a Scratch, the Delivery's Queue is the
+// caller's name and its id and payload are copied into the Scratch (see
+// Delivery); without one, all three are copies of their own.
+func (e *Engine) popLocked(names [][]byte, mode PopMode, to *Scratch) (Delivery, bool) {
 	if e.closed || e.replWritable() != nil {
 		return Delivery{}, false
 	}
-	e.advanceLocked(e.nowMs())
+	// One clock read serves the advance and a reservation's deadline.
+	now, up := e.clock()
+	e.advanceLocked(now)
 	for _, name := range names {
 		qi, ok := e.queueFor(name, false)
 		if !ok || !e.canTake(qi) {
 			continue
 		}
-		return e.takeFrom(qi, mode), true
+		d := e.take(e.nextReady(qi, mode == PopRight), mode != PopDelay, to, up)
+		if to != nil {
+			d.Queue = name
+		}
+		return d, true
 	}
 	return Delivery{}, false
 }
 
 // takeFrom takes the job at the end of qi's ready order that mode pops
-// from; canTake(qi) must have said yes.
+// from, for a waiter; canTake(qi) must have said yes.
 func (e *Engine) takeFrom(qi uint32, mode PopMode) Delivery {
-	return e.take(e.nextReady(qi, mode == PopRight), mode != PopDelay)
+	return e.take(e.nextReady(qi, mode == PopRight), mode != PopDelay, nil, 0)
 }
 
 // take hands the ready job in slot s to a client: it is reserved if it has
 // an ack timeout and the pop is not plain, else removed. Pops are served even
 // when the log has failed (they are dropped from it then: after a restart
-// such a job is delivered again, never lost).
-func (e *Engine) take(s uint32, plain bool) Delivery {
+// such a job is delivered again, never lost). With a Scratch, the id and
+// payload are copied into it and Queue is left for the caller to set;
+// without one, all three get memory of their own. up is the time read by
+// the caller rounded up to a whole ms (clock), which a reservation's
+// deadline counts from; 0 reads the clock.
+func (e *Engine) take(s uint32, plain bool, to *Scratch, up int64) Delivery {
 	var buf [sidLen]byte
 	j := e.jobs.at(s)
 	j.deliveries++
@@ -138,16 +196,20 @@ func (e *Engine) take(s uint32, plain bool) Delivery {
 	}
 	e.observeLateness(j)
 	d := Delivery{
-		Queue:      []byte(e.queues[j.queue].name),
-		ID:         append([]byte(nil), e.idOf(j, &buf)...),
-		Payload:    append([]byte(nil), e.payloadOf(j)...),
+		ID:         to.hold(e.idOf(j, &buf)),
+		Payload:    to.hold(e.payloadOf(j)),
 		Due:        j.due,
 		Deliveries: j.deliveries,
 		sid:        j.sid, // 0 for client ids
 		seq:        j.seq,
 		ackTimeout: j.ackTimeout,
 		retry:      j.retry,
-		deadLetter: e.deadLetters[s],
+	}
+	if to == nil {
+		d.Queue = []byte(q.name)
+	}
+	if j.flags&jobDL != 0 {
+		d.deadLetter = e.deadLetters[s]
 	}
 	if j.flags&(jobUnique|jobDebounce) != 0 {
 		d.ident = e.ident.jobs[s]
@@ -168,7 +230,10 @@ func (e *Engine) take(s uint32, plain bool) Delivery {
 		j.seq = e.seq
 		d.Reserved = true
 		r := e.recFor(opReserve, s)
-		r.due, r.deliveries, r.seq = e.laterMs(int64(j.ackTimeout)), j.deliveries, j.seq
+		if up == 0 {
+			_, up = e.clock()
+		}
+		r.due, r.deliveries, r.seq = up+int64(j.ackTimeout), j.deliveries, j.seq
 		e.reserveAt(s, r.due)
 		d.Ticket = e.logRec(&r)
 		return d

@@ -39,9 +39,16 @@ func (w *Waiter) Result() (Delivery, bool) { return w.d, w.got }
 // CancelWait (timeout, client gone). DELAY.POP and BLPOP/BRPOP waiters of a
 // queue share one FIFO.
 func (e *Engine) PopOrWait(names [][]byte, mode PopMode) (Delivery, *Waiter, error) {
+	return e.PopOrWaitInto(names, mode, nil)
+}
+
+// PopOrWaitInto is PopOrWait with a Scratch for the job it pops at once
+// (see Delivery); a parked waiter's job gets memory of its own.
+func (e *Engine) PopOrWaitInto(names [][]byte, mode PopMode, to *Scratch) (Delivery, *Waiter, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if d, ok := e.popLocked(names, mode); ok {
+	to.reset()
+	if d, ok := e.popLocked(names, mode, to); ok {
 		return d, nil, nil
 	}
 	w, err := e.wait(names, mode)
