@@ -31,7 +31,12 @@ func (w *Waiter) Ready() <-chan struct{} { return w.ready }
 
 // Result is the job the waiter was served; ok is false when it was released
 // without one (shutdown). Call it only after Ready fired.
-func (w *Waiter) Result() (Delivery, bool) { return w.d, w.got }
+func (w *Waiter) Result() (Delivery, bool) {
+	if traceOn {
+		traceWoken(w)
+	}
+	return w.d, w.got
+}
 
 // PopOrWait pops as Pop does (mode says from which end, and whether the job
 // is reserved); when every queue is empty it parks a waiter on all of them
@@ -166,5 +171,8 @@ func (e *Engine) resolve(w *Waiter, got bool) {
 		e.releaseQueue(w.links[i].q)
 	}
 	e.stats.WaitersNow--
+	if traceOn && got {
+		e.traceServe(w)
+	}
 	w.ready <- struct{}{}
 }

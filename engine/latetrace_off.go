@@ -1,0 +1,11 @@
+//go:build !latetrace
+
+package engine
+
+const traceOn = false
+
+func (e *Engine) traceWake(int64)    {}
+func (e *Engine) traceServe(*Waiter) {}
+func traceWoken(*Waiter)             {}
+func traceDurable(uint64)            {}
+func traceDump()                     {}
