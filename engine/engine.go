@@ -477,10 +477,18 @@ func (e *Engine) run() {
 			}
 		}
 		e.mu.Unlock()
+	wait:
 		select {
 		case <-t.C:
 			slept = dl
 		case <-fine:
+			if !ok || e.until(dl) > 0 {
+				// An expiry of an earlier arming, read after the runtime's
+				// timer had already served it (both aim at the same
+				// instant): dl is still ahead, and only this goroutine
+				// arms the timerfd, so there is nothing to do.
+				goto wait
+			}
 			t.Stop()
 			slept = dl
 		case <-e.wake:
