@@ -461,7 +461,14 @@ func (e *Engine) run() {
 		ok := false
 		if e.wheel != nil && !e.repl.following.Load() {
 			// A follower's timer sleeps: only records move its wheel.
+			var t0 time.Time
+			if traceOn {
+				t0 = time.Now()
+			}
 			e.advanceLocked(e.nowMs())
+			if traceOn {
+				traceAdvance(time.Since(t0))
+			}
 			dl, ok = e.wheel.NextDeadline()
 			if tdl, tok := e.nextTimer(); tok && (!ok || tdl < dl) {
 				dl, ok = tdl, true

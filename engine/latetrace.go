@@ -20,6 +20,7 @@ const traceOn = true
 var lt struct {
 	sync.Mutex
 	wake, serve, woken, logged []time.Duration
+	advance                    []time.Duration
 	at                         map[*Waiter]time.Time // resolved, not yet woken
 	byTicket                   map[uint64]time.Time  // woken, reply waiting for its log write
 }
@@ -72,6 +73,14 @@ func traceDurable(ticket uint64) {
 	lt.Unlock()
 }
 
+// traceAdvance records how long one advance of the timer goroutine held
+// the lock (firing, cascading coarse buckets, serving waiters).
+func traceAdvance(d time.Duration) {
+	lt.Lock()
+	lt.advance = append(lt.advance, d)
+	lt.Unlock()
+}
+
 func traceDump() {
 	lt.Lock()
 	defer lt.Unlock()
@@ -79,7 +88,8 @@ func traceDump() {
 		name string
 		v    []time.Duration
 	}{{"timer woke after deadline", lt.wake}, {"waiter resolved after due", lt.serve},
-		{"client goroutine took the job after resolve", lt.woken}, {"pop record written after resolve", lt.logged}} {
+		{"client goroutine took the job after resolve", lt.woken}, {"pop record written after resolve", lt.logged},
+		{"timer goroutine's advance took", lt.advance}} {
 		if len(x.v) == 0 {
 			continue
 		}
