@@ -451,6 +451,10 @@ func (e *Engine) run() {
 		defer e.fine.close()
 	}
 	var slept int64 // the deadline the last wake-up was for (latetrace)
+	// fineAt is the deadline the timerfd is armed for, until its expiry
+	// wakes us: a wake-up by an add (poke) that leaves the deadline where it
+	// was then costs no system call.
+	var fineAt int64
 	for {
 		e.mu.Lock()
 		if traceOn && slept != 0 {
@@ -479,8 +483,9 @@ func (e *Engine) run() {
 			e.armed = dl
 			d := e.until(dl)
 			t.Reset(d)
-			if e.fine != nil {
+			if e.fine != nil && dl != fineAt {
 				e.fine.arm(d)
+				fineAt = dl
 			}
 		}
 		e.mu.Unlock()
@@ -497,7 +502,7 @@ func (e *Engine) run() {
 				goto wait
 			}
 			t.Stop()
-			slept = dl
+			slept, fineAt = dl, 0
 		case <-e.wake:
 			t.Stop()
 		case <-e.quit:
