@@ -216,6 +216,7 @@ func run(args, environ []string, stderr io.Writer) int {
 		if clu != nil {
 			eng, err := engine.New(engine.Options{
 				Tick:          cfg.Tick,
+				FineTimer:     true,
 				MaxPayload:    cfg.MaxPayloadBytes,
 				MaxJobs:       cfg.MaxJobs,
 				Logger:        log,
@@ -237,6 +238,7 @@ func run(args, environ []string, stderr io.Writer) int {
 		}
 		eng, err := engine.New(engine.Options{
 			Tick:           cfg.Tick,
+			FineTimer:      true,
 			MaxPayload:     cfg.MaxPayloadBytes,
 			MaxJobs:        cfg.MaxJobs,
 			AppendOnly:     cfg.AppendOnly,

@@ -46,7 +46,11 @@
 // block under it: a blocked pop parks a Waiter and returns; the waiter is
 // signalled through a buffered channel. One goroutine (run) sleeps on a single
 // time.Timer until the wheel's next deadline, so an idle server does no work.
-// An add that is earlier than that deadline wakes it.
+// An add that is earlier than that deadline wakes it. With
+// Options.FineTimer (the server's setting) it also sleeps on a Linux timerfd
+// aimed at the same instant, because the runtime's timers wake an idle
+// process up to a millisecond late (decisions.md, "Lateness of a blocked
+// worker").
 //
 // A transaction (Atomic) holds the mutex for all of its operations: an
 // Engine is a handle on the state, and the handle Atomic passes on skips

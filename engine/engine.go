@@ -19,6 +19,16 @@ type Options struct {
 	// Tick is the wheel's level-0 tick in milliseconds (default 1). A job is
 	// ready at the end of the tick holding its due time, never before.
 	Tick int64
+	// FineTimer wakes the timer goroutine on a kernel timer with
+	// microsecond resolution (Linux's timerfd, through the netpoller) as
+	// well as on the Go runtime's timer, whichever comes first. The
+	// runtime's timers wake an idle process up to a millisecond late (its
+	// epoll_wait takes whole milliseconds), and that was most of the time
+	// between a job's due millisecond and a blocked worker getting it.
+	// Off by default because tests run the engine on testing/synctest's fake
+	// clock, which only the runtime's timers follow; the server turns it on.
+	// Elsewhere than Linux it does nothing.
+	FineTimer bool
 	// MaxPayload bounds one payload in bytes (default 4 MiB; exactly this
 	// size is accepted).
 	MaxPayload int
@@ -257,6 +267,7 @@ type core struct {
 	repl replState // cluster mode (replica.go)
 
 	wake    chan struct{}
+	fine    *fineTimer    // Options.FineTimer's timerfd, or nil
 	quit    chan struct{} // stops the timer goroutine
 	done    chan struct{}
 	logQuit chan struct{} // stops the flusher
@@ -343,6 +354,13 @@ func New(opts Options) (*Engine, error) {
 		go e.replFlusher()
 		go e.replCommitter()
 	}
+	if opts.FineTimer {
+		if ft, err := newFineTimer(); err == nil {
+			e.fine = ft
+		} else {
+			opts.Logger.Warn().Err(err).Msg("no fine timer: jobs may reach blocked clients up to a millisecond late")
+		}
+	}
 	go e.run()
 	return e, nil
 }
@@ -409,20 +427,51 @@ func (e *Engine) clock() (now, up int64) {
 // Now returns the engine's current unix time in milliseconds.
 func (e *Engine) Now() int64 { return e.nowMs() }
 
-// run is the only goroutine the engine starts: it sleeps on one timer until
-// the wheel's next deadline, then advances the wheel by elapsed time. With no
-// job delayed it sleeps until woken: an idle server does no work.
+// run is the goroutine that drives time: it sleeps until the wheel's next
+// deadline, then advances the wheel by elapsed time. With no job delayed it
+// sleeps until woken: an idle server does no work.
+//
+// A deadline is the first nanosecond of the due millisecond (until), and
+// the wheel fires a job in the first advance whose floored now reaches its
+// due millisecond, so the wake-up itself is the only lateness the engine
+// adds. Two clocks wake it, whichever first: the runtime's timer, which is
+// exact while the process is busy (the scheduler checks timers at every
+// switch and runs the woken goroutine next) but up to a millisecond late
+// when it is idle; and, with Options.FineTimer, a timerfd, exact when idle
+// but behind the run queue when busy (netpoll is polled when the run
+// queue empties).
 func (e *Engine) run() {
 	defer close(e.done)
 	t := time.NewTimer(time.Hour)
 	t.Stop()
+	var fine <-chan struct{}
+	if e.fine != nil {
+		fine = e.fine.c
+		defer e.fine.close()
+	}
+	var slept int64 // the deadline the last wake-up was for (latetrace)
+	// fineAt is the deadline the timerfd is armed for, until its expiry
+	// wakes us: a wake-up by an add (poke) that leaves the deadline where it
+	// was then costs no system call.
+	var fineAt int64
 	for {
 		e.mu.Lock()
+		if traceOn && slept != 0 {
+			e.traceWake(slept)
+		}
+		slept = 0
 		var dl int64
 		ok := false
 		if e.wheel != nil && !e.repl.following.Load() {
 			// A follower's timer sleeps: only records move its wheel.
+			var t0 time.Time
+			if traceOn {
+				t0 = time.Now()
+			}
 			e.advanceLocked(e.nowMs())
+			if traceOn {
+				traceAdvance(time.Since(t0))
+			}
 			dl, ok = e.wheel.NextDeadline()
 			if tdl, tok := e.nextTimer(); tok && (!ok || tdl < dl) {
 				dl, ok = tdl, true
@@ -431,15 +480,33 @@ func (e *Engine) run() {
 		e.armed = 0
 		if ok {
 			e.armed = dl
-			t.Reset(e.until(dl))
+			d := e.until(dl)
+			t.Reset(d)
+			if e.fine != nil && dl != fineAt {
+				e.fine.arm(d)
+				fineAt = dl
+			}
 		}
 		e.mu.Unlock()
+	wait:
 		select {
 		case <-t.C:
+			slept = dl
+		case <-fine:
+			if !ok || e.until(dl) > 0 {
+				// An expiry of an earlier arming, read after the runtime's
+				// timer had already served it (both aim at the same
+				// instant): dl is still ahead, and only this goroutine
+				// arms the timerfd, so there is nothing to do.
+				goto wait
+			}
+			t.Stop()
+			slept, fineAt = dl, 0
 		case <-e.wake:
 			t.Stop()
 		case <-e.quit:
 			t.Stop()
+			traceDump()
 			return
 		}
 	}

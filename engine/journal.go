@@ -573,6 +573,9 @@ func (e *Engine) WaitDurable(ticket uint64) error {
 	for j.durable < ticket {
 		j.dcond.Wait()
 	}
+	if traceOn {
+		traceDurable(ticket)
+	}
 	for _, f := range j.failed {
 		if int64(ticket) >= f[0] && int64(ticket) <= f[1] {
 			if e.opts.Replicator != nil {

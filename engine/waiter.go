@@ -17,6 +17,10 @@ type Waiter struct {
 	got   bool       // d holds a job (false: released by shutdown)
 	count int        // DELAY.MPOP: up to this many jobs (mpop.go)
 	more  []Delivery // DELAY.MPOP: the jobs after d
+	// one holds the link of a waiter on a single queue (DELAY.POP and BLPOP
+	// with one key, what workers send), so parking allocates the waiter and
+	// its channel and no slice.
+	one [1]waitLink
 }
 
 type waitLink struct {
@@ -31,7 +35,12 @@ func (w *Waiter) Ready() <-chan struct{} { return w.ready }
 
 // Result is the job the waiter was served; ok is false when it was released
 // without one (shutdown). Call it only after Ready fired.
-func (w *Waiter) Result() (Delivery, bool) { return w.d, w.got }
+func (w *Waiter) Result() (Delivery, bool) {
+	if traceOn {
+		traceWoken(w)
+	}
+	return w.d, w.got
+}
 
 // PopOrWait pops as Pop does (mode says from which end, and whether the job
 // is reserved); when every queue is empty it parks a waiter on all of them
@@ -69,7 +78,12 @@ func (e *Engine) wait(names [][]byte, mode PopMode) (*Waiter, error) {
 		// in Redis: nothing could arrive while the transaction holds the lock.
 		return nil, ErrInTransaction
 	}
-	w := &Waiter{ready: make(chan struct{}, 1), links: make([]waitLink, len(names)), mode: mode}
+	w := &Waiter{ready: make(chan struct{}, 1), mode: mode}
+	if len(names) == 1 {
+		w.links = w.one[:]
+	} else {
+		w.links = make([]waitLink, len(names))
+	}
 	for i, name := range names {
 		qi, _ := e.queueFor(name, true)
 		w.links[i].w = w
@@ -173,5 +187,8 @@ func (e *Engine) resolve(w *Waiter, got bool) {
 		e.releaseQueue(w.links[i].q)
 	}
 	e.stats.WaitersNow--
+	if traceOn && got {
+		e.traceServe(w)
+	}
 	w.ready <- struct{}{}
 }

@@ -9,6 +9,14 @@
 // -delay, each with DELAY.ADDAT and an absolute due time it chose, while
 // -workers workers wait in DELAY.POP. Lateness is the worker's receive time
 // minus that due time, on the same clock. It stops by itself.
+//
+// -mode picks what a worker does: pop (DELAY.POP key 0, the job removed),
+// ack (jobs carry ACKTIMEOUT; DELAY.POP then DELAY.ACK, lateness taken when
+// the ACK's reply arrives: a job's completion) or blpop (BLPOP key 0).
+// For the rivals race's shapes:
+//
+//	go run ./bench/loadgen -pending 0 -rate 1000 -delay 1s -producers 4 -workers 8 -mode ack
+//	go run ./bench/loadgen -pending 0 -rate 10000 -delay 10s -producers 4 -workers 8 -mode ack
 package main
 
 import (
@@ -35,10 +43,17 @@ func main() {
 	workers := flag.Int("workers", 16, "workers blocked in DELAY.POP")
 	producers := flag.Int("producers", 8, "producer connections")
 	queue := flag.String("queue", "loadgen", "queue name")
+	mode := flag.String("mode", "pop", "what a worker does: pop (DELAY.POP), ack (DELAY.POP then DELAY.ACK) or blpop (BLPOP)")
 	flag.Parse()
+	if *mode != "pop" && *mode != "ack" && *mode != "blpop" {
+		fmt.Fprintln(os.Stderr, "loadgen: -mode is pop, ack or blpop")
+		os.Exit(2)
+	}
 
 	ctx := context.Background()
-	rdb := redis.NewClient(&redis.Options{Addr: *addr, PoolSize: *workers + *producers + 4, Protocol: 2})
+	// No read timeout: workers block in pops with timeout 0, as the workers
+	// measured do; closing the client ends them.
+	rdb := redis.NewClient(&redis.Options{Addr: *addr, PoolSize: *workers + *producers + 4, Protocol: 2, ReadTimeout: -1})
 	if err := rdb.Ping(ctx).Err(); err != nil {
 		fmt.Fprintln(os.Stderr, "loadgen:", err)
 		os.Exit(1)
@@ -53,7 +68,6 @@ func main() {
 		late    []time.Duration
 		early   atomic.Int64
 		added   atomic.Int64
-		stop    = make(chan struct{})
 		wg      sync.WaitGroup
 		workerW sync.WaitGroup
 	)
@@ -62,17 +76,27 @@ func main() {
 		go func() {
 			defer workerW.Done()
 			for {
-				select {
-				case <-stop:
-					return
+				var due int64
+				switch *mode {
+				case "blpop":
+					res, err := rdb.BLPop(ctx, 0, *queue).Result()
+					if err != nil {
+						return // the client was closed: the run is over
+					}
+					due, _ = strconv.ParseInt(res[1], 10, 64)
 				default:
-				}
-				res, err := rdb.Do(ctx, "DELAY.POP", *queue, "0.2").Slice()
-				if err != nil {
-					continue // timeout (nil) or shutting down
+					res, err := rdb.Do(ctx, "DELAY.POP", *queue, "0").Slice()
+					if err != nil {
+						return
+					}
+					due, _ = strconv.ParseInt(res[2].(string), 10, 64)
+					if *mode == "ack" {
+						if err := rdb.Do(ctx, "DELAY.ACK", *queue, res[1]).Err(); err != nil {
+							return
+						}
+					}
 				}
 				now := time.Now()
-				due, _ := strconv.ParseInt(res[2].(string), 10, 64)
 				d := now.Sub(time.UnixMilli(due))
 				if d < 0 {
 					early.Add(1)
@@ -85,31 +109,48 @@ func main() {
 	}
 
 	start := time.Now()
-	per := *rate / *producers
-	for range *producers {
+	for p := range *producers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			tick := time.NewTicker(10 * time.Millisecond)
 			defer tick.Stop()
-			batch := max(per/100, 1)
+			// This producer's share of -rate, spread over the ticks so that
+			// small rates come out right (1000/s over 8 producers is 125/s
+			// each: 1 or 2 a tick).
+			var share float64
+			if p < *rate%*producers {
+				share = float64(*rate / *producers + 1)
+			} else {
+				share = float64(*rate / *producers)
+			}
+			sent := 0
 			for time.Since(start) < *duration {
 				<-tick.C
+				n := int(share*time.Since(start).Seconds()) - sent
+				if n <= 0 {
+					continue
+				}
 				pipe := rdb.Pipeline()
-				for range batch {
+				for range n {
 					due := time.Now().Add(time.Millisecond + rand.N(*delay)).UnixMilli()
 					s := strconv.FormatInt(due, 10)
-					pipe.Do(ctx, "DELAY.ADDAT", *queue, s, s)
+					if *mode == "ack" {
+						pipe.Do(ctx, "DELAY.ADDAT", *queue, s, s, "ACKTIMEOUT", 30000)
+					} else {
+						pipe.Do(ctx, "DELAY.ADDAT", *queue, s, s)
+					}
 				}
+				sent += n
 				if _, err := pipe.Exec(ctx); err == nil {
-					added.Add(int64(batch))
+					added.Add(int64(n))
 				}
 			}
 		}()
 	}
 	wg.Wait()
 	time.Sleep(*delay + 500*time.Millisecond) // let the last jobs come due
-	close(stop)
+	rdb.Close()
 	workerW.Wait()
 
 	mu.Lock()
@@ -121,7 +162,7 @@ func main() {
 		}
 		return late[min(int(p*float64(len(late))), len(late)-1)]
 	}
-	fmt.Printf("pending=%d rate=%d/s added=%d received=%d early=%d\n", *pending, *rate, added.Load(), len(late), early.Load())
+	fmt.Printf("mode=%s pending=%d rate=%d/s added=%d received=%d early=%d\n", *mode, *pending, *rate, added.Load(), len(late), early.Load())
 	fmt.Printf("lateness after due: p50=%v p90=%v p99=%v p99.9=%v max=%v\n", q(0.50), q(0.90), q(0.99), q(0.999), q(1))
 	if early.Load() > 0 {
 		os.Exit(3)

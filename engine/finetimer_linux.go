@@ -1,0 +1,81 @@
+package engine
+
+import (
+	"os"
+	"syscall"
+	"time"
+	"unsafe"
+)
+
+// fineTimer is a Linux timerfd read through the Go netpoller: a sleep with
+// the kernel's microsecond resolution that holds no thread and no P while
+// it waits. The Go runtime's own timers wake an idle process up to a
+// millisecond late: it sleeps in epoll_wait, whose timeout is whole
+// milliseconds (runtime/netpoll_epoll.go rounds a sub-millisecond remainder
+// up to 1 ms and truncates the rest), so a deadline at the start of a
+// millisecond is met on average half a millisecond after it. An fd event
+// ends epoll_wait at once.
+type fineTimer struct {
+	f  *os.File
+	rc syscall.RawConn
+	c  chan struct{} // one value per expiry read from the fd (buffered 1)
+}
+
+type itimerspec struct {
+	interval, value syscall.Timespec
+}
+
+const (
+	clockMonotonic = 1 // CLOCK_MONOTONIC: what Go's monotonic clock reads
+	tfdNonblock    = syscall.O_NONBLOCK
+	tfdCloexec     = syscall.O_CLOEXEC
+)
+
+// newFineTimer opens the timerfd and starts the goroutine that turns its
+// expiries into values on c. It fails where timerfd is refused (old
+// kernels, seccomp); the engine then keeps the Go timer alone.
+func newFineTimer() (*fineTimer, error) {
+	fd, _, errno := syscall.Syscall(syscall.SYS_TIMERFD_CREATE, clockMonotonic, tfdNonblock|tfdCloexec, 0)
+	if errno != 0 {
+		return nil, os.NewSyscallError("timerfd_create", errno)
+	}
+	f := os.NewFile(fd, "timerfd") // non-blocking: registered with the netpoller
+	rc, err := f.SyscallConn()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	t := &fineTimer{f: f, rc: rc, c: make(chan struct{}, 1)}
+	go t.read()
+	return t, nil
+}
+
+// read forwards expiries until the fd is closed.
+func (t *fineTimer) read() {
+	var buf [8]byte
+	for {
+		if _, err := t.f.Read(buf[:]); err != nil {
+			return // closed
+		}
+		select {
+		case t.c <- struct{}{}:
+		default: // a wake-up is already pending; one is enough
+		}
+	}
+}
+
+// arm sets the timer to expire d from now, replacing any earlier arming; d
+// at or below zero expires at once (a zero it_value would disarm it). One
+// system call, about a microsecond.
+func (t *fineTimer) arm(d time.Duration) {
+	if d <= 0 {
+		d = 1
+	}
+	spec := itimerspec{value: syscall.NsecToTimespec(int64(d))}
+	t.rc.Control(func(fd uintptr) { // holds the fd open: no use after close
+		syscall.Syscall6(syscall.SYS_TIMERFD_SETTIME, fd, 0, uintptr(unsafe.Pointer(&spec)), 0, 0, 0)
+	})
+}
+
+// close stops the reader goroutine and releases the fd.
+func (t *fineTimer) close() { t.f.Close() }

@@ -1,0 +1,76 @@
+package engine
+
+import (
+	"runtime"
+	"testing"
+	"time"
+)
+
+// These tests run on the real clock, outside synctest: the fine timer is a
+// kernel timer that synctest's fake clock does not drive. They assert what
+// happens, never how soon (the machine is shared); the generous waits only
+// keep a broken timer from hanging the run.
+
+const realWait = 30 * time.Second
+
+func TestFineTimerFiresAndRearms(t *testing.T) {
+	ft, err := newFineTimer()
+	if runtime.GOOS != "linux" {
+		if err == nil {
+			t.Fatal("a fine timer outside Linux")
+		}
+		t.Skip("timerfd is Linux only")
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ft.close()
+	// A later arming replaces an earlier one: an hour, then now.
+	ft.arm(time.Hour)
+	ft.arm(0)
+	select {
+	case <-ft.c:
+	case <-time.After(realWait):
+		t.Fatal("the timer armed to fire now never fired")
+	}
+	ft.arm(time.Millisecond)
+	select {
+	case <-ft.c:
+	case <-time.After(realWait):
+		t.Fatal("the timer armed for a millisecond never fired")
+	}
+}
+
+// A blocked pop on an engine with FineTimer gets its job once it is due,
+// and never before its due millisecond.
+func TestFineTimerServesWaiterNotEarly(t *testing.T) {
+	e, err := New(Options{FineTimer: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	for i := range 20 {
+		due := e.Now() + 2 + int64(i%3)
+		if _, err := e.Add(AddArgs{Queue: b("q"), At: true, Due: due, Payload: b("p")}); err != nil {
+			t.Fatal(err)
+		}
+		d, w, err := e.PopOrWait([][]byte{b("q")}, PopDelay)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if w != nil {
+			select {
+			case <-w.Ready():
+			case <-time.After(realWait):
+				t.Fatalf("job %d due at %d never reached its waiter", i, due)
+			}
+			var ok bool
+			if d, ok = w.Result(); !ok {
+				t.Fatalf("waiter %d released without a job", i)
+			}
+		}
+		if now := time.Now().UnixMilli(); now < d.Due || d.Due != due {
+			t.Fatalf("job %d due at %d (got %d) handed out at %d", i, due, d.Due, now)
+		}
+	}
+}
