@@ -16,8 +16,8 @@ import (
 // where GOGC headroom doubles it again. Four bytes a cell at a load of at
 // most 3/4, mapped outside the heap (package offheap), is 5 to 11 bytes a job.
 //
-// Probing is linear from the top bits of a mixed hash, which keeps a probe run within a cache line or two of
-// cells. Deletion writes a tombstone (no job is read, unlike a backward shift,
+// Probing is linear from the top bits of a mixed hash, which keeps a probe
+// run within a cache line or two of cells. Deletion writes a tombstone (no job is read, unlike a backward shift,
 // which must rehash every entry after the hole); tombstones count toward the
 // load and are dropped by the next rebuild.
 //
@@ -45,7 +45,7 @@ type slotTable struct {
 }
 
 const (
-	tombEntry    = ^uint32(0)
+	tombEntry    = ^uint32(0) // slot 2^32-2 would read as one: the slab never gets there
 	minTableBits = 4
 	// moveStep is the old cells moved per insert or delete while rebuilding.
 	// A rebuild starts with the new table at most 3/8 full and never
