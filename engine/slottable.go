@@ -16,8 +16,8 @@ import (
 // where GOGC headroom doubles it again. Four bytes a cell at a load of at
 // most 3/4, mapped outside the heap (package offheap), is 5 to 11 bytes a job.
 //
-// Probing is linear, which keeps a probe run within a cache line or two of
-// cells. Deletion writes a tombstone (no job is read, unlike a backward shift,
+// Probing is linear from the top bits of a mixed hash, which keeps a probe
+// run within a cache line or two of cells. Deletion writes a tombstone (no job is read, unlike a backward shift,
 // which must rehash every entry after the hole); tombstones count toward the
 // load and are dropped by the next rebuild.
 //
@@ -45,7 +45,7 @@ type slotTable struct {
 }
 
 const (
-	tombEntry    = ^uint32(0)
+	tombEntry    = ^uint32(0) // slot 2^32-2 would read as one: the slab never gets there
 	minTableBits = 4
 	// moveStep is the old cells moved per insert or delete while rebuilding.
 	// A rebuild starts with the new table at most 3/8 full and never
@@ -55,10 +55,17 @@ const (
 	moveStep = 8
 )
 
-// home is the first cell of h's probe run in a table of 1<<(64-shift) cells.
-// The multiply spreads server ids, which differ mostly in their low bits.
+// home is the first cell of h's probe run in a table of 1<<(64-shift) cells:
+// the top bits of a full 64-bit mix (murmur3's finalizer). Server ids are
+// structured (a millisecond above a 16-bit counter); a bare Fibonacci
+// multiply left long runs of them for linear probing.
 func home(h uint64, shift uint8) uint32 {
-	return uint32((h * 0x9e3779b97f4a7c15) >> (shift & 63))
+	h ^= h >> 33
+	h *= 0xff51afd7ed558ccd
+	h ^= h >> 33
+	h *= 0xc4ceb9fe1a85ec53
+	h ^= h >> 33
+	return uint32(h >> (shift & 63))
 }
 
 // len returns the live entries. O(1).

@@ -3,6 +3,7 @@ package engine
 import (
 	"math/rand/v2"
 	"testing"
+	"time"
 )
 
 // tableModel drives a slotTable against a Go map, with keys stored beside
@@ -180,4 +181,33 @@ func TestSlotTableReserve(t *testing.T) {
 		}
 	}
 	m.t.release()
+}
+
+// BenchmarkSlotTableFill files 10M server-id-like keys, as a 10M-job fill
+// does, and reports the longest single insert: a rebuild moves 8 cells per
+// insert, so no insert pays for the whole table (a Go map's growth is
+// incremental too; a plain rehash of 10M entries would be one long pause).
+func BenchmarkSlotTableFill(b *testing.B) {
+	const n = 10_000_000
+	keys := make([]uint64, n)
+	for i := range keys {
+		keys[i] = uint64(1_800_000_000_000+i/64)<<16 | uint64(i%64)
+	}
+	for range b.N {
+		var t slotTable
+		t.key = func(s uint32) uint64 { return keys[s] }
+		var worst time.Duration
+		start := time.Now()
+		for s := range uint32(n) {
+			t0 := time.Now()
+			t.insert(s, keys[s])
+			if d := time.Since(t0); d > worst {
+				worst = d
+			}
+		}
+		b.ReportMetric(float64(time.Since(start).Nanoseconds())/n, "ns/insert")
+		b.ReportMetric(float64(worst.Microseconds()), "worst-µs")
+		b.ReportMetric(float64(t.bytes())/n, "B/entry")
+		t.release()
+	}
 }
