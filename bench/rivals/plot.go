@@ -26,6 +26,16 @@ func cdf(late []float64, floor float64) plotter.XYs {
 	return xy
 }
 
+// systemColor keeps one colour per system across every PNG.
+var systemColor = map[string]color.RGBA{
+	"delayd-ack":   {0x1f, 0x4e, 0xc8, 0xff}, // blue
+	"delayd-blpop": {0x17, 0xa8, 0xc0, 0xff}, // teal
+	"redis-zset":   {0xd6, 0x27, 0x28, 0xff}, // red
+	"asynq":        {0xff, 0x8c, 0x00, 0xff}, // orange
+	"asynq-10ms":   {0x94, 0x4d, 0xbf, 0xff}, // purple
+	"bullmq":       {0x2c, 0xa0, 0x2c, 0xff}, // green
+}
+
 var caseTitle = map[string]string{"spread": "delays spread over the span", "steady": "steady rate"}
 
 // plotSystem draws one system's lateness CDFs (spread and steady cases) on
@@ -73,7 +83,7 @@ func plotCase(path, cs string, rs []*result) error {
 	p.X.Tick.Marker = plot.LogTicks{Prec: -1}
 	p.Add(plotter.NewGrid())
 	hi := floor * 10
-	for i, r := range rs {
+	for _, r := range rs {
 		if len(r.late) == 0 {
 			continue
 		}
@@ -81,16 +91,15 @@ func plotCase(path, cs string, rs []*result) error {
 		if err != nil {
 			return err
 		}
-		l.Color = plotutil.Color(i)
-		l.Dashes = plotutil.Dashes(i / 7)
+		l.Color = systemColor[r.System]
 		l.Width = vg.Points(1.5)
 		p.Add(l)
 		p.Legend.Add(fmt.Sprintf("%s (%d early)", r.Label, r.Early), l)
 		hi = math.Max(hi, r.Max)
 	}
-	p.X.Min, p.X.Max = floor, hi
+	// The right decade and a half stays empty for the legend.
+	p.X.Min, p.X.Max = floor, hi*30
 	p.Y.Min, p.Y.Max = 0, 1
-	p.Legend.Top, p.Legend.Left = true, true
-	p.Legend.TextStyle.Color = color.Black
+	p.Legend.Top, p.Legend.Left = false, false
 	return p.Save(8*vg.Inch, 5*vg.Inch, path)
 }

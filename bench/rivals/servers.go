@@ -82,9 +82,21 @@ func startServer(kind string, cfg *config) (*server, error) {
 }
 
 func (s *server) waitReady(limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	// Wait for the port first: go-redis logs every refused dial.
+	for {
+		nc, err := net.DialTimeout("tcp", s.addr, time.Second)
+		if err == nil {
+			nc.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 	c := redis.NewClient(&redis.Options{Addr: s.addr, PoolSize: 1, MaxRetries: -1, DialTimeout: time.Second})
 	defer c.Close()
-	deadline := time.Now().Add(limit)
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		err := c.Ping(ctx).Err()
