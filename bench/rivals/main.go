@@ -58,7 +58,7 @@ func main() {
 	flag.DurationVar(&cfg.steady, "steady", 20*time.Second, "steady case: how long producers add")
 	flag.DurationVar(&cfg.minDelay, "min-delay", 100*time.Millisecond, "steady case: shortest delay")
 	flag.DurationVar(&cfg.maxDelay, "max-delay", time.Second, "steady case: longest delay")
-	flag.DurationVar(&cfg.grace, "grace", 15*time.Second, "drain deadline after the last due time; later jobs count as lost")
+	flag.DurationVar(&cfg.grace, "grace", 15*time.Second, "the drain ends this long after the last due time once no job completed for as long; jobs not completed by then count as lost")
 	flag.DurationVar(&cfg.burstLead, "burst-lead", 0, "burst case: due time = fill start + this (0: 1 s + 1.5x the spread case's fill time)")
 	flag.StringVar(&systems, "systems", "delayd-ack,delayd-blpop,redis-zset,asynq,asynq-10ms,bullmq", "systems to race")
 	flag.StringVar(&cases, "cases", "spread,burst,steady", "cases to run (spread runs first: burst's due time is sized from its fill)")
@@ -153,7 +153,6 @@ type plan struct {
 	MaxDelayMs int64   `json:"maxDelayMs"` // steady
 	BurstLead  int64   `json:"burstLeadMs"`
 	GraceMs    int64   `json:"graceMs"`
-	BurstDrain int64   `json:"burstDrainMs"` // burst: drain deadline after the due time
 	Port       string  `json:"port"`
 }
 
@@ -186,9 +185,6 @@ func newPlan(cs string, cfg *config, spreadFill time.Duration) (*plan, error) {
 			}
 		}
 		p.BurstLead = lead.Milliseconds()
-		// Generous: a slow system here is slow, not lossy (2 ms a job
-		// is 500 jobs/s, a twentieth of the slowest rival's rate).
-		p.BurstDrain = (30*time.Second + time.Duration(cfg.jobs)*2*time.Millisecond).Milliseconds()
 	default:
 		return nil, fmt.Errorf("unknown case %q (spread, burst, steady)", cs)
 	}
@@ -301,21 +297,11 @@ func runGo(sys system, p *plan, addr string, cfg *config) (*recorder, phases, er
 	}
 	wg.Wait()
 	ph.FillEnd = time.Now().UnixMicro()
-	var deadline time.Time
-	if p.Case == "burst" {
-		deadline = time.UnixMilli(ph.DueMs).Add(time.Duration(p.BurstDrain) * time.Millisecond)
-	} else {
-		deadline = time.UnixMilli(lastDue.Load()).Add(time.Duration(p.GraceMs) * time.Millisecond)
-	}
 	if added.Load() < int64(p.Jobs) {
-		// Jobs never added can never complete: stop at the deadline.
+		// Jobs never added can never complete: the drain ends by deadline.
 		log.Printf("%s %s: %d adds failed (first: %v)", sys.name, p.Case, addErrs.Load(), firstAddErr.Load())
 	}
-	select {
-	case <-rec.all:
-	case <-time.After(time.Until(deadline)):
-	case <-ctx.Done():
-	}
+	drain(ctx, rec, p, ph.DueMs, lastDue.Load())
 	stop()
 	ph.Added, ph.AddErrors = int(added.Load()), int(addErrs.Load())
 	ph.Errors = int(rec.errs.Load())
@@ -323,6 +309,33 @@ func runGo(sys system, p *plan, addr string, cfg *config) (*recorder, phases, er
 		ph.FirstError = e
 	}
 	return rec, ph, nil
+}
+
+// drain waits until every job has completed, or until the last due time
+// plus the grace has passed and no job completed for a grace: a system
+// that is slow but moving is waited for, one that stopped is not, and what
+// it never completed counts as lost.
+func drain(ctx context.Context, rec *recorder, p *plan, burstDue, lastDue int64) {
+	grace := time.Duration(p.GraceMs) * time.Millisecond
+	due := lastDue
+	if p.Case == "burst" {
+		due = burstDue
+	}
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-rec.all:
+			return
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		now := time.Now()
+		if now.After(time.UnixMilli(due).Add(grace)) && now.Sub(time.UnixMicro(rec.last.Load())) > grace {
+			return
+		}
+	}
 }
 
 // runNode runs one case of BullMQ in bullmq/race.js, which follows the

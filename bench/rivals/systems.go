@@ -314,6 +314,7 @@ type recorder struct {
 	unique atomic.Int64
 	all    chan struct{} // closed when every job completed at least once
 	errs   atomic.Int64
+	last   atomic.Int64 // unix µs of the latest completion: the drain's sign of progress
 	first  atomic.Value // first error, for the report
 }
 
@@ -343,6 +344,7 @@ func (r *recorder) note(id int, due, now int64) {
 	r.mu.Lock()
 	r.recs = append(r.recs, completion{int32(id), due, now})
 	r.mu.Unlock()
+	r.last.Store(now)
 	if atomic.AddUint32(&r.seen[id], 1) == 1 && r.unique.Add(1) == int64(r.n) {
 		close(r.all)
 	}
