@@ -68,7 +68,9 @@ func summarize(sys system, p *plan, rec *recorder, ph phases, server, client tim
 		lastDone = max(lastDone, c.done)
 	}
 	r.Completed = len(r.late)
-	r.Lost = r.Added - r.Completed
+	// An add that failed after all (a retried write whose first try landed)
+	// can complete; it is not a negative loss.
+	r.Lost = max(r.Added-r.Completed, 0)
 	slices.Sort(r.late)
 	if n := len(r.late); n > 0 {
 		r.P50, r.P90, r.P99, r.P999 = quantile(r.late, .5), quantile(r.late, .9), quantile(r.late, .99), quantile(r.late, .999)
@@ -130,7 +132,8 @@ func report(cfg *config, m machineInfo, results []*result) string {
 	steadyJobs := int(float64(cfg.rate) * cfg.steady.Seconds())
 	fmt.Fprintf(&b, "\n## The rivals race\n\n")
 	fmt.Fprintf(&b, "%d producers, %d workers; burst and spread: %d jobs; steady: %d jobs/s for %s (%d jobs), delays %s to %s. "+
-		"Servers pinned to CPU %s, clients to the rest (run.sh: CPU 1); `appendfsync everysec` on both servers; a fresh server per system and case.\n\n",
+		"Servers pinned to CPU %s, clients to the rest (run.sh: CPU 1); `appendfsync everysec` on both servers; a fresh server per system and case; "+
+		"delayd's GOMAXPROCS left to Go (it follows the pinning: 1). Lateness = completion (after the ack, where there is one) minus due time.\n\n",
 		cfg.producers, cfg.workers, cfg.jobs, cfg.rate, cfg.steady, steadyJobs, cfg.minDelay, cfg.maxDelay, cfg.serverCPU)
 	fmt.Fprintf(&b, "| system | all due at once: completed/s | delays over 0 to %s: late p50 / p99 / max ms | %d jobs/s: late p50 / p99 ms | early (burst / spread / steady) | lost | server CPU s (spread case) | server CPU µs per job (burst / spread / steady) |\n",
 		cfg.span, cfg.rate)
