@@ -61,7 +61,7 @@ func main() {
 	flag.DurationVar(&cfg.grace, "grace", 15*time.Second, "the drain ends this long after the last due time once no job completed for as long; jobs not completed by then count as lost")
 	flag.DurationVar(&cfg.burstLead, "burst-lead", 0, "burst case: due time = fill start + this (0: 1 s + 1.5x the spread case's fill time)")
 	flag.StringVar(&systems, "systems", "delayd-ack,delayd-blpop,redis-zset,asynq,asynq-10ms,bullmq", "systems to race")
-	flag.StringVar(&cases, "cases", "spread,burst,steady", "cases to run (spread runs first: burst's due time is sized from its fill)")
+	flag.StringVar(&cases, "cases", "spread,steady,burst", "cases to run, in order (burst after spread: its due time is sized from the spread fill)")
 	flag.StringVar(&cfg.delayd, "delayd", "", "delayd binary (built from the repo root)")
 	flag.StringVar(&cfg.redis, "redis", "redis-server", "redis-server binary")
 	flag.StringVar(&cfg.node, "node", "node", "node binary")

@@ -26,7 +26,7 @@ RATE=${RATE:-1000}
 STEADY=${STEADY:-20s}
 GRACE=${GRACE:-15s}
 SYSTEMS=${SYSTEMS:-delayd-ack,delayd-blpop,redis-zset,asynq,asynq-10ms,bullmq}
-CASES=${CASES:-spread,burst,steady}
+CASES=${CASES:-spread,steady,burst}
 OUT=${OUT:-}
 NOTE=${NOTE:-}
 
