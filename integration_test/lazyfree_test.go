@@ -32,8 +32,16 @@ func TestLazyFreeDelBigQueue(t *testing.T) {
 	if v := os.Getenv("DELAYD_LAZYFREE_JOBS"); v != "" {
 		n, _ = strconv.Atoi(v)
 	}
-	s := startServer(t, "--appendonly", "yes", "--appendfsync", "everysec", "--auto-rewrite-percentage", "0")
-	if cpu := os.Getenv("DELAYD_LAZYFREE_SERVER_CPU"); cpu != "" {
+	args := []string{"--bind", "127.0.0.1", "--http-addr", "", "--dir", t.TempDir(), "--log-level", "warn",
+		"--appendonly", "yes", "--appendfsync", "everysec", "--auto-rewrite-percentage", "0"}
+	cpu := os.Getenv("DELAYD_LAZYFREE_SERVER_CPU")
+	var env []string
+	if cpu != "" {
+		env = []string{"GOMAXPROCS=1"} // as if started under taskset: one CPU
+	}
+	port := freePort(t)
+	s := startServerWith(t, port, env, append(args, "--port", strconv.Itoa(port))...)
+	if cpu != "" {
 		s.mu.Lock()
 		pid := s.cmd.Process.Pid
 		s.mu.Unlock()
