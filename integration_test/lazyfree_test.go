@@ -25,6 +25,7 @@ import (
 // shared machine the OS alone stalls a process for whole time slices, and
 // the baseline says how much of the free window's tail is that. The times
 // are logged, never asserted; the figures are in docs/benchmarks.md.
+// DELAYD_LAZYFREE_BASELINE (3s) sets the baseline's length.
 // DELAYD_LAZYFREE_SERVER_CPU=0 pins the server's threads to that CPU (run
 // the test itself under taskset -c 1, so the client has the other one).
 func TestLazyFreeDelBigQueue(t *testing.T) {
@@ -39,8 +40,15 @@ func TestLazyFreeDelBigQueue(t *testing.T) {
 	if cpu != "" {
 		env = []string{"GOMAXPROCS=1"} // as if started under taskset: one CPU
 	}
+	gctrace := os.Getenv("DELAYD_LAZYFREE_GCTRACE") != ""
+	if gctrace {
+		env = append(env, "GODEBUG=gctrace=1")
+	}
 	port := freePort(t)
 	s := startServerWith(t, port, env, append(args, "--port", strconv.Itoa(port))...)
+	if gctrace {
+		t.Cleanup(func() { t.Logf("server output:\n%s", s.out.String()) })
+	}
 	if cpu != "" {
 		s.mu.Lock()
 		pid := s.cmd.Process.Pid
@@ -52,6 +60,14 @@ func TestLazyFreeDelBigQueue(t *testing.T) {
 	ctx := context.Background()
 	c := s.Client()
 	otherAdds := 0
+	baseline := 3 * time.Second // DELAYD_LAZYFREE_BASELINE: make it as long as the free
+	if v := os.Getenv("DELAYD_LAZYFREE_BASELINE"); v != "" {
+		var err error
+		if baseline, err = time.ParseDuration(v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const infoPoll = 20 * time.Millisecond
 	for _, cmd := range []string{"del", "unlink"} {
 		name := "big-" + cmd
 		lazyFill(t, c, name, n)
@@ -61,9 +77,14 @@ func TestLazyFreeDelBigQueue(t *testing.T) {
 		c.Do(ctx, "DELAY.ADD", "keep", "60000", "kept")
 
 		m := startRoundTrips(t, s)
-		// The baseline: the big queue is there, nothing is being freed. It
-		// runs 3 s; its last stretch as long as the free is compared.
-		time.Sleep(3 * time.Second)
+		// The baseline: the big queue is there, nothing is being freed, and
+		// INFO is polled as during the free (it reads runtime.MemStats,
+		// which stops the world). Its last stretch as long as the free is
+		// compared.
+		for end := time.Now().Add(baseline); time.Now().Before(end); {
+			s.info("memory", "lazyfree_pending_objects")
+			time.Sleep(infoPoll)
+		}
 		start := time.Now()
 		got, err := c.Do(ctx, cmd, name).Int()
 		reply := time.Since(start)
@@ -86,7 +107,7 @@ func TestLazyFreeDelBigQueue(t *testing.T) {
 			if time.Now().After(deadline) {
 				t.Fatalf("%s: still %s jobs to free after 60 s", cmd, p)
 			}
-			time.Sleep(time.Millisecond)
+			time.Sleep(infoPoll)
 		}
 		freedAt := time.Now()
 		samples, adds := m.stop()
@@ -96,13 +117,21 @@ func TestLazyFreeDelBigQueue(t *testing.T) {
 		if baseFrom.Before(m.began) {
 			baseFrom = m.began // the free took longer than 3 s: the whole baseline
 		}
-		base := window(samples, baseFrom, start)
-		during := window(samples, start, freedAt)
+		all := func(sample) bool { return true }
+		ping := func(s sample) bool { return !s.add }
+		add := func(s sample) bool { return s.add }
+		base := window(samples, baseFrom, start, all)
+		during := window(samples, start, freedAt, all)
 		if base.n == 0 || during.n == 0 {
 			t.Fatalf("%s: %d round trips in the baseline, %d during the free: the other client did not run", cmd, base.n, during.n)
 		}
-		t.Logf("%s of %d jobs: reply %v, freed in %v; another client's round trips:\n\tduring the free   %v\n\tbaseline, no free %v",
-			cmd, n, reply, freed.Round(time.Millisecond), during, base)
+		t.Logf("%s of %d jobs: reply %v, freed in %v (±%v); another client's round trips:\n"+
+			"\tduring the free   %v\n\tbaseline, no free %v\n"+
+			"\tPING during       %v\n\tPING baseline     %v\n"+
+			"\tDELAY.ADD during  %v\n\tDELAY.ADD baseline %v",
+			cmd, n, reply, freed.Round(time.Millisecond), infoPoll, during, base,
+			window(samples, start, freedAt, ping), window(samples, baseFrom, start, ping),
+			window(samples, start, freedAt, add), window(samples, baseFrom, start, add))
 	}
 	// The restart replays the fills: give a 3M-job log more than the
 	// harness's 10 s on a loaded machine.
@@ -144,6 +173,7 @@ type roundTrips struct {
 type sample struct {
 	at   time.Time // when the command was sent
 	took time.Duration
+	add  bool // DELAY.ADD, else PING
 }
 
 func startRoundTrips(t *testing.T, s *server) *roundTrips {
@@ -174,7 +204,7 @@ func startRoundTrips(t *testing.T, s *server) *roundTrips {
 				t.Error(err)
 				return
 			}
-			m.samples = append(m.samples, sample{start, time.Since(start)})
+			m.samples = append(m.samples, sample{start, time.Since(start), i%2 == 1})
 		}
 	}()
 	return m
@@ -198,11 +228,11 @@ func (l latencies) String() string {
 		l.max.Round(time.Microsecond), l.p999.Round(time.Microsecond), l.p99.Round(time.Microsecond), l.median.Round(time.Microsecond))
 }
 
-// window summarizes the round trips sent in [from, to).
-func window(ss []sample, from, to time.Time) latencies {
+// window summarizes the round trips sent in [from, to) that keep says to.
+func window(ss []sample, from, to time.Time, keep func(sample) bool) latencies {
 	var d []time.Duration
 	for _, s := range ss {
-		if !s.at.Before(from) && s.at.Before(to) {
+		if !s.at.Before(from) && s.at.Before(to) && keep(s) {
 			d = append(d, s.took)
 		}
 	}
