@@ -98,14 +98,14 @@ func TestLazyFreeDelBigQueue(t *testing.T) {
 		if e, _ := c.Exists(ctx, name).Result(); e != 0 {
 			t.Fatalf("%s: the queue still exists", cmd)
 		}
-		deadline := time.Now().Add(60 * time.Second)
+		deadline := time.Now().Add(5 * time.Minute)
 		for {
 			p, _ := s.info("memory", "lazyfree_pending_objects")
 			if p == "0" {
 				break
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("%s: still %s jobs to free after 60 s", cmd, p)
+				t.Fatalf("%s: still %s jobs to free after 5 minutes", cmd, p)
 			}
 			time.Sleep(infoPoll)
 		}
