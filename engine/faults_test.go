@@ -233,8 +233,9 @@ func (f stallFile) Sync() error {
 
 // Under appendfsync everysec a slow fsync is the syncer's: writes are
 // written and acknowledged while it runs (a write waiting on it would
-// deadlock this test), a rewrite switches logs meanwhile (the old log is
-// closed only once the fsync ends, never under it), a write made after it
+// deadlock this test), a rewrite switches logs meanwhile, writes made
+// during and after it are acknowledged (the old log is closed only once
+// the fsync ends, never under it), a write made after it
 // has run 2 s is counted as Redis's aof_delayed_fsync, and once the fsync
 // ends nothing acknowledged is lost.
 func TestFaultsSlowFsyncEverySecDoesNotBlockWrites(t *testing.T) {
@@ -263,10 +264,9 @@ func TestFaultsSlowFsyncEverySecDoesNotBlockWrites(t *testing.T) {
 		if err := e.Rewrite(); err != nil {
 			t.Fatal(err)
 		}
-		acked = append(acked, ackedAdds(t, e, "q", 10)...)
-		opsWaitRewrite(e) // the switch does not wait for the fsync of the old log
-		acked = append(acked, ackedAdds(t, e, "q", 10)...)
-
+		acked = append(acked, ackedAdds(t, e, "q", 10)...) // while the rewrite runs
+		opsWaitRewrite(e)                                  // its switch does not wait for the fsync
+		acked = append(acked, ackedAdds(t, e, "q", 10)...) // to the new log
 		fs.release()
 		sleep(1100 * time.Millisecond)
 		p := persistence(e)

@@ -61,7 +61,7 @@ type journal struct {
 	// failed and was taken for a disk error). It comes before wmu and is
 	// never taken with wmu or mu held: the switch closes the old log after
 	// it lets go of both, so a slow fsync delays the switch, never a write.
-	smu sync.Mutex
+	smu chanLock
 	// syncStart is when the background fsync (appendfsync everysec) in
 	// flight began, in Unix ns, or 0: the flusher starts one only when none
 	// runs, and counts the writes it makes while one has run over 2 s.
@@ -440,6 +440,22 @@ func (e *Engine) flusher() {
 	}
 }
 
+// chanLock is a mutex made of a channel: a goroutine waiting for it is
+// durably blocked for testing/synctest, as one waiting on a sync.Mutex is
+// not (a test holding an fsync would otherwise hang its bubble's clock
+// while the rewrite's switch waits to close the log).
+type chanLock struct {
+	once sync.Once
+	c    chan struct{}
+}
+
+func (l *chanLock) Lock() {
+	l.once.Do(func() { l.c = make(chan struct{}, 1) })
+	l.c <- struct{}{}
+}
+
+func (l *chanLock) Unlock() { <-l.c }
+
 // syncer runs everysec's fsyncs, one per request, away from the flusher;
 // it ends when req is closed, after the fsync in flight.
 func (e *Engine) syncer(req <-chan struct{}, done chan<- struct{}) {
@@ -802,14 +818,14 @@ func (e *Engine) Rewrite() error {
 			j.pend, j.rwTail, j.rewriting = j.pend[:0], nil, false
 			e.mu.Unlock()
 			j.wmu.Unlock()
-			j.smu.Lock() // not while an fsync uses it (syncLog)
-			old.Close()
-			j.smu.Unlock()
 			j.dmu.Lock()
 			j.durable = max(j.durable, last)
 			j.baseSize, j.size = size, size
 			j.dmu.Unlock()
-			j.dcond.Broadcast()
+			j.dcond.Broadcast() // before the close: the writes the new log took wait for no fsync
+			j.smu.Lock()        // not while an fsync uses it (syncLog)
+			old.Close()
+			j.smu.Unlock()
 			return err
 		}()
 		j.dmu.Lock()
