@@ -70,6 +70,12 @@ func (e *Engine) probeLog() bool {
 		}
 		return !retry
 	}
+	if !j.retry {
+		// The background fsync (everysec) failed while the probe ran: that
+		// failure stands.
+		e.mu.Unlock()
+		return true
+	}
 	j.broken, j.retry = nil, false
 	// Firings that came due while writes were refused were dropped; make
 	// them now, every one, whatever the MISFIRE policy (as after a reload).
@@ -87,8 +93,10 @@ func (e *Engine) probeLog() bool {
 }
 
 // fsyncFailed stops writes for good after a background fsync (appendfsync
-// everysec) failed: the writes it covered were acknowledged and may be
-// lost, and the server must not go on acknowledging as if they were not.
+// everysec, on the syncer) failed: the writes it covered were acknowledged
+// and may be lost, and the server must not go on acknowledging as if they
+// were not. A batch the flusher writes meanwhile fails too: the Writer's
+// fsync failure is sticky, so its write is undone and gets the error.
 func (e *Engine) fsyncFailed(err error) {
 	j := &e.j
 	e.mu.Lock()

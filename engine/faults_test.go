@@ -3,7 +3,9 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"os"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"testing/synctest"
@@ -177,4 +179,103 @@ func TestFaultsDiskFullResumes(t *testing.T) {
 			})
 		})
 	}
+}
+
+// stallFS is a MemFS whose log fsyncs wait while stall is set: a disk busy
+// with writeback, as after a burst of writes.
+type stallFS struct {
+	*aof.MemFS
+	path string
+
+	mu      sync.Mutex
+	stall   chan struct{} // the log's fsyncs wait for it to be closed
+	stalled int           // fsyncs that waited
+}
+
+func (s *stallFS) OpenFile(name string, flag int, perm os.FileMode) (aof.File, error) {
+	f, err := s.MemFS.OpenFile(name, flag, perm)
+	if err != nil || name != s.path {
+		return f, err
+	}
+	return stallFile{f, s}, nil
+}
+
+func (s *stallFS) hold() {
+	s.mu.Lock()
+	s.stall = make(chan struct{})
+	s.mu.Unlock()
+}
+
+func (s *stallFS) release() {
+	s.mu.Lock()
+	close(s.stall)
+	s.stall = nil
+	s.mu.Unlock()
+}
+
+type stallFile struct {
+	aof.File
+	fs *stallFS
+}
+
+func (f stallFile) Sync() error {
+	f.fs.mu.Lock()
+	c := f.fs.stall
+	if c != nil {
+		f.fs.stalled++
+	}
+	f.fs.mu.Unlock()
+	if c != nil {
+		<-c
+	}
+	return f.File.Sync()
+}
+
+// Under appendfsync everysec a slow fsync is the syncer's: writes are
+// written and acknowledged while it runs (a write waiting on it would
+// deadlock this test), a rewrite switches logs meanwhile, writes made
+// during and after it are acknowledged (the old log is closed only once
+// the fsync ends, never under it), a write made after it
+// has run 2 s is counted as Redis's aof_delayed_fsync, and once the fsync
+// ends nothing acknowledged is lost.
+func TestFaultsSlowFsyncEverySecDoesNotBlockWrites(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fs := &stallFS{MemFS: aof.NewMemFS(), path: "/data/" + LogFile}
+		e := mustNew(t, logged(fs, FsyncEverySec))
+		acked := ackedAdds(t, e, "q", 20)
+		fs.hold()
+		sleep(1100 * time.Millisecond) // the background fsync starts, and waits
+		if fs.stalled != 1 {
+			t.Fatalf("%d fsyncs waiting, want the background one", fs.stalled)
+		}
+		acked = append(acked, ackedAdds(t, e, "q", 20)...)
+		if p := persistence(e); p["aof_delayed_fsync"] != "0" {
+			t.Fatalf("aof_delayed_fsync %s after a 1 s fsync, want 0", p["aof_delayed_fsync"])
+		}
+		sleep(2100 * time.Millisecond) // still running: no second fsync starts
+		acked = append(acked, ackedAdds(t, e, "q", 3)...)
+		if fs.stalled != 1 {
+			t.Fatalf("%d fsyncs started, want one at a time", fs.stalled)
+		}
+		if p := persistence(e); p["aof_delayed_fsync"] != "1" {
+			t.Fatalf("aof_delayed_fsync %s after writes made while an fsync ran 3 s, want 1 (once per 2 s)", p["aof_delayed_fsync"])
+		}
+
+		if err := e.Rewrite(); err != nil {
+			t.Fatal(err)
+		}
+		acked = append(acked, ackedAdds(t, e, "q", 10)...) // while the rewrite runs
+		opsWaitRewrite(e)                                  // its switch does not wait for the fsync
+		acked = append(acked, ackedAdds(t, e, "q", 10)...) // to the new log
+		fs.release()
+		sleep(1100 * time.Millisecond)
+		p := persistence(e)
+		if p["aof_last_write_status"] != "ok" || p["aof_last_bgrewrite_status"] != "ok" || p["aof_last_fsync_unix"] == "0" {
+			t.Fatalf("INFO persistence after the slow fsync: %v", p)
+		}
+		if err := e.Close(); err != nil {
+			t.Fatal(err)
+		}
+		checkAcked(t, fs.MemFS, FsyncEverySec, "q", acked, nil)
+	})
 }

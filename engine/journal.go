@@ -9,6 +9,7 @@ import (
 	"runtime/debug"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/delayd/delayd/aof"
@@ -24,6 +25,14 @@ import (
 // A reply waits only for its own ticket (the connection waits once per batch
 // of pipelined commands), and the next fsync starts as soon as the last one
 // returns, so throughput holds as writers are added.
+//
+// Under appendfsync everysec the fsync is not the flusher's: once a second
+// the flusher hands it to the syncer goroutine and goes on writing, as
+// Redis hands it to a bio thread. An fsync after a burst of writes takes
+// tens of milliseconds, and a write must not wait for it: its reply waits
+// only for its write(2). Redis postpones its writes (up to 2 s) while an
+// fsync runs; here a reply waits for its write, so the flusher writes at
+// once and, past Redis's 2 s, counts the write in aof_delayed_fsync.
 //
 // A failed write is not applied: aof rolls the file back to its last good
 // size, the engine reloads its state from the file (waiters are kept), and
@@ -47,6 +56,16 @@ type journal struct {
 
 	wmu sync.Mutex  // held while the log writer is used (flusher, rewrite switch)
 	log *aof.Writer // guarded by wmu to use; replaced under wmu and mu
+	// smu is held through an fsync and through the closing of a log, so a
+	// rewrite's switch never closes the log an fsync is using (that fsync
+	// failed and was taken for a disk error). It comes before wmu and is
+	// never taken with wmu or mu held: the switch closes the old log after
+	// it lets go of both, so a slow fsync delays the switch, never a write.
+	smu chanLock
+	// syncStart is when the background fsync (appendfsync everysec) in
+	// flight began, in Unix ns, or 0: the flusher starts one only when none
+	// runs, and counts the writes it makes while one has run over 2 s.
+	syncStart atomic.Int64
 
 	// guarded by Engine.mu
 	pend      []byte // records, each as uvarint length then bytes
@@ -101,7 +120,9 @@ type journal struct {
 	replayed      int
 	rewrites      uint64 // finished since start
 	fsyncs        hist   // syncLog's durations, µs (metrics.go)
-	size          int64  // the log's size after the last write; read without wmu, which comes before mu
+	delayedFsync  uint64 // writes made while a background fsync had run over 2 s (INFO aof_delayed_fsync)
+	delayedAt     time.Time
+	size          int64 // the log's size after the last write; read without wmu, which comes before mu
 }
 
 // openLog replays the log into the engine and opens it for appending,
@@ -347,10 +368,13 @@ func (e *Engine) flusher() {
 	defer close(j.done)
 	var spare []byte
 	var tick <-chan time.Time
+	var syncReq, syncDone chan struct{} // to and from the syncer (everysec)
 	if e.opts.Fsync == FsyncEverySec {
 		t := time.NewTicker(time.Second)
 		defer t.Stop()
 		tick = t.C
+		syncReq, syncDone = make(chan struct{}, 1), make(chan struct{})
+		go e.syncer(syncReq, syncDone)
 	}
 	dirty := false
 	var probe <-chan time.Time // armed while a full disk refuses writes
@@ -359,12 +383,11 @@ func (e *Engine) flusher() {
 		select {
 		case <-j.kick:
 		case <-tick:
-			if dirty {
-				if err := e.syncLog(); err != nil {
-					// Writes already acknowledged may not be on disk, and
-					// the page cache's state is unknown: stop acknowledging.
-					e.fsyncFailed(err)
-				}
+			// An fsync still running covers the writes made before it
+			// began; the ones made since stay dirty for the next tick.
+			if dirty && j.syncStart.Load() == 0 {
+				j.syncStart.Store(time.Now().UnixNano())
+				syncReq <- struct{}{} // the syncer is idle: never blocks
 				dirty = false
 			}
 			continue
@@ -400,6 +423,8 @@ func (e *Engine) flusher() {
 				if e.opts.Fsync == FsyncAlways {
 					err = e.syncLog()
 					dirty, fsyncErr = false, err != nil
+				} else if s := j.syncStart.Load(); s != 0 {
+					e.noteDelayedFsync(s)
 				}
 			}
 			if err != nil {
@@ -417,6 +442,10 @@ func (e *Engine) flusher() {
 			j.wmu.Unlock()
 		}
 		if closing {
+			if syncReq != nil {
+				close(syncReq) // the fsync in flight ends first
+				<-syncDone
+			}
 			if dirty {
 				e.syncLog()
 			}
@@ -425,18 +454,75 @@ func (e *Engine) flusher() {
 	}
 }
 
-// syncLog fsyncs the log and logs a slow fsync with its duration.
+// chanLock is a mutex made of a channel: a goroutine waiting for it is
+// durably blocked for testing/synctest, as one waiting on a sync.Mutex is
+// not (a test holding an fsync would otherwise hang its bubble's clock
+// while the rewrite's switch waits to close the log).
+type chanLock struct {
+	once sync.Once
+	c    chan struct{}
+}
+
+func (l *chanLock) Lock() {
+	l.once.Do(func() { l.c = make(chan struct{}, 1) })
+	l.c <- struct{}{}
+}
+
+func (l *chanLock) Unlock() { <-l.c }
+
+// syncer runs everysec's fsyncs, one per request, away from the flusher;
+// it ends when req is closed, after the fsync in flight.
+func (e *Engine) syncer(req <-chan struct{}, done chan<- struct{}) {
+	defer close(done)
+	j := &e.j
+	for range req {
+		if err := e.syncLog(); err != nil {
+			// Writes already acknowledged may not be on disk, and the page
+			// cache's state is unknown: stop acknowledging.
+			e.fsyncFailed(err)
+		}
+		j.syncStart.Store(0)
+	}
+}
+
+// noteDelayedFsync counts a write made while the background fsync begun at
+// start (Unix ns) has run over 2 s, once per 2 s as Redis does: where Redis
+// would stop postponing its write and say the disk is busy.
+func (e *Engine) noteDelayedFsync(start int64) {
+	now := time.Now()
+	if now.Sub(time.Unix(0, start)) < 2*time.Second {
+		return
+	}
+	j := &e.j
+	j.dmu.Lock()
+	note := now.Sub(j.delayedAt) >= 2*time.Second
+	if note {
+		j.delayedFsync++
+		j.delayedAt = now
+	}
+	j.dmu.Unlock()
+	if note {
+		e.opts.Logger.Warn().Str("file", j.path).Dur("fsync_running", now.Sub(time.Unix(0, start))).
+			Msg("background fsync is taking too long (disk is busy?): writing without waiting for it")
+	}
+}
+
+// syncLog fsyncs the log and logs a slow fsync with its duration. It may run
+// on the syncer while the flusher writes (aof.Writer allows Sync to).
 func (e *Engine) syncLog() error {
 	j := &e.j
-	// wmu is held through the fsync: a rewrite's switch closes the old log
-	// under wmu, and an fsync of a log closed under it would fail and be
+	// smu is held through the fsync: a rewrite's switch closes the old log
+	// under smu, and an fsync of a log closed under it would fail and be
 	// taken for a disk error (the new log was fsynced before it was
-	// installed). Only the flusher, which calls this, and the switch take
-	// wmu, so nothing else waits for the fsync.
+	// installed). wmu only reads which log is current: the flusher's
+	// writes go on during the fsync.
+	j.smu.Lock()
+	defer j.smu.Unlock()
 	j.wmu.Lock()
-	start := time.Now()
-	err := j.log.Sync()
+	l := j.log
 	j.wmu.Unlock()
+	start := time.Now()
+	err := l.Sync()
 	took := time.Since(start)
 	if took > 500*time.Millisecond {
 		e.opts.Logger.Warn().Dur("took", took).Str("file", j.path).Msg("slow fsync")
@@ -749,12 +835,14 @@ func (e *Engine) Rewrite() error {
 			j.pend, j.rwTail, j.rewriting = j.pend[:0], nil, false
 			e.mu.Unlock()
 			j.wmu.Unlock()
-			old.Close()
 			j.dmu.Lock()
 			j.durable = max(j.durable, last)
 			j.baseSize, j.size = size, size
 			j.dmu.Unlock()
-			j.dcond.Broadcast()
+			j.dcond.Broadcast() // before the close: the writes the new log took wait for no fsync
+			j.smu.Lock()        // not while an fsync uses it (syncLog)
+			old.Close()
+			j.smu.Unlock()
 			return err
 		}()
 		j.dmu.Lock()
@@ -821,6 +909,7 @@ func (e *Engine) Persistence() [][2]string {
 		{"aof_last_bgrewrite_status", status(j.rewriteErr)},
 		{"aof_last_fsync_unix", lastFsync},
 		{"aof_last_fsync_us", strconv.FormatInt(j.lastFsyncTook.Microseconds(), 10)},
+		{"aof_delayed_fsync", strconv.FormatUint(j.delayedFsync, 10)},
 		{"aof_last_write_status", status(broken)},
 		{"aof_last_error", errText},
 	}

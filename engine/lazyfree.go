@@ -9,10 +9,10 @@ import "time"
 // makes a new queue, with a new index), and the old queue, doomed, is not
 // live: no lookup, SCAN, INFO count, metric or waiter reaches it, since
 // each goes by name or skips queues that are not live. A goroutine then
-// frees its jobs in batches of a bounded hold of the lock, yielding between
-// them, and frees the queue's index when it is empty, never before: a
-// client id's index entry hashes (queue index, id), so while the index is
-// doomed no new queue can share it.
+// frees its jobs in batches of a bounded hold of the lock, sleeping a
+// millisecond between them (lazyPause), and frees the queue's index when
+// it is empty, never before: a client id's index entry hashes (queue
+// index, id), so while the index is doomed no new queue can share it.
 //
 // What the batches must not change is what the log says: the DEL record
 // is one record and replay applies it synchronously (delQueue), so a live
@@ -35,9 +35,18 @@ const (
 	lazyBatch = 4096
 	lazyScan  = 1 << 16
 	lazyHold  = 250 * time.Microsecond
-	// lazyPause lets clients waiting on the lock take it between batches
-	// (a Go mutex released and retaken at once may go to the releaser).
-	lazyPause = 50 * time.Microsecond
+	// lazyPause is the freer's sleep between batches. A client's write
+	// passes the lock twice (its command, then the flusher taking the
+	// batch), and with a short pause the freer took the lock back between
+	// the two: at 50 µs other clients' median round trip was 3-4 times
+	// the baseline and, with the server on one CPU of a loaded machine,
+	// p99 10-50 ms against 2-5 ms, since a process that keeps its CPU busy
+	// is the one the OS makes wait. At 1 ms a round trip fits between two
+	// batches and the figures during a free match those without one
+	// (docs/benchmarks.md); the price is a free 3-4 times slower (3M jobs:
+	// about 17 s on the loaded 2-core machine), memory the freer gives
+	// back later but no client waits for.
+	lazyPause = time.Millisecond
 )
 
 // lazyState is the doomed queues and their freer.
