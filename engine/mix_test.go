@@ -171,8 +171,11 @@ func mixRestarts(t *testing.T, seed uint64) {
 			e = mustNew(t, exact(fs, FsyncAlways))
 			after := mixDump(e)
 			if testing.Verbose() {
+				e.mu.Lock() // the timer goroutine may be firing a schedule
+				n := e.njobs
+				e.mu.Unlock()
 				t.Logf("round %d: %d tombstones, %d schedules, %d jobs, %d bytes of state", round,
-					strings.Count(after, "tomb "), strings.Count(after, "schedule "), e.njobs, len(after))
+					strings.Count(after, "tomb "), strings.Count(after, "schedule "), n, len(after))
 			}
 			if after != before {
 				e.Close()
