@@ -111,7 +111,18 @@ func TestConnLimitsProtectedModeHTTP(t *testing.T) {
 	start := func(args ...string) (outside, local string) {
 		port := freePort(t)
 		startServer(t, append([]string{"--bind", "0.0.0.0", "--http-addr", fmt.Sprintf("0.0.0.0:%d", port)}, args...)...)
-		return net.JoinHostPort(ip, strconv.Itoa(port)), net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+		outside, local = net.JoinHostPort(ip, strconv.Itoa(port)), net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+		// The RESP port answering does not mean the HTTP side listens yet.
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			c, err := net.Dial("tcp", local)
+			if err == nil {
+				c.Close()
+				return outside, local
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("HTTP side on %s: %v", local, err)
+			}
+		}
 	}
 	outside, local := start()
 	for _, path := range []string{"/metrics", "/"} {
