@@ -86,7 +86,7 @@ var settings = []struct {
 	{"max-payload-bytes", "4194304", "largest payload accepted, in bytes"},
 	{"max-jobs", "0", "most jobs held in any state (0: no limit)"},
 	{"max-clients", "10000", "most client connections at once"},
-	{"maxmemory", "0", "refuse adds with OOM while the heap's live bytes are above this (100mb, 1gb; 0: no limit)"},
+	{"maxmemory", "0", "refuse adds with OOM while the memory in use (heap plus job pages) is above this (100mb, 1gb; 0: no limit)"},
 	{"protected-mode", "yes", "with no password set, refuse clients that are not on the loopback interface: yes|no"},
 	{"timeout", "0", "close a client idle this many seconds (0: never); blocked pops and MONITOR are not idle"},
 	{"client-output-buffer-limit", "normal 0 0 0", "cap a client's pending output as Redis: normal <hard> <soft> <soft-seconds> (0: none)"},

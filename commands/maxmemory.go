@@ -8,10 +8,12 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/delayd/delayd/engine"
 )
 
-// --maxmemory: while the Go heap's live objects (INFO's used_memory) are
-// above it, commands that add jobs are refused with Redis's OOM error;
+// --maxmemory: while the Go heap's live objects plus the job memory mapped
+// outside it (INFO's used_memory, engine.MappedBytes) are above it, commands that add jobs are refused with Redis's OOM error;
 // everything that takes jobs out (pops, acks, cancels, DEL) and every read
 // still works, so a full server can be drained. Firings of DELAY.SCHEDULE
 // are not refused: a schedule was accepted once, and its firings are its
@@ -46,7 +48,7 @@ func (g *memGauge) get() uint64 {
 		s := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
 		metrics.Read(s)
 		if s[0].Value.Kind() == metrics.KindUint64 {
-			g.used.Store(s[0].Value.Uint64())
+			g.used.Store(s[0].Value.Uint64() + uint64(engine.MappedBytes()))
 		}
 		g.at.Store(now)
 	}

@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/delayd/delayd/engine"
 )
 
 func cmdPing(d *Dispatcher, c *Client, args [][]byte) {
@@ -281,7 +283,7 @@ func cmdInfo(d *Dispatcher, c *Client, args [][]byte) {
 		runtime.ReadMemStats(&ms)
 	}
 	section("Memory", [][2]string{
-		{"used_memory", strconv.FormatUint(ms.HeapAlloc, 10)},
+		{"used_memory", strconv.FormatUint(ms.HeapAlloc+uint64(engine.MappedBytes()), 10)},
 		{"used_memory_rss", strconv.FormatUint(ms.Sys, 10)},
 		{"used_memory_jobs", itoa(in.MemoryBytes)},
 		{"used_memory_payloads", itoa(in.PayloadBytes)},

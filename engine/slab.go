@@ -4,6 +4,7 @@ import (
 	"unsafe"
 
 	"github.com/delayd/delayd/offheap"
+	"github.com/delayd/delayd/wheel"
 )
 
 // slab is the job table: fixed-size pages of pointer-free records, addressed
@@ -50,3 +51,8 @@ func (t *slab) release() {
 
 // bytes is the memory the slab holds.
 func (t *slab) bytes() int64 { return int64(len(t.pages)) * pageSize * int64(jobSize) }
+
+// MappedBytes is the memory every engine of the process holds outside the Go
+// heap (job pages, arena chunks, index tables, wheel nodes): the runtime's
+// statistics miss it, so --maxmemory and INFO's used_memory add it. O(1).
+func MappedBytes() int64 { return offheap.Mapped() + wheel.MappedBytes() }

@@ -1,9 +1,12 @@
 package integration
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // SPEC: binary-safe payloads, --max-payload-bytes, --max-jobs, --max-clients.
@@ -150,4 +153,43 @@ func TestMaxClients(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// --maxmemory counts the jobs, which live outside the Go heap (engine
+// pages mapped from the OS): filling the server with payloads must reach
+// the limit and get Redis's OOM error, while DEL still works.
+func TestMaxMemoryCountsJobsOffHeap(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, "--maxmemory", "48mb")
+	c := s.Client()
+	ctx := context.Background()
+	payload := strings.Repeat("p", 1000)
+	oom, added := false, 0
+	for round := 0; round < 200 && !oom; round++ { // at most 200k jobs, 200 MB of payloads
+		p := c.Pipeline()
+		cmds := make([]*redis.Cmd, 1000)
+		for i := range cmds {
+			cmds[i] = p.Do(ctx, "DELAY.ADD", "mm", 3600000, payload)
+		}
+		p.Exec(ctx)
+		for _, r := range cmds {
+			if err := r.Err(); err != nil {
+				if !strings.HasPrefix(err.Error(), "OOM command not allowed when used memory > 'maxmemory'.") {
+					t.Fatalf("add %d: %v", added, err)
+				}
+				oom = true
+			} else {
+				added++
+			}
+		}
+		time.Sleep(60 * time.Millisecond) // the server samples its memory every 50 ms
+	}
+	if !oom {
+		t.Fatalf("%d jobs of 1000 bytes (%d MB) added under --maxmemory 48mb without an OOM", added, added/1000)
+	}
+	if added < 10000 {
+		t.Fatalf("only %d jobs before the OOM: the limit trips far below 48 MB", added)
+	}
+	t.Logf("OOM after %d jobs of 1000 bytes", added)
+	expect(t, c, 1, "DEL", "mm") // taking jobs out still works
 }

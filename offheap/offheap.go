@@ -19,7 +19,18 @@
 // lazily, so a large mapping costs resident memory only as it is written.
 package offheap
 
-import "unsafe"
+import (
+	"sync/atomic"
+	"unsafe"
+)
+
+// mapped is the bytes Make handed out and Free has not taken back: memory
+// the runtime's statistics do not see (--maxmemory and INFO add it).
+var mapped atomic.Int64
+
+// Mapped returns the bytes mapped by Make and not yet freed, in this
+// process. O(1).
+func Mapped() int64 { return mapped.Load() }
 
 // Make returns a slice of n zero values of T outside the Go heap. T must
 // hold no pointers. It panics if the system refuses the memory, as the
@@ -30,6 +41,7 @@ func Make[T any](n int) []T {
 	}
 	var t T
 	b := mapBytes(n * int(unsafe.Sizeof(t)))
+	mapped.Add(int64(len(b)))
 	return unsafe.Slice((*T)(unsafe.Pointer(unsafe.SliceData(b))), n)
 }
 
@@ -40,5 +52,7 @@ func Free[T any](s []T) {
 		return
 	}
 	var t T
-	unmapBytes(unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(s))), cap(s)*int(unsafe.Sizeof(t))))
+	n := cap(s) * int(unsafe.Sizeof(t))
+	unmapBytes(unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(s))), n))
+	mapped.Add(-int64(n))
 }

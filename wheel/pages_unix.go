@@ -4,9 +4,17 @@ package wheel
 
 import (
 	"fmt"
+	"sync/atomic"
 	"syscall"
 	"unsafe"
 )
+
+// mappedBytes is what newPage mapped and freePage has not unmapped.
+var mappedBytes atomic.Int64
+
+// MappedBytes returns the bytes of node pages mapped outside the Go heap by
+// every wheel of the process: memory the runtime's statistics do not see.
+func MappedBytes() int64 { return mappedBytes.Load() }
 
 // newPage maps one page of nodes outside the Go heap (zeroed: not
 // scheduled). See Wheel.pages for why.
@@ -16,6 +24,7 @@ func newPage() []node {
 	if err != nil {
 		panic(fmt.Sprintf("wheel: mapping %d bytes: %v", n, err))
 	}
+	mappedBytes.Add(int64(n))
 	return unsafe.Slice((*node)(unsafe.Pointer(unsafe.SliceData(b))), nodePage)
 }
 
@@ -25,4 +34,5 @@ func freePage(p []node) {
 	if err := syscall.Munmap(b); err != nil {
 		panic(fmt.Sprintf("wheel: unmapping a page: %v", err))
 	}
+	mappedBytes.Add(-int64(len(b)))
 }
