@@ -4,7 +4,6 @@ import (
 	"unsafe"
 
 	"github.com/delayd/delayd/offheap"
-	"github.com/delayd/delayd/wheel"
 )
 
 // slab is the job table: fixed-size pages of pointer-free records, addressed
@@ -55,4 +54,4 @@ func (t *slab) bytes() int64 { return int64(len(t.pages)) * pageSize * int64(job
 // MappedBytes is the memory every engine of the process holds outside the Go
 // heap (job pages, arena chunks, index tables, wheel nodes): the runtime's
 // statistics miss it, so --maxmemory and INFO's used_memory add it. O(1).
-func MappedBytes() int64 { return offheap.Mapped() + wheel.MappedBytes() }
+func MappedBytes() int64 { return offheap.Mapped() }

@@ -6,6 +6,8 @@ import (
 	"math/bits"
 	"runtime"
 	"slices"
+
+	"github.com/delayd/delayd/offheap"
 )
 
 const (
@@ -91,7 +93,7 @@ type mappedPages struct{ pages [][]node }
 
 func (m *mappedPages) free() {
 	for _, p := range m.pages {
-		freePage(p)
+		offheap.Free(p)
 	}
 	m.pages = nil
 }
@@ -471,7 +473,7 @@ func (w *Wheel) grow(h uint32) {
 		panic("wheel: handle math.MaxUint32 is reserved")
 	}
 	for h >= w.cap {
-		p := newPage()
+		p := offheap.Make[node](nodePage) // zeroed: not scheduled
 		w.mapped.pages = append(w.mapped.pages, p)
 		w.pages = append(w.pages, p)
 		w.cap += nodePage
