@@ -247,8 +247,19 @@ func (tc *testCluster) restartKilled() error {
 	if k == nil {
 		return errors.New("no node was killed")
 	}
-	if err := k.start(); err != nil {
-		return fmt.Errorf("restart %s: %w", k.addr(), err)
+	// After a kill, another process's outgoing connection may hold the
+	// node's bus port for a moment: a start that finds it taken is tried
+	// again, a few times (the node is known by its bus address).
+	for try := 1; ; try++ {
+		before := len(k.out.String())
+		err := k.start()
+		if err == nil {
+			break
+		}
+		if try == 5 || !strings.Contains(k.out.String()[before:], "address already in use") {
+			return fmt.Errorf("restart %s: %w", k.addr(), err)
+		}
+		time.Sleep(500 * time.Millisecond)
 	}
 	tc.mu.Lock()
 	tc.killed = nil
