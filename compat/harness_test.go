@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -150,13 +151,21 @@ func startServer(dir, password string) (*server, error) {
 	return nil, err
 }
 
+// freePort finds a free port on 127.0.0.1 below Linux's ephemeral range
+// (32768-60999), where outgoing connections take their local ports: a
+// killed cluster node restarted on its port could find it taken by one
+// (integration_test's freePortOn says more).
 func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
+	var err error
+	for range 200 {
+		port := 20000 + rand.IntN(32768-20000)
+		var l net.Listener
+		if l, err = net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port))); err == nil {
+			l.Close()
+			return port, nil
+		}
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	return 0, err
 }
 
 func (s *server) args() []string {

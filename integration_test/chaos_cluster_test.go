@@ -126,17 +126,6 @@ func (c *chaosCluster) args(n *chaosNode, join string) []string {
 	return append(a, c.extra...)
 }
 
-// freePortOn is freePort for another loopback address.
-func freePortOn(t testing.TB, ip string) int {
-	t.Helper()
-	l, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
-	if err != nil {
-		t.Fatalf("free port on %s: %v", ip, err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 // newChaosCluster starts n nodes: the first bootstraps the group, the
 // others join it, and it returns once every node reports cluster_state:ok
 // and the leader lists them all.

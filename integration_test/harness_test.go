@@ -26,6 +26,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -221,15 +222,33 @@ func newServer(t testing.TB, port int, env []string, args ...string) *server {
 	return s
 }
 
-// freePort asks the kernel for a free port on 127.0.0.1 and releases it.
+// freePort finds a free port on 127.0.0.1 and releases it.
 func freePort(t testing.TB) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("free port: %v", err)
+	return freePortOn(t, "127.0.0.1")
+}
+
+// freePortOn finds a free port on ip, below Linux's ephemeral range
+// (32768-60999). A port the kernel hands out for ":0" comes from that
+// range, which is also where every outgoing connection takes its local
+// port: once a test kills a server, a client's (or a Raft peer's) outgoing
+// connection could take the dead server's port before the test restarts it
+// there, and the restart failed with "address already in use" (seen in CI
+// on cluster failover tests). Ports from 20000 to 32767 are never taken that
+// way; a random one is tried until one binds.
+func freePortOn(t testing.TB, ip string) int {
+	t.Helper()
+	for range 200 {
+		port := 20000 + rand.IntN(32768-20000)
+		l, err := net.Listen("tcp", net.JoinHostPort(ip, strconv.Itoa(port)))
+		if err != nil {
+			continue
+		}
+		l.Close()
+		return port
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	t.Fatalf("no free port on %s between 20000 and 32767", ip)
+	return 0
 }
 
 // cleanEnv is the test's environment without any DELAYD_ variable, so the
