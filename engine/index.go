@@ -75,7 +75,7 @@ func (c *core) clientKey(s uint32) uint64 {
 
 // initIndex gives the tables their key functions (New).
 func (c *core) initIndex() {
-	c.sids.key = c.sidKey
+	c.sids.key, c.sids.grouped = c.sidKey, true
 	c.index.key = c.clientKey
 }
 

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 )
@@ -37,73 +38,86 @@ func TestSlotTableAgainstMap(t *testing.T) {
 		"sequential": func(k uint64) uint64 { return k << 16 },
 		"collide":    func(k uint64) uint64 { return k % 7 },
 	}
-	for name, hash := range hashes {
-		t.Run(name, func(t *testing.T) {
-			rng := rand.New(rand.NewPCG(1, uint64(len(name))))
-			m := newTableModel()
-			m.t.key = func(s uint32) uint64 { return hash(m.keys[s]) }
-			byKey := map[uint64]uint32{}
-			var nextSlot uint32
-			var freeSlots []uint32
-			ops := 200_000
-			if name == "collide" {
-				ops = 20_000 // every run is long: quadratic
+	for _, grouped := range []bool{false, true} {
+		for name, hash := range hashes {
+			if grouped {
+				name += "/grouped"
 			}
-			for i := range ops {
-				// Phases: grow, churn, shrink, so rebuilds run under every mix.
-				insertBias := []int{80, 50, 20}[(i/(ops/6))%3]
-				switch r := rng.IntN(100); {
-				case r < insertBias:
-					k := rng.Uint64N(1 << 40)
-					if _, dup := byKey[k]; dup {
-						continue
-					}
-					var s uint32
-					if n := len(freeSlots); n > 0 && rng.IntN(2) == 0 {
-						s, freeSlots = freeSlots[n-1], freeSlots[:n-1]
-					} else {
-						s = nextSlot
-						nextSlot++
-					}
-					m.keys[s] = k
-					byKey[k] = s
-					m.t.insert(s, hash(k))
-				case r < 95 && len(byKey) > 0:
-					// Delete a random present key (map order is random enough).
-					for k, s := range byKey {
-						if !m.t.remove(s, hash(k)) {
-							t.Fatalf("op %d: remove(%d) of a present slot reported absent", i, s)
+			t.Run(name, func(t *testing.T) {
+				rng := rand.New(rand.NewPCG(1, uint64(len(name))))
+				m := newTableModel()
+				m.t.grouped = grouped
+				m.t.key = func(s uint32) uint64 { return hash(m.keys[s]) }
+				byKey := map[uint64]uint32{}
+				var nextSlot uint32
+				var freeSlots []uint32
+				ops := 200_000
+				if strings.HasPrefix(name, "collide") {
+					ops = 20_000 // every run is long: quadratic
+				}
+				sequential := grouped && rng.IntN(2) == 0 // server ids: each key above the last
+				var lastKey uint64
+				for i := range ops {
+					// Phases: grow, churn, shrink, so rebuilds run under every mix.
+					insertBias := []int{80, 50, 20}[(i/(ops/6))%3]
+					switch r := rng.IntN(100); {
+					case r < insertBias:
+						k := rng.Uint64N(1 << 40)
+						if sequential {
+							// a millisecond above a counter, some ms skipped
+							lastKey = max(lastKey+1, lastKey&^0xffff+rng.Uint64N(3)<<16)
+							k = lastKey
 						}
-						delete(byKey, k)
-						delete(m.keys, s)
-						freeSlots = append(freeSlots, s)
-						break
+						if _, dup := byKey[k]; dup {
+							continue
+						}
+						var s uint32
+						if n := len(freeSlots); n > 0 && rng.IntN(2) == 0 {
+							s, freeSlots = freeSlots[n-1], freeSlots[:n-1]
+						} else {
+							s = nextSlot
+							nextSlot++
+						}
+						m.keys[s] = k
+						byKey[k] = s
+						m.t.insert(s, hash(k))
+					case r < 95 && len(byKey) > 0:
+						// Delete a random present key (map order is random enough).
+						for k, s := range byKey {
+							if !m.t.remove(s, hash(k)) {
+								t.Fatalf("op %d: remove(%d) of a present slot reported absent", i, s)
+							}
+							delete(byKey, k)
+							delete(m.keys, s)
+							freeSlots = append(freeSlots, s)
+							break
+						}
+					default:
+						k := rng.Uint64N(1 << 40)
+						if _, ok := m.find(k, hash); ok != (byKey[k] != 0 || hasKey(byKey, k)) {
+							t.Fatalf("op %d: find(%d) = %v, model says %v", i, k, ok, hasKey(byKey, k))
+						}
 					}
-				default:
-					k := rng.Uint64N(1 << 40)
-					if _, ok := m.find(k, hash); ok != (byKey[k] != 0 || hasKey(byKey, k)) {
-						t.Fatalf("op %d: find(%d) = %v, model says %v", i, k, ok, hasKey(byKey, k))
+					if m.t.len() != len(byKey) {
+						t.Fatalf("op %d: len %d, model %d", i, m.t.len(), len(byKey))
 					}
-				}
-				if m.t.len() != len(byKey) {
-					t.Fatalf("op %d: len %d, model %d", i, m.t.len(), len(byKey))
-				}
-				if i%997 == 0 {
-					for k, s := range byKey {
-						if got, ok := m.find(k, hash); !ok || got != s {
-							t.Fatalf("op %d: find(%d) = %d, %v; want %d", i, k, got, ok, s)
+					if i%997 == 0 {
+						for k, s := range byKey {
+							if got, ok := m.find(k, hash); !ok || got != s {
+								t.Fatalf("op %d: find(%d) = %d, %v; want %d", i, k, got, ok, s)
+							}
 						}
 					}
 				}
-			}
-			if m.t.remove(nextSlot+5, 12345) {
-				t.Fatal("remove of an absent slot reported present")
-			}
-			m.t.release()
-			if m.t.len() != 0 || m.t.bytes() != 0 || m.t.key == nil {
-				t.Fatalf("after release: len %d, bytes %d, key kept %v", m.t.len(), m.t.bytes(), m.t.key != nil)
-			}
-		})
+				if m.t.remove(nextSlot+5, 12345) {
+					t.Fatal("remove of an absent slot reported present")
+				}
+				m.t.release()
+				if m.t.len() != 0 || m.t.bytes() != 0 || m.t.key == nil || m.t.grouped != grouped {
+					t.Fatalf("after release: len %d, bytes %d, key kept %v, grouped kept %v", m.t.len(), m.t.bytes(), m.t.key != nil, m.t.grouped == grouped)
+				}
+			})
+		}
 	}
 }
 
@@ -209,5 +223,61 @@ func BenchmarkSlotTableFill(b *testing.B) {
 		b.ReportMetric(float64(worst.Microseconds()), "worst-µs")
 		b.ReportMetric(float64(t.bytes())/n, "B/entry")
 		t.release()
+	}
+}
+
+// BenchmarkSlotTableSeq files server-id-like keys (64 a millisecond) into a
+// table of 1M to 4M entries and removes them oldest first, as RPUSH and
+// LPOP on one list do: the grouped table (server ids) against the plain one.
+func BenchmarkSlotTableSeq(b *testing.B) {
+	for _, grouped := range []bool{false, true} {
+		b.Run(map[bool]string{false: "plain", true: "grouped"}[grouped], func(b *testing.B) {
+			const live = 2_000_000
+			var t slotTable
+			t.grouped = grouped
+			keyOf := func(i uint32) uint64 { return (1_800_000_000_000+uint64(i/64))<<16 | uint64(i%64) }
+			t.key = func(s uint32) uint64 { return keyOf(s) }
+			defer t.release()
+			i := uint32(0)
+			for ; i < live; i++ {
+				t.insert(i, keyOf(i))
+			}
+			b.ResetTimer()
+			for range b.N {
+				t.insert(i, keyOf(i))
+				d := i - live
+				if !t.remove(d, keyOf(d)) {
+					b.Fatal("missed")
+				}
+				i++
+			}
+		})
+	}
+}
+
+// A small table that fills with tombstones (a FIFO: insert, delete, over
+// and over) clears them in place: no new mapping every few inserts.
+func TestSlotTableSmallRehashesInPlace(t *testing.T) {
+	for _, grouped := range []bool{false, true} {
+		m := newTableModel()
+		m.t.grouped = grouped
+		m.keys[0] = 1 << 16
+		m.t.insert(0, 1<<16) // one job stays
+		first := &m.t.cells[0]
+		for i := uint64(1); i < 10_000; i++ {
+			s := uint32(i%2 + 1)
+			m.keys[s] = 1<<16 + i
+			m.t.insert(s, m.keys[s])
+			if !m.t.remove(s, m.keys[s]) {
+				t.Fatalf("remove %d missed", i)
+			}
+			if &m.t.cells[0] != first || m.t.old != nil {
+				t.Fatalf("grouped %v: insert %d mapped a new table", grouped, i)
+			}
+		}
+		if got, ok := m.find(1<<16, func(k uint64) uint64 { return k }); !ok || got != 0 {
+			t.Fatalf("the job that stayed: %d, %v", got, ok)
+		}
+		m.t.release()
 	}
 }
