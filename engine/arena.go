@@ -86,6 +86,12 @@ func (a *arena) alloc(b []byte) uint64 {
 	} else {
 		if !c.ready || int(c.off)+size > chunkSize {
 			a.chunks = append(a.chunks, offheap.Make[byte](chunkSize))
+			if c.ready {
+				// The class filled a whole chunk: it is in use, so map its
+				// next one in one call (a fill, a replay) instead of 256
+				// page faults. A class's first chunk faults in as used.
+				offheap.Populate(a.chunks[len(a.chunks)-1])
+			}
 			c.chunk, c.off, c.ready = uint32(len(a.chunks)-1), 0, true
 		}
 		// Offsets start at 1 inside the ref so that chunk 0 offset 0 is not ref 0.
