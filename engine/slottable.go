@@ -34,7 +34,7 @@ type slotTable struct {
 	key func(s uint32) uint64
 
 	// grouped files keys that rise by one (server ids) in runs of
-	// groupCells adjacent cells: see groupHome.
+	// 1<<groupBits adjacent cells: see groupHome.
 	grouped bool
 
 	cells []uint32 // len 0 or a power of two
