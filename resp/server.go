@@ -21,6 +21,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"net"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -458,6 +459,12 @@ func (cn *conn) block(c *commands.Client, d *commands.Dispatcher) bool {
 }
 
 func isTimeout(err error) bool {
+	// The common case, a read deadline set to stop the watcher of every
+	// served blocking pop, is answered without errors.As, whose reflection
+	// was 5% of the server's CPU in the rivals race's spread case.
+	if oe, ok := err.(*net.OpError); ok && oe.Err == os.ErrDeadlineExceeded {
+		return true
+	}
 	var ne net.Error
 	return errors.As(err, &ne) && ne.Timeout()
 }
