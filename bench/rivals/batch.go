@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"strconv"
 	"sync"
@@ -77,7 +78,7 @@ func (c *respConn) reply() (any, error) {
 			return nil, err
 		}
 		b := make([]byte, n+2)
-		if _, err := ioReadFull(c.r, b); err != nil {
+		if _, err := io.ReadFull(c.r, b); err != nil {
 			return nil, err
 		}
 		return string(b[:n]), nil
@@ -95,18 +96,6 @@ func (c *respConn) reply() (any, error) {
 		return a, nil
 	}
 	return nil, fmt.Errorf("unknown reply %q", line)
-}
-
-func ioReadFull(r *bufio.Reader, b []byte) (int, error) {
-	n := 0
-	for n < len(b) {
-		m, err := r.Read(b[n:])
-		n += m
-		if err != nil {
-			return n, err
-		}
-	}
-	return n, nil
 }
 
 // batchWorkers runs n workers that each pop up to count jobs (count 1:
