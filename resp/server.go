@@ -21,6 +21,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"net"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -283,7 +284,8 @@ type conn struct {
 	stopping atomic.Bool
 	watchEnd chan struct{}
 	gone     chan struct{}
-	watchErr error // why the watcher ended on its own; read after watchEnd
+	watchErr error  // why the watcher ended on its own; read after watchEnd
+	watchBuf []byte // the watcher's read buffer, kept across blocks
 
 	idleArmed bool // the read deadline is --timeout's (limits.go)
 }
@@ -354,11 +356,17 @@ const maxPending = 1 << 20
 func (cn *conn) watch() {
 	cn.watchEnd = make(chan struct{})
 	cn.gone = make(chan struct{})
+	if cn.watchBuf == nil {
+		// On the heap and kept: a 4 KiB array on the watcher's stack made
+		// every new watcher grow (copy) its stack, 3% of the server's CPU
+		// when workers block for each job.
+		cn.watchBuf = make([]byte, 4096)
+	}
 	go func() {
 		defer close(cn.watchEnd)
-		var buf [4096]byte
+		buf := cn.watchBuf // one watcher at a time: unwatch waits for watchEnd
 		for {
-			n, err := cn.nc.Read(buf[:])
+			n, err := cn.nc.Read(buf)
 			cn.pending = append(cn.pending, buf[:n]...)
 			if err != nil {
 				if cn.stopping.Load() && isTimeout(err) {
@@ -458,6 +466,12 @@ func (cn *conn) block(c *commands.Client, d *commands.Dispatcher) bool {
 }
 
 func isTimeout(err error) bool {
+	// The common case, a read deadline set to stop the watcher of every
+	// served blocking pop, is answered without errors.As, whose reflection
+	// was 5% of the server's CPU in the rivals race's spread case.
+	if oe, ok := err.(*net.OpError); ok && oe.Err == os.ErrDeadlineExceeded {
+		return true
+	}
 	var ne net.Error
 	return errors.As(err, &ne) && ne.Timeout()
 }

@@ -1,5 +1,6 @@
 // Command rivals races delayd against what users would pick instead for
-// delayed jobs: delayd with DELAY.POP + ACK, delayd popped with BLPOP, a
+// delayed jobs: delayd with DELAY.POP + ACK (one job at a time, with the
+// ACK sent with the next POP, and in DELAY.MPOP batches), delayd popped with BLPOP, a
 // Redis sorted set with a Lua mover and BLPOP workers, asynq (defaults and
 // 10 ms check intervals) and BullMQ. Each system and case gets a fresh
 // server pinned to one CPU; this process (and BullMQ's node) runs every
@@ -23,6 +24,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -60,7 +62,8 @@ func main() {
 	flag.DurationVar(&cfg.maxDelay, "max-delay", time.Second, "steady case: longest delay")
 	flag.DurationVar(&cfg.grace, "grace", 15*time.Second, "the drain ends this long after the last due time once no job completed for as long; jobs not completed by then count as lost")
 	flag.DurationVar(&cfg.burstLead, "burst-lead", 0, "burst case: due time = fill start + this (0: 1 s + 1.5x the spread case's fill time)")
-	flag.StringVar(&systems, "systems", "delayd-ack,delayd-blpop,redis-zset,asynq,asynq-10ms,bullmq", "systems to race")
+	flag.StringVar(&systems, "systems", "delayd-ack,delayd-pipe,delayd-mpop,delayd-blpop,redis-zset,asynq,asynq-10ms,bullmq", "systems to race")
+	flag.IntVar(&mpopCount, "mpop-count", mpopCount, "delayd-mpop: jobs per DELAY.MPOP (COUNT)")
 	flag.StringVar(&cases, "cases", "spread,steady,burst", "cases to run, in order (burst after spread: its due time is sized from the spread fill)")
 	flag.StringVar(&cfg.delayd, "delayd", "", "delayd binary (built from the repo root)")
 	flag.StringVar(&cfg.redis, "redis", "redis-server", "redis-server binary")
@@ -82,7 +85,7 @@ func main() {
 	bullmqDirForVersion = cfg.bullmqDir
 	for i := range allSystems {
 		allSystems[i].label = strings.NewReplacer("{asynq}", modVersion("github.com/hibiken/asynq"),
-			"{bullmq}", npmVersion("bullmq")).Replace(allSystems[i].label)
+			"{bullmq}", npmVersion("bullmq"), "{mpop}", strconv.Itoa(mpopCount)).Replace(allSystems[i].label)
 	}
 	var err error
 	if cfg.work, err = os.MkdirTemp("", "rivals-"); err != nil {

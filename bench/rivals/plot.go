@@ -29,6 +29,8 @@ func cdf(late []float64, floor float64) plotter.XYs {
 // systemColor keeps one colour per system across every PNG.
 var systemColor = map[string]color.RGBA{
 	"delayd-ack":   {0x1f, 0x4e, 0xc8, 0xff}, // blue
+	"delayd-pipe":  {0x0b, 0x2a, 0x7a, 0xff}, // navy
+	"delayd-mpop":  {0x6a, 0x8c, 0xf0, 0xff}, // light blue
 	"delayd-blpop": {0x17, 0xa8, 0xc0, 0xff}, // teal
 	"redis-zset":   {0xd6, 0x27, 0x28, 0xff}, // red
 	"asynq":        {0xff, 0x8c, 0x00, 0xff}, // orange

@@ -251,12 +251,19 @@ func (quietLogger) Error(a ...interface{}) {
 }
 func (quietLogger) Fatal(a ...interface{}) { log.Fatal(a...) }
 
+// delaydAckProducer adds jobs that are reserved when popped: the workers
+// must ACK them.
+var delaydAckProducer = redisProducerOf(func(ctx context.Context, c *redis.Client, id int, dueMs int64) error {
+	return c.Do(ctx, "DELAY.ADDAT", queue, dueMs, payload(id, dueMs), "ACKTIMEOUT", ackTimeout).Err()
+})
+
+// mpopCount is the delayd-mpop worker's batch (-mpop-count).
+var mpopCount = 16
+
 var allSystems = []system{
 	{
-		name: "delayd-ack", label: "delayd, DELAY.POP + ACK", server: "delayd",
-		newProducer: redisProducerOf(func(ctx context.Context, c *redis.Client, id int, dueMs int64) error {
-			return c.Do(ctx, "DELAY.ADDAT", queue, dueMs, payload(id, dueMs), "ACKTIMEOUT", ackTimeout).Err()
-		}),
+		name: "delayd-ack", label: "delayd, DELAY.POP then ACK, one job at a time", server: "delayd",
+		newProducer: delaydAckProducer,
 		startWorkers: func(addr string, n int, rec *recorder) (func(), error) {
 			secs := strconv.FormatFloat(popTimeout.Seconds(), 'f', -1, 64)
 			return workerLoop(addr, n, rec, func(ctx context.Context, c *redis.Client) (string, error) {
@@ -277,6 +284,20 @@ var allSystems = []system{
 				}
 				return p, nil
 			})
+		},
+	},
+	{
+		name: "delayd-pipe", label: "delayd, DELAY.POP + ACK sent with the next POP", server: "delayd",
+		newProducer: delaydAckProducer,
+		startWorkers: func(addr string, n int, rec *recorder) (func(), error) {
+			return batchWorkers(addr, n, 1, rec)
+		},
+	},
+	{
+		name: "delayd-mpop", label: "delayd, DELAY.MPOP COUNT {mpop} + one ACK of the batch sent with the next MPOP", server: "delayd",
+		newProducer: delaydAckProducer,
+		startWorkers: func(addr string, n int, rec *recorder) (func(), error) {
+			return batchWorkers(addr, n, mpopCount, rec)
 		},
 	},
 	{
