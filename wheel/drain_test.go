@@ -1,6 +1,7 @@
 package wheel
 
 import (
+	"math/bits"
 	"math/rand/v2"
 	"testing"
 )
@@ -143,5 +144,38 @@ func TestDrainCursorRemoved(t *testing.T) {
 	for x.w.Len() > 0 {
 		x.advanceToDeadline(true)
 		x.advanceToDeadline(false)
+	}
+}
+
+// TestDrainOddTicks: passes with a tick that is not a power of two and a
+// clock before the epoch (floor division, negative positions), against the
+// reference, moving the clock by uneven steps and to NextDeadline.
+func TestDrainOddTicks(t *testing.T) {
+	for _, c := range []struct{ tick, start int64 }{{7, -3_000_000}, {3, 12_345}, {1, -500_000}} {
+		rng := rand.New(rand.NewPCG(uint64(c.tick), 9))
+		x := newHarness(t, c.tick, c.start)
+		var h uint32
+		drained := false
+		for now := c.start; now < c.start+60_000*c.tick; now += 1 + rng.Int64N(3*c.tick) {
+			for range 3 {
+				h++
+				x.add(h, now+1+rng.Int64N(20_000*c.tick), x.nextSeq(rng.Uint32()>>28))
+			}
+			if rng.IntN(50) == 0 && x.w.draining != 0 {
+				x.remove(x.w.passes[bits.TrailingZeros16(x.w.draining)].cur)
+			}
+			drained = drained || x.w.draining != 0
+			if rng.IntN(4) == 0 {
+				x.advanceToDeadline(true)
+			} else {
+				x.advance(now)
+			}
+		}
+		for x.w.Len() > 0 {
+			x.advanceToDeadline(false)
+		}
+		if !drained {
+			t.Errorf("tick %d from %d: no pass ever ran", c.tick, c.start)
+		}
 	}
 }
