@@ -71,6 +71,9 @@
 //	              moved down a level (at most once per level it started
 //	              above 0), plus sorting a fired bucket whose entries did not
 //	              arrive in (due, seq) order; an idle jump costs O(levels)
+//	              A coarse bucket is drained ahead of its start, at most
+//	              1024 entries per level per Advance (drain.go), so with the
+//	              clock moving every tick no Advance moves a whole bucket
 //
 // Levels have 64 buckets. With a 1 ms tick, level 0 spans 64 ms, level 1
 // 4.1 s, level 2 4.4 min, level 3 4.7 h, level 4 12.4 days, level 5 2.2
@@ -82,10 +85,11 @@
 //   - Handles index a slab that never shrinks: its size is the largest
 //     handle ever used, 32 bytes each. Keep handles dense and reuse them.
 //     math.MaxUint32 is reserved.
-//   - NextDeadline may name a time at which Advance only cascades a coarse
-//     bucket and fires nothing (a job that starts on level L can cause up
-//     to L such wake-ups); the caller simply asks again. It is never later
-//     than the first fire.
+//   - NextDeadline may name a time at which Advance only cascades or
+//     drains a coarse bucket and fires nothing (a job that starts on level
+//     L can cause up to about 2L such wake-ups, and a bucket being drained
+//     asks for every tick until its pass ends); the caller simply asks
+//     again. It is never later than the first fire.
 //   - Times are clamped to ±math.MaxInt64/2 ms (about 146 million years).
 //     A due time beyond that, such as math.MaxInt64 for "never", is stored
 //     as is (Due returns it) but fires as if it were math.MaxInt64/2.

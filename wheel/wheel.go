@@ -87,6 +87,24 @@ type Wheel struct {
 	// mapped lists the same pages for that cleanup, which may not reach
 	// the wheel itself.
 	mapped *mappedPages
+
+	// passes[L] drains level L's next bucket ahead of its time (drain);
+	// draining has bit L set while passes[L] is under way, so Remove can
+	// keep its cursor valid.
+	passes   [maxLevels]pass
+	draining uint16
+	// work counts entries visited by cascades and drains, for tests that
+	// bound the work of one Advance.
+	work    int
+	noDrain bool // tests: cascade only at the bucket's start, as before draining
+}
+
+// pass is one walk over a coarse bucket that moves ahead of time the
+// entries that already fit a finer level (see drain).
+type pass struct {
+	b   int64  // the bucket's index on its level
+	sub int64  // clock position on the finer level when the last pass began; math.MinInt64 if none
+	cur uint32 // next handle to look at; valid while the pass is under way
 }
 
 type mappedPages struct{ pages [][]node }
@@ -115,7 +133,16 @@ func New(tick int64, now int64) *Wheel {
 	}
 	w.cur = w.done(now)
 	w.levels = make([]level, 1, maxLevels)
+	w.resetPasses()
 	return w
+}
+
+// resetPasses forgets every drain pass.
+func (w *Wheel) resetPasses() {
+	w.draining = 0
+	for i := range w.passes {
+		w.passes[i] = pass{sub: math.MinInt64}
+	}
 }
 
 // Len returns the number of scheduled handles. O(1).
@@ -203,6 +230,9 @@ func (w *Wheel) Remove(h uint32) bool {
 		return false
 	}
 	loc, prev, next := n.loc-1, n.prev, n.next // locals: the stores below may alias n
+	if w.draining != 0 {
+		w.unhook(h, next)
+	}
 	l := &w.levels[loc>>slotBits]
 	slot := loc & slotMask
 	if prev == nilHandle {
@@ -236,6 +266,8 @@ func (w *Wheel) Remove(h uint32) bool {
 // nothing, after which NextDeadline is later. Reporting the cascade one
 // tick earlier, at the bucket's start as Kafka's DelayQueue does, would
 // wake the caller for work that can never fire anything.
+// While a coarse bucket is near or being drained (drain.go) the deadline
+// is earlier still: the tick at which Advance will move its next slice.
 //
 // Cost: O(levels), one rotate and count-trailing-zeros per non-empty
 // level; no bucket is scanned. (A cached minimum would be O(1) to read but
@@ -249,7 +281,12 @@ func (w *Wheel) NextDeadline() (deadline int64, ok bool) {
 	if lv == 0 {
 		k = p - 1 // a fire at position p completes tick p-1
 	}
-	return k*w.tick + w.tick - 1, true
+	deadline = k*w.tick + w.tick - 1
+	if q, ok := w.nextDrain(); ok {
+		// Advance at q*tick-1 moves the clock to position q.
+		deadline = min(deadline, q*w.tick-1)
+	}
+	return deadline, true
 }
 
 // Advance moves the clock to now and appends to dst every handle that
@@ -292,6 +329,9 @@ func (w *Wheel) Advance(now int64, dst []uint32) []uint32 {
 		}
 	}
 	w.cur = target
+	if len(w.levels) > 1 && !w.noDrain {
+		w.drain()
+	}
 	return dst
 }
 
@@ -453,12 +493,14 @@ func (w *Wheel) fire(slot int, dst []uint32) []uint32 {
 // strictly finer level, since it is now less than one bucket of this level
 // away, and none is due yet: its tick is at or after the clock.
 func (w *Wheel) cascade(lv, slot int) {
+	w.endPass(lv) // a pass on this bucket is overtaken: all of it moves now
 	l := &w.levels[lv]
 	l.occupied &^= 1 << slot
 	for h := l.head[slot]; h != nilHandle; {
 		n := w.node(h)
 		next := n.next
 		w.relink(h, n, w.pos(n.due))
+		w.work++
 		h = next
 	}
 }
@@ -488,6 +530,7 @@ func (w *Wheel) Free() {
 	w.mapped.free()
 	w.pages, w.cap, w.count = nil, 0, 0
 	w.levels = append(w.levels[:0], level{})
+	w.resetPasses()
 }
 
 const (

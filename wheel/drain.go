@@ -1,0 +1,142 @@
+package wheel
+
+import (
+	"math"
+	"math/bits"
+)
+
+// Draining a coarse bucket ahead of its time.
+//
+// A bucket of level L > 0 holds every entry due in its 64^L ticks that was
+// added while its time was still far. When the clock reaches the bucket
+// all of it must move to finer levels at once (cascade), in one Advance,
+// under the owner's lock: with delays spread over seconds a level-2 bucket
+// (4.1 s with 1 ms ticks) holds tens of thousands of entries, and moving
+// them stalls every fire and every client for milliseconds, a list walk
+// over nodes scattered across the slab.
+//
+// So each Advance also drains, for every level L > 0, the level's next
+// bucket once the clock is within drainAhead sub-buckets (drainAhead
+// buckets of level L-1, 256 ms for level 2) of its start: a pass walks the
+// bucket from its head, at most drainSlice entries per Advance, and moves
+// every entry that already fits a finer level (levelOf, against the clock
+// as it is: the placement Add would choose, so the wheel stays exact). An
+// entry that does not fit yet, because its level-(L-1) bucket is still 64
+// or more away, stays where it is; at most drainAhead/64 of the bucket's
+// entries are left that way, and a new pass may start once the clock
+// reaches the next sub-bucket, when more of them fit. Whatever is left when
+// the clock reaches the bucket cascades as before.
+//
+// While a pass is under way NextDeadline names the next tick, so the
+// owner's timer calls Advance once per tick and the bucket moves in slices.
+// At most drainSlice entries are visited per level per Advance: with 1 ms
+// ticks a level-2 bucket can hold 256*1024 entries (64k adds/s aimed at
+// that range) before the cascade at its start has any left to move.
+//
+// Nothing fires earlier or later than before: fire still sorts each
+// level-0 bucket by (due, seq), and an entry moves only to the bucket Add
+// would have put it in. Remove stays O(1): a removed cursor hands the pass
+// to its successor (unhook).
+const (
+	drainAhead = 4
+	drainSlice = 1024
+)
+
+// drain advances the passes: for each level above 0, start a pass on the
+// next bucket if its time is near and no pass began in this sub-bucket,
+// then visit up to drainSlice of its entries. Called by Advance with the
+// clock moved.
+func (w *Wheel) drain() {
+	for lv := 1; lv < len(w.levels); lv++ {
+		l := &w.levels[lv]
+		ps := &w.passes[lv]
+		if l.occupied == 0 {
+			w.endPass(lv)
+			continue
+		}
+		sh := slotBits * lv
+		c := w.cur >> sh
+		b := c + int64(bits.TrailingZeros64(bits.RotateLeft64(l.occupied, -int(c&slotMask))))
+		start := b << sh
+		sub := w.cur >> (sh - slotBits)
+		if w.draining&(1<<lv) != 0 && ps.b != b {
+			w.endPass(lv) // cannot happen: a pass's bucket is the level's next until it cascades
+		}
+		if w.draining&(1<<lv) == 0 {
+			if start-w.cur > drainAhead<<(sh-slotBits) || sub == ps.sub {
+				continue
+			}
+			ps.b, ps.sub, ps.cur = b, sub, l.head[b&slotMask]
+			w.draining |= 1 << lv
+		}
+		for range drainSlice {
+			h := ps.cur
+			n := w.node(h)
+			next, more := w.after(n)
+			if more {
+				ps.cur = next
+			} else {
+				w.endPass(lv)
+			}
+			w.work++
+			if u := w.pos(n.due); w.levelOf(u) < uint(lv) {
+				w.Remove(h)
+				w.count++
+				w.relink(h, n, u)
+			}
+			if !more {
+				break
+			}
+		}
+	}
+}
+
+// nextDrain returns the clock position at which drain next has work: the
+// next tick while a pass is under way, else the earliest moment a level's
+// next bucket comes within reach (and a new sub-bucket has begun since the
+// level's last pass); ok is false if no bucket can be drained before its
+// own cascade.
+func (w *Wheel) nextDrain() (q int64, ok bool) {
+	if w.draining != 0 {
+		return w.cur + 1, true
+	}
+	for lv := 1; lv < len(w.levels); lv++ {
+		occ := w.levels[lv].occupied
+		if occ == 0 {
+			continue
+		}
+		sh := slotBits * lv
+		c := w.cur >> sh
+		b := c + int64(bits.TrailingZeros64(bits.RotateLeft64(occ, -int(c&slotMask))))
+		start := b << sh
+		at := max(start-drainAhead<<(sh-slotBits), w.cur+1)
+		if s := w.passes[lv].sub; s != math.MinInt64 {
+			at = max(at, (s+1)<<(sh-slotBits))
+		}
+		if at < start && (!ok || at < q) {
+			q, ok = at, true
+		}
+	}
+	return q, ok
+}
+
+// unhook keeps the passes' cursors on live entries: Remove calls it before
+// unlinking h, whose successor is next.
+func (w *Wheel) unhook(h, next uint32) {
+	for m := w.draining; m != 0; m &= m - 1 {
+		lv := bits.TrailingZeros16(m)
+		if ps := &w.passes[lv]; ps.cur == h {
+			if next == nilHandle {
+				w.endPass(lv)
+			} else {
+				ps.cur = next
+			}
+		}
+	}
+}
+
+// endPass stops level lv's pass, if any.
+func (w *Wheel) endPass(lv int) { w.draining &^= 1 << lv }
+
+// after returns the handle after n in its bucket, and false at the tail.
+func (w *Wheel) after(n *node) (uint32, bool) { return n.next, n.next != nilHandle }
