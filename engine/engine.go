@@ -338,7 +338,7 @@ func New(opts Options) (*Engine, error) {
 		// A follower's wheel starts at the time of the first record it
 		// applies, as replay's does: its own clock may be ahead of the
 		// leader's, and a wheel ahead of a record would make due jobs of it.
-		e.wheel = wheel.New(opts.Tick, e.startMs)
+		e.wheel = e.newJobWheel(e.startMs)
 	}
 	// Reservations replayed from the log keep their absolute deadlines: a
 	// worker that reconnects can still ACK, NACK or TOUCH its job, and one

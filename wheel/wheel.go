@@ -419,7 +419,7 @@ func (w *Wheel) relink(h uint32, n *node, u int64) {
 // small enough for the compiler to inline into Add.
 func (w *Wheel) push(h uint32, n *node, lv uint, slot uint32) {
 	l := &w.levels[lv]
-	mark := endTag | (uint32(lv)<<slotBits|slot)+1
+	mark := endTag | ((uint32(lv)<<slotBits | slot) + 1)
 	if l.occupied&(1<<slot) == 0 {
 		l.occupied |= 1 << slot
 		l.head[slot] = h
