@@ -63,8 +63,15 @@ func MappedBytes() int64 { return offheap.Mapped() }
 // comes first), so the wheel reads it from the job (wheel.NewOrdered) and
 // each pending job costs 16 bytes of wheel instead of 24.
 func (c *core) newJobWheel(now int64) *wheel.Wheel {
+	if wheelKeepsSeqs {
+		return wheel.New(c.opts.Tick, now)
+	}
 	return wheel.NewOrdered(c.opts.Tick, now, c.jobSeq)
 }
+
+// wheelKeepsSeqs makes job wheels store the seqs they are given, so that a
+// test can compare them with the jobs' (TestJobSeqFixedWhileInWheel).
+var wheelKeepsSeqs bool
 
 // jobSeq is the job wheel's seq of slot s: the job's add order.
 func (c *core) jobSeq(s uint32) uint64 { return c.jobs.at(s).seq }

@@ -171,6 +171,16 @@ func (w *Wheel) Due(h uint32) (int64, bool) {
 	return w.node(h).due, true
 }
 
+// Seq returns the seq h was added with, while it is scheduled: the one Add
+// stored, or for a wheel from NewOrdered what the owner's function says.
+// O(1).
+func (w *Wheel) Seq(h uint32) (uint64, bool) {
+	if !w.Contains(h) {
+		return 0, false
+	}
+	return w.seq(h), true
+}
+
 // LastDue returns the due time h was last added with, whether it is still
 // scheduled, has fired or was removed (0 if it never was): what a caller
 // needs to know about a handle that just fired. O(1).
