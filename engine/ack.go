@@ -95,7 +95,7 @@ func (e *Engine) exhausted(s uint32, logIt bool) uint64 {
 	payload := append([]byte(nil), e.payloadOf(j)...)
 	e.indexDelete(s, id)
 	e.queues[from].bytes -= dataSize(j)
-	e.arena.free(j.data, int(j.idLen)+int(j.plen))
+	e.arena.free(j.data, int(j.idLen)+int(j.plen()))
 	delete(e.deadLetters, s)
 	j.flags &^= jobDL
 	e.dropIdent(s) // a new job of the dead-letter queue
@@ -120,7 +120,7 @@ func (e *Engine) exhausted(s uint32, logIt bool) uint64 {
 	if j.idLen > 0 {
 		j.data = e.storeData(id, payload)
 	} else {
-		j.data = e.arena.alloc(payload)
+		j.data = e.storeData(nil, payload)
 	}
 	e.queues[to].bytes += dataSize(j)
 	e.indexInsert(s, id)

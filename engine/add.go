@@ -176,7 +176,6 @@ func (e *Engine) place(r *rec, fresh bool) (uint32, bool) {
 	j.sid = r.sid
 	j.idLen = uint16(len(r.id))
 	j.data = e.storeData(r.id, r.payload)
-	j.plen = uint32(len(r.payload))
 	e.queues[qi].bytes += dataSize(j)
 	j.due, j.seq, j.deliveries = r.due, r.seq, r.deliveries
 	j.ackTimeout = uint32(min(max(r.ackTimeout, 0), 1<<32-1))
@@ -218,7 +217,7 @@ func (e *Engine) place(r *rec, fresh bool) (uint32, bool) {
 
 func (e *Engine) storeData(id, payload []byte) uint64 {
 	if len(id) == 0 {
-		return e.arena.alloc(payload)
+		return packData(e.arena.alloc(payload), len(payload))
 	}
 	if len(payload) == 0 {
 		return e.arena.alloc(id)
@@ -226,5 +225,5 @@ func (e *Engine) storeData(id, payload []byte) uint64 {
 	// One block for both keeps one ref per job.
 	buf := make([]byte, 0, len(id)+len(payload))
 	buf = append(append(buf, id...), payload...)
-	return e.arena.alloc(buf)
+	return packData(e.arena.alloc(buf), len(payload))
 }

@@ -36,13 +36,51 @@ type sizeClass struct {
 }
 
 const (
-	chunkSize   = 1 << 20
-	maxClass    = 64 << 10
-	bigFlag     = uint64(1) << 63
-	numClasses  = 8 + 4*(16-7) // 16-byte steps to 128, then 4 steps per power of two up to 64 KiB
-	emptyRef    = 0
-	refChunkOff = 32
+	chunkSize  = 1 << 20
+	maxClass   = 64 << 10
+	bigFlag    = uint64(1) << 63
+	numClasses = 8 + 4*(16-7) // 16-byte steps to 128, then 4 steps per power of two up to 64 KiB
+	emptyRef   = 0
+	// A small block's ref is chunk<<refChunkOff | offset+1, in the low
+	// smallRefBits bits (2^25 chunks of 1 MiB: 32 TiB); a big string's is
+	// bigFlag | its key in big. The bits above are the arena's caller's:
+	// a job keeps its payload length there (packData), which the arena
+	// ignores, so a job's data word goes to bytes and free as it is.
+	refChunkOff  = 21
+	smallRefBits = 46
+	maxChunks    = 1 << (smallRefBits - refChunkOff)
+	bigPlenShift = 32
 )
+
+// refOf returns the arena ref in a job's data word.
+func refOf(data uint64) uint64 {
+	if data&bigFlag != 0 {
+		return data & (bigFlag | 1<<32 - 1)
+	}
+	return data & (1<<smallRefBits - 1)
+}
+
+// packData returns the data word of a job whose id and payload are at ref
+// and whose payload is plen bytes: the length rides in the bits of the ref
+// the arena leaves free, which keeps it out of the job record (4 bytes a
+// job; with the old hash-chain field, the record went from 72 bytes to 64).
+// A small block holds at most maxClass bytes, so its payload length fits
+// the 17 bits above smallRefBits; a big one's fits the 31 above its key
+// (payloads are at most MaxPayload, 2^26).
+func packData(ref uint64, plen int) uint64 {
+	if ref&bigFlag != 0 {
+		return ref | uint64(plen)<<bigPlenShift
+	}
+	return ref | uint64(plen)<<smallRefBits
+}
+
+// plenOf returns the payload length in a job's data word.
+func plenOf(data uint64) uint32 {
+	if data&bigFlag != 0 {
+		return uint32(data>>bigPlenShift) &^ (1 << 31)
+	}
+	return uint32(data >> smallRefBits & (1<<(63-smallRefBits) - 1))
+}
 
 // classOf maps a length to its size class and the class's block size.
 // Up to 128 bytes classes step by 16 (payloads are mostly small); above,
@@ -85,6 +123,9 @@ func (a *arena) alloc(b []byte) uint64 {
 		ref = r
 	} else {
 		if !c.ready || int(c.off)+size > chunkSize {
+			if len(a.chunks) == maxChunks {
+				panic("arena: 32 TiB of small strings")
+			}
 			a.chunks = append(a.chunks, offheap.Make[byte](chunkSize))
 			if c.ready {
 				// The class filled a whole chunk: it is in use, so map its
@@ -105,18 +146,20 @@ func (a *arena) alloc(b []byte) uint64 {
 // bytes returns the n bytes stored at ref. The slice aliases the arena: it is
 // valid until the ref is freed, so callers copy before releasing the lock.
 func (a *arena) bytes(ref uint64, n int) []byte {
+	ref = refOf(ref) // a job's data word may carry its payload length
 	if ref == emptyRef {
 		return nil
 	}
 	if ref&bigFlag != 0 {
 		return a.big[uint32(ref)][:n]
 	}
-	off := uint32(ref) - 1
+	off := uint32(ref&(1<<refChunkOff-1)) - 1
 	return a.chunks[ref>>refChunkOff][off : off+uint32(n) : off+uint32(n)]
 }
 
 // free releases the n-byte string at ref. O(1).
 func (a *arena) free(ref uint64, n int) {
+	ref = refOf(ref)
 	if ref == emptyRef {
 		return
 	}
@@ -154,7 +197,7 @@ func (a *arena) footprint() int64 {
 // dataSize is the arena bytes that hold a job's id and payload: its block's
 // size class, or the exact length of a big string. O(1).
 func dataSize(j *job) int64 {
-	n := int(j.idLen) + int(j.plen)
+	n := int(j.idLen) + int(j.plen())
 	switch {
 	case n == 0:
 		return 0

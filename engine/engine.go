@@ -129,13 +129,13 @@ const jobSize = unsafe.Sizeof(job{})
 // job is one slab record. It holds no pointers so that millions of them cost
 // the garbage collector nothing; links are slot numbers plus one (0 = none).
 type job struct {
-	due        int64  // unix ms the job became or becomes ready
-	data       uint64 // arena ref: client id bytes then payload bytes
+	due int64 // unix ms the job became or becomes ready
+	// data is the arena ref of the client id bytes then the payload bytes,
+	// with the payload's length in bits the ref leaves free (packData, plen).
+	data       uint64
 	sid        uint64 // server-made id, when idLen == 0
 	seq        uint64 // add order, breaks ties between equal due times
-	plen       uint32 // payload length
 	next, prev uint32 // ready list links; next also chains free slots
-	_          uint32 // free (was the index's hash chain; slottable.go needs none)
 	queue      uint32 // index into Engine.queues
 	deliveries uint32
 	ackTimeout uint32 // ms; 0: a pop removes the job
@@ -144,10 +144,12 @@ type job struct {
 	state      uint8
 	flags      uint8 // jobDL, jobUnique, ...: which side tables hold more of the job
 	// lane places a ready job within its queue's ready order (priority and
-	// group; 0: the default lane). It fills what was padding: the record
-	// stays 72 bytes (TestJobSize).
+	// group; 0: the default lane). The record is 64 bytes (TestJobSize).
 	lane uint32
 }
+
+// plen is the payload's length, kept in data's spare bits.
+func (j *job) plen() uint32 { return plenOf(j.data) }
 
 // Job flags: each says a side table (keyed by slot) holds more of the job,
 // so the few jobs that use an option pay for it and the rest do not.
@@ -338,7 +340,7 @@ func New(opts Options) (*Engine, error) {
 		// A follower's wheel starts at the time of the first record it
 		// applies, as replay's does: its own clock may be ahead of the
 		// leader's, and a wheel ahead of a record would make due jobs of it.
-		e.wheel = wheel.New(opts.Tick, e.startMs)
+		e.wheel = e.newJobWheel(e.startMs)
 	}
 	// Reservations replayed from the log keep their absolute deadlines: a
 	// worker that reconnects can still ACK, NACK or TOUCH its job, and one

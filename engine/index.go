@@ -34,7 +34,7 @@ func (e *Engine) freeSlot(s uint32) {
 	if j.flags&jobOrigin != 0 {
 		delete(e.origins, s)
 	}
-	e.arena.free(j.data, int(j.idLen)+int(j.plen))
+	e.arena.free(j.data, int(j.idLen)+int(j.plen()))
 	*j = job{next: e.free}
 	e.free = s + 1
 }
@@ -48,10 +48,11 @@ func (e *Engine) idOf(j *job, buf *[sidLen]byte) []byte {
 }
 
 func (e *Engine) payloadOf(j *job) []byte {
-	if j.plen == 0 {
+	n := j.plen()
+	if n == 0 {
 		return nil
 	}
-	return e.arena.bytes(j.data, int(j.idLen)+int(j.plen))[j.idLen:]
+	return e.arena.bytes(j.data, int(j.idLen)+int(n))[j.idLen:]
 }
 
 func (c *core) hashKey(q uint32, id []byte) uint64 {

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/delayd/delayd/aof"
-	"github.com/delayd/delayd/wheel"
 )
 
 // The journal is the engine's side of the append-only log.
@@ -223,7 +222,7 @@ func (e *Engine) apply(p []byte) error {
 		return err
 	}
 	if e.wheel == nil {
-		e.wheel = wheel.New(e.opts.Tick, r.time)
+		e.wheel = e.newJobWheel(r.time)
 	}
 	// A plain new add leaves its index insert to the builder (replay.go);
 	// any other record needs the index whole, before time moves.
@@ -585,7 +584,7 @@ func (e *Engine) reloadLocked() error {
 	_, err := e.replayFile(nil)
 	e.changedAll()
 	if e.wheel == nil {
-		e.wheel = wheel.New(e.opts.Tick, e.nowMs())
+		e.wheel = e.newJobWheel(e.nowMs())
 	}
 	e.repark(waiting)
 	e.armSchedules(true)

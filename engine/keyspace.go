@@ -2,8 +2,6 @@ package engine
 
 import (
 	"unsafe"
-
-	"github.com/delayd/delayd/wheel"
 )
 
 // The keyspace: a queue is a key while it holds a job in any state. SCAN,
@@ -96,13 +94,13 @@ func (e *Engine) flushAll() {
 		now := e.wheel.Now()
 		e.resetState()
 		e.keepLimits(limits)
-		e.wheel = wheel.New(e.opts.Tick, now)
+		e.wheel = e.newJobWheel(now)
 		e.parkAgain(waiting)
 		return
 	}
 	e.resetState()
 	e.keepLimits(limits)
-	e.wheel = wheel.New(e.opts.Tick, e.recNow()) // the flush record's time
+	e.wheel = e.newJobWheel(e.recNow()) // the flush record's time
 	e.repark(waiting)
 }
 

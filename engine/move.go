@@ -133,7 +133,7 @@ func (e *Engine) relocate(s uint32, r *rec) uint32 {
 		e.queues[from].bytes -= dataSize(j)
 		if !bytes.Equal(oldID, newID) {
 			payload := append([]byte(nil), e.payloadOf(j)...)
-			e.arena.free(j.data, int(j.idLen)+int(j.plen))
+			e.arena.free(j.data, int(j.idLen)+int(j.plen()))
 			j.sid, j.idLen = r.dsid, uint16(len(r.did))
 			j.data = e.storeData(r.did, payload)
 			e.lastSID = max(e.lastSID, r.dsid)

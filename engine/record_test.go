@@ -86,7 +86,7 @@ func FuzzRecordDecode(f *testing.F) {
 // it costs 8 bytes of every job (issue 11's budget). Options used by few
 // jobs go in side tables keyed by slot (job.flags says which).
 func TestJobSize(t *testing.T) {
-	if jobSize != 72 {
-		t.Fatalf("job is %d bytes, want 72", jobSize)
+	if jobSize != 64 {
+		t.Fatalf("job is %d bytes, want 64", jobSize)
 	}
 }

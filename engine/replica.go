@@ -9,7 +9,6 @@ import (
 	"sync/atomic"
 
 	"github.com/delayd/delayd/aof"
-	"github.com/delayd/delayd/wheel"
 )
 
 // Replication (cluster mode). The engine does not know Raft: it knows a
@@ -151,7 +150,7 @@ func (e *Engine) Lead() {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.wheel == nil {
-		e.wheel = wheel.New(e.opts.Tick, e.nowMs())
+		e.wheel = e.newJobWheel(e.nowMs())
 	}
 	e.repl.now.Store(max(e.repl.now.Load(), e.wheel.Now()))
 	e.repl.following.Store(false)
@@ -291,7 +290,7 @@ func (e *Engine) Restore(r io.Reader) error {
 		}
 	}
 	if e.wheel == nil {
-		e.wheel = wheel.New(e.opts.Tick, e.nowMs())
+		e.wheel = e.newJobWheel(e.nowMs())
 	}
 	return nil
 }

@@ -152,7 +152,10 @@ func (t *slotTable) insert(s uint32, h uint64) {
 		if t.old != nil {
 			t.finish() // only when inserts outran the moves
 		}
-		t.rebuild(t.len() + 1)
+		// len, not len+1: at the trigger len is 3/4 of the table, exactly
+		// 3/8 of twice its size, and one entry more made tableSize pick four
+		// times the size (1M jobs held 4M cells, 16 MB, where 2M suffice).
+		t.rebuild(t.len())
 	}
 	t.put(s, h)
 }

@@ -281,3 +281,21 @@ func TestSlotTableSmallRehashesInPlace(t *testing.T) {
 		m.t.release()
 	}
 }
+
+// TestSlotTableGrowsByDoubling: growth doubles the table. Sizing the new
+// table for one entry more than the trigger's count quadrupled it, which at
+// 1M server ids was 16 MB of index instead of 8.
+func TestSlotTableGrowsByDoubling(t *testing.T) {
+	m := newTableModel()
+	for s := range uint32(1 << 16) {
+		m.keys[s] = uint64(s)
+		m.t.insert(s, uint64(s))
+		if size := len(m.t.cells); size > 16 && int(s+1)*8 < size*3 {
+			t.Fatalf("%d entries in %d cells: a load under 3/8 after growth", s+1, size)
+		}
+	}
+	m.t.finish()
+	if got, want := len(m.t.cells), 1<<17; got != want {
+		t.Fatalf("2^16 entries in %d cells, want %d", got, want)
+	}
+}

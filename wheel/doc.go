@@ -18,7 +18,7 @@
 // object per job every garbage-collection cycle scans all of them: at 10M
 // pending jobs that is tail latency for every request. The wheel keeps add
 // and cancel O(1) and holds no pointers at all. Its nodes live in one
-// slab ([]node, 32 bytes each) indexed by uint32 handles the caller
+// slab ([]node, 16 bytes each) indexed by uint32 handles the caller
 // chooses, buckets are intrusive doubly linked lists through integer links
 // in those nodes, and the per-level bucket heads are arrays of integers.
 // Steady-state Add, Remove and Advance allocate nothing.
@@ -83,8 +83,9 @@
 //
 //   - Not safe for concurrent use. The owner (the engine) serialises calls.
 //   - Handles index a slab that never shrinks: its size is the largest
-//     handle ever used, 32 bytes each. Keep handles dense and reuse them.
-//     math.MaxUint32 is reserved.
+//     handle ever used, 16 bytes each (24 for a wheel from New, which
+//     keeps the seqs too). Keep handles dense and reuse them. Handles above
+//     MaxHandle (2^31-1) are reserved.
 //   - NextDeadline may name a time at which Advance only cascades or
 //     drains a coarse bucket and fires nothing (a job that starts on level
 //     L can cause up to about 2L such wake-ups, and a bucket being drained

@@ -126,7 +126,7 @@ func (w *Wheel) unhook(h, next uint32) {
 	for m := w.draining; m != 0; m &= m - 1 {
 		lv := bits.TrailingZeros16(m)
 		if ps := &w.passes[lv]; ps.cur == h {
-			if next == nilHandle {
+			if next&endTag != 0 {
 				w.endPass(lv)
 			} else {
 				ps.cur = next
@@ -139,4 +139,4 @@ func (w *Wheel) unhook(h, next uint32) {
 func (w *Wheel) endPass(lv int) { w.draining &^= 1 << lv }
 
 // after returns the handle after n in its bucket, and false at the tail.
-func (w *Wheel) after(n *node) (uint32, bool) { return n.next, n.next != nilHandle }
+func (w *Wheel) after(n *node) (uint32, bool) { return n.next, n.next&endTag == 0 }

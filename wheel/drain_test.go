@@ -23,7 +23,7 @@ func advanceWork(x *harness, now int64) int {
 func TestDrainSpreadsTheCascade(t *testing.T) {
 	run := func(noDrain bool) (maxWork, total int) {
 		rng := rand.New(rand.NewPCG(1, 2))
-		x := newHarness(t, 1, 0)
+		x := newHarness(t, 1, 0, true)
 		x.w.noDrain = noDrain
 		var h uint32
 		free := []uint32{}
@@ -91,7 +91,7 @@ func TestDrainSpreadsTheCascade(t *testing.T) {
 func TestDrainFollowingNextDeadline(t *testing.T) {
 	const n = 100_000
 	rng := rand.New(rand.NewPCG(3, 4))
-	x := newHarness(t, 1, 0)
+	x := newHarness(t, 1, 0, true)
 	for h := uint32(1); h <= n; h++ {
 		x.add(h, 4096+int64(rng.IntN(4096)), x.nextSeq(rng.Uint32()>>20))
 	}
@@ -118,7 +118,7 @@ func TestDrainFollowingNextDeadline(t *testing.T) {
 // including the bucket's last, hands the pass on or ends it; nothing is
 // lost or moved wrongly.
 func TestDrainCursorRemoved(t *testing.T) {
-	x := newHarness(t, 1, 0)
+	x := newHarness(t, 1, 0, true)
 	for h := uint32(1); h <= 5000; h++ {
 		x.add(h, 4096+int64(h%4000), uint64(h))
 	}
@@ -153,7 +153,7 @@ func TestDrainCursorRemoved(t *testing.T) {
 func TestDrainOddTicks(t *testing.T) {
 	for _, c := range []struct{ tick, start int64 }{{7, -3_000_000}, {3, 12_345}, {1, -500_000}} {
 		rng := rand.New(rand.NewPCG(uint64(c.tick), 9))
-		x := newHarness(t, c.tick, c.start)
+		x := newHarness(t, c.tick, c.start, true)
 		var h uint32
 		drained := false
 		for now := c.start; now < c.start+60_000*c.tick; now += 1 + rng.Int64N(3*c.tick) {

@@ -60,7 +60,7 @@ func (w *Wheel) Earliest(dst []uint32, n, of, budget int, keep func(h uint32) bo
 
 	less := func(a, b uint32) bool { // a before b in (due, seq)
 		na, nb := w.node(a), w.node(b)
-		return na.due < nb.due || na.due == nb.due && na.seq < nb.seq
+		return na.due < nb.due || na.due == nb.due && w.seq(a) < w.seq(b)
 	}
 	// heap is a max-heap: heap[0] is the latest of the best n so far.
 	size := min(n, w.count)
@@ -101,7 +101,8 @@ walk:
 			break // every handle here and after is due in a later tick
 		}
 		l := &w.levels[b.lv]
-		for h := l.head[b.slot]; h != nilHandle; h = w.node(h).next {
+		for h, more := l.head[b.slot], true; more; h = w.node(h).next {
+			more = w.node(h).next&endTag == 0
 			if visited++; budget > 0 && visited > budget {
 				return dst, false
 			}

@@ -102,10 +102,27 @@ type harness struct {
 	ops    int
 	fired  int
 	maxLen int
+	// seqs is the owner's copy of each handle's seq, which an ordered
+	// wheel (NewOrdered) reads instead of storing it.
+	seqs map[uint32]uint64
 }
 
-func newHarness(t testing.TB, tick, now int64) *harness {
-	return &harness{t: t, w: New(tick, now), r: newReference(tick, now)}
+// newHarness drives a wheel made by New or, with ordered, by NewOrdered,
+// the engine's kind.
+func newHarness(t testing.TB, tick, now int64, ordered bool) *harness {
+	x := &harness{t: t, r: newReference(tick, now), seqs: make(map[uint32]uint64)}
+	if ordered {
+		x.w = NewOrdered(tick, now, func(h uint32) uint64 {
+			s, ok := x.seqs[h]
+			if !ok {
+				t.Fatalf("the wheel asked for the seq of handle %d, never added", h)
+			}
+			return s
+		})
+	} else {
+		x.w = New(tick, now)
+	}
+	return x
 }
 
 // nextSeq returns unique sequence numbers; with shuffle their order no
@@ -125,6 +142,7 @@ func (x *harness) add(h uint32, due int64, seq uint64) {
 		return // the wheel panics on a double add; tested separately
 	}
 	want := x.r.add(h, due, seq)
+	x.seqs[h] = seq
 	if got := x.w.Add(h, due, seq); got != want {
 		x.t.Fatalf("op %d: Add(%d, due=%d, seq=%d) at now=%d (tick %d) = %v, want %v",
 			x.ops, h, due, seq, x.r.now, x.r.tick, got, want)
@@ -186,7 +204,7 @@ func (x *harness) describe(hs []uint32) []refEntry {
 	for _, h := range hs {
 		e := refEntry{h: h}
 		if h < x.w.cap {
-			e.due, e.seq = x.w.node(h).due, x.w.node(h).seq
+			e.due, e.seq = x.w.node(h).due, x.w.seq(h)
 		}
 		out = append(out, e)
 	}
@@ -374,21 +392,23 @@ func TestRandomAgainstReference(t *testing.T) {
 	}
 	for _, tick := range []int64{1, 3, 10, 64, 1000} {
 		for _, o := range origins {
-			t.Run("", func(t *testing.T) {
-				rng := rand.New(rand.NewPCG(uint64(tick), uint64(o.now)))
-				x := newHarness(t, tick, o.now)
-				x.run(rng, ops/20, 2048)
-				// Drain by deadlines as the engine does: everything left fires,
-				// and no wake-up is wasted more than once per level.
-				for wakeups := 0; x.w.Len() > 0; wakeups++ {
-					if wakeups > 64*len(x.r.entries)+64 {
-						t.Fatalf("drain: %d wake-ups and %d still pending", wakeups, x.w.Len())
+			for _, ordered := range []bool{false, true} {
+				t.Run("", func(t *testing.T) {
+					rng := rand.New(rand.NewPCG(uint64(tick), uint64(o.now)))
+					x := newHarness(t, tick, o.now, ordered)
+					x.run(rng, ops/20, 2048)
+					// Drain by deadlines as the engine does: everything left fires,
+					// and no wake-up is wasted more than once per level.
+					for wakeups := 0; x.w.Len() > 0; wakeups++ {
+						if wakeups > 64*len(x.r.entries)+64 {
+							t.Fatalf("drain: %d wake-ups and %d still pending", wakeups, x.w.Len())
+						}
+						x.advanceToDeadline(false)
 					}
-					x.advanceToDeadline(false)
-				}
-				t.Logf("tick %d origin %s: %d ops, %d fired, max pending %d, levels %d",
-					tick, o.name, x.ops, x.fired, x.maxLen, len(x.w.levels))
-			})
+					t.Logf("tick %d origin %s ordered %v: %d ops, %d fired, max pending %d, levels %d",
+						tick, o.name, ordered, x.ops, x.fired, x.maxLen, len(x.w.levels))
+				})
+			}
 		}
 	}
 }
@@ -408,7 +428,7 @@ func FuzzWheel(f *testing.F) {
 		}
 		ticks := []int64{1, 3, 64, 1000}
 		origins := []int64{0, 1_767_225_600_000, -77_777, maxTime - 1<<40}
-		x := newHarness(t, ticks[int(data[0])%len(ticks)], origins[int(data[1])%len(origins)])
+		x := newHarness(t, ticks[int(data[0])%len(ticks)], origins[int(data[1])%len(origins)], data[0]&4 != 0)
 		data = data[2:]
 		for len(data) >= 2 {
 			kind, h := data[0], uint32(data[1])%64

@@ -20,8 +20,16 @@ const (
 	// 10, whose buckets span 2^60 ticks, always has room: 64^11 > 2^64.
 	maxLevels = 11
 
-	// nilHandle ends a bucket list. It is the one handle callers may not use.
-	nilHandle = math.MaxUint32
+	// endTag marks a bucket link that is not a handle: the head's prev and
+	// the tail's next hold endTag|loc, where loc is 1 + level<<slotBits +
+	// slot, the bucket. Handles are below endTag, so one bit tells the two
+	// apart, and the bucket is known at both ends of its list, which is all
+	// Remove needs: a middle node's neighbours are handles.
+	endTag = 1 << 31
+
+	// MaxHandle is the largest handle Add takes: handles at or above
+	// endTag would read as end marks.
+	MaxHandle = endTag - 1
 
 	// maxTime and minTime bound the times the wheel computes with. Times
 	// beyond them are clamped, which keeps every tick computation, bucket
@@ -36,25 +44,34 @@ const (
 	maxTick = 1 << 32
 )
 
-// node is one schedulable handle: 32 bytes (8 due, 8 seq, 4 next, 4 prev,
-// 4 loc, 4 padding). It holds no pointers, so a slab of 10M nodes is one
-// 320 MB noscan allocation the garbage collector never walks. A map or a
-// per-job *struct would make every GC cycle trace every pending job.
+// node is one schedulable handle: 16 bytes (8 due, 4 next, 4 prev). It
+// holds no pointers, so its pages are memory the garbage collector never
+// walks; a map or a per-job *struct would make every GC cycle trace every
+// pending job.
+//
+// It was 32 bytes (a seq and a loc besides, and padding), a third of the
+// engine's memory per pending job. The bucket (loc) now rides in the end
+// marks of the list (endTag), and the tie-breaking seq is the owner's: a
+// wheel made by NewOrdered asks the owner for it, which the engine can
+// answer from the job record it keeps anyway; a wheel made by New keeps it
+// in pages of its own (seqPages).
 type node struct {
-	due  int64  // as given to Add; returned by Due and used for ordering
-	seq  uint64 // tie-breaker among equal due times
-	next uint32 // bucket list links (handles); nilHandle at the ends
+	due int64 // as given to Add; returned by Due and used for ordering
+	// next and prev link the bucket list: handles, or endTag|loc at the
+	// tail (next) and the head (prev). Both are 0 while the handle is not
+	// scheduled (no list has the same handle on both sides of a node, and
+	// end marks are never 0), so the slab needs no other state.
+	next uint32
 	prev uint32
-	// loc is 0 while the handle is not scheduled, otherwise
-	// 1 + level<<slotBits + slot: it makes Remove O(1) without searching,
-	// and doubles as the "scheduled" flag so the slab needs no other state.
-	loc uint32
 }
+
+// linked reports whether n is in a bucket list.
+func (n *node) linked() bool { return n.next|n.prev != 0 }
 
 // level is one ring of wheelSize buckets. Bucket lists are intrusive:
 // head and tail hold handles and the links live in the nodes. head and
 // tail of an empty bucket are stale; occupied is the source of truth,
-// which saves initialising them to nilHandle and gives NextDeadline a
+// which saves initialising them and gives NextDeadline a
 // find-first-set instead of a scan.
 type level struct {
 	occupied uint64 // bit s set iff bucket s is non-empty
@@ -84,6 +101,10 @@ type Wheel struct {
 	// Free unmaps them, or a cleanup does once the wheel is garbage.
 	pages [][]node
 	cap   uint32 // handles below cap have a node
+	// order gives the seq of a scheduled handle (NewOrdered); when nil,
+	// seqPages keeps the seqs Add was given, paged as nodes are.
+	order    func(h uint32) uint64
+	seqPages [][]uint64
 	// mapped lists the same pages for that cleanup, which may not reach
 	// the wheel itself.
 	mapped *mappedPages
@@ -107,13 +128,19 @@ type pass struct {
 	cur uint32 // next handle to look at; valid while the pass is under way
 }
 
-type mappedPages struct{ pages [][]node }
+type mappedPages struct {
+	pages [][]node
+	seqs  [][]uint64
+}
 
 func (m *mappedPages) free() {
 	for _, p := range m.pages {
 		offheap.Free(p)
 	}
-	m.pages = nil
+	for _, p := range m.seqs {
+		offheap.Free(p)
+	}
+	m.pages, m.seqs = nil, nil
 }
 
 // New returns an empty wheel whose level-0 tick is tick milliseconds and
@@ -122,11 +149,18 @@ func (m *mappedPages) free() {
 //
 // Only level 0 is allocated (about 520 bytes); coarser levels appear when
 // a due time first needs them, as Kafka's overflow wheels do.
-func New(tick int64, now int64) *Wheel {
+func New(tick int64, now int64) *Wheel { return NewOrdered(tick, now, nil) }
+
+// NewOrdered is New for an owner that keeps each handle's seq itself:
+// seq(h) must return, for as long as h is scheduled, the seq h was added
+// with. The wheel then stores none (8 bytes a handle less) and calls seq
+// only to order handles with equal due times, when they fire or when
+// Earliest compares them. seq must not call the wheel. A nil seq is New.
+func NewOrdered(tick int64, now int64, seq func(h uint32) uint64) *Wheel {
 	if tick < 1 || tick > maxTick {
 		panic("wheel: tick must be in [1, 2^32] milliseconds")
 	}
-	w := &Wheel{tick: tick, now: now, mapped: &mappedPages{}}
+	w := &Wheel{tick: tick, now: now, order: seq, mapped: &mappedPages{}}
 	runtime.AddCleanup(w, (*mappedPages).free, w.mapped)
 	if tick&(tick-1) == 0 {
 		w.pow2, w.shift = true, uint8(bits.TrailingZeros64(uint64(tick)))
@@ -153,7 +187,7 @@ func (w *Wheel) Now() int64 { return w.now }
 
 // Contains reports whether h is scheduled. O(1).
 func (w *Wheel) Contains(h uint32) bool {
-	return h < w.cap && w.node(h).loc != 0
+	return h < w.cap && w.node(h).linked()
 }
 
 // Due returns the due time h was added with, while it is scheduled. O(1).
@@ -162,6 +196,16 @@ func (w *Wheel) Due(h uint32) (int64, bool) {
 		return 0, false
 	}
 	return w.node(h).due, true
+}
+
+// Seq returns the seq h was added with, while it is scheduled: the one Add
+// stored, or for a wheel from NewOrdered what the owner's function says.
+// O(1).
+func (w *Wheel) Seq(h uint32) (uint64, bool) {
+	if !w.Contains(h) {
+		return 0, false
+	}
+	return w.seq(h), true
 }
 
 // LastDue returns the due time h was last added with, whether it is still
@@ -176,15 +220,16 @@ func (w *Wheel) LastDue(h uint32) int64 {
 
 // Add schedules handle h to fire at due (ms). Among equal due times, lower
 // seq fires first; the engine passes an add counter so equal due times
-// keep add order.
+// keep add order. A wheel from NewOrdered does not keep seq: it must be
+// what the owner's seq function returns for h until h fires or is removed.
 //
 // Add returns false and schedules nothing if due <= w.Now(): the job is
 // already due and the caller treats it as ready now. (For a due time
 // beyond ±math.MaxInt64/2, which the wheel clamps, Add may also return
 // false once the clock has passed the clamped time.)
 //
-// It panics if h is already scheduled (Remove it first) or if h is
-// math.MaxUint32, the wheel's list terminator.
+// It panics if h is already scheduled (Remove it first) or above MaxHandle
+// (2^31-1; larger values mark list ends).
 //
 // Cost: O(1), a few shifts and two link writes; no allocation once the
 // slab covers h. The first use of a handle beyond the slab adds pages (O(1)
@@ -198,7 +243,7 @@ func (w *Wheel) Add(h uint32, due int64, seq uint64) bool {
 		w.grow(h)
 	}
 	n := w.node(h)
-	if n.loc != 0 {
+	if n.linked() {
 		panic("wheel: Add of a handle that is already scheduled")
 	}
 	u := w.pos(due)
@@ -207,7 +252,10 @@ func (w *Wheel) Add(h uint32, due int64, seq uint64) bool {
 		// can put a future due time into a tick that has already completed.
 		return false
 	}
-	n.due, n.seq = due, seq
+	n.due = due
+	if w.order == nil {
+		w.seqPages[h>>nodePageBits][h&(nodePage-1)] = seq
+	}
 	lv := w.levelOf(u)
 	if lv >= uint(len(w.levels)) {
 		w.addLevels(lv)
@@ -226,31 +274,50 @@ func (w *Wheel) Remove(h uint32) bool {
 		return false
 	}
 	n := w.node(h)
-	if n.loc == 0 {
+	prev, next := n.prev, n.next // locals: the stores below may alias n
+	if prev|next == 0 {
 		return false
 	}
-	loc, prev, next := n.loc-1, n.prev, n.next // locals: the stores below may alias n
 	if w.draining != 0 {
 		w.unhook(h, next)
 	}
-	l := &w.levels[loc>>slotBits]
-	slot := loc & slotMask
-	if prev == nilHandle {
-		l.head[slot] = next
-		if next == nilHandle {
-			l.occupied &^= 1 << slot
+	// An end mark moves to the neighbour that becomes the new end, so the
+	// mark's bucket stays known at both ends.
+	if prev&endTag != 0 {
+		l, slot := w.bucket(prev)
+		if next&endTag != 0 {
+			l.occupied &^= 1 << slot // h was alone
+		} else {
+			l.head[slot] = next
+			w.node(next).prev = prev
 		}
 	} else {
 		w.node(prev).next = next
+		if next&endTag != 0 {
+			l, slot := w.bucket(next)
+			l.tail[slot] = prev
+		} else {
+			w.node(next).prev = prev
+		}
 	}
-	if next == nilHandle {
-		l.tail[slot] = prev
-	} else {
-		w.node(next).prev = prev
-	}
-	n.loc = 0
+	n.next, n.prev = 0, 0
 	w.count--
 	return true
+}
+
+// bucket returns the level and slot an end mark names.
+func (w *Wheel) bucket(mark uint32) (*level, uint32) {
+	loc := mark&^endTag - 1
+	return &w.levels[loc>>slotBits], loc & slotMask
+}
+
+// seq returns the seq h was added with; h must be scheduled, or have just
+// fired (the engine's seq stays until it reuses the handle).
+func (w *Wheel) seq(h uint32) uint64 {
+	if w.order != nil {
+		return w.order(h)
+	}
+	return w.seqPages[h>>nodePageBits][h&(nodePage-1)]
 }
 
 // NextDeadline returns the earliest time at which Advance may have work,
@@ -402,18 +469,18 @@ func (w *Wheel) relink(h uint32, n *node, u int64) {
 // small enough for the compiler to inline into Add.
 func (w *Wheel) push(h uint32, n *node, lv uint, slot uint32) {
 	l := &w.levels[lv]
-	prev := uint32(nilHandle)
+	mark := endTag | ((uint32(lv)<<slotBits | slot) + 1)
 	if l.occupied&(1<<slot) == 0 {
 		l.occupied |= 1 << slot
 		l.head[slot] = h
+		n.prev = mark
 	} else {
-		prev = l.tail[slot]
-		w.node(prev).next = h
+		t := l.tail[slot]
+		w.node(t).next = h
+		n.prev = t
 	}
 	l.tail[slot] = h
-	n.loc = (uint32(lv)<<slotBits | slot) + 1
-	n.next = nilHandle
-	n.prev = prev
+	n.next = mark
 }
 
 // addLevels creates the overflow levels up to lv, Kafka's addOverflowWheel.
@@ -464,16 +531,22 @@ func (w *Wheel) fire(slot int, dst []uint32) []uint32 {
 	start := len(dst)
 	sorted := true
 	var pd int64
-	var ps uint64
-	for h := l.head[slot]; h != nilHandle; {
+	ph := uint32(0)
+	for h := l.head[slot]; ; {
 		n := w.node(h)
-		if len(dst) > start && (n.due < pd || n.due == pd && n.seq < ps) {
+		next := n.next
+		// seq is asked for only between equal due times, the rare case
+		// (with NewOrdered it is a call into the owner).
+		if len(dst) > start && (n.due < pd || n.due == pd && sorted && w.seq(h) < w.seq(ph)) {
 			sorted = false
 		}
-		pd, ps = n.due, n.seq
+		pd, ph = n.due, h
 		dst = append(dst, h)
-		n.loc = 0
-		h = n.next
+		n.next, n.prev = 0, 0
+		if next&endTag != 0 {
+			break
+		}
+		h = next
 	}
 	w.count -= len(dst) - start
 	if !sorted {
@@ -482,7 +555,7 @@ func (w *Wheel) fire(slot int, dst []uint32) []uint32 {
 			if c := cmp.Compare(na.due, nb.due); c != 0 {
 				return c
 			}
-			return cmp.Compare(na.seq, nb.seq)
+			return cmp.Compare(w.seq(a), w.seq(b))
 		})
 	}
 	return dst
@@ -496,11 +569,14 @@ func (w *Wheel) cascade(lv, slot int) {
 	w.endPass(lv) // a pass on this bucket is overtaken: all of it moves now
 	l := &w.levels[lv]
 	l.occupied &^= 1 << slot
-	for h := l.head[slot]; h != nilHandle; {
+	for h := l.head[slot]; ; {
 		n := w.node(h)
 		next := n.next
 		w.relink(h, n, w.pos(n.due))
 		w.work++
+		if next&endTag != 0 {
+			break
+		}
 		h = next
 	}
 }
@@ -511,14 +587,19 @@ func (w *Wheel) cascade(lv, slot int) {
 //
 //go:noinline
 func (w *Wheel) grow(h uint32) {
-	if h == nilHandle {
-		panic("wheel: handle math.MaxUint32 is reserved")
+	if h > MaxHandle {
+		panic("wheel: handles above 2^31-1 are reserved")
 	}
 	for h >= w.cap {
 		p := offheap.Make[node](nodePage) // zeroed: not scheduled
-		offheap.Populate(p)               // one call, not 128 page faults (Add reads, then writes, each new node)
+		offheap.Populate(p)               // one call, not a page fault per 4 KiB (Add reads, then writes, each new node)
 		w.mapped.pages = append(w.mapped.pages, p)
 		w.pages = append(w.pages, p)
+		if w.order == nil {
+			q := offheap.Make[uint64](nodePage)
+			w.mapped.seqs = append(w.mapped.seqs, q)
+			w.seqPages = append(w.seqPages, q)
+		}
 		w.cap += nodePage
 	}
 }
@@ -528,7 +609,7 @@ func (w *Wheel) grow(h uint32) {
 // empty, its clock where it was. O(pages).
 func (w *Wheel) Free() {
 	w.mapped.free()
-	w.pages, w.cap, w.count = nil, 0, 0
+	w.pages, w.seqPages, w.cap, w.count = nil, nil, 0, 0
 	w.levels = append(w.levels[:0], level{})
 	w.resetPasses()
 }

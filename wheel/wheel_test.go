@@ -87,6 +87,29 @@ func TestAddReservedHandlePanics(t *testing.T) {
 	w.Add(math.MaxUint32, 10, 1)
 }
 
+// TestAddEndTagHandlePanics: handles from 2^31 on would read as list end
+// marks, so Add refuses them. (MaxHandle itself is not added here: its slab
+// would be 2^17 mappings.)
+func TestAddEndTagHandlePanics(t *testing.T) {
+	w := New(1, 0)
+	defer func() {
+		if recover() == nil {
+			t.Fatal("Add(MaxHandle+1) did not panic")
+		}
+	}()
+	w.Add(MaxHandle+1, 10, 1)
+}
+
+// locOf returns the 1 + level<<slotBits + slot of scheduled h, found in the
+// end mark of its bucket list. O(bucket).
+func (w *Wheel) locOf(h uint32) uint32 {
+	for n := w.node(h); ; n = w.node(n.next) {
+		if n.next&endTag != 0 {
+			return n.next &^ endTag
+		}
+	}
+}
+
 func TestAddScheduledPanics(t *testing.T) {
 	w := New(1, 0)
 	w.Add(3, 10, 1)
@@ -223,7 +246,7 @@ func TestRemoveFromEveryLevel(t *testing.T) {
 			delta = 5
 		}
 		w.Add(uint32(lv), w.Now()+delta+3, uint64(lv))
-		if got := int(w.node(uint32(lv)).loc-1) >> slotBits; got != lv {
+		if got := int(w.locOf(uint32(lv))-1) >> slotBits; got != lv {
 			t.Fatalf("delay %d landed on level %d, want %d", delta, got, lv)
 		}
 	}
@@ -478,8 +501,8 @@ func TestZeroAllocs(t *testing.T) {
 
 // TestNodeSize pins the per-job cost the memory budget assumes.
 func TestNodeSize(t *testing.T) {
-	if s := unsafe.Sizeof(node{}); s != 32 {
-		t.Fatalf("node is %d bytes, want 32", s)
+	if s := unsafe.Sizeof(node{}); s != 16 {
+		t.Fatalf("node is %d bytes, want 16", s)
 	}
 }
 
