@@ -27,10 +27,13 @@ func (e *Engine) MPopOrWait(names [][]byte, count int) ([]Delivery, *Waiter, err
 	// waiter takes them (takeMore): one clock read and advance served the
 	// first pop, and none is needed per job after it in this hold of the
 	// lock (each was a map lookup, a clock read and a wheel advance).
-	qi, _ := e.queueFor(d.Queue, false)
+	qi, live := e.queueFor(d.Queue, false)
 	out := make([]Delivery, 1, min(count, 64))
 	out[0] = d
-	for len(out) < count && e.canTake(qi) {
+	// The first pop may have emptied and freed the queue: then qi is no
+	// queue of its own (0 names whichever queue sits there) and nothing
+	// more is taken.
+	for live && len(out) < count && e.canTake(qi) {
 		out = append(out, e.takeFrom(qi, PopDelay))
 	}
 	return out, nil, nil

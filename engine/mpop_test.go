@@ -45,6 +45,25 @@ func TestMPopTakesFromTheFirstReadyQueue(t *testing.T) {
 	})
 }
 
+// An MPOP whose first job empties its queue (the queue is freed) takes no
+// more, and never from another queue: a bug took the rest from whichever
+// queue held the freed queue's index (0 here, "other").
+func TestMPopEmptiedQueueTakesNoMore(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEngine(t, Options{})
+		identAdd(t, e, AddArgs{Queue: b("other"), ID: b("o0"), Payload: b("p"), Retry: -1})
+		identAdd(t, e, AddArgs{Queue: b("other"), ID: b("o1"), Payload: b("p"), Retry: -1})
+		identAdd(t, e, AddArgs{Queue: b("q"), ID: b("k1"), Payload: b("p"), Retry: -1})
+		ds, w, err := e.MPopOrWait([][]byte{b("q")}, 5)
+		if err != nil || w != nil || !slices.Equal(identIDs(ds), []string{"k1"}) {
+			t.Fatalf("mpop q: %v %v %v", identIDs(ds), w, err)
+		}
+		if state(e, "other", "o0") != "ready" || state(e, "other", "o1") != "ready" {
+			t.Fatal("MPOP on q took jobs of another queue")
+		}
+	})
+}
+
 // A blocked MPOP served when jobs arrive takes up to n of them then, in
 // its turn among the queue's waiters; one whose client left hands them all
 // back, in order.
