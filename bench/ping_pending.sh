@@ -6,6 +6,7 @@
 #
 #   bench/ping_pending.sh 10000000
 #   PORT=7498 ROUNDS=5 bench/ping_pending.sh 10000000
+#   DELAYD=/tmp/delayd.old bench/ping_pending.sh 10000000   # another build instead of this tree
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${1:-10000000}
@@ -13,8 +14,9 @@ P=${PORT:-6397}
 ROUNDS=${ROUNDS:-3}
 work=$(mktemp -d)
 trap 'redis-cli -p $P shutdown >/dev/null 2>&1 || true; rm -rf "$work"' EXIT
-go build -o "$work/delayd" .
-taskset -c 0 "$work/delayd" --port "$P" --http-addr "" --appendonly no --log-level warn & dpid=$!
+bin=${DELAYD:-}
+if [ -z "$bin" ]; then go build -o "$work/delayd" .; bin=$work/delayd; fi
+taskset -c 0 "$bin" --port "$P" --http-addr "" --appendonly no --log-level warn & dpid=$!
 for _ in $(seq 100); do redis-cli -p "$P" ping >/dev/null 2>&1 && break; sleep 0.1; done
 ping() {
 	for r in $(seq "$ROUNDS"); do
