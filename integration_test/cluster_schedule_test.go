@@ -47,8 +47,8 @@ func TestClusterScheduleFiresOnceAcrossFailover(t *testing.T) {
 		// the ACK was not applied, the job comes back after its ack timeout
 		// and is acked then; if it was, it is gone and counts as made.
 		unsure = map[string]bool{}
-		again []string // ids delivered after their ACK succeeded: a firing made twice
-		early []string
+		again  []string // ids delivered after their ACK succeeded: a firing made twice
+		early  []string
 	)
 	stop := make(chan struct{})
 	done := make(chan struct{})
