@@ -3,7 +3,7 @@ package engine
 // Sizing for a replay, in one place: the structures a replay fills are
 // sized once from the log instead of growing through every power of two,
 // and the large blocks the job table grows by are mapped in by the kernel in
-// one call instead of one page fault per 4 KiB (prefault, prefault_linux.go).
+// one call instead of one page fault per 4 KiB (offheap.Populate, in slab.add).
 
 // logBytesPerJob is about what an add record of a small job takes in the
 // log (61 bytes for a 16-byte payload and a server id, bench/mklog): the

@@ -1,8 +1,6 @@
 package engine
 
 import (
-	"unsafe"
-
 	"github.com/delayd/delayd/offheap"
 	"github.com/delayd/delayd/wheel"
 )
@@ -34,7 +32,7 @@ func (t *slab) at(s uint32) *job { return &t.pages[s>>pageBits][s&pageMask] }
 func (t *slab) add() uint32 {
 	if int(t.n>>pageBits) == len(t.pages) {
 		p := offheap.Make[job](pageSize)
-		prefault(unsafe.Slice((*byte)(unsafe.Pointer(&p[0])), len(p)*int(jobSize))) // presize.go
+		offheap.Populate(p) // one call, not 300 page faults (presize.go)
 		t.pages = append(t.pages, p)
 	}
 	t.n++

@@ -10,9 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
-
-	"github.com/delayd/delayd/commands"
 	"github.com/delayd/delayd/engine"
 )
 
@@ -42,27 +39,7 @@ func clientFields(t *testing.T, admin net.Conn, br *bufio.Reader, id string) map
 // read the replies shows them in CLIENT LIST's omem= (and oll=) while the
 // server holds them, and 0 once it has read them.
 func TestClientListShowsPendingOutput(t *testing.T) {
-	eng, err := engine.New(engine.Options{MaxPayload: 1 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer eng.Close()
-	d := commands.New(commands.Options{Engine: eng, Version: "test", Config: map[string]string{}, Log: zerolog.Nop()})
-	srv, err := Listen(Options{Addr: "127.0.0.1:0", MaxClients: 10, Dispatcher: d, Log: zerolog.Nop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Serve()
-	defer srv.Close(time.Second)
-	dial := func() (net.Conn, *bufio.Reader) {
-		c, err := net.Dial("tcp", srv.Addr().String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close() })
-		c.SetDeadline(time.Now().Add(60 * time.Second)) // -race on a busy machine: seconds
-		return c, bufio.NewReaderSize(c, 1<<16)
-	}
+	_, dial := inProcess(t, engine.Options{MaxPayload: 1 << 20}, 1<<16)
 	slow, slowR := dial()
 	admin, adminR := dial()
 

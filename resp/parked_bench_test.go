@@ -2,13 +2,8 @@ package resp
 
 import (
 	"bufio"
-	"net"
 	"testing"
-	"time"
 
-	"github.com/rs/zerolog"
-
-	"github.com/delayd/delayd/commands"
 	"github.com/delayd/delayd/engine"
 )
 
@@ -22,26 +17,7 @@ import (
 //
 //	go test ./resp -run '^$' -bench ParkedPop -count 5
 func BenchmarkParkedPop(b *testing.B) {
-	eng, err := engine.New(engine.Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer eng.Close()
-	d := commands.New(commands.Options{Engine: eng, Version: "test", Config: map[string]string{}, Log: zerolog.Nop()})
-	srv, err := Listen(Options{Addr: "127.0.0.1:0", MaxClients: 10, Dispatcher: d, Log: zerolog.Nop()})
-	if err != nil {
-		b.Fatal(err)
-	}
-	go srv.Serve()
-	defer srv.Close(time.Second)
-	dial := func() (net.Conn, *bufio.Reader) {
-		c, err := net.Dial("tcp", srv.Addr().String())
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { c.Close() })
-		return c, bufio.NewReader(c)
-	}
+	_, dial := inProcess(b, engine.Options{}, 4096)
 	worker, wr := dial()
 	producer, pr := dial()
 	// RESP arrays, as client libraries send (inline commands take

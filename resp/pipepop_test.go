@@ -2,14 +2,9 @@ package resp
 
 import (
 	"bufio"
-	"net"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/rs/zerolog"
-
-	"github.com/delayd/delayd/commands"
 	"github.com/delayd/delayd/engine"
 )
 
@@ -19,27 +14,7 @@ import (
 // done), and the pop must then be served by the next add. Several rounds on
 // one connection: every round parks the pop and starts a new watcher.
 func TestAckRepliedBeforePipelinedPopBlocks(t *testing.T) {
-	eng, err := engine.New(engine.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer eng.Close()
-	d := commands.New(commands.Options{Engine: eng, Version: "test", Config: map[string]string{}, Log: zerolog.Nop()})
-	srv, err := Listen(Options{Addr: "127.0.0.1:0", MaxClients: 10, Dispatcher: d, Log: zerolog.Nop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Serve()
-	defer srv.Close(time.Second)
-	dial := func() (net.Conn, *bufio.Reader) {
-		c, err := net.Dial("tcp", srv.Addr().String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close() })
-		c.SetDeadline(time.Now().Add(60 * time.Second))
-		return c, bufio.NewReader(c)
-	}
+	eng, dial := inProcess(t, engine.Options{}, 4096)
 	worker, wr := dial()
 	producer, pr := dial()
 	line := func(r *bufio.Reader) string {
