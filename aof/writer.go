@@ -154,7 +154,7 @@ func (w *Writer) Flush() error {
 	if len(w.buf) == 0 {
 		return nil
 	}
-	n, err := w.f.Write(w.buf)
+	n, err := write(w.f, w.buf)
 	if err == nil && n != len(w.buf) {
 		err = io.ErrShortWrite
 	}

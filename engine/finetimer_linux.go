@@ -50,11 +50,22 @@ func newFineTimer() (*fineTimer, error) {
 	return t, nil
 }
 
-// read forwards expiries until the fd is closed.
+// read forwards expiries until the fd is closed. The read and the arming
+// are raw system calls (no entersyscall): a timerfd never blocks a
+// non-blocking read, and on one CPU the runtime's bookkeeping around a
+// system call (waking sysmon, which then hands the P to another thread)
+// cost more context switches than the timer saves (see resp/rawio_linux.go).
 func (t *fineTimer) read() {
 	var buf [8]byte
 	for {
-		if _, err := t.f.Read(buf[:]); err != nil {
+		err := t.rc.Read(func(fd uintptr) bool {
+			_, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&buf[0])), 8)
+			// Not expired yet: wait on the poller. Anything else (an
+			// expiry, or an error no timerfd we arm can give) wakes the
+			// engine, which at worst finds nothing due.
+			return e != syscall.EAGAIN
+		})
+		if err != nil {
 			return // closed
 		}
 		select {
@@ -73,7 +84,7 @@ func (t *fineTimer) arm(d time.Duration) {
 	}
 	spec := itimerspec{value: syscall.NsecToTimespec(int64(d))}
 	t.rc.Control(func(fd uintptr) { // holds the fd open: no use after close
-		syscall.Syscall6(syscall.SYS_TIMERFD_SETTIME, fd, 0, uintptr(unsafe.Pointer(&spec)), 0, 0, 0)
+		syscall.RawSyscall6(syscall.SYS_TIMERFD_SETTIME, fd, 0, uintptr(unsafe.Pointer(&spec)), 0, 0, 0)
 	})
 }
 

@@ -124,7 +124,7 @@ func (s *Server) accept(ln net.Listener) error {
 		}
 		backoff = 0
 		s.wg.Add(1)
-		go s.serveConn(nc)
+		go s.serveConn(fastIO(nc))
 	}
 }
 

@@ -1,0 +1,52 @@
+package aof
+
+import (
+	"os"
+	"syscall"
+	"unsafe"
+)
+
+// write appends b to f. An *os.File gets raw write calls, without the
+// runtime's entersyscall: on one CPU (the server pinned, GOMAXPROCS 1)
+// each log write after an idle moment woke the runtime's sysmon thread,
+// and the log writes a batch for nearly every job when jobs come one at a
+// time: about 3 context switches a job, a third of the server's CPU (perf,
+// 1k jobs/s). The price is Redis's: a write the kernel holds up (dirty page
+// throttling) holds this goroutine's P with it instead of handing it on,
+// as Redis's own AOF write holds its one thread. fsync keeps the normal
+// path: it blocks by design. docs/decisions.md has the measurement.
+func write(f File, b []byte) (int, error) {
+	of, ok := f.(*os.File)
+	if !ok || len(b) == 0 {
+		return f.Write(b)
+	}
+	rc, err := of.SyscallConn()
+	if err != nil {
+		return f.Write(b)
+	}
+	n := 0
+	var errno syscall.Errno
+	cerr := rc.Control(func(fd uintptr) {
+		for n < len(b) {
+			r, _, e := syscall.RawSyscall(syscall.SYS_WRITE, fd, uintptr(unsafe.Pointer(&b[n])), uintptr(len(b)-n))
+			if e == syscall.EINTR {
+				continue
+			}
+			if e != 0 {
+				errno = e
+				return
+			}
+			if r == 0 {
+				return
+			}
+			n += int(r)
+		}
+	})
+	if cerr != nil {
+		return n, cerr
+	}
+	if errno != 0 {
+		return n, &os.PathError{Op: "write", Path: of.Name(), Err: errno}
+	}
+	return n, nil
+}
