@@ -65,6 +65,10 @@ type Client struct {
 	trk      tracking     // guarded by Dispatcher.trk.mu
 	caching  int8         // CLIENT CACHING yes (1) / no (-1) for the next command
 
+	// clk is the monotonic time (monoNow) the last command of the batch
+	// ended at, the next one's start; 0: read the clock (observe.go).
+	clk time.Duration
+
 	// Set by handlers, acted on by the connection loop after the command.
 	Quit   bool   // close the connection once replies are flushed
 	Block  *Block // park the client until the block resolves

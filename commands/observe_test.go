@@ -40,3 +40,44 @@ func TestAppendReprQuotesAsRedis(t *testing.T) {
 		t.Errorf("appendRepr: %s, want %s", got, want)
 	}
 }
+
+// Within a pipelined batch one clock read times each command: its end is
+// the next command's start. The chain starts at Seen, and a blocked
+// command breaks it (its wait is nobody's time), as does a command run
+// outside a batch (web), which never starts one.
+func TestCommandTimingChainsWithinABatch(t *testing.T) {
+	d := New(Options{Config: map[string]string{}})
+	c := d.NewClient(&textWriter{proto: 2}, "a")
+	ping := d.lookup([]byte("ping"))
+
+	// No batch: every command reads the clock at its start, and leaves
+	// nothing behind for a later one to start from.
+	d.afterExec(c, ping, nil, d.beforeExec(c, ping, nil))
+	if c.clk != 0 {
+		t.Fatalf("outside a batch a command left clk %v", c.clk)
+	}
+
+	c.Seen()
+	first := c.clk
+	if first == 0 {
+		t.Fatal("Seen did not start the batch's clock")
+	}
+	if got := d.beforeExec(c, ping, nil); got != first {
+		t.Fatalf("the first command started at %v, not the batch's reading %v", got, first)
+	}
+	d.afterExec(c, ping, nil, first)
+	end := c.clk
+	if end < first {
+		t.Fatalf("the first command ended at %v, before it started (%v)", end, first)
+	}
+	if got := d.beforeExec(c, ping, nil); got != end {
+		t.Fatalf("the second command started at %v, not the first one's end %v", got, end)
+	}
+
+	c.Block = &Block{} // the command parks the client: its wait must not be charged
+	d.afterExec(c, ping, nil, end)
+	c.Block = nil
+	if c.clk != 0 {
+		t.Fatalf("after a blocked command clk is %v: the next command would count the wait", c.clk)
+	}
+}
