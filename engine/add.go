@@ -154,14 +154,15 @@ func (e *Engine) put(r *rec, fresh bool) {
 // whether the job went to its ready list, so that a caller adding several
 // jobs (LPUSH, RPUSH) serves waiters once, after the last, as Redis does.
 func (e *Engine) place(r *rec, fresh bool) (uint32, bool) {
-	var buf [sidLen]byte
-	id := r.id
-	if id == nil {
-		id = renderSID(&buf, r.sid)
-	} else if !e.sidLike {
+	id := r.id // nil for a server id: indexInsert files those by r.sid
+	if id != nil && !e.sidLike {
 		_, e.sidLike = parseSID(id)
 	}
 	if !fresh {
+		var buf [sidLen]byte
+		if id == nil {
+			id = renderSID(&buf, r.sid)
+		}
 		if qi, ok := e.queueFor(r.queue, false); ok {
 			if s, ok := e.lookup(qi, id); ok {
 				e.dropIdent(s) // replaced, not ended: no tombstone
