@@ -81,3 +81,18 @@ func TestCommandTimingChainsWithinABatch(t *testing.T) {
 		t.Fatalf("after a blocked command clk is %v: the next command would count the wait", c.clk)
 	}
 }
+
+// A name in capitals, lower case or mixed case finds the same command, as
+// in Redis; capitals and lower case without folding (dispatch.go, asSent).
+func TestLookupAnyCase(t *testing.T) {
+	d := New(Options{Config: map[string]string{}})
+	for _, name := range []string{"RPUSH", "rpush", "RpUsH", "DELAY.ADD", "delay.add", "Delay.Add"} {
+		cmd := d.lookup([]byte(name))
+		if cmd == nil || !strings.EqualFold(cmd.Name, name) {
+			t.Errorf("lookup(%q) = %v", name, cmd)
+		}
+	}
+	if d.lookup([]byte("RPUSHX2")) != nil {
+		t.Error("an unknown name found a command")
+	}
+}
