@@ -3,6 +3,8 @@ package commands
 import (
 	"strings"
 	"testing"
+
+	"github.com/delayd/delayd/engine"
 )
 
 // SPEC: nothing shows a password or a payload. MONITOR and SLOWLOG show
@@ -96,3 +98,33 @@ func TestLookupAnyCase(t *testing.T) {
 		t.Error("an unknown name found a command")
 	}
 }
+
+// DELAY.ADD's reply id lives in the client's scratch until its next
+// command: an add through the dispatcher allocates nothing.
+func TestDelayAddAllocatesNothing(t *testing.T) {
+	eng, err := engine.New(engine.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	d := New(Options{Engine: eng, Config: map[string]string{}})
+	w := &lastBulkWriter{}
+	c := d.NewClient(w, "a")
+	argv := args("DELAY.ADD", "q", "1000", "payload")
+	d.Exec(c, argv) // the queue and the scratch's first buffer
+	first := string(w.last)
+	if n := testing.AllocsPerRun(1000, func() { d.Exec(c, argv) }); n != 0 {
+		t.Errorf("DELAY.ADD allocates %v times", n)
+	}
+	if string(w.last) <= first {
+		t.Errorf("ids %q then %q: not rising, or the scratch was overwritten", first, w.last)
+	}
+}
+
+// lastBulkWriter keeps the last bulk reply (a copy, as a connection's buffer does).
+type lastBulkWriter struct {
+	sinkWriter
+	last []byte
+}
+
+func (w *lastBulkWriter) Bulk(b []byte) { w.last = append(w.last[:0], b...) }
