@@ -428,8 +428,14 @@ func (c *Client) set(f func()) {
 }
 
 // Seen records that the client sent a command now (CLIENT LIST idle=). The
-// connection calls it once per batch of pipelined commands.
-func (c *Client) Seen(now time.Time) { c.lastSeen.Store(now.Unix()) }
+// connection calls it once per batch of pipelined commands, before the
+// first: its reading of the clock is the first command's start, and each
+// command's end is the next one's (see beforeExec).
+func (c *Client) Seen() {
+	now := monoNow()
+	c.lastSeen.Store(monoEpoch.Add(now).Unix())
+	c.clk = now
+}
 
 // multiInfo is the client's transaction state for CLIENT LIST: in MULTI
 // (flag x), commands queued (multi=, -1 outside MULTI), watched keys

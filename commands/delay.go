@@ -108,6 +108,7 @@ func (d *Dispatcher) add(c *Client, args [][]byte, a engine.AddArgs) {
 		c.W.Error("ERR UNIQUE and DEBOUNCE need ID")
 		return
 	}
+	a.Into = &c.pop // the reply is written before the next command
 	res, err := d.engineFor(c).Add(a)
 	switch {
 	case err != nil:

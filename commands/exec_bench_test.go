@@ -32,3 +32,19 @@ func BenchmarkExecDelayAdd(b *testing.B) {
 		d.Exec(c, argv)
 	}
 }
+
+// BenchmarkLookup finds a command by name as clients send it: capitals
+// (redis-benchmark), lower case, and mixed case, which alone still folds.
+func BenchmarkLookup(b *testing.B) {
+	d := New(Options{Log: zerolog.Nop()})
+	for _, name := range []string{"RPUSH", "rpush", "RPush"} {
+		b.Run(name, func(b *testing.B) {
+			n := []byte(name)
+			for b.Loop() {
+				if d.lookup(n) == nil {
+					b.Fatal("no command")
+				}
+			}
+		})
+	}
+}

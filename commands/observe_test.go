@@ -3,6 +3,8 @@ package commands
 import (
 	"strings"
 	"testing"
+
+	"github.com/delayd/delayd/engine"
 )
 
 // SPEC: nothing shows a password or a payload. MONITOR and SLOWLOG show
@@ -40,3 +42,89 @@ func TestAppendReprQuotesAsRedis(t *testing.T) {
 		t.Errorf("appendRepr: %s, want %s", got, want)
 	}
 }
+
+// Within a pipelined batch one clock read times each command: its end is
+// the next command's start. The chain starts at Seen, and a blocked
+// command breaks it (its wait is nobody's time), as does a command run
+// outside a batch (web), which never starts one.
+func TestCommandTimingChainsWithinABatch(t *testing.T) {
+	d := New(Options{Config: map[string]string{}})
+	c := d.NewClient(&textWriter{proto: 2}, "a")
+	ping := d.lookup([]byte("ping"))
+
+	// No batch: every command reads the clock at its start, and leaves
+	// nothing behind for a later one to start from.
+	d.afterExec(c, ping, nil, d.beforeExec(c, ping, nil))
+	if c.clk != 0 {
+		t.Fatalf("outside a batch a command left clk %v", c.clk)
+	}
+
+	c.Seen()
+	first := c.clk
+	if first == 0 {
+		t.Fatal("Seen did not start the batch's clock")
+	}
+	if got := d.beforeExec(c, ping, nil); got != first {
+		t.Fatalf("the first command started at %v, not the batch's reading %v", got, first)
+	}
+	d.afterExec(c, ping, nil, first)
+	end := c.clk
+	if end < first {
+		t.Fatalf("the first command ended at %v, before it started (%v)", end, first)
+	}
+	if got := d.beforeExec(c, ping, nil); got != end {
+		t.Fatalf("the second command started at %v, not the first one's end %v", got, end)
+	}
+
+	c.Block = &Block{} // the command parks the client: its wait must not be charged
+	d.afterExec(c, ping, nil, end)
+	c.Block = nil
+	if c.clk != 0 {
+		t.Fatalf("after a blocked command clk is %v: the next command would count the wait", c.clk)
+	}
+}
+
+// A name in capitals, lower case or mixed case finds the same command, as
+// in Redis; capitals and lower case without folding (dispatch.go, asSent).
+func TestLookupAnyCase(t *testing.T) {
+	d := New(Options{Config: map[string]string{}})
+	for _, name := range []string{"RPUSH", "rpush", "RpUsH", "DELAY.ADD", "delay.add", "Delay.Add"} {
+		cmd := d.lookup([]byte(name))
+		if cmd == nil || !strings.EqualFold(cmd.Name, name) {
+			t.Errorf("lookup(%q) = %v", name, cmd)
+		}
+	}
+	if d.lookup([]byte("RPUSHX2")) != nil {
+		t.Error("an unknown name found a command")
+	}
+}
+
+// DELAY.ADD's reply id lives in the client's scratch until its next
+// command: an add through the dispatcher allocates nothing.
+func TestDelayAddAllocatesNothing(t *testing.T) {
+	eng, err := engine.New(engine.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	d := New(Options{Engine: eng, Config: map[string]string{}})
+	w := &lastBulkWriter{}
+	c := d.NewClient(w, "a")
+	argv := args("DELAY.ADD", "q", "1000", "payload")
+	d.Exec(c, argv) // the queue and the scratch's first buffer
+	first := string(w.last)
+	if n := testing.AllocsPerRun(1000, func() { d.Exec(c, argv) }); n != 0 {
+		t.Errorf("DELAY.ADD allocates %v times", n)
+	}
+	if string(w.last) <= first {
+		t.Errorf("ids %q then %q: not rising, or the scratch was overwritten", first, w.last)
+	}
+}
+
+// lastBulkWriter keeps the last bulk reply (a copy, as a connection's buffer does).
+type lastBulkWriter struct {
+	sinkWriter
+	last []byte
+}
+
+func (w *lastBulkWriter) Bulk(b []byte) { w.last = append(w.last[:0], b...) }

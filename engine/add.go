@@ -32,12 +32,16 @@ type AddArgs struct {
 	Group []byte
 	// Priority 0..9, higher handed out first; 0 is the default.
 	Priority uint8
+	// Into, if set, holds the returned id until its next use, as a pop's
+	// Scratch does: a connection writes the reply before its next command,
+	// so DELAY.ADD allocates nothing for its id. nil: a fresh allocation.
+	Into *Scratch
 }
 
 // AddResult is what an add did. Ticket is the log position the reply must
 // wait for (0 when nothing was logged).
 type AddResult struct {
-	ID     []byte // freshly allocated
+	ID     []byte // freshly allocated, or in AddArgs.Into
 	Added  bool   // false: the id existed and REPLACE was not given
 	Ticket uint64
 }
@@ -110,11 +114,12 @@ func (e *Engine) Add(a AddArgs) (AddResult, error) {
 		e.serve(qi)
 	}
 	e.serveFreed()
+	a.Into.reset()
 	if r.id != nil {
-		res.ID = append([]byte(nil), r.id...)
+		res.ID = a.Into.hold(r.id)
 	} else {
 		var buf [sidLen]byte
-		res.ID = append([]byte(nil), renderSID(&buf, r.sid)...)
+		res.ID = a.Into.hold(renderSID(&buf, r.sid))
 	}
 	e.stats.Added++
 	return res, nil
@@ -154,14 +159,15 @@ func (e *Engine) put(r *rec, fresh bool) {
 // whether the job went to its ready list, so that a caller adding several
 // jobs (LPUSH, RPUSH) serves waiters once, after the last, as Redis does.
 func (e *Engine) place(r *rec, fresh bool) (uint32, bool) {
-	var buf [sidLen]byte
-	id := r.id
-	if id == nil {
-		id = renderSID(&buf, r.sid)
-	} else if !e.sidLike {
+	id := r.id // nil for a server id: indexInsert files those by r.sid
+	if id != nil && !e.sidLike {
 		_, e.sidLike = parseSID(id)
 	}
 	if !fresh {
+		var buf [sidLen]byte
+		if id == nil {
+			id = renderSID(&buf, r.sid)
+		}
 		if qi, ok := e.queueFor(r.queue, false); ok {
 			if s, ok := e.lookup(qi, id); ok {
 				e.dropIdent(s) // replaced, not ended: no tombstone

@@ -264,6 +264,9 @@ type core struct {
 
 	start   time.Time // monotonic base
 	startMs int64     // unix ms at start
+	// monoOnly: Options.Now was left to its default, so the time since
+	// start is read from the monotonic clock alone (elapsed).
+	monoOnly bool
 
 	j    journal   // the append-only log, when on
 	repl replState // cluster mode (replica.go)
@@ -298,6 +301,7 @@ type Stats struct {
 // background and follows it through opts.Loading (ErrLoadAborted if it
 // aborts it). Close stops the engine.
 func New(opts Options) (*Engine, error) {
+	monoOnly := opts.Now == nil
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
@@ -313,6 +317,7 @@ func New(opts Options) (*Engine, error) {
 		byName:      make(map[string]uint32),
 		start:       now,
 		startMs:     now.UnixMilli(),
+		monoOnly:    monoOnly,
 		wake:        make(chan struct{}, 1),
 		quit:        make(chan struct{}),
 		done:        make(chan struct{}),
@@ -379,7 +384,19 @@ func (e *Engine) nowMs() int64 {
 	}
 	// A leader's clock never reads before the time it took over at, should
 	// its machine's clock be behind the old leader's (replica.go).
-	return max(e.startMs+int64(e.opts.Now().Sub(e.start)/time.Millisecond), e.repl.now.Load())
+	return max(e.startMs+int64(e.elapsed()/time.Millisecond), e.repl.now.Load())
+}
+
+// elapsed is the time since start on the engine's clock. With the default
+// clock it is time.Since, one read of the monotonic clock, where
+// time.Now().Sub makes two (wall and monotonic): on a pipelined RPUSH the
+// clock was 8% of the server's CPU. time.Since defers to time.Now inside a
+// synctest bubble, so tests keep their fake clock.
+func (e *Engine) elapsed() time.Duration {
+	if e.monoOnly {
+		return time.Since(e.start)
+	}
+	return e.opts.Now().Sub(e.start)
 }
 
 // recNow is the time a record made now carries: the time the operation
@@ -414,7 +431,7 @@ func (e *Engine) clock() (now, up int64) {
 		now = e.repl.now.Load()
 		return now, now
 	}
-	elapsed := e.opts.Now().Sub(e.start)
+	elapsed := e.elapsed()
 	now = e.startMs + int64(elapsed/time.Millisecond)
 	if floor := e.repl.now.Load(); floor > now {
 		return floor, floor // see nowMs
@@ -516,8 +533,7 @@ func (e *Engine) run() {
 
 // until converts a deadline in unix ms to a duration on the monotonic clock.
 func (e *Engine) until(ms int64) time.Duration {
-	target := e.start.Add(time.Duration(ms-e.startMs) * time.Millisecond)
-	return target.Sub(e.opts.Now())
+	return time.Duration(ms-e.startMs)*time.Millisecond - e.elapsed()
 }
 
 // poke makes the timer goroutine re-read the next deadline if due is earlier

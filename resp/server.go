@@ -217,7 +217,7 @@ func (s *Server) serveConn(nc net.Conn) {
 		// Run every command the buffer holds, then send all their replies
 		// with one write: pipelining costs one syscall per batch.
 		cn.ob.begin()
-		c.Seen(time.Now())
+		c.Seen()
 		for {
 			args, ok, err := rd.next()
 			if err != nil {
