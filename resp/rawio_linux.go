@@ -119,3 +119,24 @@ func (c *rawConn) opError(op string, err error) error {
 	}
 	return &net.OpError{Op: op, Net: c.LocalAddr().Network(), Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: err}
 }
+
+// peerGone asks the kernel, without waiting, whether the peer has hung up
+// or reset: one ppoll(2) (arm64 has no poll). The parked pop's watcher is
+// stopped by a read deadline, which ends its read before it looks at the
+// socket, so a hang-up that came just before a job was served is seen only
+// here; written into the dead socket, the job was lost (BLPOP) or held
+// until its ack timeout (TestJobServedAsClientsHangUp: 3 runs in 30).
+func (c *rawConn) peerGone() bool {
+	const pollRDHUP = 0x2000
+	var gone bool
+	c.rc.Control(func(fd uintptr) {
+		pfd := struct {
+			fd              int32
+			events, revents int16
+		}{int32(fd), pollRDHUP, 0}
+		var now syscall.Timespec // no wait
+		r, _, e := syscall.RawSyscall6(syscall.SYS_PPOLL, uintptr(unsafe.Pointer(&pfd)), 1, uintptr(unsafe.Pointer(&now)), 0, 0, 0)
+		gone = e == 0 && r == 1 && pfd.revents&(pollRDHUP|syscall.EPOLLHUP|syscall.EPOLLERR) != 0
+	})
+	return gone
+}

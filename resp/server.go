@@ -447,7 +447,7 @@ func (cn *conn) block(c *commands.Client, d *commands.Dispatcher) bool {
 		}
 		keep = false
 	}
-	if keep && cn.unwatch() {
+	if keep && (cn.unwatch() || cn.peerGone()) {
 		b.WriteFailed()
 		return false
 	}
@@ -463,6 +463,14 @@ func (cn *conn) block(c *commands.Client, d *commands.Dispatcher) bool {
 	// unwatch cleared the read deadline Server.Close or a kill set to wake
 	// us.
 	return keep && !cn.closing.Load() && !cn.killed.Load()
+}
+
+// peerGone reports a hang-up the watcher may not have read yet (see
+// rawConn.peerGone); false where the socket cannot be asked (TLS, pipes),
+// which rely on the watcher alone.
+func (cn *conn) peerGone() bool {
+	rc, ok := cn.nc.(interface{ peerGone() bool })
+	return ok && rc.peerGone()
 }
 
 func isTimeout(err error) bool {
