@@ -6,7 +6,7 @@ import (
 	"unsafe"
 )
 
-// write appends b to f. An *os.File gets raw write calls, without the
+// write appends b to the file. An *os.File gets raw write calls, without the
 // runtime's entersyscall: on one CPU (the server pinned, GOMAXPROCS 1)
 // each log write after an idle moment woke the runtime's sysmon thread,
 // and the log writes a batch for nearly every job when jobs come one at a
@@ -15,18 +15,21 @@ import (
 // throttling) holds this goroutine's P with it instead of handing it on,
 // as Redis's own AOF write holds its one thread. fsync keeps the normal
 // path: it blocks by design. docs/decisions.md has the measurement.
-func write(f File, b []byte) (int, error) {
-	of, ok := f.(*os.File)
+func (w *Writer) write(b []byte) (int, error) {
+	of, ok := w.f.(*os.File)
 	if !ok || len(b) == 0 {
-		return f.Write(b)
+		return w.f.Write(b)
 	}
-	rc, err := of.SyscallConn()
-	if err != nil {
-		return f.Write(b)
+	if w.raw == nil { // once per file: SyscallConn allocates
+		rc, err := of.SyscallConn()
+		if err != nil {
+			return w.f.Write(b)
+		}
+		w.raw = rc
 	}
 	n := 0
 	var errno syscall.Errno
-	cerr := rc.Control(func(fd uintptr) {
+	cerr := w.raw.Control(func(fd uintptr) {
 		for n < len(b) {
 			r, _, e := syscall.RawSyscall(syscall.SYS_WRITE, fd, uintptr(unsafe.Pointer(&b[n])), uintptr(len(b)-n))
 			if e == syscall.EINTR {

@@ -2,5 +2,5 @@
 
 package aof
 
-// write appends b to f (rawwrite_linux.go has Linux's raw path).
-func write(f File, b []byte) (int, error) { return f.Write(b) }
+// write appends b to the file (rawwrite_linux.go has Linux's raw path).
+func (w *Writer) write(b []byte) (int, error) { return w.f.Write(b) }

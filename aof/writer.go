@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"syscall"
 )
 
 // TempSuffix names the file a rewrite writes before Install renames it over
@@ -26,6 +27,7 @@ const maxRetainedBuffer = 4 << 20
 type Writer struct {
 	fs     FS
 	f      File
+	raw    syscall.RawConn // f's, for the raw write (rawwrite_linux.go); set on first use
 	path   string
 	buf    []byte // framed records not yet written
 	size   int64  // bytes in the file: header plus every flushed record
@@ -154,7 +156,7 @@ func (w *Writer) Flush() error {
 	if len(w.buf) == 0 {
 		return nil
 	}
-	n, err := write(w.f, w.buf)
+	n, err := w.write(w.buf)
 	if err == nil && n != len(w.buf) {
 		err = io.ErrShortWrite
 	}

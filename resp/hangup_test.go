@@ -51,6 +51,18 @@ func hangupServer(t *testing.T, st *tls.Config) (*engine.Engine, *commands.Dispa
 	return eng, d, srv.Addr().String()
 }
 
+// plainClient dials the server over TCP, closed at the test's end.
+func plainClient(t *testing.T, addr string) (net.Conn, *bufio.Reader) {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	c.SetDeadline(time.Now().Add(30 * time.Second))
+	return c, bufio.NewReader(c)
+}
+
 // popsRightAfter proves a job added now goes to a live client, not to a
 // waiter that has left.
 func popsRightAfter(t *testing.T, live net.Conn, lr *bufio.Reader, add net.Conn, ar *bufio.Reader) {
@@ -74,15 +86,7 @@ func popsRightAfter(t *testing.T, live net.Conn, lr *bufio.Reader, add net.Conn,
 // connection ends and it leaves no waiter behind to take a job.
 func TestHangUpBeforeOrWhileBlocked(t *testing.T) {
 	eng, d, addr := hangupServer(t, nil)
-	dial := func() (net.Conn, *bufio.Reader) {
-		c, err := net.Dial("tcp", addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close() })
-		c.SetDeadline(time.Now().Add(30 * time.Second))
-		return c, bufio.NewReader(c)
-	}
+	dial := func() (net.Conn, *bufio.Reader) { return plainClient(t, addr) }
 	var total int64
 	for _, reset := range []bool{false, true} {
 		for range 20 {
@@ -158,15 +162,7 @@ func TestTLSBlockedClientHangsUp(t *testing.T) {
 // before it read the hang-up) it failed 1 to 3 runs in 30.
 func TestJobServedAsClientsHangUp(t *testing.T) {
 	eng, _, addr := hangupServer(t, nil)
-	dial := func() (net.Conn, *bufio.Reader) {
-		c, err := net.Dial("tcp", addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close() })
-		c.SetDeadline(time.Now().Add(30 * time.Second))
-		return c, bufio.NewReader(c)
-	}
+	dial := func() (net.Conn, *bufio.Reader) { return plainClient(t, addr) }
 	pop := []byte("*3\r\n$9\r\nDELAY.POP\r\n$1\r\nq\r\n$1\r\n0\r\n")
 	for round := range 10 {
 		var dead []net.Conn
