@@ -108,7 +108,7 @@ func (e *Engine) Add(a AddArgs) (AddResult, error) {
 	res := AddResult{Added: true, Ticket: e.logRec(&r)}
 	// put, counting the add before a waiter can take the job (and the
 	// queue go with it).
-	qi, ready := e.place(&r, a.ID == nil)
+	qi, ready := e.place(&r, a.ID == nil, false)
 	e.queues[qi].added++
 	if ready {
 		e.serve(qi)
@@ -149,7 +149,7 @@ func (e *Engine) newSID(queueName []byte, now int64) uint64 {
 // rebuilds exactly what was live. fresh says the id was just made, so there
 // is nothing to replace. O(1) plus any jobs that fall due.
 func (e *Engine) put(r *rec, fresh bool) {
-	if qi, ready := e.place(r, fresh); ready {
+	if qi, ready := e.place(r, fresh, false); ready {
 		e.serve(qi)
 	}
 	e.serveFreed() // a replaced reservation may have made room
@@ -158,7 +158,9 @@ func (e *Engine) put(r *rec, fresh bool) {
 // place is put without serving waiters: it returns the job's queue and
 // whether the job went to its ready list, so that a caller adding several
 // jobs (LPUSH, RPUSH) serves waiters once, after the last, as Redis does.
-func (e *Engine) place(r *rec, fresh bool) (uint32, bool) {
+// pushed says a live list push made it: its id goes to the queue's push run
+// (pushrun.go) rather than e.sids.
+func (e *Engine) place(r *rec, fresh, pushed bool) (uint32, bool) {
 	id := r.id // nil for a server id: indexInsert files those by r.sid
 	if id != nil && !e.sidLike {
 		_, e.sidLike = parseSID(id)
@@ -195,9 +197,12 @@ func (e *Engine) place(r *rec, fresh bool) (uint32, bool) {
 	if r.origin != nil {
 		e.setOrigin(s, r.origin)
 	}
-	if e.j.deferIdx {
+	switch {
+	case e.j.deferIdx:
 		e.j.build.deferSid(r.sid, s) // replay.go: another goroutine inserts it
-	} else {
+	case pushed && id == nil && r.sid > e.queues[qi].run.last():
+		e.fileInRun(s)
+	default:
 		e.indexInsert(s, id)
 	}
 	e.njobs++

@@ -158,6 +158,7 @@ const (
 	jobUnique                     // its id stays taken for a while after it ends (UNIQUE)
 	jobDebounce                   // re-adds push it out, up to a limit (DEBOUNCE)
 	jobOrigin                     // dead-lettered: its origin queue and options are in Engine.origins (requeue.go)
+	jobPushed                     // its server id is filed in its queue's push run, not in e.sids (pushrun.go)
 )
 
 // queue is a named ready list plus the clients blocked on it. It exists while
@@ -169,9 +170,10 @@ type queue struct {
 	whead, wtail             *waitLink
 	nwait                    int
 	live                     bool
-	watch                    *watch // non-nil while the name is watched or tracked (watch.go)
-	limit                    *limit // non-nil while the name has a DELAY.LIMIT (limit.go)
-	bytes                    int64  // arena bytes of its jobs' ids and payloads (MEMORY USAGE)
+	watch                    *watch  // non-nil while the name is watched or tracked (watch.go)
+	limit                    *limit  // non-nil while the name has a DELAY.LIMIT (limit.go)
+	bytes                    int64   // arena bytes of its jobs' ids and payloads (MEMORY USAGE)
+	run                      pushRun // the server ids of its list-pushed jobs (pushrun.go)
 	// Counters for DELAY.STATS; like the queue, they go when it empties.
 	added, deliveries, redeliveries, acks, nacks, expired, deadLettered uint64
 }

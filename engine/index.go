@@ -83,6 +83,9 @@ func (c *core) initIndex() {
 // lookup finds the slot of (q, id). O(1) expected.
 func (e *Engine) lookup(q uint32, id []byte) (uint32, bool) {
 	if sid, ok := parseSID(id); ok {
+		if s, ok := e.queues[q].run.find(sid); ok {
+			return s, true
+		}
 		s, ok := e.sids.find(sid, func(s uint32) bool {
 			j := e.jobs.at(s)
 			return j.idLen == 0 && j.sid == sid
@@ -100,6 +103,14 @@ func (e *Engine) lookup(q uint32, id []byte) (uint32, bool) {
 	})
 }
 
+// fileInRun makes the list-pushed job in slot s, with a server id above
+// every id in its queue's run, findable by its id (pushrun.go).
+func (e *Engine) fileInRun(s uint32) {
+	j := e.jobs.at(s)
+	e.queues[j.queue].run.add(j.sid, s)
+	j.flags |= jobPushed
+}
+
 // indexInsert makes the job in slot s findable by its id.
 func (e *Engine) indexInsert(s uint32, id []byte) {
 	j := e.jobs.at(s)
@@ -114,6 +125,11 @@ func (e *Engine) indexInsert(s uint32, id []byte) {
 // it was inserted with.
 func (e *Engine) indexDelete(s uint32, id []byte) {
 	j := e.jobs.at(s)
+	if j.flags&jobPushed != 0 {
+		e.queues[j.queue].run.remove(j.sid, s)
+		j.flags &^= jobPushed
+		return
+	}
 	if j.idLen == 0 {
 		e.sids.remove(s, j.sid)
 		return

@@ -42,7 +42,7 @@ func (e *Engine) Push(queueName []byte, payloads [][]byte, head bool) (int, uint
 		r := rec{op: opAdd, time: now, queue: queueName, sid: e.newSID(queueName, now), due: now, seq: e.seq,
 			flags: flags, payload: p, ackTimeout: e.opts.AckTimeout, retry: -1}
 		ticket = e.logRec(&r)
-		qi, _ = e.place(&r, true)
+		qi, _ = e.place(&r, true, true)
 		e.stats.Added++
 		e.queues[qi].added++
 	}

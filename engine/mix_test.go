@@ -44,7 +44,7 @@ func mixChurn(t *testing.T, e *Engine, rng *rand.Rand, n int, ids *[]string) {
 		q := queue()
 		var tk uint64
 		var err error
-		switch r := rng.IntN(30); {
+		switch r := rng.IntN(33); {
 		case r < 9:
 			a := AddArgs{Queue: q, Payload: []byte(fmt.Sprint("p", i)), Delay: []int64{0, 0, 20, 300}[rng.IntN(4)],
 				AckTimeout: []int64{0, 80, 100_000}[rng.IntN(3)], Retry: int64(rng.IntN(3)) - 1,
@@ -76,6 +76,7 @@ func mixChurn(t *testing.T, e *Engine, rng *rand.Rand, n int, ids *[]string) {
 		case r < 13:
 			if d, ok := e.Pop([][]byte{q, queue()}); ok {
 				tk = d.Ticket
+				*ids = append(*ids, string(d.ID)) // a list-pushed job's id is first seen here
 			}
 		case r < 15:
 			ds, w, err := e.MPopOrWait([][]byte{q}, 1+rng.IntN(4))
@@ -130,6 +131,8 @@ func mixChurn(t *testing.T, e *Engine, rng *rand.Rand, n int, ids *[]string) {
 			tk, err = e.Schedule(a)
 		case r < 26:
 			_, tk, err = e.Unschedule(q, []byte(fmt.Sprint("s", rng.IntN(3))))
+		case r < 29:
+			_, tk, err = e.Push(q, [][]byte{[]byte(fmt.Sprint("l", i)), []byte(fmt.Sprint("m", i))}, rng.IntN(2) == 0)
 		default:
 			sleep(time.Duration(rng.IntN(60)) * time.Millisecond)
 		}
@@ -163,6 +166,7 @@ func mixRestarts(t *testing.T, seed uint64) {
 				}
 				waitRewrite(e)
 			}
+			checkIndex(t, e) // pushrun_test.go
 			before := mixDump(e)
 			fired = fired || strings.Contains(before, ":") && strings.Contains(before, "schedule ")
 			if err := e.Close(); err != nil {
@@ -235,6 +239,9 @@ func followersAgree(t *testing.T, seed uint64, churn func(*testing.T, *Engine, *
 		}
 		if again := x.Snapshot(); !bytes.Equal(again, snap) {
 			t.Fatal("a snapshot of the restored engine differs")
+		}
+		for _, e := range []*Engine{ln.e, fn.e, x} {
+			checkIndex(t, e) // pushrun_test.go
 		}
 	})
 }

@@ -129,8 +129,10 @@ func (e *Engine) Info() Info {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	in := Info{Jobs: e.njobs, Stats: e.stats, LazyfreePending: e.lazy.pending}
+	var runs int64
 	for i := range e.queues {
 		q := &e.queues[i]
+		runs += q.run.bytes()
 		if !q.live {
 			continue
 		}
@@ -144,7 +146,7 @@ func (e *Engine) Info() Info {
 	in.Waiters = e.stats.WaitersNow // clients, not client-key pairs
 	// The wheel's slab grows with the job slab; its node is about 32 bytes.
 	in.MemoryBytes = e.jobs.bytes() + int64(e.jobs.n)*32 + e.arena.footprint() +
-		e.index.bytes() + e.sids.bytes() + int64(cap(e.queues))*int64(unsafe.Sizeof(queue{}))
+		e.index.bytes() + e.sids.bytes() + runs + int64(cap(e.queues))*int64(unsafe.Sizeof(queue{}))
 	in.PayloadBytes = e.arena.inUse
 	return in
 }
