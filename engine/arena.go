@@ -2,6 +2,7 @@ package engine
 
 import (
 	"math/bits"
+	"unsafe"
 
 	"github.com/delayd/delayd/offheap"
 )
@@ -155,6 +156,16 @@ func (a *arena) bytes(ref uint64, n int) []byte {
 	}
 	off := uint32(ref&(1<<refChunkOff-1)) - 1
 	return a.chunks[ref>>refChunkOff][off : off+uint32(n) : off+uint32(n)]
+}
+
+// addr is the first byte of the string at ref, or nil for an empty or big
+// one: a prefetch hint's address (warmNext).
+func (a *arena) addr(ref uint64) unsafe.Pointer {
+	ref = refOf(ref)
+	if ref == emptyRef || ref&bigFlag != 0 {
+		return nil
+	}
+	return unsafe.Pointer(&a.chunks[ref>>refChunkOff][uint32(ref&(1<<refChunkOff-1))-1])
 }
 
 // free releases the n-byte string at ref. O(1).

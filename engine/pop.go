@@ -186,6 +186,7 @@ func (e *Engine) takeFrom(qi uint32, mode PopMode) Delivery {
 func (e *Engine) take(s uint32, plain bool, to *Scratch, up int64) Delivery {
 	var buf [sidLen]byte
 	j := e.jobs.at(s)
+	e.warmNext(j)
 	j.deliveries++
 	e.stats.Delivered++
 	q := &e.queues[j.queue]
@@ -242,6 +243,42 @@ func (e *Engine) take(s uint32, plain bool, to *Scratch, up int64) Delivery {
 	d.Ticket = e.logRec(&r) // encodes r before remove frees the id it aliases
 	e.remove(s)
 	return d
+}
+
+// warmNext prefetches what the next pop from the same end of j's list will
+// read, as j, at that end, is taken. Jobs sit in the slab, and payloads in
+// the arena, in the order they were added, so the jobs of one list among
+// many (workers popping 1,000 queues) are far apart: each pop missed the
+// cache three times, on the job, on its payload, and on the neighbour whose
+// link it rewrites, and a profile of LPOP over 1,000 keys had those misses
+// as a fifth of the server's CPU. Redis's listpack keeps a list's elements
+// side by side and misses far less. Here the pop of j reads j's neighbour n
+// (warmed by the pop before, so in cache) and prefetches n's payload and
+// n's own neighbour, what the next pop will take and relink, in the time
+// this pop and the ones of other lists take. A pop from the middle of a
+// list (LREM, a lane of a fair queue) warms nothing.
+func (e *Engine) warmNext(j *job) {
+	n, head := j.next, true
+	if j.prev != 0 {
+		if n != 0 {
+			return
+		}
+		n, head = j.prev, false
+	}
+	if n == 0 {
+		return
+	}
+	nj := e.jobs.at(n - 1)
+	far := nj.next
+	if !head {
+		far = nj.prev
+	}
+	if far != 0 {
+		prefetch(unsafe.Pointer(e.jobs.at(far - 1)))
+	}
+	if p := e.arena.addr(nj.data); p != nil {
+		prefetch(p)
+	}
 }
 
 // Requeue puts a delivered job back at the head of its ready list: the client

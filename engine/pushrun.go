@@ -88,20 +88,19 @@ func (r *pushRun) find(sid uint64) (uint32, bool) {
 // remove unfiles slot s, filed under sid, and reports whether it was there.
 // O(1) at either end, O(log distance) elsewhere, plus amortized compaction.
 func (r *pushRun) remove(sid uint64, s uint32) bool {
+	// A live slot is filed once, so an end holding s+1 is s's entry: the
+	// ends' ids are not read (one cache line less per pop of many lists).
 	var i int
-	switch n := len(r.sids); {
-	case n > r.head && r.sids[r.head] == sid:
+	switch n := len(r.slots); {
+	case n > r.head && r.slots[r.head] == s+1:
 		i = r.head
-	case n > r.head && r.sids[n-1] == sid:
+	case n > r.head && r.slots[n-1] == s+1:
 		i = n - 1
 	default:
 		var ok bool
-		if i, ok = r.locate(sid); !ok {
+		if i, ok = r.locate(sid); !ok || r.slots[i] != s+1 {
 			return false
 		}
-	}
-	if r.slots[i] != s+1 {
-		return false
 	}
 	r.slots[i] = 0
 	switch {

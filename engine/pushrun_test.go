@@ -22,7 +22,7 @@ func TestPushRunModel(t *testing.T) {
 		switch op := rng.IntN(10); {
 		case op < 4 || len(live) == 0:
 			sid += 1 + uint64(rng.IntN(3))
-			s := uint32(rng.IntN(1 << 20))
+			s := uint32(step) // a live slot is filed once, as in the engine
 			r.add(sid, s)
 			live[sid] = s
 			order = append(order, sid)
@@ -43,9 +43,9 @@ func TestPushRunModel(t *testing.T) {
 			}
 			delete(live, x)
 		default:
-			// A wrong slot or an id never filed removes nothing.
+			// A wrong slot, or an id never filed, removes nothing.
 			x := order[rng.IntN(len(order))]
-			if r.remove(x, 1<<21) || r.remove(x+1<<40, 0) {
+			if r.remove(x, 1<<22) || r.remove(x+1<<40, 1<<22) {
 				t.Fatalf("step %d: removed an entry that is not there", step)
 			}
 		}
