@@ -31,9 +31,11 @@ func TestPushRunModel(t *testing.T) {
 			var x uint64
 			switch rng.IntN(3) {
 			case 0:
-				x = r.sids[r.head]
+				b := r.blocks[0]
+				x = b.sids[b.lo]
 			case 1:
-				x = r.sids[len(r.sids)-1]
+				b := r.blocks[len(r.blocks)-1]
+				x = b.sids[b.hi-1]
 			default:
 				x = order[rng.IntN(len(order))]
 			}
@@ -52,8 +54,13 @@ func TestPushRunModel(t *testing.T) {
 		if r.len() != len(live) {
 			t.Fatalf("step %d: len %d, want %d", step, r.len(), len(live))
 		}
-		if held := len(r.slots) - r.head; held > 2*len(live)+64 {
-			t.Fatalf("step %d: %d entries held for %d live", step, held, len(live))
+		if k := len(r.blocks); k > 2 && k*runBlockLen > 4*len(live)+2*runBlockLen {
+			t.Fatalf("step %d: %d blocks held for %d live", step, k, len(live))
+		}
+		for _, b := range r.blocks {
+			if b.live == 0 || b.slots[b.lo] == 0 || b.slots[b.hi-1] == 0 {
+				t.Fatalf("step %d: a block is empty or has a removed entry at an end: %d live in [%d, %d)", step, b.live, b.lo, b.hi)
+			}
 		}
 		if step%1000 == 0 {
 			for _, x := range order {
@@ -66,19 +73,19 @@ func TestPushRunModel(t *testing.T) {
 	}
 }
 
-// TestPushRunLocateFromBothEnds checks the galloping search against a plain
-// binary search for every id, and for ids between and beyond them.
+// TestPushRunLocateFromBothEnds finds every id of runs of one to several
+// blocks, and no id between or beyond them.
 func TestPushRunLocateFromBothEnds(t *testing.T) {
-	for n := range 70 {
+	for _, n := range []int{0, 1, 2, 70, runBlockLen, runBlockLen + 1, 5*runBlockLen + 7} {
 		var r pushRun
 		for i := range n {
 			r.add(uint64(10+3*i), uint32(i))
 		}
 		for x := uint64(0); x < uint64(20+3*n); x++ {
-			i, ok := r.locate(x)
+			bi, i, ok := r.locate(x)
 			want := (x-10)%3 == 0 && x >= 10 && x < uint64(10+3*n)
-			if ok != want || ok && r.sids[i] != x {
-				t.Fatalf("n=%d locate(%d) = %d %v, want found %v", n, x, i, ok, want)
+			if ok != want || ok && r.blocks[bi].sids[i] != x {
+				t.Fatalf("n=%d locate(%d) = %d/%d %v, want found %v", n, x, bi, i, ok, want)
 			}
 		}
 	}
@@ -214,4 +221,31 @@ func TestPushedJobsFoundByID(t *testing.T) {
 		}
 		checkIndex(t, r)
 	})
+}
+
+// TestPushRunMergesSparseBlocks: removals from the middle (LREM) that leave
+// blocks sparse merge them, so a run does not keep a block per survivor.
+func TestPushRunMergesSparseBlocks(t *testing.T) {
+	var r pushRun
+	const n = 8 * runBlockLen
+	for i := range n {
+		r.add(uint64(i+1), uint32(i))
+	}
+	for i := 1; i < n-1; i++ {
+		if i%8 != 0 && !r.remove(uint64(i+1), uint32(i)) {
+			t.Fatalf("remove %d: not found", i)
+		}
+	}
+	if r.len() != n/8+1 {
+		t.Fatalf("len %d, want %d", r.len(), n/8+1)
+	}
+	if k := len(r.blocks); k > 3 {
+		t.Fatalf("%d blocks hold %d ids: sparse blocks were not merged", k, r.len())
+	}
+	for i := range n {
+		_, ok := r.find(uint64(i + 1))
+		if want := i%8 == 0 || i == n-1; ok != want {
+			t.Fatalf("find %d: %v, want %v", i, ok, want)
+		}
+	}
 }
