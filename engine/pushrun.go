@@ -36,19 +36,46 @@ import (
 type pushRun struct {
 	blocks []*runBlock // in id order; none is empty
 	n      int         // ids filed
+	mem    int64       // bytes of its blocks (INFO's memory)
 }
 
-// runBlockLen is the entries of a block: 6 KiB, one allocation per 512
-// pushes, and a bounded merge.
-const runBlockLen = 512
+// runBlockLen is the most entries of a block: 6 KiB, one allocation per
+// 512 pushes, and a bounded merge. A run's first block holds
+// runBlockMin and each new block twice the last, so that the many queues
+// of a server with a job or two each pay about 100 bytes for their run.
+const (
+	runBlockLen = 512
+	runBlockMin = 8
+)
 
 // runBlock holds ids in increasing order in [lo, hi); a removed entry keeps
 // its id, so the order stays searchable, and has slot 0.
 type runBlock struct {
-	sids   [runBlockLen]uint64
-	slots  [runBlockLen]uint32 // slot+1
-	lo, hi int
-	live   int
+	lo, hi, live int
+	sids         []uint64 // len is the block's capacity
+	slots        []uint32 // slot+1
+}
+
+func (r *pushRun) newBlock(n int) *runBlock {
+	b := &runBlock{sids: make([]uint64, n), slots: make([]uint32, n)}
+	r.mem += b.bytes()
+	r.blocks = append(r.blocks, b)
+	return b
+}
+
+func (b *runBlock) bytes() int64 { return int64(unsafe.Sizeof(*b)) + int64(len(b.sids))*12 }
+
+// drop removes block bi from the run.
+func (r *pushRun) drop(bi int) {
+	r.mem -= r.blocks[bi].bytes()
+	if bi == 0 {
+		// The usual end of a block of a FIFO: drop it without moving the
+		// others (append moves them when it next grows the slice).
+		r.blocks[0] = nil
+		r.blocks = r.blocks[1:]
+		return
+	}
+	r.blocks = slices.Delete(r.blocks, bi, bi+1)
 }
 
 // last is the greatest id in the run, or 0 when it is empty: a new id can
@@ -64,11 +91,10 @@ func (r *pushRun) last() uint64 {
 // add appends slot s under sid, which must be above last. O(1).
 func (r *pushRun) add(sid uint64, s uint32) {
 	var b *runBlock
-	if k := len(r.blocks); k > 0 && r.blocks[k-1].hi < runBlockLen {
-		b = r.blocks[k-1]
-	} else {
-		b = new(runBlock)
-		r.blocks = append(r.blocks, b)
+	if k := len(r.blocks); k == 0 {
+		b = r.newBlock(runBlockMin)
+	} else if b = r.blocks[k-1]; b.hi == len(b.sids) {
+		b = r.newBlock(min(2*len(b.sids), runBlockLen))
 	}
 	b.sids[b.hi], b.slots[b.hi] = sid, s+1
 	b.hi++
@@ -134,14 +160,8 @@ func (r *pushRun) remove(sid uint64, s uint32) bool {
 	b.live--
 	r.n--
 	switch {
-	case b.live == 0 && bi == 0:
-		// The usual end of a block of a FIFO: drop it without moving the
-		// others (append moves them when it next grows the slice).
-		r.blocks[0] = nil
-		r.blocks = r.blocks[1:]
-		return true
 	case b.live == 0:
-		r.blocks = slices.Delete(r.blocks, bi, bi+1)
+		r.drop(bi)
 		return true
 	case i == b.lo:
 		for b.slots[b.lo] == 0 {
@@ -157,38 +177,46 @@ func (r *pushRun) remove(sid uint64, s uint32) bool {
 	// drains one entry at a time, are left to empty: merging them would
 	// copy a block every few hundred pops. Each merge drops a block, and
 	// only adds make blocks, so merges cost O(1) a push amortized.
-	if b.live <= runBlockLen/4 && bi > 0 && bi < len(r.blocks)-1 {
-		if r.blocks[bi+1].live+b.live <= runBlockLen {
-			r.merge(bi)
-		} else if r.blocks[bi-1].live+b.live <= runBlockLen {
+	if b.live <= len(b.sids)/4 && bi > 0 && bi < len(r.blocks)-1 {
+		if !r.merge(bi) {
 			r.merge(bi - 1)
 		}
 	}
 	return true
 }
 
-// merge moves the live entries of block bi and of its successor into the
-// successor, and drops block bi. O(runBlockLen).
-func (r *pushRun) merge(bi int) {
-	b, next := r.blocks[bi], r.blocks[bi+1]
-	var m runBlock
-	for _, x := range [2]*runBlock{b, next} {
+// merge moves the live entries of blocks bi and bi+1 into the larger of
+// the two, if they fit, and drops the other. O(runBlockLen).
+func (r *pushRun) merge(bi int) bool {
+	a, b := r.blocks[bi], r.blocks[bi+1]
+	dst, drop := b, bi
+	if len(a.sids) > len(b.sids) {
+		dst, drop = a, bi+1
+	}
+	if a.live+b.live > len(dst.sids) {
+		return false
+	}
+	var sids [runBlockLen]uint64
+	var slots [runBlockLen]uint32
+	m := 0
+	for _, x := range [2]*runBlock{a, b} {
 		for i := x.lo; i < x.hi; i++ {
 			if x.slots[i] != 0 {
-				m.sids[m.hi], m.slots[m.hi] = x.sids[i], x.slots[i]
-				m.hi++
+				sids[m], slots[m] = x.sids[i], x.slots[i]
+				m++
 			}
 		}
 	}
-	m.live = m.hi
-	*next = m
-	r.blocks = slices.Delete(r.blocks, bi, bi+1)
+	copy(dst.sids, sids[:m])
+	copy(dst.slots, slots[:m])
+	clear(dst.slots[m:])
+	dst.lo, dst.hi, dst.live = 0, m, m
+	r.drop(drop)
+	return true
 }
 
 // len is the ids filed. O(1).
 func (r *pushRun) len() int { return r.n }
 
-// bytes is the memory the run holds.
-func (r *pushRun) bytes() int64 {
-	return int64(len(r.blocks))*int64(unsafe.Sizeof(runBlock{})) + int64(cap(r.blocks))*8
-}
+// bytes is the memory the run holds. O(1).
+func (r *pushRun) bytes() int64 { return r.mem + int64(cap(r.blocks))*8 }

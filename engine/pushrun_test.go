@@ -63,6 +63,13 @@ func TestPushRunModel(t *testing.T) {
 			}
 		}
 		if step%1000 == 0 {
+			var mem int64
+			for _, b := range r.blocks {
+				mem += b.bytes()
+			}
+			if mem != r.mem {
+				t.Fatalf("step %d: run counts %d bytes of blocks, they hold %d", step, r.mem, mem)
+			}
 			for _, x := range order {
 				s, ok := r.find(x)
 				if want, live := live[x]; ok != live || s != want {
@@ -247,5 +254,21 @@ func TestPushRunMergesSparseBlocks(t *testing.T) {
 		if want := i%8 == 0 || i == n-1; ok != want {
 			t.Fatalf("find %d: %v, want %v", i, ok, want)
 		}
+	}
+}
+
+// TestPushRunOfASmallQueueIsSmall: a server with many queues of a job or
+// two each must not pay a whole block per queue.
+func TestPushRunOfASmallQueueIsSmall(t *testing.T) {
+	var r pushRun
+	r.add(7, 1)
+	r.add(8, 2)
+	if n := r.bytes(); n > 200 {
+		t.Fatalf("a run of two ids holds %d bytes", n)
+	}
+	r.remove(7, 1)
+	r.remove(8, 2)
+	if len(r.blocks) != 0 || r.bytes() > 8 {
+		t.Fatalf("an emptied run holds %d blocks, %d bytes", len(r.blocks), r.bytes())
 	}
 }
