@@ -105,8 +105,9 @@ func TestPushRepliesLengthBeforeServing(t *testing.T) {
 
 // TestScratchPops: pops through one Scratch (what a connection does) hand
 // out the right jobs in order, an id copied into it cannot be overwritten
-// by an append to it, the Queue is the caller's name, and a job bigger
-// than the Scratch keeps is not kept for the next pop.
+// by an append to it, a list pop renders no server id (its reply has none),
+// the Queue is the caller's name, and a job bigger than the Scratch keeps
+// is not kept for the next pop.
 func TestScratchPops(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newEngine(t, Options{})
@@ -117,16 +118,16 @@ func TestScratchPops(t *testing.T) {
 		var s Scratch
 		name := b("k")
 		d, ok := e.ListPopOne(name, false, &s)
-		if !ok || string(d.Payload) != "a" || &d.Queue[0] != &name[0] {
-			t.Fatalf("first pop: %q %v, queue %q", d.Payload, ok, d.Queue)
-		}
-		id := append(d.ID, 'x') // must not run into the payload after it
-		if string(d.Payload) != "a" || len(id) != sidLen+1 {
-			t.Fatalf("an append to the id changed the payload: %q", d.Payload)
+		if !ok || string(d.Payload) != "a" || &d.Queue[0] != &name[0] || d.ID != nil {
+			t.Fatalf("first pop: %q %v, queue %q, id %q", d.Payload, ok, d.Queue, d.ID)
 		}
 		d, w, err := e.PopOrWaitInto([][]byte{b("nothing"), name}, PopDelay, &s)
 		if err != nil || w != nil || string(d.Payload) != "bb" || string(d.Queue) != "k" {
 			t.Fatalf("second pop: %q %v %v", d.Payload, w, err)
+		}
+		id := append(d.ID, 'x') // must not run into what the Scratch holds beside it
+		if string(d.Payload) != "bb" || len(id) != sidLen+1 {
+			t.Fatalf("an append to the id changed the payload: %q", d.Payload)
 		}
 		if d, ok = e.ListPopOne(name, false, &s); !ok || len(d.Payload) != len(big) {
 			t.Fatalf("third pop: %d bytes", len(d.Payload))
@@ -136,6 +137,39 @@ func TestScratchPops(t *testing.T) {
 		}
 		if _, ok = e.ListPopOne(name, false, &s); ok {
 			t.Fatal("a pop from an empty list found a job")
+		}
+	})
+}
+
+// TestRequeueOfAListPop: a list pop's delivery has no id rendered, and
+// handing it back (its client was gone) still puts the job back under its
+// own id, unless a job has taken that id meanwhile, which then wins.
+func TestRequeueOfAListPop(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEngine(t, Options{})
+		e.Push(b("k"), [][]byte{b("x")}, false)
+		var s Scratch
+		d, ok := e.ListPopOne(b("k"), false, &s)
+		if !ok || d.ID != nil {
+			t.Fatalf("list pop: %v, id %q", ok, d.ID)
+		}
+		var buf [sidLen]byte
+		id := string(renderSID(&buf, d.sid))
+		if !e.Requeue(d) {
+			t.Fatal("the job was not handed back")
+		}
+		if j, ok := e.Get(b("k"), []byte(id)); !ok || string(j.Payload) != "x" {
+			t.Fatalf("the job handed back is not under its id %s: %v %q", id, ok, j.Payload)
+		}
+		// Popped again, and its id taken by a client's job before the
+		// hand-back: the client's job stays.
+		d, _ = e.ListPopOne(b("k"), false, &s)
+		if _, err := e.Add(AddArgs{Queue: b("k"), ID: []byte(id), Payload: b("mine"), Retry: -1, AckTimeout: -1}); err != nil {
+			t.Fatal(err)
+		}
+		e.Requeue(d)
+		if j, ok := e.Get(b("k"), []byte(id)); !ok || string(j.Payload) != "mine" {
+			t.Fatalf("the hand-back replaced the job that took its id: %v %q", ok, j.Payload)
 		}
 	})
 }
