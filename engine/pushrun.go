@@ -22,12 +22,12 @@ import (
 // or LIFO, from either end) unfile from an end of its queue's run in O(1).
 // A pop from the middle (LREM, a mix of LPUSH and RPUSH) leaves a hole.
 //
-// The run is a deque of fixed blocks, not one array: an array that grows
-// by copying, or drops its consumed head by copying, held the engine's lock
+// The run is a deque of blocks, not one array: an array that grows by
+// copying, or drops its consumed head by copying, held the engine's lock
 // for 12 ms at 4M ids (the copy, and the fresh pages it faults in), where
-// a block is one small allocation. A block emptied is dropped; a block left
-// sparse by holes is merged into its successor when both fit in one, so
-// the blocks of a run stay at least about half full whatever is removed.
+// a block is one small allocation. A block emptied is dropped; a block
+// inside the run left sparse by holes merges with a neighbour it fits in,
+// so the blocks stay about half full whatever is removed.
 //
 // The run only replaces e.sids for the jobs it holds (jobPushed): lookup
 // asks both, so what the server answers, and what replay rebuilds (replay
@@ -40,9 +40,9 @@ type pushRun struct {
 }
 
 // runBlockLen is the most entries of a block: 6 KiB, one allocation per
-// 512 pushes, and a bounded merge. A run's first block holds
-// runBlockMin and each new block twice the last, so that the many queues
-// of a server with a job or two each pay about 100 bytes for their run.
+// 512 pushes, and a bounded merge. A run's first block holds runBlockMin
+// and each new block twice the last, so that the many queues of a server
+// with a job or two each pay under 200 bytes for their run.
 const (
 	runBlockLen = 512
 	runBlockMin = 8
