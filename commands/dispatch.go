@@ -68,6 +68,9 @@ type Client struct {
 	// clk is the monotonic time (monoNow) the last command of the batch
 	// ended at, the next one's start; 0: read the clock (observe.go).
 	clk time.Duration
+	// began is the running command's start (beforeExec): at or after its
+	// arrival, so the engine may take it as the command's time (Arrived).
+	began time.Duration
 
 	// Set by handlers, acted on by the connection loop after the command.
 	Quit   bool   // close the connection once replies are flushed

@@ -61,10 +61,25 @@ func (d *Dispatcher) beforeExec(c *Client, cmd *Command, args [][]byte) time.Dur
 			d.noLoop(c, cmd, args, true)
 		}
 	}
-	if c.clk != 0 {
-		return c.clk
+	c.began = c.clk
+	if c.began == 0 {
+		c.began = monoNow()
 	}
-	return monoNow()
+	return c.began
+}
+
+// arrived is the running command's start as a time.Time, for the engine
+// (engine.AddArgs.Now): one clock read serves the command layer and the
+// engine, and it was read after the command arrived (a batch's commands
+// are all in the buffer when Client.Seen reads the clock), so a delay
+// counted from it never ends before the client's.
+// Outside a command (began is cleared after each) it is the zero Time: the
+// engine reads the clock itself.
+func (c *Client) arrived() time.Time {
+	if c.began == 0 {
+		return time.Time{}
+	}
+	return monoEpoch.Add(c.began)
 }
 
 // monoEpoch anchors monoNow.
@@ -97,6 +112,7 @@ func (d *Dispatcher) afterExec(c *Client, cmd *Command, args [][]byte, start tim
 	// which call no Seen): those read the clock again.
 	end := monoNow()
 	took := end - start
+	c.began = 0
 	if c.clk != 0 && c.Block == nil {
 		c.clk = end
 	} else {

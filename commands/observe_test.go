@@ -3,6 +3,8 @@ package commands
 import (
 	"strings"
 	"testing"
+	"testing/synctest"
+	"time"
 
 	"github.com/delayd/delayd/engine"
 )
@@ -128,3 +130,48 @@ type lastBulkWriter struct {
 }
 
 func (w *lastBulkWriter) Bulk(b []byte) { w.last = append(w.last[:0], b...) }
+
+// DELAY.ADD counts its delay from the command's start, the batch's clock
+// reading (Client.Seen) chained through the batch, which the engine takes
+// instead of reading the clock again; a command outside a batch reads the
+// clock at its start. Between commands the client holds no start, so
+// nothing can hand the engine a stale one.
+func TestDelayAddCountsFromTheCommandsStart(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		eng, err := engine.New(engine.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer eng.Close()
+		d := New(Options{Engine: eng, Config: map[string]string{}})
+		w := &lastBulkWriter{}
+		c := d.NewClient(w, "a")
+		due := func() int64 {
+			t.Helper()
+			info, ok := eng.Get([]byte("q"), w.last)
+			if !ok {
+				t.Fatalf("job %q not found", w.last)
+			}
+			return info.Due
+		}
+
+		c.Seen()
+		seen := eng.Now()
+		time.Sleep(5 * time.Millisecond) // the batch's command runs later
+		d.Exec(c, args("DELAY.ADD", "q", "10", "x"))
+		if got := due(); got != seen+10 {
+			t.Fatalf("in a batch: due %d, want the batch's reading %d + 10", got, seen)
+		}
+		if !c.arrived().IsZero() {
+			t.Fatal("a command's start outlived it")
+		}
+
+		c.clk = 0 // no batch (as after a blocked command, or web's commands)
+		time.Sleep(5 * time.Millisecond)
+		now := eng.Now()
+		d.Exec(c, args("DELAY.ADD", "q", "10", "y"))
+		if got := due(); got != now+10 {
+			t.Fatalf("outside a batch: due %d, want the command's own reading %d + 10", got, now)
+		}
+	})
+}

@@ -425,7 +425,21 @@ func (e *Engine) laterMs(d int64) int64 {
 
 // clock reads the time once: now floored (nowMs) and rounded up to a whole
 // millisecond (what laterMs adds to).
-func (e *Engine) clock() (now, up int64) {
+func (e *Engine) clock() (now, up int64) { return e.clockAt(time.Time{}) }
+
+// clockAt is clock for an operation whose caller already read the clock
+// when its command arrived (at; the zero Time: read it now), as Redis
+// stamps each command once (commandTimeSnapshot): a pipelined DELAY.ADD
+// then reads the clock once, in the command layer, not twice. It holds
+// only with the default clock: an injected Options.Now is the engine's
+// time, and at is not on it. Called with mu held.
+//
+// at may be older than a reading another operation made since, under
+// the lock: the floor at the last operation's time (opNow, which every
+// operation sets) keeps the engine's time from going back. Taking that
+// floor as now and as up is never early: at was read after the command
+// arrived, so the client's own clock read at most opNow when it sent it.
+func (e *Engine) clockAt(at time.Time) (now, up int64) {
 	if e.mu.held {
 		return e.txNow, e.txUp
 	}
@@ -433,9 +447,16 @@ func (e *Engine) clock() (now, up int64) {
 		now = e.repl.now.Load()
 		return now, now
 	}
-	elapsed := e.elapsed()
+	var elapsed time.Duration
+	floor := e.repl.now.Load()
+	if e.monoOnly && !at.IsZero() {
+		elapsed = at.Sub(e.start) // monotonic, both: no clock read
+		floor = max(floor, e.opNow)
+	} else {
+		elapsed = e.elapsed()
+	}
 	now = e.startMs + int64(elapsed/time.Millisecond)
-	if floor := e.repl.now.Load(); floor > now {
+	if floor > now {
 		return floor, floor // see nowMs
 	}
 	up = now

@@ -1,0 +1,80 @@
+package engine
+
+import (
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// An add given the time its command arrived (AddArgs.Now) counts its delay
+// from that reading, not from a fresh one: the command layer's clock read
+// serves the engine too (clockAt).
+func TestAddCountsFromTheCallersReading(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEngine(t, Options{})
+		arrived := time.Now()
+		start := e.Now()
+		sleep(5 * time.Millisecond) // the engine gets to it later
+		res, err := e.Add(AddArgs{Queue: b("q"), Delay: 10, Payload: b("x"), Now: arrived})
+		if err != nil || !res.Added {
+			t.Fatal(res, err)
+		}
+		if info, _ := e.Get(b("q"), res.ID); info.Due != start+10 {
+			t.Fatalf("due %d, want the reading's %d + 10 (a fresh read: %d)", info.Due, start, e.Now()+10)
+		}
+		sleep(4 * time.Millisecond)
+		if _, ok := popPayload(e, "q"); ok {
+			t.Fatal("popped before 10 ms from the reading")
+		}
+		sleep(time.Millisecond)
+		if p, ok := popPayload(e, "q"); !ok || p != "x" {
+			t.Fatalf("not ready 10 ms after the reading: %q %v", p, ok)
+		}
+	})
+}
+
+// A reading older than the last operation's time (another connection's
+// command took the lock first) is floored at that time: the engine's clock
+// never goes back, and the job is due no earlier than if the engine had
+// read the clock at that operation.
+func TestAddWithAnOlderReadingNeverGoesBack(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEngine(t, Options{})
+		old := time.Now()
+		sleep(7 * time.Millisecond)
+		later := e.Now()
+		add(t, e, "other", 1000, "y") // an operation at later: opNow
+		res, err := e.Add(AddArgs{Queue: b("q"), Delay: 10, Payload: b("x"), Now: old})
+		if err != nil || !res.Added {
+			t.Fatal(res, err)
+		}
+		if info, _ := e.Get(b("q"), res.ID); info.Due != later+10 {
+			t.Fatalf("due %d, want the floor's %d + 10, not the stale reading's %d + 10", info.Due, later, later-7)
+		}
+		if e.opNow != later {
+			t.Fatalf("the engine's time went from %d to %d", later, e.opNow)
+		}
+		// A millisecond's fraction since the floor: the floor is the time,
+		// and the delay runs from its whole millisecond, which the client's
+		// own clock had reached when it sent the command.
+		sleep(500 * time.Microsecond)
+		res, _ = e.Add(AddArgs{Queue: b("q"), Delay: 10, Payload: b("z"), Now: old})
+		if info, _ := e.Get(b("q"), res.ID); info.Due != later+10 {
+			t.Fatalf("due %d, want %d", info.Due, later+10)
+		}
+	})
+}
+
+// An injected Options.Now is the engine's clock: a caller's reading, on
+// the real monotonic clock, is not on it and is ignored.
+func TestAddIgnoresTheReadingWithAnInjectedClock(t *testing.T) {
+	fake := time.UnixMilli(1_700_000_000_000)
+	e := newEngine(t, Options{Now: func() time.Time { return fake }})
+	res, err := e.Add(AddArgs{Queue: b("q"), Delay: 10, Payload: b("x"), Now: time.Now().Add(-time.Hour)})
+	if err != nil || !res.Added {
+		t.Fatal(res, err)
+	}
+	if info, _ := e.Get(b("q"), res.ID); info.Due != fake.UnixMilli()+10 {
+		t.Fatalf("due %d, want the injected clock's %d + 10", info.Due, fake.UnixMilli())
+	}
+}
