@@ -117,6 +117,7 @@ type Wheel struct {
 	// work counts entries visited by cascades and drains, for tests that
 	// bound the work of one Advance.
 	work    int
+	keys    []sortKey // fire's sort buffer, reused
 	noDrain bool // tests: cascade only at the bucket's start, as before draining
 }
 
@@ -550,15 +551,45 @@ func (w *Wheel) fire(slot int, dst []uint32) []uint32 {
 	}
 	w.count -= len(dst) - start
 	if !sorted {
-		slices.SortFunc(dst[start:], func(a, b uint32) int {
-			na, nb := w.node(a), w.node(b)
-			if c := cmp.Compare(na.due, nb.due); c != 0 {
-				return c
-			}
-			return cmp.Compare(w.seq(a), w.seq(b))
-		})
+		w.sortFired(dst[start:])
 	}
 	return dst
+}
+
+// sortKey is a fired handle with what orders it, read once: a sort that
+// asked the node and the owner at every comparison spent most of its time
+// there (a bucket that took cascaded entries behind direct adds is the
+// usual case under spread delays, BenchmarkSpreadDelays).
+type sortKey struct {
+	due int64
+	seq uint64
+	h   uint32
+}
+
+// maxKeptKeys bounds the sort buffer kept between fires (24 bytes a key):
+// a rare huge bucket does not pin its buffer.
+const maxKeptKeys = 1 << 16
+
+// sortFired sorts fired handles by (due, seq).
+func (w *Wheel) sortFired(hs []uint32) {
+	keys := w.keys[:0]
+	for _, h := range hs {
+		keys = append(keys, sortKey{w.node(h).due, w.seq(h), h})
+	}
+	slices.SortFunc(keys, func(a, b sortKey) int {
+		if c := cmp.Compare(a.due, b.due); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.seq, b.seq)
+	})
+	for i := range keys {
+		hs[i] = keys[i].h
+	}
+	if cap(keys) <= maxKeptKeys {
+		w.keys = keys[:0]
+	} else {
+		w.keys = nil
+	}
 }
 
 // cascade re-adds every entry of a coarser bucket whose start the clock
