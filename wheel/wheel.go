@@ -118,7 +118,7 @@ type Wheel struct {
 	// bound the work of one Advance.
 	work    int
 	keys    []sortKey // fire's sort buffer, reused
-	noDrain bool // tests: cascade only at the bucket's start, as before draining
+	noDrain bool      // tests: cascade only at the bucket's start, as before draining
 }
 
 // pass is one walk over a coarse bucket that moves ahead of time the
