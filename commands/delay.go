@@ -109,7 +109,7 @@ func (d *Dispatcher) add(c *Client, args [][]byte, a engine.AddArgs) {
 		return
 	}
 	a.Into = &c.pop // the reply is written before the next command
-	a.Now = c.arrived()
+	a.Mono = c.arrived()
 	res, err := d.engineFor(c).Add(a)
 	switch {
 	case err != nil:

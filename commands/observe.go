@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/delayd/delayd/engine"
 )
 
 // What watches commands run: client tracking (tracking.go), SLOWLOG,
@@ -68,22 +70,18 @@ func (d *Dispatcher) beforeExec(c *Client, cmd *Command, args [][]byte) time.Dur
 	return c.began
 }
 
-// arrived is the running command's start as a time.Time, for the engine
-// (engine.AddArgs.Now): one clock read serves the command layer and the
-// engine, and it was read after the command arrived (a batch's commands
-// are all in the buffer when Client.Seen reads the clock), so a delay
-// counted from it never ends before the client's.
-// Outside a command (began is cleared after each) it is the zero Time: the
-// engine reads the clock itself.
-func (c *Client) arrived() time.Time {
-	if c.began == 0 {
-		return time.Time{}
-	}
-	return monoEpoch.Add(c.began)
-}
+// arrived is the running command's start, for the engine
+// (engine.AddArgs.Mono, on the same clock): one clock read serves the
+// command layer and the engine, and it was read after the command arrived
+// (a batch's commands are all in the buffer when Client.Seen reads the
+// clock), so a delay counted from it never ends before the client's.
+// Outside a command (began is cleared after each) it is 0: the engine
+// reads the clock itself.
+func (c *Client) arrived() time.Duration { return c.began }
 
-// monoEpoch anchors monoNow.
-var monoEpoch = time.Now()
+// monoEpoch anchors monoNow: the engine's (engine.Mono), so a command's
+// start is a time the engine can take (arrived).
+var monoEpoch = engine.MonoEpoch
 
 // monoNow is the monotonic time since start: what a command's duration
 // needs, read with one clock call where time.Now makes two (wall and

@@ -162,7 +162,7 @@ func TestDelayAddCountsFromTheCommandsStart(t *testing.T) {
 		if got := due(); got != seen+10 {
 			t.Fatalf("in a batch: due %d, want the batch's reading %d + 10", got, seen)
 		}
-		if !c.arrived().IsZero() {
+		if c.arrived() != 0 {
 			t.Fatal("a command's start outlived it")
 		}
 

@@ -34,10 +34,10 @@ type AddArgs struct {
 	Group []byte
 	// Priority 0..9, higher handed out first; 0 is the default.
 	Priority uint8
-	// Now is when the command arrived or later, read by the caller from
-	// the monotonic clock (time.Now), which spares the engine reading it
-	// again (clockAt); the zero Time: the engine reads the clock.
-	Now time.Time
+	// Mono is when the command arrived or later, read by the caller with
+	// Mono, which spares the engine reading the clock again (clockAt); 0:
+	// the engine reads it.
+	Mono time.Duration
 	// Into, if set, holds the returned id until its next use, as a pop's
 	// Scratch does: a connection writes the reply before its next command,
 	// so DELAY.ADD allocates nothing for its id. nil: a fresh allocation.
@@ -68,7 +68,7 @@ func (e *Engine) Add(a AddArgs) (AddResult, error) {
 	if err := e.writable(); err != nil {
 		return AddResult{}, err
 	}
-	now, up := e.clockAt(a.Now)
+	now, up := e.clockAt(a.Mono)
 	e.advanceLocked(now) // as replay does before applying the record
 	r := rec{op: opAdd, time: now, queue: a.Queue, id: a.ID, due: a.Due, payload: a.Payload,
 		ackTimeout: a.AckTimeout, retry: a.Retry, deadLetter: a.DeadLetter,

@@ -6,16 +6,16 @@ import (
 	"time"
 )
 
-// An add given the time its command arrived (AddArgs.Now) counts its delay
+// An add given the time its command arrived (AddArgs.Mono) counts its delay
 // from that reading, not from a fresh one: the command layer's clock read
 // serves the engine too (clockAt).
 func TestAddCountsFromTheCallersReading(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newEngine(t, Options{})
-		arrived := time.Now()
+		arrived := Mono()
 		start := e.Now()
 		sleep(5 * time.Millisecond) // the engine gets to it later
-		res, err := e.Add(AddArgs{Queue: b("q"), Delay: 10, Payload: b("x"), Now: arrived})
+		res, err := e.Add(AddArgs{Queue: b("q"), Delay: 10, Payload: b("x"), Mono: arrived})
 		if err != nil || !res.Added {
 			t.Fatal(res, err)
 		}
@@ -40,11 +40,11 @@ func TestAddCountsFromTheCallersReading(t *testing.T) {
 func TestAddWithAnOlderReadingNeverGoesBack(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newEngine(t, Options{})
-		old := time.Now()
+		old := Mono()
 		sleep(7 * time.Millisecond)
 		later := e.Now()
 		add(t, e, "other", 1000, "y") // an operation at later: opNow
-		res, err := e.Add(AddArgs{Queue: b("q"), Delay: 10, Payload: b("x"), Now: old})
+		res, err := e.Add(AddArgs{Queue: b("q"), Delay: 10, Payload: b("x"), Mono: old})
 		if err != nil || !res.Added {
 			t.Fatal(res, err)
 		}
@@ -58,7 +58,7 @@ func TestAddWithAnOlderReadingNeverGoesBack(t *testing.T) {
 		// and the delay runs from its whole millisecond, which the client's
 		// own clock had reached when it sent the command.
 		sleep(500 * time.Microsecond)
-		res, _ = e.Add(AddArgs{Queue: b("q"), Delay: 10, Payload: b("z"), Now: old})
+		res, _ = e.Add(AddArgs{Queue: b("q"), Delay: 10, Payload: b("z"), Mono: old})
 		if info, _ := e.Get(b("q"), res.ID); info.Due != later+10 {
 			t.Fatalf("due %d, want %d", info.Due, later+10)
 		}
@@ -70,7 +70,7 @@ func TestAddWithAnOlderReadingNeverGoesBack(t *testing.T) {
 func TestAddIgnoresTheReadingWithAnInjectedClock(t *testing.T) {
 	fake := time.UnixMilli(1_700_000_000_000)
 	e := newEngine(t, Options{Now: func() time.Time { return fake }})
-	res, err := e.Add(AddArgs{Queue: b("q"), Delay: 10, Payload: b("x"), Now: time.Now().Add(-time.Hour)})
+	res, err := e.Add(AddArgs{Queue: b("q"), Delay: 10, Payload: b("x"), Mono: Mono() - time.Hour})
 	if err != nil || !res.Added {
 		t.Fatal(res, err)
 	}

@@ -264,8 +264,11 @@ type core struct {
 
 	origins map[uint32]*origin // by slot: where dead-lettered jobs came from (requeue.go)
 
-	start   time.Time // monotonic base
-	startMs int64     // unix ms at start
+	start time.Time // monotonic base
+	// startMono is start on the Mono clock: a caller's Mono reading minus
+	// it is the engine's elapsed time (clockAt).
+	startMono time.Duration
+	startMs   int64 // unix ms at start
 	// monoOnly: Options.Now was left to its default, so the time since
 	// start is read from the monotonic clock alone (elapsed).
 	monoOnly bool
@@ -318,6 +321,7 @@ func New(opts Options) (*Engine, error) {
 		seed:        maphash.MakeSeed(),
 		byName:      make(map[string]uint32),
 		start:       now,
+		startMono:   now.Sub(MonoEpoch),
 		startMs:     now.UnixMilli(),
 		monoOnly:    monoOnly,
 		wake:        make(chan struct{}, 1),
@@ -423,12 +427,20 @@ func (e *Engine) laterMs(d int64) int64 {
 	return up + d
 }
 
+// MonoEpoch anchors Mono, the clock a caller reads for AddArgs.Mono. The
+// command layer times its commands on it too, so one reading serves both.
+var MonoEpoch = time.Now()
+
+// Mono is the monotonic time since MonoEpoch: one clock read (time.Since),
+// never 0 once the process has run a nanosecond.
+func Mono() time.Duration { return time.Since(MonoEpoch) }
+
 // clock reads the time once: now floored (nowMs) and rounded up to a whole
 // millisecond (what laterMs adds to).
-func (e *Engine) clock() (now, up int64) { return e.clockAt(time.Time{}) }
+func (e *Engine) clock() (now, up int64) { return e.clockAt(0) }
 
 // clockAt is clock for an operation whose caller already read the clock
-// when its command arrived (at; the zero Time: read it now), as Redis
+// when its command arrived (at, a Mono reading; 0: read it now), as Redis
 // stamps each command once (commandTimeSnapshot): a pipelined DELAY.ADD
 // then reads the clock once, in the command layer, not twice. It holds
 // only with the default clock: an injected Options.Now is the engine's
@@ -439,7 +451,7 @@ func (e *Engine) clock() (now, up int64) { return e.clockAt(time.Time{}) }
 // operation sets) keeps the engine's time from going back. Taking that
 // floor as now and as up is never early: at was read after the command
 // arrived, so the client's own clock read at most opNow when it sent it.
-func (e *Engine) clockAt(at time.Time) (now, up int64) {
+func (e *Engine) clockAt(at time.Duration) (now, up int64) {
 	if e.mu.held {
 		return e.txNow, e.txUp
 	}
@@ -449,8 +461,8 @@ func (e *Engine) clockAt(at time.Time) (now, up int64) {
 	}
 	var elapsed time.Duration
 	floor := e.repl.now.Load()
-	if e.monoOnly && !at.IsZero() {
-		elapsed = at.Sub(e.start) // monotonic, both: no clock read
+	if e.monoOnly && at != 0 {
+		elapsed = at - e.startMono // no clock read
 		floor = max(floor, e.opNow)
 	} else {
 		elapsed = e.elapsed()
