@@ -19,10 +19,9 @@
 // pending jobs that is tail latency for every request. The wheel keeps add
 // and cancel O(1) and holds no pointers at all. Its nodes live in one
 // slab ([]node, 16 bytes each) indexed by uint32 handles the caller
-// chooses, and each bucket is an array of those handles (4 bytes each,
-// pointer-free, so never scanned either; see bucket for why not a linked
-// list). Steady-state Add, Remove and Advance allocate only when a bucket's
-// array outgrows the capacity it kept from its last use.
+// chooses, buckets are intrusive doubly linked lists through integer links
+// in those nodes, and the per-level bucket heads are arrays of integers.
+// Steady-state Add, Remove and Advance allocate nothing.
 //
 // The wheel starts no goroutines, takes no locks and never reads a clock:
 // time comes in as arguments, so its owner decides what "now" means and

@@ -40,16 +40,17 @@ const (
 	maxTick = 1 << 32
 )
 
-// node is one schedulable handle: 16 bytes (8 due, 4 bucket, 4 index in
-// the bucket's array). It holds no pointers, so its pages are memory the
-// garbage collector never walks; a map or a per-job *struct would make
-// every GC cycle trace every pending job.
+// node is one schedulable handle: 16 bytes (8 due, 4 next, 4 prev). It
+// holds no pointers, so its pages are memory the garbage collector never
+// walks; a map or a per-job *struct would make every GC cycle trace every
+// pending job.
 //
-// It was 32 bytes (a seq besides, and padding), a third of the engine's
-// memory per pending job. The tie-breaking seq is the owner's: a wheel
-// made by NewOrdered asks the owner for it, which the engine can answer
-// from the job record it keeps anyway; a wheel made by New keeps it in
-// pages of its own (seqPages).
+// It was 32 bytes (a seq and a loc besides, and padding), a third of the
+// engine's memory per pending job. The bucket (loc) now rides in the end
+// marks of the list (endTag), and the tie-breaking seq is the owner's: a
+// wheel made by NewOrdered asks the owner for it, which the engine can
+// answer from the job record it keeps anyway; a wheel made by New keeps it
+// in pages of its own (seqPages).
 type node struct {
 	due int64 // as given to Add; returned by Due and used for ordering
 	// loc is the bucket, 1 + level<<slotBits + slot, and 0 while the handle
