@@ -1,9 +1,6 @@
 package wheel
 
-import (
-	"math/rand/v2"
-	"testing"
-)
+import "testing"
 
 // A bucket fired out of seq order is sorted with its keys read once, in a
 // buffer kept for the next fire, unless the bucket was huge: one burst
@@ -106,40 +103,5 @@ func TestMovedEntriesRemovedOrReused(t *testing.T) {
 	}
 	if w.sorts != 0 {
 		t.Errorf("%d sorts, want none", w.sorts)
-	}
-}
-
-// A bucket that sees adds and removes for a long time without firing (a
-// coarse level's reservations, acked) does not grow with them: holes are
-// closed up once they outnumber the entries, and every handle keeps its
-// place (Remove finds it), so the survivors still fire in order.
-func TestChurnDoesNotGrowABucket(t *testing.T) {
-	w := New(1, 0)
-	const live = 100
-	for h := uint32(0); h < live; h++ {
-		w.Add(h, 1_000_000, uint64(h)) // all in one level-3 bucket
-	}
-	bk := &w.levels[w.locOf(0)>>slotBits].b[(w.locOf(0)-1)&slotMask]
-	seq := uint64(live)
-	rng := rand.New(rand.NewPCG(3, 4))
-	for range 100_000 {
-		victim := uint32(rng.IntN(live))
-		if !w.Remove(victim) {
-			t.Fatalf("handle %d not found", victim)
-		}
-		seq++
-		w.Add(victim, 1_000_000, seq)
-		if n := len(bk.hs); n > 2*live+17 {
-			t.Fatalf("bucket of %d entries holds %d slots", live, n)
-		}
-	}
-	got := w.Advance(1_000_000, nil)
-	if len(got) != live {
-		t.Fatalf("fired %d, want %d", len(got), live)
-	}
-	for i := 1; i < len(got); i++ {
-		if w.seq(got[i-1]) >= w.seq(got[i]) {
-			t.Fatalf("fired out of seq order at %d", i)
-		}
 	}
 }

@@ -312,56 +312,25 @@ func (w *Wheel) Remove(h uint32) bool {
 	return true
 }
 
-// unlink takes scheduled n out of its bucket. The last entry of an array
-// is dropped; any other leaves a hole, and once a bucket holds more holes
-// than entries it is closed up (compact), so a bucket that sees adds and
-// removes for hours (reservations on a coarse level) does not grow with
-// them, at O(1) amortised per remove. Neither happens while a drain pass
-// walks the bucket: the pass's indices must stay valid.
+// unlink takes scheduled n out of its bucket, leaving a hole.
 func (w *Wheel) unlink(n *node) {
 	loc := n.loc - 1
-	lv := int(loc >> slotBits)
-	l := &w.levels[lv]
+	l := &w.levels[loc>>slotBits]
 	slot := loc & slotMask
 	bk := &l.b[slot]
+	if n.idx&movedBit != 0 {
+		bk.mv[n.idx&^movedBit] = hole
+	} else {
+		bk.hs[n.idx] = hole
+	}
 	n.loc = 0
 	if bk.live--; bk.live == 0 {
 		l.occupied &^= 1 << slot
 		bk.empty()
-		if w.draining&(1<<lv) != 0 && uint32(w.passes[lv].b)&slotMask == slot {
+		if lv := int(loc >> slotBits); w.draining&(1<<lv) != 0 && uint32(w.passes[lv].b)&slotMask == slot {
 			w.endPass(lv) // its indices were into the arrays just forgotten
 		}
-		return
 	}
-	arr := &bk.hs
-	if n.idx&movedBit != 0 {
-		arr = &bk.mv
-	}
-	i := int(n.idx &^ movedBit)
-	walked := w.draining&(1<<lv) != 0 && uint32(w.passes[lv].b)&slotMask == slot
-	if walked || i != len(*arr)-1 {
-		(*arr)[i] = hole
-	} else {
-		*arr = (*arr)[:i]
-	}
-	if !walked && len(bk.hs)+len(bk.mv) > 2*bk.live+16 {
-		w.compact(&bk.hs, 0)
-		w.compact(&bk.mv, movedBit)
-	}
-}
-
-// compact closes up the holes of one of a bucket's arrays, whose entries
-// carry mark in their index.
-func (w *Wheel) compact(arr *[]uint32, mark uint32) {
-	j := 0
-	for _, h := range *arr {
-		if h != hole {
-			(*arr)[j] = h
-			w.node(h).idx = mark | uint32(j)
-			j++
-		}
-	}
-	*arr = (*arr)[:j]
 }
 
 // seq returns the seq h was added with; h must be scheduled, or have just
