@@ -35,9 +35,8 @@ import (
 //
 // Nothing fires earlier or later than before: fire still sorts each
 // level-0 bucket by (due, seq), and an entry moves only to the bucket Add
-// would have put it in. The pass's cursor is an index into the bucket's
-// array, which Remove leaves in place (a hole), so Remove need not know
-// about passes.
+// would have put it in. Remove stays O(1): a removed cursor hands the pass
+// to its successor (unhook).
 const (
 	drainAhead = 4
 	drainSlice = 1024
@@ -67,45 +66,27 @@ func (w *Wheel) drain() {
 			if start-w.cur > drainAhead<<(sh-slotBits) || sub == ps.sub {
 				continue
 			}
-			ps.b, ps.sub, ps.cur, ps.kept = b, sub, 0, 0
+			ps.b, ps.sub, ps.cur = b, sub, l.head[b&slotMask]
 			w.draining |= 1 << lv
 		}
-		// The pass closes up the bucket as it goes: an entry that stays
-		// moves down to kept, so the next pass does not step over the
-		// holes of those that left. Below kept the entries are compacted,
-		// from kept to cur only holes remain, from cur on nothing is seen
-		// yet. A bucket that empties ends its pass (unlink), so the
-		// indices never outlive its array.
-		bk := &l.b[b&slotMask]
 		for range drainSlice {
-			if ps.cur >= uint32(len(bk.hs)) {
+			h := ps.cur
+			n := w.node(h)
+			next, more := w.after(n)
+			if more {
+				ps.cur = next
+			} else {
+				w.endPass(lv)
+			}
+			w.work++
+			if u := w.pos(n.due); w.levelOf(u) < uint(lv) {
+				w.Remove(h)
+				w.count++
+				w.relink(h, n, u)
+			}
+			if !more {
 				break
 			}
-			i := ps.cur
-			h := bk.hs[i]
-			ps.cur++
-			w.work++
-			if h == hole {
-				continue
-			}
-			n := w.node(h)
-			if u := w.pos(n.due); w.levelOf(u) < uint(lv) {
-				w.unlink(n)
-				w.relink(h, n, u)
-				if w.draining&(1<<lv) == 0 {
-					break // that was the bucket's last entry
-				}
-				continue
-			}
-			if ps.kept != i {
-				bk.hs[ps.kept], bk.hs[i] = h, hole
-				n.idx = ps.kept
-			}
-			ps.kept++
-		}
-		if w.draining&(1<<lv) != 0 && ps.cur >= uint32(len(bk.hs)) {
-			bk.hs = bk.hs[:ps.kept] // only holes after kept
-			w.endPass(lv)
 		}
 	}
 }
@@ -139,5 +120,23 @@ func (w *Wheel) nextDrain() (q int64, ok bool) {
 	return q, ok
 }
 
+// unhook keeps the passes' cursors on live entries: Remove calls it before
+// unlinking h, whose successor is next.
+func (w *Wheel) unhook(h, next uint32) {
+	for m := w.draining; m != 0; m &= m - 1 {
+		lv := bits.TrailingZeros16(m)
+		if ps := &w.passes[lv]; ps.cur == h {
+			if next&endTag != 0 {
+				w.endPass(lv)
+			} else {
+				ps.cur = next
+			}
+		}
+	}
+}
+
 // endPass stops level lv's pass, if any.
 func (w *Wheel) endPass(lv int) { w.draining &^= 1 << lv }
+
+// after returns the handle after n in its bucket, and false at the tail.
+func (w *Wheel) after(n *node) (uint32, bool) { return n.next, n.next&endTag == 0 }

@@ -49,8 +49,8 @@ func TestDrainSpreadsTheCascade(t *testing.T) {
 				victim := uint32(1 + rng.IntN(int(h)))
 				if now%49 == 0 && x.w.draining != 0 {
 					for lv := 1; lv < len(x.w.levels); lv++ {
-						if h, ok := x.w.cursorHandle(lv); ok {
-							victim = h
+						if x.w.draining&(1<<lv) != 0 {
+							victim = x.w.passes[lv].cur
 						}
 					}
 				}
@@ -115,8 +115,8 @@ func TestDrainFollowingNextDeadline(t *testing.T) {
 }
 
 // TestDrainCursorRemoved: removing the entry a pass is about to look at,
-// including the bucket's last, leaves a hole the pass steps over, or ends
-// at; nothing is lost or moved wrongly.
+// including the bucket's last, hands the pass on or ends it; nothing is
+// lost or moved wrongly.
 func TestDrainCursorRemoved(t *testing.T) {
 	x := newHarness(t, 1, 0, true)
 	for h := uint32(1); h <= 5000; h++ {
@@ -127,18 +127,19 @@ func TestDrainCursorRemoved(t *testing.T) {
 	if x.w.draining&(1<<2) == 0 {
 		t.Fatal("no pass under way on level 2")
 	}
-	// Everything the pass has yet to see, the bucket's last entry too: the
-	// pass steps over the holes and ends at the next Advance.
-	for {
-		h, ok := x.w.cursorHandle(2)
-		if !ok {
+	for range 100 {
+		if x.w.draining&(1<<2) == 0 {
 			break
 		}
-		x.remove(h)
+		x.remove(x.w.passes[2].cur)
 	}
-	x.advance(4096 - drainAhead*64 + 1)
+	// The tail: the pass ends when its cursor's bucket has nothing after it.
+	l := &x.w.levels[2]
+	tail := l.tail[1]
+	x.w.passes[2].cur = tail
+	x.remove(tail)
 	if x.w.draining&(1<<2) != 0 {
-		t.Fatal("pass still under way after every entry ahead of it was removed")
+		t.Fatal("pass still under way after its cursor, the tail, was removed")
 	}
 	for x.w.Len() > 0 {
 		x.advanceToDeadline(true)
@@ -161,9 +162,7 @@ func TestDrainOddTicks(t *testing.T) {
 				x.add(h, now+1+rng.Int64N(20_000*c.tick), x.nextSeq(rng.Uint32()>>28))
 			}
 			if rng.IntN(50) == 0 && x.w.draining != 0 {
-				if h, ok := x.w.cursorHandle(bits.TrailingZeros16(x.w.draining)); ok {
-					x.remove(h)
-				}
+				x.remove(x.w.passes[bits.TrailingZeros16(x.w.draining)].cur)
 			}
 			drained = drained || x.w.draining != 0
 			if rng.IntN(4) == 0 {
@@ -179,20 +178,4 @@ func TestDrainOddTicks(t *testing.T) {
 			t.Errorf("tick %d from %d: no pass ever ran", c.tick, c.start)
 		}
 	}
-}
-
-// cursorHandle returns the scheduled handle level lv's pass looks at next,
-// and false if no pass is under way or none is left to look at.
-func (w *Wheel) cursorHandle(lv int) (uint32, bool) {
-	if w.draining&(1<<lv) == 0 {
-		return 0, false
-	}
-	ps := &w.passes[lv]
-	bk := &w.levels[lv].b[ps.b&slotMask]
-	for i := ps.cur; i < uint32(len(bk.hs)); i++ {
-		if h := bk.hs[i]; h != hole {
-			return h, true
-		}
-	}
-	return 0, false
 }

@@ -15,8 +15,8 @@ import (
 // budget, when positive, bounds the handles visited: past it Earliest
 // gives up and returns dst unchanged and false.
 //
-// Why a budget: a bucket's handles index nodes scattered over the slab, so
-// each handle visited is a cache miss; a caller that can scan its
+// Why a budget: a bucket list is a chain through nodes scattered over the
+// slab, so each handle visited is a cache miss; a caller that can scan its
 // own records sequentially instead does that about 60 times faster per
 // record, and should when the walk would visit more than a small fraction
 // of them (a filter that keeps few handles, all due late).
@@ -100,30 +100,26 @@ walk:
 		if len(heap) == n && w.pos(w.node(heap[0]).due) < b.start {
 			break // every handle here and after is due in a later tick
 		}
-		bk := &w.levels[b.lv].b[b.slot]
-		for _, part := range [2][]uint32{bk.mv, bk.hs} {
-			for _, h := range part {
-				if h == hole {
-					continue
-				}
-				if visited++; budget > 0 && visited > budget {
-					return dst, false
-				}
-				if !keep(h) {
-					continue
-				}
-				seen++
-				switch {
-				case len(heap) < n:
-					heap = append(heap, h)
-					up(len(heap) - 1)
-				case less(h, heap[0]):
-					heap[0] = h
-					down(0)
-				}
-				if seen == of {
-					break walk
-				}
+		l := &w.levels[b.lv]
+		for h, more := l.head[b.slot], true; more; h = w.node(h).next {
+			more = w.node(h).next&endTag == 0
+			if visited++; budget > 0 && visited > budget {
+				return dst, false
+			}
+			if !keep(h) {
+				continue
+			}
+			seen++
+			switch {
+			case len(heap) < n:
+				heap = append(heap, h)
+				up(len(heap) - 1)
+			case less(h, heap[0]):
+				heap[0] = h
+				down(0)
+			}
+			if seen == of {
+				break walk
 			}
 		}
 	}

@@ -20,12 +20,16 @@ const (
 	// 10, whose buckets span 2^60 ticks, always has room: 64^11 > 2^64.
 	maxLevels = 11
 
-	// MaxHandle is the largest handle Add takes: bit 31 of a node's index
-	// marks the moved array (movedBit), and hole fills a removed entry's
-	// place in its bucket.
-	MaxHandle = 1<<31 - 1
-	movedBit  = 1 << 31
-	hole      = math.MaxUint32
+	// endTag marks a bucket link that is not a handle: the head's prev and
+	// the tail's next hold endTag|loc, where loc is 1 + level<<slotBits +
+	// slot, the bucket. Handles are below endTag, so one bit tells the two
+	// apart, and the bucket is known at both ends of its list, which is all
+	// Remove needs: a middle node's neighbours are handles.
+	endTag = 1 << 31
+
+	// MaxHandle is the largest handle Add takes: handles at or above
+	// endTag would read as end marks.
+	MaxHandle = endTag - 1
 
 	// maxTime and minTime bound the times the wheel computes with. Times
 	// beyond them are clamped, which keeps every tick computation, bucket
@@ -53,58 +57,26 @@ const (
 // in pages of its own (seqPages).
 type node struct {
 	due int64 // as given to Add; returned by Due and used for ordering
-	// loc is the bucket, 1 + level<<slotBits + slot, and 0 while the handle
-	// is not scheduled, so the slab needs no other state.
-	loc uint32
-	// idx is the handle's place in its bucket's array (hs), or with
-	// movedBit set in the bucket's moved array (mv).
-	idx uint32
+	// next and prev link the bucket list: handles, or endTag|loc at the
+	// tail (next) and the head (prev). Both are 0 while the handle is not
+	// scheduled (no list has the same handle on both sides of a node, and
+	// end marks are never 0), so the slab needs no other state.
+	next uint32
+	prev uint32
 }
 
-// linked reports whether n is in a bucket.
-func (n *node) linked() bool { return n.loc != 0 }
+// linked reports whether n is in a bucket list.
+func (n *node) linked() bool { return n.next|n.prev != 0 }
 
-// level is one ring of wheelSize buckets. occupied gives NextDeadline a
+// level is one ring of wheelSize buckets. Bucket lists are intrusive:
+// head and tail hold handles and the links live in the nodes. head and
+// tail of an empty bucket are stale; occupied is the source of truth,
+// which saves initialising them and gives NextDeadline a
 // find-first-set instead of a scan.
 type level struct {
 	occupied uint64 // bit s set iff bucket s is non-empty
-	b        [wheelSize]bucket
-}
-
-// bucket holds its handles in arrays, in arrival order, not in a list
-// linked through the nodes. A list was walked one node at a time, each
-// node's address in the node before it: under spread delays every node was
-// a cache miss the processor could not start until the last one ended, and
-// fire and cascade were a sixth of the server's CPU (BenchmarkSpreadDelays).
-// Walking an array, the processor fetches many nodes at once. A removed
-// entry leaves a hole, which the next fire or cascade skips; Remove stays
-// O(1) because each node keeps its index.
-type bucket struct {
-	hs []uint32 // entries, in arrival order; hole where one was removed
-	// mv, on level 0 only, holds the entries moved down from coarser levels
-	// (cascade, drain), which fire before hs: see pushMoved.
-	mv   []uint32
-	live int // entries scheduled in hs and mv
-}
-
-// maxKeptBucket bounds the array capacity an emptied bucket keeps for its
-// next entries (4 bytes each): buckets that fill every cycle reuse theirs,
-// and one burst does not pin its arrays.
-const maxKeptBucket = 1 << 12
-
-// empty forgets a bucket's entries once none is scheduled.
-func (bk *bucket) empty() {
-	bk.live = 0
-	if cap(bk.hs) > maxKeptBucket {
-		bk.hs = nil
-	} else {
-		bk.hs = bk.hs[:0]
-	}
-	if cap(bk.mv) > maxKeptBucket {
-		bk.mv = nil
-	} else {
-		bk.mv = bk.mv[:0]
-	}
+	head     [wheelSize]uint32
+	tail     [wheelSize]uint32
 }
 
 // Wheel is a hierarchical timing wheel. The zero value is not usable;
@@ -144,19 +116,21 @@ type Wheel struct {
 	draining uint16
 	// work counts entries visited by cascades and drains, for tests that
 	// bound the work of one Advance.
-	work    int
-	keys    []sortKey // fire's sort buffer, reused
-	sorts   int       // buckets fire had to sort, for tests
-	noDrain bool      // tests: cascade only at the bucket's start, as before draining
+	work  int
+	keys  []sortKey // fire's sort buffer, reused
+	sorts int       // buckets fire had to sort, for tests
+	// moved is, per level-0 bucket, the last handle a cascade or drain
+	// moved into it (pushMoved); possibly stale.
+	moved   [wheelSize]uint32
+	noDrain bool // tests: cascade only at the bucket's start, as before draining
 }
 
 // pass is one walk over a coarse bucket that moves ahead of time the
 // entries that already fit a finer level (see drain).
 type pass struct {
-	b    int64  // the bucket's index on its level
-	sub  int64  // clock position on the finer level when the last pass began; math.MinInt64 if none
-	cur  uint32 // index in the bucket's array of the next entry to look at
-	kept uint32 // where the next entry that stays goes (drain compacts)
+	b   int64  // the bucket's index on its level
+	sub int64  // clock position on the finer level when the last pass began; math.MinInt64 if none
+	cur uint32 // next handle to look at; valid while the pass is under way
 }
 
 type mappedPages struct {
@@ -297,40 +271,49 @@ func (w *Wheel) Add(h uint32, due int64, seq uint64) bool {
 }
 
 // Remove unschedules h and reports whether it was scheduled. O(1): the
-// node knows its bucket and its place there, so nothing is searched (a
-// plain heap would need its index tracked and O(log n) to repair).
+// node knows its bucket and the list is doubly linked, so nothing is
+// searched (a plain heap would need its index tracked and O(log n) to
+// repair; Kafka's TimerTaskList.remove is the same O(1) unlink).
 func (w *Wheel) Remove(h uint32) bool {
 	if h >= w.cap {
 		return false
 	}
 	n := w.node(h)
-	if n.loc == 0 {
+	prev, next := n.prev, n.next // locals: the stores below may alias n
+	if prev|next == 0 {
 		return false
 	}
-	w.unlink(n)
+	if w.draining != 0 {
+		w.unhook(h, next)
+	}
+	// An end mark moves to the neighbour that becomes the new end, so the
+	// mark's bucket stays known at both ends.
+	if prev&endTag != 0 {
+		l, slot := w.bucket(prev)
+		if next&endTag != 0 {
+			l.occupied &^= 1 << slot // h was alone
+		} else {
+			l.head[slot] = next
+			w.node(next).prev = prev
+		}
+	} else {
+		w.node(prev).next = next
+		if next&endTag != 0 {
+			l, slot := w.bucket(next)
+			l.tail[slot] = prev
+		} else {
+			w.node(next).prev = prev
+		}
+	}
+	n.next, n.prev = 0, 0
 	w.count--
 	return true
 }
 
-// unlink takes scheduled n out of its bucket, leaving a hole.
-func (w *Wheel) unlink(n *node) {
-	loc := n.loc - 1
-	l := &w.levels[loc>>slotBits]
-	slot := loc & slotMask
-	bk := &l.b[slot]
-	if n.idx&movedBit != 0 {
-		bk.mv[n.idx&^movedBit] = hole
-	} else {
-		bk.hs[n.idx] = hole
-	}
-	n.loc = 0
-	if bk.live--; bk.live == 0 {
-		l.occupied &^= 1 << slot
-		bk.empty()
-		if lv := int(loc >> slotBits); w.draining&(1<<lv) != 0 && uint32(w.passes[lv].b)&slotMask == slot {
-			w.endPass(lv) // its indices were into the arrays just forgotten
-		}
-	}
+// bucket returns the level and slot an end mark names.
+func (w *Wheel) bucket(mark uint32) (*level, uint32) {
+	loc := mark&^endTag - 1
+	return &w.levels[loc>>slotBits], loc & slotMask
 }
 
 // seq returns the seq h was added with; h must be scheduled, or have just
@@ -479,9 +462,9 @@ func (w *Wheel) levelOf(u int64) uint {
 	return lv
 }
 
-// relink files h, due at tick position u >= w.cur, in its bucket during a
-// cascade or a drain. Unlike Add it never needs a new level: a moved entry
-// always goes to a finer one.
+// relink appends h, due at tick position u >= w.cur, to the tail of its
+// bucket during a cascade. Unlike Add it never needs a new level: a
+// cascaded entry always moves to a finer one.
 func (w *Wheel) relink(h uint32, n *node, u int64) {
 	lv := w.levelOf(u)
 	if lv == 0 {
@@ -491,36 +474,70 @@ func (w *Wheel) relink(h uint32, n *node, u int64) {
 	w.push(h, n, lv, uint32(u>>(slotBits*lv&63))&slotMask)
 }
 
-// pushMoved files n (handle h, due in tick u) in its level-0 bucket among
-// the entries moved there from coarser levels (mv), which fire ahead of the
-// direct adds (hs). An entry waits on a coarser level only while its tick
-// is 64 or more ticks away, and Add files every later entry for that tick
-// on level 0 directly, so what moves down came first: behind the direct
-// adds, nearly every bucket fired out of seq order under spread delays and
-// had to be sorted (BenchmarkSpreadDelays). fire still checks the order, so
-// a bucket this leaves unsorted (an entry from two levels up behind one
-// from one level up, or a drain pass that moved a later entry of the tick
-// before an earlier one) is sorted as before.
+// pushMoved links n (handle h, due in tick u) into its level-0 bucket
+// after the entries moved there before it, ahead of the direct adds. An
+// entry waits on a coarser level only while its tick is 64 or more ticks
+// away, and Add files every later entry for that tick on level 0 directly,
+// so what moves down came first: appended behind the direct adds, as push
+// would, nearly every bucket fired out of seq order under spread delays
+// and had to be sorted (BenchmarkSpreadDelays). fire still checks the
+// order, so a bucket this leaves unsorted (an entry from two levels up
+// behind one from one level up, or a drain pass that moved a later entry
+// of the tick before an earlier one) is sorted as before.
+//
+// w.moved[slot] is the last handle moved into the bucket. It is not kept
+// up to date when that handle is removed or fires; it is trusted only
+// while it is scheduled in tick u, and then it is in this bucket (level 0
+// holds tick u in this slot, and tick u is too near for any other level
+// to take an entry for it now). Otherwise n goes to the head.
 func (w *Wheel) pushMoved(h uint32, n *node, u int64) {
 	slot := uint32(u) & slotMask
 	l := &w.levels[0]
-	bk := &l.b[slot]
-	n.loc = slot + 1
-	n.idx = movedBit | uint32(len(bk.mv))
-	bk.mv = append(bk.mv, h)
-	bk.live++
-	l.occupied |= 1 << slot
+	mt := w.moved[slot]
+	w.moved[slot] = h
+	if l.occupied&(1<<slot) == 0 {
+		mark := endTag | (slot + 1)
+		l.occupied |= 1 << slot
+		l.head[slot], l.tail[slot] = h, h
+		n.prev, n.next = mark, mark
+		return
+	}
+	if mt < w.cap && mt != h {
+		if m := w.node(mt); m.linked() && w.pos(m.due) == u {
+			next := m.next
+			n.prev, n.next = mt, next
+			m.next = h
+			if next&endTag != 0 {
+				l.tail[slot] = h
+			} else {
+				w.node(next).prev = h
+			}
+			return
+		}
+	}
+	head := l.head[slot]
+	o := w.node(head)
+	n.prev, n.next = o.prev, head // the head's prev is the bucket's end mark
+	o.prev = h
+	l.head[slot] = h
 }
 
-// push files n (handle h) last in bucket slot of level lv.
+// push links n (handle h) at the tail of bucket slot of level lv. Kept
+// small enough for the compiler to inline into Add.
 func (w *Wheel) push(h uint32, n *node, lv uint, slot uint32) {
 	l := &w.levels[lv]
-	bk := &l.b[slot]
-	n.loc = uint32(lv)<<slotBits | slot + 1
-	n.idx = uint32(len(bk.hs))
-	bk.hs = append(bk.hs, h)
-	bk.live++
-	l.occupied |= 1 << slot
+	mark := endTag | ((uint32(lv)<<slotBits | slot) + 1)
+	if l.occupied&(1<<slot) == 0 {
+		l.occupied |= 1 << slot
+		l.head[slot] = h
+		n.prev = mark
+	} else {
+		t := l.tail[slot]
+		w.node(t).next = h
+		n.prev = t
+	}
+	l.tail[slot] = h
+	n.next = mark
 }
 
 // addLevels creates the overflow levels up to lv, Kafka's addOverflowWheel.
@@ -562,35 +579,33 @@ func (w *Wheel) nextEvent() (p int64, lv int, ok bool) {
 
 // fire empties level-0 bucket slot into dst in (due, seq) order. Only
 // one tick lives in a level-0 bucket and buckets fire in tick order, so
-// ordering each bucket orders the whole batch. Entries usually arrive in
-// order (moved ones ahead of direct adds, pushMoved), hence the check
-// before the sort.
+// ordering each bucket orders the whole batch. Entries appended directly
+// usually arrive in order; cascaded ones may land behind later adds with
+// equal due times, hence the check and the sort.
 func (w *Wheel) fire(slot int, dst []uint32) []uint32 {
 	l := &w.levels[0]
 	l.occupied &^= 1 << slot
-	bk := &l.b[slot]
 	start := len(dst)
 	sorted := true
 	var pd int64
 	ph := uint32(0)
-	for _, part := range [2][]uint32{bk.mv, bk.hs} {
-		for _, h := range part {
-			if h == hole {
-				continue
-			}
-			n := w.node(h)
-			// seq is asked for only between equal due times (with
-			// NewOrdered it is a call into the owner).
-			if len(dst) > start && (n.due < pd || n.due == pd && sorted && w.seq(h) < w.seq(ph)) {
-				sorted = false
-			}
-			pd, ph = n.due, h
-			dst = append(dst, h)
-			n.loc = 0
+	for h := l.head[slot]; ; {
+		n := w.node(h)
+		next := n.next
+		// seq is asked for only between equal due times, the rare case
+		// (with NewOrdered it is a call into the owner).
+		if len(dst) > start && (n.due < pd || n.due == pd && sorted && w.seq(h) < w.seq(ph)) {
+			sorted = false
 		}
+		pd, ph = n.due, h
+		dst = append(dst, h)
+		n.next, n.prev = 0, 0
+		if next&endTag != 0 {
+			break
+		}
+		h = next
 	}
 	w.count -= len(dst) - start
-	bk.empty()
 	if !sorted {
 		w.sortFired(dst[start:])
 	}
@@ -642,16 +657,16 @@ func (w *Wheel) cascade(lv, slot int) {
 	w.endPass(lv) // a pass on this bucket is overtaken: all of it moves now
 	l := &w.levels[lv]
 	l.occupied &^= 1 << slot
-	bk := &l.b[slot]
-	for _, h := range bk.hs { // relink files nothing in this bucket
-		if h == hole {
-			continue
-		}
+	for h := l.head[slot]; ; {
 		n := w.node(h)
+		next := n.next
 		w.relink(h, n, w.pos(n.due))
 		w.work++
+		if next&endTag != 0 {
+			break
+		}
+		h = next
 	}
-	bk.empty()
 }
 
 // grow extends the slab to cover h. New nodes are zero: not scheduled.
@@ -683,7 +698,7 @@ func (w *Wheel) grow(h uint32) {
 func (w *Wheel) Free() {
 	w.mapped.free()
 	w.pages, w.seqPages, w.cap, w.count = nil, nil, 0, 0
-	w.levels = append(w.levels[:0:0], level{})
+	w.levels = append(w.levels[:0], level{})
 	w.resetPasses()
 }
 

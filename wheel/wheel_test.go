@@ -100,8 +100,15 @@ func TestAddEndTagHandlePanics(t *testing.T) {
 	w.Add(MaxHandle+1, 10, 1)
 }
 
-// locOf returns the 1 + level<<slotBits + slot of scheduled h.
-func (w *Wheel) locOf(h uint32) uint32 { return w.node(h).loc }
+// locOf returns the 1 + level<<slotBits + slot of scheduled h, found in the
+// end mark of its bucket list. O(bucket).
+func (w *Wheel) locOf(h uint32) uint32 {
+	for n := w.node(h); ; n = w.node(n.next) {
+		if n.next&endTag != 0 {
+			return n.next &^ endTag
+		}
+	}
+}
 
 func TestAddScheduledPanics(t *testing.T) {
 	w := New(1, 0)
