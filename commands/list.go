@@ -36,7 +36,7 @@ func (d *Dispatcher) listPop(c *Client, args [][]byte, right bool) {
 		return
 	}
 	if len(args) == 2 {
-		job, ok := d.engineFor(c).ListPopOne(args[1], right, &c.pop)
+		job, ok := d.engineFor(c).ListPopOneAt(args[1], right, &c.pop, c.arrived())
 		if !ok {
 			c.W.Null()
 			return
@@ -88,7 +88,7 @@ func cmdRPush(d *Dispatcher, c *Client, args [][]byte) { d.push(c, args, false) 
 func cmdLPush(d *Dispatcher, c *Client, args [][]byte) { d.push(c, args, true) }
 
 func (d *Dispatcher) push(c *Client, args [][]byte, head bool) {
-	n, ticket, err := d.engineFor(c).Push(args[1], args[2:], head)
+	n, ticket, err := d.engineFor(c).PushAt(args[1], args[2:], head, c.arrived())
 	if err != nil {
 		d.replyErr(c, err)
 		return

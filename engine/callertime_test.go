@@ -78,3 +78,30 @@ func TestAddIgnoresTheReadingWithAnInjectedClock(t *testing.T) {
 		t.Fatalf("due %d, want the injected clock's %d + 10", info.Due, fake.UnixMilli())
 	}
 }
+
+// A push or a list pop given the time its command arrived stamps the job
+// (its due time, a push's record) and advances the wheel from that reading
+// (PushAt, ListPopOneAt); an older reading never takes the engine back.
+func TestListCommandsTakeTheCallersReading(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEngine(t, Options{})
+		arrived := Mono()
+		start := e.Now()
+		sleep(5 * time.Millisecond)
+		if _, _, err := e.PushAt(b("l"), [][]byte{b("x")}, false, arrived); err != nil {
+			t.Fatal(err)
+		}
+		var s Scratch
+		d, ok := e.ListPopOneAt(b("l"), false, &s, arrived)
+		if !ok || d.Due != start {
+			t.Fatalf("pushed job due %d (%v), want the reading's %d, not %d", d.Due, ok, start, e.Now())
+		}
+		add(t, e, "other", 0, "y") // an operation at start+5: opNow
+		if _, _, err := e.PushAt(b("l"), [][]byte{b("z")}, false, arrived); err != nil {
+			t.Fatal(err)
+		}
+		if d, _ := e.ListPopOneAt(b("l"), false, &s, arrived); d.Due != start+5 || e.opNow != start+5 {
+			t.Fatalf("with a stale reading: due %d, engine at %d; want both at %d", d.Due, e.opNow, start+5)
+		}
+	})
+}

@@ -296,11 +296,15 @@ func (e *Engine) resetState() {
 // beginWrite starts a write op, with mu held: it refuses when writes are
 // refused, and advances the wheel to now first, as replay does before it
 // applies a record, so that live and replayed orders agree.
-func (e *Engine) beginWrite() (int64, error) {
+func (e *Engine) beginWrite() (int64, error) { return e.beginWriteAt(0) }
+
+// beginWriteAt is beginWrite at a time its caller read when the command
+// arrived (a Mono reading, as AddArgs.Mono; 0: read the clock): clockAt.
+func (e *Engine) beginWriteAt(at time.Duration) (int64, error) {
 	if err := e.writable(); err != nil {
 		return 0, err
 	}
-	now := e.nowMs()
+	now, _ := e.clockAt(at)
 	e.advanceLocked(now)
 	return now, nil
 }

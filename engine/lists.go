@@ -1,5 +1,7 @@
 package engine
 
+import "time"
+
 // The ready list of a queue answers Redis's list commands, so workers that
 // already pop Redis lists need no change: LPUSH/RPUSH add ready jobs with
 // server ids, LPOP/RPOP/BLPOP/BRPOP take them (removing them whatever their
@@ -14,6 +16,13 @@ package engine
 // replies 1. Pushed jobs get the configured default ack timeout. O(1) per
 // payload.
 func (e *Engine) Push(queueName []byte, payloads [][]byte, head bool) (int, uint64, error) {
+	return e.PushAt(queueName, payloads, head, 0)
+}
+
+// PushAt is Push at the time the command arrived, a Mono reading the
+// caller made (0: the engine reads the clock), as AddArgs.Mono: a
+// pipelined RPUSH then reads the clock once, in the command layer.
+func (e *Engine) PushAt(queueName []byte, payloads [][]byte, head bool, at time.Duration) (int, uint64, error) {
 	for _, p := range payloads {
 		if len(p) > e.opts.MaxPayload {
 			return 0, 0, ErrPayloadTooLarge
@@ -24,7 +33,7 @@ func (e *Engine) Push(queueName []byte, payloads [][]byte, head bool) (int, uint
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	now, err := e.beginWrite()
+	now, err := e.beginWriteAt(at)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -58,7 +67,7 @@ func (e *Engine) ListPop(queueName []byte, count int, right bool) ([]Delivery, b
 	defer e.mu.Unlock()
 	var out []Delivery
 	for len(out) < count {
-		d, ok := e.popLocked([][]byte{queueName}, listMode(right), nil)
+		d, ok := e.popLocked([][]byte{queueName}, listMode(right), nil, 0)
 		if !ok {
 			break
 		}
@@ -70,10 +79,18 @@ func (e *Engine) ListPop(queueName []byte, count int, right bool) ([]Delivery, b
 // ListPopOne is LPOP or RPOP without a count: one job, into a Scratch (see
 // Delivery), with no slice to build. O(1).
 func (e *Engine) ListPopOne(queueName []byte, right bool, to *Scratch) (Delivery, bool) {
+	return e.ListPopOneAt(queueName, right, to, 0)
+}
+
+// ListPopOneAt is ListPopOne at the time the command arrived (a Mono
+// reading; 0: the engine reads the clock), as PushAt. A list pop reserves
+// nothing, so the reading only advances the wheel, which never goes back
+// (clockAt).
+func (e *Engine) ListPopOneAt(queueName []byte, right bool, to *Scratch, at time.Duration) (Delivery, bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	to.reset()
-	return e.popLocked([][]byte{queueName}, listMode(right), to)
+	return e.popLocked([][]byte{queueName}, listMode(right), to, at)
 }
 
 func listMode(right bool) PopMode {

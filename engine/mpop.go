@@ -15,7 +15,7 @@ func (e *Engine) MPopOrWait(names [][]byte, count int) ([]Delivery, *Waiter, err
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	count = max(count, 1)
-	d, ok := e.popLocked(names, PopDelay, nil)
+	d, ok := e.popLocked(names, PopDelay, nil, 0)
 	if !ok {
 		w, err := e.wait(names, PopDelay)
 		if w != nil {

@@ -1,6 +1,9 @@
 package engine
 
-import "unsafe"
+import (
+	"time"
+	"unsafe"
+)
 
 // Removing and popping jobs: DELAY.CANCEL, the pops, and handing a
 // delivery back.
@@ -132,7 +135,7 @@ func (s *Scratch) hold(b []byte) []byte {
 func (e *Engine) Pop(names [][]byte) (Delivery, bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return e.popLocked(names, PopDelay, nil)
+	return e.popLocked(names, PopDelay, nil, 0)
 }
 
 // PopMode says how a pop takes a job.
@@ -151,12 +154,14 @@ const (
 // popLocked pops as Pop does. With a Scratch, the Delivery's Queue is the
 // caller's name and its id and payload are copied into the Scratch (see
 // Delivery); without one, all three are copies of their own.
-func (e *Engine) popLocked(names [][]byte, mode PopMode, to *Scratch) (Delivery, bool) {
+func (e *Engine) popLocked(names [][]byte, mode PopMode, to *Scratch, at time.Duration) (Delivery, bool) {
 	if e.closed || e.replWritable() != nil {
 		return Delivery{}, false
 	}
-	// One clock read serves the advance and a reservation's deadline.
-	now, up := e.clock()
+	// One clock read serves the advance and a reservation's deadline; at,
+	// the command's arrival (list pops only: they reserve nothing), spares
+	// even that one.
+	now, up := e.clockAt(at)
 	e.advanceLocked(now)
 	for _, name := range names {
 		qi, ok := e.queueFor(name, false)

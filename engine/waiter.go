@@ -57,7 +57,7 @@ func (e *Engine) PopOrWaitInto(names [][]byte, mode PopMode, to *Scratch) (Deliv
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	to.reset()
-	if d, ok := e.popLocked(names, mode, to); ok {
+	if d, ok := e.popLocked(names, mode, to, 0); ok {
 		return d, nil, nil
 	}
 	w, err := e.wait(names, mode)
