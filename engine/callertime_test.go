@@ -51,8 +51,8 @@ func TestAddWithAnOlderReadingNeverGoesBack(t *testing.T) {
 		if info, _ := e.Get(b("q"), res.ID); info.Due != later+10 {
 			t.Fatalf("due %d, want the floor's %d + 10, not the stale reading's %d + 10", info.Due, later, later-7)
 		}
-		if e.opNow != later {
-			t.Fatalf("the engine's time went from %d to %d", later, e.opNow)
+		if now := opNowOf(e); now != later {
+			t.Fatalf("the engine's time went from %d to %d", later, now)
 		}
 		// A millisecond's fraction since the floor: the floor is the time,
 		// and the delay runs from its whole millisecond, which the client's
@@ -100,8 +100,16 @@ func TestListCommandsTakeTheCallersReading(t *testing.T) {
 		if _, _, err := e.PushAt(b("l"), [][]byte{b("z")}, false, arrived); err != nil {
 			t.Fatal(err)
 		}
-		if d, _ := e.ListPopOneAt(b("l"), false, &s, arrived); d.Due != start+5 || e.opNow != start+5 {
-			t.Fatalf("with a stale reading: due %d, engine at %d; want both at %d", d.Due, e.opNow, start+5)
+		if d, _ := e.ListPopOneAt(b("l"), false, &s, arrived); d.Due != start+5 || opNowOf(e) != start+5 {
+			t.Fatalf("with a stale reading: due %d, engine at %d; want both at %d", d.Due, opNowOf(e), start+5)
 		}
 	})
+}
+
+// opNowOf reads the engine's last operation time under its lock: the timer
+// goroutine writes it too.
+func opNowOf(e *Engine) int64 {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.opNow
 }
