@@ -48,6 +48,12 @@ type slotTable struct {
 	oldPos int // next cell of old to move
 
 	spare []uint32 // rehashInPlace's buffer, kept between calls
+
+	// lastKey and lastAt (its cell+1; 0: none) are where the last put
+	// went, for the next key of the same group (put): valid until cells
+	// is replaced or cleared.
+	lastKey uint64
+	lastAt  uint32
 }
 
 const (
@@ -161,20 +167,36 @@ func (t *slotTable) insert(s uint32, h uint64) {
 }
 
 // put places s in its run's first free cell (empty or tombstone).
+//
+// In a grouped table, the next key of the group of the last put starts
+// after the last put's cell instead of at its own home. Server ids come in
+// order, 16 to a group, and a group's home is taken whole or not at all,
+// so at the loads the table runs at, a group's run spills over several
+// full groups: a test that filed 2M ids as the engine makes them measured
+// 46 cells probed per put, the same run scanned again for each of the 16
+// ids. Starting after the last put is sound: the key's home is the last
+// key's home plus one, every cell from there to the last put's was taken
+// then, and no cell goes back to empty (what lookup's probe stops at)
+// until cells is replaced or cleared, which forgets lastAt. A tombstone
+// skipped there only lengthens a later probe by a cell.
 func (t *slotTable) put(s uint32, h uint64) {
 	mask := uint32(len(t.cells) - 1)
-	for i := t.homeOf(h, t.shift); ; i = (i + 1) & mask {
+	i := t.homeOf(h, t.shift)
+	if t.grouped && t.lastAt != 0 && h == t.lastKey+1 && h>>groupBits == t.lastKey>>groupBits {
+		i = t.lastAt & mask // the cell after the last put's
+	}
+	for ; ; i = (i + 1) & mask {
 		switch t.cells[i] {
 		case 0:
-			t.cells[i] = s + 1
-			t.n++
-			return
 		case tombEntry:
-			t.cells[i] = s + 1
-			t.n++
 			t.tombs--
-			return
+		default:
+			continue
 		}
+		t.cells[i] = s + 1
+		t.n++
+		t.lastKey, t.lastAt = h, i+1
+		return
 	}
 }
 
@@ -228,6 +250,7 @@ func tableSize(n, num, den int) int {
 }
 
 func (t *slotTable) rebuildTo(size int) {
+	t.lastAt = 0 // cells is replaced, or cleared
 	if size == len(t.cells) && size <= inPlaceCells {
 		t.rehashInPlace()
 		return
