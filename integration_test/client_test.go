@@ -633,3 +633,26 @@ func TestSlowlog(t *testing.T) {
 	)
 	expect(t, c, []any{"slowlog-log-slower-than", "0"}, "CONFIG", "GET", "slowlog-log-slower-than")
 }
+
+// TestDefaultAckTimeout: --ack-timeout is the ack timeout of a job added
+// without ACKTIMEOUT and of a list push (SPEC: "default from config"), so
+// DELAY.POP reserves it until DELAY.ACK; ACKTIMEOUT 0 still opts out.
+func TestDefaultAckTimeout(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, "--ack-timeout", "30000")
+	c := s.Client()
+	expect(t, c, int64(1), "RPUSH", "pushed", "a")
+	expect(t, c, anyReply{}, "DELAY.ADD", "added", "0", "b")
+	expect(t, c, anyReply{}, "DELAY.ADD", "optout", "0", "c", "ACKTIMEOUT", "0")
+	for _, q := range []string{"pushed", "added"} {
+		got := do(t, c, "DELAY.POP", q, "0").([]any)
+		id := fmt.Sprint(got[1])
+		info := fmt.Sprint(do(t, c, "DELAY.GET", q, id))
+		if !strings.Contains(info, "reserved") {
+			t.Fatalf("%s: a popped job under --ack-timeout 30000 is not reserved: %s", q, info)
+		}
+		expect(t, c, int64(1), "DELAY.ACK", q, id)
+	}
+	got := do(t, c, "DELAY.POP", "optout", "0").([]any)
+	expect(t, c, int64(0), "DELAY.ACK", "optout", fmt.Sprint(got[1]))
+}
