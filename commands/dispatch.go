@@ -69,7 +69,7 @@ type Client struct {
 	// ended at, the next one's start; 0: read the clock (observe.go).
 	clk time.Duration
 	// began is the running command's start (beforeExec): at or after its
-	// arrival, so the engine may take it as the command's time (Arrived).
+	// arrival, so the engine may take it as the command's time (arrived).
 	began time.Duration
 
 	// Set by handlers, acted on by the connection loop after the command.

@@ -35,7 +35,6 @@ import (
 // was filed.
 type pushRun struct {
 	blocks []*runBlock // in id order; none is empty
-	n      int         // ids filed
 	mem    int64       // bytes of its blocks (INFO's memory)
 }
 
@@ -99,7 +98,6 @@ func (r *pushRun) add(sid uint64, s uint32) {
 	b.sids[b.hi], b.slots[b.hi] = sid, s+1
 	b.hi++
 	b.live++
-	r.n++
 }
 
 // locate returns the block and index of sid in the run, if it is there
@@ -158,7 +156,6 @@ func (r *pushRun) remove(sid uint64, s uint32) bool {
 	b := r.blocks[bi]
 	b.slots[i] = 0
 	b.live--
-	r.n--
 	switch {
 	case b.live == 0:
 		r.drop(bi)
@@ -215,8 +212,14 @@ func (r *pushRun) merge(bi int) bool {
 	return true
 }
 
-// len is the ids filed. O(1).
-func (r *pushRun) len() int { return r.n }
+// len is the ids filed. O(blocks): tests and checks only.
+func (r *pushRun) len() int {
+	n := 0
+	for _, b := range r.blocks {
+		n += b.live
+	}
+	return n
+}
 
 // bytes is the memory the run holds. O(1).
 func (r *pushRun) bytes() int64 { return r.mem + int64(cap(r.blocks))*8 }
