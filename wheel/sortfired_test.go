@@ -27,3 +27,78 @@ func TestSortBufferKeptOnlyWhenSmall(t *testing.T) {
 		w.Free()
 	}
 }
+
+// Entries that waited on level 1 for a tick were added before every entry
+// Add filed on level 0 for it, so the cascade and the drain put them ahead
+// of those (pushMoved): the bucket fires in seq order with no sort. Here
+// 3000 entries for four ticks wait on level 1, interleaved, while direct
+// adds for the same ticks arrive before, between and after the drain's
+// slices, the clock moving every tick as the engine's does.
+func TestMovedEntriesGoAheadOfDirectAdds(t *testing.T) {
+	for _, drain := range []bool{true, false} {
+		w := New(1, 0)
+		w.noDrain = !drain
+		var seq uint64
+		h := uint32(0)
+		add := func(due int64) {
+			seq++
+			h++
+			if !w.Add(h, due, seq) {
+				t.Fatalf("Add(%d, %d) refused", h, due)
+			}
+		}
+		for i := range 3000 {
+			add(100 + int64(i%4)) // level 1: the ticks are 64 or more away
+		}
+		var fired []uint32
+		for now := int64(1); now <= 103; now++ {
+			if now >= 40 && now <= 100 && now%3 == 0 {
+				for d := range int64(4) {
+					add(100 + d) // level 0: within 64 ticks
+				}
+			}
+			fired = w.Advance(now, fired)
+		}
+		if len(fired) != int(h) {
+			t.Fatalf("drain=%v: fired %d of %d", drain, len(fired), h)
+		}
+		for i := 1; i < len(fired); i++ {
+			a, b := fired[i-1], fired[i]
+			if w.LastDue(a) > w.LastDue(b) || w.LastDue(a) == w.LastDue(b) && a > b { // handle order is seq order here
+				t.Fatalf("drain=%v: %d (due %d) fired before %d (due %d)", drain, a, w.LastDue(a), b, w.LastDue(b))
+			}
+		}
+		if w.sorts != 0 {
+			t.Errorf("drain=%v: %d buckets had to be sorted, want none", drain, w.sorts)
+		}
+		w.Free()
+	}
+}
+
+// The last entry moved into a bucket is where the next one goes after; once
+// it is removed, or fired and its handle reused, it no longer says where
+// the moved entries end, and the next one goes to the head. The order then
+// may need the sort, and still comes out right.
+func TestMovedTailRemovedOrReused(t *testing.T) {
+	w := New(1, 0)
+	const n = 3000 // the drain moves 1024 a tick: three slices
+	for h := uint32(1); h <= n; h++ {
+		w.Add(h, 100, uint64(h))
+	}
+	w.Advance(60, nil) // the drain's first slice: 1..1024
+	if w.moved[100&slotMask] != 1024 {
+		t.Fatalf("moved tail %d, want 1024", w.moved[100&slotMask])
+	}
+	w.Remove(1024)
+	w.Add(1024, 40_000, 1024) // reused far off, in another tick
+	w.Remove(7)
+	fired := w.Advance(100, nil)
+	if len(fired) != n-2 || w.Len() != 1 {
+		t.Fatalf("fired %d, %d left; want %d and 1", len(fired), w.Len(), n-2)
+	}
+	for i := 1; i < len(fired); i++ {
+		if fired[i-1] >= fired[i] {
+			t.Fatalf("%d fired before %d", fired[i-1], fired[i])
+		}
+	}
+}

@@ -116,9 +116,13 @@ type Wheel struct {
 	draining uint16
 	// work counts entries visited by cascades and drains, for tests that
 	// bound the work of one Advance.
-	work    int
-	keys    []sortKey // fire's sort buffer, reused
-	noDrain bool      // tests: cascade only at the bucket's start, as before draining
+	work  int
+	keys  []sortKey // fire's sort buffer, reused
+	sorts int       // buckets fire had to sort, for tests
+	// moved is, per level-0 bucket, the last handle a cascade or drain
+	// moved into it (pushMoved); possibly stale.
+	moved   [wheelSize]uint32
+	noDrain bool // tests: cascade only at the bucket's start, as before draining
 }
 
 // pass is one walk over a coarse bucket that moves ahead of time the
@@ -463,7 +467,59 @@ func (w *Wheel) levelOf(u int64) uint {
 // cascaded entry always moves to a finer one.
 func (w *Wheel) relink(h uint32, n *node, u int64) {
 	lv := w.levelOf(u)
+	if lv == 0 {
+		w.pushMoved(h, n, u)
+		return
+	}
 	w.push(h, n, lv, uint32(u>>(slotBits*lv&63))&slotMask)
+}
+
+// pushMoved links n (handle h, due in tick u) into its level-0 bucket
+// after the entries moved there before it, ahead of the direct adds. An
+// entry waits on a coarser level only while its tick is 64 or more ticks
+// away, and Add files every later entry for that tick on level 0 directly,
+// so what moves down came first: appended behind the direct adds, as push
+// would, nearly every bucket fired out of seq order under spread delays
+// and had to be sorted (BenchmarkSpreadDelays). fire still checks the
+// order, so a bucket this leaves unsorted (an entry from two levels up
+// behind one from one level up, or a drain pass that moved a later entry
+// of the tick before an earlier one) is sorted as before.
+//
+// w.moved[slot] is the last handle moved into the bucket. It is not kept
+// up to date when that handle is removed or fires; it is trusted only
+// while it is scheduled in tick u, and then it is in this bucket (level 0
+// holds tick u in this slot, and tick u is too near for any other level
+// to take an entry for it now). Otherwise n goes to the head.
+func (w *Wheel) pushMoved(h uint32, n *node, u int64) {
+	slot := uint32(u) & slotMask
+	l := &w.levels[0]
+	mt := w.moved[slot]
+	w.moved[slot] = h
+	if l.occupied&(1<<slot) == 0 {
+		mark := endTag | (slot + 1)
+		l.occupied |= 1 << slot
+		l.head[slot], l.tail[slot] = h, h
+		n.prev, n.next = mark, mark
+		return
+	}
+	if mt < w.cap && mt != h {
+		if m := w.node(mt); m.linked() && w.pos(m.due) == u {
+			next := m.next
+			n.prev, n.next = mt, next
+			m.next = h
+			if next&endTag != 0 {
+				l.tail[slot] = h
+			} else {
+				w.node(next).prev = h
+			}
+			return
+		}
+	}
+	head := l.head[slot]
+	o := w.node(head)
+	n.prev, n.next = o.prev, head // the head's prev is the bucket's end mark
+	o.prev = h
+	l.head[slot] = h
 }
 
 // push links n (handle h) at the tail of bucket slot of level lv. Kept
@@ -572,6 +628,7 @@ const maxKeptKeys = 1 << 16
 
 // sortFired sorts fired handles by (due, seq).
 func (w *Wheel) sortFired(hs []uint32) {
+	w.sorts++
 	keys := w.keys[:0]
 	for _, h := range hs {
 		keys = append(keys, sortKey{w.node(h).due, w.seq(h), h})
