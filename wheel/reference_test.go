@@ -459,3 +459,43 @@ func FuzzWheel(f *testing.F) {
 		}
 	})
 }
+
+// TestMovedFirstAgainstReference aims the reference check at pushMoved:
+// few handles, reused often, due in a few level-0 slots one to three
+// rotations ahead, and small steps, so entries moved down from level 1 meet
+// direct adds and reused handles of the same slot's earlier ticks.
+func TestMovedFirstAgainstReference(t *testing.T) {
+	ops := 400_000
+	if testing.Short() || raceEnabled {
+		ops /= 8
+	}
+	for _, drain := range []bool{true, false} {
+		for _, ordered := range []bool{false, true} {
+			rng := rand.New(rand.NewPCG(7, 11))
+			x := newHarness(t, 1, 0, ordered)
+			x.w.noDrain = !drain
+			for range ops {
+				h := rng.Uint32N(24)
+				switch op := rng.IntN(10); {
+				case op < 5:
+					// Slots 5 and 36, 40 to 200 ticks ahead.
+					base := x.r.now + 40 + rng.Int64N(160)
+					slot := []int64{5, 36}[rng.IntN(2)]
+					due := base - mod(base, 64) + slot
+					if due <= x.r.now {
+						due += 64
+					}
+					x.add(h, due, x.nextSeq(0))
+				case op < 7:
+					x.remove(h)
+				default:
+					x.advance(x.r.now + 1 + rng.Int64N(12))
+				}
+				if x.ops%1024 == 0 {
+					x.checkAll(24)
+				}
+			}
+			x.checkAll(24)
+		}
+	}
+}

@@ -1,6 +1,9 @@
 package wheel
 
-import "testing"
+import (
+	"testing"
+	"time"
+)
 
 // A bucket fired out of seq order is sorted with its keys read once, in a
 // buffer kept for the next fire, unless the bucket was huge: one burst
@@ -99,6 +102,53 @@ func TestMovedTailRemovedOrReused(t *testing.T) {
 	for i := 1; i < len(fired); i++ {
 		if fired[i-1] >= fired[i] {
 			t.Fatalf("%d fired before %d", fired[i-1], fired[i])
+		}
+	}
+}
+
+// pushMoved's memory of the last entry moved into a level-0 bucket
+// (w.moved) outlives the bucket's tick. The handle it names can be removed,
+// reused for the same slot's tick a rotation later and added while that
+// tick is still 64 or more ticks away, so to a level-1 bucket. When that
+// bucket cascades, the entry moved before it must not be spliced after it:
+// the splice lands in the list being walked, and two entries were relinked
+// after each other for ever (a server hung in cascade -> relink).
+func TestMovedEntryOfAnEarlierRotationIsNotTrusted(t *testing.T) {
+	for _, drain := range []bool{true, false} {
+		w := New(1, 0)
+		w.noDrain = !drain
+		const a, b, c = 1, 2, 3
+		w.Add(a, 100, 1) // level 1; moved down to slot 36 at tick 64
+		fired := w.Advance(70, nil)
+		if !w.Remove(a) || len(fired) != 0 {
+			t.Fatalf("drain=%v: a not pending at 70 (fired %v)", drain, fired)
+		}
+		fired = w.Advance(101, fired)
+		w.Add(b, 228, 2) // tick 228 is slot 36 again, 127 ticks away: level 1
+		w.Add(a, 228, 3) // the remembered handle, reused for the same slot
+		fired = w.Advance(170, fired)
+		w.Add(c, 228, 4) // 58 ticks away: level 0, slot 36, occupied now
+		done := make(chan []uint32)
+		go func() { done <- w.Advance(230, fired) }()
+		select {
+		case fired = <-done:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("drain=%v: Advance did not return (a cycle in a bucket list)", drain)
+		}
+		if len(fired) != 3 || w.Len() != 0 {
+			t.Fatalf("drain=%v: fired %v, %d left; want the 3 jobs due at 228", drain, fired, w.Len())
+		}
+		got := map[uint32]bool{}
+		for _, h := range fired {
+			got[h] = true
+		}
+		if !got[a] || !got[b] || !got[c] {
+			t.Fatalf("drain=%v: fired %v, want a, b and c once each", drain, fired)
+		}
+		for i := 1; i < len(fired); i++ {
+			if w.seq(fired[i-1]) > w.seq(fired[i]) {
+				t.Fatalf("drain=%v: fired %v out of seq order", drain, fired)
+			}
 		}
 	}
 }

@@ -120,8 +120,10 @@ type Wheel struct {
 	keys  []sortKey // fire's sort buffer, reused
 	sorts int       // buckets fire had to sort, for tests
 	// moved is, per level-0 bucket, the last handle a cascade or drain
-	// moved into it (pushMoved); possibly stale.
+	// moved into it (pushMoved), and movedAt the tick it was moved for;
+	// possibly stale.
 	moved   [wheelSize]uint32
+	movedAt [wheelSize]int64
 	noDrain bool // tests: cascade only at the bucket's start, as before draining
 }
 
@@ -485,16 +487,22 @@ func (w *Wheel) relink(h uint32, n *node, u int64) {
 // behind one from one level up, or a drain pass that moved a later entry
 // of the tick before an earlier one) is sorted as before.
 //
-// w.moved[slot] is the last handle moved into the bucket. It is not kept
-// up to date when that handle is removed or fires; it is trusted only
-// while it is scheduled in tick u, and then it is in this bucket (level 0
-// holds tick u in this slot, and tick u is too near for any other level
-// to take an entry for it now). Otherwise n goes to the head.
+// w.moved[slot] is the last handle moved into the bucket, for tick
+// w.movedAt[slot]. It is not kept up to date when that handle is removed or
+// fires. It is trusted only if it was moved for tick u, this rotation of
+// the slot, and is still scheduled in tick u: then it is in this bucket.
+// Once an entry was moved down for tick u, u is within 64 ticks of the
+// clock, so Add and relink put anything later due in tick u on level 0.
+// A handle moved for the slot's tick of an earlier rotation proves
+// nothing: removed and reused, it can be due in tick u and still wait on
+// level 1, in the very list a cascade is walking, and a splice after it
+// made a cycle (TestMovedEntryOfAnEarlierRotationIsNotTrusted). Otherwise
+// n goes to the head.
 func (w *Wheel) pushMoved(h uint32, n *node, u int64) {
 	slot := uint32(u) & slotMask
 	l := &w.levels[0]
-	mt := w.moved[slot]
-	w.moved[slot] = h
+	mt, mu := w.moved[slot], w.movedAt[slot]
+	w.moved[slot], w.movedAt[slot] = h, u
 	if l.occupied&(1<<slot) == 0 {
 		mark := endTag | (slot + 1)
 		l.occupied |= 1 << slot
@@ -502,7 +510,7 @@ func (w *Wheel) pushMoved(h uint32, n *node, u int64) {
 		n.prev, n.next = mark, mark
 		return
 	}
-	if mt < w.cap && mt != h {
+	if mu == u && mt < w.cap && mt != h {
 		if m := w.node(mt); m.linked() && w.pos(m.due) == u {
 			next := m.next
 			n.prev, n.next = mt, next
