@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"math/rand/v2"
 	"strconv"
 	"testing"
 )
@@ -113,6 +114,38 @@ func BenchmarkPopGroups(b *testing.B) {
 	for range b.N {
 		if _, ok := e.Pop(q); !ok {
 			b.Fatal("empty")
+		}
+	}
+}
+
+// BenchmarkAddDelayed and BenchmarkPushOne set what DELAY.ADD costs the
+// engine against a list push (the pinned harness's DELAY.ADD vs LPUSH row,
+// without the network): a delayed job with a server id goes into the id
+// index and the wheel; a pushed one into its queue's push run and ready
+// list. Delays are 1 to 100 s, as the harness's, so none fires. Run with
+// `taskset -c 0 go test ./engine -run '^$' -bench 'AddDelayed|PushOne' -benchtime 1000000x`.
+func BenchmarkAddDelayed(b *testing.B) {
+	e := flowBenchEngine(b)
+	q := []byte("q")
+	rng := rand.New(rand.NewPCG(1, 2))
+	var sc Scratch
+	b.ReportAllocs()
+	for b.Loop() {
+		a := AddArgs{Queue: q, Payload: flowBenchPayload, Delay: 1000 + rng.Int64N(99_000), AckTimeout: -1, Retry: -1, Into: &sc}
+		if _, err := e.Add(a); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkPushOne(b *testing.B) {
+	e := flowBenchEngine(b)
+	q := []byte("q")
+	ps := [][]byte{flowBenchPayload}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, _, err := e.PushAt(q, ps, false, 0); err != nil {
+			b.Fatal(err)
 		}
 	}
 }
