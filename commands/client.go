@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/delayd/delayd/engine"
 )
 
 // Conn is what a connection offers other goroutines: out-of-band messages
@@ -433,7 +435,7 @@ func (c *Client) set(f func()) {
 // command's end is the next one's (see beforeExec).
 func (c *Client) Seen() {
 	now := monoNow()
-	c.lastSeen.Store(monoEpoch.Add(now).Unix())
+	c.lastSeen.Store(engine.MonoEpoch.Add(now).Unix())
 	c.clk = now
 }
 

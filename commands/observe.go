@@ -79,14 +79,11 @@ func (d *Dispatcher) beforeExec(c *Client, cmd *Command, args [][]byte) time.Dur
 // reads the clock itself.
 func (c *Client) arrived() time.Duration { return c.began }
 
-// monoEpoch anchors monoNow: the engine's (engine.Mono), so a command's
-// start is a time the engine can take (arrived).
-var monoEpoch = engine.MonoEpoch
-
-// monoNow is the monotonic time since start: what a command's duration
-// needs, read with one clock call where time.Now makes two (wall and
-// monotonic), on every command.
-func monoNow() time.Duration { return time.Since(monoEpoch) }
+// monoNow is the engine's clock (engine.Mono), so a command's start is a
+// time the engine can take (arrived): what a command's duration needs,
+// read with one clock call where time.Now makes two (wall and monotonic),
+// on every command.
+func monoNow() time.Duration { return engine.Mono() }
 
 // afterExec runs after a handler: SLOWLOG, MONITOR, and the end of what
 // CLIENT CACHING asked for the next command.
