@@ -104,14 +104,7 @@ func TestLookupAnyCase(t *testing.T) {
 // DELAY.ADD's reply id lives in the client's scratch until its next
 // command: an add through the dispatcher allocates nothing.
 func TestDelayAddAllocatesNothing(t *testing.T) {
-	eng, err := engine.New(engine.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer eng.Close()
-	d := New(Options{Engine: eng, Config: map[string]string{}})
-	w := &lastBulkWriter{}
-	c := d.NewClient(w, "a")
+	_, d, c, w := newAddClient(t)
 	argv := args("DELAY.ADD", "q", "1000", "payload")
 	d.Exec(c, argv) // the queue and the scratch's first buffer
 	first := string(w.last)
@@ -121,6 +114,20 @@ func TestDelayAddAllocatesNothing(t *testing.T) {
 	if string(w.last) <= first {
 		t.Errorf("ids %q then %q: not rising, or the scratch was overwritten", first, w.last)
 	}
+}
+
+// newAddClient is a dispatcher on a fresh engine and a client whose bulk
+// replies (DELAY.ADD's ids) w keeps. The engine closes with the test.
+func newAddClient(t *testing.T) (*engine.Engine, *Dispatcher, *Client, *lastBulkWriter) {
+	t.Helper()
+	eng, err := engine.New(engine.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { eng.Close() })
+	d := New(Options{Engine: eng, Config: map[string]string{}})
+	w := &lastBulkWriter{}
+	return eng, d, d.NewClient(w, "a"), w
 }
 
 // lastBulkWriter keeps the last bulk reply (a copy, as a connection's buffer does).
@@ -138,14 +145,7 @@ func (w *lastBulkWriter) Bulk(b []byte) { w.last = append(w.last[:0], b...) }
 // nothing can hand the engine a stale one.
 func TestDelayAddCountsFromTheCommandsStart(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		eng, err := engine.New(engine.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer eng.Close()
-		d := New(Options{Engine: eng, Config: map[string]string{}})
-		w := &lastBulkWriter{}
-		c := d.NewClient(w, "a")
+		eng, d, c, w := newAddClient(t)
 		due := func() int64 {
 			t.Helper()
 			info, ok := eng.Get([]byte("q"), w.last)
