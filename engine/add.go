@@ -164,8 +164,9 @@ func (e *Engine) put(r *rec, fresh bool) {
 // place is put without serving waiters: it returns the job's queue and
 // whether the job went to its ready list, so that a caller adding several
 // jobs (LPUSH, RPUSH) serves waiters once, after the last, as Redis does.
-// pushed says a live list push made it: its id goes to the queue's push run
-// (pushrun.go) rather than e.sids.
+// fresh says its server id was just made (above every id filed), pushed
+// that a live list push made it; either way a server id goes to the
+// queue's push run (pushrun.go) rather than e.sids.
 func (e *Engine) place(r *rec, fresh, pushed bool) (uint32, bool) {
 	id := r.id // nil for a server id: indexInsert files those by r.sid
 	if id != nil && !e.sidLike {
@@ -206,7 +207,7 @@ func (e *Engine) place(r *rec, fresh, pushed bool) (uint32, bool) {
 	switch {
 	case e.j.deferIdx:
 		e.j.build.deferSid(r.sid, s) // replay.go: another goroutine inserts it
-	case pushed && id == nil && r.sid > e.queues[qi].run.last():
+	case (pushed || fresh) && id == nil && r.sid > e.queues[qi].run.last():
 		e.fileInRun(s)
 	default:
 		e.indexInsert(s, id)

@@ -158,7 +158,7 @@ const (
 	jobUnique                     // its id stays taken for a while after it ends (UNIQUE)
 	jobDebounce                   // re-adds push it out, up to a limit (DEBOUNCE)
 	jobOrigin                     // dead-lettered: its origin queue and options are in Engine.origins (requeue.go)
-	jobPushed                     // its server id is filed in its queue's push run, not in e.sids (pushrun.go)
+	jobInRun                      // its server id is filed in its queue's push run, not in e.sids (pushrun.go)
 )
 
 // queue is a named ready list plus the clients blocked on it. It exists while
@@ -229,6 +229,7 @@ type core struct {
 	jobs    slab
 	free    uint32    // free slot list head, slot+1
 	sids    slotTable // server-made ids (index.go)
+	runs    runPages  // the pages of the queues' push runs (pushrun.go)
 	index   slotTable // client ids, by hash(queue, id)
 	seed    maphash.Seed
 	arena   arena
@@ -708,4 +709,8 @@ func (e *Engine) dropPages() {
 	}
 	e.sids.release()
 	e.index.release()
+	for i := range e.queues {
+		e.queues[i].run.release()
+	}
+	e.runs.release()
 }

@@ -103,12 +103,12 @@ func (e *Engine) lookup(q uint32, id []byte) (uint32, bool) {
 	})
 }
 
-// fileInRun makes the list-pushed job in slot s, with a server id above
+// fileInRun makes the job in slot s, with a server id above
 // every id in its queue's run, findable by its id (pushrun.go).
 func (e *Engine) fileInRun(s uint32) {
 	j := e.jobs.at(s)
 	e.queues[j.queue].run.add(j.sid, s)
-	j.flags |= jobPushed
+	j.flags |= jobInRun
 }
 
 // indexInsert makes the job in slot s findable by its id.
@@ -125,9 +125,9 @@ func (e *Engine) indexInsert(s uint32, id []byte) {
 // it was inserted with.
 func (e *Engine) indexDelete(s uint32, id []byte) {
 	j := e.jobs.at(s)
-	if j.flags&jobPushed != 0 {
+	if j.flags&jobInRun != 0 {
 		e.queues[j.queue].run.remove(j.sid, s)
-		j.flags &^= jobPushed
+		j.flags &^= jobInRun
 		return
 	}
 	if j.idLen == 0 {

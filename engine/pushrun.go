@@ -1,26 +1,33 @@
 package engine
 
 import (
+	"cmp"
 	"slices"
 	"sort"
 	"unsafe"
+
+	"github.com/delayd/delayd/offheap"
 )
 
-// A push run files the server ids of a queue's list-pushed jobs (LPUSH,
-// RPUSH) in the order they were made, instead of in e.sids.
+// A push run files the server ids of a queue's jobs made live (LPUSH,
+// RPUSH, DELAY.ADD without an id) in the order they were made, instead of
+// in e.sids.
 //
-// Why: a list push files its job's id so that DELAY.GET, ACK, DELAY.CANCEL
-// and the log's replay can find it, yet most list jobs are pushed and
-// popped without their id ever being asked for, and Redis files nothing per
-// list element. In e.sids each push writes a random cache line (the grouped
-// table places a run of 16 ids per line, but the table also grows by
-// moving every entry, reading each job's id), 10-12% of the server's CPU on
-// a pipelined RPUSH, and each pop from one of many lists misses the cache
-// on its cell again to unfile it. Server ids are made in increasing order,
-// so appending them to a per-queue run keeps it sorted for free: a push is
-// an append, a lookup a search from the nearer end, and a list's pops (FIFO
+// Why: a job's id is filed so that DELAY.GET, ACK, DELAY.CANCEL and the
+// log's replay can find it, yet most jobs are added and popped without
+// their id ever being asked for, and Redis files nothing per list element.
+// In e.sids each job writes a random cache line (the grouped table places a
+// run of 16 ids per line, but the table also grows, or clears its
+// tombstones, by moving every entry, reading each job's id): 10-12% of the
+// server's CPU on a pipelined RPUSH, and as much on DELAY.ADD, whose engine
+// work it was a third of. Server ids are made in increasing order, so
+// appending them to a per-queue run keeps it sorted for free: an add is an
+// append, a lookup a search from the nearer end, and a list's pops (FIFO
 // or LIFO, from either end) unfile from an end of its queue's run in O(1).
-// A pop from the middle (LREM, a mix of LPUSH and RPUSH) leaves a hole.
+// A job that leaves from the middle (delays that fire out of add order,
+// LREM, a mix of LPUSH and RPUSH) leaves a hole, found by a binary search:
+// a worse case than e.sids' one probe, paid once a job, where the appends
+// saved the index's upkeep (an A/B is in docs/decisions.md).
 //
 // The run is a deque of blocks, not one array: an array that grows by
 // copying, or drops its consumed head by copying, held the engine's lock
@@ -29,75 +36,182 @@ import (
 // inside the run left sparse by holes merges with a neighbour it fits in,
 // so the blocks stay about half full whatever is removed.
 //
-// The run only replaces e.sids for the jobs it holds (jobPushed): lookup
-// asks both, so what the server answers, and what replay rebuilds (replay
-// and followers file every id in e.sids), does not depend on where an id
-// was filed.
+// The run only replaces e.sids for the jobs it holds (jobInRun): lookup
+// asks both, so what the server answers, and what replay rebuilds, does
+// not depend on where an id was filed.
 type pushRun struct {
 	blocks []*runBlock // in id order; none is empty
 	mem    int64       // bytes of its blocks (INFO's memory)
+	// top is the greatest id ever filed (0: none): a new id can be appended
+	// only above it. It is kept here, not read from the last block, because
+	// the queue is at hand and the block is not: with a thousand queues,
+	// reading the last block's last id was three cache misses an add.
+	top uint64
+	// pages gives full-size blocks their entries (nil: from the heap, as
+	// tests use it); the engine sets it when it makes the queue.
+	pages *runPages
 }
 
-// runBlockLen is the most entries of a block: 6 KiB, one allocation per
-// 512 pushes, and a bounded merge. A run's first block holds runBlockMin
-// and each new block twice the last, so that the many queues of a server
-// with a job or two each pay under 200 bytes for their run.
+// runBlockLen is the most entries of a block: 4 KiB, one page mapped
+// outside the Go heap (runPages) per 512 ids, and a bounded merge. A run's
+// first block holds runBlockMin and each new block twice the last, so that
+// the many queues of a server with a job or two each pay under 200 bytes for
+// their run; those small blocks are on the heap.
 const (
 	runBlockLen = 512
 	runBlockMin = 8
 )
 
 // runBlock holds ids in increasing order in [lo, hi); a removed entry keeps
-// its id, so the order stays searchable, and has slot 0.
+// its id, so the order stays searchable, and has slot 0. Entries outside
+// [lo, hi) are never read.
 type runBlock struct {
 	lo, hi, live int
-	sids         []uint64 // len is the block's capacity
-	slots        []uint32 // slot+1
+	base         uint64   // entry i files id base + ents[i].off
+	ents         []runEnt // len is the block's capacity
 }
 
-func (r *pushRun) newBlock(n int) *runBlock {
-	b := &runBlock{sids: make([]uint64, n), slots: make([]uint32, n)}
+// runEnt is 8 bytes where an id and a slot take 12: ids are stored as an
+// offset from their block's first, so a block spans ids less than 2^32
+// apart (a server id counts 2^16 a millisecond: 65 s). Offheap, at least
+// half full (merge), that is 8 to 16 bytes a job, as much as e.sids' cells
+// at their load, which the run replaces.
+type runEnt struct{ off, slot uint32 } // slot+1; 0: removed
+
+func (b *runBlock) sid(i int) uint64 { return b.base + uint64(b.ents[i].off) }
+
+// runPages recycles blocks. The entries of full-size blocks are one mapped
+// page each, outside the Go heap, so GOGC's headroom does not double them
+// (package offheap); a few freed pages are kept for the next block, as a
+// FIFO frees one for each it starts. Smallest blocks and the block lists of
+// emptied runs are kept too: a queue that empties and fills again (a
+// worker keeping up) makes a run from nothing each time, three allocations.
+type runPages struct {
+	free  [][]runEnt    // full-size blocks' entries
+	small []*runBlock   // runBlockMin blocks
+	lists [][]*runBlock // emptied runs' block lists, empty
+}
+
+const runPagesKept = 32
+
+func (p *runPages) get() []runEnt {
+	if n := len(p.free); n > 0 {
+		ents := p.free[n-1]
+		p.free = p.free[:n-1]
+		return ents
+	}
+	return offheap.Make[runEnt](runBlockLen)
+}
+
+func (p *runPages) put(ents []runEnt) {
+	if len(p.free) < runPagesKept {
+		p.free = append(p.free, ents)
+		return
+	}
+	offheap.Free(ents)
+}
+
+// release unmaps the kept pages and forgets the rest.
+func (p *runPages) release() {
+	for _, ents := range p.free {
+		offheap.Free(ents)
+	}
+	*p = runPages{}
+}
+
+func (r *pushRun) newBlock(n int, base uint64) *runBlock {
+	var b *runBlock
+	p := r.pages
+	switch k := len(p.smallOrNil()); {
+	case n == runBlockMin && k > 0:
+		b = p.small[k-1]
+		p.small = p.small[:k-1]
+		b.base = base
+	case n == runBlockLen && p != nil:
+		b = &runBlock{base: base, ents: p.get()}
+	default:
+		b = &runBlock{base: base, ents: make([]runEnt, n)}
+	}
+	if r.blocks == nil && p != nil {
+		if k := len(p.lists); k > 0 {
+			r.blocks = p.lists[k-1]
+			p.lists = p.lists[:k-1]
+		}
+	}
 	r.mem += b.bytes()
 	r.blocks = append(r.blocks, b)
 	return b
 }
 
-func (b *runBlock) bytes() int64 { return int64(unsafe.Sizeof(*b)) + int64(len(b.sids))*12 }
+func (p *runPages) smallOrNil() []*runBlock {
+	if p == nil {
+		return nil
+	}
+	return p.small
+}
+
+func (b *runBlock) bytes() int64 { return int64(unsafe.Sizeof(*b)) + int64(len(b.ents))*8 }
+
+// freeBlock gives a dropped block back.
+func (r *pushRun) freeBlock(b *runBlock) {
+	r.mem -= b.bytes()
+	p := r.pages
+	switch {
+	case p == nil:
+	case len(b.ents) == runBlockLen:
+		p.put(b.ents)
+	case len(b.ents) == runBlockMin && len(p.small) < runPagesKept:
+		*b = runBlock{ents: b.ents}
+		p.small = append(p.small, b)
+		return
+	}
+	b.ents = nil
+}
 
 // drop removes block bi from the run.
 func (r *pushRun) drop(bi int) {
-	r.mem -= r.blocks[bi].bytes()
+	r.freeBlock(r.blocks[bi])
+	r.blocks[bi] = nil
+	if len(r.blocks) == 1 {
+		if r.pages != nil && len(r.pages.lists) < runPagesKept {
+			r.pages.lists = append(r.pages.lists, r.blocks[:0])
+		}
+		r.blocks = nil
+		return
+	}
 	if bi == 0 {
 		// The usual end of a block of a FIFO: drop it without moving the
 		// others (append moves them when it next grows the slice).
-		r.blocks[0] = nil
 		r.blocks = r.blocks[1:]
 		return
 	}
 	r.blocks = slices.Delete(r.blocks, bi, bi+1)
 }
 
-// last is the greatest id in the run, or 0 when it is empty: a new id can
-// be appended only above it.
-func (r *pushRun) last() uint64 {
-	if len(r.blocks) == 0 {
-		return 0
+// release gives back every block (the engine's state is being dropped).
+func (r *pushRun) release() {
+	for _, b := range r.blocks {
+		r.freeBlock(b)
 	}
-	b := r.blocks[len(r.blocks)-1]
-	return b.sids[b.hi-1]
+	r.blocks = nil
 }
+
+// last is the greatest id ever filed, or 0: a new id can be appended only
+// above it. O(1), and reads no block.
+func (r *pushRun) last() uint64 { return r.top }
 
 // add appends slot s under sid, which must be above last. O(1).
 func (r *pushRun) add(sid uint64, s uint32) {
 	var b *runBlock
 	if k := len(r.blocks); k == 0 {
-		b = r.newBlock(runBlockMin)
-	} else if b = r.blocks[k-1]; b.hi == len(b.sids) {
-		b = r.newBlock(min(2*len(b.sids), runBlockLen))
+		b = r.newBlock(runBlockMin, sid)
+	} else if b = r.blocks[k-1]; b.hi == len(b.ents) || sid-b.base > 1<<32-1 {
+		b = r.newBlock(min(2*len(b.ents), runBlockLen), sid)
 	}
-	b.sids[b.hi], b.slots[b.hi] = sid, s+1
+	b.ents[b.hi] = runEnt{uint32(sid - b.base), s + 1}
 	b.hi++
 	b.live++
+	r.top = sid
 }
 
 // locate returns the block and index of sid in the run, if it is there
@@ -109,17 +223,23 @@ func (r *pushRun) locate(sid uint64) (int, int, bool) {
 		return 0, 0, false
 	}
 	bi := 0
-	if first := r.blocks[0]; sid > first.sids[first.hi-1] {
+	if first := r.blocks[0]; sid > first.sid(first.hi-1) {
 		bi = k - 1
-		if last := r.blocks[k-1]; sid < last.sids[last.lo] {
+		if last := r.blocks[k-1]; sid < last.sid(last.lo) {
 			bi = 1 + sort.Search(k-2, func(i int) bool {
 				b := r.blocks[1+i]
-				return b.sids[b.hi-1] >= sid
+				return b.sid(b.hi-1) >= sid
 			})
 		}
 	}
 	b := r.blocks[bi]
-	i, ok := slices.BinarySearch(b.sids[b.lo:b.hi], sid)
+	if sid < b.base || sid-b.base > 1<<32-1 {
+		return bi, b.lo, false
+	}
+	off := uint32(sid - b.base)
+	i, ok := slices.BinarySearchFunc(b.ents[b.lo:b.hi], off, func(e runEnt, off uint32) int {
+		return cmp.Compare(e.off, off)
+	})
 	return bi, b.lo + i, ok
 }
 
@@ -127,10 +247,10 @@ func (r *pushRun) locate(sid uint64) (int, int, bool) {
 // blocks) elsewhere.
 func (r *pushRun) find(sid uint64) (uint32, bool) {
 	bi, i, ok := r.locate(sid)
-	if !ok || r.blocks[bi].slots[i] == 0 {
+	if !ok || r.blocks[bi].ents[i].slot == 0 {
 		return 0, false
 	}
-	return r.blocks[bi].slots[i] - 1, true
+	return r.blocks[bi].ents[i].slot - 1, true
 }
 
 // remove unfiles slot s, filed under sid, and reports whether it was there.
@@ -143,29 +263,29 @@ func (r *pushRun) remove(sid uint64, s uint32) bool {
 	// A live slot is filed once, so an end holding s+1 is s's entry: the
 	// ends' ids are not read (one cache line less per pop of many lists).
 	var bi, i int
-	if b := r.blocks[0]; b.slots[b.lo] == s+1 {
+	if b := r.blocks[0]; b.ents[b.lo].slot == s+1 {
 		bi, i = 0, b.lo
-	} else if b := r.blocks[k-1]; b.slots[b.hi-1] == s+1 {
+	} else if b := r.blocks[k-1]; b.ents[b.hi-1].slot == s+1 {
 		bi, i = k-1, b.hi-1
 	} else {
 		var ok bool
-		if bi, i, ok = r.locate(sid); !ok || r.blocks[bi].slots[i] != s+1 {
+		if bi, i, ok = r.locate(sid); !ok || r.blocks[bi].ents[i].slot != s+1 {
 			return false
 		}
 	}
 	b := r.blocks[bi]
-	b.slots[i] = 0
+	b.ents[i].slot = 0
 	b.live--
 	switch {
 	case b.live == 0:
 		r.drop(bi)
 		return true
 	case i == b.lo:
-		for b.slots[b.lo] == 0 {
+		for b.ents[b.lo].slot == 0 {
 			b.lo++
 		}
 	case i == b.hi-1:
-		for b.slots[b.hi-1] == 0 {
+		for b.ents[b.hi-1].slot == 0 {
 			b.hi--
 		}
 	}
@@ -174,7 +294,7 @@ func (r *pushRun) remove(sid uint64, s uint32) bool {
 	// drains one entry at a time, are left to empty: merging them would
 	// copy a block every few hundred pops. Each merge drops a block, and
 	// only adds make blocks, so merges cost O(1) a push amortized.
-	if b.live <= len(b.sids)/4 && bi > 0 && bi < len(r.blocks)-1 {
+	if b.live <= len(b.ents)/4 && bi > 0 && bi < len(r.blocks)-1 {
 		if !r.merge(bi) {
 			r.merge(bi - 1)
 		}
@@ -183,31 +303,30 @@ func (r *pushRun) remove(sid uint64, s uint32) bool {
 }
 
 // merge moves the live entries of blocks bi and bi+1 into the larger of
-// the two, if they fit, and drops the other. O(runBlockLen).
+// the two, if they fit and their ids are close enough for one base, and
+// drops the other. O(runBlockLen).
 func (r *pushRun) merge(bi int) bool {
 	a, b := r.blocks[bi], r.blocks[bi+1]
 	dst, drop := b, bi
-	if len(a.sids) > len(b.sids) {
+	if len(a.ents) > len(b.ents) {
 		dst, drop = a, bi+1
 	}
-	if a.live+b.live > len(dst.sids) {
+	base := a.sid(a.lo) // the ends of a block are live
+	if a.live+b.live > len(dst.ents) || b.sid(b.hi-1)-base > 1<<32-1 {
 		return false
 	}
-	var sids [runBlockLen]uint64
-	var slots [runBlockLen]uint32
+	var ents [runBlockLen]runEnt
 	m := 0
 	for _, x := range [2]*runBlock{a, b} {
 		for i := x.lo; i < x.hi; i++ {
-			if x.slots[i] != 0 {
-				sids[m], slots[m] = x.sids[i], x.slots[i]
+			if x.ents[i].slot != 0 {
+				ents[m] = runEnt{uint32(x.sid(i) - base), x.ents[i].slot}
 				m++
 			}
 		}
 	}
-	copy(dst.sids, sids[:m])
-	copy(dst.slots, slots[:m])
-	clear(dst.slots[m:])
-	dst.lo, dst.hi, dst.live = 0, m, m
+	copy(dst.ents, ents[:m])
+	dst.base, dst.lo, dst.hi, dst.live = base, 0, m, m
 	r.drop(drop)
 	return true
 }

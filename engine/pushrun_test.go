@@ -13,15 +13,39 @@ import (
 // middle, of ids never filed) against a map, and checks every id's lookup,
 // the count, and that removed entries do not pile up.
 func TestPushRunModel(t *testing.T) {
+	var pages runPages
+	defer pages.release()
+	for _, far := range []bool{false, true} {
+		t.Run(fmt.Sprintf("far=%v", far), func(t *testing.T) {
+			testPushRunModel(t, far, &pages)
+		})
+	}
+}
+
+// testPushRunModel is TestPushRunModel's run. far puts some ids 2^31 to
+// 2^33 after the last (an idle minute of server ids, or more), beyond what
+// one block's offsets reach from its first id, so blocks start early and
+// merges must refuse.
+func testPushRunModel(t *testing.T, far bool, pages *runPages) {
 	rng := rand.New(rand.NewPCG(1, 2))
-	var r pushRun
+	r := pushRun{pages: pages}
+	defer r.release()
 	live := map[uint64]uint32{}
 	var order []uint64 // every id ever added, increasing
+	var gaps []uint64  // ids that came far after the one before
 	sid := uint64(1000)
-	for step := range 200_000 {
+	steps := 200_000
+	if far {
+		steps = 50_000 // farBetween is O(live)
+	}
+	for step := range steps {
 		switch op := rng.IntN(10); {
 		case op < 4 || len(live) == 0:
 			sid += 1 + uint64(rng.IntN(3))
+			if far && rng.IntN(50) == 0 {
+				sid += 1<<31 + uint64(rng.Int64N(3<<31))
+				gaps = append(gaps, sid)
+			}
 			s := uint32(step) // a live slot is filed once, as in the engine
 			r.add(sid, s)
 			live[sid] = s
@@ -32,10 +56,10 @@ func TestPushRunModel(t *testing.T) {
 			switch rng.IntN(3) {
 			case 0:
 				b := r.blocks[0]
-				x = b.sids[b.lo]
+				x = b.sid(b.lo)
 			case 1:
 				b := r.blocks[len(r.blocks)-1]
-				x = b.sids[b.hi-1]
+				x = b.sid(b.hi - 1)
 			default:
 				x = order[rng.IntN(len(order))]
 			}
@@ -54,11 +78,12 @@ func TestPushRunModel(t *testing.T) {
 		if r.len() != len(live) {
 			t.Fatalf("step %d: len %d, want %d", step, r.len(), len(live))
 		}
-		if k := len(r.blocks); k > 2 && k*runBlockLen > 4*len(live)+2*runBlockLen {
+		if k := len(r.blocks); k > 2 && k*runBlockLen > 4*len(live)+2*runBlockLen &&
+			k*runBlockLen > 4*len(live)+(2+farBetween(gaps, live))*runBlockLen {
 			t.Fatalf("step %d: %d blocks held for %d live", step, k, len(live))
 		}
 		for _, b := range r.blocks {
-			if b.live == 0 || b.slots[b.lo] == 0 || b.slots[b.hi-1] == 0 {
+			if b.live == 0 || b.ents[b.lo].slot == 0 || b.ents[b.hi-1].slot == 0 {
 				t.Fatalf("step %d: a block is empty or has a removed entry at an end: %d live in [%d, %d)", step, b.live, b.lo, b.hi)
 			}
 		}
@@ -80,6 +105,25 @@ func TestPushRunModel(t *testing.T) {
 	}
 }
 
+// farBetween counts the far gaps between live ids: each may start a block
+// that no merge can join to the one before.
+func farBetween(gaps []uint64, live map[uint64]uint32) int {
+	if len(gaps) == 0 || len(live) == 0 {
+		return 0
+	}
+	lo, hi := uint64(1<<64-1), uint64(0)
+	for x := range live {
+		lo, hi = min(lo, x), max(hi, x)
+	}
+	n := 0
+	for _, g := range gaps {
+		if g > lo && g <= hi {
+			n++
+		}
+	}
+	return n
+}
+
 // TestPushRunLocateFromBothEnds finds every id of runs of one to several
 // blocks, and no id between or beyond them.
 func TestPushRunLocateFromBothEnds(t *testing.T) {
@@ -91,7 +135,7 @@ func TestPushRunLocateFromBothEnds(t *testing.T) {
 		for x := uint64(0); x < uint64(20+3*n); x++ {
 			bi, i, ok := r.locate(x)
 			want := (x-10)%3 == 0 && x >= 10 && x < uint64(10+3*n)
-			if ok != want || ok && r.blocks[bi].sids[i] != x {
+			if ok != want || ok && r.blocks[bi].sid(i) != x {
 				t.Fatalf("n=%d locate(%d) = %d/%d %v, want found %v", n, x, bi, i, ok, want)
 			}
 		}
@@ -111,7 +155,7 @@ func checkIndex(t *testing.T, e *Engine) {
 		if j.state == stateFree {
 			continue
 		}
-		if j.flags&jobPushed != 0 {
+		if j.flags&jobInRun != 0 {
 			pushed++
 		}
 		id := e.idOf(j, &buf)

@@ -19,7 +19,7 @@ func (e *Engine) queueFor(name []byte, create bool) (uint32, bool) {
 		e.queues = append(e.queues, queue{})
 		qi = uint32(len(e.queues) - 1)
 	}
-	e.queues[qi] = queue{name: string(name), live: true}
+	e.queues[qi] = queue{name: string(name), live: true, run: pushRun{pages: &e.runs}}
 	e.byName[e.queues[qi].name] = qi
 	if len(e.watches) > 0 {
 		e.queues[qi].watch = e.watches[e.queues[qi].name]
