@@ -235,6 +235,7 @@ type core struct {
 	arena   arena
 	queues  []queue
 	byName  map[string]uint32
+	lastQ   uint32 // queueFor's last find, +1 (0: none)
 	qfree   []uint32
 	njobs   int
 	seq     uint64

@@ -5,7 +5,17 @@ package engine
 // queueFor returns the index of the named queue, creating it when create is
 // set. The name is copied only when a queue is created.
 func (e *Engine) queueFor(name []byte, create bool) (uint32, bool) {
+	// The queue found last is compared first: a command looks its queue
+	// up more than once (DELAY.ADD twice), and pipelines repeat a queue.
+	// A live queue's name is in byName and no other live queue has it, so
+	// a live queue of the name is the one byName would give.
+	if c := e.lastQ; c != 0 && int(c) <= len(e.queues) {
+		if q := &e.queues[c-1]; q.live && q.name == string(name) {
+			return c - 1, true
+		}
+	}
 	if qi, ok := e.byName[string(name)]; ok {
+		e.lastQ = qi + 1
 		return qi, true
 	}
 	if !create {
