@@ -65,6 +65,13 @@ type Client struct {
 	trk      tracking     // guarded by Dispatcher.trk.mu
 	caching  int8         // CLIENT CACHING yes (1) / no (-1) for the next command
 
+	// sentAs and sentCmd are the last command's name as the client sent
+	// it and what it named: a pipeline repeats one name, and comparing a
+	// few bytes costs less than hashing them for the table (lookup).
+	sentAs  [16]byte
+	sentLen uint8
+	sentCmd *Command
+
 	// clk is the monotonic time (monoNow) the last command of the batch
 	// ended at, the next one's start; 0: read the clock (observe.go).
 	clk time.Duration
@@ -271,7 +278,13 @@ func (d *Dispatcher) Durable(ticket uint64) error {
 // reply leaves.
 func (d *Dispatcher) Exec(c *Client, args [][]byte) {
 	d.commandsRun.Add(1)
-	cmd := d.lookup(args[0])
+	cmd := c.sentCmd
+	if name := args[0]; cmd == nil || string(name) != string(c.sentAs[:c.sentLen]) {
+		if cmd = d.lookup(name); cmd != nil && len(name) <= len(c.sentAs) {
+			c.sentLen = uint8(copy(c.sentAs[:], name))
+			c.sentCmd = cmd
+		}
+	}
 	if cmd == nil {
 		d.reject(c, nil, unknownCommand(args))
 		return
