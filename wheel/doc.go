@@ -19,8 +19,12 @@
 // pending jobs that is tail latency for every request. The wheel keeps add
 // and cancel O(1) and holds no pointers at all. Its nodes live in one
 // slab ([]node, 16 bytes each) indexed by uint32 handles the caller
-// chooses, buckets are intrusive doubly linked lists through integer links
-// in those nodes, and the per-level bucket heads are arrays of integers.
+// chooses. Buckets of coarser levels are intrusive doubly linked lists
+// through integer links in those nodes, with the per-level bucket heads in
+// arrays of integers: they hold most pending jobs, and a list costs nothing
+// per job beyond the node. Level 0's buckets, which hold at most 64 ticks of
+// jobs and are walked whole when they fire, are arrays of handles: a walk
+// of an array fetches its nodes in parallel, a list's one at a time.
 // Steady-state Add, Remove and Advance allocate nothing.
 //
 // The wheel starts no goroutines, takes no locks and never reads a clock:

@@ -95,30 +95,53 @@ func (w *Wheel) Earliest(dst []uint32, n, of, budget int, keep func(h uint32) bo
 		}
 	}
 	seen, visited := 0, 0
+	// take weighs one handle; it reports whether the walk is over (of
+	// handles seen) and whether the budget ran out.
+	take := func(h uint32) (done, over bool) {
+		if visited++; budget > 0 && visited > budget {
+			return true, true
+		}
+		if !keep(h) {
+			return false, false
+		}
+		seen++
+		switch {
+		case len(heap) < n:
+			heap = append(heap, h)
+			up(len(heap) - 1)
+		case less(h, heap[0]):
+			heap[0] = h
+			down(0)
+		}
+		return seen == of, false
+	}
 walk:
 	for _, b := range buckets {
 		if len(heap) == n && w.pos(w.node(heap[0]).due) < b.start {
 			break // every handle here and after is due in a later tick
 		}
+		if b.lv == 0 {
+			b0 := &w.l0[b.slot]
+			for _, hs := range [2][]uint32{b0.mv, b0.dr} {
+				for _, h := range hs {
+					if h == gone {
+						continue
+					}
+					if done, over := take(h); over {
+						return dst, false
+					} else if done {
+						break walk
+					}
+				}
+			}
+			continue
+		}
 		l := &w.levels[b.lv]
 		for h, more := l.head[b.slot], true; more; h = w.node(h).next {
 			more = w.node(h).next&endTag == 0
-			if visited++; budget > 0 && visited > budget {
+			if done, over := take(h); over {
 				return dst, false
-			}
-			if !keep(h) {
-				continue
-			}
-			seen++
-			switch {
-			case len(heap) < n:
-				heap = append(heap, h)
-				up(len(heap) - 1)
-			case less(h, heap[0]):
-				heap[0] = h
-				down(0)
-			}
-			if seen == of {
+			} else if done {
 				break walk
 			}
 		}

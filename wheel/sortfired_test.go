@@ -78,10 +78,9 @@ func TestMovedEntriesGoAheadOfDirectAdds(t *testing.T) {
 	}
 }
 
-// The last entry moved into a bucket is where the next one goes after; once
-// it is removed, or fired and its handle reused, it no longer says where
-// the moved entries end, and the next one goes to the head. The order then
-// may need the sort, and still comes out right.
+// Entries moved down ahead of time keep their place when one of them is
+// removed, or fired and its handle reused in another tick: the bucket still
+// fires the rest in order.
 func TestMovedTailRemovedOrReused(t *testing.T) {
 	w := New(1, 0)
 	const n = 3000 // the drain moves 1024 a tick: three slices
@@ -89,8 +88,8 @@ func TestMovedTailRemovedOrReused(t *testing.T) {
 		w.Add(h, 100, uint64(h))
 	}
 	w.Advance(60, nil) // the drain's first slice: 1..1024
-	if w.moved[100&slotMask] != 1024 {
-		t.Fatalf("moved tail %d, want 1024", w.moved[100&slotMask])
+	if b := w.l0[100&slotMask]; len(b.mv) != 1024 || b.mv[1023] != 1024 {
+		t.Fatalf("moved down %d, want 1..1024", len(b.mv))
 	}
 	w.Remove(1024)
 	w.Add(1024, 40_000, 1024) // reused far off, in another tick
@@ -106,8 +105,9 @@ func TestMovedTailRemovedOrReused(t *testing.T) {
 	}
 }
 
-// pushMoved's memory of the last entry moved into a level-0 bucket
-// (w.moved) outlives the bucket's tick. The handle it names can be removed,
+// When level-0 buckets were lists, pushMoved spliced a moved entry after
+// the last one moved into its bucket, and remembered that one (w.moved)
+// past the bucket's tick. The handle it names can be removed,
 // reused for the same slot's tick a rotation later and added while that
 // tick is still 64 or more ticks away, so to a level-1 bucket. When that
 // bucket cascades, the entry moved before it must not be spliced after it:

@@ -27,6 +27,15 @@ const (
 	// Remove needs: a middle node's neighbours are handles.
 	endTag = 1 << 31
 
+	// l0Mark is the next link of a node on level 0, whose buckets are
+	// arrays (bucket0), not lists: endTag with no bucket (loc is never 0).
+	// Its prev is then the entry's index in its array, plus one, with
+	// movedBit set for the array of entries moved down.
+	l0Mark   = endTag
+	movedBit = 1 << 30
+	// gone marks a removed entry in a level-0 array.
+	gone = ^uint32(0)
+
 	// MaxHandle is the largest handle Add takes: handles at or above
 	// endTag would read as end marks.
 	MaxHandle = endTag - 1
@@ -58,18 +67,20 @@ const (
 type node struct {
 	due int64 // as given to Add; returned by Due and used for ordering
 	// next and prev link the bucket list: handles, or endTag|loc at the
-	// tail (next) and the head (prev). Both are 0 while the handle is not
-	// scheduled (no list has the same handle on both sides of a node, and
-	// end marks are never 0), so the slab needs no other state.
+	// tail (next) and the head (prev). On level 0, next is l0Mark and prev
+	// the entry's place in its bucket's array. Both are 0 while the handle
+	// is not scheduled (no list has the same handle on both sides of a
+	// node, and end marks are never 0), so the slab needs no other state.
 	next uint32
 	prev uint32
 }
 
-// linked reports whether n is in a bucket list.
+// linked reports whether n is in a bucket.
 func (n *node) linked() bool { return n.next|n.prev != 0 }
 
 // level is one ring of wheelSize buckets. Bucket lists are intrusive:
-// head and tail hold handles and the links live in the nodes. head and
+// head and tail hold handles and the links live in the nodes (level 0
+// keeps only occupied here: its buckets are Wheel.l0's arrays). head and
 // tail of an empty bucket are stale; occupied is the source of truth,
 // which saves initialising them and gives NextDeadline a
 // find-first-set instead of a scan.
@@ -77,6 +88,20 @@ type level struct {
 	occupied uint64 // bit s set iff bucket s is non-empty
 	head     [wheelSize]uint32
 	tail     [wheelSize]uint32
+}
+
+// bucket0 is a level-0 bucket: the handles due in one tick, in two arrays
+// in the order they came, the entries moved down from coarser levels
+// first (see pushL0). Level 0 is where every entry ends, and a bucket is
+// walked whole when it fires: through a list, each node was a cache miss
+// that could not start before the last one ended (98% of fire's time on
+// the load of the next link, under spread delays); from an array, the
+// nodes are fetched in parallel. Only level 0 has arrays: it holds at most
+// 64 ticks of entries, so the arrays are not memory per pending job, which
+// coarser levels' arrays were (docs/decisions.md).
+type bucket0 struct {
+	mv, dr []uint32 // moved down, and added directly; gone for a removed entry
+	live   int      // entries not removed
 }
 
 // Wheel is a hierarchical timing wheel. The zero value is not usable;
@@ -119,12 +144,8 @@ type Wheel struct {
 	work  int
 	keys  []sortKey // fire's sort buffer, reused
 	sorts int       // buckets fire had to sort, for tests
-	// moved is, per level-0 bucket, the last handle a cascade or drain
-	// moved into it (pushMoved), and movedAt the tick it was moved for;
-	// possibly stale.
-	moved   [wheelSize]uint32
-	movedAt [wheelSize]int64
-	noDrain bool // tests: cascade only at the bucket's start, as before draining
+	l0      [wheelSize]bucket0 // level 0's buckets; levels[0] keeps their occupancy
+	noDrain bool               // tests: cascade only at the bucket's start, as before draining
 }
 
 // pass is one walk over a coarse bucket that moves ahead of time the
@@ -267,7 +288,11 @@ func (w *Wheel) Add(h uint32, due int64, seq uint64) bool {
 	if lv >= uint(len(w.levels)) {
 		w.addLevels(lv)
 	}
-	w.push(h, n, lv, uint32(u>>(slotBits*lv&63))&slotMask)
+	if lv == 0 {
+		w.pushL0(h, n, uint32(u)&slotMask, 0)
+	} else {
+		w.push(h, n, lv, uint32(u>>(slotBits*lv&63))&slotMask)
+	}
 	w.count++
 	return true
 }
@@ -284,6 +309,12 @@ func (w *Wheel) Remove(h uint32) bool {
 	prev, next := n.prev, n.next // locals: the stores below may alias n
 	if prev|next == 0 {
 		return false
+	}
+	if next == l0Mark {
+		w.removeL0(n, prev)
+		n.next, n.prev = 0, 0
+		w.count--
+		return true
 	}
 	if w.draining != 0 {
 		w.unhook(h, next)
@@ -470,68 +501,63 @@ func (w *Wheel) levelOf(u int64) uint {
 func (w *Wheel) relink(h uint32, n *node, u int64) {
 	lv := w.levelOf(u)
 	if lv == 0 {
-		w.pushMoved(h, n, u)
+		w.pushL0(h, n, uint32(u)&slotMask, movedBit)
 		return
 	}
 	w.push(h, n, lv, uint32(u>>(slotBits*lv&63))&slotMask)
 }
 
-// pushMoved links n (handle h, due in tick u) into its level-0 bucket
-// after the entries moved there before it, ahead of the direct adds. An
-// entry waits on a coarser level only while its tick is 64 or more ticks
-// away, and Add files every later entry for that tick on level 0 directly,
-// so what moves down came first: appended behind the direct adds, as push
-// would, nearly every bucket fired out of seq order under spread delays
-// and had to be sorted (BenchmarkSpreadDelays). fire still checks the
-// order, so a bucket this leaves unsorted (an entry from two levels up
-// behind one from one level up, or a drain pass that moved a later entry
-// of the tick before an earlier one) is sorted as before.
-//
-// w.moved[slot] is the last handle moved into the bucket, for tick
-// w.movedAt[slot]. It is not kept up to date when that handle is removed or
-// fires. It is trusted only if it was moved for tick u, this rotation of
-// the slot, and is still scheduled in tick u: then it is in this bucket.
-// Once an entry was moved down for tick u, u is within 64 ticks of the
-// clock, so Add and relink put anything later due in tick u on level 0.
-// A handle moved for the slot's tick of an earlier rotation proves
-// nothing: removed and reused, it can be due in tick u and still wait on
-// level 1, in the very list a cascade is walking, and a splice after it
-// made a cycle (TestMovedEntryOfAnEarlierRotationIsNotTrusted). Otherwise
-// n goes to the head.
-func (w *Wheel) pushMoved(h uint32, n *node, u int64) {
-	slot := uint32(u) & slotMask
+// pushL0 files n (handle h) in level-0 bucket slot: with moved set
+// (movedBit), behind the entries moved down before it, ahead of the
+// direct adds. An entry waits on a coarser level only while its tick is
+// 64 or more ticks away, and Add files every later entry for that tick on
+// level 0 directly, so what moves down came first: behind the direct
+// adds, nearly every bucket fired out of seq order under spread delays and
+// had to be sorted (BenchmarkSpreadDelays). fire still checks the order,
+// so a bucket this leaves unsorted (an entry from two levels up behind one
+// from one level up, or a drain pass that moved a later entry of the tick
+// before an earlier one) is sorted as before.
+func (w *Wheel) pushL0(h uint32, n *node, slot uint32, moved uint32) {
 	l := &w.levels[0]
-	mt, mu := w.moved[slot], w.movedAt[slot]
-	w.moved[slot], w.movedAt[slot] = h, u
+	b := &w.l0[slot]
 	if l.occupied&(1<<slot) == 0 {
-		mark := endTag | (slot + 1)
 		l.occupied |= 1 << slot
-		l.head[slot], l.tail[slot] = h, h
-		n.prev, n.next = mark, mark
-		return
+		b.mv, b.dr, b.live = b.mv[:0], b.dr[:0], 0
 	}
-	if mu == u && mt < w.cap && mt != h {
-		if m := w.node(mt); m.linked() && w.pos(m.due) == u {
-			next := m.next
-			n.prev, n.next = mt, next
-			m.next = h
-			if next&endTag != 0 {
-				l.tail[slot] = h
-			} else {
-				w.node(next).prev = h
-			}
-			return
-		}
+	a := &b.dr
+	if moved != 0 {
+		a = &b.mv
 	}
-	head := l.head[slot]
-	o := w.node(head)
-	n.prev, n.next = o.prev, head // the head's prev is the bucket's end mark
-	o.prev = h
-	l.head[slot] = h
+	if len(*a) >= movedBit-1 {
+		panic("wheel: more than 2^30 entries in one tick")
+	}
+	n.next, n.prev = l0Mark, uint32(len(*a)+1)|moved
+	*a = append(*a, h)
+	b.live++
 }
 
-// push links n (handle h) at the tail of bucket slot of level lv. Kept
-// small enough for the compiler to inline into Add.
+// removeL0 takes the level-0 entry of node n, whose prev link is prev, out
+// of its bucket: it leaves a gone mark, or drops the array's last entry.
+// The bucket is freed when its last entry goes. O(1).
+func (w *Wheel) removeL0(n *node, prev uint32) {
+	slot := uint32(w.pos(n.due)) & slotMask
+	b := &w.l0[slot]
+	a := &b.dr
+	if prev&movedBit != 0 {
+		a = &b.mv
+	}
+	i := int(prev&^movedBit) - 1
+	if i == len(*a)-1 {
+		*a = (*a)[:i]
+	} else {
+		(*a)[i] = gone
+	}
+	if b.live--; b.live == 0 {
+		w.levels[0].occupied &^= 1 << slot
+	}
+}
+
+// push links n (handle h) at the tail of bucket slot of level lv > 0.
 func (w *Wheel) push(h uint32, n *node, lv uint, slot uint32) {
 	l := &w.levels[lv]
 	mark := endTag | ((uint32(lv)<<slotBits | slot) + 1)
@@ -587,38 +613,52 @@ func (w *Wheel) nextEvent() (p int64, lv int, ok bool) {
 
 // fire empties level-0 bucket slot into dst in (due, seq) order. Only
 // one tick lives in a level-0 bucket and buckets fire in tick order, so
-// ordering each bucket orders the whole batch. Entries appended directly
-// usually arrive in order; cascaded ones may land behind later adds with
-// equal due times, hence the check and the sort.
+// ordering each bucket orders the whole batch. The moved entries, then
+// the direct adds, usually arrive in order; a bucket they leave unordered
+// (see pushL0) is sorted.
 func (w *Wheel) fire(slot int, dst []uint32) []uint32 {
-	l := &w.levels[0]
-	l.occupied &^= 1 << slot
+	w.levels[0].occupied &^= 1 << slot
+	b := &w.l0[slot]
 	start := len(dst)
 	sorted := true
 	var pd int64
 	ph := uint32(0)
-	for h := l.head[slot]; ; {
-		n := w.node(h)
-		next := n.next
-		// seq is asked for only between equal due times, the rare case
-		// (with NewOrdered it is a call into the owner).
-		if len(dst) > start && (n.due < pd || n.due == pd && sorted && w.seq(h) < w.seq(ph)) {
-			sorted = false
+	for _, hs := range [2][]uint32{b.mv, b.dr} {
+		for _, h := range hs {
+			if h == gone {
+				continue
+			}
+			n := w.node(h)
+			// seq is asked for only between equal due times (with
+			// NewOrdered it is a call into the owner).
+			if len(dst) > start && (n.due < pd || n.due == pd && sorted && w.seq(h) < w.seq(ph)) {
+				sorted = false
+			}
+			pd, ph = n.due, h
+			dst = append(dst, h)
+			n.next, n.prev = 0, 0
 		}
-		pd, ph = n.due, h
-		dst = append(dst, h)
-		n.next, n.prev = 0, 0
-		if next&endTag != 0 {
-			break
-		}
-		h = next
 	}
 	w.count -= len(dst) - start
+	b.mv, b.dr, b.live = keep0(b.mv), keep0(b.dr), 0
 	if !sorted {
 		w.sortFired(dst[start:])
 	}
 	return dst
 }
+
+// keep0 empties a fired bucket's array, keeping it for the slot's next
+// tick unless a rare huge tick made it large.
+func keep0(a []uint32) []uint32 {
+	if cap(a) > maxKept0 {
+		return nil
+	}
+	return a[:0]
+}
+
+// maxKept0 bounds the array a level-0 bucket keeps between ticks: 64
+// buckets of two arrays, 2 MiB at most.
+const maxKept0 = 1 << 12
 
 // sortKey is a fired handle with what orders it, read once: a sort that
 // asked the node and the owner at every comparison spent most of its time
@@ -707,6 +747,7 @@ func (w *Wheel) Free() {
 	w.mapped.free()
 	w.pages, w.seqPages, w.cap, w.count = nil, nil, 0, 0
 	w.levels = append(w.levels[:0], level{})
+	w.l0 = [wheelSize]bucket0{}
 	w.resetPasses()
 }
 

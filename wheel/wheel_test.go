@@ -100,9 +100,13 @@ func TestAddEndTagHandlePanics(t *testing.T) {
 	w.Add(MaxHandle+1, 10, 1)
 }
 
-// locOf returns the 1 + level<<slotBits + slot of scheduled h, found in the
-// end mark of its bucket list. O(bucket).
+// locOf returns the 1 + level<<slotBits + slot of scheduled h: on level 0
+// from its due time, above it from the end mark of its bucket list.
+// O(bucket).
 func (w *Wheel) locOf(h uint32) uint32 {
+	if n := w.node(h); n.next == l0Mark {
+		return uint32(w.pos(n.due))&slotMask + 1 // level 0: an array
+	}
 	for n := w.node(h); ; n = w.node(n.next) {
 		if n.next&endTag != 0 {
 			return n.next &^ endTag
@@ -537,5 +541,37 @@ func TestFreeEmptiesAndStaysUsable(t *testing.T) {
 	}
 	if got := w.Advance(20_000, nil); len(got) != 1 || got[0] != 7 {
 		t.Fatalf("after Free and Add: fired %v, want [7]", got)
+	}
+}
+
+// TestLevel0ChurnDoesNotGrowItsBucket: a level-0 bucket is an array, and a
+// removed entry leaves a mark in it until the bucket fires. Adding and
+// removing the newest entry again and again (a job added and cancelled
+// within the tick's 64 ms) reuses its place; removing from the middle
+// leaves a mark that fire skips; the last entry removed frees the bucket.
+func TestLevel0ChurnDoesNotGrowItsBucket(t *testing.T) {
+	w := New(1, 0)
+	w.Add(1, 50, 1)
+	for i := range uint64(10_000) {
+		w.Add(2, 50, 2+i)
+		w.Remove(2)
+	}
+	if b := w.l0[50&slotMask]; len(b.dr) != 1 || b.live != 1 {
+		t.Fatalf("after churn the bucket holds %d entries (%d live), want 1", len(b.dr), b.live)
+	}
+	for h := uint32(2); h <= 5; h++ {
+		w.Add(h, 50, uint64(100+h))
+	}
+	w.Remove(3) // the middle: a mark
+	if got := w.Advance(50, nil); !slices.Equal(got, []uint32{1, 2, 4, 5}) {
+		t.Fatalf("fired %v, want [1 2 4 5]", got)
+	}
+	w.Add(6, 60, 200)
+	w.Remove(6)
+	if w.levels[0].occupied != 0 || w.Len() != 0 {
+		t.Fatalf("an emptied bucket is still occupied (%b), %d left", w.levels[0].occupied, w.Len())
+	}
+	if _, ok := w.NextDeadline(); ok {
+		t.Fatal("NextDeadline ok on an empty wheel")
 	}
 }
