@@ -141,9 +141,9 @@ type Wheel struct {
 	draining uint16
 	// work counts entries visited by cascades and drains, for tests that
 	// bound the work of one Advance.
-	work  int
-	keys  []sortKey // fire's sort buffer, reused
-	sorts int       // buckets fire had to sort, for tests
+	work    int
+	keys    []sortKey          // fire's sort buffer, reused
+	sorts   int                // buckets fire had to sort, for tests
 	l0      [wheelSize]bucket0 // level 0's buckets; levels[0] keeps their occupancy
 	noDrain bool               // tests: cascade only at the bucket's start, as before draining
 }
