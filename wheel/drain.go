@@ -66,8 +66,20 @@ func (w *Wheel) drain() {
 			if start-w.cur > drainAhead<<(sh-slotBits) || sub == ps.sub {
 				continue
 			}
-			ps.b, ps.sub, ps.cur = b, sub, l.head[b&slotMask]
+			idx := 0
+			if lv < arrLevels && ps.b == b {
+				// A new pass over the same array resumes where the last
+				// ended: behind it are marks of what moved down, and the
+				// few entries that did not fit yet, which cascade at the
+				// bucket's start. Restarting walked the marks each tick.
+				idx = ps.idx
+			}
+			ps.b, ps.sub, ps.cur, ps.idx = b, sub, l.head[b&slotMask], idx
 			w.draining |= 1 << lv
+		}
+		if lv < arrLevels {
+			w.drainArr(lv, ps)
+			continue
 		}
 		for range drainSlice {
 			h := ps.cur
@@ -88,6 +100,35 @@ func (w *Wheel) drain() {
 				break
 			}
 		}
+	}
+}
+
+// drainArr is drain's slice of a pass over an array bucket: its cursor is
+// an index, which a removal leaves valid (a removed entry is marked gone,
+// or was the last). A bucket emptied and refilled under the pass is
+// walked from where the pass was, or not at all: what the pass does not
+// move cascades at the bucket's start, as without draining.
+func (w *Wheel) drainArr(lv int, ps *pass) {
+	b := &w.arr[lv][ps.b&slotMask]
+	for range drainSlice {
+		if ps.idx >= len(b.dr) {
+			break
+		}
+		h := b.dr[ps.idx]
+		ps.idx++
+		w.work++
+		if h == gone {
+			continue
+		}
+		n := w.node(h)
+		if u := w.pos(n.due); w.levelOf(u) < uint(lv) {
+			w.Remove(h)
+			w.count++
+			w.relink(h, n, u)
+		}
+	}
+	if ps.idx >= len(b.dr) {
+		w.endPass(lv)
 	}
 }
 
@@ -123,7 +164,7 @@ func (w *Wheel) nextDrain() (q int64, ok bool) {
 // unhook keeps the passes' cursors on live entries: Remove calls it before
 // unlinking h, whose successor is next.
 func (w *Wheel) unhook(h, next uint32) {
-	for m := w.draining; m != 0; m &= m - 1 {
+	for m := w.draining &^ (1<<arrLevels - 1); m != 0; m &= m - 1 { // array levels' cursors are indexes
 		lv := bits.TrailingZeros16(m)
 		if ps := &w.passes[lv]; ps.cur == h {
 			if next&endTag != 0 {

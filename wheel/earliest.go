@@ -120,9 +120,9 @@ walk:
 		if len(heap) == n && w.pos(w.node(heap[0]).due) < b.start {
 			break // every handle here and after is due in a later tick
 		}
-		if b.lv == 0 {
-			b0 := &w.l0[b.slot]
-			for _, hs := range [2][]uint32{b0.mv, b0.dr} {
+		if b.lv < arrLevels {
+			ab := &w.arr[b.lv][b.slot]
+			for _, hs := range [2][]uint32{ab.mv, ab.dr} {
 				for _, h := range hs {
 					if h == gone {
 						continue

@@ -88,7 +88,7 @@ func TestMovedTailRemovedOrReused(t *testing.T) {
 		w.Add(h, 100, uint64(h))
 	}
 	w.Advance(60, nil) // the drain's first slice: 1..1024
-	if b := w.l0[100&slotMask]; len(b.mv) != 1024 || b.mv[1023] != 1024 {
+	if b := w.arr[0][100&slotMask]; len(b.mv) != 1024 || b.mv[1023] != 1024 {
 		t.Fatalf("moved down %d, want 1..1024", len(b.mv))
 	}
 	w.Remove(1024)

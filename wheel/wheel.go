@@ -27,13 +27,14 @@ const (
 	// Remove needs: a middle node's neighbours are handles.
 	endTag = 1 << 31
 
-	// l0Mark is the next link of a node on level 0, whose buckets are
-	// arrays (bucket0), not lists: endTag with no bucket (loc is never 0).
-	// Its prev is then the entry's index in its array, plus one, with
-	// movedBit set for the array of entries moved down.
-	l0Mark   = endTag
-	movedBit = 1 << 30
-	// gone marks a removed entry in a level-0 array.
+	// arrLevels is the number of levels, from 0, whose buckets are arrays
+	// (abucket), not lists. A node there has next = arrTag|level (list
+	// locs stay below 1<<30) and prev = its index in its array, plus one,
+	// with movedBit set for the array of entries moved down.
+	arrLevels = 2
+	arrTag    = endTag | 1<<30
+	movedBit  = 1 << 30
+	// gone marks a removed entry in a bucket's array.
 	gone = ^uint32(0)
 
 	// MaxHandle is the largest handle Add takes: handles at or above
@@ -67,8 +68,8 @@ const (
 type node struct {
 	due int64 // as given to Add; returned by Due and used for ordering
 	// next and prev link the bucket list: handles, or endTag|loc at the
-	// tail (next) and the head (prev). On level 0, next is l0Mark and prev
-	// the entry's place in its bucket's array. Both are 0 while the handle
+	// tail (next) and the head (prev). On an array level, next is
+	// arrTag|level and prev the entry's place in its bucket's array. Both are 0 while the handle
 	// is not scheduled (no list has the same handle on both sides of a
 	// node, and end marks are never 0), so the slab needs no other state.
 	next uint32
@@ -79,8 +80,9 @@ type node struct {
 func (n *node) linked() bool { return n.next|n.prev != 0 }
 
 // level is one ring of wheelSize buckets. Bucket lists are intrusive:
-// head and tail hold handles and the links live in the nodes (level 0
-// keeps only occupied here: its buckets are Wheel.l0's arrays). head and
+// head and tail hold handles and the links live in the nodes (levels
+// below arrLevels keep only occupied here: their buckets are Wheel.arr's
+// arrays). head and
 // tail of an empty bucket are stale; occupied is the source of truth,
 // which saves initialising them and gives NextDeadline a
 // find-first-set instead of a scan.
@@ -90,17 +92,21 @@ type level struct {
 	tail     [wheelSize]uint32
 }
 
-// bucket0 is a level-0 bucket: the handles due in one tick, in two arrays
-// in the order they came, the entries moved down from coarser levels
-// first (see pushL0). Level 0 is where every entry ends, and a bucket is
-// walked whole when it fires: through a list, each node was a cache miss
-// that could not start before the last one ended (98% of fire's time on
-// the load of the next link, under spread delays); from an array, the
-// nodes are fetched in parallel. Only level 0 has arrays: it holds at most
-// 64 ticks of entries, so the arrays are not memory per pending job, which
-// coarser levels' arrays were (docs/decisions.md).
-type bucket0 struct {
-	mv, dr []uint32 // moved down, and added directly; gone for a removed entry
+// abucket is a bucket of level 0 or 1 (arrLevels): its handles in arrays,
+// in the order they came. On level 0 the entries moved down from coarser
+// levels have their own array, walked first (see pushArr).
+//
+// Why arrays there: a bucket of those levels is walked whole, when it
+// fires (level 0) or cascades (level 1). Through a list, each node was a
+// cache miss that could not start before the last one ended: 98% of fire's
+// time was the load of the next link, under spread delays. From an array,
+// the nodes are fetched in parallel. Only the two finest levels: they
+// hold at most 64 ms and 4.1 s of jobs (with 1 ms ticks), so their arrays
+// are not memory per pending job, which arrays on every level were
+// (docs/decisions.md). Coarser buckets are walked too, but each entry is
+// walked there once per level, while its job waits minutes or more.
+type abucket struct {
+	mv, dr []uint32 // moved down (level 0 only), and the rest; gone for a removed entry
 	live   int      // entries not removed
 }
 
@@ -142,10 +148,10 @@ type Wheel struct {
 	// work counts entries visited by cascades and drains, for tests that
 	// bound the work of one Advance.
 	work    int
-	keys    []sortKey          // fire's sort buffer, reused
-	sorts   int                // buckets fire had to sort, for tests
-	l0      [wheelSize]bucket0 // level 0's buckets; levels[0] keeps their occupancy
-	noDrain bool               // tests: cascade only at the bucket's start, as before draining
+	keys    []sortKey                     // fire's sort buffer, reused
+	sorts   int                           // buckets fire had to sort, for tests
+	arr     [arrLevels][wheelSize]abucket // the array levels' buckets; levels[i] keeps their occupancy
+	noDrain bool                          // tests: cascade only at the bucket's start, as before draining
 }
 
 // pass is one walk over a coarse bucket that moves ahead of time the
@@ -154,6 +160,7 @@ type pass struct {
 	b   int64  // the bucket's index on its level
 	sub int64  // clock position on the finer level when the last pass began; math.MinInt64 if none
 	cur uint32 // next handle to look at; valid while the pass is under way
+	idx int    // the same on an array level: the next index in the bucket's array
 }
 
 type mappedPages struct {
@@ -288,10 +295,10 @@ func (w *Wheel) Add(h uint32, due int64, seq uint64) bool {
 	if lv >= uint(len(w.levels)) {
 		w.addLevels(lv)
 	}
-	if lv == 0 {
-		w.pushL0(h, n, uint32(u)&slotMask, 0)
+	if slot := uint32(u>>(slotBits*lv&63)) & slotMask; lv < arrLevels {
+		w.pushArr(h, n, lv, slot, 0)
 	} else {
-		w.push(h, n, lv, uint32(u>>(slotBits*lv&63))&slotMask)
+		w.push(h, n, lv, slot)
 	}
 	w.count++
 	return true
@@ -310,8 +317,8 @@ func (w *Wheel) Remove(h uint32) bool {
 	if prev|next == 0 {
 		return false
 	}
-	if next == l0Mark {
-		w.removeL0(n, prev)
+	if next&arrTag == arrTag {
+		w.removeArr(n, next, prev)
 		n.next, n.prev = 0, 0
 		w.count--
 		return true
@@ -500,48 +507,53 @@ func (w *Wheel) levelOf(u int64) uint {
 // cascaded entry always moves to a finer one.
 func (w *Wheel) relink(h uint32, n *node, u int64) {
 	lv := w.levelOf(u)
-	if lv == 0 {
-		w.pushL0(h, n, uint32(u)&slotMask, movedBit)
-		return
+	if slot := uint32(u>>(slotBits*lv&63)) & slotMask; lv < arrLevels {
+		w.pushArr(h, n, lv, slot, movedBit)
+	} else {
+		w.push(h, n, lv, slot)
 	}
-	w.push(h, n, lv, uint32(u>>(slotBits*lv&63))&slotMask)
 }
 
-// pushL0 files n (handle h) in level-0 bucket slot: with moved set
-// (movedBit), behind the entries moved down before it, ahead of the
-// direct adds. An entry waits on a coarser level only while its tick is
-// 64 or more ticks away, and Add files every later entry for that tick on
-// level 0 directly, so what moves down came first: behind the direct
-// adds, nearly every bucket fired out of seq order under spread delays and
-// had to be sorted (BenchmarkSpreadDelays). fire still checks the order,
-// so a bucket this leaves unsorted (an entry from two levels up behind one
-// from one level up, or a drain pass that moved a later entry of the tick
-// before an earlier one) is sorted as before.
-func (w *Wheel) pushL0(h uint32, n *node, slot uint32, moved uint32) {
-	l := &w.levels[0]
-	b := &w.l0[slot]
+// pushArr appends n (handle h) to bucket slot of array level lv. On level
+// 0, an entry moved down (moved is movedBit) goes behind the entries moved
+// before it, ahead of the direct adds. An entry waits on a coarser level
+// only while its tick is 64 or more ticks away, and Add files every later
+// entry for that tick on level 0 directly, so what moves down came first:
+// behind the direct adds, nearly every bucket fired out of seq order under
+// spread delays and had to be sorted (BenchmarkSpreadDelays). fire still
+// checks the order, so a bucket this leaves unsorted (an entry from two
+// levels up behind one from one level up, or a drain pass that moved a
+// later entry of the tick before an earlier one) is sorted as before. On
+// level 1 every entry goes to one array, in the order it came, as to a
+// list's tail.
+func (w *Wheel) pushArr(h uint32, n *node, lv uint, slot uint32, moved uint32) {
+	l := &w.levels[lv]
+	b := &w.arr[lv][slot]
 	if l.occupied&(1<<slot) == 0 {
 		l.occupied |= 1 << slot
 		b.mv, b.dr, b.live = b.mv[:0], b.dr[:0], 0
 	}
 	a := &b.dr
-	if moved != 0 {
+	if lv != 0 {
+		moved = 0
+	} else if moved != 0 {
 		a = &b.mv
 	}
 	if len(*a) >= movedBit-1 {
-		panic("wheel: more than 2^30 entries in one tick")
+		panic("wheel: more than 2^30 entries in one bucket")
 	}
-	n.next, n.prev = l0Mark, uint32(len(*a)+1)|moved
+	n.next, n.prev = arrTag|uint32(lv), uint32(len(*a)+1)|moved
 	*a = append(*a, h)
 	b.live++
 }
 
-// removeL0 takes the level-0 entry of node n, whose prev link is prev, out
-// of its bucket: it leaves a gone mark, or drops the array's last entry.
-// The bucket is freed when its last entry goes. O(1).
-func (w *Wheel) removeL0(n *node, prev uint32) {
-	slot := uint32(w.pos(n.due)) & slotMask
-	b := &w.l0[slot]
+// removeArr takes the entry of node n, whose links are next and prev, out
+// of its array bucket: it leaves a gone mark, or drops the array's last
+// entry. The bucket is freed when its last entry goes. O(1).
+func (w *Wheel) removeArr(n *node, next, prev uint32) {
+	lv := next &^ arrTag
+	slot := uint32(w.pos(n.due)>>(slotBits*lv&63)) & slotMask
+	b := &w.arr[lv][slot]
 	a := &b.dr
 	if prev&movedBit != 0 {
 		a = &b.mv
@@ -553,7 +565,7 @@ func (w *Wheel) removeL0(n *node, prev uint32) {
 		(*a)[i] = gone
 	}
 	if b.live--; b.live == 0 {
-		w.levels[0].occupied &^= 1 << slot
+		w.levels[lv].occupied &^= 1 << slot
 	}
 }
 
@@ -618,7 +630,7 @@ func (w *Wheel) nextEvent() (p int64, lv int, ok bool) {
 // (see pushL0) is sorted.
 func (w *Wheel) fire(slot int, dst []uint32) []uint32 {
 	w.levels[0].occupied &^= 1 << slot
-	b := &w.l0[slot]
+	b := &w.arr[0][slot]
 	start := len(dst)
 	sorted := true
 	var pd int64
@@ -640,25 +652,25 @@ func (w *Wheel) fire(slot int, dst []uint32) []uint32 {
 		}
 	}
 	w.count -= len(dst) - start
-	b.mv, b.dr, b.live = keep0(b.mv), keep0(b.dr), 0
+	b.mv, b.dr, b.live = keepArr(b.mv), keepArr(b.dr), 0
 	if !sorted {
 		w.sortFired(dst[start:])
 	}
 	return dst
 }
 
-// keep0 empties a fired bucket's array, keeping it for the slot's next
-// tick unless a rare huge tick made it large.
-func keep0(a []uint32) []uint32 {
-	if cap(a) > maxKept0 {
+// keepArr empties a walked bucket's array, keeping it for the slot's next
+// turn unless a rare huge bucket made it large.
+func keepArr(a []uint32) []uint32 {
+	if cap(a) > maxKeptArr {
 		return nil
 	}
 	return a[:0]
 }
 
-// maxKept0 bounds the array a level-0 bucket keeps between ticks: 64
-// buckets of two arrays, 2 MiB at most.
-const maxKept0 = 1 << 12
+// maxKeptArr bounds the array a bucket keeps between turns: 128 buckets of
+// at most two arrays, 4 MiB at most.
+const maxKeptArr = 1 << 12
 
 // sortKey is a fired handle with what orders it, read once: a sort that
 // asked the node and the owner at every comparison spent most of its time
@@ -705,6 +717,18 @@ func (w *Wheel) cascade(lv, slot int) {
 	w.endPass(lv) // a pass on this bucket is overtaken: all of it moves now
 	l := &w.levels[lv]
 	l.occupied &^= 1 << slot
+	if lv < arrLevels {
+		// Each entry moves to level 0, never to this array.
+		b := &w.arr[lv][slot]
+		for _, h := range b.dr {
+			if h != gone {
+				w.relink(h, w.node(h), w.pos(w.node(h).due))
+				w.work++
+			}
+		}
+		b.mv, b.dr, b.live = keepArr(b.mv), keepArr(b.dr), 0
+		return
+	}
 	for h := l.head[slot]; ; {
 		n := w.node(h)
 		next := n.next
@@ -747,7 +771,7 @@ func (w *Wheel) Free() {
 	w.mapped.free()
 	w.pages, w.seqPages, w.cap, w.count = nil, nil, 0, 0
 	w.levels = append(w.levels[:0], level{})
-	w.l0 = [wheelSize]bucket0{}
+	w.arr = [arrLevels][wheelSize]abucket{}
 	w.resetPasses()
 }
 

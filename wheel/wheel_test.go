@@ -104,8 +104,9 @@ func TestAddEndTagHandlePanics(t *testing.T) {
 // from its due time, above it from the end mark of its bucket list.
 // O(bucket).
 func (w *Wheel) locOf(h uint32) uint32 {
-	if n := w.node(h); n.next == l0Mark {
-		return uint32(w.pos(n.due))&slotMask + 1 // level 0: an array
+	if n := w.node(h); n.next&arrTag == arrTag { // an array level
+		lv := n.next &^ arrTag
+		return lv<<slotBits | uint32(w.pos(n.due)>>(slotBits*lv))&slotMask + 1
 	}
 	for n := w.node(h); ; n = w.node(n.next) {
 		if n.next&endTag != 0 {
@@ -556,7 +557,7 @@ func TestLevel0ChurnDoesNotGrowItsBucket(t *testing.T) {
 		w.Add(2, 50, 2+i)
 		w.Remove(2)
 	}
-	if b := w.l0[50&slotMask]; len(b.dr) != 1 || b.live != 1 {
+	if b := w.arr[0][50&slotMask]; len(b.dr) != 1 || b.live != 1 {
 		t.Fatalf("after churn the bucket holds %d entries (%d live), want 1", len(b.dr), b.live)
 	}
 	for h := uint32(2); h <= 5; h++ {
