@@ -124,8 +124,7 @@ func (e *Engine) Add(a AddArgs) (AddResult, error) {
 	if r.id != nil {
 		res.ID = a.Into.hold(r.id)
 	} else {
-		var buf [sidLen]byte
-		res.ID = a.Into.hold(renderSID(&buf, r.sid))
+		res.ID = a.Into.holdSID(r.sid)
 	}
 	e.stats.Added++
 	return res, nil

@@ -122,7 +122,8 @@ func (e *Engine) indexInsert(s uint32, id []byte) {
 }
 
 // indexDelete undoes indexInsert; the job must still have the queue and id
-// it was inserted with.
+// it was inserted with. id is read for a client id only: a server id is
+// unfiled by its number, and its caller may pass nil.
 func (e *Engine) indexDelete(s uint32, id []byte) {
 	j := e.jobs.at(s)
 	if j.flags&jobInRun != 0 {

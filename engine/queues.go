@@ -112,7 +112,11 @@ func (e *Engine) remove(s uint32) {
 	e.detach(s)
 	e.queues[qi].rd.leave(&e.jobs, s)
 	e.queues[qi].bytes -= dataSize(j)
-	e.indexDelete(s, e.idOf(j, &buf))
+	var id []byte // a server id is unfiled by number (indexDelete)
+	if j.idLen > 0 {
+		id = e.idOf(j, &buf)
+	}
+	e.indexDelete(s, id)
 	e.freeSlot(s)
 	if e.queues[qi].live {
 		e.njobs--
