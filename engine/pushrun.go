@@ -47,6 +47,10 @@ type pushRun struct {
 	// the queue is at hand and the block is not: with a thousand queues,
 	// reading the last block's last id was three cache misses an add.
 	top uint64
+	// tail is the last block (nil: none), for add: r.blocks[k-1] is a
+	// load from another allocation, one more cache miss an add over many
+	// queues.
+	tail *runBlock
 	// pages gives full-size blocks their entries (nil: from the heap, as
 	// tests use it); the engine sets it when it makes the queue.
 	pages *runPages
@@ -140,6 +144,7 @@ func (r *pushRun) newBlock(n int, base uint64) *runBlock {
 	}
 	r.mem += b.bytes()
 	r.blocks = append(r.blocks, b)
+	r.tail = b
 	return b
 }
 
@@ -176,8 +181,11 @@ func (r *pushRun) drop(bi int) {
 		if r.pages != nil && len(r.pages.lists) < runPagesKept {
 			r.pages.lists = append(r.pages.lists, r.blocks[:0])
 		}
-		r.blocks = nil
+		r.blocks, r.tail = nil, nil
 		return
+	}
+	if bi == len(r.blocks)-1 {
+		r.tail = r.blocks[bi-1]
 	}
 	if bi == 0 {
 		// The usual end of a block of a FIFO: drop it without moving the
@@ -193,7 +201,7 @@ func (r *pushRun) release() {
 	for _, b := range r.blocks {
 		r.freeBlock(b)
 	}
-	r.blocks = nil
+	r.blocks, r.tail = nil, nil
 }
 
 // last is the greatest id ever filed, or 0: a new id can be appended only
@@ -202,10 +210,10 @@ func (r *pushRun) last() uint64 { return r.top }
 
 // add appends slot s under sid, which must be above last. O(1).
 func (r *pushRun) add(sid uint64, s uint32) {
-	var b *runBlock
-	if k := len(r.blocks); k == 0 {
+	b := r.tail
+	if b == nil {
 		b = r.newBlock(runBlockMin, sid)
-	} else if b = r.blocks[k-1]; b.hi == len(b.ents) || sid-b.base > 1<<32-1 {
+	} else if b.hi == len(b.ents) || sid-b.base > 1<<32-1 {
 		b = r.newBlock(min(2*len(b.ents), runBlockLen), sid)
 	}
 	b.ents[b.hi] = runEnt{uint32(sid - b.base), s + 1}

@@ -82,6 +82,9 @@ func testPushRunModel(t *testing.T, far bool, pages *runPages) {
 			k*runBlockLen > 4*len(live)+(2+farBetween(gaps, live))*runBlockLen {
 			t.Fatalf("step %d: %d blocks held for %d live", step, k, len(live))
 		}
+		if k := len(r.blocks); k == 0 && r.tail != nil || k > 0 && r.tail != r.blocks[k-1] {
+			t.Fatalf("step %d: the run's tail is not its last block", step)
+		}
 		for _, b := range r.blocks {
 			if b.live == 0 || b.ents[b.lo].slot == 0 || b.ents[b.hi-1].slot == 0 {
 				t.Fatalf("step %d: a block is empty or has a removed entry at an end: %d live in [%d, %d)", step, b.live, b.lo, b.hi)
