@@ -130,7 +130,7 @@ func (s *Scratch) holdSID(sid uint64) []byte {
 	}
 	n := len(s.b)
 	s.b = append(s.b, make([]byte, sidLen)...)
-	return renderSID((*[sidLen]byte)(s.b[n:]), sid)[: sidLen : sidLen]
+	return renderSID((*[sidLen]byte)(s.b[n:]), sid)[:sidLen:sidLen]
 }
 
 // hold copies b into s (or into its own allocation when s is nil) and

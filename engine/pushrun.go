@@ -124,35 +124,28 @@ func (p *runPages) release() {
 }
 
 func (r *pushRun) newBlock(n int, base uint64) *runBlock {
-	var b *runBlock
 	p := r.pages
-	switch k := len(p.smallOrNil()); {
-	case n == runBlockMin && k > 0:
-		b = p.small[k-1]
-		p.small = p.small[:k-1]
-		b.base = base
-	case n == runBlockLen && p != nil:
-		b = &runBlock{base: base, ents: p.get()}
+	var b *runBlock
+	switch {
+	case p == nil: // tests: everything from the heap
+		b = &runBlock{ents: make([]runEnt, n)}
+	case n == runBlockLen:
+		b = &runBlock{ents: p.get()}
+	case n == runBlockMin && len(p.small) > 0:
+		b = p.small[len(p.small)-1]
+		p.small = p.small[:len(p.small)-1]
 	default:
-		b = &runBlock{base: base, ents: make([]runEnt, n)}
+		b = &runBlock{ents: make([]runEnt, n)}
 	}
-	if r.blocks == nil && p != nil {
-		if k := len(p.lists); k > 0 {
-			r.blocks = p.lists[k-1]
-			p.lists = p.lists[:k-1]
-		}
+	b.base = base
+	if r.blocks == nil && p != nil && len(p.lists) > 0 {
+		r.blocks = p.lists[len(p.lists)-1]
+		p.lists = p.lists[:len(p.lists)-1]
 	}
 	r.mem += b.bytes()
 	r.blocks = append(r.blocks, b)
 	r.tail = b
 	return b
-}
-
-func (p *runPages) smallOrNil() []*runBlock {
-	if p == nil {
-		return nil
-	}
-	return p.small
 }
 
 func (b *runBlock) bytes() int64 { return int64(unsafe.Sizeof(*b)) + int64(len(b.ents))*8 }
