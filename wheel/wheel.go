@@ -69,9 +69,10 @@ type node struct {
 	due int64 // as given to Add; returned by Due and used for ordering
 	// next and prev link the bucket list: handles, or endTag|loc at the
 	// tail (next) and the head (prev). On an array level, next is
-	// arrTag|level and prev the entry's place in its bucket's array. Both are 0 while the handle
-	// is not scheduled (no list has the same handle on both sides of a
-	// node, and end marks are never 0), so the slab needs no other state.
+	// arrTag|level and prev the entry's place in its bucket's array. Both
+	// are 0 while the handle is not scheduled (no list has the same handle
+	// on both sides of a node, and end marks are never 0), so the slab
+	// needs no other state.
 	next uint32
 	prev uint32
 }
@@ -82,9 +83,8 @@ func (n *node) linked() bool { return n.next|n.prev != 0 }
 // level is one ring of wheelSize buckets. Bucket lists are intrusive:
 // head and tail hold handles and the links live in the nodes (levels
 // below arrLevels keep only occupied here: their buckets are Wheel.arr's
-// arrays). head and
-// tail of an empty bucket are stale; occupied is the source of truth,
-// which saves initialising them and gives NextDeadline a
+// arrays). head and tail of an empty bucket are stale; occupied is the
+// source of truth, which saves initialising them and gives NextDeadline a
 // find-first-set instead of a scan.
 type level struct {
 	occupied uint64 // bit s set iff bucket s is non-empty
