@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"strconv"
 	"testing"
@@ -132,6 +133,30 @@ func BenchmarkAddDelayed(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		a := AddArgs{Queue: q, Payload: flowBenchPayload, Delay: 1000 + rng.Int64N(99_000), AckTimeout: -1, Retry: -1, Into: &sc}
+		if _, err := e.Add(a); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkAddDelayedManyQueues is the pinned harness's DELAY.ADD row over
+// 1,000 keys without the network: random queues, delays of 0 to 999 ms, on
+// the real clock, so jobs fire while it runs (the wheel's fire and cascade,
+// the ready lists) and each add appends to another queue's push run. Run
+// with `taskset -c 0 go test ./engine -run '^$' -bench
+// 'AddDelayedManyQueues' -benchtime 3000000x`.
+func BenchmarkAddDelayedManyQueues(b *testing.B) {
+	e := flowBenchEngine(b)
+	var names [][]byte
+	for i := range 1000 {
+		names = append(names, []byte(fmt.Sprintf("q:%012d", i)))
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	var sc Scratch
+	b.ReportAllocs()
+	for b.Loop() {
+		a := AddArgs{Queue: names[rng.IntN(len(names))], Payload: flowBenchPayload, Delay: rng.Int64N(1000),
+			AckTimeout: -1, Retry: -1, Into: &sc}
 		if _, err := e.Add(a); err != nil {
 			b.Fatal(err)
 		}
