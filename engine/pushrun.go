@@ -77,9 +77,10 @@ type runBlock struct {
 
 // runEnt is 8 bytes where an id and a slot take 12: ids are stored as an
 // offset from their block's first, so a block spans ids less than 2^32
-// apart (a server id counts 2^16 a millisecond: 65 s). Offheap, at least
-// half full (merge), that is 8 to 16 bytes a job, as much as e.sids' cells
-// at their load, which the run replaces.
+// apart (a server id counts 2^16 a millisecond: 65 s). Offheap, that is 8
+// bytes a job in a run filled in order and emptied from an end, as much as
+// e.sids' cells at their load, which the run replaces; holes from the
+// middle can leave a block a quarter full (merge) before it is merged.
 type runEnt struct{ off, slot uint32 } // slot+1; 0: removed
 
 func (b *runBlock) sid(i int) uint64 { return b.base + uint64(b.ents[i].off) }
