@@ -59,8 +59,10 @@ func (c *core) hashKey(q uint32, id []byte) uint64 {
 	return maphash.Bytes(c.seed, id) ^ (uint64(q)+1)*0x9e3779b97f4a7c15
 }
 
-// The index has two parts, both slotTables (slottable.go). Server-made ids
-// are unique across every queue, so e.sids files them by the id alone:
+// The index has three parts. Server ids made live (DELAY.ADD without ID,
+// LPUSH, RPUSH) go to their queue's push run (pushrun.go), in the order
+// they were made. The rest are in two slotTables (slottable.go). Server-made
+// ids are unique across every queue, so e.sids files them by the id alone:
 // adding one hashes no bytes, and a lookup compares a uint64 (and then
 // checks the job's queue). Client ids go into e.index by a hash of
 // (queue, id), compared by queue and bytes.

@@ -121,9 +121,9 @@ func BenchmarkPopGroups(b *testing.B) {
 
 // BenchmarkAddDelayed and BenchmarkPushOne set what DELAY.ADD costs the
 // engine against a list push (the pinned harness's DELAY.ADD vs LPUSH row,
-// without the network): a delayed job with a server id goes into the id
-// index and the wheel; a pushed one into its queue's push run and ready
-// list. Delays are 1 to 100 s, as the harness's, so none fires. Run with
+// without the network): a delayed job with a server id goes into its
+// queue's push run and the wheel; a pushed one into the push run and the
+// ready list. Delays are 1 to 100 s, as the harness's, so none fires. Run with
 // `taskset -c 0 go test ./engine -run '^$' -bench 'AddDelayed|PushOne' -benchtime 1000000x`.
 func BenchmarkAddDelayed(b *testing.B) {
 	e := flowBenchEngine(b)

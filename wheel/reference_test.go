@@ -460,10 +460,11 @@ func FuzzWheel(f *testing.F) {
 	})
 }
 
-// TestMovedFirstAgainstReference aims the reference check at pushMoved:
-// few handles, reused often, due in a few level-0 slots one to three
-// rotations ahead, and small steps, so entries moved down from level 1 meet
-// direct adds and reused handles of the same slot's earlier ticks.
+// TestMovedFirstAgainstReference aims the reference check at the moved
+// entries' array of level-0 buckets (pushArr): few handles, reused often,
+// due in a few level-0 slots one to three rotations ahead, and small
+// steps, so entries moved down from level 1 meet direct adds and reused
+// handles of the same slot's earlier ticks.
 func TestMovedFirstAgainstReference(t *testing.T) {
 	ops := 400_000
 	if testing.Short() || raceEnabled {

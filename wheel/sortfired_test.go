@@ -33,7 +33,7 @@ func TestSortBufferKeptOnlyWhenSmall(t *testing.T) {
 
 // Entries that waited on level 1 for a tick were added before every entry
 // Add filed on level 0 for it, so the cascade and the drain put them ahead
-// of those (pushMoved): the bucket fires in seq order with no sort. Here
+// of those (pushArr): the bucket fires in seq order with no sort. Here
 // 3000 entries for four ticks wait on level 1, interleaved, while direct
 // adds for the same ticks arrive before, between and after the drain's
 // slices, the clock moving every tick as the engine's does.
