@@ -495,7 +495,8 @@ func (e *Engine) Now() int64 { return e.nowMs() }
 // switch and runs the woken goroutine next) but up to a millisecond late
 // when it is idle; and, with Options.FineTimer, a timerfd, exact when idle
 // but behind the run queue when busy (netpoll is polled when the run
-// queue empties).
+// queue empties). With the timerfd, the runtime's timer is set a
+// millisecond later, as a backstop (see the arming below).
 func (e *Engine) run() {
 	defer close(e.done)
 	t := time.NewTimer(time.Hour)
@@ -537,11 +538,24 @@ func (e *Engine) run() {
 		if ok {
 			e.armed = dl
 			d := e.until(dl)
-			t.Reset(d)
-			if e.fine != nil && dl != fineAt {
-				e.fine.arm(d)
-				fineAt = dl
+			if e.fine != nil {
+				if dl != fineAt {
+					e.fine.arm(d)
+					fineAt = dl
+				}
+				// The runtime's timer is the backstop for a busy process,
+				// set a millisecond after the timerfd. At the same instant
+				// it woke an idle process early: epoll_wait's timeout,
+				// truncated to whole ms, ran out before the timerfd's
+				// expiry, for one more sleep until it (one more wake-up a
+				// fire, in the rivals race's steady case about one a job).
+				// A millisecond later, the truncated timeout never comes
+				// first. A busy process still meets the deadline: each
+				// write advances the wheel, and netpoll, where the timerfd
+				// is read, runs whenever the run queue empties.
+				d += time.Millisecond
 			}
+			t.Reset(d)
 		}
 		e.mu.Unlock()
 	wait:

@@ -55,24 +55,31 @@ func newFineTimer() (*fineTimer, error) {
 // non-blocking read, and on one CPU the runtime's bookkeeping around a
 // system call (waking sysmon, which then hands the P to another thread)
 // cost more context switches than the timer saves (see resp/rawio_linux.go).
+//
+// It stays inside one RawConn.Read: after an expiry it waits on the poller
+// without reading again. A read that finds the expiry empties the timerfd's
+// counter, and a later expiry is a new edge that ends the wait, so the
+// read that would find nothing (EAGAIN) is skipped: one system call an
+// expiry. A new RawConn.Read would have to make it, since it clears the
+// poller's readiness mark before its first read (internal/poll's prepareRead).
 func (t *fineTimer) read() {
 	var buf [8]byte
-	for {
-		err := t.rc.Read(func(fd uintptr) bool {
-			_, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&buf[0])), 8)
-			// Not expired yet: wait on the poller. Anything else (an
-			// expiry, or an error no timerfd we arm can give) wakes the
-			// engine, which at worst finds nothing due.
-			return e != syscall.EAGAIN
-		})
-		if err != nil {
-			return // closed
+	t.rc.Read(func(fd uintptr) bool {
+		_, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&buf[0])), 8)
+		switch e {
+		case syscall.EAGAIN: // not expired (a wake-up from an earlier edge)
+		case syscall.EBADF:
+			return true // closed under us
+		default:
+			// An expiry, or an error no timerfd we arm can give: either
+			// wakes the engine, which at worst finds nothing due.
+			select {
+			case t.c <- struct{}{}:
+			default: // a wake-up is already pending; one is enough
+			}
 		}
-		select {
-		case t.c <- struct{}{}:
-		default: // a wake-up is already pending; one is enough
-		}
-	}
+		return false // wait on the poller; Read returns once the fd is closed
+	})
 }
 
 // arm sets the timer to expire d from now, replacing any earlier arming; d

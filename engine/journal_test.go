@@ -471,3 +471,85 @@ func TestFailedWriteAbandonsRewrite(t *testing.T) {
 		}
 	})
 }
+
+// killClone returns what a kill -9 now would leave: every byte written,
+// fsynced or not (the page cache survives a process).
+func killClone(t *testing.T, fs *aof.MemFS) *aof.MemFS {
+	t.Helper()
+	data, err := fs.ReadFile("/data/" + LogFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := aof.NewMemFS()
+	c.WriteFile("/data/"+LogFile, data)
+	return c
+}
+
+// A DELAY.POP's reservation under everysec is not written on its own
+// (logRecLazy): its reply does not wait, the ack's write carries it, and
+// the flusher's tick writes one no ack followed. Lost to a kill -9 before
+// either, it costs a delivery, never the job.
+func TestReservationRidesWithTheNextWrite(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fs := aof.NewMemFS()
+		e := mustNew(t, logged(fs, FsyncEverySec))
+		defer e.Close()
+		for _, id := range []string{"a", "b"} {
+			res, err := e.Add(AddArgs{Queue: b("q"), ID: b(id), Payload: b(id), AckTimeout: 30_000, Retry: -1})
+			if err != nil || e.WaitDurable(res.Ticket) != nil {
+				t.Fatal("add failed", err)
+			}
+		}
+		synctest.Wait()
+		size := func() int {
+			data, _ := fs.ReadFile("/data/" + LogFile)
+			return len(data)
+		}
+		before := size()
+
+		d, ok := e.Pop([][]byte{b("q")})
+		if !ok || !d.Reserved || string(d.ID) != "a" {
+			t.Fatalf("pop: %+v %v", d, ok)
+		}
+		if d.Ticket != 0 {
+			t.Fatalf("the reservation's reply waits for ticket %d, want none", d.Ticket)
+		}
+		synctest.Wait()
+		if size() != before {
+			t.Fatalf("the reservation was written on its own: log %d -> %d bytes", before, size())
+		}
+		// Killed now: "a" is ready again, delivered once more at once.
+		c := mustNew(t, logged(killClone(t, fs), FsyncEverySec))
+		if info, ok := c.Get(b("q"), b("a")); !ok || info.State != "ready" {
+			t.Fatalf("after a kill before the reservation's write, a is %+v %v, want ready", info, ok)
+		}
+		c.Close()
+
+		// The ack's write carries the reservation before it.
+		n, ticket, err := e.Ack(b("q"), [][]byte{b("a")})
+		if err != nil || n != 1 || e.WaitDurable(ticket) != nil {
+			t.Fatal("ack failed", n, err)
+		}
+		c = mustNew(t, logged(killClone(t, fs), FsyncEverySec))
+		if _, ok := c.Get(b("q"), b("a")); ok {
+			t.Fatal("acked job a is back after a kill")
+		}
+		c.Close()
+
+		// A reservation no ack follows is written by the next tick.
+		if d, ok := e.Pop([][]byte{b("q")}); !ok || string(d.ID) != "b" {
+			t.Fatalf("pop: %+v %v", d, ok)
+		}
+		before = size()
+		time.Sleep(1100 * time.Millisecond)
+		synctest.Wait()
+		if size() == before {
+			t.Fatal("a reservation no write followed was not written within a second")
+		}
+		c = mustNew(t, logged(killClone(t, fs), FsyncEverySec))
+		if info, ok := c.Get(b("q"), b("b")); !ok || info.State != "reserved" || info.Deliveries != 1 {
+			t.Fatalf("after the tick's write and a kill, b is %+v %v, want reserved, delivered once", info, ok)
+		}
+		c.Close()
+	})
+}
