@@ -925,6 +925,40 @@ func TestDurabilityReservedSurvivesKill9(t *testing.T) {
 	expectStats(t, c, "q", 0, 0, 0)
 }
 
+// TestDurabilityEverysecReservationNeverLosesTheJob: under everysec a
+// DELAY.POP's reservation is written with the next record a reply waits for
+// (its ACK's), or within a second (docs/decisions.md). A kill -9 right
+// after the pop may lose the reservation, never the job: it is ready or
+// reserved after the restart. An ACK's reply waits for its write, so an
+// acked job stays gone across a kill -9.
+func TestDurabilityEverysecReservationNeverLosesTheJob(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, "--appendonly", "yes", "--appendfsync", "everysec")
+	c := s.Client()
+	a := add(t, c, "q", 0, "a", "ACKTIMEOUT", 60000)
+	b := add(t, c, "q", 0, "b", "ACKTIMEOUT", 60000)
+	expect(t, c, []any{"q", a, "a"}, "DELAY.POP", "q", "1")
+	s.Kill9()
+	durRestartAfterKill(t, s)
+	c = s.Client()
+	switch m := job(t, c, "q", a); m["state"] {
+	case "ready": // the reservation was lost: delivered again
+		expect(t, c, []any{"q", a, "a"}, "DELAY.POP", "q", "1")
+	case "reserved": // the flusher's tick wrote it first
+	default:
+		t.Fatalf("after a pop and kill -9: job a is %v, want ready or reserved", m)
+	}
+	expect(t, c, int64(1), "DELAY.ACK", "q", a)
+	expect(t, c, []any{"q", b, "b"}, "DELAY.POP", "q", "1")
+	expect(t, c, int64(1), "DELAY.ACK", "q", b)
+	s.Kill9()
+	durRestartAfterKill(t, s)
+	c = s.Client()
+	expect(t, c, nil, "DELAY.GET", "q", a)
+	expect(t, c, nil, "DELAY.GET", "q", b)
+	expectStats(t, c, "q", 0, 0, 0)
+}
+
 // TestDurabilitySigtermKeepsEverything: SIGTERM exits 0 and the restart sees
 // every write, whatever the fsync policy (a graceful stop flushes and fsyncs).
 func TestDurabilitySigtermKeepsEverything(t *testing.T) {
