@@ -36,8 +36,8 @@ for r in $(seq "$ROUNDS"); do
     ns=0
     # The counters die with the server: keep the last reading.
     while kill -0 "$run" 2>/dev/null; do
-      x=$(cat /proc/"$pid"/task/*/schedstat 2>/dev/null | awk '{s += $1} END {print s + 0}')
-      [ "$x" -gt 0 ] && ns=$x
+      x=$(cat /proc/"$pid"/task/*/schedstat 2>/dev/null | awk '{s += $1} END {printf "%.0f\n", s}') || x=0
+      [ "${x:-0}" -gt 0 ] && ns=$x
       sleep 0.05
     done
     wait "$run" || true
