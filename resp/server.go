@@ -291,6 +291,10 @@ type conn struct {
 
 	closing  *atomic.Bool // the server is stopping: finish replies, then close
 	stopping atomic.Bool
+	// watchEnd and gone get one value each per watcher, never a close, so
+	// both are made once per connection: the watcher sends on watchEnd as
+	// it ends, and on gone first if the client left; unwatch, or block's
+	// case for gone, takes both values before the next watch.
 	watchEnd chan struct{}
 	gone     chan struct{}
 	watchErr error  // why the watcher ended on its own; read after watchEnd
@@ -360,11 +364,14 @@ func (cn *conn) failLogged(d *commands.Dispatcher) {
 const maxPending = 1 << 20
 
 // watch reads the socket while the client is blocked, to notice it leave.
-// Bytes it reads are kept for the command reader. gone is closed if the
+// Bytes it reads are kept for the command reader. gone gets a value if the
 // client disconnects.
 func (cn *conn) watch() {
-	cn.watchEnd = make(chan struct{})
-	cn.gone = make(chan struct{})
+	if cn.watchEnd == nil {
+		cn.watchEnd = make(chan struct{}, 1)
+		cn.gone = make(chan struct{}, 1)
+	}
+	cn.watchErr = nil
 	if cn.watchBuf == nil {
 		// On the heap and kept: a 4 KiB array on the watcher's stack made
 		// every new watcher grow (copy) its stack, 3% of the server's CPU
@@ -372,7 +379,7 @@ func (cn *conn) watch() {
 		cn.watchBuf = make([]byte, 4096)
 	}
 	go func() {
-		defer close(cn.watchEnd)
+		defer func() { cn.watchEnd <- struct{}{} }()
 		buf := cn.watchBuf // one watcher at a time: unwatch waits for watchEnd
 		for {
 			n, err := cn.nc.Read(buf)
@@ -382,7 +389,7 @@ func (cn *conn) watch() {
 					return
 				}
 				cn.watchErr = err
-				close(cn.gone)
+				cn.gone <- struct{}{}
 				return
 			}
 			if len(cn.pending) >= maxPending {
