@@ -69,7 +69,6 @@ type journal struct {
 	// guarded by Engine.mu
 	pend      []byte // records, each as uvarint length then bytes
 	pendFirst uint64
-	untold    bool   // pend holds records the flusher was not kicked for (logRecLazy)
 	proposing bool   // cluster mode: a batch left pend and is not yet in flight
 	ticket    uint64 // last ticket given out
 	broken    error  // log failure: writes are refused
@@ -333,46 +332,16 @@ func (e *Engine) logRec(r *rec) uint64 {
 		return e.unitRec(j.scratch)
 	}
 	j.ticket++
-	e.appendPend(j.scratch, j.ticket, true)
+	e.appendPend(j.scratch, j.ticket)
 	return j.ticket
 }
 
-// logRecLazy is logRec for a record whose loss in a crash costs a job
-// one more delivery, never the job: a DELAY.POP's reservation. Under
-// appendfsync everysec, on a single node, it neither wakes the flusher nor
-// makes its reply wait: it is written with the next record a reply waits
-// for (in a worker's loop, its ACK's), or by the flusher's next tick, at
-// most a second later. A kill -9 before then delivers the job again at
-// once after the restart, as if its worker had missed the ack timeout.
-// In the rivals race's steady case this was one write(2) of a job's
-// three to the log, and a wake-up of the flusher between the timer and
-// the job's reply. Under always, a reply still waits for the fsync; a
-// cluster commits every record before it answers.
-func (e *Engine) logRecLazy(r *rec) uint64 {
-	j := &e.j
-	if e.opts.Fsync != FsyncEverySec || e.opts.Replicator != nil || e.inTx {
-		return e.logRec(r)
-	}
-	if j.log == nil || j.replaying || j.broken != nil {
-		return 0
-	}
-	j.scratch = r.encode(j.scratch[:0])
-	j.ticket++
-	e.appendPend(j.scratch, j.ticket, false)
-	return 0
-}
-
 // appendPend appends one encoded record with this ticket to the pending
-// batch (and to a running rewrite's tail), and with wake tells the flusher
-// the batch is there unless it was told already. Called with mu held.
-func (e *Engine) appendPend(b []byte, ticket uint64, wake bool) {
+// batch (and to a running rewrite's tail). Called with mu held.
+func (e *Engine) appendPend(b []byte, ticket uint64) {
 	j := &e.j
 	if len(j.pend) == 0 {
 		j.pendFirst = ticket
-		j.untold = true
-	}
-	if wake && j.untold {
-		j.untold = false
 		select {
 		case j.kick <- struct{}{}:
 		default:
@@ -411,32 +380,20 @@ func (e *Engine) flusher() {
 		go e.syncer(syncReq, syncDone)
 	}
 	dirty := false
-	// startSync hands the fsync to the syncer. An fsync still running
-	// covers the writes made before it began; the ones made since stay
-	// dirty for the next tick.
-	startSync := func() {
-		if dirty && j.syncStart.Load() == 0 {
-			j.syncStart.Store(time.Now().UnixNano())
-			syncReq <- struct{}{} // the syncer is idle: never blocks
-			dirty = false
-		}
-	}
 	var probe <-chan time.Time // armed while a full disk refuses writes
 	for {
-		closing, syncAfter := false, false
+		closing := false
 		select {
 		case <-j.kick:
 		case <-tick:
-			// Records nobody waits for (logRecLazy) are written now,
-			// then fsynced with the rest.
-			e.mu.Lock()
-			lazy := len(j.pend) > 0
-			e.mu.Unlock()
-			if !lazy {
-				startSync()
-				continue
+			// An fsync still running covers the writes made before it
+			// began; the ones made since stay dirty for the next tick.
+			if dirty && j.syncStart.Load() == 0 {
+				j.syncStart.Store(time.Now().UnixNano())
+				syncReq <- struct{}{} // the syncer is idle: never blocks
+				dirty = false
 			}
-			syncAfter = true
+			continue
 		case <-probe:
 			probe = nil
 			if !e.probeLog() {
@@ -486,9 +443,6 @@ func (e *Engine) flusher() {
 			}
 		} else {
 			j.wmu.Unlock()
-		}
-		if syncAfter {
-			startSync()
 		}
 		if closing {
 			if syncReq != nil {

@@ -264,7 +264,7 @@ func (e *Engine) take(s uint32, plain bool, to *Scratch, up int64) Delivery {
 		}
 		r.due, r.deliveries, r.seq = up+int64(j.ackTimeout), j.deliveries, j.seq
 		e.reserveAt(s, r.due)
-		d.Ticket = e.logRecLazy(&r)
+		d.Ticket = e.logRec(&r)
 		return d
 	}
 	r := e.recFor(opPop, s)

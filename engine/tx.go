@@ -109,7 +109,7 @@ func (e *Engine) endUnit() uint64 {
 		j.scratch = binary.AppendUvarint(j.scratch, part)
 		j.scratch = append(j.scratch, more)
 		j.scratch = append(j.scratch, body[:n]...)
-		e.appendPend(j.scratch, t, true)
+		e.appendPend(j.scratch, t)
 		body = body[n:]
 		if more == 0 {
 			break
