@@ -11,6 +11,8 @@ import (
 	"github.com/delayd/delayd/engine"
 )
 
+// aclDispatcher is a dispatcher with opts on a fresh engine, which closes
+// with the test (the ACL tests', and others').
 func aclDispatcher(t *testing.T, opts Options) *Dispatcher {
 	t.Helper()
 	eng, err := engine.New(engine.Options{})

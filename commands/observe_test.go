@@ -120,14 +120,9 @@ func TestDelayAddAllocatesNothing(t *testing.T) {
 // replies (DELAY.ADD's ids) w keeps. The engine closes with the test.
 func newAddClient(t *testing.T) (*engine.Engine, *Dispatcher, *Client, *lastBulkWriter) {
 	t.Helper()
-	eng, err := engine.New(engine.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { eng.Close() })
-	d := New(Options{Engine: eng, Config: map[string]string{}})
+	d := aclDispatcher(t, Options{})
 	w := &lastBulkWriter{}
-	return eng, d, d.NewClient(w, "a"), w
+	return d.eng.Load(), d, d.NewClient(w, "a"), w
 }
 
 // lastBulkWriter keeps the last bulk reply (a copy, as a connection's buffer does).
