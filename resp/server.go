@@ -213,6 +213,7 @@ func (s *Server) serveConn(nc net.Conn) {
 		Conn:  cn.ob,
 	})
 	defer s.d.CloseClient(c)
+	defer cn.stopReader()
 	rd := newReader(cn, func() bool { return c.Authed })
 	for {
 		// Run every command the buffer holds, then send all their replies
@@ -289,16 +290,21 @@ type conn struct {
 	pending []byte        // read by the watcher during a block, not yet parsed
 	logged  []loggedReply // replies in w.buf that wait for the log
 
-	closing  *atomic.Bool // the server is stopping: finish replies, then close
-	stopping atomic.Bool
-	// watchEnd and gone get one value each per watcher, never a close, so
-	// both are made once per connection: the watcher sends on watchEnd as
-	// it ends, and on gone first if the client left; unwatch, or block's
-	// case for gone, takes both values before the next watch.
-	watchEnd chan struct{}
-	gone     chan struct{}
-	watchErr error  // why the watcher ended on its own; read after watchEnd
-	watchBuf []byte // the watcher's read buffer, kept across blocks
+	closing *atomic.Bool // the server is stopping: finish replies, then close
+
+	// The socket's reader goroutine, started at the connection's first
+	// blocked pop: while a pop waits it reads the socket, to notice the
+	// client leave (and keep what it sends meanwhile). It reads once per
+	// request on want and answers on got. A read it was asked for stays
+	// asked once the pop is served: the connection's next read takes its
+	// answer instead of reading (Read). So a worker that blocks for each job
+	// costs one read that finds nothing a job, not two, and no goroutine,
+	// deadline change or wake to stop a watcher (docs/decisions.md, "a
+	// reader that outlives the block").
+	want    chan struct{}
+	got     chan readResult // buffered: the reader never waits on it
+	reading bool            // a read was asked for and its answer not taken (main goroutine only)
+	readBuf []byte          // the reader's buffer, valid from an answer until the next request
 
 	idleArmed bool // the read deadline is --timeout's (limits.go)
 }
@@ -308,6 +314,13 @@ func (cn *conn) Read(p []byte) (int, error) {
 		n := copy(p, cn.pending)
 		cn.pending = cn.pending[n:]
 		return n, nil
+	}
+	if cn.reading {
+		r := <-cn.got
+		cn.reading = false
+		n := copy(p, cn.readBuf[:r.n])
+		cn.pending = append(cn.pending, cn.readBuf[n:r.n]...)
+		return n, r.err
 	}
 	return cn.nc.Read(p)
 }
@@ -363,57 +376,61 @@ func (cn *conn) failLogged(d *commands.Dispatcher) {
 // from it (it gets the bytes processed after the pop resolves).
 const maxPending = 1 << 20
 
-// watch reads the socket while the client is blocked, to notice it leave.
-// Bytes it reads are kept for the command reader. gone gets a value if the
-// client disconnects.
-func (cn *conn) watch() {
-	if cn.watchEnd == nil {
-		cn.watchEnd = make(chan struct{}, 1)
-		cn.gone = make(chan struct{}, 1)
-	}
-	cn.watchErr = nil
-	if cn.watchBuf == nil {
-		// On the heap and kept: a 4 KiB array on the watcher's stack made
-		// every new watcher grow (copy) its stack, 3% of the server's CPU
-		// when workers block for each job.
-		cn.watchBuf = make([]byte, 4096)
-	}
-	go func() {
-		defer func() { cn.watchEnd <- struct{}{} }()
-		buf := cn.watchBuf // one watcher at a time: unwatch waits for watchEnd
-		for {
-			n, err := cn.nc.Read(buf)
-			cn.pending = append(cn.pending, buf[:n]...)
-			if err != nil {
-				if cn.stopping.Load() && isTimeout(err) {
-					return
-				}
-				cn.watchErr = err
-				cn.gone <- struct{}{}
-				return
-			}
-			if len(cn.pending) >= maxPending {
-				return // the client is alive and flooding; stop watching
-			}
-		}
-	}()
+// readResult is one answer of the reader goroutine: n bytes in readBuf.
+type readResult struct {
+	n   int
+	err error
 }
 
-// unwatch stops the watcher and reports whether the client went away. A
-// read deadline the watcher hit before it was told to stop is Server.Close
-// waking every connection: the client is still there.
-func (cn *conn) unwatch() (gone bool) {
-	cn.stopping.Store(true)
-	cn.nc.SetReadDeadline(time.Now())
-	<-cn.watchEnd
-	cn.stopping.Store(false)
-	cn.nc.SetReadDeadline(time.Time{})
-	select {
-	case <-cn.gone:
-		return !isTimeout(cn.watchErr)
-	default:
-		return false
+// readAhead has the reader goroutine read the socket, unless it already
+// is; its answer comes on got.
+func (cn *conn) readAhead() {
+	if cn.reading {
+		return
 	}
+	if cn.want == nil {
+		cn.want = make(chan struct{}, 1)
+		cn.got = make(chan readResult, 1)
+		// On the heap and kept: a 4 KiB array on a goroutine's stack made
+		// it grow (copy) its stack, 3% of the server's CPU when a watcher
+		// was started for each job.
+		cn.readBuf = make([]byte, 4096)
+		go cn.reader()
+	}
+	cn.reading = true
+	cn.want <- struct{}{}
+}
+
+// reader reads once per request until want is closed (stopReader).
+func (cn *conn) reader() {
+	for range cn.want {
+		n, err := cn.nc.Read(cn.readBuf)
+		cn.got <- readResult{n, err}
+	}
+}
+
+// stopReader ends the reader goroutine once its read returns (the
+// connection is closed after this).
+func (cn *conn) stopReader() {
+	if cn.want != nil {
+		close(cn.want)
+	}
+}
+
+// took keeps the bytes of the reader's answer r for the command reader and
+// returns its error.
+func (cn *conn) took(r readResult) error {
+	cn.reading = false
+	cn.pending = append(cn.pending, cn.readBuf[:r.n]...)
+	return r.err
+}
+
+// leftBlocked reports whether the reader's answer err, got while a pop
+// waited or was being served, says the client is gone; false for a
+// deadline, which is Server.Close waking every connection (unless the
+// client was killed): the client is still there.
+func (cn *conn) leftBlocked(err error) bool {
+	return err != nil && (!isTimeout(err) || cn.killed.Load())
 }
 
 // block waits for a blocked pop to resolve: served, timed out, or the client
@@ -427,7 +444,7 @@ func (cn *conn) block(c *commands.Client, d *commands.Dispatcher) bool {
 		b.Gone()
 		return false
 	}
-	cn.watch()
+	cn.readAhead()
 	var timeout <-chan time.Time
 	if b.Timeout > 0 {
 		t := time.NewTimer(b.Timeout)
@@ -436,34 +453,47 @@ func (cn *conn) block(c *commands.Client, d *commands.Dispatcher) bool {
 	}
 	c.Ticket = 0
 	keep := true
-	select {
-	case <-b.Ready():
-		cn.ob.begin()
-		b.Served(c)
-	case <-timeout:
-		cn.ob.begin()
-		b.TimedOut(c)
-	case msg := <-b.Unblocked():
-		cn.ob.begin()
-		b.Unblock(c, msg)
-	case <-cn.gone:
-		<-cn.watchEnd
-		if !isTimeout(cn.watchErr) || cn.killed.Load() {
-			b.Gone() // a job handed over meanwhile goes back to its queue
-			return false
-		}
-		// Server.Close woke the watcher: the client is still there and the
-		// engine, stopped first, has released the waiter; answer it.
-		cn.ob.begin()
+wait:
+	for {
 		select {
 		case <-b.Ready():
+			cn.ob.begin()
 			b.Served(c)
-		case <-time.After(time.Second):
+		case <-timeout:
+			cn.ob.begin()
 			b.TimedOut(c)
+		case msg := <-b.Unblocked():
+			cn.ob.begin()
+			b.Unblock(c, msg)
+		case r := <-cn.got:
+			err := cn.took(r)
+			if err == nil {
+				// The client sent more while it waits (pipelined
+				// commands): keep it for after the pop, and go on
+				// watching unless it floods.
+				if len(cn.pending) < maxPending {
+					cn.readAhead()
+				}
+				continue wait
+			}
+			if cn.leftBlocked(err) {
+				b.Gone() // a job handed over meanwhile goes back to its queue
+				return false
+			}
+			// Server.Close woke the reader: the client is still there and
+			// the engine, stopped first, has released the waiter; answer it.
+			cn.ob.begin()
+			select {
+			case <-b.Ready():
+				b.Served(c)
+			case <-time.After(time.Second):
+				b.TimedOut(c)
+			}
+			keep = false
 		}
-		keep = false
+		break
 	}
-	if keep && (cn.unwatch() || cn.peerGone()) {
+	if keep && (cn.goneMeanwhile() || cn.peerGone()) {
 		b.WriteFailed()
 		return false
 	}
@@ -476,12 +506,24 @@ func (cn *conn) block(c *commands.Client, d *commands.Dispatcher) bool {
 	}
 	// The batch the pop was part of goes on: pushes wait for its replies.
 	cn.ob.begin()
-	// unwatch cleared the read deadline Server.Close or a kill set to wake
-	// us.
 	return keep && !cn.closing.Load() && !cn.killed.Load()
 }
 
-// peerGone reports a hang-up the watcher may not have read yet (see
+// goneMeanwhile reports a hang-up the reader has already answered with
+// while the pop was being served.
+func (cn *conn) goneMeanwhile() bool {
+	if !cn.reading {
+		return false
+	}
+	select {
+	case r := <-cn.got:
+		return cn.leftBlocked(cn.took(r))
+	default:
+		return false
+	}
+}
+
+// peerGone reports a hang-up the reader may not have read yet (see
 // rawConn.peerGone); false where the socket cannot be asked (TLS, pipes),
 // which rely on the watcher alone.
 func (cn *conn) peerGone() bool {
