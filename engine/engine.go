@@ -241,6 +241,7 @@ type core struct {
 	seq     uint64
 	lastSID uint64
 	fired   []uint32
+	toServe []uint32 // advanceLocked's queues with waiters and newly ready jobs
 	// deadLetters names the dead-letter queue of the few jobs that have one,
 	// by slot, rather than spending 8 bytes of every job on it.
 	deadLetters  map[uint32][]byte
@@ -627,7 +628,9 @@ func (e *Engine) advanceLocked(now int64) {
 			q.delayed--
 			e.stats.Fired++
 			e.pushReady(h, false)
-			e.serve(j.queue)
+			if q.whead != nil && (len(e.toServe) == 0 || e.toServe[len(e.toServe)-1] != j.queue) {
+				e.toServe = append(e.toServe, j.queue)
+			}
 		case stateReserved:
 			// Like an operation in Kafka's purgatory whose timeout passed.
 			q.reserved--
@@ -639,6 +642,20 @@ func (e *Engine) advanceLocked(now int64) {
 		}
 	}
 	e.fired = fired[:0]
+	// Waiters are served once every job that fired is ready, not job by
+	// job: a blocked DELAY.MPOP ... COUNT n then takes up to n of the jobs
+	// due in this tick, as a blocked BLMPOP takes up to n of the elements
+	// one LPUSH adds, where serving each job as it fired handed one job to
+	// each of n waiters (docs/decisions.md, "fired jobs are served as a
+	// batch"). Single pops are served in the same order either way: the
+	// ready list is FIFO and the queues are served in the order their
+	// first job fired. A queue listed twice is served twice; the second
+	// finds no one to serve.
+	for i, qi := range e.toServe {
+		e.serve(qi)
+		e.toServe[i] = 0
+	}
+	e.toServe = e.toServe[:0]
 	e.advanceTimers(now)
 }
 

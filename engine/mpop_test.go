@@ -122,6 +122,49 @@ func TestMPopBlocked(t *testing.T) {
 	})
 }
 
+// Jobs that fire in the same tick are all ready before any waiter is
+// served: a blocked MPOP takes up to its count of them, as a blocked BLMPOP
+// takes what one LPUSH adds, and the next waiter the rest. Single pops
+// blocked on several queues get them in fire order: the queue whose job
+// fired first is served first.
+func TestFiredJobsServeWaitersAsABatch(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEngine(t, Options{})
+		_, w1, _ := e.MPopOrWait([][]byte{b("q")}, 3)
+		_, w2, _ := e.MPopOrWait([][]byte{b("q")}, 3)
+		_, p1, _ := e.PopOrWait([][]byte{b("s"), b("r")}, PopDelay)
+		_, p2, _ := e.PopOrWait([][]byte{b("r"), b("s")}, PopDelay)
+		if w1 == nil || w2 == nil || p1 == nil || p2 == nil {
+			t.Fatal("park")
+		}
+		for i := range 4 {
+			identAdd(t, e, AddArgs{Queue: b("q"), ID: b(fmt.Sprint("q", i)), Payload: b("p"), Delay: 10, Retry: -1})
+		}
+		identAdd(t, e, AddArgs{Queue: b("r"), ID: b("r0"), Payload: b("p"), Delay: 10, Retry: -1})
+		identAdd(t, e, AddArgs{Queue: b("s"), ID: b("s0"), Payload: b("p"), Delay: 10, Retry: -1})
+		sleep(10 * time.Millisecond)
+		<-w1.Ready()
+		<-w2.Ready()
+		d, _ := w1.Result()
+		if got := identIDs(append([]Delivery{d}, w1.More()...)); !slices.Equal(got, []string{"q0", "q1", "q2"}) {
+			t.Fatalf("the first MPOP got %v, want the tick's first three", got)
+		}
+		if d, _ := w2.Result(); string(d.ID) != "q3" || len(w2.More()) != 0 {
+			t.Fatalf("the second MPOP got %s %v", d.ID, identIDs(w2.More()))
+		}
+		<-p1.Ready()
+		<-p2.Ready()
+		// r0 fired before s0 (added first): r is served first, and its
+		// first waiter is p1, which waits on s and r.
+		if d, _ := p1.Result(); string(d.ID) != "r0" {
+			t.Fatalf("the first pop got %s, want r0", d.ID)
+		}
+		if d, _ := p2.Result(); string(d.ID) != "s0" {
+			t.Fatalf("the second pop got %s, want s0", d.ID)
+		}
+	})
+}
+
 // Inside a transaction MPOP does not block.
 func TestMPopInTransaction(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
