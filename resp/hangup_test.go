@@ -158,7 +158,7 @@ func TestTLSBlockedClientHangsUp(t *testing.T) {
 // Clients parked ahead of a live one hang up and the job comes at once,
 // perhaps before the server has noticed: the job is handed back from each
 // dead waiter it reaches and gets to the live one. Only the poll before the
-// reply makes this hold: with the watcher alone (stopped by a read deadline
+// reply makes this hold: with a watcher alone (stopped by a read deadline
 // before it read the hang-up) it failed 1 to 3 runs in 30.
 func TestJobServedAsClientsHangUp(t *testing.T) {
 	eng, _, addr := hangupServer(t, nil)

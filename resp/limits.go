@@ -124,7 +124,7 @@ func (cn *conn) armIdle(c *commands.Client) {
 	cn.rewake()
 }
 
-// disarmIdle clears the idle deadline (before a blocked pop's watcher
+// disarmIdle clears the idle deadline (before a blocked pop's reader
 // reads, which must see only Close's and kill's deadlines).
 func (cn *conn) disarmIdle() {
 	if !cn.idleArmed {

@@ -12,8 +12,9 @@ import (
 // parks (PING before it is answered only once it has: replies before a
 // blocking pop are flushed when it parks), a producer adds a job, and the
 // parked pop is served. It is the path of the rivals race's spread and
-// steady cases (a watcher per parked pop, the wake, the reply), without
-// the race's noise: compare builds with -count, interleaved.
+// steady cases (the reader's read while the pop waits, the wake, the
+// reply), without the race's noise: compare builds with -count,
+// interleaved.
 //
 //	go test ./resp -run '^$' -bench ParkedPop -count 5
 func BenchmarkParkedPop(b *testing.B) {

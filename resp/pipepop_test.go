@@ -12,7 +12,8 @@ import (
 // the job it finished in one write with its next DELAY.POP. The ACK's reply
 // must reach it while the pop waits (it is when the worker knows the job is
 // done), and the pop must then be served by the next add. Several rounds on
-// one connection: every round parks the pop and starts a new watcher.
+// one connection: every round parks the pop, and the read the reader
+// goroutine was asked for while it waited brings the next round.
 func TestAckRepliedBeforePipelinedPopBlocks(t *testing.T) {
 	eng, dial := inProcess(t, engine.Options{}, 4096)
 	worker, wr := dial()

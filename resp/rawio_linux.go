@@ -30,7 +30,7 @@ type rawConn struct {
 	// 12 of the 27 of a parked pop's cycle (BenchmarkParkedPop). rmu and
 	// wmu keep one call at a time on each: writes come from the
 	// connection's goroutine and its outbox's (push.go), reads from the
-	// connection's goroutine and its watcher, one after the other.
+	// connection's goroutine and its reader goroutine, one after the other.
 	rmu, wmu        sync.Mutex
 	rd, wr          rawIO
 	readFn, writeFn func(fd uintptr) bool
@@ -158,11 +158,12 @@ func (c *rawConn) opError(op string, err error) error {
 }
 
 // peerGone asks the kernel, without waiting, whether the peer has hung up
-// or reset: one ppoll(2) (arm64 has no poll). The parked pop's watcher is
-// stopped by a read deadline, which ends its read before it looks at the
-// socket, so a hang-up that came just before a job was served is seen only
+// or reset: one ppoll(2) (arm64 has no poll). A hang-up that came just
+// before a job was served may not have reached the parked pop's reader yet
+// (its goroutine has not run since the poller saw it), so it is seen only
 // here; written into the dead socket, the job was lost (BLPOP) or held
-// until its ack timeout (TestJobServedAsClientsHangUp: 3 runs in 30).
+// until its ack timeout (TestJobServedAsClientsHangUp: 3 runs in 30 when a
+// watcher stopped by a read deadline was all there was).
 func (c *rawConn) peerGone() bool {
 	c.pmu.Lock()
 	defer c.pmu.Unlock()

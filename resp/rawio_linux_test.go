@@ -49,8 +49,8 @@ func TestRawConnReadsUntilEOF(t *testing.T) {
 	}
 }
 
-// The watcher of a parked pop is stopped with a read deadline; its error
-// must take isTimeout's fast path, as net.Conn's does.
+// A read deadline (Server.Close, CLIENT KILL, --timeout) ends a read; its
+// error must take isTimeout's fast path, as net.Conn's does.
 func TestRawConnDeadlineIsTimeout(t *testing.T) {
 	srv, _ := rawPair(t)
 	srv.SetReadDeadline(time.Now())

@@ -278,7 +278,7 @@ type loggedReply struct {
 }
 
 // conn is the socket of one client: the reader redcon reads from (with
-// bytes the disconnect watcher read while the client was blocked) and the
+// bytes the reader goroutine read while the client was blocked) and the
 // reply buffer.
 type conn struct {
 	s       *Server
@@ -287,7 +287,7 @@ type conn struct {
 	ob      *outbox       // pushes from other goroutines (push.go)
 	killed  atomic.Bool   // CLIENT KILL, or too many pushes waiting
 	writing atomic.Int64  // bytes of the replies in the Write in progress (CLIENT LIST omem=)
-	pending []byte        // read by the watcher during a block, not yet parsed
+	pending []byte        // read by the reader goroutine, not yet parsed
 	logged  []loggedReply // replies in w.buf that wait for the log
 
 	closing *atomic.Bool // the server is stopping: finish replies, then close
@@ -299,8 +299,8 @@ type conn struct {
 	// asked once the pop is served: the connection's next read takes its
 	// answer instead of reading (Read). So a worker that blocks for each job
 	// costs one read that finds nothing a job, not two, and no goroutine,
-	// deadline change or wake to stop a watcher (docs/decisions.md, "a
-	// reader that outlives the block").
+	// deadline change or wake to stop a watcher (docs/decisions.md, "one
+	// reader goroutine per blocking connection").
 	want    chan struct{}
 	got     chan readResult // buffered: the reader never waits on it
 	reading bool            // a read was asked for and its answer not taken (main goroutine only)
@@ -525,16 +525,17 @@ func (cn *conn) goneMeanwhile() bool {
 
 // peerGone reports a hang-up the reader may not have read yet (see
 // rawConn.peerGone); false where the socket cannot be asked (TLS, pipes),
-// which rely on the watcher alone.
+// which rely on the reader alone.
 func (cn *conn) peerGone() bool {
 	rc, ok := cn.nc.(interface{ peerGone() bool })
 	return ok && rc.peerGone()
 }
 
 func isTimeout(err error) bool {
-	// The common case, a read deadline set to stop the watcher of every
-	// served blocking pop, is answered without errors.As, whose reflection
-	// was 5% of the server's CPU in the rivals race's spread case.
+	// The common case, a read deadline passing, is answered without
+	// errors.As, whose reflection was 5% of the server's CPU in the rivals
+	// race's spread case when a deadline stopped the watcher of every
+	// served pop (now Server.Close, CLIENT KILL and --timeout set them).
 	if oe, ok := err.(*net.OpError); ok && oe.Err == os.ErrDeadlineExceeded {
 		return true
 	}

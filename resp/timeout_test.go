@@ -8,8 +8,8 @@ import (
 	"time"
 )
 
-// TestIsTimeoutDeadline: the read deadline that stops a blocked client's
-// watcher is a timeout by the fast path (a *net.OpError holding
+// TestIsTimeoutDeadline: the read deadline that wakes a blocked client's
+// reader is a timeout by the fast path (a *net.OpError holding
 // os.ErrDeadlineExceeded), and an end of stream is not.
 func TestIsTimeoutDeadline(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
