@@ -210,7 +210,7 @@ func (s *server) start() error {
 			return fmt.Errorf("server exited before it answered PING on %s", s.addr())
 		default:
 		}
-		if pingOnce(s.addr()) {
+		if pingOnce(s.addr(), s.password) {
 			return nil
 		}
 		if time.Now().After(deadline) {
@@ -221,19 +221,33 @@ func (s *server) start() error {
 	}
 }
 
-// pingOnce reports whether a raw PING gets a reply other than LOADING
-// (+PONG, or -NOAUTH when a password is set).
-func pingOnce(addr string) bool {
+// pingOnce reports whether a raw PING gets a reply other than LOADING. With
+// a password it authenticates first: a server still loading answers an
+// unauthenticated PING with -NOAUTH (authentication is checked before
+// loading, as Redis does), which said nothing about loading and let a
+// check start against a server that then answered LOADING (rueidis/auth,
+// once under load).
+func pingOnce(addr, password string) bool {
 	c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
 	if err != nil {
 		return false
 	}
 	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(time.Second))
-	if _, err := c.Write([]byte("*1\r\n$4\r\nPING\r\n")); err != nil {
+	req := "*1\r\n$4\r\nPING\r\n"
+	if password != "" {
+		req = fmt.Sprintf("*2\r\n$4\r\nAUTH\r\n$%d\r\n%s\r\n", len(password), password) + req
+	}
+	if _, err := c.Write([]byte(req)); err != nil {
 		return false
 	}
-	line, err := bufio.NewReader(c).ReadString('\n')
+	r := bufio.NewReader(c)
+	if password != "" {
+		if line, err := r.ReadString('\n'); err != nil || !strings.HasPrefix(line, "+") {
+			return false
+		}
+	}
+	line, err := r.ReadString('\n')
 	return err == nil && (strings.HasPrefix(line, "+") ||
 		strings.HasPrefix(line, "-") && !strings.HasPrefix(line, "-LOADING"))
 }
