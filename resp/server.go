@@ -316,6 +316,8 @@ func (cn *conn) Read(p []byte) (int, error) {
 		return n, nil
 	}
 	if cn.reading {
+		// Straight into p, not through took: pending, emptied, has no
+		// room left, and appending to it would allocate a parked pop.
 		r := <-cn.got
 		cn.reading = false
 		n := copy(p, cn.readBuf[:r.n])
