@@ -22,9 +22,10 @@
 // chooses. Buckets of coarser levels are intrusive doubly linked lists
 // through integer links in those nodes, with the per-level bucket heads in
 // arrays of integers: they hold most pending jobs, and a list costs nothing
-// per job beyond the node. Level 0's buckets, which hold at most 64 ticks of
-// jobs and are walked whole when they fire, are arrays of handles: a walk
-// of an array fetches its nodes in parallel, a list's one at a time.
+// per job beyond the node. The buckets of levels 0 and 1, which hold at
+// most 1,024 and 65,536 ticks of jobs and are walked whole when they fire
+// or move down, are arrays of handles: a walk of an array fetches its nodes
+// in parallel, a list's one at a time.
 // Steady-state Add, Remove and Advance allocate nothing.
 //
 // The wheel starts no goroutines, takes no locks and never reads a clock:
@@ -61,12 +62,13 @@
 //     fires or is removed, and may then be added again.
 //   - The clock only moves forward; Advance with an earlier time is a no-op.
 //   - Every scheduled handle sits in a bucket at or after the clock: level 0
-//     holds the next 64 ticks, level L>0 the 63 buckets after the clock's
+//     holds the next 1,024 ticks, level L>0 the 63 buckets after the clock's
 //     own bucket at that level.
 //
 // # Cost
 //
-//	New           O(1); level 0 is 520 bytes, each further level the same
+//	New           O(1); about 60 KB (level 0's 1,024 buckets), each further
+//	              level 520 bytes
 //	Add           O(1), 0 allocs once the slab covers h (else amortised append)
 //	Remove        O(1)
 //	Contains, Due, Len, Now   O(1)
@@ -79,9 +81,13 @@
 //	              1024 entries per level per Advance (drain.go), so with the
 //	              clock moving every tick no Advance moves a whole bucket
 //
-// Levels have 64 buckets. With a 1 ms tick, level 0 spans 64 ms, level 1
-// 4.1 s, level 2 4.4 min, level 3 4.7 h, level 4 12.4 days, level 5 2.2
-// years; at most 11 levels cover every representable time.
+// Level 0 has 1,024 buckets of one tick, the levels above it 64 buckets
+// each 64 times as wide as the level below (level 1's are 1,024 ticks).
+// With a 1 ms tick, level 0 spans 1 s, level 1 65 s, level 2 70 min,
+// level 3 74.6 h, level 4 199 days, level 5 35 years; at most 10 levels
+// cover every representable time. Level 0 is wider than the rest so that
+// a delay under a second, common for retries and short timers, goes
+// straight to the bucket it fires from and is never moved.
 //
 // # Caveats
 //

@@ -7,40 +7,48 @@ import (
 
 // Draining a coarse bucket ahead of its time.
 //
-// A bucket of level L > 0 holds every entry due in its 64^L ticks that was
-// added while its time was still far. When the clock reaches the bucket
-// all of it must move to finer levels at once (cascade), in one Advance,
-// under the owner's lock: with delays spread over seconds a level-2 bucket
-// (4.1 s with 1 ms ticks) holds tens of thousands of entries, and moving
-// them stalls every fire and every client for milliseconds, a list walk
-// over nodes scattered across the slab.
+// A bucket of level L > 0 holds every entry due in its 1024*64^(L-1)
+// ticks that was added while its time was still far. When the clock
+// reaches the bucket all of it must move to finer levels at once
+// (cascade), in one Advance, under the owner's lock: with delays spread
+// over minutes a level-2 bucket (65 s with 1 ms ticks) holds hundreds of
+// thousands of entries, and moving them stalls every fire and every client
+// for milliseconds, a list walk over nodes scattered across the slab.
 //
 // So each Advance also drains, for every level L > 0, the level's next
-// bucket once the clock is within drainAhead sub-buckets (drainAhead
-// buckets of level L-1, 256 ms for level 2) of its start: a pass walks the
-// bucket from its head, at most drainSlice entries per Advance, and moves
-// every entry that already fits a finer level (levelOf, against the clock
-// as it is: the placement Add would choose, so the wheel stays exact). An
-// entry that does not fit yet, because its level-(L-1) bucket is still 64
-// or more away, stays where it is; at most drainAhead/64 of the bucket's
-// entries are left that way, and a new pass may start once the clock
-// reaches the next sub-bucket, when more of them fit. Whatever is left when
-// the clock reaches the bucket cascades as before.
+// bucket once the clock is within a sixteenth of level L-1's ring of its
+// start (ahead: 64 ticks for level 1, whose finer level has 1,024
+// buckets; 4 buckets of level L-1 above that, 4 s for level 2): a pass
+// walks the bucket from its head, at most drainSlice entries per Advance,
+// and moves every entry that already fits a finer level (levelOf, against
+// the clock as it is: the placement Add would choose, so the wheel stays
+// exact). An entry that does not fit yet, because its level-(L-1) bucket
+// is still a whole ring away, stays where it is; at most a sixteenth of
+// the bucket's entries are left that way, and a new pass may start once
+// the clock reaches the next sub-bucket, when more of them fit. Whatever
+// is left when the clock reaches the bucket cascades as before.
 //
 // While a pass is under way NextDeadline names the next tick, so the
 // owner's timer calls Advance once per tick and the bucket moves in slices.
 // At most drainSlice entries are visited per level per Advance: with 1 ms
-// ticks a level-2 bucket can hold 256*1024 entries (64k adds/s aimed at
-// that range) before the cascade at its start has any left to move.
+// ticks a level-1 bucket can hold 64*1024 entries (64k adds/s aimed at
+// that range) before the cascade at its start has any left to move, and
+// a level-2 bucket 4096*1024.
 //
 // Nothing fires earlier or later than before: fire still sorts each
 // level-0 bucket by (due, seq), and an entry moves only to the bucket Add
 // would have put it in. Remove stays O(1): a removed cursor hands the pass
 // to its successor (unhook).
-const (
-	drainAhead = 4
-	drainSlice = 1024
-)
+const drainSlice = 1024
+
+// ahead returns how many buckets of level lv-1 before the start of level
+// lv's next bucket its drain may begin: a sixteenth of level lv-1's ring.
+func ahead(lv int) int64 {
+	if lv == 1 {
+		return fineSize / 16
+	}
+	return wheelSize / 16
+}
 
 // drain advances the passes: for each level above 0, start a pass on the
 // next bucket if its time is near and no pass began in this sub-bucket,
@@ -54,16 +62,16 @@ func (w *Wheel) drain() {
 			w.endPass(lv)
 			continue
 		}
-		sh := slotBits * lv
+		sh, subSh := shiftOf(uint(lv)), shiftOf(uint(lv-1))
 		c := w.cur >> sh
 		b := c + int64(bits.TrailingZeros64(bits.RotateLeft64(l.occupied, -int(c&slotMask))))
 		start := b << sh
-		sub := w.cur >> (sh - slotBits)
+		sub := w.cur >> subSh
 		if w.draining&(1<<lv) != 0 && ps.b != b {
 			w.endPass(lv) // cannot happen: a pass's bucket is the level's next until it cascades
 		}
 		if w.draining&(1<<lv) == 0 {
-			if start-w.cur > drainAhead<<(sh-slotBits) || sub == ps.sub {
+			if start-w.cur > ahead(lv)<<subSh || sub == ps.sub {
 				continue
 			}
 			idx := 0
@@ -109,7 +117,7 @@ func (w *Wheel) drain() {
 // walked from where the pass was, or not at all: what the pass does not
 // move cascades at the bucket's start, as without draining.
 func (w *Wheel) drainArr(lv int, ps *pass) {
-	b := &w.arr[lv][ps.b&slotMask]
+	b := w.arrBucket(uint(lv), uint32(ps.b))
 	for range drainSlice {
 		if ps.idx >= len(b.dr) {
 			break
@@ -146,13 +154,13 @@ func (w *Wheel) nextDrain() (q int64, ok bool) {
 		if occ == 0 {
 			continue
 		}
-		sh := slotBits * lv
+		sh, subSh := shiftOf(uint(lv)), shiftOf(uint(lv-1))
 		c := w.cur >> sh
 		b := c + int64(bits.TrailingZeros64(bits.RotateLeft64(occ, -int(c&slotMask))))
 		start := b << sh
-		at := max(start-drainAhead<<(sh-slotBits), w.cur+1)
+		at := max(start-ahead(lv)<<subSh, w.cur+1)
 		if s := w.passes[lv].sub; s != math.MinInt64 {
-			at = max(at, (s+1)<<(sh-slotBits))
+			at = max(at, (s+1)<<subSh)
 		}
 		if at < start && (!ok || at < q) {
 			q, ok = at, true

@@ -120,10 +120,10 @@ func TestDrainFollowingNextDeadline(t *testing.T) {
 func TestDrainCursorRemoved(t *testing.T) {
 	x := newHarness(t, 1, 0, true)
 	for h := uint32(1); h <= 5000; h++ {
-		x.add(h, 4096+int64(h%4000), uint64(h))
+		x.add(h, 65536+int64(h%60000)*13%65536, uint64(h))
 	}
-	// Reach the window of the level-2 bucket [4096, 8192): one slice done.
-	x.advance(4096 - drainAhead*64)
+	// Reach the window of the level-2 bucket [65536, 131072): one slice done.
+	x.advance(65536 - ahead(2)<<shiftOf(1))
 	if x.w.draining&(1<<2) == 0 {
 		t.Fatal("no pass under way on level 2")
 	}

@@ -43,9 +43,17 @@ func (w *Wheel) Earliest(dst []uint32, n, of, budget int, keep func(h uint32) bo
 		lv, slot int
 	}
 	var buckets []bucket
-	for i := range w.levels {
+	for i, occ := range w.fine {
+		for occ != 0 {
+			s := i<<6 + bits.TrailingZeros64(occ)
+			occ &= occ - 1
+			// The tick: within the 1,024 from the clock (see nextFine).
+			buckets = append(buckets, bucket{start: w.cur + (int64(s)-w.cur)&fineMask, lv: 0, slot: s})
+		}
+	}
+	for i := 1; i < len(w.levels); i++ {
 		occ := w.levels[i].occupied
-		sh := slotBits * i
+		sh := shiftOf(uint(i))
 		c := w.cur >> sh
 		for occ != 0 {
 			s := bits.TrailingZeros64(occ)
@@ -121,7 +129,7 @@ walk:
 			break // every handle here and after is due in a later tick
 		}
 		if b.lv < arrLevels {
-			ab := &w.arr[b.lv][b.slot]
+			ab := w.arrBucket(uint(b.lv), uint32(b.slot))
 			for _, hs := range [2][]uint32{ab.mv, ab.dr} {
 				for _, h := range hs {
 					if h == gone {

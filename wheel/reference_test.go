@@ -479,12 +479,12 @@ func TestMovedFirstAgainstReference(t *testing.T) {
 				h := rng.Uint32N(24)
 				switch op := rng.IntN(10); {
 				case op < 5:
-					// Slots 5 and 36, 40 to 200 ticks ahead.
-					base := x.r.now + 40 + rng.Int64N(160)
-					slot := []int64{5, 36}[rng.IntN(2)]
-					due := base - mod(base, 64) + slot
+					// Slots 5 and 548, 0.6 to 3 rotations ahead.
+					base := x.r.now + fineSize*5/8 + rng.Int64N(fineSize*5/2)
+					slot := []int64{5, 548}[rng.IntN(2)]
+					due := base - mod(base, fineSize) + slot
 					if due <= x.r.now {
-						due += 64
+						due += fineSize
 					}
 					x.add(h, due, x.nextSeq(0))
 				case op < 7:

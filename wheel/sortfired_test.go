@@ -51,13 +51,13 @@ func TestMovedEntriesGoAheadOfDirectAdds(t *testing.T) {
 			}
 		}
 		for i := range 3000 {
-			add(100 + int64(i%4)) // level 1: the ticks are 64 or more away
+			add(2000 + int64(i%4)) // level 1: the ticks are 1,024 or more away
 		}
 		var fired []uint32
-		for now := int64(1); now <= 103; now++ {
-			if now >= 40 && now <= 100 && now%3 == 0 {
+		for now := int64(1); now <= 2003; now++ {
+			if now >= 980 && now <= 2000 && now%3 == 0 {
 				for d := range int64(4) {
-					add(100 + d) // level 0: within 64 ticks
+					add(2000 + d) // level 0: within 1,024 ticks
 				}
 			}
 			fired = w.Advance(now, fired)
@@ -85,16 +85,16 @@ func TestMovedTailRemovedOrReused(t *testing.T) {
 	w := New(1, 0)
 	const n = 3000 // the drain moves 1024 a tick: three slices
 	for h := uint32(1); h <= n; h++ {
-		w.Add(h, 100, uint64(h))
+		w.Add(h, 2000, uint64(h)) // level 1
 	}
-	w.Advance(60, nil) // the drain's first slice: 1..1024
-	if b := w.arr[0][100&slotMask]; len(b.mv) != 1024 || b.mv[1023] != 1024 {
+	w.Advance(980, nil) // the drain's first slice, 1..1024, which fit level 0 from here
+	if b := w.arr0[2000&fineMask]; len(b.mv) != 1024 || b.mv[1023] != 1024 {
 		t.Fatalf("moved down %d, want 1..1024", len(b.mv))
 	}
 	w.Remove(1024)
 	w.Add(1024, 40_000, 1024) // reused far off, in another tick
 	w.Remove(7)
-	fired := w.Advance(100, nil)
+	fired := w.Advance(2000, nil)
 	if len(fired) != n-2 || w.Len() != 1 {
 		t.Fatalf("fired %d, %d left; want %d and 1", len(fired), w.Len(), n-2)
 	}
@@ -109,7 +109,8 @@ func TestMovedTailRemovedOrReused(t *testing.T) {
 // the last one moved into its bucket, and remembered that one (w.moved)
 // past the bucket's tick. The handle it names can be removed,
 // reused for the same slot's tick a rotation later and added while that
-// tick is still 64 or more ticks away, so to a level-1 bucket. When that
+// tick is still a ring (64 ticks then, 1,024 now) or more away, so to a
+// level-1 bucket. When that
 // bucket cascades, the entry moved before it must not be spliced after it:
 // the splice lands in the list being walked, and two entries were relinked
 // after each other for ever (a server hung in cascade -> relink).
@@ -118,25 +119,25 @@ func TestMovedEntryOfAnEarlierRotationIsNotTrusted(t *testing.T) {
 		w := New(1, 0)
 		w.noDrain = !drain
 		const a, b, c = 1, 2, 3
-		w.Add(a, 100, 1) // level 1; moved down to slot 36 at tick 64
-		fired := w.Advance(70, nil)
+		w.Add(a, 1100, 1) // level 1; moved down to slot 76 at tick 1024 at the latest
+		fired := w.Advance(1030, nil)
 		if !w.Remove(a) || len(fired) != 0 {
-			t.Fatalf("drain=%v: a not pending at 70 (fired %v)", drain, fired)
+			t.Fatalf("drain=%v: a not pending at 1030 (fired %v)", drain, fired)
 		}
-		fired = w.Advance(101, fired)
-		w.Add(b, 228, 2) // tick 228 is slot 36 again, 127 ticks away: level 1
-		w.Add(a, 228, 3) // the remembered handle, reused for the same slot
-		fired = w.Advance(170, fired)
-		w.Add(c, 228, 4) // 58 ticks away: level 0, slot 36, occupied now
+		fired = w.Advance(1101, fired)
+		w.Add(b, 3148, 2) // tick 3148 is slot 76 again, 2046 ticks away: level 1
+		w.Add(a, 3148, 3) // the remembered handle, reused for the same slot
+		fired = w.Advance(2130, fired)
+		w.Add(c, 3148, 4) // 1017 ticks away: level 0, slot 76, occupied now
 		done := make(chan []uint32)
-		go func() { done <- w.Advance(230, fired) }()
+		go func() { done <- w.Advance(3150, fired) }()
 		select {
 		case fired = <-done:
 		case <-time.After(10 * time.Second):
 			t.Fatalf("drain=%v: Advance did not return (a cycle in a bucket list)", drain)
 		}
 		if len(fired) != 3 || w.Len() != 0 {
-			t.Fatalf("drain=%v: fired %v, %d left; want the 3 jobs due at 228", drain, fired, w.Len())
+			t.Fatalf("drain=%v: fired %v, %d left; want the 3 jobs due at 3148", drain, fired, w.Len())
 		}
 		got := map[uint32]bool{}
 		for _, h := range fired {

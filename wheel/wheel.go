@@ -12,13 +12,24 @@ import (
 
 const (
 	slotBits  = 6
-	wheelSize = 1 << slotBits // buckets per level; a power of two so / and % are shifts and masks
+	wheelSize = 1 << slotBits // buckets per coarse level (1 and up); a power of two so / and % are shifts and masks
 	slotMask  = wheelSize - 1
+
+	// Level 0 is wider than the others: 1,024 one-tick buckets. With 1 ms
+	// ticks a job due within a second goes straight to the bucket it fires
+	// from and never moves; with 64 buckets every delay from 64 ms on was
+	// added to level 1 and moved down once (fineBits in docs/decisions.md).
+	// Its occupancy is two-level: a word per 64 buckets (fine) and a bit
+	// per word (fineSum).
+	fineBits  = 10
+	fineSize  = 1 << fineBits
+	fineMask  = fineSize - 1
+	fineWords = fineSize / 64
 
 	// maxLevels bounds the hierarchy. Positions (due times in ticks) are
 	// kept within ±2^62, so two of them differ by less than 2^63 and level
-	// 10, whose buckets span 2^60 ticks, always has room: 64^11 > 2^64.
-	maxLevels = 11
+	// 9, whose buckets span 2^58 ticks, always has room: 2^10 * 64^9 = 2^64.
+	maxLevels = 10
 
 	// endTag marks a bucket link that is not a handle: the head's prev and
 	// the tail's next hold endTag|loc, where loc is 1 + level<<slotBits +
@@ -82,8 +93,8 @@ func (n *node) linked() bool { return n.next|n.prev != 0 }
 
 // level is one ring of wheelSize buckets. Bucket lists are intrusive:
 // head and tail hold handles and the links live in the nodes (levels
-// below arrLevels keep only occupied here: their buckets are Wheel.arr's
-// arrays). head and tail of an empty bucket are stale; occupied is the
+// below arrLevels keep at most occupied here: their buckets are arrays,
+// Wheel.arr0 and arr1, and level 0's occupancy is Wheel.fine). head and tail of an empty bucket are stale; occupied is the
 // source of truth, which saves initialising them and gives NextDeadline a
 // find-first-set instead of a scan.
 type level struct {
@@ -101,7 +112,7 @@ type level struct {
 // cache miss that could not start before the last one ended: 98% of fire's
 // time was the load of the next link, under spread delays. From an array,
 // the nodes are fetched in parallel. Only the two finest levels: they
-// hold at most 64 ms and 4.1 s of jobs (with 1 ms ticks), so their arrays
+// hold at most 1 s and 65 s of jobs (with 1 ms ticks), so their arrays
 // are not memory per pending job, which arrays on every level were
 // (docs/decisions.md). Coarser buckets are walked too, but each entry is
 // walked there once per level, while its job waits minutes or more.
@@ -150,7 +161,10 @@ type Wheel struct {
 	work    int
 	keys    []sortKey                     // fire's sort buffer, reused
 	sorts   int                           // buckets fire had to sort, for tests
-	arr     [arrLevels][wheelSize]abucket // the array levels' buckets; levels[i] keeps their occupancy
+	arr0    [fineSize]abucket  // level 0's buckets; fine and fineSum keep their occupancy
+	arr1    [wheelSize]abucket // level 1's; levels[1].occupied keeps theirs
+	fine    [fineWords]uint64  // bit s%64 of word s/64 set iff level-0 bucket s is non-empty
+	fineSum uint16             // bit i set iff fine[i] != 0
 	noDrain bool                          // tests: cascade only at the bucket's start, as before draining
 }
 
@@ -182,7 +196,7 @@ func (m *mappedPages) free() {
 // whose clock starts at now (milliseconds, any epoch; the engine passes
 // Unix milliseconds). It panics if tick is outside [1, 2^32].
 //
-// Only level 0 is allocated (about 520 bytes); coarser levels appear when
+// Only level 0 is allocated (about 60 KB); coarser levels appear when
 // a due time first needs them, as Kafka's overflow wheels do.
 func New(tick int64, now int64) *Wheel { return NewOrdered(tick, now, nil) }
 
@@ -295,7 +309,7 @@ func (w *Wheel) Add(h uint32, due int64, seq uint64) bool {
 	if lv >= uint(len(w.levels)) {
 		w.addLevels(lv)
 	}
-	if slot := uint32(u>>(slotBits*lv&63)) & slotMask; lv < arrLevels {
+	if slot := slotAt(u, lv); lv < arrLevels {
 		w.pushArr(h, n, lv, slot, 0)
 	} else {
 		w.push(h, n, lv, slot)
@@ -435,9 +449,9 @@ func (w *Wheel) Advance(now int64, dst []uint32) []uint32 {
 		// at or behind the clock, whatever the size of the jump.
 		w.cur = p
 		if lv == 0 {
-			dst = w.fire(int((p-1)&slotMask), dst)
+			dst = w.fire(slotAt(p-1, 0), dst)
 		} else {
-			w.cascade(lv, int((p>>(slotBits*lv))&slotMask))
+			w.cascade(lv, int(slotAt(p, uint(lv))))
 		}
 	}
 	w.cur = target
@@ -492,14 +506,82 @@ func (w *Wheel) pos(t int64) int64 {
 // trying each level in turn was the top of Add's profile.)
 func (w *Wheel) levelOf(u int64) uint {
 	d := uint64(u - w.cur)
-	if d < wheelSize {
+	if d < fineSize {
 		return 0
 	}
-	lv := uint(bits.Len64(d)-1) / slotBits
-	if uint64(u>>(slotBits*lv&63)-w.cur>>(slotBits*lv&63)) >= wheelSize {
+	lv := (uint(bits.Len64(d))-1-fineBits)/slotBits + 1
+	if sh := shiftOf(lv); uint64(u>>sh-w.cur>>sh) >= wheelSize {
 		lv++
 	}
 	return lv
+}
+
+// shiftOf returns log2 of the width of level lv's buckets in ticks: 0 for
+// level 0, then fineBits, and slotBits more for each level above 1.
+func shiftOf(lv uint) uint {
+	if lv == 0 {
+		return 0
+	}
+	return fineBits + slotBits*(lv-1)
+}
+
+// slotAt returns the bucket of level lv that holds tick position u.
+func slotAt(u int64, lv uint) uint32 {
+	if lv == 0 {
+		return uint32(u) & fineMask
+	}
+	return uint32(u>>(shiftOf(lv)&63)) & slotMask
+}
+
+// arrBucket returns bucket slot of array level lv.
+func (w *Wheel) arrBucket(lv uint, slot uint32) *abucket {
+	if lv == 0 {
+		return &w.arr0[slot&fineMask]
+	}
+	return &w.arr1[slot&slotMask]
+}
+
+// vacate marks bucket slot of level lv empty.
+func (w *Wheel) vacate(lv uint, slot uint32) {
+	if lv != 0 {
+		w.levels[lv].occupied &^= 1 << (slot & slotMask)
+		return
+	}
+	i := slot >> 6 & (fineWords - 1)
+	if w.fine[i] &^= 1 << (slot & 63); w.fine[i] == 0 {
+		w.fineSum &^= 1 << i
+	}
+}
+
+// occupy marks bucket slot of level lv non-empty.
+func (w *Wheel) occupy(lv uint, slot uint32) {
+	if lv != 0 {
+		w.levels[lv].occupied |= 1 << (slot & slotMask)
+		return
+	}
+	i := slot >> 6 & (fineWords - 1)
+	w.fine[i] |= 1 << (slot & 63)
+	w.fineSum |= 1 << i
+}
+
+// nextFine returns the first non-empty level-0 tick at or after the
+// clock; level 0 holds the 1,024 ticks from there. The clock's own word
+// is looked at from the clock's bucket on, then fineSum, rotated so the
+// next word is bit 0, names the next non-empty word; if that is the
+// clock's own word again, its buckets before the clock's are a whole turn
+// ahead.
+func (w *Wheel) nextFine() (int64, bool) {
+	if w.fineSum == 0 {
+		return 0, false
+	}
+	s := uint32(w.cur) & fineMask
+	i := s >> 6
+	if m := w.fine[i] >> (s & 63); m != 0 {
+		return w.cur + int64(bits.TrailingZeros64(m)), true
+	}
+	j := (i + 1 + uint32(bits.TrailingZeros16(bits.RotateLeft16(w.fineSum, -int(i+1))))) & (fineWords - 1)
+	t := j<<6 + uint32(bits.TrailingZeros64(w.fine[j]))
+	return w.cur + int64((t-s)&fineMask), true
 }
 
 // relink appends h, due at tick position u >= w.cur, to the tail of its
@@ -507,7 +589,7 @@ func (w *Wheel) levelOf(u int64) uint {
 // cascaded entry always moves to a finer one.
 func (w *Wheel) relink(h uint32, n *node, u int64) {
 	lv := w.levelOf(u)
-	if slot := uint32(u>>(slotBits*lv&63)) & slotMask; lv < arrLevels {
+	if slot := slotAt(u, lv); lv < arrLevels {
 		w.pushArr(h, n, lv, slot, movedBit)
 	} else {
 		w.push(h, n, lv, slot)
@@ -527,11 +609,10 @@ func (w *Wheel) relink(h uint32, n *node, u int64) {
 // level 1 every entry goes to one array, in the order it came, as to a
 // list's tail.
 func (w *Wheel) pushArr(h uint32, n *node, lv uint, slot uint32, moved uint32) {
-	l := &w.levels[lv]
-	b := &w.arr[lv][slot]
-	if l.occupied&(1<<slot) == 0 {
-		l.occupied |= 1 << slot
-		b.mv, b.dr, b.live = b.mv[:0], b.dr[:0], 0
+	b := w.arrBucket(lv, slot)
+	if b.live == 0 { // an array bucket is occupied iff it has live entries
+		w.occupy(lv, slot)
+		b.mv, b.dr = b.mv[:0], b.dr[:0]
 	}
 	a := &b.dr
 	if lv != 0 {
@@ -551,9 +632,9 @@ func (w *Wheel) pushArr(h uint32, n *node, lv uint, slot uint32, moved uint32) {
 // of its array bucket: it leaves a gone mark, or drops the array's last
 // entry. The bucket is freed when its last entry goes. O(1).
 func (w *Wheel) removeArr(n *node, next, prev uint32) {
-	lv := next &^ arrTag
-	slot := uint32(w.pos(n.due)>>(slotBits*lv&63)) & slotMask
-	b := &w.arr[lv][slot]
+	lv := uint(next &^ arrTag)
+	slot := slotAt(w.pos(n.due), lv)
+	b := w.arrBucket(lv, slot)
 	a := &b.dr
 	if prev&movedBit != 0 {
 		a = &b.mv
@@ -565,7 +646,7 @@ func (w *Wheel) removeArr(n *node, next, prev uint32) {
 		(*a)[i] = gone
 	}
 	if b.live--; b.live == 0 {
-		w.levels[lv].occupied &^= 1 << slot
+		w.vacate(lv, slot)
 	}
 }
 
@@ -603,20 +684,18 @@ func (w *Wheel) addLevels(lv uint) {
 // non-empty bucket" into one count-trailing-zeros, as the Linux timer
 // wheel's bitmaps do.
 func (w *Wheel) nextEvent() (p int64, lv int, ok bool) {
-	for i := range w.levels {
+	if t, ok0 := w.nextFine(); ok0 {
+		p, ok = t+1, true
+	}
+	for i := 1; i < len(w.levels); i++ {
 		occ := w.levels[i].occupied
 		if occ == 0 {
 			continue
 		}
-		c := w.cur >> (slotBits * i)
+		sh := shiftOf(uint(i))
+		c := w.cur >> sh
 		b := c + int64(bits.TrailingZeros64(bits.RotateLeft64(occ, -int(c&slotMask))))
-		var q int64
-		if i == 0 {
-			q = b + 1
-		} else {
-			q = b << (slotBits * i)
-		}
-		if !ok || q < p {
+		if q := b << sh; !ok || q < p {
 			p, lv, ok = q, i, true
 		}
 	}
@@ -628,9 +707,9 @@ func (w *Wheel) nextEvent() (p int64, lv int, ok bool) {
 // ordering each bucket orders the whole batch. The moved entries, then
 // the direct adds, usually arrive in order; a bucket they leave unordered
 // (see pushL0) is sorted.
-func (w *Wheel) fire(slot int, dst []uint32) []uint32 {
-	w.levels[0].occupied &^= 1 << slot
-	b := &w.arr[0][slot]
+func (w *Wheel) fire(slot uint32, dst []uint32) []uint32 {
+	w.vacate(0, slot)
+	b := &w.arr0[slot]
 	start := len(dst)
 	sorted := true
 	var pd int64
@@ -652,7 +731,7 @@ func (w *Wheel) fire(slot int, dst []uint32) []uint32 {
 		}
 	}
 	w.count -= len(dst) - start
-	b.mv, b.dr, b.live = keepArr(b.mv), keepArr(b.dr), 0
+	b.mv, b.dr, b.live = keepArr(b.mv, maxKeptFine), keepArr(b.dr, maxKeptFine), 0
 	if !sorted {
 		w.sortFired(dst[start:])
 	}
@@ -660,17 +739,23 @@ func (w *Wheel) fire(slot int, dst []uint32) []uint32 {
 }
 
 // keepArr empties a walked bucket's array, keeping it for the slot's next
-// turn unless a rare huge bucket made it large.
-func keepArr(a []uint32) []uint32 {
-	if cap(a) > maxKeptArr {
+// turn unless a rare huge bucket made it larger than max entries.
+func keepArr(a []uint32, max int) []uint32 {
+	if cap(a) > max {
 		return nil
 	}
 	return a[:0]
 }
 
-// maxKeptArr bounds the array a bucket keeps between turns: 128 buckets of
-// at most two arrays, 4 MiB at most.
-const maxKeptArr = 1 << 12
+// maxKeptFine and maxKeptArr bound the arrays a bucket keeps between
+// turns: 1,024 level-0 buckets of two arrays, 16 MiB at most, and 64
+// level-1 buckets of one, 4 MiB. Level 0's bound is above the 1,000
+// entries a bucket gets at a million adds a second spread over a second,
+// so such a load does not regrow them every turn.
+const (
+	maxKeptFine = 1 << 11
+	maxKeptArr  = 1 << 14
+)
 
 // sortKey is a fired handle with what orders it, read once: a sort that
 // asked the node and the owner at every comparison spent most of its time
@@ -719,14 +804,14 @@ func (w *Wheel) cascade(lv, slot int) {
 	l.occupied &^= 1 << slot
 	if lv < arrLevels {
 		// Each entry moves to level 0, never to this array.
-		b := &w.arr[lv][slot]
+		b := &w.arr1[slot]
 		for _, h := range b.dr {
 			if h != gone {
 				w.relink(h, w.node(h), w.pos(w.node(h).due))
 				w.work++
 			}
 		}
-		b.mv, b.dr, b.live = keepArr(b.mv), keepArr(b.dr), 0
+		b.mv, b.dr, b.live = keepArr(b.mv, maxKeptArr), keepArr(b.dr, maxKeptArr), 0
 		return
 	}
 	for h := l.head[slot]; ; {
@@ -771,7 +856,8 @@ func (w *Wheel) Free() {
 	w.mapped.free()
 	w.pages, w.seqPages, w.cap, w.count = nil, nil, 0, 0
 	w.levels = append(w.levels[:0], level{})
-	w.arr = [arrLevels][wheelSize]abucket{}
+	w.arr0, w.arr1 = [fineSize]abucket{}, [wheelSize]abucket{}
+	w.fine, w.fineSum = [fineWords]uint64{}, 0
 	w.resetPasses()
 }
 

@@ -100,17 +100,15 @@ func TestAddEndTagHandlePanics(t *testing.T) {
 	w.Add(MaxHandle+1, 10, 1)
 }
 
-// locOf returns the 1 + level<<slotBits + slot of scheduled h: on level 0
-// from its due time, above it from the end mark of its bucket list.
-// O(bucket).
-func (w *Wheel) locOf(h uint32) uint32 {
-	if n := w.node(h); n.next&arrTag == arrTag { // an array level
-		lv := n.next &^ arrTag
-		return lv<<slotBits | uint32(w.pos(n.due)>>(slotBits*lv))&slotMask + 1
+// levelOfHandle returns the level of scheduled h: on an array level from
+// its link, above from the end mark of its bucket list. O(bucket).
+func (w *Wheel) levelOfHandle(h uint32) int {
+	if n := w.node(h); n.next&arrTag == arrTag {
+		return int(n.next &^ arrTag)
 	}
 	for n := w.node(h); ; n = w.node(n.next) {
 		if n.next&endTag != 0 {
-			return n.next &^ endTag
+			return int(n.next&^endTag-1) >> slotBits
 		}
 	}
 }
@@ -197,9 +195,9 @@ func TestLevelBoundaries(t *testing.T) {
 	}
 	var cases []tc
 	for _, tick := range []int64{1, 7, 64} {
-		for _, now := range []int64{0, 1, 62, 63, 64, 4095, 1_767_225_600_000} {
+		for _, now := range []int64{0, 1, 62, 63, 64, 1023, 1024, 4095, 65535, 1_767_225_600_000} {
 			for k := 1; k <= 6; k++ {
-				span := tick << (slotBits * k)
+				span := tick << shiftOf(uint(k))
 				// The edge of level k-1's reach from now, and bucket starts.
 				for _, base := range []int64{now + span, now - mod(now, span) + span, now - mod(now, span) + 2*span} {
 					for _, d := range []int64{-1, 0, 1} {
@@ -244,14 +242,14 @@ func TestLevelBoundaries(t *testing.T) {
 // landed, and removes them one by one.
 func TestRemoveFromEveryLevel(t *testing.T) {
 	w := New(1, 12345)
-	const top = 10
+	const top = maxLevels - 1
 	for lv := 0; lv <= top; lv++ {
-		delta := int64(1) << (slotBits * lv) // lands on level lv
+		delta := int64(1) << shiftOf(uint(lv)) // lands on level lv
 		if lv == 0 {
 			delta = 5
 		}
 		w.Add(uint32(lv), w.Now()+delta+3, uint64(lv))
-		if got := int(w.locOf(uint32(lv))-1) >> slotBits; got != lv {
+		if got := w.levelOfHandle(uint32(lv)); got != lv {
 			t.Fatalf("delay %d landed on level %d, want %d", delta, got, lv)
 		}
 	}
@@ -262,8 +260,11 @@ func TestRemoveFromEveryLevel(t *testing.T) {
 		if w.Len() != lv {
 			t.Fatalf("Len() = %d, want %d", w.Len(), lv)
 		}
+		if lv == 0 && w.fineSum != 0 {
+			t.Fatal("level 0 still marked occupied after removing its entry")
+		}
 		for i := range w.levels {
-			if i >= lv && w.levels[i].occupied != 0 {
+			if i >= max(lv, 1) && w.levels[i].occupied != 0 {
 				t.Fatalf("level %d still marked occupied after removing its entry", i)
 			}
 		}
@@ -480,25 +481,35 @@ func TestZeroAllocs(t *testing.T) {
 	}
 	buf := make([]uint32, 0, 10_000)
 	now := int64(0)
-	allocs = testing.AllocsPerRun(1000, func() {
+	step := func() {
 		now += 997
 		buf = w.Advance(now, buf[:0])
 		for _, f := range buf {
 			w.Add(f, now+hour-int64(f), seq) // re-add what fired; seq ties broken by due
 		}
-	})
+	}
+	// Warm up: each of level 0's 1,024 buckets allocates its arrays the
+	// first time it holds an entry, and keeps them.
+	for range 5000 {
+		step()
+	}
+	allocs = testing.AllocsPerRun(1000, step)
 	if allocs != 0 {
 		t.Fatalf("Advance+re-Add: %v allocs/op", allocs)
 	}
 	// Equal due times added against seq order take the sorting path.
-	allocs = testing.AllocsPerRun(1000, func() {
+	sorting := func() {
 		for i := range uint32(8) {
 			w.Add(20_000+i, now+1, seq-uint64(i))
 		}
 		now++
 		buf = w.Advance(now, buf[:0])
 		seq += 8
-	})
+	}
+	for range fineSize { // every level-0 bucket once: its arrays
+		sorting()
+	}
+	allocs = testing.AllocsPerRun(1000, sorting)
 	if allocs != 0 {
 		t.Fatalf("Advance with a sort: %v allocs/op", allocs)
 	}
@@ -548,7 +559,7 @@ func TestFreeEmptiesAndStaysUsable(t *testing.T) {
 // TestLevel0ChurnDoesNotGrowItsBucket: a level-0 bucket is an array, and a
 // removed entry leaves a mark in it until the bucket fires. Adding and
 // removing the newest entry again and again (a job added and cancelled
-// within the tick's 64 ms) reuses its place; removing from the middle
+// within the tick's millisecond) reuses its place; removing from the middle
 // leaves a mark that fire skips; the last entry removed frees the bucket.
 func TestLevel0ChurnDoesNotGrowItsBucket(t *testing.T) {
 	w := New(1, 0)
@@ -557,7 +568,7 @@ func TestLevel0ChurnDoesNotGrowItsBucket(t *testing.T) {
 		w.Add(2, 50, 2+i)
 		w.Remove(2)
 	}
-	if b := w.arr[0][50&slotMask]; len(b.dr) != 1 || b.live != 1 {
+	if b := w.arr0[50]; len(b.dr) != 1 || b.live != 1 {
 		t.Fatalf("after churn the bucket holds %d entries (%d live), want 1", len(b.dr), b.live)
 	}
 	for h := uint32(2); h <= 5; h++ {
@@ -569,8 +580,8 @@ func TestLevel0ChurnDoesNotGrowItsBucket(t *testing.T) {
 	}
 	w.Add(6, 60, 200)
 	w.Remove(6)
-	if w.levels[0].occupied != 0 || w.Len() != 0 {
-		t.Fatalf("an emptied bucket is still occupied (%b), %d left", w.levels[0].occupied, w.Len())
+	if w.fine[0] != 0 || w.fineSum != 0 || w.Len() != 0 {
+		t.Fatalf("an emptied bucket is still occupied (%b), %d left", w.fine[0], w.Len())
 	}
 	if _, ok := w.NextDeadline(); ok {
 		t.Fatal("NextDeadline ok on an empty wheel")
