@@ -159,13 +159,13 @@ type Wheel struct {
 	// work counts entries visited by cascades and drains, for tests that
 	// bound the work of one Advance.
 	work    int
-	keys    []sortKey                     // fire's sort buffer, reused
-	sorts   int                           // buckets fire had to sort, for tests
+	keys    []sortKey          // fire's sort buffer, reused
+	sorts   int                // buckets fire had to sort, for tests
 	arr0    [fineSize]abucket  // level 0's buckets; fine and fineSum keep their occupancy
 	arr1    [wheelSize]abucket // level 1's; levels[1].occupied keeps theirs
 	fine    [fineWords]uint64  // bit s%64 of word s/64 set iff level-0 bucket s is non-empty
 	fineSum uint16             // bit i set iff fine[i] != 0
-	noDrain bool                          // tests: cascade only at the bucket's start, as before draining
+	noDrain bool               // tests: cascade only at the bucket's start, as before draining
 }
 
 // pass is one walk over a coarse bucket that moves ahead of time the
