@@ -86,7 +86,7 @@ func (w *Wheel) drain() {
 			w.draining |= 1 << lv
 		}
 		if lv < arrLevels {
-			w.drainArr(lv, ps)
+			w.drainArr(lv, ps, start-w.cur)
 			continue
 		}
 		for range drainSlice {
@@ -116,9 +116,18 @@ func (w *Wheel) drain() {
 // or was the last). A bucket emptied and refilled under the pass is
 // walked from where the pass was, or not at all: what the pass does not
 // move cascades at the bucket's start, as without draining.
-func (w *Wheel) drainArr(lv int, ps *pass) {
+//
+// An array knows its length, so a slice here is at least drainSlice and
+// at least what is left divided by the left ticks before the bucket's
+// start (left): a crowded bucket moves in even slices over its window
+// rather than mostly in its cascade. A second of delays all added at once,
+// a million of them, is one level-1 bucket: with fixed slices the cascade
+// at its start moved 935k entries in one Advance; now each of the 64
+// ticks before it moves about 16k, and the cascade the few (about 3%) that
+// did not fit level 0 yet when the pass reached them.
+func (w *Wheel) drainArr(lv int, ps *pass, left int64) {
 	b := w.arrBucket(uint(lv), uint32(ps.b))
-	for range drainSlice {
+	for range max(drainSlice, (len(b.dr)-ps.idx)/int(max(left, 1))+1) {
 		if ps.idx >= len(b.dr) {
 			break
 		}

@@ -17,8 +17,8 @@ func advanceWork(x *harness, now int64) int {
 // TestDrainSpreadsTheCascade is the rivals race's shape: 10k adds/s, due 1 ms
 // to 10 s later, the clock moving every millisecond, against the reference
 // model (every fire exact, in (due, seq) order, never early). Without
-// draining, a level-2 bucket's whole 4 s of entries moves in the Advance
-// that reaches it; with it, no Advance moves more than a slice per level
+// draining, a level-1 bucket's whole second of entries moves in the
+// Advance that reaches it; with it, no Advance moves more than a slice per level
 // plus the few entries still too far for a finer level.
 func TestDrainSpreadsTheCascade(t *testing.T) {
 	run := func(noDrain bool) (maxWork, total int) {
@@ -178,4 +178,34 @@ func TestDrainOddTicks(t *testing.T) {
 			t.Errorf("tick %d from %d: no pass ever ran", c.tick, c.start)
 		}
 	}
+}
+
+// TestDrainCrowdedArrayBucket: a million-sized second of delays, added at
+// once, is one level-1 bucket; its pass moves it in even slices over the
+// 64 ticks before its start, and the cascade at the start moves only what
+// did not fit level 0 yet when the pass reached it. Every entry fires at
+// its tick, in order (the reference).
+func TestDrainCrowdedArrayBucket(t *testing.T) {
+	n := uint32(200_000)
+	if testing.Short() || raceEnabled {
+		n /= 4
+	}
+	rng := rand.New(rand.NewPCG(5, 6))
+	x := newHarness(t, 1, 0, true)
+	for h := uint32(1); h <= n; h++ {
+		x.add(h, 2048+rng.Int64N(1024), uint64(h)) // level 1's bucket [2048, 3072)
+	}
+	maxWork := 0
+	for x.w.Len() > 0 {
+		d, _ := x.w.NextDeadline()
+		maxWork = max(maxWork, advanceWork(x, d))
+	}
+	if x.fired != int(n) {
+		t.Fatalf("fired %d of %d", x.fired, n)
+	}
+	// A slice is n/64 at most; the cascade about 3% of n.
+	if limit := int(n/16 + n/64); maxWork > limit {
+		t.Errorf("an Advance moved %d entries, want at most %d", maxWork, limit)
+	}
+	t.Logf("max moved per Advance %d of %d", maxWork, n)
 }
