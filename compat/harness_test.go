@@ -155,18 +155,41 @@ func startServer(dir, password string) (*server, error) {
 // (32768-60999), where outgoing connections take their local ports: a
 // killed cluster node restarted on its port could find it taken by one
 // (integration_test's freePortOn says more).
+//
+// It never hands out the same port twice in one test process. Checks run in
+// parallel, and a killed node's ports are free until its restart: another
+// check's cluster was given the killed leader's bus port in that window, so
+// the restart failed with "address already in use" and the other cluster's
+// node took Raft requests from the first cluster's (CI, rueidis/failover
+// beside node-redis/cluster). And it picks from 20000-26383, integration_test
+// from 26384-32767: go test runs the two packages' processes side by side.
 func freePort() (int, error) {
+	handed.Lock()
+	defer handed.Unlock()
 	var err error
 	for range 200 {
-		port := 20000 + rand.IntN(32768-20000)
+		port := 20000 + rand.IntN(26384-20000)
+		if handed.ports[port] {
+			continue
+		}
 		var l net.Listener
 		if l, err = net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port))); err == nil {
 			l.Close()
+			handed.ports[port] = true
 			return port, nil
 		}
 	}
+	if err == nil {
+		err = fmt.Errorf("no port between 20000 and 26383 left to hand out")
+	}
 	return 0, err
 }
+
+// handed is every port freePort has given out in this process.
+var handed = struct {
+	sync.Mutex
+	ports map[int]bool
+}{ports: map[int]bool{}}
 
 func (s *server) args() []string {
 	port := strconv.Itoa(s.port)

@@ -234,22 +234,40 @@ func freePort(t testing.TB) int {
 // port: once a test kills a server, a client's (or a Raft peer's) outgoing
 // connection could take the dead server's port before the test restarts it
 // there, and the restart failed with "address already in use" (seen in CI
-// on cluster failover tests). Ports from 20000 to 32767 are never taken that
+// on cluster failover tests). Ports from 26384 to 32767 are never taken that
 // way; a random one is tried until one binds.
+//
+// No port is handed out twice in one test process: tests run in parallel,
+// and a killed server's port, free until its restart, could be given to
+// another test (compat's freePort saw it happen). compat picks from
+// 20000-26383, so the two packages' processes, which go test runs side by
+// side, never pick the same port either.
 func freePortOn(t testing.TB, ip string) int {
 	t.Helper()
+	handed.Lock()
+	defer handed.Unlock()
 	for range 200 {
-		port := 20000 + rand.IntN(32768-20000)
+		port := 26384 + rand.IntN(32768-26384)
+		if handed.ports[port] {
+			continue
+		}
 		l, err := net.Listen("tcp", net.JoinHostPort(ip, strconv.Itoa(port)))
 		if err != nil {
 			continue
 		}
 		l.Close()
+		handed.ports[port] = true
 		return port
 	}
-	t.Fatalf("no free port on %s between 20000 and 32767", ip)
+	t.Fatalf("no free port on %s between 26384 and 32767", ip)
 	return 0
 }
+
+// handed is every port freePortOn has given out in this process, on any ip.
+var handed = struct {
+	sync.Mutex
+	ports map[int]bool
+}{ports: map[int]bool{}}
 
 // cleanEnv is the test's environment without any DELAYD_ variable, so the
 // machine's settings never leak into a test, and with the HTTP side off:
