@@ -587,3 +587,37 @@ func TestLevel0ChurnDoesNotGrowItsBucket(t *testing.T) {
 		t.Fatal("NextDeadline ok on an empty wheel")
 	}
 }
+
+// TestFineRingWrap: level 0's next non-empty bucket is found across its
+// words and around the ring, including a bucket before the clock's in the
+// clock's own word, a whole turn ahead (nextFine's last case).
+func TestFineRingWrap(t *testing.T) {
+	for _, c := range []struct {
+		now, due int64
+	}{
+		{9, 1029},      // slot 5, in the clock's word (slot 10), 1,019 ticks ahead
+		{9, 11},        // the clock's word, after the clock
+		{9, 700},       // a later word
+		{1000, 1030},   // past the ring's end: word 0 after the clock's last word
+		{-3, 1000},     // a clock before the epoch
+		{1023, 2046},   // the last slot to the one before it
+		{5_000, 5_001}, // the next tick
+	} {
+		w := New(1, c.now)
+		if !w.Add(1, c.due, 1) {
+			t.Fatalf("%+v: Add refused", c)
+		}
+		if lv := w.levelOfHandle(1); lv != 0 {
+			t.Fatalf("%+v: on level %d, want 0", c, lv)
+		}
+		if d, ok := w.NextDeadline(); !ok || d != c.due {
+			t.Fatalf("%+v: NextDeadline %d, %v; want %d", c, d, ok, c.due)
+		}
+		if got := w.Advance(c.due-1, nil); len(got) != 0 {
+			t.Fatalf("%+v: fired at %d", c, c.due-1)
+		}
+		if got := w.Advance(c.due, nil); !slices.Equal(got, []uint32{1}) {
+			t.Fatalf("%+v: Advance(%d) = %v", c, c.due, got)
+		}
+	}
+}
