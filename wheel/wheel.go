@@ -18,7 +18,8 @@ const (
 	// Level 0 is wider than the others: 1,024 one-tick buckets. With 1 ms
 	// ticks a job due within a second goes straight to the bucket it fires
 	// from and never moves; with 64 buckets every delay from 64 ms on was
-	// added to level 1 and moved down once (fineBits in docs/decisions.md).
+	// added to level 1 and moved down once (docs/decisions.md, "the
+	// wheel's level 0 is 1,024 one-tick buckets").
 	// Its occupancy is two-level: a word per 64 buckets (fine) and a bit
 	// per word (fineSum).
 	fineBits  = 10
@@ -94,9 +95,10 @@ func (n *node) linked() bool { return n.next|n.prev != 0 }
 // level is one ring of wheelSize buckets. Bucket lists are intrusive:
 // head and tail hold handles and the links live in the nodes (levels
 // below arrLevels keep at most occupied here: their buckets are arrays,
-// Wheel.arr0 and arr1, and level 0's occupancy is Wheel.fine). head and tail of an empty bucket are stale; occupied is the
-// source of truth, which saves initialising them and gives NextDeadline a
-// find-first-set instead of a scan.
+// Wheel.arr0 and arr1, and level 0's occupancy is Wheel.fine). head and
+// tail of an empty bucket are stale; occupied is the source of truth,
+// which saves initialising them and gives NextDeadline a find-first-set
+// instead of a scan.
 type level struct {
 	occupied uint64 // bit s set iff bucket s is non-empty
 	head     [wheelSize]uint32
@@ -564,10 +566,10 @@ func (w *Wheel) occupy(lv uint, slot uint32) {
 	w.fineSum |= 1 << i
 }
 
-// nextFine returns the first non-empty level-0 tick at or after the
-// clock; level 0 holds the 1,024 ticks from there. The clock's own word
-// is looked at from the clock's bucket on, then fineSum, rotated so the
-// next word is bit 0, names the next non-empty word; if that is the
+// nextFine returns the first non-empty level-0 tick at or after the clock
+// (level 0 holds the 1,024 ticks from there). It looks at the clock's own
+// word from the clock's bucket on; failing that, fineSum rotated so that
+// the next word is bit 0 names the next non-empty word. If that is the
 // clock's own word again, its buckets before the clock's are a whole turn
 // ahead.
 func (w *Wheel) nextFine() (int64, bool) {
