@@ -741,9 +741,9 @@ func (w *Wheel) fire(slot uint32, dst []uint32) []uint32 {
 }
 
 // keepArr empties a walked bucket's array, keeping it for the slot's next
-// turn unless a rare huge bucket made it larger than max entries.
-func keepArr(a []uint32, max int) []uint32 {
-	if cap(a) > max {
+// turn unless a rare huge bucket made it larger than limit entries.
+func keepArr(a []uint32, limit int) []uint32 {
+	if cap(a) > limit {
 		return nil
 	}
 	return a[:0]
