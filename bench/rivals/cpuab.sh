@@ -9,6 +9,8 @@
 #   bench/rivals/cpuab.sh /tmp/new /tmp/old                 # delayd-pipe, steady, 3 rounds
 #   SYSTEM=delayd-ack CASE=spread ROUNDS=5 bench/rivals/cpuab.sh /tmp/new /tmp/old
 #   SYSTEM=redis-zset bench/rivals/cpuab.sh /tmp/new        # the rival (the binary is not used)
+#   SYSTEM=delayd-mpop ROUNDS=8 bench/rivals/cpuab.sh /tmp/new redis-zset
+#                     # a column named redis-zset runs the rival in that slot of each round
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 SYSTEM=${SYSTEM:-delayd-pipe}
@@ -23,13 +25,14 @@ echo "| round | binary | system | case | late p50 / p99 ms | server CPU µs / jo
 echo "| --- | --- | --- | --- | --- | --- |"
 for r in $(seq "$ROUNDS"); do
   for bin in "$@"; do
-    bin=$(realpath "$bin")
+    sys=$SYSTEM
+    if [ "$bin" = redis-zset ]; then sys=redis-zset; bin=$(command -v redis-server); name=redis-zset; else bin=$(realpath "$bin"); name=$(basename "$bin"); fi
     (cd "$here" && exec taskset -c 1 "$tmp/rivals" -delayd "$bin" -bullmq "$here/bullmq" -server-cpu 0 \
-      -jobs "$JOBS" -systems "$SYSTEM" -cases "$CASE" >"$tmp/out" 2>&1) &
+      -jobs "$JOBS" -systems "$sys" -cases "$CASE" >"$tmp/out" 2>&1) &
     run=$!
     pid=
     for _ in $(seq 500); do
-      if [ "$SYSTEM" = redis-zset ]; then pid=$(pgrep -n -x redis-server || true); else pid=$(pgrep -n -f "^$bin" || true); fi
+      if [ "$sys" = redis-zset ]; then pid=$(pgrep -n -x redis-server || true); else pid=$(pgrep -n -f "^$bin" || true); fi
       [ -n "$pid" ] && break
       sleep 0.02
     done
@@ -41,11 +44,34 @@ for r in $(seq "$ROUNDS"); do
       sleep 0.05
     done
     wait "$run" || true
-    row=$(grep "^| $SYSTEM | $CASE |" "$tmp/out" | tail -1)
-    echo "$row" | awk -F'|' -v r="$r" -v b="$(basename "$bin")" -v ns="$ns" '{
+    row=$(grep "^| $sys | $CASE |" "$tmp/out" | tail -1)
+    echo "$row" | awk -F'|' -v r="$r" -v b="$name" -v ns="$ns" '{
       n = $5 + 0
       if (n == 0) {print "| " r " | " b " | no result: see the harness output |"; exit}
       printf "| %s | %s | %s | %s | %s / %s | %.1f |\n", r, b, $2, $3, $11 + 0, $13 + 0, ns / 1000 / n
-    }' | sed 's/|  */| /g; s/  *|/ |/g'
+    }' | sed 's/|  */| /g; s/  *|/ |/g' | tee -a "$tmp/rows"
   done
 done
+# Medians: each column's CPU a job, and the per-round ratio of the first
+# column to each other one (a round's columns ran back to back, so their
+# ratio moves less than either figure does between rounds).
+awk -F' [|] ' -v cols=$# '
+  function median(a, n,   i, j, t) {
+    for (i = 2; i <= n; i++) for (j = i; j > 1 && a[j-1] > a[j]; j--) { t = a[j]; a[j] = a[j-1]; a[j-1] = t }
+    return n % 2 ? a[(n+1)/2] : (a[n/2] + a[n/2+1]) / 2
+  }
+  /^[|] [0-9]+ [|]/ { k++; c = (k - 1) % cols + 1; r = int((k - 1) / cols) + 1; name[c] = $2; rounds = r
+    if ($NF ~ /^[0-9.]+ [|]$/) v[c, r] = $NF + 0 }
+  END {
+    if (!rounds) exit
+    print ""
+    print "| column | median CPU µs / job | median ratio, first column / this one |"
+    print "| --- | --- | --- |"
+    for (c = 1; c <= cols; c++) {
+      n = 0; m = 0
+      for (r = 1; r <= rounds; r++) if ((c, r) in v) { x[++n] = v[c, r]; if ((1, r) in v && v[c, r] > 0) y[++m] = v[1, r] / v[c, r] }
+      printf "| %s | %.1f | %s |\n", name[c], median(x, n), c == 1 ? "" : sprintf("%.2f (%d rounds)", median(y, m), m)
+      delete x; delete y
+    }
+  }' "$tmp/rows"
+
