@@ -40,15 +40,15 @@ for r in $(seq "$ROUNDS"); do
     done
     ns=0
     # The counters die with the server: keep the last reading. The harness
-    # runs the binary once before the server (its --version), and pgrep may
-    # find that one: look again while the process found is gone.
+    # also runs the binary for its --version, before and after the server,
+    # and pgrep may find that run: follow whichever matching process is
+    # newest, and keep the largest reading, which is the server's.
     while kill -0 "$run" 2>/dev/null; do
       if [ -z "$pid" ] || ! kill -0 "$pid" 2>/dev/null; then
-        if [ "$sys" = redis-zset ]; then p=$(pgrep -n -x redis-server || true); else p=$(pgrep -n -f "^$bin" || true); fi
-        [ -n "$p" ] && [ "$p" != "$pid" ] && { pid=$p; ns=0; }
+        if [ "$sys" = redis-zset ]; then pid=$(pgrep -n -x redis-server || true); else pid=$(pgrep -n -f "^$bin" || true); fi
       fi
       x=$(cat /proc/"$pid"/task/*/schedstat 2>/dev/null | awk '{s += $1} END {printf "%.0f\n", s}') || x=0
-      [ "${x:-0}" -gt 0 ] && ns=$x
+      [ "${x:-0}" -gt "$ns" ] && ns=$x
       sleep 0.1
     done
     wait "$run" || true
