@@ -41,3 +41,14 @@ func inProcess(tb testing.TB, opts engine.Options, bufSize int) (*engine.Engine,
 		return c, bufio.NewReaderSize(c, bufSize)
 	}
 }
+
+// ping sends PING on c and expects +PONG.
+func ping(t *testing.T, c net.Conn, r *bufio.Reader) {
+	t.Helper()
+	if _, err := c.Write([]byte("*1\r\n$4\r\nPING\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	if line, err := r.ReadString('\n'); err != nil || line != "+PONG\r\n" {
+		t.Fatalf("PING: %q, %v", line, err)
+	}
+}

@@ -1,9 +1,7 @@
 package resp
 
 import (
-	"bufio"
 	"fmt"
-	"net"
 	"runtime"
 	"testing"
 	"time"
@@ -61,16 +59,5 @@ func TestBlockingConnectionsLeaveNoGoroutine(t *testing.T) {
 				runtime.NumGoroutine(), before, buf[:runtime.Stack(buf, true)])
 		}
 		time.Sleep(5 * time.Millisecond)
-	}
-}
-
-// ping sends PING on c and expects +PONG.
-func ping(t *testing.T, c net.Conn, r *bufio.Reader) {
-	t.Helper()
-	if _, err := c.Write([]byte("*1\r\n$4\r\nPING\r\n")); err != nil {
-		t.Fatal(err)
-	}
-	if line, err := r.ReadString('\n'); err != nil || line != "+PONG\r\n" {
-		t.Fatalf("PING: %q, %v", line, err)
 	}
 }

@@ -34,16 +34,11 @@ for r in $(seq "$ROUNDS"); do
       -jobs "$JOBS" -systems "$sys" -cases "$CASE" >"$tmp/out" 2>&1) &
     run=$!
     pid=
-    for _ in $(seq 500); do
-      if [ "$sys" = redis-zset ]; then pid=$(pgrep -n -x redis-server || true); else pid=$(pgrep -n -f "^$bin" || true); fi
-      [ -n "$pid" ] && break
-      sleep 0.02
-    done
     ns=0
-    # The counters die with the server: keep the last reading. The harness
-    # also runs the binary for its --version, before and after the server,
-    # and pgrep may find that run: follow whichever matching process is
-    # newest, and keep the largest reading, which is the server's.
+    # The counters die with the server, so the reading kept is the largest
+    # seen. The harness also runs the binary for its --version, before and
+    # after the server, and pgrep may find that run: whenever the process
+    # followed is gone, follow the newest that matches.
     while kill -0 "$run" 2>/dev/null; do
       if [ -z "$pid" ] || ! kill -0 "$pid" 2>/dev/null; then
         if [ "$sys" = redis-zset ]; then pid=$(pgrep -n -x redis-server || true); else pid=$(pgrep -n -f "^$bin" || true); fi
