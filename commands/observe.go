@@ -107,6 +107,9 @@ func (d *Dispatcher) afterExec(c *Client, cmd *Command, args [][]byte, start tim
 	// which call no Seen): those read the clock again.
 	end := monoNow()
 	took := end - start
+	if eng := d.eng.Load(); eng != nil {
+		eng.Overdue(end) // the timer's backstop when the process is busy
+	}
 	c.began = 0
 	if c.clk != 0 && c.Block == nil {
 		c.clk = end

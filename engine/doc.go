@@ -47,10 +47,11 @@
 // signalled through a buffered channel. One goroutine (run) sleeps on a single
 // time.Timer until the wheel's next deadline, so an idle server does no work.
 // An add that is earlier than that deadline wakes it. With
-// Options.FineTimer (the server's setting) it also sleeps on a Linux timerfd
-// aimed at the same instant, because the runtime's timers wake an idle
-// process up to a millisecond late (decisions.md, "Lateness of a blocked
-// worker").
+// Options.FineTimer (the server's setting) it sleeps on a Linux timerfd
+// instead, because the runtime's timers wake an idle process up to a
+// millisecond late (decisions.md, "Lateness of a blocked worker"); in a
+// busy process, which reads the timerfd late, each command's end checks the
+// deadline (Overdue).
 //
 // A transaction (Atomic) holds the mutex for all of its operations: an
 // Engine is a handle on the state, and the handle Atomic passes on skips

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"hash/maphash"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -20,11 +21,12 @@ type Options struct {
 	// ready at the end of the tick holding its due time, never before.
 	Tick int64
 	// FineTimer wakes the timer goroutine on a kernel timer with
-	// microsecond resolution (Linux's timerfd, through the netpoller) as
-	// well as on the Go runtime's timer, whichever comes first. The
-	// runtime's timers wake an idle process up to a millisecond late (its
-	// epoll_wait takes whole milliseconds), and that was most of the time
-	// between a job's due millisecond and a blocked worker getting it.
+	// microsecond resolution (Linux's timerfd, through the netpoller)
+	// instead of the Go runtime's timer; in a busy process the commands
+	// it runs wake it (Overdue). The runtime's timers wake an idle process
+	// up to a millisecond late (its epoll_wait takes whole milliseconds),
+	// and that was most of the time between a job's due millisecond and a
+	// blocked worker getting it.
 	// Off by default because tests run the engine on testing/synctest's fake
 	// clock, which only the runtime's timers follow; the server turns it on.
 	// Elsewhere than Linux it does nothing.
@@ -246,6 +248,7 @@ type core struct {
 	// by slot, rather than spending 8 bytes of every job on it.
 	deadLetters  map[uint32][]byte
 	armed        int64             // deadline the timer goroutine sleeps until, or 0
+	fineDue      atomic.Int64      // armed's instant on Mono's clock while the timerfd alone waits for it, or 0 (Overdue)
 	opNow        int64             // the time of the last advanceLocked, which every operation begins with: its records carry it (recNow)
 	watches      map[string]*watch // names watched or tracked (watch.go)
 	onChange     func(name string)
@@ -491,13 +494,13 @@ func (e *Engine) Now() int64 { return e.nowMs() }
 // A deadline is the first nanosecond of the due millisecond (until), and
 // the wheel fires a job in the first advance whose floored now reaches its
 // due millisecond, so the wake-up itself is the only lateness the engine
-// adds. Two clocks wake it, whichever first: the runtime's timer, which is
-// exact while the process is busy (the scheduler checks timers at every
-// switch and runs the woken goroutine next) but up to a millisecond late
-// when it is idle; and, with Options.FineTimer, a timerfd, exact when idle
-// but behind the run queue when busy (netpoll is polled when the run
-// queue empties). With the timerfd, the runtime's timer is set a
-// millisecond later, as a backstop (see the arming below).
+// adds. The runtime's timer is exact while the process is busy (the
+// scheduler checks timers at every switch and runs the woken goroutine
+// next) but up to a millisecond late when it is idle. With
+// Options.FineTimer a timerfd replaces it: exact when idle, but behind the
+// run queue when busy (netpoll is polled when the run queue empties), so
+// there the commands that keep the process busy wake it (Overdue), and
+// every write advances the wheel itself.
 func (e *Engine) run() {
 	defer close(e.done)
 	t := time.NewTimer(time.Hour)
@@ -536,6 +539,7 @@ func (e *Engine) run() {
 			}
 		}
 		e.armed = 0
+		e.fineDue.Store(0)
 		if ok {
 			e.armed = dl
 			d := e.until(dl)
@@ -544,19 +548,19 @@ func (e *Engine) run() {
 					e.fine.arm(d)
 					fineAt = dl
 				}
-				// The runtime's timer is the backstop for a busy process,
-				// set a millisecond after the timerfd. At the same instant
-				// it woke an idle process early: epoll_wait's timeout,
-				// truncated to whole ms, ran out before the timerfd's
-				// expiry, for one more sleep until it (one more wake-up a
-				// fire, in the rivals race's steady case about one a job).
-				// A millisecond later, the truncated timeout never comes
-				// first. A busy process still meets the deadline: each
-				// write advances the wheel, and netpoll, where the timerfd
-				// is read, runs whenever the run queue empties.
-				d += time.Millisecond
+				// The backstop for a busy process, whose run queue never
+				// empties and so never reaches netpoll, where the timerfd
+				// is read, is the commands it runs: each one ends with
+				// Overdue. It used to be the runtime's timer, a millisecond
+				// after the timerfd; but the timerfd came first, and a
+				// timer stopped or moved later stays in the runtime's heap
+				// at its old time until the process next wakes for it: one
+				// more wake-up of the process and of sysmon for nothing,
+				// about one job in five in the rivals race's steady case.
+				e.fineDue.Store(int64(Mono() + d))
+			} else {
+				t.Reset(d)
 			}
-			t.Reset(d)
 		}
 		e.mu.Unlock()
 	wait:
@@ -586,6 +590,21 @@ func (e *Engine) run() {
 // until converts a deadline in unix ms to a duration on the monotonic clock.
 func (e *Engine) until(ms int64) time.Duration {
 	return time.Duration(ms-e.startMs)*time.Millisecond - e.elapsed()
+}
+
+// Overdue wakes the timer goroutine if now, a Mono reading, is past the
+// deadline the timerfd was armed for: the command layer calls it after each
+// command. A process whose run queue never empties reaches netpoll, where
+// the timerfd's expiry is read, only when sysmon polls it (every 10 ms);
+// the commands that keep it busy fire the wheel on time instead. One atomic
+// load when nothing is due.
+func (e *Engine) Overdue(now time.Duration) {
+	if due := e.fineDue.Load(); due != 0 && int64(now) >= due && e.fineDue.CompareAndSwap(due, 0) {
+		select {
+		case e.wake <- struct{}{}:
+		default:
+		}
+	}
 }
 
 // poke makes the timer goroutine re-read the next deadline if due is earlier

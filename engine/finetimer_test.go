@@ -2,6 +2,7 @@ package engine
 
 import (
 	"runtime"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -72,5 +73,55 @@ func TestFineTimerServesWaiterNotEarly(t *testing.T) {
 		if now := time.Now().UnixMilli(); now < d.Due || d.Due != due {
 			t.Fatalf("job %d due at %d (got %d) handed out at %d", i, due, d.Due, now)
 		}
+	}
+}
+
+// With the timerfd, the commands a busy process runs are the timer's
+// backstop: Overdue, given a time past the armed deadline, fires what is
+// due though the timerfd has not expired. The engine's clock is a fake one
+// here, moved past the due time at once, so the timerfd (real time) is
+// still a minute away and only Overdue can serve the waiter.
+func TestOverdueFiresWhatTheTimerfdHasNot(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("timerfd is Linux only")
+	}
+	var clock atomic.Int64
+	clock.Store(time.Now().UnixMilli())
+	e := newEngine(t, Options{FineTimer: true, Now: func() time.Time { return time.UnixMilli(clock.Load()) }})
+	if e.fine == nil {
+		t.Fatal("no timerfd on Linux")
+	}
+	due := clock.Load() + 60_000
+	if _, err := e.Add(AddArgs{Queue: b("q"), At: true, Due: due, Payload: b("p")}); err != nil {
+		t.Fatal(err)
+	}
+	_, w, err := e.PopOrWait([][]byte{b("q")}, PopDelay)
+	if err != nil || w == nil {
+		t.Fatalf("pop: waiter %v, %v; want to wait", w, err)
+	}
+	// The timer goroutine arms the timerfd after the add pokes it.
+	for stop := time.Now().Add(realWait); e.fineDue.Load() == 0; runtime.Gosched() {
+		if time.Now().After(stop) {
+			t.Fatal("the timerfd was never armed")
+		}
+	}
+	e.Overdue(Mono()) // before the deadline: nothing to do
+	if e.fineDue.Load() == 0 {
+		t.Fatal("Overdue before the deadline took it")
+	}
+	clock.Add(61_000)
+	select {
+	case <-w.Ready():
+		t.Fatal("served with nothing to wake the timer goroutine")
+	default:
+	}
+	e.Overdue(Mono() + time.Minute + time.Second)
+	select {
+	case <-w.Ready():
+	case <-time.After(realWait):
+		t.Fatal("Overdue past the deadline did not fire the due job")
+	}
+	if d, ok := w.Result(); !ok || d.Due != due {
+		t.Fatalf("waiter got %+v, %v; want the job due at %d", d, ok, due)
 	}
 }
