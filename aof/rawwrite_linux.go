@@ -6,6 +6,18 @@ import (
 	"unsafe"
 )
 
+// rawFile is an *os.File's descriptor and one write's state. The state
+// and the callback live here, made once: a closure passed to
+// RawConn.Control escapes, and with the variables it captured that was an
+// allocation a write.
+type rawFile struct {
+	rc    syscall.RawConn
+	fn    func(fd uintptr)
+	b     []byte
+	n     int
+	errno syscall.Errno
+}
+
 // write appends b to the file. An *os.File gets raw write calls, without the
 // runtime's entersyscall: on one CPU (the server pinned, GOMAXPROCS 1)
 // each log write after an idle moment woke the runtime's sysmon thread,
@@ -25,26 +37,14 @@ func (w *Writer) write(b []byte) (int, error) {
 		if err != nil {
 			return w.f.Write(b)
 		}
-		w.raw = rc
+		w.raw = &rawFile{rc: rc}
+		w.raw.fn = w.raw.write
 	}
-	n := 0
-	var errno syscall.Errno
-	cerr := w.raw.Control(func(fd uintptr) {
-		for n < len(b) {
-			r, _, e := syscall.RawSyscall(syscall.SYS_WRITE, fd, uintptr(unsafe.Pointer(&b[n])), uintptr(len(b)-n))
-			if e == syscall.EINTR {
-				continue
-			}
-			if e != 0 {
-				errno = e
-				return
-			}
-			if r == 0 {
-				return
-			}
-			n += int(r)
-		}
-	})
+	r := w.raw
+	r.b, r.n, r.errno = b, 0, 0
+	cerr := r.rc.Control(r.fn)
+	n, errno := r.n, r.errno
+	r.b = nil // the caller's buffer is not ours to keep
 	if cerr != nil {
 		return n, cerr
 	}
@@ -52,4 +52,23 @@ func (w *Writer) write(b []byte) (int, error) {
 		return n, &os.PathError{Op: "write", Path: of.Name(), Err: errno}
 	}
 	return n, nil
+}
+
+// write is Writer.write's callback: all of b, or the error that stopped it.
+func (r *rawFile) write(fd uintptr) {
+	b := r.b
+	for r.n < len(b) {
+		n, _, e := syscall.RawSyscall(syscall.SYS_WRITE, fd, uintptr(unsafe.Pointer(&b[r.n])), uintptr(len(b)-r.n))
+		if e == syscall.EINTR {
+			continue
+		}
+		if e != 0 {
+			r.errno = e
+			return
+		}
+		if n == 0 {
+			return
+		}
+		r.n += int(n)
+	}
 }

@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
-	"syscall"
 )
 
 // TempSuffix names the file a rewrite writes before Install renames it over
@@ -27,7 +26,7 @@ const maxRetainedBuffer = 4 << 20
 type Writer struct {
 	fs     FS
 	f      File
-	raw    syscall.RawConn // f's, for the raw write (rawwrite_linux.go); set on first use
+	raw    *rawFile // f's raw write (rawwrite_linux.go); set on first use
 	path   string
 	buf    []byte // framed records not yet written
 	size   int64  // bytes in the file: header plus every flushed record
