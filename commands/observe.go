@@ -108,7 +108,8 @@ func (d *Dispatcher) afterExec(c *Client, cmd *Command, args [][]byte, start tim
 	end := monoNow()
 	took := end - start
 	if eng := d.eng.Load(); eng != nil {
-		eng.Overdue(end) // the timer's backstop when the process is busy
+		eng.Overdue(end)          // the timer's backstop when the process is busy
+		eng.Settle(c.Ticket != 0) // who writes the log records it made
 	}
 	c.began = 0
 	if c.clk != 0 && c.Block == nil {

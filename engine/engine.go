@@ -563,6 +563,10 @@ func (e *Engine) run() {
 			}
 		}
 		e.mu.Unlock()
+		// What this round logged (expiries, schedules, the reservations of
+		// the waiters it served) is written here, before sleeping, not by
+		// a hand-off to the flusher.
+		e.writeOwed()
 	wait:
 		select {
 		case <-t.C:

@@ -471,3 +471,71 @@ func TestFailedWriteAbandonsRewrite(t *testing.T) {
 		}
 	})
 }
+
+// logSize is how many bytes of the log have been written (not necessarily
+// fsynced): what a kill -9 would leave.
+func logSize(t *testing.T, fs *aof.MemFS) int {
+	t.Helper()
+	data, err := fs.ReadFile("/data/" + LogFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(data)
+}
+
+// Under everysec the records the timer goroutine makes (here the
+// reservation of a waiter it serves) are written by that goroutine at the
+// end of its round, not left for the flusher's next tick (1 s and 2 s here;
+// the job fires at 1.5 s), nor for the waiter's client: it may be gone.
+func TestTimerMadeRecordsAreWrittenAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fs := aof.NewMemFS()
+		e := mustNew(t, logged(fs, FsyncEverySec))
+		defer e.Close()
+		res, err := e.Add(AddArgs{Queue: b("q"), Delay: 1500, Payload: b("p"), AckTimeout: 30_000})
+		if err != nil || e.WaitDurable(res.Ticket) != nil {
+			t.Fatal("add", err)
+		}
+		_, w, err := e.PopOrWait([][]byte{b("q")}, PopDelay)
+		if err != nil || w == nil {
+			t.Fatalf("pop: %v, %v; want to wait", w, err)
+		}
+		synctest.Wait()
+		before := logSize(t, fs)
+		time.Sleep(1501 * time.Millisecond)
+		synctest.Wait()
+		if d, ok := w.Result(); !ok || !d.Reserved {
+			t.Fatalf("waiter: %+v, %v; want the job, reserved", d, ok)
+		}
+		if after := logSize(t, fs); after <= before {
+			t.Fatalf("the reservation is not in the log file (%d bytes, %d before it)", after, before)
+		}
+	})
+}
+
+// A record whose writer never waits for it (a client gone before its
+// reply) and that wakes nobody is written by the flusher's tick at the
+// latest.
+func TestUnclaimedRecordsAreWrittenByTheTick(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fs := aof.NewMemFS()
+		e := mustNew(t, logged(fs, FsyncNo))
+		defer e.Close()
+		// The first add moves the timer's deadline, and the timer
+		// goroutine's round writes it; the second is later than that
+		// deadline and wakes no one.
+		if _, err := e.Add(AddArgs{Queue: b("q"), Delay: 30_000, Payload: b("p")}); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		before := logSize(t, fs)
+		if _, err := e.Add(AddArgs{Queue: b("q"), Delay: 60_000, Payload: b("p")}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(1100 * time.Millisecond)
+		synctest.Wait()
+		if after := logSize(t, fs); after <= before {
+			t.Fatalf("a record no one waited for is not in the log file after a second (%d bytes, %d before it)", after, before)
+		}
+	})
+}
