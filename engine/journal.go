@@ -393,22 +393,26 @@ func (e *Engine) Settle(willWait bool) {
 	}
 }
 
-// writeOwed writes the pending batch from the calling goroutine (the
-// timer's) if records are owed a writer and no write is in progress, and
-// wakes the flusher if one is: its batch may have been taken before them.
+// writeOwed writes what the timer goroutine's round logged (inline only).
 func (e *Engine) writeOwed() {
+	if e.j.inline && e.j.owed.Load() {
+		e.writePending()
+	}
+}
+
+// writePending writes the pending batch from the calling goroutine if no
+// write is in progress, and wakes the flusher if one is: its batch may have
+// been taken before the caller's records.
+func (e *Engine) writePending() {
 	j := &e.j
-	if !j.inline || !j.owed.Load() {
+	if !j.wmu.TryLock() {
+		j.wakeFlusher()
 		return
 	}
-	if j.wmu.TryLock() {
-		if e.commit() {
-			j.wantProbe.Store(true)
-			j.wakeFlusher()
-		}
-		return
+	if e.commit() {
+		j.wantProbe.Store(true) // the flusher probes a full disk
+		j.wakeFlusher()
 	}
-	j.wakeFlusher()
 }
 
 func (j *journal) wakeFlusher() {
@@ -742,16 +746,7 @@ func (e *Engine) WaitDurable(ticket uint64) error {
 	for j.durable < ticket {
 		if j.inline {
 			j.dmu.Unlock()
-			if j.wmu.TryLock() {
-				if e.commit() {
-					j.wantProbe.Store(true)
-					j.wakeFlusher()
-				}
-			} else {
-				// The batch being written may have been taken before this
-				// record was added: someone must write the next one.
-				j.wakeFlusher()
-			}
+			e.writePending()
 			j.dmu.Lock()
 			if j.durable >= ticket {
 				break
