@@ -955,6 +955,74 @@ func TestDurabilityEverysecReservedSurvivesKill9(t *testing.T) {
 	expectStats(t, c, "q", 0, 0, 0)
 }
 
+// TestDurabilityEverysecTimerRecordsSurviveKill9: under everysec the records
+// the timer goroutine makes, which no client waits for, are written by that
+// goroutine before it sleeps (engine/journal.go), not left for the flusher's
+// one-second tick. A job served to a blocked DELAY.POP when it comes due is
+// reserved after a kill -9 right after the reply; a schedule's firings, made
+// while no client sends anything, are in the log when the server is killed.
+// Without the timer goroutine's write, every firing is lost.
+func TestDurabilityEverysecTimerRecordsSurviveKill9(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, "--appendonly", "yes", "--appendfsync", "everysec")
+	c := s.Client()
+
+	// A reservation made by the timer: the job comes due while the worker
+	// blocks.
+	popped := make(chan []any, 1)
+	go func() {
+		v, _ := s.Client().Do(ctxT(t, 10*time.Second), "DELAY.POP", "r", "5").Slice()
+		popped <- v
+	}()
+	s.waitBlocked(t, 1)
+	id := add(t, c, "r", 200, "served", "ACKTIMEOUT", 60000)
+	if v := <-popped; len(v) != 3 || v[1] != id {
+		t.Fatalf("the blocked pop: %v, want job %s", v, id)
+	}
+	s.Kill9()
+	durRestartAfterKill(t, s)
+	c = s.Client()
+	if m := job(t, c, "r", id); m["state"] != "reserved" || asInt(t, "deliveries", m["deliveries"]) != 1 {
+		t.Fatalf("a job served by the timer, after kill -9: %v, want reserved, delivered once", m)
+	}
+
+	// A schedule's firings, made while no client sends a command: any
+	// command, even a read, would have the pending records written
+	// (Engine.Settle), so the test learns the firing times only after the
+	// restart. Those due 50 ms before the kill or earlier must be there.
+	const every = 20
+	expect(t, c, "OK", "DELAY.SCHEDULE", "q", "tick", "EVERY", every, "x")
+	from := time.Now().UnixMilli()
+	time.Sleep(400 * time.Millisecond)
+	killed := time.Now().UnixMilli()
+	s.Kill9()
+	durRestartAfterKill(t, s)
+	c = s.Client()
+	list := do(t, c, "DELAY.SCHEDULES", "q").([]any)
+	if len(list) != 1 {
+		t.Fatalf("DELAY.SCHEDULES q: %v", list)
+	}
+	next := asInt(t, "next", fields(t, "tick", list[0])["next"])
+	first := from + 1 + ((next-from-1)%every+every)%every // the first firing after from
+	var made, lost []int64
+	for at := first; at <= killed-50; at += every {
+		made = append(made, at)
+		_, err := c.Do(ctxT(t, 5*time.Second), "DELAY.GET", "q", "tick:"+strconv.FormatInt(at, 10)).Result()
+		switch {
+		case errors.Is(err, redis.Nil):
+			lost = append(lost, at)
+		case err != nil:
+			t.Fatalf("DELAY.GET: %v", err)
+		}
+	}
+	if len(made) < 3 {
+		t.Fatalf("%d firings in 350 ms of EVERY %d", len(made), every)
+	}
+	if len(lost) > 0 {
+		t.Errorf("after kill -9, %d of the %d firings due by then are gone: %v (from %d, killed %d, made %v)", len(lost), len(made), lost, from, killed, made)
+	}
+}
+
 // TestDurabilitySigtermKeepsEverything: SIGTERM exits 0 and the restart sees
 // every write, whatever the fsync policy (a graceful stop flushes and fsyncs).
 func TestDurabilitySigtermKeepsEverything(t *testing.T) {
