@@ -171,11 +171,9 @@ func cmdAck(d *Dispatcher, c *Client, args [][]byte) {
 	c.W.Int(int64(n))
 }
 
-// maxReason bounds a NACK's ERROR text: a reason, not a stack dump, kept
-// with the job until it ends.
-const maxReason = 1024
-
-// cmdNack is DELAY.NACK key id [delay-ms] [ERROR text], exactly: a word
+// cmdNack is DELAY.NACK key id [delay-ms] [ERROR text], exactly. The text
+// (1 to engine.MaxReason bytes: a reason, not a stack dump) becomes the
+// job's last failure reason. A word
 // that is neither a delay nor ERROR is refused by name, never dropped (a
 // delay ignored would make the job ready at once, a second id ignored
 // would leave that job reserved).
@@ -195,15 +193,18 @@ func cmdNack(d *Dispatcher, c *Client, args [][]byte) {
 		}
 		delay, rest = n, rest[1:]
 	}
-	msg := scanOptions(rest, nil, func(_ string, v [][]byte) string {
+	msg := scanOptions(rest, []optSpec{{"ERROR", 1}}, func(_ string, v [][]byte) string {
+		if len(v[0]) == 0 || len(v[0]) > engine.MaxReason {
+			return errReason
+		}
+		reason = v[0]
 		return ""
 	})
 	if msg != "" {
 		c.W.Error(msg)
 		return
 	}
-	_ = reason
-	ok, ticket, err := d.engineFor(c).Nack(args[1], args[2], delay)
+	ok, ticket, err := d.engineFor(c).NackReason(args[1], args[2], delay, reason)
 	d.replyBool(c, ok, ticket, err)
 }
 
@@ -249,6 +250,9 @@ func cmdGet(d *Dispatcher, c *Client, args [][]byte) {
 	if j.Origin != nil {
 		n++
 	}
+	if j.Reason != "" {
+		n++
+	}
 	w := c.W
 	w.Map(n)
 	w.BulkString("id")
@@ -278,6 +282,10 @@ func cmdGet(d *Dispatcher, c *Client, args [][]byte) {
 	if j.Origin != nil {
 		w.BulkString("origin")
 		w.Bulk(j.Origin)
+	}
+	if j.Reason != "" {
+		w.BulkString("error")
+		w.BulkString(j.Reason)
 	}
 }
 

@@ -55,6 +55,17 @@ func scanOptions(args [][]byte, specs []optSpec, set func(name string, v [][]byt
 	return ""
 }
 
+// redactOption redacts, in out (MONITOR's and SLOWLOG's copy of args), the
+// value of each option named name from position from on.
+func redactOption(args [][]byte, out []string, from int, name string) {
+	for i := from; i+1 < len(args); i++ {
+		if bytes.EqualFold(args[i], []byte(name)) {
+			out[i+1] = redacted
+			i++
+		}
+	}
+}
+
 // errUnknownOption names a word no option of the command matches.
 func errUnknownOption(word []byte) string {
 	return "ERR syntax error: unknown option '" + clip(word) + "'"

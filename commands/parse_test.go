@@ -1,6 +1,7 @@
 package commands
 
 import (
+	"strings"
 	"testing"
 	"time"
 )
@@ -91,6 +92,13 @@ func TestDelayOptionErrorsNameTheWord(t *testing.T) {
 		{[]string{"DELAY.NACK", "q", "a", "-5"}, "-" + errNotInteger},
 		{[]string{"DELAY.NACK", "q", "a", "1.5"}, "-" + errNotInteger},
 		{[]string{"DELAY.NACK", "q", "a", "100"}, ":0"},
+		{[]string{"DELAY.NACK", "q", "a", "ERROR", "x"}, ":0"},
+		{[]string{"DELAY.NACK", "q", "a", "100", "ERROR", "x"}, ":0"},
+		{[]string{"DELAY.NACK", "q", "a", "ERROR"}, "-ERR syntax error: option 'ERROR' needs a value"},
+		{[]string{"DELAY.NACK", "q", "a", "ERROR", "x", "ERROR", "y"}, "-ERR syntax error: option 'ERROR' given twice"},
+		{[]string{"DELAY.NACK", "q", "a", "ERROR", "x", "100"}, "-ERR syntax error: unknown option '100'"},
+		{[]string{"DELAY.NACK", "q", "a", "ERROR", ""}, "-" + errReason},
+		{[]string{"DELAY.NACK", "q", "a", "ERROR", strings.Repeat("x", 1025)}, "-" + errReason},
 
 		// DELAY.SCHEDULE
 		{[]string{"DELAY.SCHEDULE", "q", "s", "EVRY", "1000", "p"}, "-ERR syntax error: expected CRON or EVERY, got 'EVRY'"},
@@ -118,6 +126,30 @@ func TestDelayOptionErrorsNameTheWord(t *testing.T) {
 	} {
 		if got := n.do(c, tc.cmd...); got != tc.want {
 			t.Errorf("%q: %s, want %s", tc.cmd, got, tc.want)
+		}
+	}
+}
+
+// DELAY.NACK ... ERROR text gives the job a failure reason that DELAY.GET
+// shows as error, through a retry and into the dead-letter queue.
+func TestNackErrorShownByGet(t *testing.T) {
+	n := newNode(t, nil)
+	c := n.client()
+	for _, tc := range []struct{ cmd, want string }{
+		{"DELAY.ADD q 0 p ID j ACKTIMEOUT 60000 RETRY 1 DEADLETTER dlq", "$j"},
+		{"DELAY.GET q j", "*12 $id $j $queue $q $state $ready $due :…"}, // no error field
+		{"DELAY.POP q 0", "*3 $q $j $p"},
+		{"DELAY.NACK q j 0 ERROR first", ":1"},
+		{"DELAY.GET q j", "…$deliveries :1 $error $first"},
+		{"DELAY.POP q 0", "*3 $q $j $p"},
+		{"DELAY.NACK q j ERROR second", ":1"},
+		{"DELAY.GET dlq j", "…$origin $q $error $second"},
+	} {
+		got := n.do(c, strings.Fields(tc.cmd)...)
+		want, pre := strings.CutSuffix(tc.want, "…")
+		want, suf := strings.CutPrefix(want, "…")
+		if (pre && !strings.HasPrefix(got, want)) || (suf && !strings.HasSuffix(got, want)) || (!pre && !suf && got != want) {
+			t.Errorf("%s: %s, want %s", tc.cmd, got, tc.want)
 		}
 	}
 }
