@@ -133,7 +133,9 @@ func TestReasonSideTableIsFreed(t *testing.T) {
 			func(id string) { e.Ack(b("q"), [][]byte{b(id)}) },
 			func(id string) { e.Cancel(b("q"), [][]byte{b(id)}) },
 			func(id string) { e.Del([][]byte{b("q")}) },
-			func(id string) { addOpts(t, e, AddArgs{Queue: b("q"), ID: b(id), Payload: b("new"), Replace: true, Retry: -1}) },
+			func(id string) {
+				addOpts(t, e, AddArgs{Queue: b("q"), ID: b(id), Payload: b("new"), Replace: true, Retry: -1})
+			},
 		} {
 			id := string(rune('a' + i))
 			addOpts(t, e, AddArgs{Queue: b("q"), ID: b(id), Payload: b("p"), AckTimeout: 100, Retry: -1})
