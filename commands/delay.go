@@ -296,6 +296,7 @@ func cmdStats(d *Dispatcher, c *Client, args [][]byte) {
 		n    uint64
 	}{
 		{"delayed", uint64(s.Delayed)}, {"ready", uint64(s.Ready)}, {"reserved", uint64(s.Reserved)},
+		{"latency", uint64(s.Latency)},
 		{"added", s.Added}, {"deliveries", s.Deliveries}, {"redeliveries", s.Redeliveries}, {"acks", s.Acks},
 		{"nacks", s.Nacks}, {"expired", s.Expired}, {"dead_lettered", s.DeadLettered},
 		{"paused", boolCount(s.Paused)},

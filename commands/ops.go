@@ -1,6 +1,11 @@
 package commands
 
-import "bytes"
+import (
+	"bytes"
+	"strconv"
+
+	"github.com/delayd/delayd/engine"
+)
 
 // Operating queues: the commands the dashboard's screens and buttons are
 // views of (DELAY.UPCOMING, DELAY.REQUEUE, DELAY.PAUSE, DELAY.RESUME).
@@ -121,4 +126,51 @@ func boolCount(b bool) uint64 {
 		return 1
 	}
 	return 0
+}
+
+// infoLatencyQueues bounds INFO's per-queue latency lines: the queues whose
+// oldest ready job has waited longest, which are the ones to look at; a
+// million queues must not make INFO a million lines.
+const infoLatencyQueues = 100
+
+// latencyInfo is INFO queues' latency lines: latency_max_ms, the oldest
+// ready job of any queue (ms since its due time, 0 with none), then one line
+// per queue with a ready job, the oldest first, as Redis writes a line per
+// database: queue_<name>:ready=<n>,latency_ms=<ms>.
+func latencyInfo(eng *engine.Engine) [][2]string {
+	if eng == nil {
+		return [][2]string{{"latency_max_ms", "0"}}
+	}
+	top, most := eng.Latencies(infoLatencyQueues)
+	out := make([][2]string, 0, len(top)+1)
+	out = append(out, [2]string{"latency_max_ms", strconv.FormatInt(most, 10)})
+	for _, q := range top {
+		out = append(out, [2]string{"queue_" + infoName(q.Name),
+			"ready=" + strconv.Itoa(q.Ready) + ",latency_ms=" + strconv.FormatInt(q.Latency, 10)})
+	}
+	return out
+}
+
+// infoName writes a queue name so that an INFO line stays one key:value
+// line a parser splits at its first ':' and ',' and '=': any byte outside
+// printable ASCII, and those three and '\', become \xNN.
+func infoName(name string) string {
+	var b []byte
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if c <= ' ' || c >= 0x7f || c == ':' || c == ',' || c == '=' || c == '\\' {
+			if b == nil {
+				b = append(make([]byte, 0, len(name)+8), name[:i]...)
+			}
+			b = append(b, '\\', 'x', "0123456789abcdef"[c>>4], "0123456789abcdef"[c&15])
+			continue
+		}
+		if b != nil {
+			b = append(b, c)
+		}
+	}
+	if b == nil {
+		return name
+	}
+	return string(b)
 }

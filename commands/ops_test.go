@@ -3,6 +3,8 @@ package commands
 import (
 	"strings"
 	"testing"
+	"testing/synctest"
+	"time"
 )
 
 // DELAY.UPCOMING, DELAY.REQUEUE, DELAY.PAUSE, DELAY.RESUME: arguments,
@@ -120,6 +122,49 @@ func TestOpsRouting(t *testing.T) {
 	for _, cmd := range []string{"DELAY.PAUSE foo", "DELAY.RESUME foo", "DELAY.UPCOMING foo", "DELAY.REQUEUE foo ALL"} {
 		if got := f.do(fcl, strings.Fields(cmd)...); got != movedFoo {
 			t.Errorf("on a follower, %s: %s, want %s", cmd, got, movedFoo)
+		}
+	}
+}
+
+// DELAY.STATS latency and INFO queues' latency lines: ms since the oldest
+// ready job's due time, the oldest queue first, names escaped so each line
+// stays one key:value.
+func TestLatencyInStatsAndInfo(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := newNode(t, nil)
+		c := n.client()
+		n.do(c, "DELAY.ADD", "jobs:mail", "0", "p")
+		time.Sleep(1500 * time.Millisecond)
+		n.do(c, "DELAY.ADD", "b", "0", "p")
+		n.do(c, "DELAY.ADD", "b", "0", "p")
+		time.Sleep(500 * time.Millisecond)
+		n.do(c, "DELAY.ADD", "idle", "60000", "p")
+		if got := n.do(c, "DELAY.STATS", "jobs:mail"); !strings.HasPrefix(got, "*") ||
+			!strings.Contains(got, "$reserved :0 $latency :2000 $added") {
+			t.Fatalf("DELAY.STATS: %s", got)
+		}
+		if got := n.do(c, "DELAY.STATS", "idle"); !strings.Contains(got, "$latency :0 ") {
+			t.Fatalf("DELAY.STATS of a queue with no ready job: %s", got)
+		}
+		info := n.do(c, "INFO", "queues")
+		for _, line := range []string{"latency_max_ms:2000\r\n", "queue_jobs\\x3amail:ready=1,latency_ms=2000\r\nqueue_b:ready=2,latency_ms=500\r\n"} {
+			if !strings.Contains(info, line) {
+				t.Errorf("INFO queues lacks %q:\n%s", line, info)
+			}
+		}
+		if strings.Contains(info, "queue_idle") {
+			t.Errorf("INFO queues lists a queue with no ready job:\n%s", info)
+		}
+	})
+}
+
+func TestInfoNameEscapes(t *testing.T) {
+	for in, want := range map[string]string{
+		"plain": "plain", "a:b": `a\x3ab`, "a,b=c": `a\x2cb\x3dc`, "sp ace\r\n": `sp\x20ace\x0d\x0a`,
+		`back\slash`: `back\x5cslash`, "\xff": `\xff`, "{tag}.x-y/z": "{tag}.x-y/z",
+	} {
+		if got := infoName(in); got != want {
+			t.Errorf("infoName(%q) = %q, want %q", in, got, want)
 		}
 	}
 }
