@@ -16,17 +16,19 @@ const (
 	defaultUpcoming = 10
 	maxUpcoming     = 1000
 	errUpcomingCnt  = "ERR count must be an integer from 1 to 1000"
+	errAfterTime    = "ERR AFTER's time must be an integer (unix ms)"
 )
 
-// cmdUpcoming is DELAY.UPCOMING key [count]: the next count (default 10,
-// at most 1000) delayed jobs in the order they will become ready, each as
-// [id, due, payload]; an empty array when there are none.
+// cmdUpcoming is DELAY.UPCOMING key [count] [AFTER due id]: the next count
+// (default 10, at most 1000) delayed jobs in the order they will become
+// ready, each as [id, due, payload], after the job id due at due (the last
+// of the page before: engine.Cursor); an empty array when there are none.
 func cmdUpcoming(d *Dispatcher, c *Client, args [][]byte) {
-	count, ok := listCount(c, args)
+	count, after, ok := listArgs(c, args)
 	if !ok {
 		return
 	}
-	jobs := d.engineFor(c).Upcoming(args[1], count)
+	jobs := d.engineFor(c).UpcomingAfter(args[1], count, after)
 	c.W.Array(len(jobs))
 	for _, j := range jobs {
 		c.W.Array(3)
@@ -36,36 +38,54 @@ func cmdUpcoming(d *Dispatcher, c *Client, args [][]byte) {
 	}
 }
 
-// listCount parses the optional count of DELAY.UPCOMING and DELAY.RESERVED.
-func listCount(c *Client, args [][]byte) (int, bool) {
-	if len(args) > 3 {
-		c.W.Error(errUnknownOption(args[3]))
-		return 0, false
+// listArgs parses what follows the key of DELAY.UPCOMING and
+// DELAY.RESERVED: [count] [AFTER time id].
+func listArgs(c *Client, args [][]byte) (int, *engine.Cursor, bool) {
+	count, rest := defaultUpcoming, args[2:]
+	if len(rest) > 0 && !bytes.EqualFold(rest[0], []byte("AFTER")) {
+		n, ok := parseInt(rest[0])
+		switch {
+		case !ok && !looksNumeric(rest[0]):
+			c.W.Error(errUnknownOption(rest[0]))
+			return 0, nil, false
+		case !ok:
+			c.W.Error(errNotInteger)
+			return 0, nil, false
+		case n < 1 || n > maxUpcoming:
+			c.W.Error(errUpcomingCnt)
+			return 0, nil, false
+		}
+		count, rest = int(n), rest[1:]
 	}
-	if len(args) < 3 {
-		return defaultUpcoming, true
+	var after *engine.Cursor
+	msg := scanOptions(rest, []optSpec{{"AFTER", 2}}, func(_ string, v [][]byte) string {
+		t, ok := parseInt(v[0])
+		if !ok {
+			return errAfterTime
+		}
+		if len(v[1]) == 0 || len(v[1]) > 256 {
+			return errBadID
+		}
+		after = &engine.Cursor{Time: t, ID: v[1]}
+		return ""
+	})
+	if msg != "" {
+		c.W.Error(msg)
+		return 0, nil, false
 	}
-	n, ok := parseInt(args[2])
-	if !ok {
-		c.W.Error(errNotInteger)
-		return 0, false
-	}
-	if n < 1 || n > maxUpcoming {
-		c.W.Error(errUpcomingCnt)
-		return 0, false
-	}
-	return int(n), true
+	return count, after, true
 }
 
-// cmdReserved is DELAY.RESERVED key [count]: the queue's reserved jobs,
-// the first to expire first, each [id, ack-deadline, deliveries, payload],
-// so an operator sees what workers hold and until when.
+// cmdReserved is DELAY.RESERVED key [count] [AFTER deadline id]: the
+// queue's reserved jobs, the first to expire first, each [id, ack-deadline,
+// deliveries, payload], so an operator sees what workers hold and until
+// when; AFTER pages on as DELAY.UPCOMING's.
 func cmdReserved(d *Dispatcher, c *Client, args [][]byte) {
-	count, ok := listCount(c, args)
+	count, after, ok := listArgs(c, args)
 	if !ok {
 		return
 	}
-	jobs := d.engineFor(c).Reserved(args[1], count)
+	jobs := d.engineFor(c).ReservedAfter(args[1], count, after)
 	c.W.Array(len(jobs))
 	for _, j := range jobs {
 		c.W.Array(4)
