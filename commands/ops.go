@@ -43,11 +43,9 @@ func cmdUpcoming(d *Dispatcher, c *Client, args [][]byte) {
 func listArgs(c *Client, args [][]byte) (int, *engine.Cursor, bool) {
 	count, rest := defaultUpcoming, args[2:]
 	if len(rest) > 0 && !bytes.EqualFold(rest[0], []byte("AFTER")) {
+		// A word that is not AFTER is the count, as it always was.
 		n, ok := parseInt(rest[0])
 		switch {
-		case !ok && !looksNumeric(rest[0]):
-			c.W.Error(errUnknownOption(rest[0]))
-			return 0, nil, false
 		case !ok:
 			c.W.Error(errNotInteger)
 			return 0, nil, false

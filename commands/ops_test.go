@@ -168,3 +168,32 @@ func TestInfoNameEscapes(t *testing.T) {
 		}
 	}
 }
+
+// DELAY.UPCOMING and DELAY.RESERVED take AFTER time id (the last job of
+// the page before), with or without a count; the old forms still work.
+func TestUpcomingAndReservedAfter(t *testing.T) {
+	n := newNode(t, nil)
+	c := n.client()
+	for _, tc := range []struct{ cmd, want string }{
+		{"DELAY.ADDAT q 4000000000000 pa ID a", "$a"},
+		{"DELAY.ADDAT q 4000000000000 pb ID b", "$b"},
+		{"DELAY.ADDAT q 4100000000000 pc ID c", "$c"},
+		{"DELAY.UPCOMING q 2", "*2 *3 $a :4000000000000 $pa *3 $b :4000000000000 $pb"},
+		{"DELAY.UPCOMING q 2 AFTER 4000000000000 b", "*1 *3 $c :4100000000000 $pc"},
+		{"DELAY.UPCOMING q AFTER 4000000000000 a", "*2 *3 $b :4000000000000 $pb *3 $c :4100000000000 $pc"},
+		{"DELAY.UPCOMING q after 4100000000000 c", "*0"},
+		// The cursor's job gone: from its millisecond again.
+		{"DELAY.UPCOMING q 5 AFTER 4000000000000 gone", "*3 *3 $a :4000000000000 $pa *3 $b :4000000000000 $pb *3 $c :4100000000000 $pc"},
+		{"DELAY.UPCOMING q 5 AFTER 4000000000001 gone", "*1 *3 $c :4100000000000 $pc"},
+		{"DELAY.UPCOMING q 5 AFTER x a", "-" + errAfterTime},
+		{"DELAY.UPCOMING q 5 AFTER 1", "-ERR syntax error: option 'AFTER' needs 2 values"},
+		{"DELAY.UPCOMING q 5 AFTER 1 a AFTER 2 b", "-ERR syntax error: option 'AFTER' given twice"},
+		{"DELAY.UPCOMING q 5 BEFORE 1 a", "-ERR syntax error: unknown option 'BEFORE'"},
+		{"DELAY.RESERVED q 5 AFTER 1 a", "*0"},
+		{"DELAY.RESERVED q AFTER 1", "-ERR syntax error: option 'AFTER' needs 2 values"},
+	} {
+		if got := n.do(c, strings.Fields(tc.cmd)...); got != tc.want {
+			t.Errorf("%s: %s, want %s", tc.cmd, got, tc.want)
+		}
+	}
+}
