@@ -20,7 +20,7 @@ type fakeCluster struct {
 	self     string
 	leader   string // the leader Raft names; "" while none is known
 	writable bool
-	last     string // LastLeader's id while no leader is known
+	last     string         // LastLeader's id while no leader is known
 	members  []cluster.Node // Self and Leader are derived from self and leader
 	term     uint64
 	index    uint64
