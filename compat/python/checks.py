@@ -514,6 +514,32 @@ def check_failover():
         raise AssertionError(f"jobs delivered before their delay: {early}")
 
 
+def check_writer():
+    """The writer of compat/failover_test.go: adds jobs {fo}py-0, {fo}py-1,
+    ... (delayed an hour, each with its ID, a failed add retried with it)
+    through RedisCluster, and prints "ack <id>" for each the server
+    acknowledged and "err <kind>" for a failure, until it is killed. With
+    DELAYD_FAILOVER_SETTINGS=defaults the client has redis-py's defaults
+    only; otherwise those of cluster_client, which the README names."""
+    from redis.cluster import ClusterNode, RedisCluster
+
+    if os.environ.get("DELAYD_FAILOVER_SETTINGS") == "defaults":
+        rc = RedisCluster(startup_nodes=[ClusterNode(h, p) for h, p in ADDRS], decode_responses=True)
+    else:
+        rc = cluster_client(ADDRS)
+    i = 0
+    while True:
+        job = f"py-{i}"
+        try:
+            rc.execute_command("DELAY.ADD", "{fo}py", 3600000, "x", "ID", job)
+            print(f"ack {job}", flush=True)
+            i += 1
+        except Exception as e:
+            print(f"err {type(e).__name__}: {str(e)[:120]}", flush=True)
+            time.sleep(0.05)
+        time.sleep(0.01)
+
+
 def main():
     name = sys.argv[1]
     check = globals().get("check_" + name)
