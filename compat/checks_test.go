@@ -62,7 +62,7 @@ var features = []feature{
 	{name: "cluster", title: "cluster client", delaydOnly: true, cluster: true,
 		what: "a 3-node delayd cluster; the library's cluster client, given one follower's address, finds the leader (the one master of `CLUSTER SLOTS`/`SHARDS`/`NODES`) and follows `MOVED`: `DELAY.ADD` with `ID`, `DELAY.GET`, `DELAY.POP`, `DELAY.ACK`, and adds to 20 queues (20 slots), pipelined where the library's cluster pipeline takes several slots (ioredis's takes one); redis-cli: `MOVED` printed without `-c`, followed with it, and `--cluster check` finds all 16384 slots covered"},
 	{name: "failover", title: "failover", delaydOnly: true, cluster: true,
-		what: "a 3-node delayd cluster and the library's cluster client given every node: a producer (`DELAY.ADD` with `ID`, delays 0..2000 ms, a failed add retried with its ID) and a worker (`DELAY.POP` + `DELAY.ACK`) run while the leader is killed (SIGKILL); both resume on their own within 15 s, the killed node restarts and rejoins, more adds succeed; then the leader is frozen for 3 s (SIGSTOP) while the others elect a new one and goes on (SIGCONT) as a stale leader that must step down, and the work goes on again; in the end every add the client saw acknowledged is delivered at least once, none early. redis-cli: `-c` from a follower, an add retried by hand until the new leader takes it, the job added before the kill popped after it, and a pop blocked on the frozen leader answered `UNBLOCKED`"},
+		what: "a 3-node delayd cluster and the library's cluster client given every node, with its defaults plus only what the README's cluster section names for it: a producer (`DELAY.ADD` with `ID`, delays 0..2000 ms, a failed add retried with its ID) and a worker (`DELAY.POP` + `DELAY.ACK`) run while the leader is killed (SIGKILL); both resume on their own within 15 s, the killed node restarts and rejoins, more adds succeed; then the leader is frozen for 3 s (SIGSTOP) while the others elect a new one and goes on (SIGCONT) as a stale leader that must step down, and the work goes on again; in the end every add the client saw acknowledged is delivered at least once, none early. redis-cli: `-c` from a follower, an add retried by hand until the new leader takes it, the job added before the kill popped after it, and a pop blocked on the frozen leader answered `UNBLOCKED`"},
 }
 
 // cell is how one client is checked for one feature.
@@ -105,9 +105,9 @@ var clients = []client{
 	{name: "redis-py", title: "redis-py", cells: scripted(python, "python/checks.py", "", map[string]cell{
 		"resp3": {note: "redis-py 5 and later (`protocol=3`); Debian bookworm's 4.3 has no RESP3"},
 		"cache": {note: "redis-py 5.1 and later (`cache_config`, RESP3); Debian bookworm's 4.3 has none"},
-		"failover": {note: "redis-py 4.4.2 and later; Debian bookworm's 4.3 fails to re-read the slot map after a connection error " +
-			"(`cannot pickle '_thread.lock' object`, redis-py #2377, fixed in 4.4.0), which the check works around with " +
-			"`RedisCluster.__deepcopy__ = lambda self, memo: self`, and raises `IndexError` once when a replica becomes master " +
+		"failover": {note: "redis-py 4.4.2 and later with its defaults; Debian bookworm's 4.3 fails to re-read the slot map after a connection error " +
+			"(`cannot pickle '_thread.lock' object`, redis-py #2377, fixed in 4.4.0), so with its defaults it writes again only once the dead node is back; " +
+			"the check adds the README's one line, `RedisCluster.__deepcopy__ = lambda self, memo: self`; 4.3 also raises `IndexError` once when a replica becomes master " +
 			"(redis-py #2549, fixed in 4.4.2), which the app's retry covers"},
 	})},
 	{name: "ioredis", title: "ioredis 5", cells: scripted(node, "node/checks.js", "ioredis", map[string]cell{
@@ -115,8 +115,8 @@ var clients = []client{
 		"cache": {na: "ioredis has no client-side cache"},
 	})},
 	{name: "node-redis", title: "node-redis 5", cells: scripted(node, "node/checks.js", "node-redis", map[string]cell{
-		"failover": {note: "node-redis 5 reads the slot map again only on `MOVED`/`ASK` (node-redis #2806), so it keeps sending to a dead leader; " +
-			"the check does what an app must: nodes give up reconnecting after a few tries, and a command failed by its connection makes the app replace its cluster client"},
+		"failover": {note: "node-redis 5 reads the slot map again only on `MOVED`/`ASK` (node-redis #2806), so with its defaults it keeps sending to a dead leader until it is back; " +
+			"the check does what the README says an app must: nodes give up reconnecting after a few tries, and a command failed by its connection makes the app replace its cluster client"},
 	})},
 	{name: "redis-cli", title: "redis-cli", cells: redisCLICells()},
 }
