@@ -270,6 +270,8 @@ var (
 	ErrSelectors  = errors.New("Selectors are not supported: a user has one set of permissions (its root selector) in delayd")
 	ErrBadHash    = errors.New("The password hash must be exactly 64 characters and contain only lowercase hexadecimal characters")
 	ErrNoSuchPass = errors.New("The password you are trying to remove from the user does not exist")
+	// ErrBadName refuses a user name an aclfile line could not hold.
+	ErrBadName = errors.New("Usernames can't contain spaces or null characters")
 )
 
 // RuleError is a refused rule, worded as Redis's ACL SETUSER reply.
@@ -320,7 +322,7 @@ func (u *User) apply(rule string, known Names) error {
 		return nil // there never are selectors to clear
 	}
 	if rule == "" {
-		return ErrSyntax
+		return nil // as Redis: an empty argument changes nothing
 	}
 	switch rule[0] {
 	case '>':
@@ -351,6 +353,9 @@ func (u *User) apply(rule string, known Names) error {
 		}
 		u.Hashes = slices.Delete(u.Hashes, i, i+1)
 	case '~':
+		if hasSpaces(rule[1:]) {
+			return ErrSyntax
+		}
 		u.Keys = addKey(u.Keys, KeyPattern{rule[1:], Read | Write})
 	case '%':
 		i := strings.IndexByte(rule, '~')
@@ -367,6 +372,9 @@ func (u *User) apply(rule string, known Names) error {
 			default:
 				return ErrSyntax
 			}
+		}
+		if hasSpaces(rule[i+1:]) {
+			return ErrSyntax
 		}
 		u.Keys = addKey(u.Keys, KeyPattern{rule[i+1:], p})
 	case '&':
@@ -476,6 +484,13 @@ func addKey(keys []KeyPattern, k KeyPattern) []KeyPattern {
 		}
 	}
 	return append(keys, k)
+}
+
+// hasSpaces reports whether s holds a space or a NUL (C's isspace, as
+// Redis's ACLStringHasSpaces): names and patterns with them are refused, so
+// an aclfile line, split on spaces, always reads back as it was written.
+func hasSpaces(s string) bool {
+	return strings.ContainsAny(s, " \t\n\v\f\r\x00")
 }
 
 func validHash(h string) bool {

@@ -169,6 +169,8 @@ func TestACLSaveLoad(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "users.acl")
 	d := aclDispatcher(t, Options{ACLFile: file})
 	admin, _ := workerSetup(t, d)
+	must(t, d, admin, "-ERR Usernames can't contain spaces or null characters\n", "ACL", "SETUSER", "a b", "on", "nopass", "+@all")
+	must(t, d, admin, "+OK\n", "ACL", "SETUSER", "", "on", "nopass", "~a:*")
 	must(t, d, admin, "+OK\n", "ACL", "SAVE")
 	b, err := os.ReadFile(file)
 	if err != nil || !strings.Contains(string(b), "user worker on #") || strings.Contains(string(b), "wpass") {
