@@ -6,7 +6,9 @@
 // subcommand of a container ("+config|get", "-client|kill"), as Redis 7
 // does; selectors ("(...)") are refused. It knows nothing of the command
 // table: the caller says which names exist (a Names function) and which
-// categories a command or subcommand belongs to.
+// categories a command or subcommand belongs to. Rules may also name
+// Redis's commands and categories that delayd lacks, so that Redis's
+// aclfiles load; they grant nothing here.
 package acl
 
 import (
@@ -28,9 +30,12 @@ const (
 	Write                  // the command changes the key (%W~)
 )
 
-// Categories a command may belong to; ACL CAT lists them in this order.
-var Categories = []string{"keyspace", "read", "write", "list", "admin", "fast", "slow",
-	"blocking", "dangerous", "connection", "delay"}
+// Categories are Redis 7's, in its order, then delayd's own: ACL CAT lists
+// them so. Every one may be named in a rule, so Redis's aclfiles load; those
+// of data types delayd lacks (@hash, @set, ...) hold no command here.
+var Categories = []string{"keyspace", "read", "write", "set", "sortedset", "list", "hash", "string",
+	"bitmap", "hyperloglog", "geo", "stream", "pubsub", "admin", "fast", "slow", "blocking", "dangerous",
+	"connection", "transaction", "scripting", "delay"}
 
 // Kind is what a name in a command rule is; a Names function answers it.
 type Kind uint8
@@ -394,7 +399,7 @@ func (u *User) apply(rule string, known Names) error {
 			if !slices.Contains(Categories, c) {
 				return ErrUnknownName
 			}
-		} else if err := checkName(name, rule[0] == '+', known); err != nil {
+		} else if err := checkName(name, rule[0] == '+', withRedis(known)); err != nil {
 			return err
 		}
 		r := rule[:1] + name

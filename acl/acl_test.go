@@ -375,3 +375,19 @@ func TestSubcommandRulesSaveLoad(t *testing.T) {
 		t.Fatal("reloaded rules do not check as saved")
 	}
 }
+
+// Redis's commands and categories that delayd lacks may be named, as a
+// Redis aclfile names them; they match no command delayd runs.
+func TestRedisNames(t *testing.T) {
+	s := NewStore(known, "")
+	u := set(t, s, "r", "on -@all +@set +@transaction -@hash +hgetall -client|pause +config|resetstat +get")
+	if u.CommandAllowed("delay.pop", []string{"delay", "write"}) || !u.CommandAllowed("get", []string{"read"}) {
+		t.Fatal(u.Commands())
+	}
+	for rule, want := range map[string]error{"+hgetall|x": ErrFirstArg, "+client|nosuch": ErrUnknownName,
+		"+nosuch": ErrUnknownName, "+@nosuch": ErrUnknownName} {
+		if err := s.SetUser("r", []string{rule}); !errors.Is(err, want) {
+			t.Errorf("%s: %v", rule, err)
+		}
+	}
+}

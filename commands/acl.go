@@ -156,6 +156,8 @@ func categories(cmd *Command) ([]string, acl.Perm) {
 		cats = append(cats, cmd.Group)
 	case "generic":
 		cats = append(cats, "keyspace")
+	case "transactions":
+		cats = append(cats, "transaction")
 	}
 	if cmd.Name == "del" || cmd.Name == "exists" || cmd.Name == "type" || cmd.Name == "flushdb" || cmd.Name == "flushall" {
 		cats = append(cats, "keyspace")

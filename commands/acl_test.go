@@ -387,3 +387,29 @@ func TestACLSubcommandsAreDispatched(t *testing.T) {
 		t.Errorf("ACL knows %d CLUSTER subcommands, the table has %d", n, len(clusterSubs))
 	}
 }
+
+// An aclfile written for Redis loads: rules may name every Redis category
+// and Redis commands delayd lacks; they grant nothing here (issue 30).
+func TestACLRedisFileLoads(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "users.acl")
+	os.WriteFile(file, []byte("user bob on -@all +@set ~set* >bob +@transaction -@string -@hash +hgetall -client|pause +@scripting\n"), 0o600)
+	d := aclDispatcher(t, Options{ACLFile: file})
+	if err := d.LoadACLFile(); err != nil {
+		t.Fatal(err)
+	}
+	bob := d.NewClient(&textWriter{proto: 2}, "bob")
+	must(t, d, bob, "+OK\n", "AUTH", "bob", "bob")
+	must(t, d, bob, "+OK\n", "MULTI")
+	must(t, d, bob, "*\n", "EXEC")
+	must(t, d, bob, noperm("bob", "llen"), "LLEN", "set1")
+	admin := d.NewClient(&textWriter{proto: 2}, "admin")
+	if got := exec(d, admin, args("ACL", "GETUSER", "bob")); !strings.Contains(got, "$-@all +@set +@transaction -@string -@hash +hgetall -client|pause +@scripting\n") {
+		t.Fatalf("GETUSER: %q", got)
+	}
+	must(t, d, admin, "*\n$multi\n$exec\n$discard\n$watch\n$unwatch\n", "ACL", "CAT", "transaction")
+	must(t, d, admin, "*\n", "ACL", "CAT", "hash")
+	if got := exec(d, admin, args("ACL", "CAT")); !strings.HasPrefix(got, "*\n$keyspace\n$read\n$write\n$set\n") || !strings.HasSuffix(got, "$transaction\n$scripting\n$delay\n") {
+		t.Fatalf("ACL CAT: %q", got)
+	}
+	must(t, d, admin, "-ERR Error in ACL SETUSER modifier '+nosuch': Unknown command or category name in ACL\n", "ACL", "SETUSER", "x", "+nosuch")
+}
