@@ -217,9 +217,13 @@ func (d *Dispatcher) denied(c *Client, cmd *Command, args [][]byte) string {
 		return "NOPERM User " + clip([]byte(u.Name)) + " has no permissions to run the '" + clip([]byte(name)) + "' command"
 	default:
 		d.aclLog.add(d, c, reason, obj, u.Name)
-		return "NOPERM User " + clip([]byte(u.Name)) + " has no permissions to access one of the keys used as arguments"
+		return errNoPermKey
 	}
 }
+
+// errNoPermKey is Redis 7.2's refusal of a key (getAclErrorMessage, not
+// verbose): it names neither the user nor the key.
+const errNoPermKey = "NOPERM No permissions to access a key"
 
 // userName is the user c is authenticated as (CLIENT LIST's user=).
 func (c *Client) userName() string {

@@ -3,6 +3,7 @@ package commands
 import (
 	"time"
 
+	"github.com/delayd/delayd/acl"
 	"github.com/delayd/delayd/engine"
 )
 
@@ -22,6 +23,12 @@ type Block struct {
 	many      bool             // DELAY.MPOP: the waiter may hold several jobs (identity.go)
 	delivered *engine.Delivery // the job written to the client, if any
 	more      []engine.Delivery
+
+	// The command, with its own copy of the arguments, for the permission
+	// check made again when a job is there for it (guard).
+	d    *Dispatcher
+	cmd  *Command
+	args [][]byte
 }
 
 // Ready fires when the engine served the waiter or released it at shutdown.
@@ -55,7 +62,7 @@ func (b *Block) Unblocked() <-chan string { return b.unblock }
 func (b *Block) Unblock(c *Client, msg string) {
 	b.done()
 	job, ok := b.eng.CancelWait(b.w)
-	if ok || msg == "" {
+	if ok || msg == "" || b.w.Refused() {
 		b.reply(c, job, ok)
 		return
 	}
@@ -104,7 +111,47 @@ func (b *Block) WriteFailed() {
 	}
 }
 
+// guard makes the engine check c's rights again before it serves the
+// block, as Redis 7.2 checks a blocked command's permissions again when a
+// key it waits on is ready: a user whose keys or commands were taken away
+// meanwhile gets NOPERM, and the job stays for another client.
+func (d *Dispatcher) guard(b *Block, cmd *Command, args [][]byte) {
+	if b.w == nil {
+		return
+	}
+	b.d, b.cmd, b.args = d, cmd, ownArgs(args)
+	name, cats := aclName(cmd, b.args)
+	var keys []acl.Key
+	for _, k := range commandKeys(cmd, b.args) {
+		keys = append(keys, acl.Key{Name: k, Perm: cmd.keyPerm})
+	}
+	c := b.c
+	b.eng.Guard(b.w, func() bool {
+		h := c.user.Load()
+		if h == nil {
+			return true
+		}
+		u := h.User()
+		r, _ := u.Check(name, cats, keys)
+		return r == acl.OK
+	})
+}
+
+// refusal is the NOPERM line for a block the engine refused to serve
+// (guard), logged in ACL LOG and counted as a rejected call.
+func (b *Block) refusal(c *Client) string {
+	b.d.countRejected(b.cmd)
+	if msg := b.d.denied(c, b.cmd, b.args); msg != "" {
+		return msg
+	}
+	return errNoPermKey // its rights came back since: the refusal stands
+}
+
 func (b *Block) reply(c *Client, job engine.Delivery, ok bool) {
+	if !ok && b.d != nil && b.w.Refused() {
+		c.W.Error(b.refusal(c))
+		return
+	}
 	if !ok {
 		c.W.NullArray()
 		return

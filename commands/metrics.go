@@ -17,13 +17,24 @@ func init() {
 	}
 }
 
-// cmdCount is one command's calls and time in its handler. Padded to a
+// cmdCount is one command's calls and time in its handler, and the calls
+// refused before it ran (rejected: arity, ACL, OOM, ... as Redis's
+// rejected_calls) or that ran and answered an error (failed). Padded to a
 // cache line: connections running different commands on different cores
 // must not contend for one line.
 type cmdCount struct {
-	calls atomic.Uint64
-	ns    atomic.Int64
-	_     [48]byte
+	calls    atomic.Uint64
+	ns       atomic.Int64
+	rejected atomic.Uint64
+	failed   atomic.Uint64
+	_        [32]byte
+}
+
+// countRejected counts a call of cmd refused before its handler ran.
+func (d *Dispatcher) countRejected(cmd *Command) {
+	if i := cmd.stat; i < len(d.cnt) && d.cmds[i] == cmd {
+		d.cnt[i].rejected.Add(1)
+	}
 }
 
 // countCommand adds one call of cmd that took took. Two atomic adds.

@@ -74,6 +74,13 @@ func (d *Dispatcher) queue(c *Client, cmd *Command, args [][]byte) {
 		d.reject(c, cmd, errNotInMulti)
 		return
 	}
+	c.tx.queued = append(c.tx.queued, queuedCmd{cmd, ownArgs(args)})
+	c.W.Status("QUEUED")
+}
+
+// ownArgs copies arguments out of the reader's buffer, which the next
+// command reuses, into one allocation.
+func ownArgs(args [][]byte) [][]byte {
 	n := 0
 	for _, a := range args {
 		n += len(a)
@@ -84,8 +91,7 @@ func (d *Dispatcher) queue(c *Client, cmd *Command, args [][]byte) {
 		buf = append(buf, a...)
 		own[i] = buf[len(buf)-len(a):]
 	}
-	c.tx.queued = append(c.tx.queued, queuedCmd{cmd, own})
-	c.W.Status("QUEUED")
+	return own
 }
 
 // unwatchAll drops every WATCH of the connection.

@@ -118,6 +118,9 @@ func (d *Dispatcher) afterExec(c *Client, cmd *Command, args [][]byte, start tim
 		c.clk = 0
 	}
 	d.countCommand(cmd, took)
+	if c.Block != nil {
+		d.guard(c.Block, cmd, args)
+	}
 	if d.obs.slowAt >= 0 && took >= d.obs.slowAt {
 		d.slowlogPush(c, cmd, args, took)
 	}
