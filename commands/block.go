@@ -1,6 +1,10 @@
 package commands
 
 import (
+	"errors"
+	"math"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/delayd/delayd/acl"
@@ -172,4 +176,76 @@ func (b *Block) reply(c *Client, job engine.Delivery, ok bool) {
 		return
 	}
 	writeJob(c.W, job, b.mode)
+}
+
+const errTimeoutRange = "ERR timeout is out of range"
+
+// parseTimeout parses a blocking command's timeout in seconds as Redis 7.2's
+// getTimeoutFromObjectOrReply does: a number strtold reads whole (hex,
+// "inf" and exponents included), times 1000, rounded up to a millisecond;
+// 0 means forever. A timeout that would end past the largest int64 ms is
+// out of range, as there; one beyond what a Duration holds (292 years) but
+// within that range is kept as forever.
+func parseTimeout(b []byte) (time.Duration, string) {
+	f, ok := parseLongDouble(b)
+	if !ok {
+		return 0, errNotFloat
+	}
+	ms := f * 1000
+	if ms > math.MaxInt64 {
+		return 0, errTimeoutRange
+	}
+	ms = math.Ceil(ms) // -0.0001 s is -0 ms: forever, as in Redis
+	if ms < 0 {
+		return 0, errNegTimeout
+	}
+	if ms == 0 {
+		return 0, ""
+	}
+	if ms > float64(math.MaxInt64-time.Now().UnixMilli()) {
+		return 0, errTimeoutRange
+	}
+	if ms >= math.MaxInt64/float64(time.Millisecond) {
+		return 0, ""
+	}
+	return time.Duration(ms) * time.Millisecond, ""
+}
+
+// parseLongDouble reads a number as Redis's string2ld reads it with C's
+// strtold: decimal or hex ("0x10", "0x1.8p3"), "inf"/"infinity" in any case,
+// an optional sign; no space around it, no NaN, no digit separators (which
+// Go's ParseFloat takes and C does not). strtold's long double is wider than
+// a float64: a value beyond a float64 is ±Inf here (out of range either
+// way), and a nonzero one below its smallest is kept nonzero, so that it
+// still rounds up to a millisecond.
+func parseLongDouble(b []byte) (float64, bool) {
+	s := string(b)
+	if s == "" || strings.ContainsAny(s[:1], " \t\n\v\f\r") || strings.ContainsRune(s, '_') {
+		return 0, false
+	}
+	sign, body := "", s
+	if body[0] == '+' || body[0] == '-' {
+		sign, body = body[:1], body[1:]
+	}
+	mant := body
+	if len(body) > 2 && body[0] == '0' && (body[1] == 'x' || body[1] == 'X') {
+		if i := strings.IndexAny(body, "pP"); i >= 0 {
+			mant = body[2:i]
+		} else {
+			mant, body = body[2:], body+"p0" // C's hex needs no exponent, Go's does
+		}
+	} else if i := strings.IndexAny(body, "eE"); i >= 0 {
+		mant = body[:i]
+	}
+	f, err := strconv.ParseFloat(sign+body, 64)
+	if err != nil && !errors.Is(err, strconv.ErrRange) || math.IsNaN(f) {
+		return 0, false
+	}
+	if f == 0 && strings.ContainsAny(mant, "123456789abcdefABCDEF") {
+		f = math.SmallestNonzeroFloat64 // underflowed in a float64, not in a long double
+		if sign == "-" {
+			f = -f
+		}
+	}
+	return f, true
 }

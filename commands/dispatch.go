@@ -448,26 +448,6 @@ func parseInt(b []byte) (int64, bool) {
 	return int64(n), true
 }
 
-// parseTimeout parses a blocking timeout in seconds as Redis does: a decimal
-// that is not negative; 0 means forever.
-func parseTimeout(b []byte) (time.Duration, string) {
-	f, err := strconv.ParseFloat(string(b), 64)
-	if err != nil || f != f || len(b) == 0 || b[0] == ' ' || b[len(b)-1] == ' ' {
-		return 0, errNotFloat
-	}
-	if f < 0 {
-		return 0, errNegTimeout
-	}
-	if f > 1e9*365*24*3600 { // Inf and absurd values: forever is close enough
-		return 0, ""
-	}
-	d := time.Duration(f * float64(time.Second))
-	if d == 0 && f > 0 {
-		d = 1 // a positive timeout too small for a Duration is not "forever"
-	}
-	return d, ""
-}
-
 // engineFor is the engine a handler of c's command works on. Handlers reach
 // the engine only through it, never through d.eng, so that the commands of a
 // transaction can run on the engine held for the whole EXEC, and so that
