@@ -527,6 +527,14 @@ type aclEntry struct {
 }
 
 func (l *aclLog) add(d *Dispatcher, c *Client, reason acl.Reason, object, user string) {
+	switch reason {
+	case acl.DenyAuth:
+		d.aclDenied[0].Add(1)
+	case acl.DenyCmd:
+		d.aclDenied[1].Add(1)
+	case acl.DenyKey:
+		d.aclDenied[2].Add(1)
+	}
 	ctx := "toplevel"
 	if c.tx.multi || c.tx.eng != nil {
 		ctx = "multi"

@@ -456,5 +456,10 @@ func TestACLBlockedRecheck(t *testing.T) {
 		if got := exec(d, admin, args("ACL", "LOG", "1")); !strings.Contains(got, "$reason\n$key\n") || !strings.Contains(got, "$object\n$list") {
 			t.Fatalf("%v: ACL LOG %q", pop, got)
 		}
+		// As Redis's test: the refused call is a rejected one, not a call.
+		name := strings.ToLower(pop[0])
+		if got := infoField(exec(d, admin, args("INFO", "commandstats")), "cmdstat_"+name); got != "calls=0,usec=0,usec_per_call=0.00,rejected_calls=1,failed_calls=0" {
+			t.Fatalf("%v: cmdstat_%s:%s", pop, name, got)
+		}
 	}
 }

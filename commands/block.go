@@ -33,6 +33,7 @@ type Block struct {
 	d    *Dispatcher
 	cmd  *Command
 	args [][]byte
+	took time.Duration // the handler's time, counted when the block ends
 }
 
 // Ready fires when the engine served the waiter or released it at shutdown.
@@ -71,6 +72,15 @@ func (b *Block) Unblock(c *Client, msg string) {
 		return
 	}
 	c.W.Error(msg)
+	b.account(c) // an error: a failed call, as Redis counts it
+}
+
+// account counts the blocked call once it is answered (not refused).
+func (b *Block) account(c *Client) {
+	if b.d != nil {
+		b.d.countCommand(b.cmd, b.took)
+		b.d.ran(c, b.cmd)
+	}
 }
 
 // Served writes the job the waiter got, or a null reply if the engine
@@ -119,11 +129,11 @@ func (b *Block) WriteFailed() {
 // block, as Redis 7.2 checks a blocked command's permissions again when a
 // key it waits on is ready: a user whose keys or commands were taken away
 // meanwhile gets NOPERM, and the job stays for another client.
-func (d *Dispatcher) guard(b *Block, cmd *Command, args [][]byte) {
+func (d *Dispatcher) guard(b *Block, cmd *Command, args [][]byte, took time.Duration) {
 	if b.w == nil {
 		return
 	}
-	b.d, b.cmd, b.args = d, cmd, ownArgs(args)
+	b.d, b.cmd, b.args, b.took = d, cmd, ownArgs(args), took
 	name, cats := aclName(cmd, b.args)
 	var keys []acl.Key
 	for _, k := range commandKeys(cmd, b.args) {
@@ -154,8 +164,10 @@ func (b *Block) refusal(c *Client) string {
 func (b *Block) reply(c *Client, job engine.Delivery, ok bool) {
 	if !ok && b.d != nil && b.w.Refused() {
 		c.W.Error(b.refusal(c))
+		b.d.newErrors(c)
 		return
 	}
+	defer b.account(c)
 	if !ok {
 		c.W.NullArray()
 		return

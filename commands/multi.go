@@ -54,6 +54,7 @@ const (
 // a refused EXEC ends the transaction at once, saying why, as Redis's
 // execCommandAbort does.
 func (d *Dispatcher) reject(c *Client, cmd *Command, msg string) {
+	defer d.rejected(c, cmd)
 	if !c.tx.multi {
 		c.W.Error(msg)
 		return
@@ -193,6 +194,7 @@ func cmdExec(d *Dispatcher, c *Client, args [][]byte) {
 			// since the command was queued.
 			if msg := d.denied(c, q.cmd, q.args); msg != "" {
 				c.W.Error(msg)
+				d.rejected(c, q.cmd)
 				continue
 			}
 			c.last.Store(q.cmd)
