@@ -184,10 +184,13 @@ func run(args, environ []string, stderr io.Writer) int {
 			Addr:       cfg.HTTPAddr,
 			Dispatcher: disp,
 			Password:   cfg.RequirePass,
-			MaxQueues:  cfg.MetricsMaxQueues,
-			Version:    version,
-			Log:        log,
-			TLS:        tlsOf(tlsStore), // with tls-port, HTTPS with the same files
+			// --http-monitoring-auth no: Prometheus and probes need no
+			// credentials even after a user is added at run time.
+			OpenMonitoring: !cfg.HTTPMonitoringAuth,
+			MaxQueues:      cfg.MetricsMaxQueues,
+			Version:        version,
+			Log:            log,
+			TLS:            tlsOf(tlsStore), // with tls-port, HTTPS with the same files
 			Ready: func() (bool, string) {
 				if !ready.Load() {
 					return false, "loading"
