@@ -57,6 +57,9 @@ func (d *dashboard) act(op, key, id, back string) actionView {
 	case "resume":
 		a.Label = "Resume"
 		a.Confirm = fmt.Sprintf("Resume queue %s? Its ready jobs are handed out again.", q)
+	case "unschedule":
+		a.Label, a.Class = "Unschedule", "danger"
+		a.Confirm = fmt.Sprintf("Remove recurring schedule %s of queue %s? It fires no more; the jobs it already added stay.", j, q)
 	}
 	return a
 }
@@ -88,6 +91,11 @@ func actionCommand(op, key, id, to string) ([]string, error) {
 		return []string{"DELAY.PAUSE", key}, nil
 	case "resume":
 		return []string{"DELAY.RESUME", key}, nil
+	case "unschedule":
+		if id == "" {
+			return nil, fmt.Errorf("no schedule name given")
+		}
+		return []string{"DELAY.UNSCHEDULE", key, id}, nil
 	}
 	return nil, fmt.Errorf("unknown action %q", op)
 }
@@ -122,6 +130,11 @@ func describe(op, key, id string, reply any) string {
 			return fmt.Sprintf("Queue %s was not paused.", q)
 		}
 		return fmt.Sprintf("Resumed queue %s.", q)
+	case "unschedule":
+		if isInt && n == 0 {
+			return fmt.Sprintf("No schedule %s on queue %s: nothing removed.", j, q)
+		}
+		return fmt.Sprintf("Removed schedule %s of queue %s.", j, q)
 	}
 	return fmt.Sprint(reply)
 }

@@ -18,15 +18,17 @@ import (
 
 // viewFuncs are the templates' helpers.
 var viewFuncs = template.FuncMap{
-	"num":      fmtNum,
-	"bytes":    fmtBytes,
-	"show":     showName,
-	"when":     fmtWhen,
-	"ms":       fmtMs,
-	"rate":     fmtRate,
-	"queueURL": queueURL,
-	"jobURL":   jobURL,
-	"int64":    func(n int) int64 { return int64(n) },
+	"num":        fmtNum,
+	"bytes":      fmtBytes,
+	"show":       showName,
+	"when":       fmtWhen,
+	"ms":         fmtMs,
+	"rate":       fmtRate,
+	"queueURL":   queueURL,
+	"jobURL":     jobURL,
+	"schedTable": schedTable,
+	"text":       str,
+	"int64":      func(n int) int64 { return int64(n) },
 	"div": func(a, b int64) int64 {
 		if b == 0 {
 			return 0

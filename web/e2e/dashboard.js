@@ -142,6 +142,8 @@ async function seed() {
     ['DELAY.ADD', 'show', '0', hex('000102ff68656c6c6f89504e470d0a1a0a'), 'ID', 'binary'],
     ['DELAY.ADD', 'show', '0', 'x'.repeat(10000) + 'THE-END', 'ID', 'big'],
   ]);
+  await resp('DELAY.SCHEDULE', 'reports', 'nightly', 'CRON', '30 2 * * *', 'TZ', 'Europe/Berlin', '{"report":"daily"}', 'MISFIRE', 'once');
+  await resp('DELAY.SCHEDULE', 'heartbeat', 'tick', 'EVERY', '3600000', 'ping');
   for (let i = 1; i <= 4; i++) await resp('DELAY.POP', 'orders', '1');
   await within(3000, 'four jobs dead-lettered into orders-dead', async () => {
     const s = await resp('DELAY.STATS', 'orders-dead');
@@ -249,6 +251,36 @@ async function queuePage(page) {
   const held = await resp('DELAY.GET', 'show', 'held');
   eq(await page.locator('[data-field=state]').textContent(), 'reserved', 'state');
   eq(Number(await page.locator('[data-field=ack_deadline] time').getAttribute('data-ms')), Number(held.ack_deadline), 'ack deadline');
+}
+
+// Schedules are text, on their queue's page and on /schedules, and can be
+// removed from there.
+async function schedules(page) {
+  step = 'schedules on the queue page';
+  await goto(page, '/queue?key=reports');
+  const row = page.locator('#q-schedules tr[data-schedule=nightly]');
+  eq(await row.locator('[data-k=spec]').textContent(), 'CRON 30 2 * * *', 'spec');
+  eq(await row.locator('[data-k=zone]').textContent(), 'Europe/Berlin', 'zone');
+  const [sc] = await resp('DELAY.SCHEDULES', 'reports');
+  eq(Number(await row.locator('[data-k=next] time').getAttribute('data-ms')), Number(sc.next), 'next fire');
+  check(!/\[\d+ \d+ \d+/.test(await page.locator('#q-schedules').textContent()), 'a schedule shown as byte values');
+
+  step = 'the schedules page';
+  await page.locator('nav a[href="/schedules"]').click();
+  await page.waitForURL(/\/schedules$/);
+  const all = await resp('DELAY.SCHEDULES');
+  eq(await value(page.locator('data[data-k=schedule_count]')), all.length, 'schedule count');
+  eq(await page.locator('tr[data-schedule]').evaluateAll((rs) => rs.map((r) => [r.dataset.queue, r.dataset.schedule])),
+    all.map((x) => [x.queue, x.name]), 'schedules, by queue and name');
+  eq(await page.locator('tr[data-schedule=tick] [data-k=spec]').textContent(), 'EVERY 3600000', 'EVERY spec');
+  eq(await page.locator('tr[data-schedule=nightly] [data-k=misfire]').textContent(), 'once', 'misfire policy');
+  await shot(page, 'schedules');
+
+  step = 'unschedule';
+  await confirmClick(page, page.locator('tr[data-schedule=tick] form[data-op=unschedule] button'), 'accept');
+  await toast(page, /Removed schedule tick/);
+  eq((await resp('DELAY.SCHEDULES', 'heartbeat')).length, 0, 'DELAY.SCHEDULES heartbeat after unschedule');
+  await within(LIVE_WITHIN, 'the row goes', async () => (await page.locator('tr[data-schedule=tick]').count()) === 0 || 'still there');
 }
 
 async function jobPage(page) {
@@ -424,6 +456,7 @@ async function big(browser) {
       await overview(page);
       await queues(page);
       await queuePage(page);
+      await schedules(page);
       await jobPage(page);
       await actions(page);
       await ctx.close();
