@@ -38,6 +38,7 @@ type dashboard struct {
 	assetV  string // a hash of the embedded assets, to version their URLs
 	rates   rateBook
 	queues  queueCache
+	leaders leaderBook
 	started time.Time
 }
 
@@ -95,6 +96,7 @@ type view struct {
 	// ReadOnly: this node cannot run the pages' actions (a cluster
 	// follower), so none is offered.
 	ReadOnly bool
+	Node     nodeView
 	Data     any
 }
 
@@ -102,12 +104,18 @@ type view struct {
 // update.
 func (d *dashboard) page(name string, load func(ctx context.Context, r *http.Request) (string, any)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		title, data := load(r.Context(), r)
+		ctx := r.Context()
+		node := d.node(ctx)
+		if node.Follower {
+			ctx = WithReadOnly(ctx) // its own copy, not MOVED (dashboard_node.go)
+		}
+		title, data := load(ctx, r)
 		nav := name
 		if name == "queue" || name == "job" {
 			nav = "queues"
 		}
-		d.render(w, r, http.StatusOK, name, view{Title: title, Nav: nav, Self: r.URL.RequestURI(), Data: data})
+		d.render(w, r, http.StatusOK, name, view{Title: title, Nav: nav, Self: r.URL.RequestURI(),
+			Node: node, ReadOnly: node.Follower, Data: data})
 	}
 }
 
@@ -116,7 +124,7 @@ func (d *dashboard) render(w http.ResponseWriter, r *http.Request, status int, n
 	v.Host = r.Host
 	tmpl := "layout"
 	if r.Header.Get(liveHeader) != "" {
-		tmpl = "main"
+		tmpl = "body"
 	}
 	var buf bytes.Buffer
 	if err := d.pages[name].ExecuteTemplate(&buf, tmpl, v); err != nil {

@@ -161,6 +161,16 @@ func (d *dashboard) action(w http.ResponseWriter, r *http.Request) {
 		d.actionReply(w, r, wantsJSON, http.StatusBadRequest, actionResult{Error: err.Error(), Back: back})
 		return
 	}
+	if n := d.node(r.Context()); n.Follower {
+		// No button is offered here; a post from an old page, or a script,
+		// is told where to go rather than given MOVED.
+		msg := "This node is a cluster follower: actions run on the leader"
+		if n.Leader != "" {
+			msg += " (" + n.Leader + ")"
+		}
+		d.actionReply(w, r, wantsJSON, http.StatusConflict, actionResult{Error: msg + ".", Back: back})
+		return
+	}
 	if r.PostFormValue("confirmed") != "1" {
 		a := d.act(op, key, id, back)
 		d.render(w, r, http.StatusOK, "confirm", view{Title: "Confirm", Data: a})

@@ -67,3 +67,26 @@ func TestDashboardCountersNamedForWhatTheyCount(t *testing.T) {
 		}
 	}
 }
+
+// A leader's http-addr becomes a link a browser elsewhere can follow, or
+// the reason there is none.
+func TestLeaderLink(t *testing.T) {
+	for _, c := range []struct {
+		http, resp string
+		https      bool
+		url, why   string
+	}{
+		{"127.0.0.1:6381", "127.0.0.1:6380", false, "http://127.0.0.1:6381", ""},
+		{"0.0.0.0:6381", "10.0.0.1:6380", false, "http://10.0.0.1:6381", ""},
+		{":6381", "10.0.0.1:6380", true, "https://10.0.0.1:6381", ""},
+		{"[::]:6381", "[fd00::1]:6380", false, "http://[fd00::1]:6381", ""},
+		{"10.0.0.9:8080", "10.0.0.1:6380", false, "http://10.0.0.9:8080", ""},
+		{"127.0.0.1:6381", "10.0.0.1:6380", false, "", "its own machine only"},
+		{"", "10.0.0.1:6380", false, "", "HTTP side is off"},
+	} {
+		url, why := leaderLink(c.http, c.resp, c.https)
+		if url != c.url || !strings.Contains(why, c.why) || (c.why == "" && why != "") {
+			t.Errorf("leaderLink(%q, %q, %v) = %q, %q; want %q, %q", c.http, c.resp, c.https, url, why, c.url, c.why)
+		}
+	}
+}

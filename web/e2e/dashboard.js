@@ -396,6 +396,67 @@ async function phone(browser) {
   await ctx.close();
 }
 
+// follower: the dashboard of a cluster follower (DELAYD_E2E_URL) whose
+// leader is DELAYD_E2E_LEADER (RESP, where the Go side sends commands) with
+// its dashboard at DELAYD_E2E_LEADER_URL. It shows the leader's data, says
+// it is a follower, links to the leader, and offers no action.
+async function follower(browser) {
+  const LEADER = process.env.DELAYD_E2E_LEADER;
+  const LEADER_URL = process.env.DELAYD_E2E_LEADER_URL;
+  step = 'follower: seed on the leader';
+  const cmds = [];
+  for (let i = 1; i <= 20; i++) cmds.push(['DELAY.ADD', 'q20', String(3600000 + i * 1000), `{"n":${i}}`, 'ID', `job-${i}`]);
+  cmds.push(['DELAY.ADD', 'q20', '0', 'ready now', 'ID', 'r1']);
+  cmds.push(['DELAY.SCHEDULE', 'q20', 'hourly', 'CRON', '0 * * * *', 'tick']);
+  await pipeline(cmds);
+  const ctx = await browser.newContext({ viewport: { width: 1200, height: 800 } });
+  const page = await ctx.newPage();
+  watch(page);
+
+  step = 'follower: the queue page shows the leader\'s numbers';
+  await goto(page, '/queue?key=q20');
+  const s = await resp('DELAY.STATS', 'q20');
+  eq([s.delayed, s.ready], [20, 1], 'DELAY.STATS q20 on the leader');
+  await within(LIVE_WITHIN, 'the follower\'s counts', async () => {
+    const got = [await value(page.locator('#q-head data[data-k=delayed]')), await value(page.locator('#q-head data[data-k=ready]'))];
+    return (got[0] === s.delayed && got[1] === s.ready) || got;
+  });
+  const up = await resp('DELAY.UPCOMING', 'q20', '25');
+  eq(await page.locator('#q-upcoming tbody tr').evaluateAll((rs) => rs.map((r) => r.dataset.id)), ids(up), 'next delayed jobs');
+  eq(await page.locator('#q-schedules [data-k=spec]').first().textContent(), 'CRON 0 * * * *', 'the schedule');
+  check(!/MOVED|CLUSTERDOWN/.test(await page.locator('main').textContent()), 'a panel shows a redirection');
+
+  step = 'follower: the banner names the leader and links to its dashboard';
+  eq(await page.locator('#follower [data-k=leader]').textContent(), LEADER, 'leader named');
+  await within(5000, 'the link to the leader\'s dashboard', async () => {
+    const href = await page.locator('#follower a[data-k=leader-link]').getAttribute('href', { timeout: 100 }).catch(() => null);
+    return href === LEADER_URL + '/queue?key=q20' || href;
+  });
+  await shot(page, 'follower');
+
+  step = 'follower: no action offered';
+  for (const url of ['/', '/queues', '/queue?key=q20', '/schedules', '/job?key=q20&id=job-1']) {
+    await goto(page, url);
+    check(await page.locator('#follower').isVisible(), `${url}: no follower banner`);
+    eq(await page.locator('form[data-op], input[type=checkbox]').count(), 0, `${url}: action forms`);
+    check(!/MOVED|CLUSTERDOWN/.test(await page.locator('main').textContent()), `${url}: a panel shows a redirection`);
+  }
+  eq(await page.locator('[data-field=state]').textContent(), 'delayed', 'the job page reads the job');
+  await goto(page, '/');
+  const i = await info();
+  eq(await value(page.locator('#ov-jobs data[data-k=jobs]')), Number(i.jobs), 'jobs, as the leader counts them');
+  eq(await page.locator('[data-k=add_rate]').count(), 0, 'a follower\'s adds/s (always 0) shown');
+
+  step = 'follower: a post is refused, naming the leader';
+  const r = await fetch(BASE + '/action?op=cancel&key=q20&id=job-1&back=/', {
+    method: 'POST', body: 'confirmed=1', headers: { 'Content-Type': 'application/x-www-form-urlencoded', 'X-Delayd-Action': '1' },
+  });
+  const j = await r.json();
+  check(r.status === 409 && !j.ok && j.error.includes(LEADER), `POST /action on a follower: ${r.status} ${JSON.stringify(j)}`);
+  check((await resp('DELAY.GET', 'q20', 'job-1')) !== null, 'the job is still there');
+  await ctx.close();
+}
+
 // big: the first page's weight and load time. Each load starts with an
 // empty cache (CDP Network.setCacheDisabled), in a tab whose renderer is
 // already up, so it measures the page: its HTML, CSS, script and icon
@@ -447,6 +508,8 @@ async function big(browser) {
     if (MODE === 'big') {
       step = 'big';
       await big(browser);
+    } else if (MODE === 'follower') {
+      await follower(browser);
     } else {
       const t0 = Date.now();
       await seed();
