@@ -1,6 +1,7 @@
 package web
 
 import (
+	"net/url"
 	"regexp"
 	"strings"
 	"testing"
@@ -88,5 +89,72 @@ func TestLeaderLink(t *testing.T) {
 		if url != c.url || !strings.Contains(why, c.why) || (c.why == "" && why != "") {
 			t.Errorf("leaderLink(%q, %q, %v) = %q, %q; want %q, %q", c.http, c.resp, c.https, url, why, c.url, c.why)
 		}
+	}
+}
+
+// One job and a selection: run now (DELAY.PROMOTE), reschedule, cancel and
+// requeue, each through the confirmation, and what RESP says afterwards.
+func TestDashboardActionsOnOneJobAndASelection(t *testing.T) {
+	s := newTestServer(t, Options{})
+	for _, id := range []string{"a", "b", "c", "d", "e\x00\xff"} {
+		must(t, s, "DELAY.ADD", "q", "600000", "p", "ID", id)
+	}
+	state := func(id string) string { return str(fieldMap(must(t, s, "DELAY.GET", "q", id))["state"]) }
+
+	// The queue page offers the selection: a box per job, and the bulk form.
+	_, body := get(t, s, "/queue?key=q")
+	for _, want := range []string{`form="sel-upcoming"`, `value="e%00%FF"`, `id="sel-upcoming"`, `value="promote" data-op="promote"`, `value="reschedule"`, `&amp;op=promote" data-confirm`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the queue page lacks %s", want)
+		}
+	}
+
+	// A selection posted without confirmation: a page that asks, naming how
+	// many, and posting the same ids again.
+	sel := "op=promote&ids=a&ids=" + url.QueryEscape(url.QueryEscape("e\x00\xff"))
+	code, body := post(t, s, "/action?key=q&back=/queue%3Fkey%3Dq", sel)
+	if code != 200 || !strings.Contains(body, "Run the 2 selected jobs of queue q now?") || !strings.Contains(body, `name="ids" value="e%00%FF"`) {
+		t.Fatalf("unconfirmed selection: %d %.2000s", code, body)
+	}
+	if state("a") != "delayed" {
+		t.Fatal("an unconfirmed run-now moved the job")
+	}
+	code, body = post(t, s, "/action?key=q", sel+"&confirmed=1", actionHeader, "1")
+	if code != 200 || !strings.Contains(body, "Made ready 2 of 2 selected jobs of queue q.") {
+		t.Fatalf("run now: %d %s", code, body)
+	}
+	if state("a") != "ready" || state("e\x00\xff") != "ready" || state("b") != "delayed" {
+		t.Fatalf("after run now: a %s, e %s, b %s", state("a"), state("e\x00\xff"), state("b"))
+	}
+
+	// Reschedule one job: its due time moves to about now + 1h.
+	before := num(fieldMap(must(t, s, "DELAY.GET", "q", "b"))["due"])
+	code, body = post(t, s, "/action?op=reschedule&key=q&id=b", "delay=1h&confirmed=1", actionHeader, "1")
+	if code != 200 || !strings.Contains(body, "Rescheduled job b of queue q.") {
+		t.Fatalf("reschedule: %d %s", code, body)
+	}
+	if after := num(fieldMap(must(t, s, "DELAY.GET", "q", "b"))["due"]); after-before < 2_900_000 {
+		t.Fatalf("reschedule by 1h moved due from %d to %d", before, after)
+	}
+	// A ready job rescheduled becomes delayed; a delay that is no duration
+	// is refused before anything runs.
+	if code, body = post(t, s, "/action?op=reschedule&key=q", "ids=a&delay=soon&confirmed=1", actionHeader, "1"); code != 400 || !strings.Contains(body, `delay \"soon\" is not a duration`) {
+		t.Fatalf("a bad delay: %d %s", code, body)
+	}
+	post(t, s, "/action?op=reschedule&key=q", "ids=a&delay=90000&confirmed=1", actionHeader, "1")
+	if state("a") != "delayed" {
+		t.Fatalf("a ready job rescheduled is %s", state("a"))
+	}
+
+	// Cancel a selection of three: DELAY.STATS counts them gone.
+	code, body = post(t, s, "/action?op=cancel&key=q", "ids=a&ids=b&ids=c&confirmed=1", actionHeader, "1")
+	if code != 200 || !strings.Contains(body, "Cancelled 3 of 3 selected jobs of queue q.") {
+		t.Fatalf("cancel a selection: %d %s", code, body)
+	}
+	if st := fieldMap(must(t, s, "DELAY.STATS", "q")); num(st["delayed"])+num(st["ready"]) != 2 {
+		t.Fatalf("after cancelling 3 of 5: %v", st)
+	}
+	if code, _ := post(t, s, "/action?op=cancel&key=q", "confirmed=1", actionHeader, "1"); code != 400 {
+		t.Errorf("an empty selection: %d, want 400", code)
 	}
 }

@@ -18,17 +18,22 @@ import (
 
 // viewFuncs are the templates' helpers.
 var viewFuncs = template.FuncMap{
-	"num":        fmtNum,
-	"bytes":      fmtBytes,
-	"show":       showName,
-	"when":       fmtWhen,
-	"ms":         fmtMs,
-	"rate":       fmtRate,
-	"queueURL":   queueURL,
-	"jobURL":     jobURL,
-	"schedTable": schedTable,
-	"text":       str,
-	"int64":      func(n int) int64 { return int64(n) },
+	"num":         fmtNum,
+	"bytes":       fmtBytes,
+	"show":        showName,
+	"when":        fmtWhen,
+	"ms":          fmtMs,
+	"rate":        fmtRate,
+	"queueURL":    queueURL,
+	"jobURL":      jobURL,
+	"schedTable":  schedTable,
+	"text":        str,
+	"qesc":        url.QueryEscape,
+	"bulkForm":    bulkForm,
+	"bulkConfirm": bulkConfirm,
+	"bulkLabel":   bulkLabel,
+	"checkbox":    checkbox,
+	"int64":       func(n int) int64 { return int64(n) },
 	"div": func(a, b int64) int64 {
 		if b == 0 {
 			return 0

@@ -381,6 +381,63 @@ async function actions(page) {
   eq(await page.locator('form[data-op^=requeue]').count(), 0, 'requeue buttons on a queue without dead-lettered jobs');
 }
 
+// Actions on one job and on a selection: what RESP reports afterwards.
+async function jobActions(page) {
+  step = 'select three delayed jobs and cancel them';
+  await goto(page, '/queue?key=emails');
+  const up = ids(await resp('DELAY.UPCOMING', 'emails', '25'));
+  const pick = up.slice(0, 3);
+  const before = await resp('DELAY.STATS', 'emails');
+  for (const id of pick) await page.locator(`#q-upcoming tr[data-id="${id}"] input[type=checkbox]`).check();
+  eq(await page.locator('#sel-upcoming [data-k=selected]').textContent(), '3', 'the selection count');
+  await page.waitForTimeout(1200); // a live update in between keeps the boxes ticked
+  eq(await page.locator('#q-upcoming input[name=ids]:checked').count(), 3, 'boxes ticked after a live update');
+  await shot(page, 'selection');
+  await confirmClick(page, page.locator('#sel-upcoming button[value=cancel]'), 'accept');
+  check(lastDialog.includes('the 3 selected jobs'), `the dialog names the selection: ${lastDialog}`);
+  await toast(page, /Cancelled 3 of 3 selected jobs/);
+  for (const id of pick) eq(await resp('DELAY.GET', 'emails', id), null, `DELAY.GET ${id} after cancel`);
+  eq((await resp('DELAY.STATS', 'emails')).delayed, before.delayed - 3, 'DELAY.STATS delayed');
+  await within(LIVE_WITHIN, 'the rows go', async () => (await page.locator(`#q-upcoming tr[data-id="${pick[0]}"]`).count()) === 0 || 'still there');
+
+  step = 'select all listed delayed jobs and run them now';
+  const listed = ids(await resp('DELAY.UPCOMING', 'emails', '25'));
+  const ready0 = (await resp('DELAY.STATS', 'emails')).ready;
+  await page.locator('#q-upcoming input[data-all]').check();
+  eq(await page.locator('#sel-upcoming [data-k=selected]').textContent(), String(listed.length), 'select all');
+  await confirmClick(page, page.locator('#sel-upcoming button[value=promote]'), 'accept');
+  await toast(page, new RegExp(`Made ready ${listed.length} of ${listed.length}`));
+  eq((await resp('DELAY.STATS', 'emails')).ready, ready0 + listed.length, 'DELAY.STATS ready after run now');
+  eq((await resp('DELAY.GET', 'emails', listed[0])).state, 'ready', 'a job run now');
+
+  step = 'reschedule a selection of ready jobs';
+  const rdy = ids(await resp('DELAY.PEEK', 'emails', '2'));
+  await page.reload();
+  for (const id of rdy) await page.locator(`#q-ready tr[data-id="${id}"] input[type=checkbox]`).check();
+  await page.locator('#sel-ready input[name=delay]').fill('2h');
+  await confirmClick(page, page.locator('#sel-ready button[value=reschedule]'), 'accept');
+  await toast(page, /Rescheduled 2 of 2 selected jobs/);
+  for (const id of rdy) {
+    const j = await resp('DELAY.GET', 'emails', id);
+    check(j.state === 'delayed' && Number(j.due) > Date.now() + 7000000, `${id} after reschedule by 2h: ${JSON.stringify(j)}`);
+  }
+
+  step = 'run one job now, from its page';
+  const one = ids(await resp('DELAY.UPCOMING', 'emails', '1'))[0];
+  await goto(page, '/job?key=emails&id=' + encodeURIComponent(one));
+  await confirmClick(page, page.locator('#job-fields form[data-op=promote] button'), 'accept');
+  await toast(page, /Made ready job/);
+  eq((await resp('DELAY.GET', 'emails', one)).state, 'ready', 'state after run now');
+  await within(LIVE_WITHIN, 'the page follows', async () => (await page.locator('[data-field=state]').textContent()) === 'ready' || 'not yet');
+
+  step = 'reschedule one job, from its page';
+  await page.locator('#job-fields form[data-op=reschedule] input[name=delay]').fill('90s');
+  await confirmClick(page, page.locator('#job-fields form[data-op=reschedule] button'), 'accept');
+  await toast(page, /Rescheduled job/);
+  const j = await resp('DELAY.GET', 'emails', one);
+  check(j.state === 'delayed' && Math.abs(Number(j.due) - Date.now() - 90000) < 5000, `after reschedule by 90s: ${JSON.stringify(j)}`);
+}
+
 async function phone(browser) {
   step = 'phone';
   const ctx = await browser.newContext({ viewport: { width: 390, height: 844 }, deviceScaleFactor: 2, isMobile: true, hasTouch: true });
@@ -522,6 +579,7 @@ async function big(browser) {
       await schedules(page);
       await jobPage(page);
       await actions(page);
+      await jobActions(page);
       await ctx.close();
       await phone(browser);
       console.log(`every page and action checked in ${Date.now() - t0}ms`);
