@@ -158,3 +158,39 @@ func TestDashboardActionsOnOneJobAndASelection(t *testing.T) {
 		t.Errorf("an empty selection: %d, want 400", code)
 	}
 }
+
+// A JSON payload is shown indented, its keys, order and numbers as sent;
+// text that is not a JSON document, and binary, are shown as before.
+func TestDashboardPayloadJSONIndented(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		json bool
+		text string
+	}{
+		{`{"to":"a@b.c","n":[1,2.50],"z":{}}`, true, "{\n  \"to\": \"a@b.c\",\n  \"n\": [\n    1,\n    2.50\n  ],\n  \"z\": {}\n}"},
+		{` [1, {"b":1,"a":2}]`, true, "[\n  1,\n  {\n    \"b\": 1,\n    \"a\": 2\n  }\n]"},
+		{`"just a string"`, false, `"just a string"`},
+		{`{"cut":`, false, `{"cut":`},
+		{`12345`, false, `12345`},
+	} {
+		v := viewPayload([]byte(c.in), payloadLimit)
+		if v.JSON != c.json || v.Text != c.text {
+			t.Errorf("viewPayload(%q): JSON %v, text %q; want %v, %q", c.in, v.JSON, v.Text, c.json, c.text)
+		}
+	}
+	// Too long to show whole: as sent, cut.
+	long := `{"x":"` + strings.Repeat("a", payloadLimit) + `"}`
+	if v := viewPayload([]byte(long), payloadLimit); v.JSON || !v.Truncated {
+		t.Errorf("a JSON payload longer than the limit: JSON %v, truncated %v", v.JSON, v.Truncated)
+	}
+	if v := viewPayload([]byte(long), payloadFull); !v.JSON || v.Truncated {
+		t.Errorf("the same payload shown whole: JSON %v, truncated %v", v.JSON, v.Truncated)
+	}
+
+	s := newTestServer(t, Options{})
+	must(t, s, "DELAY.ADD", "q", "0", `{"to":"<b>x</b>","n":1}`, "ID", "j")
+	_, body := get(t, s, "/job?key=q&id=j")
+	if !strings.Contains(body, "JSON, indented") || !strings.Contains(body, "{\n  &#34;to&#34;: &#34;&lt;b&gt;x&lt;/b&gt;&#34;,\n  &#34;n&#34;: 1\n}</pre>") {
+		t.Errorf("the job page does not show the JSON payload indented and escaped:\n%s", body[strings.Index(body, `id="job-payload"`):])
+	}
+}

@@ -294,6 +294,15 @@ async function jobPage(page) {
   eq(await page.locator('[data-field=deliveries]').textContent(), String(j.deliveries), 'deliveries');
   await shot(page, 'job');
 
+  step = 'job page: a JSON payload, indented';
+  const jid = ids(await resp('DELAY.UPCOMING', 'emails', '1'))[0];
+  await goto(page, '/job?key=emails&id=' + encodeURIComponent(jid));
+  const jp = (await resp('DELAY.GET', 'emails', jid)).payload;
+  eq(await page.locator('pre[data-k=payload]').textContent(), JSON.stringify(JSON.parse(jp), null, 2), 'the payload, indented');
+  check(await page.locator('pre[data-k=payload][data-json]').count() === 1, 'the payload marked JSON');
+  check((await page.locator('#job-payload h2').textContent()).includes('JSON, indented'), 'the heading says JSON');
+  await shot(page, 'job-json');
+
   step = 'job page: binary payload';
   await goto(page, '/job?key=show&id=binary');
   const dump = await page.locator('pre[data-k=payload]').textContent();
