@@ -1,8 +1,8 @@
 // The ioredis Cluster the cluster examples share: ioredis's defaults, and a
 // per-node retryStrategy that gives up on a dead node after a few tries, so
 // the refreshed slot map takes over from reconnects to the dead leader (the
-// README's cluster section names it; measured, it halves the time writes
-// stop after a leader dies).
+// README's cluster section names it; measured, writes stop for less time
+// after a leader dies: p50 2.5 s against 3.5 s).
 'use strict';
 
 const Redis = require('ioredis');
