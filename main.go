@@ -54,7 +54,10 @@ func run(args, environ []string, stderr io.Writer) int {
 		return 0
 	}
 	if err != nil {
-		fmt.Fprintln(stderr, "delayd:", err)
+		// One line a bad value (errors.Join puts each on its own).
+		for _, line := range strings.Split(err.Error(), "\n") {
+			fmt.Fprintln(stderr, "delayd:", line)
+		}
 		return 2
 	}
 	log := newLogger(cfg, stderr)
