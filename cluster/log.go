@@ -8,6 +8,7 @@ import (
 	"log"
 	"reflect"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -38,7 +39,7 @@ import (
 func newHclog(l zerolog.Logger) hclog.Logger {
 	lv := new(atomic.Int32)
 	lv.Store(int32(hclogLevel(l.GetLevel())))
-	return &hclogger{z: l, name: "raft", level: lv}
+	return &hclogger{z: l, name: "raft", level: lv, rep: &repeats{now: time.Now, last: map[string]*repeat{}}}
 }
 
 // hclogger is hclog.Logger over a zerolog.Logger. Loggers made by With and
@@ -48,6 +49,63 @@ type hclogger struct {
 	name    string
 	implied []any // With's pairs, for ImpliedArgs
 	level   *atomic.Int32
+	rep     *repeats
+}
+
+// repeatEvery is how often a message about one unreachable peer is logged
+// while Raft goes on repeating it.
+const repeatEvery = 10 * time.Second
+
+// repeats keeps the log from flooding while a peer is down: the leader
+// tries it on every heartbeat backoff (at most 500 ms apart) and logs
+// "failed to heartbeat to", "failed to appendEntries to" and "failed to
+// contact" each time, hours of lines for one stopped node. The first is
+// logged; then one every repeatEvery, with the number left out since.
+type repeats struct {
+	now  func() time.Time
+	mu   sync.Mutex
+	last map[string]*repeat // message + peer; bounded by messages x peers
+}
+
+type repeat struct {
+	at         time.Time
+	suppressed int
+}
+
+// perPeer names, for each message Raft repeats about a peer, the key that
+// says which peer.
+var perPeer = map[string]string{
+	"failed to heartbeat to":            "peer",
+	"failed to appendEntries to":        "peer",
+	"failed to pipeline appendEntries":  "peer",
+	"failed to contact":                 "server-id",
+	"failed to make requestVote RPC":    "target",
+	"failed to make requestPreVote RPC": "target",
+}
+
+// allow reports whether to log msg now, and how many like it were left out
+// since the last one logged.
+func (r *repeats) allow(msg string, args []any) (bool, int) {
+	key, ok := perPeer[msg]
+	if !ok {
+		return true, 0
+	}
+	k := msg + "\x00" + argValue(args, key)
+	now := r.now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	p := r.last[k]
+	if p == nil {
+		r.last[k] = &repeat{at: now}
+		return true, 0
+	}
+	if now.Sub(p.at) < repeatEvery {
+		p.suppressed++
+		return false, 0
+	}
+	n := p.suppressed
+	p.at, p.suppressed = now, 0
+	return true, n
 }
 
 var _ hclog.Logger = (*hclogger)(nil)
@@ -70,12 +128,20 @@ func raftLevel(msg string, args []any, level hclog.Level) hclog.Level {
 		// configuration until the leader adds it: it must not elect itself.
 		return hclog.Info
 	case "appendEntries rejected, sending older logs", // the leader, to a follower behind
-		"failed to get previous log", // that follower: the entry it was sent does not follow its log
-		"rejecting vote request since we have a leader":
+		"failed to get previous log": // that follower: the entry it was sent does not follow its log
 		// A joining or restarted follower is caught up this way: its log
 		// ends before the leader's next entry, the leader walks back to
-		// where they meet. And a node that just joined may ask for a vote
-		// before the leader's first heartbeat reaches it; the others say no.
+		// where they meet.
+		return hclog.Debug
+	case "rejecting vote request since we have a leader",
+		"rejecting pre-vote request since we have a leader",
+		"rejecting vote request since our last term is greater",
+		"rejecting pre-vote request since our last term is greater",
+		"rejecting vote request since our last index is greater",
+		"rejecting pre-vote request since our last index is greater",
+		"duplicate requestVote from":
+		// A vote refused is the election working: a node that just joined
+		// or restarted with a stale log asks, and the up-to-date say no.
 		return hclog.Debug
 	case "failed to decode incoming command":
 		// The bus read loop ends so when this node stops its transport.
@@ -107,7 +173,11 @@ func argOf(args []any, key string) any {
 
 func (h *hclogger) Log(level hclog.Level, msg string, args ...any) {
 	level = raftLevel(msg, args, level)
-	if level < hclog.Level(h.level.Load()) {
+	if !h.enabled(level) {
+		return
+	}
+	ok, suppressed := h.rep.allow(msg, args)
+	if !ok {
 		return
 	}
 	var ev *zerolog.Event
@@ -129,6 +199,9 @@ func (h *hclogger) Log(level hclog.Level, msg string, args ...any) {
 		return
 	}
 	ev.Str("component", h.name)
+	if suppressed > 0 {
+		ev.Int("suppressed", suppressed)
+	}
 	addPairs(ev, h.implied)
 	addPairs(ev, args)
 	ev.Msg(msg)

@@ -85,6 +85,7 @@ func TestHclogHealthyStartIsNotWarned(t *testing.T) {
 		{"appendEntries rejected, sending older logs", []any{"peer", "n2", "next", uint64(1)}, "debug"},
 		{"failed to get previous log", []any{"previous-index", uint64(7), "last-index", uint64(0), "error", raft.ErrLogNotFound}, "debug"},
 		{"rejecting vote request since we have a leader", []any{"from", "127.0.0.1:17003"}, "debug"},
+		{"rejecting pre-vote request since our last term is greater", []any{"candidate", "127.0.0.1:17001", "last-term", uint64(3)}, "debug"},
 		{"failed to decode incoming command", []any{"error", raft.ErrTransportShutdown}, "debug"},
 		{"failed to decode incoming command", []any{"error", errors.New("unexpected EOF")}, "error"},
 		{"failed to contact quorum of nodes, stepping down", nil, "warn"},
@@ -128,5 +129,53 @@ func TestHclogLevels(t *testing.T) {
 	h.StandardLogger(&hclog.StandardLoggerOptions{InferLevels: true}).Print("[WARN] disk slow")
 	if s := buf.String(); !strings.Contains(s, `"level":"warn"`) || !strings.Contains(s, `"message":"disk slow"`) {
 		t.Errorf("standard logger line: %s", s)
+	}
+}
+
+// TestHclogRepeatsAboutADownPeer: while a peer is down Raft says so on
+// every heartbeat backoff; the log has the first line, then one every
+// repeatEvery with the count left out, per peer.
+func TestHclogRepeatsAboutADownPeer(t *testing.T) {
+	var buf bytes.Buffer
+	h := newHclog(zerolog.New(&buf)).(*hclogger)
+	now := time.Unix(1000, 0)
+	h.rep.now = func() time.Time { return now }
+	down := errors.New("connection refused")
+	for i := 0; i < 25; i++ { // 12.5 s of attempts 500 ms apart, to two peers
+		h.Error("failed to heartbeat to", "peer", raft.ServerAddress("127.0.0.1:17002"), "error", down)
+		if i < 3 {
+			h.Error("failed to heartbeat to", "peer", raft.ServerAddress("127.0.0.1:17003"), "error", down)
+		}
+		h.Info("entering follower state") // not per peer: never held back
+		now = now.Add(500 * time.Millisecond)
+	}
+	var heartbeats []map[string]any
+	follower := 0
+	for _, line := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
+		m := map[string]any{}
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatal(err)
+		}
+		if m["message"] == "failed to heartbeat to" {
+			heartbeats = append(heartbeats, m)
+		} else {
+			follower++
+		}
+	}
+	if follower != 25 {
+		t.Errorf("%d other lines, want all 25", follower)
+	}
+	// 17002 at 0 s and 10 s (19 left out between), 17003 at 0 s.
+	want := []struct {
+		peer       string
+		suppressed any
+	}{{"127.0.0.1:17002", nil}, {"127.0.0.1:17003", nil}, {"127.0.0.1:17002", 19.0}}
+	if len(heartbeats) != len(want) {
+		t.Fatalf("%d heartbeat lines, want %d: %v", len(heartbeats), len(want), heartbeats)
+	}
+	for i, w := range want {
+		if heartbeats[i]["peer"] != w.peer || heartbeats[i]["suppressed"] != w.suppressed {
+			t.Errorf("line %d: %v, want peer %s suppressed %v", i, heartbeats[i], w.peer, w.suppressed)
+		}
 	}
 }
