@@ -182,7 +182,10 @@ func TestExamples(t *testing.T) {
 // job is in hand, and expects the job acked and exit 0.
 func gracefulStop(t *testing.T, ex example, addr string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	// A bound on a hung worker, not a timing check: on a loaded 2-CPU
+	// machine node alone took 5 s to start and add 3 jobs, and 20 s once
+	// ran out before a worker that had signalled its stop could exit.
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	cmd, err := ex.command(ctx, ex.files[1], "QUEUE=jobs:stop", "WORK_MS=1500", addr)
 	if err != nil {
