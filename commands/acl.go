@@ -21,6 +21,7 @@ import (
 func init() {
 	for _, cmd := range table {
 		cmd.cats, cmd.keyPerm = categories(cmd)
+		_, cmd.container = subcommandSpecs[cmd.Name]
 	}
 }
 

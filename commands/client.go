@@ -439,6 +439,16 @@ func (c *Client) Seen() {
 	c.clk = now
 }
 
+// setLast records the command c runs for CLIENT LIST's cmd=: for a
+// container's known subcommand, Redis 7's full name ("client|list").
+func (c *Client) setLast(cmd *Command, args [][]byte) {
+	if cmd.container {
+		name, _ := aclName(cmd, args) // the container's own name for a sub it lacks
+		c.lastSub.Store(&name)
+	}
+	c.last.Store(cmd)
+}
+
 // multiInfo is the client's transaction state for CLIENT LIST: in MULTI
 // (flag x), commands queued (multi=, -1 outside MULTI), watched keys
 // (watch=), and whether a watched key changed (flag d). Transactions fill
@@ -459,6 +469,11 @@ func (d *Dispatcher) clientLine(c *Client) string {
 	cmd := "NULL"
 	if last := c.last.Load(); last != nil {
 		cmd = last.Name
+		// The sub is stored before the command, so a sub of another
+		// container, a moment old, is told by its prefix.
+		if sub := c.lastSub.Load(); last.container && sub != nil && strings.HasPrefix(*sub, cmd+"|") {
+			cmd = *sub
+		}
 	}
 	inMulti, queued, watched, dirty := c.multiInfo()
 	d.trk.mu.Lock()

@@ -50,6 +50,7 @@ type Client struct {
 	name, libName, libVer string
 	proto                 int
 	last                  atomic.Pointer[Command] // the command running or last run
+	lastSub               atomic.Pointer[string]  // its "container|sub" name, if last has subcommands
 
 	// What CLIENT LIST, KILL and UNBLOCK, MONITOR and CLIENT TRACKING need
 	// (client.go, tracking.go, monitor.go).
@@ -330,7 +331,7 @@ func (d *Dispatcher) Exec(c *Client, args [][]byte) {
 		d.reject(c, cmd, errOOM) // in MULTI too: EXEC is then aborted, as Redis does
 		return
 	}
-	c.last.Store(cmd)
+	c.setLast(cmd, args)
 	if c.tx.multi && cmd.Flags&NoQueue == 0 {
 		d.queue(c, cmd, args) // runs at its EXEC, if ever (multi.go)
 		return

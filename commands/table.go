@@ -63,8 +63,9 @@ type Command struct {
 	// movablekeys commands report them.
 	keys func(args [][]byte) [][]byte
 
-	cats    []string // ACL categories (acl.go)
-	keyPerm acl.Perm // what ACL key patterns must grant on its keys
+	cats      []string // ACL categories (acl.go)
+	keyPerm   acl.Perm // what ACL key patterns must grant on its keys
+	container bool     // has subcommands (acl.go's subcommandSpecs)
 }
 
 // Synopsis renders the usage line, e.g. "DELAY.CANCEL key id [id ...]".
