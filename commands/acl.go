@@ -512,16 +512,18 @@ func writeFileAtomic(name string, b []byte) error {
 }
 
 // aclLog is ACL LOG: the latest denials, newest first, a repeat of the same
-// denial within a minute counted on its entry, as Redis's ACLLOG does.
+// denial within a minute of its last counted on its entry (among the 10
+// newest), as Redis 7.2's ACLLOG does.
 type aclLog struct {
 	mu      sync.Mutex
 	entries []*aclEntry // newest first, at most aclLogMax
+	nextID  int64       // entry-id of the next new entry; RESET keeps counting, as Redis
 }
 
 const aclLogMax = 128 // Redis's acllog-max-len default
 
 type aclEntry struct {
-	count                             int64
+	id, count                         int64
 	reason, context, object, username string
 	created, updated                  time.Time
 	clientInfo                        string
@@ -544,7 +546,7 @@ func (l *aclLog) add(d *Dispatcher, c *Client, reason acl.Reason, object, user s
 	now := time.Now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	for i, e := range l.entries {
+	for i, e := range l.entries[:min(10, len(l.entries))] {
 		if e.reason == reason.String() && e.context == ctx && e.object == object && e.username == user &&
 			now.Sub(e.updated) < time.Minute {
 			e.count++
@@ -554,8 +556,9 @@ func (l *aclLog) add(d *Dispatcher, c *Client, reason acl.Reason, object, user s
 			return
 		}
 	}
-	e := &aclEntry{count: 1, reason: reason.String(), context: ctx, object: object, username: user,
+	e := &aclEntry{id: l.nextID, count: 1, reason: reason.String(), context: ctx, object: object, username: user,
 		created: now, updated: now, clientInfo: info}
+	l.nextID++
 	l.entries = append([]*aclEntry{e}, l.entries...)
 	if len(l.entries) > aclLogMax {
 		l.entries = l.entries[:aclLogMax]
@@ -590,7 +593,7 @@ func (l *aclLog) reply(c *Client, args [][]byte) {
 	w := c.W
 	w.Array(len(entries))
 	for _, e := range entries {
-		w.Map(7)
+		w.Map(10)
 		w.BulkString("count")
 		w.Int(e.count)
 		w.BulkString("reason")
@@ -601,9 +604,15 @@ func (l *aclLog) reply(c *Client, args [][]byte) {
 		w.BulkString(e.object)
 		w.BulkString("username")
 		w.BulkString(e.username)
-		w.BulkString("age-seconds")
-		w.BulkString(strconv.FormatFloat(now.Sub(e.created).Seconds(), 'f', 3, 64))
+		w.BulkString("age-seconds") // since the last update, as Redis's
+		w.BulkString(strconv.FormatFloat(float64(now.Sub(e.updated).Milliseconds())/1000, 'f', -1, 64))
 		w.BulkString("client-info")
 		w.BulkString(e.clientInfo)
+		w.BulkString("entry-id")
+		w.Int(e.id)
+		w.BulkString("timestamp-created")
+		w.Int(e.created.UnixMilli())
+		w.BulkString("timestamp-last-updated")
+		w.Int(e.updated.UnixMilli())
 	}
 }

@@ -4,8 +4,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/delayd/delayd/acl"
 	"github.com/delayd/delayd/engine"
@@ -461,5 +463,60 @@ func TestACLBlockedRecheck(t *testing.T) {
 		if got := infoField(exec(d, admin, args("INFO", "commandstats")), "cmdstat_"+name); got != "calls=0,usec=0,usec_per_call=0.00,rejected_calls=1,failed_calls=0" {
 			t.Fatalf("%v: cmdstat_%s:%s", pop, name, got)
 		}
+	}
+}
+
+// HELLO with several AUTH pairs tries the last, as Redis 7.2 does.
+func TestHelloLastAuthWins(t *testing.T) {
+	d := aclDispatcher(t, Options{})
+	admin := d.NewClient(&textWriter{proto: 2}, "admin")
+	must(t, d, admin, "+OK\n", "ACL", "SETUSER", "a", "on", ">x", "+@all")
+	must(t, d, admin, "+OK\n", "ACL", "SETUSER", "b", "on", ">y", "+@all")
+	c := d.NewClient(&textWriter{proto: 2}, "c")
+	must(t, d, c, "-"+errWrongPass+"\n", "HELLO", "2", "AUTH", "a", "x", "AUTH", "b", "wrong")
+	if got := exec(d, c, args("HELLO", "2", "AUTH", "a", "wrong", "AUTH", "b", "y")); !strings.HasPrefix(got, "%\n") {
+		t.Fatalf("HELLO ... AUTH b y: %q", got)
+	}
+	must(t, d, c, "$b\n", "ACL", "WHOAMI")
+	// A bad SETNAME is refused before any AUTH is tried.
+	must(t, d, c, "-"+errClientName+"\n", "HELLO", "2", "AUTH", "a", "x", "SETNAME", "a b")
+	must(t, d, c, "$b\n", "ACL", "WHOAMI")
+}
+
+// ACL LOG entries carry Redis 7.2's entry-id and timestamps; a repeat
+// within a minute updates its entry, and RESET does not reuse ids.
+func TestACLLogFields(t *testing.T) {
+	d := aclDispatcher(t, Options{})
+	w := &lineWriter{proto: 3}
+	c := d.NewClient(w, "c")
+	log := func() map[string]string {
+		w.lines = nil
+		d.Exec(c, args("ACL", "LOG", "1"))
+		m := map[string]string{}
+		for i := 2; i+1 < len(w.lines); i += 2 {
+			m[strings.TrimPrefix(w.lines[i], "$")] = w.lines[i+1][1:]
+		}
+		if len(w.lines) != 2+20 || w.lines[1] != "%10" {
+			t.Fatalf("ACL LOG: %q", w.lines)
+		}
+		return m
+	}
+	before := time.Now().UnixMilli()
+	d.Exec(c, args("AUTH", "nobody", "x"))
+	d.Exec(c, args("AUTH", "nobody", "x"))
+	e := log()
+	created, _ := strconv.ParseInt(e["timestamp-created"], 10, 64)
+	if e["count"] != "2" || e["entry-id"] != "0" || created < before || created > time.Now().UnixMilli() ||
+		e["timestamp-last-updated"] < e["timestamp-created"] || e["reason"] != "auth" {
+		t.Fatalf("entry: %v", e)
+	}
+	d.Exec(c, args("AUTH", "other", "x"))
+	if e := log(); e["entry-id"] != "1" || e["count"] != "1" {
+		t.Fatalf("second entry: %v", e)
+	}
+	d.Exec(c, args("ACL", "LOG", "RESET"))
+	d.Exec(c, args("AUTH", "nobody", "x"))
+	if e := log(); e["entry-id"] != "2" {
+		t.Fatalf("after RESET: %v", e)
 	}
 }

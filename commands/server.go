@@ -78,33 +78,36 @@ func cmdHello(d *Dispatcher, c *Client, args [][]byte) {
 		}
 		proto = int(v)
 	}
-	var name []byte
-	setName := false
+	// As Redis 7.2's helloCommand: the options are read first (a bad
+	// SETNAME refused as it is read), the last AUTH pair is the one tried.
+	var name, user, pass []byte
+	setName, auth := false, false
 	for i := 2; i < len(args); i++ {
 		more := len(args) - i - 1
 		switch {
 		case bytes.EqualFold(args[i], []byte("AUTH")) && more >= 2:
-			if !d.auth(c, args[i+1], args[i+2]) {
-				return
-			}
+			user, pass, auth = args[i+1], args[i+2], true
 			i += 2
 		case bytes.EqualFold(args[i], []byte("SETNAME")) && more >= 1:
 			name, setName = args[i+1], true
+			if !validName(name) {
+				c.W.Error(errClientName)
+				return
+			}
 			i++
 		default:
 			c.W.Error("ERR Syntax error in HELLO option '" + clip(args[i]) + "'")
 			return
 		}
 	}
+	if auth && !d.auth(c, user, pass) {
+		return
+	}
 	if !c.Authed {
 		c.W.Error("NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time")
 		return
 	}
 	if setName {
-		if !validName(name) {
-			c.W.Error(errClientName)
-			return
-		}
 		c.set(func() { c.name = string(name) })
 	}
 	c.W.SetProto(proto)
