@@ -63,7 +63,7 @@ type subcommandSpec struct {
 // subcommandSpecs are the subcommands each container answers (a test
 // checks each is dispatched).
 var subcommandSpecs = map[string]subcommandSpec{
-	"acl": {plain: []string{"cat", "whoami"},
+	"acl": {plain: []string{"cat", "genpass", "help", "whoami"},
 		admin: []string{"deluser", "getuser", "list", "load", "log", "save", "setuser", "users"}},
 	"client": {group: "connection",
 		plain: []string{"caching", "getname", "getredir", "help", "id", "info", "no-touch", "setinfo", "setname", "tracking", "trackinginfo"},
@@ -74,6 +74,45 @@ var subcommandSpecs = map[string]subcommandSpec{
 	"config":  {admin: []string{"get", "resetstat", "rewrite", "set"}},
 	"memory":  {plain: []string{"help", "stats"}, read: []string{"usage"}},
 	"slowlog": {plain: []string{"help"}, admin: []string{"get", "len", "reset"}},
+}
+
+// subArity is Redis 7.2's arity of the subcommands of the containers whose
+// handlers check it (src/commands/*.json; it counts the container and the
+// subcommand): a call with the wrong count gets Redis's arity error,
+// which names the subcommand.
+var subArity = map[string]int{
+	"acl|cat": -2, "acl|deluser": -3, "acl|dryrun": -4, "acl|genpass": -2, "acl|getuser": 3,
+	"acl|help": 2, "acl|list": 2, "acl|load": 2, "acl|log": -2, "acl|save": 2, "acl|setuser": -3,
+	"acl|users": 2, "acl|whoami": 2, "client|caching": 3, "client|getname": 2, "client|getredir": 2,
+	"client|help": 2, "client|id": 2, "client|info": 2, "client|kill": -3, "client|list": -2,
+	"client|no-evict": 3, "client|no-touch": 3, "client|pause": -3, "client|reply": 3,
+	"client|setinfo": 4, "client|setname": 3, "client|tracking": -3, "client|trackinginfo": 2,
+	"client|unblock": -3, "client|unpause": 2, "config|get": -3, "config|help": 2,
+	"config|resetstat": 2, "config|rewrite": 2, "config|set": -4, "slowlog|get": -2, "slowlog|help": 2,
+	"slowlog|len": 2, "slowlog|reset": 2,
+}
+
+// checkSubArity answers a known subcommand called with the wrong number of
+// arguments as Redis 7.2's processCommand does; false means it answered.
+func checkSubArity(c *Client, container string, args [][]byte) bool {
+	name := container + "|" + strings.ToLower(string(args[1]))
+	a, ok := subArity[name]
+	if !ok || a > 0 && len(args) == a || a < 0 && len(args) >= -a {
+		return true
+	}
+	c.W.Error("ERR wrong number of arguments for '" + clip([]byte(name)) + "' command")
+	return false
+}
+
+// subError answers a subcommand the handler cannot run: Redis's "unknown
+// subcommand" for one it does not know, and for a known one whose
+// arguments do not fit (addReplySubcommandSyntaxError) the longer form.
+func subError(c *Client, container string, args [][]byte) {
+	if _, ok := subArity[container+"|"+strings.ToLower(string(args[1]))]; ok {
+		c.W.Error("ERR unknown subcommand or wrong number of arguments for '" + clip(args[1]) + "'. Try " + upper(container) + " HELP.")
+		return
+	}
+	c.W.Error("ERR unknown subcommand '" + clip(args[1]) + "'. Try " + upper(container) + " HELP.")
 }
 
 // subcommandCats maps "container|sub" to its categories, in ACL CAT's
@@ -309,9 +348,40 @@ func (d *Dispatcher) LoadACLFile() error {
 	return err
 }
 
+// aclHelp is ACL HELP's lines: the subcommands delayd has.
+var aclHelp = []string{
+	"CAT [<category>]",
+	"    List all commands that belong to <category>, or all command categories",
+	"    when no category is specified.",
+	"DELUSER <username> [<username> ...]",
+	"    Delete a list of users.",
+	"GENPASS [<bits>]",
+	"    Generate a secure 256-bit user password. The optional `bits` argument can",
+	"    be used to specify a different size.",
+	"GETUSER <username>",
+	"    Get the user's details.",
+	"LIST",
+	"    Show users details in config file format.",
+	"LOAD",
+	"    Reload users from the ACL file.",
+	"LOG [<count> | RESET]",
+	"    Show the ACL log entries.",
+	"SAVE",
+	"    Save the current config to the ACL file.",
+	"SETUSER <username> <attribute> [<attribute> ...]",
+	"    Create or modify a user with the specified attributes.",
+	"USERS",
+	"    List all the registered usernames.",
+	"WHOAMI",
+	"    Return the current connection username.",
+}
+
 const errNoACLFile = "ERR This Redis instance is not configured to use an ACL file. You may want to specify users via the ACL SETUSER command and then issue a CONFIG REWRITE (assuming you have a Redis configuration file set) in order to store users in the Redis configuration."
 
 func cmdACL(d *Dispatcher, c *Client, args [][]byte) {
+	if !checkSubArity(c, "acl", args) {
+		return
+	}
 	sub := strings.ToLower(string(args[1]))
 	w := c.W
 	wrongArgs := func() { w.Error("ERR wrong number of arguments for 'acl|" + sub + "' command") }
@@ -395,6 +465,10 @@ func cmdACL(d *Dispatcher, c *Client, args [][]byte) {
 	case "whoami":
 		w.BulkString(c.userName())
 	case "cat":
+		if len(args) > 3 {
+			subError(c, "acl", args)
+			return
+		}
 		if len(args) == 2 {
 			w.Array(len(acl.Categories))
 			for _, cat := range acl.Categories {
@@ -434,6 +508,10 @@ func cmdACL(d *Dispatcher, c *Client, args [][]byte) {
 			w.BulkString(n)
 		}
 	case "log":
+		if len(args) > 3 {
+			subError(c, "acl", args)
+			return
+		}
 		d.aclLog.reply(c, args[2:])
 	case "save":
 		if d.opts.ACLFile == "" {
@@ -463,8 +541,29 @@ func cmdACL(d *Dispatcher, c *Client, args [][]byte) {
 		}
 		d.dropUsers(c, gone)
 		w.Status("OK")
+	case "help":
+		writeHelp(w, "ACL", aclHelp)
+	case "genpass":
+		if len(args) > 3 {
+			subError(c, "acl", args)
+			return
+		}
+		bits := int64(256)
+		if len(args) == 3 {
+			n, ok := parseInt(args[2])
+			if !ok {
+				w.Error(errNotInteger)
+				return
+			}
+			bits = n
+		}
+		if bits <= 0 || bits > 4096 {
+			w.Error("ERR ACL GENPASS argument must be the number of bits for the output password, a positive number up to 4096")
+			return
+		}
+		w.BulkString(randomHex(int(bits+7) / 8)[:(bits+3)/4]) // bits/4 hex digits, rounded up, as Redis
 	default:
-		w.Error("ERR unknown subcommand '" + clip(args[1]) + "'. Try ACL HELP.")
+		subError(c, "acl", args)
 	}
 }
 

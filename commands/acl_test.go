@@ -520,3 +520,41 @@ func TestACLLogFields(t *testing.T) {
 		t.Fatalf("after RESET: %v", e)
 	}
 }
+
+// Redis 7.2's wording for a subcommand's arguments (issue 30), checked
+// against redis-server: a known subcommand with the wrong count by its
+// arity, one whose handler counts by addReplySubcommandSyntaxError's form,
+// an unknown one by processCommand's.
+func TestSubcommandWording(t *testing.T) {
+	d := aclDispatcher(t, Options{})
+	c := d.NewClient(&textWriter{proto: 2}, "c")
+	for cmd, want := range map[string]string{
+		"CLIENT FOO":                 "ERR unknown subcommand 'FOO'. Try CLIENT HELP.",
+		"CLIENT KILL":                "ERR wrong number of arguments for 'client|kill' command",
+		"CLIENT ID x":                "ERR wrong number of arguments for 'client|id' command",
+		"CLIENT UNBLOCK 1 TIMEOUT x": "ERR unknown subcommand or wrong number of arguments for 'UNBLOCK'. Try CLIENT HELP.",
+		"ACL CAT a b":                "ERR unknown subcommand or wrong number of arguments for 'CAT'. Try ACL HELP.",
+		"ACL LOG 1 2":                "ERR unknown subcommand or wrong number of arguments for 'LOG'. Try ACL HELP.",
+		"ACL NOSUCH":                 "ERR unknown subcommand 'NOSUCH'. Try ACL HELP.",
+		"ACL GENPASS 0":              "ERR ACL GENPASS argument must be the number of bits for the output password, a positive number up to 4096",
+		"SLOWLOG GET 1 2":            "ERR unknown subcommand or wrong number of arguments for 'GET'. Try SLOWLOG HELP.",
+		"SLOWLOG LEN x":              "ERR wrong number of arguments for 'slowlog|len' command",
+		"CONFIG GET":                 "ERR wrong number of arguments for 'config|get' command",
+		"LPOP k 1 1":                 "ERR wrong number of arguments for 'lpop' command",
+		"RPOP k 1 1":                 "ERR wrong number of arguments for 'rpop' command",
+	} {
+		must(t, d, c, "-"+want+"\n", strings.Fields(cmd)...)
+	}
+	if got := exec(d, c, args("ACL", "HELP")); !strings.HasPrefix(got, "*\n+ACL <subcommand> [<arg> [value] [opt] ...]. Subcommands are:\n+CAT [<category>]\n") {
+		t.Fatalf("ACL HELP: %q", got)
+	}
+	for bits, n := range map[string]int{"": 64, "1": 1, "5": 2, "4096": 1024} {
+		a := []string{"ACL", "GENPASS"}
+		if bits != "" {
+			a = append(a, bits)
+		}
+		if got := exec(d, c, args(a...)); len(got) != n+2 || got[0] != '$' {
+			t.Errorf("ACL GENPASS %s: %q", bits, got)
+		}
+	}
+}

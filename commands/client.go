@@ -32,6 +32,9 @@ type Conn interface {
 }
 
 func cmdClient(d *Dispatcher, c *Client, args [][]byte) {
+	if !checkSubArity(c, "client", args) {
+		return
+	}
 	sub := strings.ToLower(string(args[1]))
 	n := len(args)
 	switch {
@@ -104,7 +107,7 @@ func cmdClient(d *Dispatcher, c *Client, args [][]byte) {
 	case sub == "help" && n == 2:
 		writeHelp(c.W, "CLIENT", clientHelp)
 	default:
-		c.W.Error("ERR unknown subcommand or wrong number of arguments for '" + clip(args[1]) + "'. Try CLIENT HELP.")
+		subError(c, "client", args)
 	}
 }
 

@@ -160,6 +160,9 @@ func cmdTime(d *Dispatcher, c *Client, args [][]byte) {
 }
 
 func cmdConfig(d *Dispatcher, c *Client, args [][]byte) {
+	if !checkSubArity(c, "config", args) {
+		return
+	}
 	sub := strings.ToLower(string(args[1]))
 	switch sub {
 	case "get":
