@@ -66,7 +66,7 @@ var subcommandSpecs = map[string]subcommandSpec{
 	"acl": {plain: []string{"cat", "genpass", "help", "whoami"},
 		admin: []string{"deluser", "getuser", "list", "load", "log", "save", "setuser", "users"}},
 	"client": {group: "connection",
-		plain: []string{"caching", "getname", "getredir", "help", "id", "info", "no-touch", "setinfo", "setname", "tracking", "trackinginfo"},
+		plain: []string{"caching", "getname", "getredir", "help", "id", "info", "no-touch", "reply", "setinfo", "setname", "tracking", "trackinginfo"},
 		admin: []string{"kill", "list", "no-evict", "unblock"}},
 	"cluster": {plain: []string{"countkeysinslot", "getkeysinslot", "help", "info", "keyslot", "myid", "myshardid", "nodes", "shards", "slots"},
 		admin: []string{"forget", "join", "meet"}},

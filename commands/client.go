@@ -106,6 +106,20 @@ func cmdClient(d *Dispatcher, c *Client, args [][]byte) {
 		d.trackingInfo(c)
 	case sub == "help" && n == 2:
 		writeHelp(c.W, "CLIENT", clientHelp)
+	case sub == "reply" && n == 3:
+		switch strings.ToLower(string(args[2])) {
+		case "on":
+			c.reply = replyOn
+			c.W.Status("OK")
+		case "off":
+			c.reply = replyOff
+		case "skip":
+			if c.reply != replyOff { // as Redis: SKIP while OFF stays OFF
+				c.reply = replySkip
+			}
+		default:
+			c.W.Error(errSyntax)
+		}
 	default:
 		subError(c, "client", args)
 	}
@@ -152,6 +166,8 @@ var clientHelp = []string{
 	"    Set client meta attr. Options are:",
 	"    * LIB-NAME: the client lib name.",
 	"    * LIB-VER: the client lib version.",
+	"REPLY (ON|OFF|SKIP)",
+	"    Control the replies sent to the current connection.",
 	"UNBLOCK <clientid> [TIMEOUT|ERROR]",
 	"    Unblock the specified blocked client.",
 	"TRACKING (ON|OFF) [REDIRECT <id>] [BCAST] [PREFIX <prefix> [...]]",
@@ -440,6 +456,38 @@ func (c *Client) Seen() {
 	now := monoNow()
 	c.lastSeen.Store(engine.MonoEpoch.Add(now).Unix())
 	c.clk = now
+}
+
+// replyMode is CLIENT REPLY's state.
+type replyMode int8
+
+const (
+	replyOn       replyMode = iota
+	replyOff                // no reply until CLIENT REPLY ON
+	replySkip               // no reply to the next command
+	replySkipping           // the command running is the one skipped
+)
+
+// execQuiet runs a command after CLIENT REPLY OFF or SKIP, and has its
+// reply dropped (DropReply; a blocked pop's too, Block.Quiet), as Redis
+// drops it, unless the command was CLIENT REPLY ON, whose OK goes out.
+// Out-of-band pushes (invalidations, MONITOR) take their own path and are
+// not dropped, as in Redis.
+func (d *Dispatcher) execQuiet(c *Client, args [][]byte) {
+	if c.reply == replySkip {
+		c.reply = replySkipping
+	}
+	d.run(c, args)
+	switch c.reply {
+	case replyOn:
+		return
+	case replySkipping:
+		c.reply = replyOn
+	}
+	c.DropReply = true
+	if c.Block != nil {
+		c.Block.quiet = true
+	}
 }
 
 // setLast records the command c runs for CLIENT LIST's cmd=: for a

@@ -65,6 +65,7 @@ type Client struct {
 	readonly atomic.Bool  // READONLY: a follower serves this client's reads (flag r)
 	trk      tracking     // guarded by Dispatcher.trk.mu
 	caching  int8         // CLIENT CACHING yes (1) / no (-1) for the next command
+	reply    replyMode    // CLIENT REPLY; only the connection's goroutine touches it
 
 	// sentAs and sentCmd are the last command's name as the client sent
 	// it and what it named: a pipeline repeats one name, and comparing a
@@ -81,9 +82,10 @@ type Client struct {
 	began time.Duration
 
 	// Set by handlers, acted on by the connection loop after the command.
-	Quit   bool   // close the connection once replies are flushed
-	Block  *Block // park the client until the block resolves
-	Ticket uint64 // log position the command's reply must wait for (0: none)
+	Quit      bool   // close the connection once replies are flushed
+	DropReply bool   // CLIENT REPLY OFF or SKIP: drop what the command wrote (client.go)
+	Block     *Block // park the client until the block resolves
+	Ticket    uint64 // log position the command's reply must wait for (0: none)
 
 	// The memory a pop copies its job into (engine.Scratch): the reply is
 	// written before the next command runs, so one buffer serves them all.
@@ -288,8 +290,18 @@ func (d *Dispatcher) Durable(ticket uint64) error {
 
 // Exec runs one command. args[0] is the command name. A handler that writes
 // sets c.Ticket; the connection must wait for Durable(c.Ticket) before the
-// reply leaves.
+// reply leaves. After CLIENT REPLY OFF or SKIP it sets c.DropReply: the
+// connection drops what the command wrote.
 func (d *Dispatcher) Exec(c *Client, args [][]byte) {
+	if c.reply != replyOn {
+		d.execQuiet(c, args)
+		return
+	}
+	d.run(c, args)
+}
+
+// run is Exec's work.
+func (d *Dispatcher) run(c *Client, args [][]byte) {
 	d.commandsRun.Add(1)
 	cmd := c.sentCmd
 	if name := args[0]; cmd == nil || string(name) != string(c.sentAs[:c.sentLen]) {

@@ -374,7 +374,7 @@ var table = []*Command{
 		Summary: "Authenticates the connection.", Complexity: "O(1)",
 		Args: []Arg{opt(str("username")), str("password")}, Handler: cmdAuth},
 	{Name: "client", Arity: -2, Flags: Fast | Loading, Group: "connection", Since: "2.4.0",
-		Summary: "Connections: SETNAME, GETNAME, ID, SETINFO, INFO, LIST [TYPE t] [ID id ...], KILL (ip:port, or ID, ADDR, LADDR, USER, SKIPME, MAXAGE filters), UNBLOCK id [TIMEOUT or ERROR], NO-EVICT, NO-TOUCH, TRACKING (on or off, REDIRECT id, BCAST, PREFIX p, OPTIN, OPTOUT, NOLOOP), CACHING, GETREDIR, TRACKINGINFO, HELP.", Complexity: "O(1), LIST and KILL O(N) clients",
+		Summary: "Connections: SETNAME, GETNAME, ID, SETINFO, INFO, LIST [TYPE t] [ID id ...], KILL (ip:port, or ID, ADDR, LADDR, USER, SKIPME, MAXAGE filters), UNBLOCK id [TIMEOUT or ERROR], NO-EVICT, NO-TOUCH, TRACKING (on or off, REDIRECT id, BCAST, PREFIX p, OPTIN, OPTOUT, NOLOOP), CACHING, GETREDIR, TRACKINGINFO, REPLY (ON, OFF or SKIP), HELP.", Complexity: "O(1), LIST and KILL O(N) clients",
 		Args: []Arg{str("subcommand"), opt(many(str("arg")))}, Handler: cmdClient},
 	{Name: "command", Arity: -1, Flags: Loading, Group: "server", Since: "2.8.13",
 		Summary: "Describes the commands: COMMAND, COMMAND COUNT, COMMAND INFO, COMMAND DOCS, COMMAND LIST, COMMAND GETKEYS command [arg ...].", Complexity: "O(N) commands",
