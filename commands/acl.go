@@ -198,6 +198,8 @@ func categories(cmd *Command) ([]string, acl.Perm) {
 		cats = append(cats, "keyspace")
 	case "transactions":
 		cats = append(cats, "transaction")
+	case "pubsub":
+		cats = append(cats, "pubsub")
 	}
 	if cmd.Name == "del" || cmd.Name == "exists" || cmd.Name == "type" || cmd.Name == "flushdb" || cmd.Name == "flushall" {
 		cats = append(cats, "keyspace")

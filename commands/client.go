@@ -534,6 +534,11 @@ func (d *Dispatcher) clientLine(c *Client) string {
 	if c.monitor.Load() {
 		flags = append(flags, 'O')
 	}
+	sub := int64(0)
+	if c.subbed.Load() {
+		flags = append(flags, 'P')
+		sub = 1
+	}
 	if inMulti {
 		flags = append(flags, 'x')
 	}
@@ -593,7 +598,7 @@ func (d *Dispatcher) clientLine(c *Client) string {
 	num("idle", max(0, now.Unix()-c.lastSeen.Load()))
 	field("flags", string(flags))
 	num("db", 0)
-	num("sub", 0)
+	num("sub", sub)
 	num("psub", 0)
 	num("ssub", 0)
 	num("multi", int64(queued))

@@ -63,6 +63,7 @@ type Client struct {
 	monitor  atomic.Bool  // in MONITOR mode
 	blocked  *Block       // guarded by mu: the pop the client is parked in
 	readonly atomic.Bool  // READONLY: a follower serves this client's reads (flag r)
+	subbed   atomic.Bool  // SUBSCRIBE __redis__:invalidate (tracking.go)
 	trk      tracking     // guarded by Dispatcher.trk.mu
 	caching  int8         // CLIENT CACHING yes (1) / no (-1) for the next command
 	reply    replyMode    // CLIENT REPLY; only the connection's goroutine touches it
@@ -165,6 +166,7 @@ type Dispatcher struct {
 	commandsRun atomic.Int64
 	nextID      atomic.Int64
 	errReplies  atomic.Uint64    // INFO total_error_replies (metrics.go)
+	subscribers atomic.Int64     // INFO pubsub_clients (tracking.go)
 	aclDenied   [4]atomic.Uint64 // INFO acl_access_denied_auth, _cmd, _key, _channel
 	ops         opsSampler       // INFO instantaneous_ops_per_sec (metrics.go)
 
@@ -247,6 +249,9 @@ func (d *Dispatcher) Connect(w Writer, info ConnInfo) *Client {
 // CloseClient forgets a connection, its tracking and its MONITOR.
 func (d *Dispatcher) CloseClient(c *Client) {
 	d.trackingOff(c)
+	if c.subbed.Swap(false) {
+		d.subscribers.Add(-1)
+	}
 	d.monitorOff(c)
 	d.mu.Lock()
 	delete(d.clients, c.ID)
@@ -341,6 +346,9 @@ func (d *Dispatcher) run(c *Client, args [][]byte) {
 	}
 	if d.opts.MaxMemory > 0 && d.overMaxMemory(cmd) {
 		d.reject(c, cmd, errOOM) // in MULTI too: EXEC is then aborted, as Redis does
+		return
+	}
+	if c.subbed.Load() && !d.pubsubAllows(c, cmd, args) {
 		return
 	}
 	c.setLast(cmd, args)

@@ -16,6 +16,17 @@ import (
 )
 
 func cmdPing(d *Dispatcher, c *Client, args [][]byte) {
+	if c.subbed.Load() && c.W.Proto() == 2 && len(args) <= 2 {
+		// As Redis in RESP2's Pub/Sub context: a message-like reply.
+		c.W.Array(2)
+		c.W.BulkString("pong")
+		if len(args) == 2 {
+			c.W.Bulk(args[1])
+		} else {
+			c.W.BulkString("")
+		}
+		return
+	}
 	switch len(args) {
 	case 1:
 		c.W.Status("PONG")
@@ -281,7 +292,7 @@ func cmdInfo(d *Dispatcher, c *Client, args [][]byte) {
 		{"maxclients", strconv.Itoa(d.opts.MaxClients)},
 		{"blocked_clients", itoa(int64(in.Waiters))},
 		{"tracking_clients", strconv.Itoa(trkClients)},
-		{"pubsub_clients", "0"},
+		{"pubsub_clients", itoa(d.subscribers.Load())},
 		{"watching_clients", "0"},
 	})
 	var ms runtime.MemStats
