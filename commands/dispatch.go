@@ -335,7 +335,11 @@ func (d *Dispatcher) run(c *Client, args [][]byte) {
 	// one nil check and nothing else.
 	if d.opts.Cluster != nil {
 		if !d.route(c, cmd, args) {
-			d.rejected(c, cmd) // a redirect is a rejected call, as in Redis
+			// A redirect is a rejected call, as in Redis; route's own
+			// reject counted it, unless it answered an EXEC directly.
+			if d.newErrors(c) != 0 {
+				d.countRejected(cmd)
+			}
 			return
 		}
 		defer c.wrote() // for WAIT

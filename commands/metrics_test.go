@@ -167,3 +167,21 @@ func TestOpsSampler(t *testing.T) {
 		t.Fatalf("idle an hour: %d, want 0", r)
 	}
 }
+
+// A cluster redirect is a rejected call, counted once, as Redis counts it.
+func TestRedirectIsRejectedCall(t *testing.T) {
+	n := newNode(t, newFake(idA, idL))
+	c := n.client()
+	if got := n.do(c, "RPUSH", "foo", "x"); got != movedFoo {
+		t.Fatalf("RPUSH on a follower: %q", got)
+	}
+	for _, s := range n.d.CommandStats() {
+		if s.Name == "rpush" {
+			if s.Calls != 0 || s.Rejected != 1 || s.Failed != 0 {
+				t.Fatalf("rpush: %+v", s)
+			}
+			return
+		}
+	}
+	t.Fatal("no rpush in CommandStats")
+}
