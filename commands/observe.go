@@ -209,6 +209,9 @@ func shown(cmd *Command, args [][]byte) []string {
 			}
 		}
 	}
+	if cmd.Name == "delay.nack" {
+		redactOption(args, out, 3, "ERROR") // a failure reason may quote a payload
+	}
 	if cmd.Name == "delay.schedule" {
 		// The payload follows CRON expr [TZ zone] or EVERY ms, so the
 		// table cannot place it: find it as cmdSchedule does.

@@ -38,6 +38,7 @@ type dashboard struct {
 	assetV  string // a hash of the embedded assets, to version their URLs
 	rates   rateBook
 	queues  queueCache
+	leaders leaderBook
 	started time.Time
 }
 
@@ -49,6 +50,7 @@ func (s *Server) dashboardRoutes() {
 	s.mux.HandleFunc("GET /queues", d.page("queues", d.queueList))
 	s.mux.HandleFunc("GET /queue", d.page("queue", d.queue))
 	s.mux.HandleFunc("GET /job", d.page("job", d.job))
+	s.mux.HandleFunc("GET /schedules", d.page("schedules", d.schedules))
 	s.mux.HandleFunc("GET /job/payload", d.payload)
 	s.mux.Handle("POST /action", http.NewCrossOriginProtection().Handler(http.HandlerFunc(d.action)))
 	s.mux.Handle("GET /ui/", d.assets())
@@ -77,7 +79,7 @@ func newDashboard(s *Server) *dashboard {
 	for k, v := range viewFuncs {
 		funcs[k] = v
 	}
-	for _, name := range []string{"overview", "queues", "queue", "job", "confirm", "result"} {
+	for _, name := range []string{"overview", "queues", "queue", "job", "schedules", "confirm", "result"} {
 		d.pages[name] = template.Must(template.New(name).Funcs(funcs).
 			ParseFS(uiFiles, "ui/layout.html", "ui/parts.html", "ui/"+name+".html"))
 	}
@@ -87,23 +89,33 @@ func newDashboard(s *Server) *dashboard {
 // view is what every page's template gets.
 type view struct {
 	Title  string
-	Nav    string // the menu entry to mark: overview or queues
+	Nav    string // the menu entry to mark: overview, queues or schedules
 	Self   string // this page's address, where actions come back to
 	AssetV string
 	Host   string
-	Data   any
+	// ReadOnly: this node cannot run the pages' actions (a cluster
+	// follower), so none is offered.
+	ReadOnly bool
+	Node     nodeView
+	Data     any
 }
 
 // page serves one page: the whole document, or only <main> for a live
 // update.
 func (d *dashboard) page(name string, load func(ctx context.Context, r *http.Request) (string, any)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		title, data := load(r.Context(), r)
+		ctx := r.Context()
+		node := d.node(ctx)
+		if node.Follower {
+			ctx = WithReadOnly(ctx) // its own copy, not MOVED (dashboard_node.go)
+		}
+		title, data := load(ctx, r)
 		nav := name
 		if name == "queue" || name == "job" {
 			nav = "queues"
 		}
-		d.render(w, r, http.StatusOK, name, view{Title: title, Nav: nav, Self: r.URL.RequestURI(), Data: data})
+		d.render(w, r, http.StatusOK, name, view{Title: title, Nav: nav, Self: r.URL.RequestURI(),
+			Node: node, ReadOnly: node.Follower, Data: data})
 	}
 }
 
@@ -112,7 +124,7 @@ func (d *dashboard) render(w http.ResponseWriter, r *http.Request, status int, n
 	v.Host = r.Host
 	tmpl := "layout"
 	if r.Header.Get(liveHeader) != "" {
-		tmpl = "main"
+		tmpl = "body"
 	}
 	var buf bytes.Buffer
 	if err := d.pages[name].ExecuteTemplate(&buf, tmpl, v); err != nil {
@@ -188,16 +200,26 @@ type overviewData struct {
 
 type counter struct {
 	Name, Key string
+	Help      string // what exactly is counted, where the name is not enough
 	Value     int64
 }
 
-// overviewCounters are INFO stats' job counters, in the order shown.
+// overviewCounters are INFO stats' job counters, in the order shown. Each
+// name says what its engine counter counts (engine.Stats): jobs_fired, for
+// one, counts delayed jobs that came due, not schedule firings (a firing
+// adds its ready job without touching either counter).
 var overviewCounters = []counter{
-	{Name: "added", Key: "jobs_added"}, {Name: "delivered", Key: "jobs_delivered"},
-	{Name: "redelivered", Key: "jobs_redelivered"}, {Name: "acked", Key: "jobs_acked"},
-	{Name: "nacked", Key: "jobs_nacked"}, {Name: "expired", Key: "jobs_expired"},
-	{Name: "dead-lettered", Key: "jobs_dead_lettered"}, {Name: "dropped", Key: "jobs_dropped"},
-	{Name: "cancelled", Key: "jobs_cancelled"}, {Name: "fired by schedules", Key: "jobs_fired"},
+	{Name: "jobs added", Key: "jobs_added", Help: "DELAY.ADD, DELAY.ADDAT, LPUSH, RPUSH"},
+	{Name: "delayed jobs that came due", Key: "jobs_fired", Help: "moved from delayed to ready when their due time came"},
+	{Name: "deliveries", Key: "jobs_delivered", Help: "every pop, first deliveries and redeliveries"},
+	{Name: "redeliveries", Key: "jobs_redelivered", Help: "pops of a job delivered before"},
+	{Name: "acked", Key: "jobs_acked"},
+	{Name: "nacked", Key: "jobs_nacked"},
+	{Name: "ack timeouts", Key: "jobs_expired", Help: "reservations whose ack deadline passed"},
+	{Name: "taken back from workers that left", Key: "jobs_requeued", Help: "deliveries returned to the queue because the client disconnected"},
+	{Name: "dead-lettered", Key: "jobs_dead_lettered"},
+	{Name: "dropped", Key: "jobs_dropped", Help: "out of deliveries with no dead-letter queue"},
+	{Name: "cancelled", Key: "jobs_cancelled", Help: "DELAY.CANCEL"},
 }
 
 // maxClientRows is how many connections the overview lists.
@@ -277,7 +299,7 @@ type queueData struct {
 	ReservedErr string
 	DeadHere    bool // some listed ready job was dead-lettered here
 	Limit       []field
-	Schedules   [][]field
+	Schedules   []scheduleRow
 	SchedErr    string
 	Show        int
 }
@@ -363,9 +385,7 @@ func (d *dashboard) queue(ctx context.Context, r *http.Request) (string, any) {
 	if v, err := d.do(ctx, "DELAY.SCHEDULES", key); err != nil {
 		q.SchedErr = err.Error()
 	} else {
-		for _, e := range list(v) {
-			q.Schedules = append(q.Schedules, fields(e))
-		}
+		q.Schedules = scheduleRows(v)
 	}
 	return "Queue " + showName(key), q
 }

@@ -224,7 +224,7 @@ func TestDashboardDeadLetteredJobsAndPause(t *testing.T) {
 		must(t, s, "DELAY.NACK", "src", id) // no delivery left: dead-lettered
 	}
 	_, body := get(t, s, "/queue?key=dlq")
-	if !strings.Contains(body, `data-op="requeue-all"`) || strings.Count(body, `data-op="requeue"`) != 2 || !strings.Contains(body, `<a href="/queue?key=src">src</a>`) {
+	if !strings.Contains(body, `data-op="requeue-all"`) || strings.Count(body, `op=requeue" data-confirm`) != 2 || !strings.Contains(body, `<a href="/queue?key=src">src</a>`) {
 		t.Fatalf("the dead-letter queue's page offers no requeue, or does not name the origin: %s", body)
 	}
 	_, body = get(t, s, "/job?key=dlq&id=d1")
@@ -232,7 +232,7 @@ func TestDashboardDeadLetteredJobsAndPause(t *testing.T) {
 		t.Fatalf("the dead-lettered job's page: %s", body)
 	}
 	code, body := post(t, s, "/action?op=requeue&key=dlq&id=d1", "confirmed=1", actionHeader, "1")
-	if code != 200 || !strings.Contains(body, "Requeued job d1 of dlq.") {
+	if code != 200 || !strings.Contains(body, "Requeued job d1 of queue dlq.") {
 		t.Fatalf("requeue: %d %s", code, body)
 	}
 	if st := fieldMap(must(t, s, "DELAY.STATS", "src")); num(st["ready"]) != 1 {

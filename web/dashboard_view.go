@@ -1,6 +1,8 @@
 package web
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"html/template"
 	"net/url"
@@ -18,15 +20,22 @@ import (
 
 // viewFuncs are the templates' helpers.
 var viewFuncs = template.FuncMap{
-	"num":      fmtNum,
-	"bytes":    fmtBytes,
-	"show":     showName,
-	"when":     fmtWhen,
-	"ms":       fmtMs,
-	"rate":     fmtRate,
-	"queueURL": queueURL,
-	"jobURL":   jobURL,
-	"int64":    func(n int) int64 { return int64(n) },
+	"num":         fmtNum,
+	"bytes":       fmtBytes,
+	"show":        showName,
+	"when":        fmtWhen,
+	"ms":          fmtMs,
+	"rate":        fmtRate,
+	"queueURL":    queueURL,
+	"jobURL":      jobURL,
+	"schedTable":  schedTable,
+	"text":        str,
+	"qesc":        url.QueryEscape,
+	"bulkForm":    bulkForm,
+	"bulkConfirm": bulkConfirm,
+	"bulkLabel":   bulkLabel,
+	"checkbox":    checkbox,
+	"int64":       func(n int) int64 { return int64(n) },
 	"div": func(a, b int64) int64 {
 		if b == 0 {
 			return 0
@@ -178,6 +187,7 @@ func jobURL(key, id string) string {
 type payloadView struct {
 	Size      int
 	Binary    bool
+	JSON      bool   // a JSON object or array, shown indented
 	Text      string // the text shown, or the hex dump for binary
 	Truncated bool   // Text shows only the first Shown bytes
 	Shown     int
@@ -202,8 +212,20 @@ func isText(p []byte) bool {
 
 // viewPayload shows up to limit bytes of a payload: as text, or as a hex
 // dump when it is binary. A cut falls on a rune boundary.
+//
+// A JSON object or array that fits is shown indented (json.Indent: keys,
+// order and numbers as they were sent, only the white space changes); one
+// too long to show whole is shown as sent, since half a document cannot be
+// laid out.
 func viewPayload(p []byte, limit int) payloadView {
 	v := payloadView{Size: len(p), Binary: !isText(p)}
+	if !v.Binary && (limit <= 0 || len(p) <= limit) && isJSONDoc(p) {
+		var b bytes.Buffer
+		if json.Indent(&b, p, "", "  ") == nil {
+			v.JSON, v.Text, v.Shown = true, b.String(), len(p)
+			return v
+		}
+	}
 	shown := p
 	if limit > 0 && len(p) > limit {
 		cut := limit
@@ -222,6 +244,13 @@ func viewPayload(p []byte, limit int) payloadView {
 		v.Text = string(shown)
 	}
 	return v
+}
+
+// isJSONDoc says whether p is a JSON object or array (a bare string or
+// number is shown as the text it is).
+func isJSONDoc(p []byte) bool {
+	t := bytes.TrimLeft(p, " \t\r\n")
+	return len(t) > 0 && (t[0] == '{' || t[0] == '[') && json.Valid(p)
 }
 
 // preview is a payload in one table cell: the start of its text on one

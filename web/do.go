@@ -31,6 +31,9 @@ func (s *Server) Do(ctx context.Context, args ...string) (any, error) {
 		}
 	}
 	c.Authed = true
+	if readOnly, _ := ctx.Value(readOnlyKey{}).(bool); readOnly {
+		c.SetReadOnly(true)
+	}
 	argv := make([][]byte, len(args))
 	for i, a := range args {
 		argv[i] = []byte(a)
@@ -55,6 +58,17 @@ func (s *Server) Do(ctx context.Context, args ...string) (any, error) {
 		return nil, e
 	}
 	return b.done[0], nil
+}
+
+// readOnlyKey marks a request context whose commands run as after
+// READONLY (WithReadOnly).
+type readOnlyKey struct{}
+
+// WithReadOnly makes Do's reads served by this node even when it is a
+// cluster follower (READONLY), on its copy of the leader's data, rather
+// than answered with MOVED.
+func WithReadOnly(ctx context.Context) context.Context {
+	return context.WithValue(ctx, readOnlyKey{}, true)
 }
 
 // Status is a simple string reply (+OK).

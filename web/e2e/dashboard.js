@@ -142,6 +142,8 @@ async function seed() {
     ['DELAY.ADD', 'show', '0', hex('000102ff68656c6c6f89504e470d0a1a0a'), 'ID', 'binary'],
     ['DELAY.ADD', 'show', '0', 'x'.repeat(10000) + 'THE-END', 'ID', 'big'],
   ]);
+  await resp('DELAY.SCHEDULE', 'reports', 'nightly', 'CRON', '30 2 * * *', 'TZ', 'Europe/Berlin', '{"report":"daily"}', 'MISFIRE', 'once');
+  await resp('DELAY.SCHEDULE', 'heartbeat', 'tick', 'EVERY', '3600000', 'ping');
   for (let i = 1; i <= 4; i++) await resp('DELAY.POP', 'orders', '1');
   await within(3000, 'four jobs dead-lettered into orders-dead', async () => {
     const s = await resp('DELAY.STATS', 'orders-dead');
@@ -251,6 +253,36 @@ async function queuePage(page) {
   eq(Number(await page.locator('[data-field=ack_deadline] time').getAttribute('data-ms')), Number(held.ack_deadline), 'ack deadline');
 }
 
+// Schedules are text, on their queue's page and on /schedules, and can be
+// removed from there.
+async function schedules(page) {
+  step = 'schedules on the queue page';
+  await goto(page, '/queue?key=reports');
+  const row = page.locator('#q-schedules tr[data-schedule=nightly]');
+  eq(await row.locator('[data-k=spec]').textContent(), 'CRON 30 2 * * *', 'spec');
+  eq(await row.locator('[data-k=zone]').textContent(), 'Europe/Berlin', 'zone');
+  const [sc] = await resp('DELAY.SCHEDULES', 'reports');
+  eq(Number(await row.locator('[data-k=next] time').getAttribute('data-ms')), Number(sc.next), 'next fire');
+  check(!/\[\d+ \d+ \d+/.test(await page.locator('#q-schedules').textContent()), 'a schedule shown as byte values');
+
+  step = 'the schedules page';
+  await page.locator('nav a[href="/schedules"]').click();
+  await page.waitForURL(/\/schedules$/);
+  const all = await resp('DELAY.SCHEDULES');
+  eq(await value(page.locator('data[data-k=schedule_count]')), all.length, 'schedule count');
+  eq(await page.locator('tr[data-schedule]').evaluateAll((rs) => rs.map((r) => [r.dataset.queue, r.dataset.schedule])),
+    all.map((x) => [x.queue, x.name]), 'schedules, by queue and name');
+  eq(await page.locator('tr[data-schedule=tick] [data-k=spec]').textContent(), 'EVERY 3600000', 'EVERY spec');
+  eq(await page.locator('tr[data-schedule=nightly] [data-k=misfire]').textContent(), 'once', 'misfire policy');
+  await shot(page, 'schedules');
+
+  step = 'unschedule';
+  await confirmClick(page, page.locator('tr[data-schedule=tick] form[data-op=unschedule] button'), 'accept');
+  await toast(page, /Removed schedule tick/);
+  eq((await resp('DELAY.SCHEDULES', 'heartbeat')).length, 0, 'DELAY.SCHEDULES heartbeat after unschedule');
+  await within(LIVE_WITHIN, 'the row goes', async () => (await page.locator('tr[data-schedule=tick]').count()) === 0 || 'still there');
+}
+
 async function jobPage(page) {
   step = 'job page: text that looks like HTML';
   await goto(page, '/job?key=show&id=xss');
@@ -261,6 +293,15 @@ async function jobPage(page) {
   eq(Number(await page.locator('[data-field=due] time').getAttribute('data-ms')), Number(j.due), 'due');
   eq(await page.locator('[data-field=deliveries]').textContent(), String(j.deliveries), 'deliveries');
   await shot(page, 'job');
+
+  step = 'job page: a JSON payload, indented';
+  const jid = ids(await resp('DELAY.UPCOMING', 'emails', '1'))[0];
+  await goto(page, '/job?key=emails&id=' + encodeURIComponent(jid));
+  const jp = (await resp('DELAY.GET', 'emails', jid)).payload;
+  eq(await page.locator('pre[data-k=payload]').textContent(), JSON.stringify(JSON.parse(jp), null, 2), 'the payload, indented');
+  check(await page.locator('pre[data-k=payload][data-json]').count() === 1, 'the payload marked JSON');
+  check((await page.locator('#job-payload h2').textContent()).includes('JSON, indented'), 'the heading says JSON');
+  await shot(page, 'job-json');
 
   step = 'job page: binary payload';
   await goto(page, '/job?key=show&id=binary');
@@ -349,6 +390,63 @@ async function actions(page) {
   eq(await page.locator('form[data-op^=requeue]').count(), 0, 'requeue buttons on a queue without dead-lettered jobs');
 }
 
+// Actions on one job and on a selection: what RESP reports afterwards.
+async function jobActions(page) {
+  step = 'select three delayed jobs and cancel them';
+  await goto(page, '/queue?key=emails');
+  const up = ids(await resp('DELAY.UPCOMING', 'emails', '25'));
+  const pick = up.slice(0, 3);
+  const before = await resp('DELAY.STATS', 'emails');
+  for (const id of pick) await page.locator(`#q-upcoming tr[data-id="${id}"] input[type=checkbox]`).check();
+  eq(await page.locator('#sel-upcoming [data-k=selected]').textContent(), '3', 'the selection count');
+  await page.waitForTimeout(1200); // a live update in between keeps the boxes ticked
+  eq(await page.locator('#q-upcoming input[name=ids]:checked').count(), 3, 'boxes ticked after a live update');
+  await shot(page, 'selection');
+  await confirmClick(page, page.locator('#sel-upcoming button[value=cancel]'), 'accept');
+  check(lastDialog.includes('the 3 selected jobs'), `the dialog names the selection: ${lastDialog}`);
+  await toast(page, /Cancelled 3 of 3 selected jobs/);
+  for (const id of pick) eq(await resp('DELAY.GET', 'emails', id), null, `DELAY.GET ${id} after cancel`);
+  eq((await resp('DELAY.STATS', 'emails')).delayed, before.delayed - 3, 'DELAY.STATS delayed');
+  await within(LIVE_WITHIN, 'the rows go', async () => (await page.locator(`#q-upcoming tr[data-id="${pick[0]}"]`).count()) === 0 || 'still there');
+
+  step = 'select all listed delayed jobs and run them now';
+  const listed = ids(await resp('DELAY.UPCOMING', 'emails', '25'));
+  const ready0 = (await resp('DELAY.STATS', 'emails')).ready;
+  await page.locator('#q-upcoming input[data-all]').check();
+  eq(await page.locator('#sel-upcoming [data-k=selected]').textContent(), String(listed.length), 'select all');
+  await confirmClick(page, page.locator('#sel-upcoming button[value=promote]'), 'accept');
+  await toast(page, new RegExp(`Made ready ${listed.length} of ${listed.length}`));
+  eq((await resp('DELAY.STATS', 'emails')).ready, ready0 + listed.length, 'DELAY.STATS ready after run now');
+  eq((await resp('DELAY.GET', 'emails', listed[0])).state, 'ready', 'a job run now');
+
+  step = 'reschedule a selection of ready jobs';
+  const rdy = ids(await resp('DELAY.PEEK', 'emails', '2'));
+  await page.reload();
+  for (const id of rdy) await page.locator(`#q-ready tr[data-id="${id}"] input[type=checkbox]`).check();
+  await page.locator('#sel-ready input[name=delay]').fill('2h');
+  await confirmClick(page, page.locator('#sel-ready button[value=reschedule]'), 'accept');
+  await toast(page, /Rescheduled 2 of 2 selected jobs/);
+  for (const id of rdy) {
+    const j = await resp('DELAY.GET', 'emails', id);
+    check(j.state === 'delayed' && Number(j.due) > Date.now() + 7000000, `${id} after reschedule by 2h: ${JSON.stringify(j)}`);
+  }
+
+  step = 'run one job now, from its page';
+  const one = ids(await resp('DELAY.UPCOMING', 'emails', '1'))[0];
+  await goto(page, '/job?key=emails&id=' + encodeURIComponent(one));
+  await confirmClick(page, page.locator('#job-fields form[data-op=promote] button'), 'accept');
+  await toast(page, /Made ready job/);
+  eq((await resp('DELAY.GET', 'emails', one)).state, 'ready', 'state after run now');
+  await within(LIVE_WITHIN, 'the page follows', async () => (await page.locator('[data-field=state]').textContent()) === 'ready' || 'not yet');
+
+  step = 'reschedule one job, from its page';
+  await page.locator('#job-fields form[data-op=reschedule] input[name=delay]').fill('90s');
+  await confirmClick(page, page.locator('#job-fields form[data-op=reschedule] button'), 'accept');
+  await toast(page, /Rescheduled job/);
+  const j = await resp('DELAY.GET', 'emails', one);
+  check(j.state === 'delayed' && Math.abs(Number(j.due) - Date.now() - 90000) < 5000, `after reschedule by 90s: ${JSON.stringify(j)}`);
+}
+
 async function phone(browser) {
   step = 'phone';
   const ctx = await browser.newContext({ viewport: { width: 390, height: 844 }, deviceScaleFactor: 2, isMobile: true, hasTouch: true });
@@ -361,6 +459,67 @@ async function phone(browser) {
   }
   await goto(page, '/');
   await shot(page, 'phone');
+  await ctx.close();
+}
+
+// follower: the dashboard of a cluster follower (DELAYD_E2E_URL) whose
+// leader is DELAYD_E2E_LEADER (RESP, where the Go side sends commands) with
+// its dashboard at DELAYD_E2E_LEADER_URL. It shows the leader's data, says
+// it is a follower, links to the leader, and offers no action.
+async function follower(browser) {
+  const LEADER = process.env.DELAYD_E2E_LEADER;
+  const LEADER_URL = process.env.DELAYD_E2E_LEADER_URL;
+  step = 'follower: seed on the leader';
+  const cmds = [];
+  for (let i = 1; i <= 20; i++) cmds.push(['DELAY.ADD', 'q20', String(3600000 + i * 1000), `{"n":${i}}`, 'ID', `job-${i}`]);
+  cmds.push(['DELAY.ADD', 'q20', '0', 'ready now', 'ID', 'r1']);
+  cmds.push(['DELAY.SCHEDULE', 'q20', 'hourly', 'CRON', '0 * * * *', 'tick']);
+  await pipeline(cmds);
+  const ctx = await browser.newContext({ viewport: { width: 1200, height: 800 } });
+  const page = await ctx.newPage();
+  watch(page);
+
+  step = 'follower: the queue page shows the leader\'s numbers';
+  await goto(page, '/queue?key=q20');
+  const s = await resp('DELAY.STATS', 'q20');
+  eq([s.delayed, s.ready], [20, 1], 'DELAY.STATS q20 on the leader');
+  await within(LIVE_WITHIN, 'the follower\'s counts', async () => {
+    const got = [await value(page.locator('#q-head data[data-k=delayed]')), await value(page.locator('#q-head data[data-k=ready]'))];
+    return (got[0] === s.delayed && got[1] === s.ready) || got;
+  });
+  const up = await resp('DELAY.UPCOMING', 'q20', '25');
+  eq(await page.locator('#q-upcoming tbody tr').evaluateAll((rs) => rs.map((r) => r.dataset.id)), ids(up), 'next delayed jobs');
+  eq(await page.locator('#q-schedules [data-k=spec]').first().textContent(), 'CRON 0 * * * *', 'the schedule');
+  check(!/MOVED|CLUSTERDOWN/.test(await page.locator('main').textContent()), 'a panel shows a redirection');
+
+  step = 'follower: the banner names the leader and links to its dashboard';
+  eq(await page.locator('#follower [data-k=leader]').textContent(), LEADER, 'leader named');
+  await within(5000, 'the link to the leader\'s dashboard', async () => {
+    const href = await page.locator('#follower a[data-k=leader-link]').getAttribute('href', { timeout: 100 }).catch(() => null);
+    return href === LEADER_URL + '/queue?key=q20' || href;
+  });
+  await shot(page, 'follower');
+
+  step = 'follower: no action offered';
+  for (const url of ['/', '/queues', '/queue?key=q20', '/schedules', '/job?key=q20&id=job-1']) {
+    await goto(page, url);
+    check(await page.locator('#follower').isVisible(), `${url}: no follower banner`);
+    eq(await page.locator('form[data-op], input[type=checkbox]').count(), 0, `${url}: action forms`);
+    check(!/MOVED|CLUSTERDOWN/.test(await page.locator('main').textContent()), `${url}: a panel shows a redirection`);
+  }
+  eq(await page.locator('[data-field=state]').textContent(), 'delayed', 'the job page reads the job');
+  await goto(page, '/');
+  const i = await info();
+  eq(await value(page.locator('#ov-jobs data[data-k=jobs]')), Number(i.jobs), 'jobs, as the leader counts them');
+  eq(await page.locator('[data-k=add_rate]').count(), 0, 'a follower\'s adds/s (always 0) shown');
+
+  step = 'follower: a post is refused, naming the leader';
+  const r = await fetch(BASE + '/action?op=cancel&key=q20&id=job-1&back=/', {
+    method: 'POST', body: 'confirmed=1', headers: { 'Content-Type': 'application/x-www-form-urlencoded', 'X-Delayd-Action': '1' },
+  });
+  const j = await r.json();
+  check(r.status === 409 && !j.ok && j.error.includes(LEADER), `POST /action on a follower: ${r.status} ${JSON.stringify(j)}`);
+  check((await resp('DELAY.GET', 'q20', 'job-1')) !== null, 'the job is still there');
   await ctx.close();
 }
 
@@ -415,6 +574,8 @@ async function big(browser) {
     if (MODE === 'big') {
       step = 'big';
       await big(browser);
+    } else if (MODE === 'follower') {
+      await follower(browser);
     } else {
       const t0 = Date.now();
       await seed();
@@ -424,8 +585,10 @@ async function big(browser) {
       await overview(page);
       await queues(page);
       await queuePage(page);
+      await schedules(page);
       await jobPage(page);
       await actions(page);
+      await jobActions(page);
       await ctx.close();
       await phone(browser);
       console.log(`every page and action checked in ${Date.now() - t0}ms`);

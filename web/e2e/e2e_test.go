@@ -107,23 +107,54 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-func startServer(t *testing.T) *server {
+// buildBinary builds delayd once per test binary run.
+var built struct {
+	once sync.Once
+	bin  string
+	err  error
+	out  []byte
+}
+
+func buildBinary(t *testing.T) string {
 	t.Helper()
-	root := moduleRoot(t)
-	bin := filepath.Join(t.TempDir(), "delayd")
-	build := exec.Command("go", "build", "-o", bin, ".")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	built.once.Do(func() {
+		dir, err := os.MkdirTemp("", "delayd-e2e")
+		if err != nil {
+			built.err = err
+			return
+		}
+		built.bin = filepath.Join(dir, "delayd")
+		build := exec.Command("go", "build", "-o", built.bin, ".")
+		build.Dir = moduleRoot(t)
+		built.out, built.err = build.CombinedOutput()
+	})
+	if built.err != nil {
+		t.Fatalf("go build: %v\n%s", built.err, built.out)
 	}
+	return built.bin
+}
+
+func startServer(t *testing.T, extra ...string) *server {
+	t.Helper()
+	return startNode(t, func(port, hport int) []string {
+		return append([]string{"--appendonly", "yes", "--appendfsync", "no"}, extra...)
+	})
+}
+
+// startNode starts the binary on free ports with the common flags plus
+// what flags returns for the ports chosen, and waits for /readyz.
+func startNode(t *testing.T, flags func(port, hport int) []string) *server {
+	t.Helper()
+	bin := buildBinary(t)
 	var lastErr error
 	for attempt := 0; attempt < 3; attempt++ {
 		port, hport := freePort(t), freePort(t)
 		s := &server{addr: fmt.Sprintf("127.0.0.1:%d", port), http: fmt.Sprintf("http://127.0.0.1:%d", hport), out: &syncBuffer{}}
 		dir := t.TempDir()
-		s.cmd = exec.Command(bin, "--bind", "127.0.0.1", "--port", strconv.Itoa(port),
-			"--http-addr", fmt.Sprintf("127.0.0.1:%d", hport), "--dir", dir, "--appendonly", "yes",
-			"--appendfsync", "no", "--log-format", "json", "--log-level", "warn")
+		args := []string{"--bind", "127.0.0.1", "--port", strconv.Itoa(port),
+			"--http-addr", fmt.Sprintf("127.0.0.1:%d", hport), "--dir", dir,
+			"--log-format", "json", "--log-level", "warn"}
+		s.cmd = exec.Command(bin, append(args, flags(port, hport)...)...)
 		s.cmd.Dir = dir
 		s.cmd.Stdout, s.cmd.Stderr = s.out, s.out
 		for _, kv := range os.Environ() { // the machine's DELAYD_ settings never leak in
@@ -134,12 +165,12 @@ func startServer(t *testing.T) *server {
 		if err := s.cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		if lastErr = s.waitReady(10 * time.Second); lastErr == nil {
+		if lastErr = s.waitReady(20 * time.Second); lastErr == nil {
 			t.Cleanup(func() {
 				_ = s.cmd.Process.Kill()
 				_ = s.cmd.Wait()
 				if t.Failed() {
-					t.Logf("server output:\n%s", s.out.String())
+					t.Logf("server %s output:\n%s", s.addr, s.out.String())
 				}
 			})
 			return s
@@ -370,4 +401,47 @@ func TestDashboardFirstPageAtScale(t *testing.T) {
 	}
 	t.Logf("added %d jobs in %d queues in %v", jobs, queues, time.Since(start).Round(time.Millisecond))
 	runScript(t, nodeBin, chromium, s, rdb, "DELAYD_E2E_MODE=big")
+}
+
+// startCluster starts three nodes, the first the leader, and waits until
+// both others follow it.
+func startCluster(t *testing.T) []*server {
+	t.Helper()
+	node := func(how ...string) *server {
+		return startNode(t, func(port, hport int) []string {
+			return append([]string{"--cluster-enabled", "yes",
+				"--cluster-bus-addr", fmt.Sprintf("127.0.0.1:%d", freePort(t))}, how...)
+		})
+	}
+	nodes := []*server{node("--cluster-bootstrap")}
+	for range 2 {
+		nodes = append(nodes, node("--cluster-join", nodes[0].addr))
+	}
+	leader := client(t, nodes[0])
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		v, err := leader.Do(context.Background(), "INFO", "replication").Text()
+		if err == nil && strings.Contains(v, "role:master") && strings.Count(v, "state=online") == 2 {
+			return nodes
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the cluster did not form: %v %s", err, v)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestDashboardOnAFollower: a follower's pages show the leader's data
+// (their own copy of it), say whose it is, link to the leader's
+// dashboard, and offer no action.
+func TestDashboardOnAFollower(t *testing.T) {
+	if os.Getenv("DELAYD_E2E_BIG") == "1" {
+		t.Skip("DELAYD_E2E_BIG=1 runs only TestDashboardFirstPageAtScale")
+	}
+	nodeBin, chromium := tools(t)
+	nodes := startCluster(t)
+	leader, follower := nodes[0], nodes[1]
+	rdb := client(t, leader)
+	runScript(t, nodeBin, chromium, follower, rdb, "DELAYD_E2E_MODE=follower",
+		"DELAYD_E2E_LEADER="+leader.addr, "DELAYD_E2E_LEADER_URL="+leader.http)
 }

@@ -46,6 +46,25 @@
     live.title = ok ? 'live: updated ' + new Date().toLocaleTimeString() : 'not updating: ' + why;
   }
 
+  // What the reader typed or ticked in a region (a selection, a delay)
+  // survives the region being swapped for a fresh one.
+  function inputState(root) {
+    var st = {};
+    root.querySelectorAll('input[name]').forEach(function (i) {
+      var k = (i.getAttribute('form') || '') + '|' + i.name + '|' + (i.type === 'checkbox' ? i.value : '');
+      st[k] = i.type === 'checkbox' ? i.checked : i.value;
+    });
+    return st;
+  }
+  function restoreInputs(root, st) {
+    root.querySelectorAll('input[name]').forEach(function (i) {
+      var k = (i.getAttribute('form') || '') + '|' + i.name + '|' + (i.type === 'checkbox' ? i.value : '');
+      if (!(k in st)) return;
+      if (i.type === 'checkbox') i.checked = st[k];
+      else i.value = st[k];
+    });
+  }
+
   function apply(html) {
     var t = document.createElement('template');
     t.innerHTML = html;
@@ -57,11 +76,39 @@
       // What the reader opened stays open.
       var open = {};
       cur.querySelectorAll('details[id]').forEach(function (d) { open[d.id] = d.open; });
+      var inputs = inputState(cur);
+      var focused = document.activeElement && cur.contains(document.activeElement) ? document.activeElement.name : '';
       cur.replaceWith(fresh);
       fresh.querySelectorAll('details[id]').forEach(function (d) { if (open[d.id]) d.open = true; });
+      restoreInputs(fresh, inputs);
+      if (focused) {
+        var f = fresh.querySelector('input[name="' + focused + '"]:not([type=checkbox])');
+        if (f) f.focus();
+      }
+      counts(fresh);
       tick(fresh);
     });
   }
+
+  // A selection's count, and its select-all box, follow the boxes ticked.
+  function boxes(formId) {
+    return document.querySelectorAll('input[type=checkbox][name=ids][form="' + formId + '"]');
+  }
+  function counts(root) {
+    (root || document).querySelectorAll('form[data-bulk]').forEach(function (f) {
+      var all = boxes(f.id), n = 0;
+      all.forEach(function (b) { if (b.checked) n++; });
+      var out = f.querySelector('[data-k=selected]');
+      if (out) out.textContent = String(n);
+      var head = document.querySelector('input[data-all="' + f.id + '"]');
+      if (head) { head.checked = n > 0 && n === all.length; head.indeterminate = n > 0 && n < all.length; }
+    });
+  }
+  document.addEventListener('change', function (ev) {
+    var el = ev.target;
+    if (el.dataset && el.dataset.all) boxes(el.dataset.all).forEach(function (b) { b.checked = el.checked; });
+    if (el.type === 'checkbox') counts();
+  });
 
   function refresh() {
     if (busy || document.hidden) return;
@@ -87,24 +134,40 @@
   if (toastEl) toastEl.addEventListener('click', function () { toastEl.hidden = true; });
 
   // Every action form asks first, then posts with the header that makes
-  // the server answer JSON (the server also refuses cross-site posts).
+  // the server answer JSON (the server also refuses cross-site posts). A
+  // selection's form posts the boxes ticked and the button pressed.
   document.addEventListener('submit', function (ev) {
     var f = ev.target;
-    if (!f.matches || !f.matches('form[data-confirm]')) return;
-    ev.preventDefault();
-    if (!window.confirm(f.dataset.confirm)) return;
-    var body = new URLSearchParams();
+    if (!f.matches) return;
+    var btn = ev.submitter || f.querySelector('button');
+    var ask;
+    if (f.matches('form[data-bulk]')) {
+      var n = 0;
+      boxes(f.id).forEach(function (b) { if (b.checked) n++; });
+      ev.preventDefault();
+      if (n === 0) { toast('Select jobs first: tick their boxes.', true); return; }
+      ask = (btn && btn.dataset.confirm || '').replace('{n}', String(n));
+    } else if (f.matches('form[data-confirm]')) {
+      ev.preventDefault();
+      ask = f.dataset.confirm;
+    } else {
+      return;
+    }
+    if (!window.confirm(ask)) return;
+    var body = new URLSearchParams(new FormData(f, btn && btn.name ? btn : null));
     body.set('confirmed', '1');
-    var btn = f.querySelector('button');
     if (btn) btn.disabled = true;
     fetch(f.action, {
       method: 'POST', body: body, credentials: 'same-origin',
       headers: { 'X-Delayd-Action': '1', 'Accept': 'application/json' }
     })
       .then(function (r) { return r.json(); })
-      .then(function (j) { toast(j.ok ? j.message : (j.error || 'failed'), !j.ok); })
+      .then(function (j) {
+        toast(j.ok ? j.message : (j.error || 'failed'), !j.ok);
+        if (j.ok && f.matches('form[data-bulk]')) boxes(f.id).forEach(function (b) { b.checked = false; });
+      })
       .catch(function (e) { toast(String(e), true); })
-      .then(function () { if (btn) btn.disabled = false; busy = false; refresh(); });
+      .then(function () { if (btn) btn.disabled = false; busy = false; counts(); refresh(); });
   });
 
   regions(document).forEach(function (el) { seen[el.id] = el.outerHTML; });

@@ -1,0 +1,196 @@
+package web
+
+import (
+	"net/url"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// Recurring schedules are text on a queue's page and on /schedules: a
+// template given DELAY.SCHEDULES's bulk strings as they are printed them
+// as byte values ([104 111 117 ...]).
+func TestDashboardSchedulesAreText(t *testing.T) {
+	s := newTestServer(t, Options{})
+	must(t, s, "DELAY.SCHEDULE", "reports", "nightly", "CRON", "30 2 * * *", "TZ", "Europe/Berlin", `{"report":"daily"}`, "MISFIRE", "once")
+	must(t, s, "DELAY.SCHEDULE", "beat", "tick", "EVERY", "60000", "ping")
+
+	_, body := get(t, s, "/queue?key=reports")
+	sched := body[strings.Index(body, `id="q-schedules"`):]
+	for _, want := range []string{`<td data-k="name">nightly</td>`, `<code>CRON 30 2 * * *</code>`, `<td data-k="zone">Europe/Berlin</td>`, `<td data-k="misfire">once</td>`} {
+		if !strings.Contains(sched, want) {
+			t.Errorf("the queue's schedules lack %s:\n%.1500s", want, sched)
+		}
+	}
+	if strings.Contains(body, "[110 105") || strings.Contains(body, "[67 82 79 78") {
+		t.Errorf("the queue page shows a schedule as bytes")
+	}
+
+	code, body := get(t, s, "/schedules")
+	if code != 200 || dataValue(t, body, "schedule_count") != "2" {
+		t.Fatalf("/schedules: %d %.300s", code, body)
+	}
+	for _, want := range []string{`data-schedule="tick" data-queue="beat"`, `<code>EVERY 60000</code>`, `data-schedule="nightly" data-queue="reports"`, `href="/queue?key=beat"`, `data-op="unschedule"`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/schedules lacks %s", want)
+		}
+	}
+	if !strings.Contains(body, `<a href="/schedules" aria-current="page">Schedules</a>`) {
+		t.Errorf("the menu does not mark Schedules")
+	}
+
+	// Unschedule, confirmed: DELAY.SCHEDULES no longer lists it.
+	code, _ = post(t, s, "/action?op=unschedule&key=beat&id=tick&back=/schedules", "confirmed=1", actionHeader, "1")
+	if code != 200 {
+		t.Fatalf("unschedule: %d", code)
+	}
+	if rows := scheduleRows(must(t, s, "DELAY.SCHEDULES")); len(rows) != 1 || rows[0].Name != "nightly" {
+		t.Fatalf("after unschedule DELAY.SCHEDULES lists %+v", rows)
+	}
+}
+
+// Each counter of the overview is named for what its INFO field counts:
+// jobs_fired is delayed jobs that came due, not schedule firings.
+func TestDashboardCountersNamedForWhatTheyCount(t *testing.T) {
+	s := newTestServer(t, Options{})
+	must(t, s, "DELAY.ADD", "q", "0", "x")
+	_, body := get(t, s, "/")
+	if strings.Contains(body, "fired by schedules") {
+		t.Error(`the overview still calls jobs_fired "fired by schedules"`)
+	}
+	for key, name := range map[string]string{
+		"jobs_fired": "delayed jobs that came due", "jobs_expired": "ack timeouts",
+		"jobs_requeued": "taken back from workers that left", "jobs_added": "jobs added",
+	} {
+		row := regexp.MustCompile(`<tr><th scope="row"[^>]*>([^<]*)(?:<small>[^<]*</small>)?</th><td class="n"><data data-k="` + key + `"`).FindStringSubmatch(body)
+		if row == nil || strings.TrimSpace(row[1]) != name {
+			t.Errorf("%s is shown as %q, want %q", key, row, name)
+		}
+	}
+}
+
+// A leader's http-addr becomes a link a browser elsewhere can follow, or
+// the reason there is none.
+func TestLeaderLink(t *testing.T) {
+	for _, c := range []struct {
+		http, resp string
+		https      bool
+		url, why   string
+	}{
+		{"127.0.0.1:6381", "127.0.0.1:6380", false, "http://127.0.0.1:6381", ""},
+		{"0.0.0.0:6381", "10.0.0.1:6380", false, "http://10.0.0.1:6381", ""},
+		{":6381", "10.0.0.1:6380", true, "https://10.0.0.1:6381", ""},
+		{"[::]:6381", "[fd00::1]:6380", false, "http://[fd00::1]:6381", ""},
+		{"10.0.0.9:8080", "10.0.0.1:6380", false, "http://10.0.0.9:8080", ""},
+		{"127.0.0.1:6381", "10.0.0.1:6380", false, "", "its own machine only"},
+		{"", "10.0.0.1:6380", false, "", "HTTP side is off"},
+	} {
+		url, why := leaderLink(c.http, c.resp, c.https)
+		if url != c.url || !strings.Contains(why, c.why) || (c.why == "" && why != "") {
+			t.Errorf("leaderLink(%q, %q, %v) = %q, %q; want %q, %q", c.http, c.resp, c.https, url, why, c.url, c.why)
+		}
+	}
+}
+
+// One job and a selection: run now (DELAY.PROMOTE), reschedule, cancel and
+// requeue, each through the confirmation, and what RESP says afterwards.
+func TestDashboardActionsOnOneJobAndASelection(t *testing.T) {
+	s := newTestServer(t, Options{})
+	for _, id := range []string{"a", "b", "c", "d", "e\x00\xff"} {
+		must(t, s, "DELAY.ADD", "q", "600000", "p", "ID", id)
+	}
+	state := func(id string) string { return str(fieldMap(must(t, s, "DELAY.GET", "q", id))["state"]) }
+
+	// The queue page offers the selection: a box per job, and the bulk form.
+	_, body := get(t, s, "/queue?key=q")
+	for _, want := range []string{`form="sel-upcoming"`, `value="e%00%FF"`, `id="sel-upcoming"`, `value="promote" data-op="promote"`, `value="reschedule"`, `&amp;op=promote" data-confirm`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the queue page lacks %s", want)
+		}
+	}
+
+	// A selection posted without confirmation: a page that asks, naming how
+	// many, and posting the same ids again.
+	sel := "op=promote&ids=a&ids=" + url.QueryEscape(url.QueryEscape("e\x00\xff"))
+	code, body := post(t, s, "/action?key=q&back=/queue%3Fkey%3Dq", sel)
+	if code != 200 || !strings.Contains(body, "Run the 2 selected jobs of queue q now?") || !strings.Contains(body, `name="ids" value="e%00%FF"`) {
+		t.Fatalf("unconfirmed selection: %d %.2000s", code, body)
+	}
+	if state("a") != "delayed" {
+		t.Fatal("an unconfirmed run-now moved the job")
+	}
+	code, body = post(t, s, "/action?key=q", sel+"&confirmed=1", actionHeader, "1")
+	if code != 200 || !strings.Contains(body, "Made ready 2 of 2 selected jobs of queue q.") {
+		t.Fatalf("run now: %d %s", code, body)
+	}
+	if state("a") != "ready" || state("e\x00\xff") != "ready" || state("b") != "delayed" {
+		t.Fatalf("after run now: a %s, e %s, b %s", state("a"), state("e\x00\xff"), state("b"))
+	}
+
+	// Reschedule one job: its due time moves to about now + 1h.
+	before := num(fieldMap(must(t, s, "DELAY.GET", "q", "b"))["due"])
+	code, body = post(t, s, "/action?op=reschedule&key=q&id=b", "delay=1h&confirmed=1", actionHeader, "1")
+	if code != 200 || !strings.Contains(body, "Rescheduled job b of queue q.") {
+		t.Fatalf("reschedule: %d %s", code, body)
+	}
+	if after := num(fieldMap(must(t, s, "DELAY.GET", "q", "b"))["due"]); after-before < 2_900_000 {
+		t.Fatalf("reschedule by 1h moved due from %d to %d", before, after)
+	}
+	// A ready job rescheduled becomes delayed; a delay that is no duration
+	// is refused before anything runs.
+	if code, body = post(t, s, "/action?op=reschedule&key=q", "ids=a&delay=soon&confirmed=1", actionHeader, "1"); code != 400 || !strings.Contains(body, `delay \"soon\" is not a duration`) {
+		t.Fatalf("a bad delay: %d %s", code, body)
+	}
+	post(t, s, "/action?op=reschedule&key=q", "ids=a&delay=90000&confirmed=1", actionHeader, "1")
+	if state("a") != "delayed" {
+		t.Fatalf("a ready job rescheduled is %s", state("a"))
+	}
+
+	// Cancel a selection of three: DELAY.STATS counts them gone.
+	code, body = post(t, s, "/action?op=cancel&key=q", "ids=a&ids=b&ids=c&confirmed=1", actionHeader, "1")
+	if code != 200 || !strings.Contains(body, "Cancelled 3 of 3 selected jobs of queue q.") {
+		t.Fatalf("cancel a selection: %d %s", code, body)
+	}
+	if st := fieldMap(must(t, s, "DELAY.STATS", "q")); num(st["delayed"])+num(st["ready"]) != 2 {
+		t.Fatalf("after cancelling 3 of 5: %v", st)
+	}
+	if code, _ := post(t, s, "/action?op=cancel&key=q", "confirmed=1", actionHeader, "1"); code != 400 {
+		t.Errorf("an empty selection: %d, want 400", code)
+	}
+}
+
+// A JSON payload is shown indented, its keys, order and numbers as sent;
+// text that is not a JSON document, and binary, are shown as before.
+func TestDashboardPayloadJSONIndented(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		json bool
+		text string
+	}{
+		{`{"to":"a@b.c","n":[1,2.50],"z":{}}`, true, "{\n  \"to\": \"a@b.c\",\n  \"n\": [\n    1,\n    2.50\n  ],\n  \"z\": {}\n}"},
+		{` [1, {"b":1,"a":2}]`, true, "[\n  1,\n  {\n    \"b\": 1,\n    \"a\": 2\n  }\n]"},
+		{`"just a string"`, false, `"just a string"`},
+		{`{"cut":`, false, `{"cut":`},
+		{`12345`, false, `12345`},
+	} {
+		v := viewPayload([]byte(c.in), payloadLimit)
+		if v.JSON != c.json || v.Text != c.text {
+			t.Errorf("viewPayload(%q): JSON %v, text %q; want %v, %q", c.in, v.JSON, v.Text, c.json, c.text)
+		}
+	}
+	// Too long to show whole: as sent, cut.
+	long := `{"x":"` + strings.Repeat("a", payloadLimit) + `"}`
+	if v := viewPayload([]byte(long), payloadLimit); v.JSON || !v.Truncated {
+		t.Errorf("a JSON payload longer than the limit: JSON %v, truncated %v", v.JSON, v.Truncated)
+	}
+	if v := viewPayload([]byte(long), payloadFull); !v.JSON || v.Truncated {
+		t.Errorf("the same payload shown whole: JSON %v, truncated %v", v.JSON, v.Truncated)
+	}
+
+	s := newTestServer(t, Options{})
+	must(t, s, "DELAY.ADD", "q", "0", `{"to":"<b>x</b>","n":1}`, "ID", "j")
+	_, body := get(t, s, "/job?key=q&id=j")
+	if !strings.Contains(body, "JSON, indented") || !strings.Contains(body, "{\n  &#34;to&#34;: &#34;&lt;b&gt;x&lt;/b&gt;&#34;,\n  &#34;n&#34;: 1\n}</pre>") {
+		t.Errorf("the job page does not show the JSON payload indented and escaped:\n%s", body[strings.Index(body, `id="job-payload"`):])
+	}
+}
