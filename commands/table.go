@@ -386,7 +386,7 @@ var table = []*Command{
 		Summary: "Describes the commands: COMMAND, COMMAND COUNT, COMMAND INFO, COMMAND DOCS, COMMAND LIST, COMMAND GETKEYS command [arg ...].", Complexity: "O(N) commands",
 		Args: []Arg{opt(str("subcommand")), opt(many(str("command-name")))}, Handler: cmdCommand},
 	{Name: "info", Arity: -1, Flags: Loading, Group: "server", Since: "1.0.0",
-		Summary: "Reports server, clients, memory, persistence, stats, replication and queues.", Complexity: "O(queues)",
+		Summary: "Reports server, clients, memory, persistence, stats, replication, cpu and queues; commandstats and lateness when named.", Complexity: "O(queues)",
 		Args: []Arg{opt(many(str("section")))}, Handler: cmdInfo},
 	{Name: "monitor", Arity: 1, Flags: Admin | Loading, Group: "server", Since: "1.0.0",
 		Summary: "Streams every command the server runs, passwords and payloads redacted.", Complexity: "O(N) monitors per command",
