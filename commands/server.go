@@ -196,7 +196,10 @@ func cmdConfig(d *Dispatcher, c *Client, args [][]byte) {
 			c.W.BulkString(k)
 			c.W.BulkString(d.opts.Config[k])
 		}
-	case "set", "rewrite", "resetstat":
+	case "resetstat":
+		d.resetStats()
+		c.W.Status("OK")
+	case "set", "rewrite":
 		c.W.Error("ERR CONFIG " + upper(sub) + " is not supported: delayd's settings are read-only at run time (flags, DELAYD_* environment, config file)")
 	default:
 		c.W.Error("ERR unknown subcommand '" + clip(args[1]) + "'. Try CONFIG HELP.")

@@ -399,7 +399,7 @@ var table = []*Command{
 	{Name: "time", Arity: 1, Flags: Fast | Loading, Group: "server", Since: "2.6.0",
 		Summary: "Returns the server's unix time: seconds and microseconds.", Complexity: "O(1)", Handler: cmdTime},
 	{Name: "config", Arity: -2, Flags: Admin | Loading, Group: "server", Since: "2.0.0",
-		Summary: "CONFIG GET pattern: a read-only view of the settings.", Complexity: "O(N) settings",
+		Summary: "CONFIG GET pattern: a read-only view of the settings; CONFIG RESETSTAT zeroes the statistics, as Redis.", Complexity: "O(N) settings",
 		Args: []Arg{str("subcommand"), opt(many(str("parameter")))}, Handler: cmdConfig},
 	{Name: "acl", Arity: -2, Flags: Admin | Loading, Group: "server", Since: "6.0.0",
 		Summary:    "ACL SETUSER, GETUSER, DELUSER, USERS, LIST, WHOAMI, CAT, LOG, SAVE, LOAD: users, their passwords, commands and key patterns.",
