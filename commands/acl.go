@@ -681,11 +681,11 @@ func (l *aclLog) reply(c *Client, args [][]byte) {
 			return
 		}
 		v, ok := parseInt(args[0])
-		if !ok || v < 0 {
-			c.W.Error("ERR value is out of range, must be positive")
+		if !ok {
+			c.W.Error(errNotInteger)
 			return
 		}
-		n = int(v)
+		n = int(max(v, 0)) // as Redis 7.2: a negative count lists nothing
 	}
 	l.mu.Lock()
 	entries := slices.Clone(l.entries[:min(n, len(l.entries))])

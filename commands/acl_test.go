@@ -536,6 +536,7 @@ func TestSubcommandWording(t *testing.T) {
 		"ACL CAT a b":                "ERR unknown subcommand or wrong number of arguments for 'CAT'. Try ACL HELP.",
 		"ACL LOG 1 2":                "ERR unknown subcommand or wrong number of arguments for 'LOG'. Try ACL HELP.",
 		"ACL NOSUCH":                 "ERR unknown subcommand 'NOSUCH'. Try ACL HELP.",
+		"ACL LOG x":                  errNotInteger,
 		"ACL GENPASS 0":              "ERR ACL GENPASS argument must be the number of bits for the output password, a positive number up to 4096",
 		"SLOWLOG GET 1 2":            "ERR unknown subcommand or wrong number of arguments for 'GET'. Try SLOWLOG HELP.",
 		"SLOWLOG LEN x":              "ERR wrong number of arguments for 'slowlog|len' command",
@@ -545,6 +546,7 @@ func TestSubcommandWording(t *testing.T) {
 	} {
 		must(t, d, c, "-"+want+"\n", strings.Fields(cmd)...)
 	}
+	must(t, d, c, "*\n", "ACL", "LOG", "-1") // as Redis 7.2: nothing
 	if got := exec(d, c, args("ACL", "HELP")); !strings.HasPrefix(got, "*\n+ACL <subcommand> [<arg> [value] [opt] ...]. Subcommands are:\n+CAT [<category>]\n") {
 		t.Fatalf("ACL HELP: %q", got)
 	}

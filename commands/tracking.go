@@ -519,7 +519,7 @@ func cmdUnsubscribe(d *Dispatcher, c *Client, args [][]byte) {
 // means it answered.
 func (d *Dispatcher) pubsubAllows(c *Client, cmd *Command, args [][]byte) bool {
 	switch cmd.Name {
-	case "subscribe", "unsubscribe", "ping", "quit", "reset":
+	case "subscribe", "unsubscribe", "ping", "quit":
 		return true
 	}
 	if c.W.Proto() != 2 {
