@@ -560,3 +560,26 @@ func TestSubcommandWording(t *testing.T) {
 		}
 	}
 }
+
+// ACL DRYRUN answers, in Redis 7.2's verbose words, what the user's check
+// would say, and runs nothing.
+func TestACLDryRun(t *testing.T) {
+	d := aclDispatcher(t, Options{})
+	c := d.NewClient(&textWriter{proto: 2}, "c")
+	must(t, d, c, "+OK\n", "ACL", "SETUSER", "u2", "on", ">p", "-@all", "+@list", "~a*", "+client|id")
+	for cmd, want := range map[string]string{
+		"ACL DRYRUN u2 LPUSH k v":       "$User u2 has no permissions to access the 'k' key\n",
+		"ACL DRYRUN u2 LPUSH a1 v":      "+OK\n",
+		"ACL DRYRUN u2 DELAY.ADD a 0 x": "$User u2 has no permissions to run the 'delay.add' command\n",
+		"ACL DRYRUN u2 CLIENT ID":       "+OK\n",
+		"ACL DRYRUN u2 CLIENT KILL x":   "$User u2 has no permissions to run the 'client|kill' command\n",
+		"ACL DRYRUN u2 LPUSH a1":        "-ERR wrong number of arguments for 'lpush' command\n",
+		"ACL DRYRUN u2 NOSUCH":          "-ERR Command 'NOSUCH' not found\n",
+		"ACL DRYRUN u2 CLIENT NOSUCH":   "-ERR Command 'CLIENT' not found\n",
+		"ACL DRYRUN nobody PING":        "-ERR User 'nobody' not found\n",
+		"ACL DRYRUN default FLUSHALL":   "+OK\n",
+	} {
+		must(t, d, c, want, strings.Fields(cmd)...)
+	}
+	must(t, d, c, ":int\n", "LLEN", "a1") // nothing ran
+}
