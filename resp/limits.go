@@ -183,7 +183,7 @@ func (cn *conn) write(b []byte) error {
 	}
 	if err != nil && isTimeout(err) && !cn.killed.Load() {
 		cn.s.log.Warn().Str("addr", cn.nc.RemoteAddr().String()).Int("pending", len(b)).Int64("soft_limit", l.Soft).
-			Dur("for", l.SoftFor).Msg("client closed for overcoming of output buffer limits")
+			Dur("for_ms", l.SoftFor).Msg("client closed for overcoming of output buffer limits")
 	}
 	return err
 }

@@ -119,7 +119,7 @@ func (s *Server) accept(ln net.Listener) error {
 			} else if backoff < time.Second {
 				backoff *= 2
 			}
-			s.log.Warn().Err(err).Dur("retry_in", backoff).Msg("accept failed")
+			s.log.Warn().Err(err).Dur("retry_in_ms", backoff).Msg("accept failed")
 			time.Sleep(backoff)
 			continue
 		}
