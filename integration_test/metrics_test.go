@@ -173,6 +173,16 @@ func TestMetricsMatchInfoAndStats(t *testing.T) {
 		st := fields(t, "DELAY.STATS "+q, do(t, c, "DELAY.STATS", q))
 		for field, v := range st {
 			name := `delayd_queue_` + names[field] + `_total{queue="` + q + `"}`
+			if field == "latency" {
+				// Seconds in the scrape, ms in DELAY.STATS, which is read
+				// after it: the same age, grown by the time between.
+				got, ok := m[`delayd_queue_latency_seconds{queue="`+q+`"}`]
+				ms := asInt(t, field, v)
+				if lag := float64(ms) - got*1000; !ok || lag < -1 || lag > 10_000 {
+					t.Errorf("delayd_queue_latency_seconds{queue=%q} = %v (present %v), DELAY.STATS latency %d ms", q, got, ok, ms)
+				}
+				continue
+			}
 			if field == "paused" {
 				name = `delayd_queue_paused{queue="` + q + `"}`
 			} else if names[field] == "" {
