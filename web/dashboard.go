@@ -39,6 +39,7 @@ type dashboard struct {
 	rates   rateBook
 	queues  queueCache
 	leaders leaderBook
+	charts  chartBook
 	started time.Time
 }
 
@@ -46,6 +47,7 @@ type dashboard struct {
 // and the embedded assets.
 func (s *Server) dashboardRoutes() {
 	d := newDashboard(s)
+	s.dash = d
 	s.mux.HandleFunc("GET /{$}", d.page("overview", d.overview))
 	s.mux.HandleFunc("GET /queues", d.page("queues", d.queueList))
 	s.mux.HandleFunc("GET /queue", d.page("queue", d.queue))
@@ -196,6 +198,7 @@ type overviewData struct {
 	Uptime                        string
 	Version, Role                 string
 	Lateness                      *histogram
+	Charts                        chartsView
 }
 
 type counter struct {
@@ -260,6 +263,7 @@ func (d *dashboard) overview(ctx context.Context, r *http.Request) (string, any)
 	o.Version = in["server"]["delayd_version"]
 	o.Role = in["replication"]["role"]
 	o.Lateness = parseLateness(in["lateness"])
+	o.Charts = d.chartsFor("", now)
 
 	cl, err := d.do(ctx, "CLIENT", "LIST")
 	if err != nil {
@@ -302,6 +306,7 @@ type queueData struct {
 	Schedules   []scheduleRow
 	SchedErr    string
 	Show        int
+	Charts      chartsView
 }
 
 type jobRow struct {
@@ -387,6 +392,7 @@ func (d *dashboard) queue(ctx context.Context, r *http.Request) (string, any) {
 	} else {
 		q.Schedules = scheduleRows(v)
 	}
+	q.Charts = d.chartsFor(key, time.Now())
 	return "Queue " + showName(key), q
 }
 

@@ -50,6 +50,7 @@ type Server struct {
 	mux  *http.ServeMux
 	srv  *http.Server
 	ln   net.Listener
+	dash *dashboard
 }
 
 // New makes a Server; Listen starts it.
@@ -90,6 +91,7 @@ func (s *Server) Listen() error {
 			s.opts.Log.Error().Err(err).Msg("http serve")
 		}
 	}()
+	s.dash.startSampler() // the dashboard's charts (dashboard_charts.go)
 	return nil
 }
 
@@ -98,6 +100,7 @@ func (s *Server) Addr() net.Addr { return s.ln.Addr() }
 
 // Close stops accepting and waits up to timeout for requests in flight.
 func (s *Server) Close(timeout time.Duration) {
+	s.dash.stopSampler()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	if err := s.srv.Shutdown(ctx); err != nil {

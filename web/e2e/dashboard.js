@@ -447,6 +447,30 @@ async function jobActions(page) {
   check(j.state === 'delayed' && Math.abs(Number(j.due) - Date.now() - 90000) < 5000, `after reschedule by 90s: ${JSON.stringify(j)}`);
 }
 
+// Charts: the server samples every 10s into its ring; by now (half a
+// minute of adds, pops and acks) each chart has points, drawn as SVG.
+async function charts(page) {
+  step = 'charts on the queue page';
+  await goto(page, '/queue?key=emails');
+  const points = async (sel) => {
+    const el = page.locator(sel);
+    if ((await el.count()) === 0) return 0;
+    const n = Number(await el.getAttribute('data-n'));
+    const pairs = (await el.getAttribute('points')).trim().split(/\s+/);
+    check(pairs.length === n && pairs.every((p) => /^[0-9.]+,[0-9.]+$/.test(p)), `${sel}: ${n} points ${pairs}`);
+    return n;
+  };
+  await within(30000, 'a rates line with points', async () => (await points('#q-charts polyline[data-series=deliveries]')) >= 1 || 'none yet');
+  await within(30000, 'a latency line with points', async () => (await points('#q-charts polyline[data-series=latency]')) >= 1 || 'none yet');
+  check(await page.locator('#q-charts svg').count() === 2, 'two charts: rates and latency');
+  check(/\d/.test(await page.locator('#q-charts [data-k=last-adds]').textContent()), 'the newest adds/s figure');
+  await shot(page, 'charts');
+
+  step = 'charts on the overview';
+  await goto(page, '/');
+  await within(30000, 'the server\'s rates', async () => (await points('#ov-charts polyline[data-series=adds]')) >= 1 || 'none yet');
+}
+
 async function phone(browser) {
   step = 'phone';
   const ctx = await browser.newContext({ viewport: { width: 390, height: 844 }, deviceScaleFactor: 2, isMobile: true, hasTouch: true });
@@ -589,6 +613,7 @@ async function big(browser) {
       await jobPage(page);
       await actions(page);
       await jobActions(page);
+      await charts(page);
       await ctx.close();
       await phone(browser);
       console.log(`every page and action checked in ${Date.now() - t0}ms`);
