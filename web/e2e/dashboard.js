@@ -301,7 +301,6 @@ async function jobPage(page) {
   eq(await page.locator('pre[data-k=payload]').textContent(), JSON.stringify(JSON.parse(jp), null, 2), 'the payload, indented');
   check(await page.locator('pre[data-k=payload][data-json]').count() === 1, 'the payload marked JSON');
   check((await page.locator('#job-payload h2').textContent()).includes('JSON, indented'), 'the heading says JSON');
-  await shot(page, 'job-json');
 
   step = 'job page: binary payload';
   await goto(page, '/job?key=show&id=binary');
@@ -464,7 +463,6 @@ async function charts(page) {
   await within(30000, 'a latency line with points', async () => (await points('#q-charts polyline[data-series=latency]')) >= 1 || 'none yet');
   check(await page.locator('#q-charts svg').count() === 2, 'two charts: rates and latency');
   check(/\d/.test(await page.locator('#q-charts [data-k=last-adds]').textContent()), 'the newest adds/s figure');
-  await shot(page, 'charts');
 
   step = 'charts on the overview';
   await goto(page, '/');
