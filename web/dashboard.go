@@ -17,8 +17,11 @@ import (
 
 // The dashboard: server-rendered pages (html/template), one small
 // stylesheet and one small script embedded in the binary. Every number on
-// a page comes from a command reply (Server.Do); every button posts an
-// action that runs one command (dashboard_actions.go).
+// a page comes from a command reply (Server.Do), the charts' from replies
+// sampled into a ring (dashboard_charts.go); every button posts an action
+// that runs its commands, one per job at most (dashboard_actions.go). On
+// a cluster follower the pages read its own copy and offer no action
+// (dashboard_node.go).
 //
 // Live updates: the script fetches the page's own address every second
 // with the header X-Delayd-Live and gets back only <main>; it swaps in the
@@ -199,6 +202,9 @@ type overviewData struct {
 	Version, Role                 string
 	Lateness                      *histogram
 	Charts                        chartsView
+	// LatencyMs is INFO queues' latency_max_ms: the longest any ready job
+	// has waited since its due time; -1 when the server does not say.
+	LatencyMs int64
 }
 
 type counter struct {
@@ -242,6 +248,10 @@ func (d *dashboard) overview(ctx context.Context, r *http.Request) (string, any)
 	}
 	o.Jobs, o.Delayed = in.int("queues", "jobs"), in.int("queues", "delayed")
 	o.Ready, o.Reserved, o.Queues = in.int("queues", "ready"), in.int("queues", "reserved"), in.int("queues", "queues")
+	o.LatencyMs = -1
+	if _, ok := in["queues"]["latency_max_ms"]; ok {
+		o.LatencyMs = in.int("queues", "latency_max_ms")
+	}
 	o.AddRate = d.rates.observe("jobs_added", now, in.int("stats", "jobs_added"))
 	o.DeliverRate = d.rates.observe("jobs_delivered", now, in.int("stats", "jobs_delivered"))
 	o.AckRate = d.rates.observe("jobs_acked", now, in.int("stats", "jobs_acked"))
@@ -291,6 +301,9 @@ type queueData struct {
 	Counts    struct{ Delayed, Ready, Reserved, Total int64 }
 	Paused    bool
 	HasPaused bool // DELAY.STATS has the paused field
+	// LatencyMs is DELAY.STATS's latency (how long the oldest ready job
+	// has waited); -1 when the server does not say.
+	LatencyMs int64
 	DeadLet   int64
 	AddRate   float64
 	DelRate   float64
@@ -302,6 +315,7 @@ type queueData struct {
 	Reserved    []jobRow
 	ReservedErr string
 	DeadHere    bool // some listed ready job was dead-lettered here
+	ErrorsHere  bool // some listed ready job carries a failure reason
 	Limit       []field
 	Schedules   []scheduleRow
 	SchedErr    string
@@ -314,6 +328,7 @@ type jobRow struct {
 	Due         int64 // the due time, or a reserved job's ack deadline
 	Deliveries  int64
 	Origin      string // the queue a dead-lettered job came from
+	Error       string // its last failure reason (DELAY.NACK ... ERROR), if any
 }
 
 // queueShow is how many jobs of each state a queue page lists.
@@ -321,7 +336,7 @@ const queueShow = 25
 
 func (d *dashboard) queue(ctx context.Context, r *http.Request) (string, any) {
 	key := r.URL.Query().Get("key")
-	q := &queueData{Key: key, Show: queueShow, AddRate: -1, DelRate: -1}
+	q := &queueData{Key: key, Show: queueShow, AddRate: -1, DelRate: -1, LatencyMs: -1}
 	show := strconv.Itoa(queueShow)
 	if v, err := d.do(ctx, "DELAY.STATS", key); err != nil {
 		q.StatsErr = err.Error()
@@ -341,6 +356,8 @@ func (d *dashboard) queue(ctx context.Context, r *http.Request) (string, any) {
 				q.AddRate = d.rates.observe("added\x00"+key, time.Now(), num(f.Value))
 			case "deliveries":
 				q.DelRate = d.rates.observe("delivered\x00"+key, time.Now(), num(f.Value))
+			case "latency":
+				q.LatencyMs = num(f.Value)
 			case "paused":
 				q.HasPaused = true
 				q.Paused = num(f.Value) == 1 || str(f.Value) == "yes" || str(f.Value) == "true"
@@ -363,14 +380,15 @@ func (d *dashboard) queue(ctx context.Context, r *http.Request) (string, any) {
 		for _, e := range list(v) {
 			if t := list(e); len(t) >= 2 {
 				row := jobRow{ID: str(t[0]), Preview: preview(bytesOf(t[1]))}
-				// DELAY.GET names a dead-lettered job's origin: only those
-				// get a Requeue button (25 look-ups of about 5µs).
+				// DELAY.GET names a dead-lettered job's origin (only those
+				// get a Requeue button) and a failed job's last error (25
+				// look-ups of about 5µs).
 				if g, err := d.do(ctx, "DELAY.GET", key, row.ID); err == nil {
-					row.Origin = str(fieldMap(g)["origin"])
+					m := fieldMap(g)
+					row.Origin, row.Error = str(m["origin"]), str(m["error"])
 				}
-				if row.Origin != "" {
-					q.DeadHere = true
-				}
+				q.DeadHere = q.DeadHere || row.Origin != ""
+				q.ErrorsHere = q.ErrorsHere || row.Error != ""
 				q.Ready = append(q.Ready, row)
 			}
 		}
@@ -425,6 +443,7 @@ type jobData struct {
 	RawURL   string
 	Reserved bool
 	Origin   string
+	Error    string // the last failure reason (DELAY.GET's error)
 }
 
 type jobField struct {
@@ -481,6 +500,8 @@ func (d *dashboard) job(ctx context.Context, r *http.Request) (string, any) {
 			}
 		case "state":
 			j.State = jf.Text
+		case "error":
+			j.Error = jf.Text
 		}
 		jf.Text = showName(jf.Text)
 		j.Fields = append(j.Fields, jf)
