@@ -391,7 +391,7 @@ func drawRates(xs []chartSample, now time.Time) chartView {
 	}
 	cv.Max = fmtRate(top) + "/s"
 	if len(xs) < 2 {
-		cv.Empty = "Collecting: a point every " + fmtDur(chartStep) + " from when the server started sampling."
+		cv.Empty = "Collecting: a point every " + chartStep.String() + " from when the server started sampling."
 	}
 	return cv
 }
@@ -414,7 +414,7 @@ func drawLatency(xs []chartSample, now time.Time) chartView {
 	cv.Lines = []chartLine{l}
 	cv.Max = fmtMs(int64(top))
 	if len(pts) == 0 {
-		cv.Empty = "Collecting: a point every " + fmtDur(chartStep) + "."
+		cv.Empty = "Collecting: a point every " + chartStep.String() + "."
 	}
 	return cv
 }

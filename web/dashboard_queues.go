@@ -67,6 +67,7 @@ type queuesData struct {
 
 var queueSorts = []struct{ key, label string }{
 	{"name", "queue"}, {"delayed", "delayed"}, {"ready", "ready"}, {"reserved", "reserved"}, {"total", "total"},
+	{"latency", "latency"},
 }
 
 func (d *dashboard) queueList(ctx context.Context, r *http.Request) (string, any) {
@@ -178,6 +179,8 @@ func (r queueRow) count(key string) int64 {
 		return r.Ready
 	case "reserved":
 		return r.Reserved
+	case "latency":
+		return r.LatencyMs
 	}
 	return r.Total
 }
