@@ -44,6 +44,7 @@ type config struct {
 	LogFormat             string
 	HTTPAddr              string
 	HTTPAddrGiven         bool // set by a flag, the environment or the file, not the default
+	HTTPMonitoringAuth    bool // /metrics and /readyz ask for credentials as the dashboard does
 	MetricsMaxQueues      int
 
 	// TLS (config_tls.go).
@@ -100,6 +101,7 @@ var settings = []struct {
 	{"log-level", "info", "debug|info|warn|error"},
 	{"log-format", "auto", "json|console|auto (console on a terminal)"},
 	{"http-addr", "127.0.0.1:6381", "host:port of /metrics, /healthz, /readyz and the dashboard (empty: off)"},
+	{"http-monitoring-auth", "yes", "once any user has a password, /metrics and /readyz ask for it as the dashboard does (yes), or stay open as /healthz (no)"},
 	{"metrics-max-queues", "100", "queues that get their own label in /metrics; the rest are summed as _other"},
 	{"cluster-enabled", "no", "run as a node of a Raft group: yes|no"},
 	{"cluster-node-id", "", "this node's id (empty: the one kept in the data dir, or a new one)"},
@@ -244,6 +246,7 @@ func loadConfig(args []string, environ []string, stderr io.Writer) (config, erro
 	c.HTTPAddr = get("http-addr")
 	_, inEnv := env["DELAYD_HTTP_ADDR"]
 	c.HTTPAddrGiven = fs.Changed("http-addr") || inEnv || v.InConfig("http-addr")
+	c.HTTPMonitoringAuth = yesno("http-monitoring-auth")
 	c.MetricsMaxQueues = int(num("metrics-max-queues", 0))
 	c.TLSPort = int(num("tls-port", 0))
 	c.TLSCertFile = get("tls-cert-file")
@@ -343,6 +346,7 @@ func (c config) view() map[string]string {
 		"log-level":                 c.LogLevel,
 		"log-format":                c.LogFormat,
 		"http-addr":                 c.HTTPAddr,
+		"http-monitoring-auth":      yn(c.HTTPMonitoringAuth),
 		"metrics-max-queues":        strconv.Itoa(c.MetricsMaxQueues),
 		"tls-port":                  strconv.Itoa(c.TLSPort),
 		"tls-cert-file":             c.TLSCertFile,

@@ -27,6 +27,7 @@ import (
 	"github.com/delayd/delayd/aof"
 	"github.com/delayd/delayd/cluster"
 	"github.com/delayd/delayd/commands"
+	"github.com/delayd/delayd/dirlock"
 	"github.com/delayd/delayd/engine"
 	"github.com/delayd/delayd/resp"
 	"github.com/delayd/delayd/web"
@@ -57,6 +58,20 @@ func run(args, environ []string, stderr io.Writer) int {
 		return 2
 	}
 	log := newLogger(cfg, stderr)
+	// The data directory's lock before anything in it is opened: a second
+	// server on it would append to the same log (single node) or wait on
+	// Raft's bolt files and fail with "timeout" (cluster). Without the log
+	// and outside a cluster nothing is written there, so nothing is locked:
+	// such servers may share the default ./data.
+	if cfg.AppendOnly || cfg.ClusterEnabled {
+		lk, err := dirlock.Acquire(cfg.Dir)
+		if err != nil {
+			// One line: the error names the directory and the holder's pid.
+			log.Error().Str("dir", cfg.Dir).Msg(err.Error())
+			return 1
+		}
+		defer lk.Release() // after the log is closed (defers run last first)
+	}
 	if path := envOf(environ, "DELAYD_CPUPROFILE"); path != "" {
 		// For benchmarks: a CPU profile of the whole run, written at stop.
 		f, err := os.Create(path)
@@ -169,10 +184,13 @@ func run(args, environ []string, stderr io.Writer) int {
 			Addr:       cfg.HTTPAddr,
 			Dispatcher: disp,
 			Password:   cfg.RequirePass,
-			MaxQueues:  cfg.MetricsMaxQueues,
-			Version:    version,
-			Log:        log,
-			TLS:        tlsOf(tlsStore), // with tls-port, HTTPS with the same files
+			// --http-monitoring-auth no: Prometheus and probes need no
+			// credentials even after a user is added at run time.
+			OpenMonitoring: !cfg.HTTPMonitoringAuth,
+			MaxQueues:      cfg.MetricsMaxQueues,
+			Version:        version,
+			Log:            log,
+			TLS:            tlsOf(tlsStore), // with tls-port, HTTPS with the same files
 			Ready: func() (bool, string) {
 				if !ready.Load() {
 					return false, "loading"
@@ -336,6 +354,10 @@ func stopServer(log zerolog.Logger, srv *resp.Server, eng *engine.Engine, clu *c
 // as start-up would, says what it found, and with --repair cuts a log damaged
 // before its tail at the damage (keeping the rest as *.broken). Like
 // start-up, it cuts a torn last record. Exit 0: the log is usable.
+//
+// It takes the data directory's lock, and so refuses to run beside a
+// server on the same directory: even without --repair it may cut the
+// log's tail, which on a live log is a record being written.
 func checkLog(args []string, stderr io.Writer) int {
 	fs := pflag.NewFlagSet("delayd check-log", pflag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -343,6 +365,14 @@ func checkLog(args []string, stderr io.Writer) int {
 	repair := fs.Bool("repair", false, "cut the log at the damage, keeping what was cut as *.broken")
 	if err := fs.Parse(args); err != nil {
 		return 2
+	}
+	if _, err := os.Stat(*dir); err == nil { // a missing dir has nothing to lock or cut
+		lk, err := dirlock.Acquire(*dir)
+		if err != nil {
+			fmt.Fprintln(stderr, "delayd check-log:", err)
+			return 1
+		}
+		defer lk.Release()
 	}
 	path := filepath.Join(*dir, engine.LogFile)
 	res, err := aof.Replay(aof.OS, path, nil)

@@ -6,7 +6,9 @@
 // subcommand of a container ("+config|get", "-client|kill"), as Redis 7
 // does; selectors ("(...)") are refused. It knows nothing of the command
 // table: the caller says which names exist (a Names function) and which
-// categories a command or subcommand belongs to.
+// categories a command or subcommand belongs to. Rules may also name
+// Redis's commands and categories that delayd lacks, so that Redis's
+// aclfiles load; they grant nothing here.
 package acl
 
 import (
@@ -28,9 +30,12 @@ const (
 	Write                  // the command changes the key (%W~)
 )
 
-// Categories a command may belong to; ACL CAT lists them in this order.
-var Categories = []string{"keyspace", "read", "write", "list", "admin", "fast", "slow",
-	"blocking", "dangerous", "connection", "delay"}
+// Categories are Redis 7's, in its order, then delayd's own: ACL CAT lists
+// them so. Every one may be named in a rule, so Redis's aclfiles load; those
+// of data types delayd lacks (@hash, @set, ...) hold no command here.
+var Categories = []string{"keyspace", "read", "write", "set", "sortedset", "list", "hash", "string",
+	"bitmap", "hyperloglog", "geo", "stream", "pubsub", "admin", "fast", "slow", "blocking", "dangerous",
+	"connection", "transaction", "scripting", "delay"}
 
 // Kind is what a name in a command rule is; a Names function answers it.
 type Kind uint8
@@ -270,6 +275,8 @@ var (
 	ErrSelectors  = errors.New("Selectors are not supported: a user has one set of permissions (its root selector) in delayd")
 	ErrBadHash    = errors.New("The password hash must be exactly 64 characters and contain only lowercase hexadecimal characters")
 	ErrNoSuchPass = errors.New("The password you are trying to remove from the user does not exist")
+	// ErrBadName refuses a user name an aclfile line could not hold.
+	ErrBadName = errors.New("Usernames can't contain spaces or null characters")
 )
 
 // RuleError is a refused rule, worded as Redis's ACL SETUSER reply.
@@ -320,7 +327,7 @@ func (u *User) apply(rule string, known Names) error {
 		return nil // there never are selectors to clear
 	}
 	if rule == "" {
-		return ErrSyntax
+		return nil // as Redis: an empty argument changes nothing
 	}
 	switch rule[0] {
 	case '>':
@@ -351,6 +358,9 @@ func (u *User) apply(rule string, known Names) error {
 		}
 		u.Hashes = slices.Delete(u.Hashes, i, i+1)
 	case '~':
+		if hasSpaces(rule[1:]) {
+			return ErrSyntax
+		}
 		u.Keys = addKey(u.Keys, KeyPattern{rule[1:], Read | Write})
 	case '%':
 		i := strings.IndexByte(rule, '~')
@@ -367,6 +377,9 @@ func (u *User) apply(rule string, known Names) error {
 			default:
 				return ErrSyntax
 			}
+		}
+		if hasSpaces(rule[i+1:]) {
+			return ErrSyntax
 		}
 		u.Keys = addKey(u.Keys, KeyPattern{rule[i+1:], p})
 	case '&':
@@ -386,7 +399,7 @@ func (u *User) apply(rule string, known Names) error {
 			if !slices.Contains(Categories, c) {
 				return ErrUnknownName
 			}
-		} else if err := checkName(name, rule[0] == '+', known); err != nil {
+		} else if err := checkName(name, rule[0] == '+', withRedis(known)); err != nil {
 			return err
 		}
 		r := rule[:1] + name
@@ -476,6 +489,13 @@ func addKey(keys []KeyPattern, k KeyPattern) []KeyPattern {
 		}
 	}
 	return append(keys, k)
+}
+
+// hasSpaces reports whether s holds a space or a NUL (C's isspace, as
+// Redis's ACLStringHasSpaces): names and patterns with them are refused, so
+// an aclfile line, split on spaces, always reads back as it was written.
+func hasSpaces(s string) bool {
+	return strings.ContainsAny(s, " \t\n\v\f\r\x00")
 }
 
 func validHash(h string) bool {

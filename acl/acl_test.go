@@ -98,7 +98,8 @@ func TestRuleErrors(t *testing.T) {
 	s := NewStore(known, "")
 	for rule, want := range map[string]error{
 		"foo": ErrSyntax, "+nosuch": ErrUnknownName, "+@nope": ErrUnknownName, "%X~a": ErrSyntax,
-		"%~a": ErrSyntax, "#abc": ErrBadHash, "<nopw": ErrNoSuchPass, "+": ErrSyntax, "": ErrSyntax,
+		"%~a": ErrSyntax, "#abc": ErrBadHash, "<nopw": ErrNoSuchPass, "+": ErrSyntax,
+		"~a b": ErrSyntax, "%R~a\x00": ErrSyntax,
 	} {
 		err := s.SetUser("e", []string{"on", rule})
 		if !errors.Is(err, want) {
@@ -110,6 +111,33 @@ func TestRuleErrors(t *testing.T) {
 	}
 	if s.Get("e") != nil {
 		t.Fatal("a refused SETUSER created the user")
+	}
+}
+
+// Redis refuses user names an aclfile line could not hold (a space or a
+// NUL); what it accepts, ACL SAVE writes and the file loads back.
+func TestUserNames(t *testing.T) {
+	s := NewStore(known, "")
+	for _, name := range []string{"a b", "a\x00b", "a\tb", "a\nb", " "} {
+		if err := s.SetUser(name, []string{"on", "nopass"}); err != ErrBadName || s.Get(name) != nil {
+			t.Errorf("%q: %v", name, err)
+		}
+	}
+	if ErrBadName.Error() != "Usernames can't contain spaces or null characters" {
+		t.Fatal(ErrBadName)
+	}
+	for _, name := range []string{"", "-x", `a"b`, "#c", "on", "user", "é"} {
+		set(t, s, name, "on nopass ~k:* +get")
+	}
+	if err := s.SetUser("e", []string{"on", "", "nopass"}); err != nil {
+		t.Fatalf("an empty rule, a no-op in Redis: %v", err)
+	}
+	s2 := NewStore(known, "")
+	if _, err := s2.Load(s.Save(), "f"); err != nil || s2.Save() != s.Save() {
+		t.Fatalf("round trip: %v\n%s\n%s", err, s.Save(), s2.Save())
+	}
+	if _, err := s2.Load("user a\vb on\n", "f"); err == nil || err.Error() != "f:1: username 'a\vb' contains invalid characters" {
+		t.Fatalf("load: %v", err)
 	}
 }
 
@@ -196,6 +224,27 @@ func FuzzRules(f *testing.F) {
 		}
 		u.Check("delay.pop", []string{"delay"}, []Key{{[]byte("jobs:1"), Read | Write}})
 		u.Check("config|get", []string{"admin"}, nil)
+	})
+}
+
+// Whatever name and key pattern SETUSER takes, ACL SAVE's line loads back
+// to the same user (issue 30: "a b" made the saved file unloadable).
+func FuzzUserName(f *testing.F) {
+	for _, n := range []string{"a b", "", "-x", "a\x00b", "#c"} {
+		f.Add(n, "k:*")
+	}
+	f.Fuzz(func(t *testing.T, name, pattern string) {
+		s := NewStore(known, "")
+		if err := s.SetUser(name, []string{"on", "nopass", "~" + pattern, "+get"}); err != nil {
+			if err != ErrBadName && !errors.Is(err, ErrSyntax) {
+				t.Fatalf("%q ~%q: %v", name, pattern, err)
+			}
+			return
+		}
+		s2 := NewStore(known, "")
+		if _, err := s2.Load(s.Save(), "f"); err != nil || s2.Save() != s.Save() {
+			t.Fatalf("%q: saved as %q, loaded as %q: %v", name, s.Save(), s2.Save(), err)
+		}
 	})
 }
 
@@ -324,5 +373,21 @@ func TestSubcommandRulesSaveLoad(t *testing.T) {
 	v := s2.Get("viewer").User()
 	if !v.CommandAllowed("config|get", nil) || v.CommandAllowed("config|set", nil) {
 		t.Fatal("reloaded rules do not check as saved")
+	}
+}
+
+// Redis's commands and categories that delayd lacks may be named, as a
+// Redis aclfile names them; they match no command delayd runs.
+func TestRedisNames(t *testing.T) {
+	s := NewStore(known, "")
+	u := set(t, s, "r", "on -@all +@set +@transaction -@hash +hgetall -client|pause +config|resetstat +get")
+	if u.CommandAllowed("delay.pop", []string{"delay", "write"}) || !u.CommandAllowed("get", []string{"read"}) {
+		t.Fatal(u.Commands())
+	}
+	for rule, want := range map[string]error{"+hgetall|x": ErrFirstArg, "+client|nosuch": ErrUnknownName,
+		"+nosuch": ErrUnknownName, "+@nosuch": ErrUnknownName} {
+		if err := s.SetUser("r", []string{rule}); !errors.Is(err, want) {
+			t.Errorf("%s: %v", rule, err)
+		}
 	}
 }

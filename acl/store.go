@@ -86,6 +86,9 @@ func (s *Store) NeedsPassword() bool {
 // applies them; a new user starts off, with no password, no key and no
 // command.
 func (s *Store) SetUser(name string, rules []string) error {
+	if hasSpaces(name) {
+		return ErrBadName
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	h := s.users[name]
@@ -156,20 +159,26 @@ func (s *Store) Save() string {
 	return b.String()
 }
 
-// Parse reads an aclfile: "user <name> rule ..." lines; blank lines and
-// lines starting with '#' are skipped. Errors name the line, as Redis's do.
+// Parse reads an aclfile: "user <name> rule ..." lines, split on single
+// spaces as Redis splits them (so "user  on" is the user named "", as ACL
+// SAVE writes it); blank lines and lines starting with '#' are skipped.
+// Errors name the line, as Redis's do.
 func Parse(text, file string, known Names) (map[string]*User, error) {
 	users := map[string]*User{}
 	for i, line := range strings.Split(text, "\n") {
-		f := strings.Fields(line)
-		if len(f) == 0 || strings.HasPrefix(f[0], "#") {
+		line = strings.Trim(line, " \t\r\n")
+		if line == "" || line[0] == '#' {
 			continue
 		}
+		f := strings.Split(line, " ")
 		where := fmt.Sprintf("%s:%d: ", file, i+1)
 		if f[0] != "user" || len(f) < 2 {
-			return nil, errors.New(where + "should start with user keyword")
+			return nil, errors.New(where + "should start with user keyword followed by the username")
 		}
 		name := f[1]
+		if hasSpaces(name) {
+			return nil, errors.New(where + "username '" + name + "' contains invalid characters")
+		}
 		if _, dup := users[name]; dup {
 			return nil, errors.New(where + "Duplicate user '" + name + "' found")
 		}
@@ -179,7 +188,7 @@ func Parse(text, file string, known Names) (map[string]*User, error) {
 			return nil, errors.New(where + "Unmatched parenthesis in selector definition.")
 		}
 		for _, r := range rules {
-			if err := u.apply(r, known); err != nil {
+			if err := u.apply(strings.Trim(r, "\t\r\n"), known); err != nil {
 				return nil, errors.New(where + err.Error() + ". ")
 			}
 		}

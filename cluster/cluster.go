@@ -71,6 +71,10 @@ type Cluster struct {
 	eng    *engine.Engine
 
 	leading atomic.Bool // this node leads and its engine takes writes
+	// lastLeader is the id of the last leader Raft named, kept while an
+	// election runs: CLUSTER NODES shows it failing, as Redis shows the
+	// master it lost.
+	lastLeader atomic.Pointer[string]
 	// With --cluster-ack leader: batches answered but not yet committed,
 	// and whether one failed since the last rebuild.
 	unacked atomic.Int64
@@ -181,6 +185,7 @@ func (c *Cluster) Start(eng *engine.Engine, onRole func(leading bool)) error {
 		return fmt.Errorf("raft: %w", err)
 	}
 	c.rp.Store(r)
+	c.watchLeader(r)
 	if c.cfg.Bootstrap {
 		has, err := raft.HasExistingState(c.store, c.stable, c.snaps)
 		if err != nil {
@@ -341,6 +346,30 @@ func (c *Cluster) stepDown() {
 
 func (c *Cluster) r() *raft.Raft { return c.rp.Load() }
 
+// watchLeader keeps the id of each leader Raft names in lastLeader. The
+// observer does not block Raft: a change it drops is followed by the next.
+func (c *Cluster) watchLeader(r *raft.Raft) {
+	ch := make(chan raft.Observation, 16)
+	r.RegisterObserver(raft.NewObserver(ch, false, func(o *raft.Observation) bool {
+		_, ok := o.Data.(raft.LeaderObservation)
+		return ok
+	}))
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		for {
+			select {
+			case <-c.quit:
+				return
+			case o := <-ch:
+				if id := string(o.Data.(raft.LeaderObservation).LeaderID); id != "" {
+					c.lastLeader.Store(&id)
+				}
+			}
+		}
+	}()
+}
+
 // syncLoop fsyncs the Raft log every second (appendfsync everysec).
 func (c *Cluster) syncLoop() {
 	defer c.wg.Done()
@@ -385,10 +414,32 @@ func (c *Cluster) WaitReplicas(index uint64, n int, timeout time.Duration) int {
 	return c.trans.waitReplicas(c.id, index, n, timeout, c.quit)
 }
 
-// Leader is the node that leads now.
+// Leader is the node that takes writes now: another node Raft names leader,
+// or this one once it serves (Writable). A node Raft has just elected is
+// not yet the leader here: until its barrier is applied it answers
+// CLUSTERDOWN, so it must not tell clients it is the master.
 func (c *Cluster) Leader() (Node, bool) {
 	for _, n := range c.Nodes() {
 		if n.Leader {
+			return n, true
+		}
+	}
+	return Node{}, false
+}
+
+// LastLeader is the other node that led last while none leads now: the
+// master an election is replacing. ok is false when a leader is known, when
+// this node led last, or when no leader was seen since this node started.
+func (c *Cluster) LastLeader() (Node, bool) {
+	if _, ok := c.Leader(); ok {
+		return Node{}, false
+	}
+	id := c.lastLeader.Load()
+	if id == nil || *id == c.id {
+		return Node{}, false
+	}
+	for _, n := range c.Nodes() {
+		if n.ID == *id {
 			return n, true
 		}
 	}
@@ -429,7 +480,7 @@ func (c *Cluster) Nodes() []Node {
 		if n.Self {
 			n.Addr, seen = c.cfg.AnnounceAddr, true
 		}
-		n.Leader = id == string(leaderID) && leaderID != ""
+		n.Leader = id == string(leaderID) && leaderID != "" && (!n.Self || c.Writable())
 		if n.Leader {
 			n.ConfigEpoch = c.r().CurrentTerm()
 		}

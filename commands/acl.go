@@ -156,6 +156,8 @@ func categories(cmd *Command) ([]string, acl.Perm) {
 		cats = append(cats, cmd.Group)
 	case "generic":
 		cats = append(cats, "keyspace")
+	case "transactions":
+		cats = append(cats, "transaction")
 	}
 	if cmd.Name == "del" || cmd.Name == "exists" || cmd.Name == "type" || cmd.Name == "flushdb" || cmd.Name == "flushall" {
 		cats = append(cats, "keyspace")
@@ -215,9 +217,13 @@ func (d *Dispatcher) denied(c *Client, cmd *Command, args [][]byte) string {
 		return "NOPERM User " + clip([]byte(u.Name)) + " has no permissions to run the '" + clip([]byte(name)) + "' command"
 	default:
 		d.aclLog.add(d, c, reason, obj, u.Name)
-		return "NOPERM User " + clip([]byte(u.Name)) + " has no permissions to access one of the keys used as arguments"
+		return errNoPermKey
 	}
 }
+
+// errNoPermKey is Redis 7.2's refusal of a key (getAclErrorMessage, not
+// verbose): it names neither the user nor the key.
+const errNoPermKey = "NOPERM No permissions to access a key"
 
 // userName is the user c is authenticated as (CLIENT LIST's user=).
 func (c *Client) userName() string {
@@ -521,6 +527,14 @@ type aclEntry struct {
 }
 
 func (l *aclLog) add(d *Dispatcher, c *Client, reason acl.Reason, object, user string) {
+	switch reason {
+	case acl.DenyAuth:
+		d.aclDenied[0].Add(1)
+	case acl.DenyCmd:
+		d.aclDenied[1].Add(1)
+	case acl.DenyKey:
+		d.aclDenied[2].Add(1)
+	}
 	ctx := "toplevel"
 	if c.tx.multi || c.tx.eng != nil {
 		ctx = "multi"

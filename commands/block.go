@@ -1,8 +1,13 @@
 package commands
 
 import (
+	"errors"
+	"math"
+	"strconv"
+	"strings"
 	"time"
 
+	"github.com/delayd/delayd/acl"
 	"github.com/delayd/delayd/engine"
 )
 
@@ -22,6 +27,13 @@ type Block struct {
 	many      bool             // DELAY.MPOP: the waiter may hold several jobs (identity.go)
 	delivered *engine.Delivery // the job written to the client, if any
 	more      []engine.Delivery
+
+	// The command, with its own copy of the arguments, for the permission
+	// check made again when a job is there for it (guard).
+	d    *Dispatcher
+	cmd  *Command
+	args [][]byte
+	took time.Duration // the handler's time, counted when the block ends
 }
 
 // Ready fires when the engine served the waiter or released it at shutdown.
@@ -55,11 +67,20 @@ func (b *Block) Unblocked() <-chan string { return b.unblock }
 func (b *Block) Unblock(c *Client, msg string) {
 	b.done()
 	job, ok := b.eng.CancelWait(b.w)
-	if ok || msg == "" {
+	if ok || msg == "" || b.w.Refused() {
 		b.reply(c, job, ok)
 		return
 	}
 	c.W.Error(msg)
+	b.account(c) // an error: a failed call, as Redis counts it
+}
+
+// account counts the blocked call once it is answered (not refused).
+func (b *Block) account(c *Client) {
+	if b.d != nil {
+		b.d.countCommand(b.cmd, b.took)
+		b.d.ran(c, b.cmd)
+	}
 }
 
 // Served writes the job the waiter got, or a null reply if the engine
@@ -104,7 +125,49 @@ func (b *Block) WriteFailed() {
 	}
 }
 
+// guard makes the engine check c's rights again before it serves the
+// block, as Redis 7.2 checks a blocked command's permissions again when a
+// key it waits on is ready: a user whose keys or commands were taken away
+// meanwhile gets NOPERM, and the job stays for another client.
+func (d *Dispatcher) guard(b *Block, cmd *Command, args [][]byte, took time.Duration) {
+	if b.w == nil {
+		return
+	}
+	b.d, b.cmd, b.args, b.took = d, cmd, ownArgs(args), took
+	name, cats := aclName(cmd, b.args)
+	var keys []acl.Key
+	for _, k := range commandKeys(cmd, b.args) {
+		keys = append(keys, acl.Key{Name: k, Perm: cmd.keyPerm})
+	}
+	c := b.c
+	b.eng.Guard(b.w, func() bool {
+		h := c.user.Load()
+		if h == nil {
+			return true
+		}
+		u := h.User()
+		r, _ := u.Check(name, cats, keys)
+		return r == acl.OK
+	})
+}
+
+// refusal is the NOPERM line for a block the engine refused to serve
+// (guard), logged in ACL LOG and counted as a rejected call.
+func (b *Block) refusal(c *Client) string {
+	b.d.countRejected(b.cmd)
+	if msg := b.d.denied(c, b.cmd, b.args); msg != "" {
+		return msg
+	}
+	return errNoPermKey // its rights came back since: the refusal stands
+}
+
 func (b *Block) reply(c *Client, job engine.Delivery, ok bool) {
+	if !ok && b.d != nil && b.w.Refused() {
+		c.W.Error(b.refusal(c))
+		b.d.newErrors(c)
+		return
+	}
+	defer b.account(c)
 	if !ok {
 		c.W.NullArray()
 		return
@@ -125,4 +188,76 @@ func (b *Block) reply(c *Client, job engine.Delivery, ok bool) {
 		return
 	}
 	writeJob(c.W, job, b.mode)
+}
+
+const errTimeoutRange = "ERR timeout is out of range"
+
+// parseTimeout parses a blocking command's timeout in seconds as Redis 7.2's
+// getTimeoutFromObjectOrReply does: a number strtold reads whole (hex,
+// "inf" and exponents included), times 1000, rounded up to a millisecond;
+// 0 means forever. A timeout that would end past the largest int64 ms is
+// out of range, as there; one beyond what a Duration holds (292 years) but
+// within that range is kept as forever.
+func parseTimeout(b []byte) (time.Duration, string) {
+	f, ok := parseLongDouble(b)
+	if !ok {
+		return 0, errNotFloat
+	}
+	ms := f * 1000
+	if ms > math.MaxInt64 {
+		return 0, errTimeoutRange
+	}
+	ms = math.Ceil(ms) // -0.0001 s is -0 ms: forever, as in Redis
+	if ms < 0 {
+		return 0, errNegTimeout
+	}
+	if ms == 0 {
+		return 0, ""
+	}
+	if ms > float64(math.MaxInt64-time.Now().UnixMilli()) {
+		return 0, errTimeoutRange
+	}
+	if ms >= math.MaxInt64/float64(time.Millisecond) {
+		return 0, ""
+	}
+	return time.Duration(ms) * time.Millisecond, ""
+}
+
+// parseLongDouble reads a number as Redis's string2ld reads it with C's
+// strtold: decimal or hex ("0x10", "0x1.8p3"), "inf"/"infinity" in any case,
+// an optional sign; no space around it, no NaN, no digit separators (which
+// Go's ParseFloat takes and C does not). strtold's long double is wider than
+// a float64: a value beyond a float64 is ±Inf here (out of range either
+// way), and a nonzero one below its smallest is kept nonzero, so that it
+// still rounds up to a millisecond.
+func parseLongDouble(b []byte) (float64, bool) {
+	s := string(b)
+	if s == "" || strings.ContainsAny(s[:1], " \t\n\v\f\r") || strings.ContainsRune(s, '_') {
+		return 0, false
+	}
+	sign, body := "", s
+	if body[0] == '+' || body[0] == '-' {
+		sign, body = body[:1], body[1:]
+	}
+	mant := body
+	if len(body) > 2 && body[0] == '0' && (body[1] == 'x' || body[1] == 'X') {
+		if i := strings.IndexAny(body, "pP"); i >= 0 {
+			mant = body[2:i]
+		} else {
+			mant, body = body[2:], body+"p0" // C's hex needs no exponent, Go's does
+		}
+	} else if i := strings.IndexAny(body, "eE"); i >= 0 {
+		mant = body[:i]
+	}
+	f, err := strconv.ParseFloat(sign+body, 64)
+	if err != nil && !errors.Is(err, strconv.ErrRange) || math.IsNaN(f) {
+		return 0, false
+	}
+	if f == 0 && strings.ContainsAny(mant, "123456789abcdefABCDEF") {
+		f = math.SmallestNonzeroFloat64 // underflowed in a float64, not in a long double
+		if sign == "-" {
+			f = -f
+		}
+	}
+	return f, true
 }

@@ -12,10 +12,13 @@ import (
 type textWriter struct {
 	sb    strings.Builder
 	proto int
+	errs  uint64
 }
 
+func (w *textWriter) ErrorCount() *uint64 { return &w.errs }
+
 func (w *textWriter) Status(s string)     { w.sb.WriteString("+" + s + "\n") }
-func (w *textWriter) Error(s string)      { w.sb.WriteString("-" + s + "\n") }
+func (w *textWriter) Error(s string)      { w.errs++; w.sb.WriteString("-" + s + "\n") }
 func (w *textWriter) Int(n int64)         { w.sb.WriteString(":int\n") }
 func (w *textWriter) Bulk(b []byte)       { w.sb.WriteString("$" + string(b) + "\n") }
 func (w *textWriter) BulkString(s string) { w.sb.WriteString("$" + s + "\n") }

@@ -17,13 +17,17 @@ import (
 // clients (go-redis, ioredis, redis-py, rueidis, redis-cli -c) find the
 // leader the way they find a Redis master.
 //
-// While no leader is known (an election, or this node is cut off) CLUSTER
-// INFO says cluster_state:fail, and SLOTS, SHARDS and NODES show this node
-// standing in as the master. Redis shows a failed master in its place; we
-// have no failed master to show, and an empty slot map makes redis-py and
-// ioredis give up ("All slots are not covered") where every client retries
-// the CLUSTERDOWN the stand-in answers, refreshing the map until a leader
-// is elected.
+// A node calls itself master only while it takes writes (ClusterView's
+// Leader): a node Raft has just elected, one restarted, or a follower that
+// lost its leader never shows "myself,master" and then answers CLUSTERDOWN.
+// While no leader is known, CLUSTER INFO says cluster_state:fail, NODES
+// shows the master being replaced flagged fail? (as a Redis node shows the
+// master it lost) or, when none was seen since the start, every node a
+// replica of nobody, and SLOTS and SHARDS answer CLUSTERDOWN, as RedisRaft
+// answers them. Every cluster client treats that error as a node it could
+// not ask and keeps its map until another node gives one; an empty map
+// would be taken: ioredis drops every connection on it and redis-py 4.3
+// raises IndexError.
 
 // shardID is the one shard's id (CLUSTER MYSHARDID, SHARDS): the same on
 // every node, as Redis's shard id is on a master and its replicas.
@@ -104,20 +108,34 @@ func cmdCluster(d *Dispatcher, c *Client, args [][]byte) {
 	}
 }
 
-// shard is the one shard as the protocol shows it: its master (the leader,
-// or this node standing in while none is known) and its replicas, in
-// Nodes' order.
-func shard(cl ClusterView) (master cluster.Node, replicas []cluster.Node, known bool) {
-	master, known = cl.Leader()
-	if !known {
-		master = cl.Self()
-	}
-	for _, n := range cl.Nodes() {
-		if n.ID != master.ID {
-			replicas = append(replicas, n)
+// shardView is the one shard as the protocol shows it.
+type shardView struct {
+	// master is the leader when known; else the last leader, marked not
+	// Connected, when hasMaster; else nothing.
+	master    cluster.Node
+	hasMaster bool
+	known     bool // a leader takes writes: the slots are served
+	replicas  []cluster.Node
+}
+
+// shard is the shard now: the leader as master and the other members, in
+// Nodes' order, as its replicas.
+func shard(cl ClusterView) shardView {
+	var v shardView
+	v.master, v.known = cl.Leader()
+	v.hasMaster = v.known
+	if !v.known {
+		if last, ok := cl.LastLeader(); ok {
+			last.Connected, last.Leader = false, false
+			v.master, v.hasMaster = last, true
 		}
 	}
-	return master, replicas, known
+	for _, n := range cl.Nodes() {
+		if !v.hasMaster || n.ID != v.master.ID {
+			v.replicas = append(v.replicas, n)
+		}
+	}
+	return v
 }
 
 // hostPort splits a node's address; a port that does not parse is 0.
@@ -139,7 +157,7 @@ func offset(cl ClusterView, n cluster.Node) uint64 {
 }
 
 func clusterInfo(d *Dispatcher, c *Client, cl ClusterView, args [][]byte) {
-	master, _, known := shard(cl)
+	master, known := cl.Leader()
 	state, ok, failed, myEpoch := "ok", Slots, 0, master.ConfigEpoch
 	if !known {
 		state, ok, failed, myEpoch = "fail", 0, Slots, 0
@@ -171,10 +189,12 @@ func clusterInfo(d *Dispatcher, c *Client, cl ClusterView, args [][]byte) {
 //	<id> <ip:port@cport> <flags> <master> <ping-sent> <pong-recv> <config-epoch> <link-state> [<slots>]
 //
 // flags: myself, master or slave, fail? for a member the leader has not
-// heard from lately, nofailover for a non-voter (it cannot be elected).
-// A replica shows its master's config epoch, as in Redis.
+// heard from lately (or the master this node lost), nofailover for a
+// non-voter (it cannot be elected). A replica shows its master's config
+// epoch, as in Redis; a replica of no known master shows "-" for it.
 func clusterNodes(d *Dispatcher, c *Client, cl ClusterView, args [][]byte) {
-	master, replicas, _ := shard(cl)
+	v := shard(cl)
+	master := v.master
 	now := time.Now()
 	var sb strings.Builder
 	line := func(n cluster.Node, isMaster bool) {
@@ -197,7 +217,7 @@ func clusterNodes(d *Dispatcher, c *Client, cl ClusterView, args [][]byte) {
 			flags = append(flags, "nofailover")
 		}
 		sb.WriteString(strings.Join(flags, ","))
-		if isMaster {
+		if isMaster || !v.hasMaster {
 			sb.WriteString(" -")
 		} else {
 			sb.WriteString(" " + master.ID)
@@ -217,8 +237,10 @@ func clusterNodes(d *Dispatcher, c *Client, cl ClusterView, args [][]byte) {
 		}
 		sb.WriteByte('\n')
 	}
-	line(master, true)
-	for _, n := range replicas {
+	if v.hasMaster {
+		line(master, true)
+	}
+	for _, n := range v.replicas {
 		line(n, false)
 	}
 	c.W.Verbatim(sb.String())
@@ -228,10 +250,15 @@ func clusterNodes(d *Dispatcher, c *Client, cl ClusterView, args [][]byte) {
 // then the replicas a client may read from (READONLY): those the leader
 // hears from. Each node is [ip, port, id, {}] as Redis 7 writes it (the map
 // holds a hostname when one is announced; delayd announces addresses).
+// While no leader is known it answers CLUSTERDOWN (the header comment).
 func clusterSlots(d *Dispatcher, c *Client, cl ClusterView, args [][]byte) {
-	master, replicas, _ := shard(cl)
-	nodes := []cluster.Node{master}
-	for _, n := range replicas {
+	v := shard(cl)
+	if !v.known {
+		c.W.Error(errClusterDown)
+		return
+	}
+	nodes := []cluster.Node{v.master}
+	for _, n := range v.replicas {
 		if n.Connected {
 			nodes = append(nodes, n)
 		}
@@ -255,9 +282,14 @@ func clusterSlots(d *Dispatcher, c *Client, cl ClusterView, args [][]byte) {
 // [...]}, each node a map as Redis 7's addNodeDetailsToShardReply writes
 // it. health is fail for a member the leader has not heard from, loading
 // for a replica that holds nothing yet, else online (rueidis skips nodes
-// that are not online).
+// that are not online). While no leader is known it answers CLUSTERDOWN.
 func clusterShards(d *Dispatcher, c *Client, cl ClusterView, args [][]byte) {
-	master, replicas, _ := shard(cl)
+	v := shard(cl)
+	if !v.known {
+		c.W.Error(errClusterDown)
+		return
+	}
+	master, replicas := v.master, v.replicas
 	w := c.W
 	w.Array(1)
 	w.Map(2)
@@ -535,6 +567,8 @@ func (d *Dispatcher) clusterReplication(cl ClusterView) [][2]string {
 	replID := d.replID
 	if known {
 		replID = leader.ID // one id per leadership, the same on every node
+	} else if lost, ok := cl.LastLeader(); ok {
+		leader = lost // a Redis replica names the master it lost, link down
 	}
 	var f [][2]string
 	if known && leader.Self {

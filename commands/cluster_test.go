@@ -18,11 +18,12 @@ import (
 type fakeCluster struct {
 	mu       sync.Mutex
 	self     string
-	leader   string // "" while none is known
+	leader   string // the leader Raft names; "" while none is known
 	writable bool
+	last     string         // LastLeader's id while no leader is known
 	members  []cluster.Node // Self and Leader are derived from self and leader
 	term     uint64
-	last     uint64
+	index    uint64
 	err      error // what Meet, Join and Forget return
 
 	waitResult int
@@ -40,7 +41,7 @@ const (
 // has not heard from), seen from self.
 func newFake(self, leader string) *fakeCluster {
 	return &fakeCluster{
-		self: self, leader: leader, writable: self == leader, term: 7, last: 42,
+		self: self, leader: leader, writable: self == leader, term: 7, index: 42,
 		members: []cluster.Node{
 			{ID: idL, Addr: "10.0.0.1:7000", BusAddr: "10.0.0.1:17000", Voter: true, Connected: true, Match: 42, ConfigEpoch: 7},
 			{ID: idA, Addr: "10.0.0.2:7001", BusAddr: "10.0.0.2:17001", Voter: true, Connected: true, Match: 40, LastHeard: 2 * time.Second},
@@ -60,7 +61,8 @@ func (f *fakeCluster) Nodes() []cluster.Node {
 	defer f.mu.Unlock()
 	var out []cluster.Node
 	for _, n := range f.members {
-		n.Self, n.Leader = n.ID == f.self, n.ID == f.leader
+		// As cluster.Nodes: this node leads only once it takes writes.
+		n.Self, n.Leader = n.ID == f.self, n.ID == f.leader && (n.ID != f.self || f.writable)
 		if n.Self {
 			n.Connected = true
 		}
@@ -84,17 +86,25 @@ func (f *fakeCluster) find(id string) (cluster.Node, bool) {
 
 func (f *fakeCluster) Self() cluster.Node { n, _ := f.find(f.self); return n }
 func (f *fakeCluster) Leader() (cluster.Node, bool) {
+	for _, n := range f.Nodes() {
+		if n.Leader {
+			return n, true
+		}
+	}
+	return cluster.Node{}, false
+}
+func (f *fakeCluster) LastLeader() (cluster.Node, bool) {
 	f.mu.Lock()
-	id := f.leader
+	id := f.last
 	f.mu.Unlock()
-	if id == "" {
+	if _, ok := f.Leader(); ok || id == "" || id == f.self {
 		return cluster.Node{}, false
 	}
 	return f.find(id)
 }
 func (f *fakeCluster) Writable() bool    { f.mu.Lock(); defer f.mu.Unlock(); return f.writable }
 func (f *fakeCluster) Term() uint64      { return f.term }
-func (f *fakeCluster) LastIndex() uint64 { f.mu.Lock(); defer f.mu.Unlock(); return f.last }
+func (f *fakeCluster) LastIndex() uint64 { f.mu.Lock(); defer f.mu.Unlock(); return f.index }
 func (f *fakeCluster) WaitReplicas(index uint64, n int, timeout time.Duration) int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -232,9 +242,11 @@ func TestRouting(t *testing.T) {
 			{[]string{"FLUSHALL"}, roErr},
 			{[]string{"PING"}, "+PONG"},
 		}},
+		// Until it takes writes it knows no leader, as in an election:
+		// even a READONLY read is not served.
 		{name: "elected, not writable yet", self: idL, leader: idL, readonly: true, steps: []step{
 			{[]string{"RPUSH", "foo", "x"}, down},
-			{[]string{"LLEN", "foo"}, ":0"},
+			{[]string{"LLEN", "foo"}, down},
 			{[]string{"FLUSHALL"}, roErr},
 		}},
 		{name: "keys in different slots", self: idL, leader: idL, writable: true, steps: []step{
@@ -503,23 +515,66 @@ func TestClusterNodes(t *testing.T) {
 	}
 }
 
-// With no leader known, this node stands in as the master everywhere, and
-// CLUSTER INFO says the cluster is down.
+// A node names itself master only while it takes writes. With no leader
+// that takes writes (an election, a restart, or this node elected and not
+// ready yet) no node is shown master but the one being replaced, flagged
+// fail?; SLOTS and SHARDS answer CLUSTERDOWN, as RedisRaft answers them (a
+// client then keeps its map and asks another node), CLUSTER INFO says fail,
+// and INFO replication and HELLO say replica.
 func TestClusterWithoutLeader(t *testing.T) {
-	fc := newFake(idA, "")
-	n := newNode(t, fc)
-	c := n.client()
-	if got := n.do(c, "CLUSTER", "INFO"); !strings.Contains(got, "cluster_state:fail\r\n") || !strings.Contains(got, "cluster_slots_ok:0\r\n") {
-		t.Errorf("CLUSTER INFO: %q", got)
+	nodesRe := func(lines ...string) *regexp.Regexp {
+		return regexp.MustCompile("^=" + strings.Join(lines, `\n`) + `\n$`)
 	}
-	if got := n.do(c, "CLUSTER", "SLOTS"); !strings.HasPrefix(got, "*1 *4 :0 :16383 *4 $10.0.0.2 :7001 $"+idA+" *0 *4 $10.0.0.1 :7000 $"+idL) {
-		t.Errorf("CLUSTER SLOTS: %q", got)
-	}
-	if got := n.do(c, "CLUSTER", "NODES"); !strings.Contains(got, idA+" 10.0.0.2:7001@17001 myself,master - 0 0 0 connected 0-16383\n") {
-		t.Errorf("CLUSTER NODES: %q", got)
-	}
-	if got := n.do(c, "CLUSTER", "SHARDS"); !strings.Contains(got, "$id $"+idA+" $port :7001 $ip $10.0.0.2 $endpoint $10.0.0.2 $role $master $replication-offset :42 $health $online") {
-		t.Errorf("CLUSTER SHARDS: %q", got)
+	for _, tc := range []struct {
+		name         string
+		self, leader string
+		last         string
+		nodes        *regexp.Regexp
+		masterHost   string
+	}{
+		{name: "the leader was lost", self: idA, last: idL, masterHost: "10.0.0.1",
+			nodes: nodesRe(
+				idL+` 10\.0\.0\.1:7000@17000 master,fail\? - 0 0 7 disconnected 0-16383`,
+				idA+` 10\.0\.0\.2:7001@17001 myself,slave `+idL+` 0 0 7 connected`,
+				idB+` 10\.0\.0\.3:7002@17002 slave,fail\?,nofailover `+idL+` 0 0 7 disconnected`)},
+		{name: "no leader seen since the start", self: idA,
+			nodes: nodesRe(
+				idL+` 10\.0\.0\.1:7000@17000 slave - 0 \d+ 0 connected`,
+				idA+` 10\.0\.0\.2:7001@17001 myself,slave - 0 0 0 connected`,
+				idB+` 10\.0\.0\.3:7002@17002 slave,fail\?,nofailover - 0 0 0 disconnected`)},
+		{name: "elected, the barrier not yet applied", self: idL, leader: idL, last: idL,
+			nodes: nodesRe(
+				idL+` 10\.0\.0\.1:7000@17000 myself,slave - 0 0 0 connected`,
+				idA+` 10\.0\.0\.2:7001@17001 slave - 0 \d+ 0 connected`,
+				idB+` 10\.0\.0\.3:7002@17002 slave,fail\?,nofailover - 0 0 0 disconnected`)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fc := newFake(tc.self, tc.leader)
+			fc.writable, fc.last = false, tc.last
+			n := newNode(t, fc)
+			c := n.client()
+			if got := n.do(c, "CLUSTER", "INFO"); !strings.Contains(got, "cluster_state:fail\r\n") || !strings.Contains(got, "cluster_slots_ok:0\r\n") {
+				t.Errorf("CLUSTER INFO: %q", got)
+			}
+			for _, sub := range []string{"SLOTS", "SHARDS"} {
+				if got := n.do(c, "CLUSTER", sub); got != down {
+					t.Errorf("CLUSTER %s: %q, want %q", sub, got, down)
+				}
+			}
+			if got := n.do(c, "CLUSTER", "NODES"); !tc.nodes.MatchString(got) {
+				t.Errorf("CLUSTER NODES:\n%s\nwant %s", got, tc.nodes)
+			}
+			if got := n.do(c, "INFO", "replication"); !strings.Contains(got, "role:slave\r\nmaster_host:"+tc.masterHost+"\r\n") ||
+				!strings.Contains(got, "master_link_status:down\r\n") {
+				t.Errorf("INFO replication: %q", got)
+			}
+			if got := n.do(c, "HELLO", "3"); !strings.Contains(got, "$role $replica") {
+				t.Errorf("HELLO: %q", got)
+			}
+			if got := n.do(c, "DELAY.ADD", "foo", "0", "x"); got != down {
+				t.Errorf("DELAY.ADD: %q, want %q", got, down)
+			}
+		})
 	}
 }
 
@@ -560,7 +615,7 @@ func TestWait(t *testing.T) {
 	}
 	// Nothing to wait for: the followers holding the log now (A holds 40
 	// of 42, B nothing), without waiting.
-	fc.set(func(f *fakeCluster) { f.last = 40 })
+	fc.set(func(f *fakeCluster) { f.index = 40 })
 	if got := n.do(c, "WAIT", "0", "0"); got != ":1" {
 		t.Fatalf("WAIT 0 0: %q", got)
 	}

@@ -13,8 +13,13 @@ type ClusterView interface {
 	Self() cluster.Node
 	Nodes() []cluster.Node
 	// Leader is the node that takes writes now; ok is false when none is
-	// known (an election is running, or this node is cut off).
+	// known (an election is running, this node is cut off, or it was
+	// elected and cannot take writes yet). Self is the leader exactly while
+	// Writable: a node never names itself master and answers CLUSTERDOWN.
 	Leader() (n cluster.Node, ok bool)
+	// LastLeader is, while no leader is known, the other node that led
+	// last (the master an election replaces); ok is false otherwise.
+	LastLeader() (n cluster.Node, ok bool)
 	// Writable says whether this node leads and its engine takes writes.
 	Writable() bool
 	// Term is the current Raft term (CLUSTER INFO cluster_current_epoch).

@@ -31,81 +31,69 @@ func cmdAddAt(d *Dispatcher, c *Client, args [][]byte) {
 	d.add(c, args, engine.AddArgs{At: true, Due: at})
 }
 
+// addSpecs are the options DELAY.ADD and DELAY.ADDAT share.
+var addSpecs = []optSpec{
+	{"ID", 1}, {"REPLACE", 0}, {"ACKTIMEOUT", 1}, {"RETRY", 1}, {"DEADLETTER", 1},
+	{"UNIQUE", 1}, {"DEBOUNCE", 1}, {"GROUP", 1}, {"PRIORITY", 1},
+}
+
 // add parses the options DELAY.ADD and DELAY.ADDAT share and adds the job.
 func (d *Dispatcher) add(c *Client, args [][]byte, a engine.AddArgs) {
 	a.Queue, a.Payload = args[1], args[3]
 	a.AckTimeout, a.Retry = -1, -1
-	for i := 4; i < len(args); i++ {
-		opt := args[i]
-		hasArg := i+1 < len(args)
-		switch {
-		case bytes.EqualFold(opt, []byte("REPLACE")):
-			a.Replace = true
-		case bytes.EqualFold(opt, []byte("ID")) && hasArg:
-			i++
-			a.ID = args[i]
+	msg := scanOptions(args[4:], addSpecs, func(name string, v [][]byte) string {
+		var ok bool
+		switch name {
+		case "ID":
+			a.ID = v[0]
 			if len(a.ID) == 0 || len(a.ID) > 256 {
-				c.W.Error("ERR invalid id: an id is 1 to 256 bytes")
-				return
+				return errBadID
 			}
-		case bytes.EqualFold(opt, []byte("ACKTIMEOUT")) && hasArg:
-			i++
-			n, ok := parseInt(args[i])
-			if !ok || n < 0 || n > 1<<32-1 {
-				c.W.Error(errNotInteger)
-				return
+		case "REPLACE":
+			a.Replace = true
+		case "ACKTIMEOUT":
+			if a.AckTimeout, ok = intIn(v[0], 0, maxAckTimeout); !ok {
+				return errAckTimeout
 			}
-			a.AckTimeout = n
-		case bytes.EqualFold(opt, []byte("RETRY")) && hasArg:
-			i++
-			n, ok := parseInt(args[i])
-			if !ok || n < 0 || n > 1<<31-1 {
-				c.W.Error(errNotInteger)
-				return
+		case "RETRY":
+			if a.Retry, ok = intIn(v[0], 0, maxRetry); !ok {
+				return errRetry
 			}
-			a.Retry = n
-		case bytes.EqualFold(opt, []byte("DEADLETTER")) && hasArg:
-			i++
-			a.DeadLetter = args[i]
-		case bytes.EqualFold(opt, []byte("UNIQUE")) && hasArg:
-			i++
-			n, ok := parseInt(args[i])
-			if !ok || n <= 0 || n > maxTime {
-				c.W.Error(errNotInteger)
-				return
+		case "DEADLETTER":
+			a.DeadLetter = v[0]
+		case "UNIQUE":
+			if a.Unique, ok = intIn(v[0], 1, maxTime); !ok {
+				return errUnique
 			}
-			a.Unique = n
-		case bytes.EqualFold(opt, []byte("DEBOUNCE")) && hasArg:
-			i++
-			n, ok := parseInt(args[i])
-			if !ok || n <= 0 || n > maxTime {
-				c.W.Error(errNotInteger)
-				return
+		case "DEBOUNCE":
+			if a.Debounce, ok = intIn(v[0], 1, maxTime); !ok {
+				return errDebounce
 			}
-			a.Debounce = n
-		case bytes.EqualFold(opt, []byte("GROUP")) && hasArg:
-			i++
-			if len(args[i]) == 0 || len(args[i]) > 256 {
-				c.W.Error("ERR invalid group: a group is 1 to 256 bytes")
-				return
+		case "GROUP":
+			if len(v[0]) == 0 || len(v[0]) > 256 {
+				return errGroup
 			}
-			a.Group = args[i]
-		case bytes.EqualFold(opt, []byte("PRIORITY")) && hasArg:
-			i++
-			n, ok := parseInt(args[i])
-			if !ok || n < 0 || n > 9 {
-				c.W.Error("ERR priority must be an integer from 0 to 9")
-				return
+			a.Group = v[0]
+		case "PRIORITY":
+			n, ok := intIn(v[0], 0, 9)
+			if !ok {
+				return errPriority
 			}
 			a.Priority = uint8(n)
-		default:
-			c.W.Error(errSyntax)
-			return
 		}
+		return ""
+	})
+	switch {
+	case msg != "":
+	case a.Replace && a.ID == nil:
+		// A server-made id is new every time: there is nothing to replace.
+		msg = errReplaceID
+	case (a.Unique > 0 || a.Debounce > 0) && a.ID == nil:
+		// Nor anything to repeat.
+		msg = errIdentID
 	}
-	if (a.Unique > 0 || a.Debounce > 0) && a.ID == nil {
-		// A server-made id is new every time: there is nothing to repeat.
-		c.W.Error("ERR UNIQUE and DEBOUNCE need ID")
+	if msg != "" {
+		c.W.Error(msg)
 		return
 	}
 	a.Into = &c.pop // the reply is written before the next command
@@ -183,18 +171,47 @@ func cmdAck(d *Dispatcher, c *Client, args [][]byte) {
 	c.W.Int(int64(n))
 }
 
+// cmdNack is DELAY.NACK key id [delay-ms] [ERROR text], exactly. The text
+// (1 to engine.MaxReason bytes: a reason, not a stack dump) becomes the
+// job's last failure reason. A word
+// that is neither a delay nor ERROR is refused by name, never dropped (a
+// delay ignored would make the job ready at once, a second id ignored
+// would leave that job reserved).
 func cmdNack(d *Dispatcher, c *Client, args [][]byte) {
 	var delay int64
-	if len(args) == 4 {
-		n, ok := parseInt(args[3])
-		if !ok || n < 0 || n > maxTime {
+	var reason []byte
+	rest := args[3:]
+	if len(rest) > 0 && !bytes.EqualFold(rest[0], []byte("ERROR")) {
+		n, ok := parseInt(rest[0])
+		switch {
+		case !ok && !looksNumeric(rest[0]):
+			c.W.Error(errUnknownOption(rest[0]))
+			return
+		case !ok || n < 0 || n > maxTime:
 			c.W.Error(errNotInteger)
 			return
 		}
-		delay = n
+		delay, rest = n, rest[1:]
 	}
-	ok, ticket, err := d.engineFor(c).Nack(args[1], args[2], delay)
+	msg := scanOptions(rest, []optSpec{{"ERROR", 1}}, func(_ string, v [][]byte) string {
+		if len(v[0]) == 0 || len(v[0]) > engine.MaxReason {
+			return errReason
+		}
+		reason = v[0]
+		return ""
+	})
+	if msg != "" {
+		c.W.Error(msg)
+		return
+	}
+	ok, ticket, err := d.engineFor(c).NackReason(args[1], args[2], delay, reason)
 	d.replyBool(c, ok, ticket, err)
+}
+
+// looksNumeric says a word was meant as a number (a delay out of range,
+// "1.5"), so it gets the integer error rather than "unknown option".
+func looksNumeric(b []byte) bool {
+	return len(b) > 0 && (b[0] == '-' || b[0] == '+' || (b[0] >= '0' && b[0] <= '9'))
 }
 
 func cmdTouch(d *Dispatcher, c *Client, args [][]byte) {
@@ -233,6 +250,9 @@ func cmdGet(d *Dispatcher, c *Client, args [][]byte) {
 	if j.Origin != nil {
 		n++
 	}
+	if j.Reason != "" {
+		n++
+	}
 	w := c.W
 	w.Map(n)
 	w.BulkString("id")
@@ -263,6 +283,10 @@ func cmdGet(d *Dispatcher, c *Client, args [][]byte) {
 		w.BulkString("origin")
 		w.Bulk(j.Origin)
 	}
+	if j.Reason != "" {
+		w.BulkString("error")
+		w.BulkString(j.Reason)
+	}
 }
 
 func cmdStats(d *Dispatcher, c *Client, args [][]byte) {
@@ -286,7 +310,7 @@ func cmdStats(d *Dispatcher, c *Client, args [][]byte) {
 func cmdPeek(d *Dispatcher, c *Client, args [][]byte) {
 	count := int64(1)
 	if len(args) > 3 {
-		c.W.Error(errSyntax)
+		c.W.Error(errUnknownOption(args[3]))
 		return
 	}
 	if len(args) == 3 {

@@ -92,6 +92,11 @@ type Client struct {
 
 	user atomic.Pointer[acl.Handle] // the ACL user it runs as (acl.go)
 
+	// errs counts the error replies the writer wrote, if it counts them
+	// (ErrorCount); errSeen is how many were accounted for (metrics.go).
+	errs    *uint64
+	errSeen uint64
+
 	// Cluster mode (route.go): the slot of the command running, for a
 	// MOVED it may still have to answer (noSlot if it has no keys), and the
 	// ticket of the client's last write, which WAIT waits for.
@@ -156,6 +161,9 @@ type Dispatcher struct {
 	Blocked     atomic.Int64
 	commandsRun atomic.Int64
 	nextID      atomic.Int64
+	errReplies  atomic.Uint64    // INFO total_error_replies (metrics.go)
+	aclDenied   [4]atomic.Uint64 // INFO acl_access_denied_auth, _cmd, _key, _channel
+	ops         opsSampler       // INFO instantaneous_ops_per_sec (metrics.go)
 
 	mu      sync.Mutex
 	clients map[int64]*Client // guarded by mu; for CLIENT LIST
@@ -216,6 +224,10 @@ func (d *Dispatcher) Connect(w Writer, info ConnInfo) *Client {
 		Conn:    info.Conn,
 		Created: time.Now(),
 		proto:   w.Proto(),
+	}
+	if ec, ok := w.(interface{ ErrorCount() *uint64 }); ok {
+		c.errs = ec.ErrorCount()
+		c.errSeen = *c.errs
 	}
 	// As Redis: a client starts as the default user, authenticated if
 	// that user needs no password.
@@ -305,6 +317,7 @@ func (d *Dispatcher) Exec(c *Client, args [][]byte) {
 	// one nil check and nothing else.
 	if d.opts.Cluster != nil {
 		if !d.route(c, cmd, args) {
+			d.rejected(c, cmd) // a redirect is a rejected call, as in Redis
 			return
 		}
 		defer c.wrote() // for WAIT
@@ -446,26 +459,6 @@ func parseInt(b []byte) (int64, bool) {
 		return 0, false
 	}
 	return int64(n), true
-}
-
-// parseTimeout parses a blocking timeout in seconds as Redis does: a decimal
-// that is not negative; 0 means forever.
-func parseTimeout(b []byte) (time.Duration, string) {
-	f, err := strconv.ParseFloat(string(b), 64)
-	if err != nil || f != f || len(b) == 0 || b[0] == ' ' || b[len(b)-1] == ' ' {
-		return 0, errNotFloat
-	}
-	if f < 0 {
-		return 0, errNegTimeout
-	}
-	if f > 1e9*365*24*3600 { // Inf and absurd values: forever is close enough
-		return 0, ""
-	}
-	d := time.Duration(f * float64(time.Second))
-	if d == 0 && f > 0 {
-		d = 1 // a positive timeout too small for a Duration is not "forever"
-	}
-	return d, ""
 }
 
 // engineFor is the engine a handler of c's command works on. Handlers reach

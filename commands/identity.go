@@ -1,7 +1,6 @@
 package commands
 
 import (
-	"bytes"
 	"errors"
 
 	"github.com/delayd/delayd/engine"
@@ -54,7 +53,7 @@ const maxMPop = 1 << 30
 // cmdMPop is DELAY.MPOP timeout numkeys key [key ...] [COUNT n], parsed in
 // BLMPOP's order with its errors: the timeout first, then numkeys (not a
 // positive integer: its own error), keys that are not all there (a syntax
-// error), then COUNT (once).
+// error), then COUNT (once; more is a syntax error that names it).
 func cmdMPop(d *Dispatcher, c *Client, args [][]byte) {
 	timeout, msg := parseTimeout(args[1])
 	if msg != "" {
@@ -67,27 +66,22 @@ func cmdMPop(d *Dispatcher, c *Client, args [][]byte) {
 		return
 	}
 	if numkeys > int64(len(args)-3) {
-		c.W.Error(errSyntax)
+		c.W.Error("ERR syntax error: numkeys is more than the keys given")
 		return
 	}
 	keys := args[3 : 3+numkeys]
-	count := int64(-1)
-	for i := 3 + int(numkeys); i < len(args); i++ {
-		if count == -1 && bytes.EqualFold(args[i], []byte("COUNT")) && i+1 < len(args) {
-			i++
-			n, ok := parseInt(args[i])
-			if !ok || n <= 0 {
-				c.W.Error(errCount)
-				return
-			}
-			count = n
-			continue
+	count := int64(1)
+	msg = scanOptions(args[3+numkeys:], []optSpec{{"COUNT", 1}}, func(_ string, v [][]byte) string {
+		n, ok := parseInt(v[0])
+		if !ok || n <= 0 {
+			return errCount
 		}
-		c.W.Error(errSyntax)
+		count = n
+		return ""
+	})
+	if msg != "" {
+		c.W.Error(msg)
 		return
-	}
-	if count == -1 {
-		count = 1
 	}
 	jobs, w, err := d.engineFor(c).MPopOrWait(keys, int(min(count, maxMPop)))
 	switch {

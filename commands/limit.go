@@ -1,7 +1,7 @@
 package commands
 
 import (
-	"bytes"
+	"strconv"
 
 	"github.com/delayd/delayd/engine"
 )
@@ -11,50 +11,47 @@ import (
 // (an option left out is no limit of that kind) and replies OK; OFF removes
 // it; with neither it replies the limit as field/value pairs, or nil when
 // the queue has none.
+var limitSpecs = []optSpec{{"CONCURRENCY", 1}, {"RATE", 2}, {"GROUPCONCURRENCY", 1}, {"OFF", 0}}
+
+// maxLimit is the bound of each of DELAY.LIMIT's numbers, for its errors.
+var maxLimit = strconv.FormatInt(engine.MaxLimit, 10)
+
 func cmdLimit(d *Dispatcher, c *Client, args [][]byte) {
 	if len(args) == 2 {
 		limitReply(c, d.engineFor(c), args[1])
 		return
 	}
 	var s engine.LimitSpec
-	if len(args) == 3 && bytes.EqualFold(args[2], []byte("OFF")) {
-		// the zero spec
-	} else {
-		positive := func(b []byte) (int64, bool) {
-			n, ok := parseInt(b)
-			if !ok || n > engine.MaxLimit {
-				c.W.Error(errNotInteger)
-				return 0, false
-			}
-			if n <= 0 {
-				c.W.Error(errOutOfRange)
-				return 0, false
-			}
-			return n, true
-		}
-		for i := 2; i < len(args); i++ {
-			opt := args[i]
-			var ok bool
-			switch {
-			case bytes.EqualFold(opt, []byte("CONCURRENCY")) && i+1 < len(args):
-				i++
-				s.Concurrency, ok = positive(args[i])
-			case bytes.EqualFold(opt, []byte("GROUPCONCURRENCY")) && i+1 < len(args):
-				i++
-				s.GroupConcurrency, ok = positive(args[i])
-			case bytes.EqualFold(opt, []byte("RATE")) && i+2 < len(args):
-				if s.Rate, ok = positive(args[i+1]); ok {
-					s.Per, ok = positive(args[i+2])
-				}
-				i += 2
-			default:
-				c.W.Error(errSyntax)
-				return
-			}
-			if !ok {
-				return
+	off := false
+	msg := scanOptions(args[2:], limitSpecs, func(name string, v [][]byte) string {
+		var ok bool
+		switch name {
+		case "OFF":
+			off = true
+		case "CONCURRENCY":
+			s.Concurrency, ok = intIn(v[0], 1, engine.MaxLimit)
+		case "GROUPCONCURRENCY":
+			s.GroupConcurrency, ok = intIn(v[0], 1, engine.MaxLimit)
+		case "RATE":
+			if s.Rate, ok = intIn(v[0], 1, engine.MaxLimit); ok {
+				s.Per, ok = intIn(v[1], 1, engine.MaxLimit)
 			}
 		}
+		switch {
+		case ok || name == "OFF":
+		case name == "RATE":
+			return "ERR RATE's n and per-ms must be integers from 1 to " + maxLimit
+		default:
+			return "ERR " + name + " must be an integer from 1 to " + maxLimit
+		}
+		return ""
+	})
+	if msg == "" && off && len(args) > 3 {
+		msg = "ERR syntax error: OFF takes no other option"
+	}
+	if msg != "" {
+		c.W.Error(msg)
+		return
 	}
 	ticket, err := d.engineFor(c).SetLimit(args[1], s)
 	if err != nil {

@@ -3,6 +3,7 @@ package commands
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rs/zerolog"
 
@@ -82,5 +83,87 @@ func TestInfoLatenessAndCommandstats(t *testing.T) {
 	got = exec(d, d.NewClient(&textWriter{proto: 2}, "a"), args("INFO", "lateness"))
 	if !strings.Contains(got, "# Lateness\r\nle_1:0\r\n") || !strings.Contains(got, "\r\nle_inf:0\r\ncount:0\r\nsum_ms:0\r\n") {
 		t.Errorf("INFO lateness while loading: %q", got)
+	}
+}
+
+// infoField is one field of an INFO reply, or "".
+func infoField(info, name string) string {
+	for _, l := range strings.Split(info, "\r\n") {
+		if v, ok := strings.CutPrefix(l, name+":"); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+// Redis's error counts, which redis_exporter reads: commandstats'
+// rejected_calls (refused before running: arity, ACL, ...) and
+// failed_calls (ran and answered an error), total_error_replies (every
+// error, unknown commands too), acl_access_denied_* and INFO cpu.
+func TestInfoErrorCounts(t *testing.T) {
+	d := aclDispatcher(t, Options{})
+	c := d.NewClient(&textWriter{proto: 2}, "a")
+	must(t, d, c, "-ERR wrong number of arguments for 'lpop' command\n", "LPOP")
+	must(t, d, c, "-"+errNotInteger+"\n", "LRANGE", "k", "a", "b")
+	must(t, d, c, "*\n", "LRANGE", "k", "0", "1")
+	exec(d, c, args("NOSUCH"))
+	must(t, d, c, "+OK\n", "ACL", "SETUSER", "u", "on", ">p", "~k*", "+lrange", "+auth")
+	exec(d, c, args("AUTH", "u", "wrong"))
+	must(t, d, c, "+OK\n", "AUTH", "u", "p")
+	must(t, d, c, noperm("u", "llen"), "LLEN", "k")
+	must(t, d, c, nopermKeys, "LRANGE", "x", "0", "1")
+	must(t, d, c, "+OK\n", "AUTH", "default", "x")
+	got := exec(d, c, args("INFO", "commandstats"))
+	for _, want := range []string{
+		"\r\ncmdstat_lpop:calls=0,usec=0,usec_per_call=0.00,rejected_calls=1,failed_calls=0\r\n",
+		",rejected_calls=1,failed_calls=1\r\n", // lrange: one of each, and a call that succeeded
+		"\r\ncmdstat_llen:calls=0,usec=0,usec_per_call=0.00,rejected_calls=1,failed_calls=0\r\n",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("INFO commandstats lacks %q: %q", want, got)
+		}
+	}
+	if v := infoField(got, "cmdstat_lrange"); !strings.HasPrefix(v, "calls=2,") {
+		t.Errorf("cmdstat_lrange: %q", v)
+	}
+	got = exec(d, c, args("INFO", "stats"))
+	for field, want := range map[string]string{"total_error_replies": "6", "acl_access_denied_auth": "1",
+		"acl_access_denied_cmd": "1", "acl_access_denied_key": "1", "acl_access_denied_channel": "0"} {
+		if v := infoField(got, field); v != want {
+			t.Errorf("%s: %q, want %s", field, v, want)
+		}
+	}
+	if infoField(got, "instantaneous_ops_per_sec") == "" {
+		t.Errorf("no instantaneous_ops_per_sec: %q", got)
+	}
+	got = exec(d, c, args("INFO", "cpu"))
+	for _, f := range []string{"used_cpu_sys", "used_cpu_user", "used_cpu_sys_children", "used_cpu_user_children"} {
+		v := infoField(got, f)
+		if i := strings.IndexByte(v, '.'); i < 1 || len(v)-i != 7 {
+			t.Errorf("INFO cpu %s: %q", f, v)
+		}
+	}
+	if !strings.Contains(exec(d, c, args("INFO")), "# CPU\r\nused_cpu_sys:") {
+		t.Error("INFO without a section has no CPU section")
+	}
+}
+
+// instantaneous_ops_per_sec is the rate over the last 1.6 s of samples, and
+// about 0 on a server idle since its last sample.
+func TestOpsSampler(t *testing.T) {
+	var o opsSampler
+	ms := time.Millisecond
+	if r := o.rate(0, 0); r != 0 {
+		t.Fatalf("no samples: %d", r)
+	}
+	for i := int64(0); i < 40; i++ { // 1,000 commands a second for 4 s
+		o.sample(time.Duration(i)*100*ms, i*100)
+		o.sample(time.Duration(i)*100*ms+ms, i*100+1) // too soon: no sample
+	}
+	if r := o.rate(3950*ms, 3950); r != 1000 {
+		t.Fatalf("steady: %d, want 1000", r)
+	}
+	if r := o.rate(3950*ms+time.Hour, 3951); r != 0 {
+		t.Fatalf("idle an hour: %d, want 0", r)
 	}
 }

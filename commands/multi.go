@@ -54,6 +54,7 @@ const (
 // a refused EXEC ends the transaction at once, saying why, as Redis's
 // execCommandAbort does.
 func (d *Dispatcher) reject(c *Client, cmd *Command, msg string) {
+	defer d.rejected(c, cmd)
 	if !c.tx.multi {
 		c.W.Error(msg)
 		return
@@ -74,6 +75,13 @@ func (d *Dispatcher) queue(c *Client, cmd *Command, args [][]byte) {
 		d.reject(c, cmd, errNotInMulti)
 		return
 	}
+	c.tx.queued = append(c.tx.queued, queuedCmd{cmd, ownArgs(args)})
+	c.W.Status("QUEUED")
+}
+
+// ownArgs copies arguments out of the reader's buffer, which the next
+// command reuses, into one allocation.
+func ownArgs(args [][]byte) [][]byte {
 	n := 0
 	for _, a := range args {
 		n += len(a)
@@ -84,8 +92,7 @@ func (d *Dispatcher) queue(c *Client, cmd *Command, args [][]byte) {
 		buf = append(buf, a...)
 		own[i] = buf[len(buf)-len(a):]
 	}
-	c.tx.queued = append(c.tx.queued, queuedCmd{cmd, own})
-	c.W.Status("QUEUED")
+	return own
 }
 
 // unwatchAll drops every WATCH of the connection.
@@ -187,6 +194,7 @@ func cmdExec(d *Dispatcher, c *Client, args [][]byte) {
 			// since the command was queued.
 			if msg := d.denied(c, q.cmd, q.args); msg != "" {
 				c.W.Error(msg)
+				d.rejected(c, q.cmd)
 				continue
 			}
 			c.last.Store(q.cmd)

@@ -117,7 +117,18 @@ func (d *Dispatcher) afterExec(c *Client, cmd *Command, args [][]byte, start tim
 	} else {
 		c.clk = 0
 	}
-	d.countCommand(cmd, took)
+	if c.Block == nil {
+		d.countCommand(cmd, took)
+		d.ran(c, cmd)
+	} else {
+		// Counted when it ends (Block.account), as Redis counts a blocked
+		// command when it is unblocked: one refused then is a rejected
+		// call, not a call.
+		d.guard(c.Block, cmd, args, took)
+	}
+	if int64(end) >= d.ops.next.Load() {
+		d.ops.sample(end, d.commandsRun.Load())
+	}
 	if d.obs.slowAt >= 0 && took >= d.obs.slowAt {
 		d.slowlogPush(c, cmd, args, took)
 	}
@@ -197,6 +208,9 @@ func shown(cmd *Command, args [][]byte) []string {
 				i += 2
 			}
 		}
+	}
+	if cmd.Name == "delay.nack" {
+		redactOption(args, out, 3, "ERROR") // a failure reason may quote a payload
 	}
 	if cmd.Name == "delay.schedule" {
 		// The payload follows CRON expr [TZ zone] or EVERY ms, so the

@@ -26,6 +26,10 @@ func TestShownRedactsPasswordsAndPayloads(t *testing.T) {
 		{"DELAY.SCHEDULE q s CRON @daily TZ UTC secret", "DELAY.SCHEDULE q s CRON @daily TZ UTC (redacted)"},
 		{"DELAY.SCHEDULE q s CRON @daily TZ UTC", "DELAY.SCHEDULE q s CRON @daily (redacted) UTC"}, // a payload "TZ", as cmdSchedule reads it
 		{"DELAY.CANCEL q a b", "DELAY.CANCEL q a b"},
+		{"DELAY.NACK q id ERROR why", "DELAY.NACK q id ERROR (redacted)"},
+		{"DELAY.NACK q id 500 error why", "DELAY.NACK q id 500 error (redacted)"},
+		{"DELAY.NACK ERROR ERROR", "DELAY.NACK ERROR ERROR"}, // queue and id named ERROR
+		{"DELAY.NACK q id 500", "DELAY.NACK q id 500"},
 		{"PING hello", "PING hello"},
 	}
 	for _, c := range cases {

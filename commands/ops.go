@@ -34,7 +34,7 @@ func cmdUpcoming(d *Dispatcher, c *Client, args [][]byte) {
 // listCount parses the optional count of DELAY.UPCOMING and DELAY.RESERVED.
 func listCount(c *Client, args [][]byte) (int, bool) {
 	if len(args) > 3 {
-		c.W.Error(errSyntax)
+		c.W.Error(errUnknownOption(args[3]))
 		return 0, false
 	}
 	if len(args) < 3 {
@@ -76,7 +76,7 @@ func cmdReserved(d *Dispatcher, c *Client, args [][]byte) {
 // the options they had there, or to to-key. Replies how many moved.
 func cmdRequeue(d *Dispatcher, c *Client, args [][]byte) {
 	if len(args) > 4 {
-		c.W.Error(errSyntax)
+		c.W.Error(errUnknownOption(args[4]))
 		return
 	}
 	id := args[2]

@@ -9,6 +9,11 @@ import (
 // Recurring schedules: DELAY.SCHEDULE, DELAY.UNSCHEDULE, DELAY.SCHEDULES.
 // The spec's arithmetic is the schedule package's, the state the engine's.
 
+// scheduleSpecs are DELAY.SCHEDULE's options after the payload.
+var scheduleSpecs = []optSpec{
+	{"ACKTIMEOUT", 1}, {"RETRY", 1}, {"DEADLETTER", 1}, {"MISFIRE", 1}, {"START", 1}, {"END", 1},
+}
+
 // cmdSchedule is DELAY.SCHEDULE key name (CRON expr [TZ zone] | EVERY ms)
 // payload [ACKTIMEOUT ms] [RETRY n] [DEADLETTER dlq] [MISFIRE skip|once|all]
 // [START unix-ms] [END unix-ms]: an upsert by name, reply OK.
@@ -30,74 +35,60 @@ func cmdSchedule(d *Dispatcher, c *Client, args [][]byte) {
 			i += 2
 		}
 	case bytes.EqualFold(args[i], []byte("EVERY")):
-		n, ok := parseInt(args[i+1])
-		if !ok || n < 1 || n > maxTime {
-			c.W.Error(errNotInteger)
+		n, ok := intIn(args[i+1], 1, maxTime)
+		if !ok {
+			c.W.Error(errEvery)
 			return
 		}
 		a.Every = n
 		i += 2
 	default:
-		c.W.Error(errSyntax)
+		c.W.Error("ERR syntax error: expected CRON or EVERY, got '" + clip(args[i]) + "'")
 		return
 	}
 	if i >= len(args) {
-		c.W.Error(errSyntax) // no payload
+		c.W.Error("ERR syntax error: no payload")
 		return
 	}
 	a.Payload = args[i]
-	for i++; i < len(args); i++ {
-		opt := args[i]
-		if i+1 >= len(args) {
-			c.W.Error(errSyntax)
-			return
-		}
-		i++
-		v := args[i]
-		switch {
-		case bytes.EqualFold(opt, []byte("ACKTIMEOUT")):
-			n, ok := parseInt(v)
-			if !ok || n < 0 || n > 1<<32-1 {
-				c.W.Error(errNotInteger)
-				return
+	msg := scanOptions(args[i+1:], scheduleSpecs, func(name string, v [][]byte) string {
+		var ok bool
+		switch name {
+		case "ACKTIMEOUT":
+			if a.AckTimeout, ok = intIn(v[0], 0, maxAckTimeout); !ok {
+				return errAckTimeout
 			}
-			a.AckTimeout = n
-		case bytes.EqualFold(opt, []byte("RETRY")):
-			n, ok := parseInt(v)
-			if !ok || n < 0 || n > 1<<31-1 {
-				c.W.Error(errNotInteger)
-				return
+		case "RETRY":
+			if a.Retry, ok = intIn(v[0], 0, maxRetry); !ok {
+				return errRetry
 			}
-			a.Retry = n
-		case bytes.EqualFold(opt, []byte("DEADLETTER")):
-			a.DeadLetter = v
-		case bytes.EqualFold(opt, []byte("MISFIRE")):
+		case "DEADLETTER":
+			a.DeadLetter = v[0]
+		case "MISFIRE":
 			switch {
-			case bytes.EqualFold(v, []byte("skip")):
+			case bytes.EqualFold(v[0], []byte("skip")):
 				a.Misfire = engine.MisfireSkip
-			case bytes.EqualFold(v, []byte("once")):
+			case bytes.EqualFold(v[0], []byte("once")):
 				a.Misfire = engine.MisfireOnce
-			case bytes.EqualFold(v, []byte("all")):
+			case bytes.EqualFold(v[0], []byte("all")):
 				a.Misfire = engine.MisfireAll
 			default:
-				c.W.Error(errSyntax)
-				return
+				return errMisfire
 			}
-		case bytes.EqualFold(opt, []byte("START")), bytes.EqualFold(opt, []byte("END")):
-			n, ok := parseInt(v)
-			if !ok || n < 0 {
-				c.W.Error(errNotInteger)
-				return
+		case "START":
+			if a.Start, ok = intIn(v[0], 0, 1<<63-1); !ok {
+				return errTime(name)
 			}
-			if bytes.EqualFold(opt, []byte("START")) {
-				a.Start = n
-			} else {
-				a.End = n
+		case "END":
+			if a.End, ok = intIn(v[0], 0, 1<<63-1); !ok {
+				return errTime(name)
 			}
-		default:
-			c.W.Error(errSyntax)
-			return
 		}
+		return ""
+	})
+	if msg != "" {
+		c.W.Error(msg)
+		return
 	}
 	ticket, err := d.engineFor(c).Schedule(a)
 	if err != nil {

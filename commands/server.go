@@ -294,9 +294,15 @@ func cmdInfo(d *Dispatcher, c *Client, args [][]byte) {
 	section("Stats", [][2]string{
 		{"total_connections_received", itoa(d.TotalConns.Load())},
 		{"total_commands_processed", itoa(d.commandsRun.Load())},
+		{"instantaneous_ops_per_sec", itoa(d.ops.rate(monoNow(), d.commandsRun.Load()))},
 		{"rejected_connections", itoa(d.Rejected.Load())},
 		{"tracking_total_keys", strconv.Itoa(trkKeys)},
 		{"tracking_total_prefixes", strconv.Itoa(trkPrefixes)},
+		{"total_error_replies", strconv.FormatUint(d.errReplies.Load(), 10)},
+		{"acl_access_denied_auth", strconv.FormatUint(d.aclDenied[0].Load(), 10)},
+		{"acl_access_denied_cmd", strconv.FormatUint(d.aclDenied[1].Load(), 10)},
+		{"acl_access_denied_key", strconv.FormatUint(d.aclDenied[2].Load(), 10)},
+		{"acl_access_denied_channel", strconv.FormatUint(d.aclDenied[3].Load(), 10)},
 		{"jobs_added", strconv.FormatUint(in.Added, 10)},
 		{"jobs_delivered", strconv.FormatUint(in.Delivered, 10)},
 		{"jobs_redelivered", strconv.FormatUint(in.Redelivered, 10)},
@@ -310,6 +316,7 @@ func cmdInfo(d *Dispatcher, c *Client, args [][]byte) {
 		{"jobs_requeued", strconv.FormatUint(in.Requeued, 10)},
 	})
 	section("Replication", d.replication())
+	section("CPU", cpuInfo()) // Redis's place for it: after Replication
 	section("Queues", [][2]string{
 		{"queues", strconv.Itoa(in.Queues)},
 		{"jobs", strconv.Itoa(in.Jobs)},

@@ -168,8 +168,7 @@ func (tc *testCluster) addrs() []string {
 
 // waitReady waits until every live node lists all the cluster's nodes, none
 // of them failing, all name the same master, and that master says it leads
-// (INFO replication role:master; CLUSTER NODES alone is not enough, as a
-// node that knows no leader stands in as the master there).
+// (INFO replication role:master).
 func (tc *testCluster) waitReady(timeout time.Duration) error {
 	return waitFor(timeout, func() error {
 		masters := map[string]bool{}

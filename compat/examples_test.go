@@ -26,6 +26,7 @@ import (
 // example is how to run one language's three programs.
 type example struct {
 	lang    string
+	prefix  string                 // the producer's default ID_PREFIX
 	runtime func() (string, error) // the interpreter, or "" for a binary
 	dir     string                 // in examples/
 	files   [3]string              // producer, worker, list worker
@@ -59,11 +60,11 @@ func goExamples() (string, error) {
 
 func examples() []example {
 	return []example{
-		{lang: "go", files: [3]string{"producer", "worker", "listworker"}},
-		{lang: "python", runtime: python, dir: "python", files: [3]string{"producer.py", "worker.py", "list_worker.py"}},
+		{lang: "go", prefix: "go", files: [3]string{"producer", "worker", "listworker"}},
+		{lang: "python", prefix: "py", runtime: python, dir: "python", files: [3]string{"producer.py", "worker.py", "list_worker.py"}},
 		// node finds ioredis through NODE_PATH in the suite's locked
 		// install; a user runs npm install in examples/node instead.
-		{lang: "node", runtime: node, dir: "node", files: [3]string{"producer.js", "worker.js", "list_worker.js"},
+		{lang: "node", prefix: "node", runtime: node, dir: "node", files: [3]string{"producer.js", "worker.js", "list_worker.js"},
 			env: []string{"NODE_PATH=" + filepath.Join(moduleRoot, "compat", "node", "node_modules")}},
 	}
 }
@@ -137,8 +138,9 @@ func TestExamples(t *testing.T) {
 			// producer, then the worker takes and acks every job
 			start := time.Now()
 			out := run(ex.files[0], "QUEUE=jobs:email", "COUNT=3", "DELAY_MS=500")
-			want(out, "added welcome-1", "added welcome-2", "added welcome-3",
-				"retry of welcome-1: already added, nothing changed", "scheduled daily-digest")
+			w := ex.prefix + "-welcome-"
+			want(out, "added "+w+"1", "added "+w+"2", "added "+w+"3",
+				"retry of "+w+"1: already added, nothing changed", "scheduled daily-digest")
 			if n, err := rdb.Do(context.Background(), "DELAY.SCHEDULES", "jobs:digest").Slice(); err != nil || len(n) != 1 {
 				t.Errorf("DELAY.SCHEDULES jobs:digest after the producer: %v (%v), want the daily digest", n, err)
 			}
@@ -146,12 +148,12 @@ func TestExamples(t *testing.T) {
 			if took := time.Since(start); took < 500*time.Millisecond {
 				t.Errorf("the worker had 3 jobs of delay 500 ms after %v", took)
 			}
-			want(out, "acked welcome-1", "acked welcome-2", "acked welcome-3", "worker stopped after 3 jobs",
+			want(out, "acked "+w+"1", "acked "+w+"2", "acked "+w+"3", "worker stopped after 3 jobs",
 				"limit: at most 10 jobs of jobs:email in flight")
-			want(out, `processing welcome-1 {"user":1,"mail":"welcome"}`)
+			want(out, "processing "+w+`1 {"user":1,"mail":"welcome"}`)
 			// UNIQUE: the producer run again after the jobs are done adds nothing.
 			out = run(ex.files[0], "QUEUE=jobs:email", "COUNT=1", "DELAY_MS=500")
-			want(out, "welcome-1 was already added")
+			want(out, w+"1 was already added")
 			stats, err := rdb.Do(context.Background(), "DELAY.STATS", "jobs:email").Result()
 			if m, ok := stats.(map[any]any); err != nil || !ok || m["delayed"] != int64(0) || m["ready"] != int64(0) || m["reserved"] != int64(0) {
 				t.Errorf("DELAY.STATS after the worker: %v (%v), want nothing left", stats, err)
@@ -160,7 +162,7 @@ func TestExamples(t *testing.T) {
 			// SIGTERM in the middle of a job: it is finished and acked
 			run(ex.files[0], "QUEUE=jobs:stop", "COUNT=1", "DELAY_MS=0")
 			gracefulStop(t, ex, addr)
-			if err := rdb.Do(context.Background(), "DELAY.GET", "jobs:stop", "welcome-1").Err(); !errors.Is(err, redis.Nil) {
+			if err := rdb.Do(context.Background(), "DELAY.GET", "jobs:stop", ex.prefix+"-welcome-1").Err(); !errors.Is(err, redis.Nil) {
 				t.Errorf("DELAY.GET of the job in hand at SIGTERM: %v, want nil (acked)", err)
 			}
 
@@ -216,7 +218,7 @@ func gracefulStop(t *testing.T, ex example, addr string) {
 	if err != nil {
 		t.Fatalf("worker after SIGTERM: %v, want exit 0\n%s%s", err, out.String(), stderr.String())
 	}
-	for _, l := range []string{"acked welcome-1", "worker stopped after 1 jobs"} {
+	for _, l := range []string{"acked " + ex.prefix + "-welcome-1", "worker stopped after 1 jobs"} {
 		if !strings.Contains(out.String(), l+"\n") {
 			t.Errorf("worker output after SIGTERM lacks %q:\n%s%s", l, out.String(), stderr.String())
 		}

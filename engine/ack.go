@@ -34,8 +34,9 @@ func (e *Engine) reserveAt(s uint32, deadline int64) {
 //
 // An expiry is not logged (replay derives it); a NACK is, as its effects,
 // logged before a waiter can take the job so that replay sees them in the
-// order they happened. It returns the ticket of the last record.
-func (e *Engine) endDelivery(s uint32, now, due int64, logIt bool) uint64 {
+// order they happened. It returns the ticket of the last record. A NACK's
+// reason, already the job's (setReason), rides its move record.
+func (e *Engine) endDelivery(s uint32, now, due int64, logIt bool, reason []byte) uint64 {
 	defer e.serveFreed() // the reservation that ended may have made room
 	j := e.jobs.at(s)
 	if j.retry >= 0 && int64(j.deliveries) > int64(j.retry) {
@@ -48,6 +49,7 @@ func (e *Engine) endDelivery(s uint32, now, due int64, logIt bool) uint64 {
 		if logIt {
 			r := e.recFor(opMove, s)
 			r.due, r.seq, r.deliveries, r.flags = j.due, j.seq, j.deliveries, flags
+			r.reason = reason
 			ticket = e.logRec(&r)
 		}
 	}
@@ -178,6 +180,16 @@ func (e *Engine) Ack(queueName []byte, ids [][]byte) (int, uint64, error) {
 // delayed for delay ms, or, with no redelivery left, dead-lettered or
 // dropped. O(1).
 func (e *Engine) Nack(queueName, id []byte, delay int64) (bool, uint64, error) {
+	return e.NackReason(queueName, id, delay, nil)
+}
+
+// NackReason is Nack that also gives the job its last failure reason
+// (DELAY.NACK ... ERROR text; at most MaxReason bytes, nil or empty: the
+// reason stays as it was). O(1) plus the reason's length.
+func (e *Engine) NackReason(queueName, id []byte, delay int64, reason []byte) (bool, uint64, error) {
+	if len(reason) > MaxReason {
+		return false, 0, ErrReasonTooLong
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	now, err := e.beginWrite()
@@ -195,7 +207,8 @@ func (e *Engine) Nack(queueName, id []byte, delay int64) (bool, uint64, error) {
 	if delay > 0 {
 		due = e.laterMs(delay)
 	}
-	return true, e.endDelivery(s, now, due, true), nil
+	e.setReason(s, reason)
+	return true, e.endDelivery(s, now, due, true, reason), nil
 }
 
 // addRecOf is the add record that recreates the job in slot s as it is.
@@ -208,6 +221,9 @@ func (e *Engine) addRecOf(s uint32, flags byte) *rec {
 	e.identOf(s, &r)
 	if j.flags&jobOrigin != 0 {
 		r.origin = e.origins[s]
+	}
+	if j.flags&(jobReason|jobTimedOut) != 0 {
+		r.reason = []byte(e.reasonOf(s))
 	}
 	if j.lane != 0 {
 		r.group, r.priority = e.laneOf(s)
@@ -253,6 +269,7 @@ func (e *Engine) applyMove(r *rec) {
 	}
 	j := e.jobs.at(s)
 	j.due = r.due // a move sets the due time too (RESCHEDULE, PROMOTE)
+	e.setReason(s, r.reason)
 	switch {
 	case r.flags&flagHead != 0:
 		e.pushReady(s, true)

@@ -203,6 +203,7 @@ func (e *Engine) place(r *rec, fresh, pushed bool) (uint32, bool) {
 	if r.origin != nil {
 		e.setOrigin(s, r.origin)
 	}
+	e.setReason(s, r.reason)
 	switch {
 	case e.j.deferIdx:
 		e.j.build.deferSid(r.sid, s) // replay.go: another goroutine inserts it

@@ -161,6 +161,8 @@ const (
 	jobDebounce                   // re-adds push it out, up to a limit (DEBOUNCE)
 	jobOrigin                     // dead-lettered: its origin queue and options are in Engine.origins (requeue.go)
 	jobInRun                      // its server id is filed in its queue's push run, not in e.sids (pushrun.go)
+	jobReason                     // its last failure reason is in Engine.reasons (reason.go)
+	jobTimedOut                   // its last failure reason is ReasonAckTimeout, kept in this bit alone (reason.go)
 )
 
 // queue is a named ready list plus the clients blocked on it. It exists while
@@ -269,6 +271,7 @@ type core struct {
 	lazy  lazyState // deleted queues being freed (lazyfree.go)
 
 	origins map[uint32]*origin // by slot: where dead-lettered jobs came from (requeue.go)
+	reasons map[uint32]string  // by slot: the last failure reason of jobs that have one (reason.go)
 
 	start time.Time // monotonic base
 	// startMono is start on the Mono clock: a caller's Mono reading minus
@@ -661,7 +664,8 @@ func (e *Engine) advanceLocked(now int64) {
 			q.expired++
 			j.state = stateFree // the wheel already let go of it
 			e.stats.Expired++
-			e.endDelivery(h, now, 0, false)
+			e.setReason(h, reasonAckTimeout)
+			e.endDelivery(h, now, 0, false, nil)
 		}
 	}
 	e.fired = fired[:0]

@@ -11,6 +11,7 @@ var (
 	ErrBadID           = errors.New("id must be 1 to 256 bytes")
 	ErrKeyTooLong      = errors.New("key longer than 16384 bytes")
 	ErrClosed          = errors.New("engine is shut down")
+	ErrReasonTooLong   = errors.New("ERROR text must be 1 to 1024 bytes") // MaxReason
 
 	// Durability: the write could not be logged, so it was not applied.
 	ErrLog = errors.New("append-only log write failed")

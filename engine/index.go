@@ -34,6 +34,9 @@ func (e *Engine) freeSlot(s uint32) {
 	if j.flags&jobOrigin != 0 {
 		delete(e.origins, s)
 	}
+	if j.flags&jobReason != 0 {
+		delete(e.reasons, s)
+	}
 	e.arena.free(j.data, int(j.idLen)+int(j.plen()))
 	*j = job{next: e.free}
 	e.free = s + 1

@@ -311,6 +311,7 @@ func (e *Engine) resetState() {
 	e.deadLetters = make(map[uint32][]byte) // by slot: slots are reused from 0
 	e.ident = identState{}                  // FLUSHALL drops tombstones too
 	e.origins = nil
+	e.reasons = nil
 	e.queues, e.qfree = nil, nil
 	e.byName = make(map[string]uint32)
 	e.njobs = 0

@@ -41,20 +41,28 @@ func dump(e *Engine) string {
 			if o := e.origins[s]; o != nil {
 				fmt.Fprintf(&sb, "<%s/%d/%d/%s>", o.queue, o.ackTimeout, o.retry, o.deadLetter) // dead-lettered from
 			}
+			if r := e.reasonOf(s); r != "" {
+				fmt.Fprintf(&sb, "!%q", r) // the last failure reason
+			}
 			return true
 		})
-		var delayed []*job
+		var delayed []uint32
 		for i := range e.jobs.n {
 			if j := e.jobs.at(i); j.state == stateDelayed && j.queue == qi {
-				delayed = append(delayed, j)
+				delayed = append(delayed, uint32(i))
 			}
 		}
-		slices.SortFunc(delayed, func(a, b *job) int {
-			return cmp.Or(cmp.Compare(a.due, b.due), cmp.Compare(a.seq, b.seq))
+		slices.SortFunc(delayed, func(a, b uint32) int {
+			ja, jb := e.jobs.at(a), e.jobs.at(b)
+			return cmp.Or(cmp.Compare(ja.due, jb.due), cmp.Compare(ja.seq, jb.seq))
 		})
 		sb.WriteString(" | delayed")
-		for _, j := range delayed {
+		for _, s := range delayed {
+			j := e.jobs.at(s)
 			fmt.Fprintf(&sb, " %s=%s@%d", e.idOf(j, &buf), e.payloadOf(j), j.due)
+			if r := e.reasonOf(s); r != "" {
+				fmt.Fprintf(&sb, "!%q", r)
+			}
 		}
 		// Reserved jobs in the order they will expire; slots differ after a
 		// rewrite, so slot order means nothing.
@@ -72,6 +80,9 @@ func dump(e *Engine) string {
 		for _, s := range held {
 			j := e.jobs.at(s)
 			fmt.Fprintf(&sb, " %s=%s/%d@%d", e.idOf(j, &buf), e.payloadOf(j), j.deliveries, deadline(s))
+			if r := e.reasonOf(s); r != "" {
+				fmt.Fprintf(&sb, "!%q", r)
+			}
 		}
 		sb.WriteString("\n")
 	}
@@ -140,7 +151,7 @@ func churn(t *testing.T, e *Engine, rng *rand.Rand, n int, ids *[]string) {
 			case 0:
 				_, tk, _ = e.Ack(q, [][]byte{id})
 			case 1:
-				_, tk, _ = e.Nack(q, id, []int64{0, 70}[rng.IntN(2)])
+				_, tk, _ = e.NackReason(q, id, []int64{0, 70}[rng.IntN(2)], [][]byte{nil, []byte("boom " + string(id))}[rng.IntN(2)])
 			default:
 				_, tk, _ = e.Touch(q, id)
 			}

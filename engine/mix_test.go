@@ -101,7 +101,7 @@ func mixChurn(t *testing.T, e *Engine, rng *rand.Rand, n int, ids *[]string) {
 			case 0:
 				_, tk, err = e.Ack(q, [][]byte{id})
 			case 1:
-				_, tk, err = e.Nack(q, id, []int64{0, 70}[rng.IntN(2)])
+				_, tk, err = e.NackReason(q, id, []int64{0, 70}[rng.IntN(2)], [][]byte{nil, []byte("boom " + string(id))}[rng.IntN(2)])
 			case 2:
 				_, tk, err = e.Cancel(q, [][]byte{id})
 			case 3:

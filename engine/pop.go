@@ -92,7 +92,17 @@ type Delivery struct {
 	deadLetter []byte
 	ident      jobIdent // UNIQUE, DEBOUNCE (unique.go)
 	group      *[]byte  // a pointer keeps Delivery in its allocation size class
-	origin     *origin  // a dead-lettered job's (requeue.go); Ticket moved up so Deliveries packs with the bools
+	// rare: a dead-lettered job's origin (requeue.go) and a failure
+	// reason (reason.go), behind one pointer, as group, so Delivery stays
+	// in its allocation size class. Ticket moved up so Deliveries packs
+	// with the bools.
+	rare *rareParts
+}
+
+// rareParts are the parts of a delivered job few jobs have.
+type rareParts struct {
+	origin *origin
+	reason string
 }
 
 // Scratch is a connection's memory for the ids and payloads its pops hand
@@ -250,8 +260,8 @@ func (e *Engine) take(s uint32, plain bool, to *Scratch, up int64) Delivery {
 			d.group = &g
 		}
 	}
-	if j.flags&jobOrigin != 0 {
-		d.origin = e.origins[s]
+	if j.flags&(jobOrigin|jobReason|jobTimedOut) != 0 {
+		d.rare = &rareParts{origin: e.origins[s], reason: e.reasonOf(s)}
 	}
 	if j.ackTimeout > 0 && !plain {
 		e.unlinkReady(s)
@@ -358,9 +368,12 @@ func (e *Engine) Requeue(d Delivery) bool {
 	r := rec{op: opAdd, time: e.recNow(), queue: d.Queue, sid: d.sid, due: d.Due,
 		seq: d.seq, deliveries: deliveries, flags: flagHead, payload: d.Payload,
 		ackTimeout: int64(d.ackTimeout), retry: int64(d.retry), deadLetter: d.deadLetter,
-		uniqueTTL: d.ident.uniqueTTL, debounceUntil: d.ident.debounceUntil, priority: d.priority, origin: d.origin}
+		uniqueTTL: d.ident.uniqueTTL, debounceUntil: d.ident.debounceUntil, priority: d.priority}
 	if d.group != nil {
 		r.group = *d.group
+	}
+	if d.rare != nil {
+		r.origin, r.reason = d.rare.origin, []byte(d.rare.reason)
 	}
 	if d.sid == 0 {
 		r.id = d.ID

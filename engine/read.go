@@ -14,6 +14,7 @@ type JobInfo struct {
 	Group              []byte // nil: the queue's default group
 	Priority           uint8
 	Origin             []byte // a dead-lettered job's queue before (DELAY.REQUEUE's default target); nil otherwise
+	Reason             string // its last failure reason (NACK's ERROR text, or ReasonAckTimeout); "" if none
 }
 
 // Get returns a job's fields. O(1).
@@ -47,6 +48,7 @@ func (e *Engine) Get(queueName, id []byte) (JobInfo, bool) {
 	if j.flags&jobOrigin != 0 {
 		info.Origin = append([]byte{}, e.origins[s].queue...)
 	}
+	info.Reason = e.reasonOf(s)
 	return info, true
 }
 

@@ -23,7 +23,7 @@ import (
 //	pop:     op time queue idkind id                        (a pop that deleted the job)
 //	meta:    op time queue(empty) 0 lastSID seq             (first record of a rewritten log)
 //	reserve: op time queue idkind id deadline deliveries seq (a pop with an ack timeout, or TOUCH)
-//	move:    op time queue idkind id due seq deliveries flags (NACK, or a delivery taken back)
+//	move:    op time queue idkind id due seq deliveries flags [bits reason] (NACK, or a delivery taken back; reason.go)
 //	del:     op time queue                                  (DEL: every job of the queue)
 //	unit:    op part more body                              (a transaction: see below)
 //	lmove:   op time queue idkind id dst idkind id seq flags (LMOVE and its kin: a ready job to dst)
@@ -74,7 +74,8 @@ const (
 	extGroup    = 1 << 2 // bytes group
 	extPriority = 1 << 3 // byte priority
 	extOrigin   = 1 << 4 // bytes queue, varint acktimeout, varint retry, bytes deadletter (requeue.go)
-	extKnown    = extUnique | extDebounce | extGroup | extPriority | extOrigin
+	extReason   = 1 << 5 // bytes: the job's last failure reason (reason.go)
+	extKnown    = extUnique | extDebounce | extGroup | extPriority | extOrigin | extReason
 )
 
 // Op codes 11 to 20 are taken by schedules, tombstones, limits, pauses and
@@ -111,6 +112,7 @@ type rec struct {
 	group         []byte  // GROUP: the job's group within its queue
 	priority      uint8   // PRIORITY: 0..9, higher first
 	origin        *origin // a dead-lettered job's origin queue and options (requeue.go)
+	reason        []byte  // add, move: the job's last failure reason (reason.go); nil: none, or unchanged
 	dst           []byte  // lmove: the destination queue
 	dsid          uint64  // lmove: the job's id in dst (did nil: a server id)
 	did           []byte
@@ -163,6 +165,7 @@ func (r *rec) encode(dst []byte) []byte {
 		dst = binary.AppendUvarint(dst, r.seq)
 		dst = binary.AppendUvarint(dst, uint64(r.deliveries))
 		dst = append(dst, r.flags)
+		dst = r.appendMoveExt(dst)
 	case opLMove:
 		dst = appendBytes(dst, r.dst)
 		if r.did == nil {
@@ -209,6 +212,9 @@ func (r *rec) appendExt(dst []byte) []byte {
 	if r.origin != nil {
 		bits |= extOrigin
 	}
+	if len(r.reason) > 0 {
+		bits |= extReason
+	}
 	if bits == 0 {
 		return dst
 	}
@@ -227,6 +233,9 @@ func (r *rec) appendExt(dst []byte) []byte {
 	}
 	if bits&extOrigin != 0 {
 		dst = r.origin.append(dst)
+	}
+	if bits&extReason != 0 {
+		dst = appendBytes(dst, r.reason)
 	}
 	return dst
 }
@@ -256,10 +265,14 @@ func (d *decoder) ext(r *rec) {
 	if bits&extOrigin != 0 {
 		r.origin = d.origin()
 	}
+	if bits&extReason != 0 {
+		r.reason = d.bytes()
+	}
 	// Only the canonical form: appendExt writes a bit only for a field that
 	// is set, so a record reads back to the bytes it came from.
 	if bits == 0 || (bits&extUnique != 0) != (r.uniqueTTL != 0) || (bits&extDebounce != 0) != (r.debounceUntil != 0) ||
-		(bits&extGroup != 0) != (len(r.group) > 0) || (bits&extPriority != 0) != (r.priority != 0) {
+		(bits&extGroup != 0) != (len(r.group) > 0) || (bits&extPriority != 0) != (r.priority != 0) ||
+		(bits&extReason != 0) != (len(r.reason) > 0) {
 		d.err = errBadRecord
 	}
 }
@@ -365,6 +378,7 @@ func (r *rec) decode(b []byte) error {
 		r.seq = d.uvarint()
 		r.deliveries = uint32(d.uvarint())
 		r.flags = d.byte()
+		d.moveExt(r)
 	case opAdd:
 		r.due = d.varint()
 		r.seq = d.uvarint()

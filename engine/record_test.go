@@ -31,6 +31,9 @@ func TestRecordRoundTrip(t *testing.T) {
 		{op: opRequeue, time: 13, queue: []byte("dlq"), sid: 4, dst: []byte("q"), dsid: 4, seq: 12,
 			ackTimeout: 5000, retry: 2, deadLetter: []byte("dlq")},
 		{op: opRequeue, time: 13, queue: []byte("dlq"), id: []byte("a"), dst: []byte("q"), dsid: 9, seq: 13, retry: -1},
+		{op: opAdd, time: 14, queue: []byte("dlq"), sid: 5, retry: -1, reason: []byte("db down"),
+			origin: &origin{queue: []byte("q"), retry: 3}},
+		{op: opMove, time: 15, queue: []byte("q"), sid: 5, due: 90, seq: 14, deliveries: 2, flags: flagReady, reason: []byte("timeout\x00")},
 	} {
 		var got rec
 		if err := got.decode(r.encode(nil)); err != nil {
@@ -47,7 +50,7 @@ func TestRecordRoundTrip(t *testing.T) {
 
 // normal makes empty and nil byte slices compare equal.
 func normal(r rec) rec {
-	for _, b := range []*[]byte{&r.queue, &r.payload, &r.deadLetter, &r.dst, &r.group} {
+	for _, b := range []*[]byte{&r.queue, &r.payload, &r.deadLetter, &r.dst, &r.group, &r.reason} {
 		if len(*b) == 0 {
 			*b = nil
 		}
@@ -66,6 +69,8 @@ func FuzzRecordDecode(f *testing.F) {
 	f.Add((&rec{op: opAdd, time: 1, queue: []byte("q"), id: []byte("u"), uniqueTTL: 9, group: []byte("g"), priority: 3}).encode(nil))
 	f.Add((&rec{op: opAdd, time: 1, queue: []byte("d"), sid: 2, origin: &origin{queue: []byte("q"), ackTimeout: 5, retry: 1, deadLetter: []byte("d")}}).encode(nil))
 	f.Add((&rec{op: opPause, time: 2, queue: []byte("q"), flags: 1}).encode(nil))
+	f.Add((&rec{op: opAdd, time: 1, queue: []byte("q"), sid: 2, reason: []byte("r")}).encode(nil))
+	f.Add((&rec{op: opMove, time: 1, queue: []byte("q"), sid: 2, reason: []byte("r")}).encode(nil))
 	f.Add((&rec{op: opRequeue, time: 3, queue: []byte("d"), id: []byte("x"), dst: []byte("q"), dsid: 7, seq: 4, retry: -1, deadLetter: []byte("d")}).encode(nil))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var r rec
@@ -88,5 +93,25 @@ func FuzzRecordDecode(f *testing.F) {
 func TestJobSize(t *testing.T) {
 	if jobSize != 64 {
 		t.Fatalf("job is %d bytes, want 64", jobSize)
+	}
+}
+
+// Records written before failure reasons existed read unchanged: a move
+// without its tail, an add without extReason; a tail with an unknown bit
+// or an empty reason is refused.
+func TestRecordReasonTailIsOptional(t *testing.T) {
+	old := (&rec{op: opMove, time: 6, queue: []byte("q"), id: []byte("y"), due: 80, seq: 9, deliveries: 1}).encode(nil)
+	var r rec
+	if err := r.decode(old); err != nil || r.reason != nil {
+		t.Fatalf("a move without a tail: %v, reason %q", err, r.reason)
+	}
+	for _, tail := range [][]byte{{2, 1, 'x'}, {1, 0}, {0}} {
+		if err := r.decode(append(append([]byte{}, old...), tail...)); err == nil {
+			t.Errorf("tail %v accepted", tail)
+		}
+	}
+	moved := (&rec{op: opMove, time: 6, queue: []byte("q"), id: []byte("y"), reason: []byte("why")}).encode(nil)
+	if err := r.decode(moved); err != nil || string(r.reason) != "why" {
+		t.Fatalf("a move with a reason: %v, %q", err, r.reason)
 	}
 }

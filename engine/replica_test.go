@@ -218,6 +218,9 @@ func replDump(e *Engine) string {
 		if o := e.origins[s]; o != nil {
 			fmt.Fprintf(&sb, " origin=%q/%d/%d/%q", o.queue, o.ackTimeout, o.retry, o.deadLetter)
 		}
+		if r := e.reasonOf(s); r != "" {
+			fmt.Fprintf(&sb, " reason=%q", r)
+		}
 		sb.WriteString("\n")
 	}
 	for _, name := range names {

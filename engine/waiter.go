@@ -11,12 +11,17 @@ type Waiter struct {
 	ready chan struct{} // gets one value when resolved
 	links []waitLink
 	mode  PopMode
-	move  *moveTo    // BLMOVE and BRPOPLPUSH: move the job rather than pop it
-	done  bool       // guarded by Engine.mu
-	d     Delivery   // written before ready is signalled
-	got   bool       // d holds a job (false: released by shutdown)
-	count int        // DELAY.MPOP: up to this many jobs (mpop.go)
-	more  []Delivery // DELAY.MPOP: the jobs after d
+	move  *moveTo  // BLMOVE and BRPOPLPUSH: move the job rather than pop it
+	done  bool     // guarded by Engine.mu
+	d     Delivery // written before ready is signalled
+	got   bool     // d holds a job (false: released by shutdown)
+	count int      // DELAY.MPOP: up to this many jobs (mpop.go)
+	// allow, if set (Guard), is asked under the lock before the waiter is
+	// served; false resolves it without a job and with refused set, the
+	// job left where it was.
+	allow   func() bool
+	refused bool
+	more    []Delivery // DELAY.MPOP: the jobs after d
 	// one holds the link of a waiter on a single queue (DELAY.POP and BLPOP
 	// with one key, what workers send), so parking allocates the waiter and
 	// its channel and no slice.
@@ -40,6 +45,21 @@ func (w *Waiter) Result() (Delivery, bool) {
 		traceWoken(w)
 	}
 	return w.d, w.got
+}
+
+// Refused reports whether the waiter was resolved because its Guard said
+// no when a job was there for it. Call it only after Ready fired.
+func (w *Waiter) Refused() bool { return w.refused }
+
+// Guard makes serving the waiter ask allow first, under the engine's lock
+// (so allow must be quick and take no lock the engine's callers hold): a
+// blocked client whose rights were taken away while it waited is answered
+// with an error and the job stays, as Redis 7.2 re-checks a blocked
+// command's permissions when it runs it again.
+func (e *Engine) Guard(w *Waiter, allow func() bool) {
+	e.mu.Lock()
+	w.allow = allow
+	e.mu.Unlock()
 }
 
 // PopOrWait pops as Pop does (mode says from which end, and whether the job
@@ -148,6 +168,11 @@ func (e *Engine) serveWaiters(qi uint32) {
 			return
 		}
 		w := q.whead.w
+		if w.allow != nil && !w.allow() {
+			w.refused = true
+			e.resolve(w, false)
+			continue
+		}
 		if w.move == nil {
 			w.d = e.takeFrom(qi, w.mode)
 			e.takeMore(w, qi)

@@ -524,6 +524,7 @@ func TestMonitorRedactsPasswordsAndPayloads(t *testing.T) {
 	expect(t, c, "OK", "AUTH", "default", "hunter2")
 	expect(t, c, anyReply{}, "HELLO", "2", "AUTH", "default", "hunter2", "SETNAME", "me")
 	expect(t, c, int64(3), "RPUSH", "q", "p1", "p2")
+	expect(t, c, int64(0), "DELAY.NACK", "q", "nosuch", "ERROR", "secret reason")
 	expect(t, c, anyReply{}, "CONFIG", "GET", "port") // admin: not shown
 	expect(t, c, "PONG", "PING")
 	prefix := regexp.MustCompile(`^\d{10}\.\d{6} \[0 ` + regexp.QuoteMeta(addr) + `\] `)
@@ -532,6 +533,7 @@ func TestMonitorRedactsPasswordsAndPayloads(t *testing.T) {
 		`"AUTH" "(redacted)" "(redacted)"`,
 		`"HELLO" "2" "AUTH" "(redacted)" "(redacted)" "SETNAME" "me"`,
 		`"RPUSH" "q" "(redacted)" "(redacted)"`,
+		`"DELAY.NACK" "q" "nosuch" "ERROR" "(redacted)"`,
 		`"PING"`,
 	}
 	// go-redis's own handshake (HELLO, CLIENT SETINFO) may come first.

@@ -118,13 +118,13 @@ func TestFlowCommands(t *testing.T) {
 		cmd("OK", "DELAY.LIMIT", "q", "CONCURRENCY", 2, "RATE", 10, 1000, "GROUPCONCURRENCY", 1),
 		cmd([]any{"concurrency", int64(2), "rate", int64(10), "per_ms", int64(1000), "group_concurrency", int64(1),
 			"reserved", int64(0), "tokens", int64(10)}, "DELAY.LIMIT", "q"),
-		cmd(errIs("ERR syntax error"), "DELAY.LIMIT", "q", "RATE", 10),
-		cmd(errIs("ERR syntax error"), "DELAY.LIMIT", "q", "SPEED", 10),
-		cmd(errIs("ERR syntax error"), "DELAY.LIMIT", "q", "OFF", "CONCURRENCY", 1),
-		cmd(errIs("ERR value is out of range, must be positive"), "DELAY.LIMIT", "q", "CONCURRENCY", 0),
-		cmd(errIs("ERR value is not an integer or out of range"), "DELAY.LIMIT", "q", "CONCURRENCY", "x"),
+		cmd(errIs("ERR syntax error: option 'RATE' needs 2 values"), "DELAY.LIMIT", "q", "RATE", 10),
+		cmd(errIs("ERR syntax error: unknown option 'SPEED'"), "DELAY.LIMIT", "q", "SPEED", 10),
+		cmd(errIs("ERR syntax error: OFF takes no other option"), "DELAY.LIMIT", "q", "OFF", "CONCURRENCY", 1),
+		cmd(errIs("ERR CONCURRENCY must be an integer from 1 to 2147483647"), "DELAY.LIMIT", "q", "CONCURRENCY", 0),
+		cmd(errIs("ERR CONCURRENCY must be an integer from 1 to 2147483647"), "DELAY.LIMIT", "q", "CONCURRENCY", "x"),
 		cmd(errIs("ERR wrong number of arguments for 'delay.limit' command"), "DELAY.LIMIT"),
-		cmd(errIs("ERR priority must be an integer from 0 to 9"), "DELAY.ADD", "q", 0, "x", "PRIORITY", 10),
+		cmd(errIs("ERR PRIORITY must be an integer from 0 to 9"), "DELAY.ADD", "q", 0, "x", "PRIORITY", 10),
 	)
 	// GROUPCONCURRENCY 1: one job of group a at a time, b goes meanwhile.
 	for _, g := range []string{"a", "a", "b"} {

@@ -341,7 +341,7 @@ func TestIdentMPop(t *testing.T) {
 		}), "DELAY.MPOP", 1, 2, "a", "b", "COUNT", 2),
 		cmd(errIs("ERR numkeys should be greater than 0"), "DELAY.MPOP", 0, 0, "a"),
 		cmd(errIs("ERR count should be greater than 0"), "DELAY.MPOP", 0, 1, "a", "COUNT", 0),
-		cmd(errIs("ERR syntax error"), "DELAY.MPOP", 0, 3, "a", "b"),
+		cmd(errIs("ERR syntax error: numkeys is more than the keys given"), "DELAY.MPOP", 0, 3, "a", "b"),
 		cmd(errIs("ERR timeout is negative"), "DELAY.MPOP", -1, 1, "a"),
 		cmd([]any{"a", "b"}, "COMMAND", "GETKEYS", "DELAY.MPOP", 0, 2, "a", "b", "COUNT", 2),
 	)

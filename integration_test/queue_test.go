@@ -382,9 +382,14 @@ func TestDelayCommandsBadInput(t *testing.T) {
 		cmd(errIs(notInt), "DELAY.ADDAT", "q", "soon", "x"),
 		cmd(errIs(notInt), "DELAY.ADDAT", "q", "1e3", "x"),
 
-		cmd(errIs(syntax), "DELAY.ADD", "q", 10, "x", "FOO"),
-		cmd(errIs(syntax), "DELAY.ADD", "q", 10, "x", "ID"), // option without its value
-		cmd(errIs(syntax), "DELAY.ADDAT", "q", 10, "x", "BAR", "1"),
+		cmd(errIs(syntax+": unknown option 'FOO'"), "DELAY.ADD", "q", 10, "x", "FOO"),
+		cmd(errIs(syntax+": option 'ID' needs a value"), "DELAY.ADD", "q", 10, "x", "ID"),
+		cmd(errIs(syntax+": unknown option 'BAR'"), "DELAY.ADDAT", "q", 10, "x", "BAR", "1"),
+		cmd(errIs(syntax+": unknown option 'ACKTIMOUT'"), "DELAY.ADD", "q", 10, "x", "ACKTIMOUT", 5000),
+		cmd(errIs(syntax+": option 'ID' given twice"), "DELAY.ADD", "q", 10, "x", "ID", "a", "ID", "b"),
+		cmd(errIs("ERR REPLACE needs ID"), "DELAY.ADD", "q", 10, "x", "REPLACE"),
+		cmd(errIs(syntax+": unknown option 'BOGUS'"), "DELAY.NACK", "q", "id", 60000, "BOGUS", "x"),
+		cmd(errIs(syntax+": unknown option 'b'"), "DELAY.NACK", "q", "a", "b", "x"),
 
 		cmd(errIs("ERR timeout is not a float or out of range"), "DELAY.POP", "q", "abc"),
 		cmd(errIs("ERR timeout is not a float or out of range"), "DELAY.POP", "q", ""),

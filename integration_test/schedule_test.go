@@ -32,7 +32,7 @@ func TestScheduleCommands(t *testing.T) {
 		cmd("OK", "DELAY.SCHEDULE", "q", "tick", "EVERY", "200", "p", "MISFIRE", "all"),
 		cmd("OK", "DELAY.SCHEDULE", "q", "nightly", "CRON", "30 2 * * *", "TZ", "Europe/Berlin", "report"),
 		cmd(errIs("ERR invalid schedule: unknown time zone \"Nowhere/Land\""), "DELAY.SCHEDULE", "q", "x", "CRON", "0 * * * *", "TZ", "Nowhere/Land", "p"),
-		cmd(errIs("ERR syntax error"), "DELAY.SCHEDULE", "q", "x", "SOMETIMES", "5", "p"),
+		cmd(errIs("ERR syntax error: expected CRON or EVERY, got 'SOMETIMES'"), "DELAY.SCHEDULE", "q", "x", "SOMETIMES", "5", "p"),
 	)
 	start := time.Now()
 	r := waitPop(t, popAsync(c, 5*time.Second, "q", "2"), 6*time.Second)

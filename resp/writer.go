@@ -14,7 +14,12 @@ type writer struct {
 	// shared, if set, publishes proto to the connection's push path,
 	// which encodes pushes from other goroutines.
 	shared *atomic.Int32
+	errs   uint64 // error replies written, for INFO's error counts
 }
+
+// ErrorCount is where the writer counts the error replies it wrote; only
+// the connection's goroutine reads it (commands.Client).
+func (w *writer) ErrorCount() *uint64 { return &w.errs }
 
 func (w *writer) Proto() int { return w.proto }
 
@@ -32,6 +37,7 @@ func (w *writer) Status(s string) {
 }
 
 func (w *writer) Error(s string) {
+	w.errs++
 	w.buf = append(w.buf, '-')
 	w.buf = append(w.buf, s...)
 	w.buf = append(w.buf, '\r', '\n')

@@ -1,42 +1,126 @@
 #!/usr/bin/env bash
-# A delayd cluster on one machine, in one command:
+# A delayd cluster on one machine, its nodes in the background:
 #
-#   scripts/cluster.sh            # 3 nodes on ports 7001-7003 (bus 17001-17003), data in ./cluster-data
-#   NODES=5 PORT=7101 scripts/cluster.sh
+#   scripts/cluster.sh start          # 3 nodes on ports 7001-7003 (bus 17001-17003,
+#                                     # dashboards 8001-8003), data in ./cluster-data
+#   scripts/cluster.sh status         # each node: port, pid, role
+#   scripts/cluster.sh kill-node 2    # SIGKILL node 2 (port 7002), as a crash
+#   scripts/cluster.sh stop-node 2    # SIGTERM node 2: it hands leadership over and exits
+#   scripts/cluster.sh start-node 2   # start node 2 again from its data
+#   scripts/cluster.sh stop           # SIGTERM every node
+#   BASE_PORT=7100 NODES=5 scripts/cluster.sh start   # ports 7101-7105
 #
-# Then: redis-cli -c -p 7001 DELAY.ADD orders 1000 hello; redis-cli -p 7001 CLUSTER NODES.
-# Ctrl-C stops every node (SIGTERM: each answers its clients and exits cleanly).
-# Run it again to restart the same cluster from its data; delete the data dir
-# for a new one. Extra arguments go to every node (e.g. --cluster-ack leader).
+# Node N (1..NODES) listens on BASE_PORT+N; node 1 forms the group, the
+# others join it. Extra arguments after start or start-node go to the nodes
+# (e.g. --cluster-ack leader). A node started again keeps its id and log in
+# DATA/<port>; delete DATA for a new cluster. Each node writes its log to
+# DATA/<port>/delayd.out and its pid to DATA/<port>/delayd.pid.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 nodes=${NODES:-3}
-port=${PORT:-7001}
+base=${BASE_PORT:-7000}
 data=${DATA:-./cluster-data}
-bin=$(mktemp -d)/delayd
-go build -o "$bin" .
-pids=()
-stop() { kill -TERM "${pids[@]}" 2>/dev/null || true; wait; }
-trap stop INT TERM EXIT
-for i in $(seq 0 $((nodes - 1))); do
-  p=$((port + i))
+bin=$data/bin/delayd
+
+usage() {
+  sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//' >&2
+  exit 2
+}
+
+port_of() {
+  [[ "$1" =~ ^[0-9]+$ ]] && [ "$1" -ge 1 ] && [ "$1" -le "$nodes" ] || { echo "no node $1 (1..$nodes)" >&2; exit 2; }
+  echo $((base + $1))
+}
+
+pid_of() { # the pid of a running node, or nothing
+  local f=$data/$1/delayd.pid
+  [ -f "$f" ] && kill -0 "$(cat "$f")" 2>/dev/null && cat "$f"
+  return 0
+}
+
+build() {
+  mkdir -p "$data/bin"
+  go build -o "$bin" .
+}
+
+start_node() { # start_node N [flags...]
+  local n=$1 p
+  shift
+  p=$(port_of "$n")
+  if [ -n "$(pid_of "$p")" ]; then
+    echo "node $n (port $p) runs already, pid $(pid_of "$p")"
+    return
+  fi
   mkdir -p "$data/$p"
-  args=(--port "$p" --dir "$data/$p" --cluster-enabled yes --http-addr "127.0.0.1:$((p + 1000))")
-  if [ "$i" -eq 0 ]; then
-    args+=(--cluster-bootstrap)   # forms the group on the first start; a no-op after
+  local args=(--port "$p" --dir "$data/$p" --cluster-enabled yes --http-addr "127.0.0.1:$((p + 1000))")
+  if [ "$n" -eq 1 ]; then
+    args+=(--cluster-bootstrap) # forms the group on the first start; a no-op after
   else
-    args+=(--cluster-join "127.0.0.1:$port")
+    args+=(--cluster-join "127.0.0.1:$((base + 1))") # asks node 1; a member already is let be
   fi
-  "$bin" "${args[@]}" "$@" >"$data/$p/delayd.out" 2>&1 &
-  pids+=($!)
-  [ "$i" -eq 0 ] && sleep 1
-done
-echo "delayd cluster: $nodes nodes on ports $port-$((port + nodes - 1)); logs in $data/<port>/delayd.out; Ctrl-C stops it"
-for _ in $(seq 50); do
-  if command -v redis-cli >/dev/null && [ "$(redis-cli -p "$port" CLUSTER NODES 2>/dev/null | wc -l)" -ge "$nodes" ]; then
-    redis-cli -p "$port" CLUSTER NODES
-    break
+  nohup "$bin" "${args[@]}" "$@" >>"$data/$p/delayd.out" 2>&1 &
+  echo $! >"$data/$p/delayd.pid"
+  echo "node $n: port $p, pid $!"
+}
+
+signal_node() { # signal_node SIG N
+  local p pid
+  p=$(port_of "$2")
+  pid=$(pid_of "$p")
+  if [ -z "$pid" ]; then
+    echo "node $2 (port $p) is not running"
+    return
   fi
-  sleep 0.2
-done
-wait
+  kill "-$1" "$pid"
+  for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+  rm -f "$data/$p/delayd.pid"
+  echo "node $2 (port $p): $1 sent, pid $pid gone"
+}
+
+status() {
+  for n in $(seq "$nodes"); do
+    local p pid role=""
+    p=$(port_of "$n")
+    pid=$(pid_of "$p")
+    if [ -z "$pid" ]; then
+      echo "node $n  port $p  stopped"
+      continue
+    fi
+    if command -v redis-cli >/dev/null; then
+      role=$(redis-cli -p "$p" INFO replication 2>/dev/null | tr -d '\r' | sed -n 's/^role://p')
+    fi
+    echo "node $n  port $p  pid $pid  role ${role:-?}"
+  done
+}
+
+cmd=${1:-start}
+[ $# -gt 0 ] && shift
+case $cmd in
+start)
+  build
+  for n in $(seq "$nodes"); do
+    start_node "$n" "$@"
+    [ "$n" -eq 1 ] && sleep 1
+  done
+  if command -v redis-cli >/dev/null; then
+    for _ in $(seq 100); do
+      [ "$(redis-cli -p $((base + 1)) CLUSTER NODES 2>/dev/null | grep -c connected)" -ge "$nodes" ] && break
+      sleep 0.2
+    done
+    redis-cli -p $((base + 1)) CLUSTER NODES
+  fi
+  echo "delayd cluster: $nodes nodes on ports $((base + 1))-$((base + nodes)); scripts/cluster.sh stop stops it"
+  ;;
+start-node)
+  [ $# -ge 1 ] || usage
+  n=$1
+  shift
+  [ -x "$bin" ] || build
+  start_node "$n" "$@"
+  ;;
+stop-node) [ $# -eq 1 ] || usage; signal_node TERM "$1" ;;
+kill-node) [ $# -eq 1 ] || usage; signal_node KILL "$1" ;;
+stop) for n in $(seq "$nodes"); do signal_node TERM "$n"; done ;;
+status) status ;;
+*) usage ;;
+esac

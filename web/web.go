@@ -26,10 +26,18 @@ type Options struct {
 	// main does not start a Server when it is empty).
 	Addr       string
 	Dispatcher *commands.Dispatcher
-	// Password (requirepass), when set, makes every path but /healthz ask
-	// for a user and password with HTTP basic auth, checked against the
-	// dispatcher's users (auth); so does any ACL user with a password.
+	// Password (requirepass), when set, makes every path but /healthz (and
+	// those OpenMonitoring opens) ask for a user and password with HTTP
+	// basic auth, checked against the dispatcher's users (auth); so does
+	// any ACL user with a password, one added at run time included.
 	Password string
+	// OpenMonitoring leaves /metrics and /readyz open as /healthz always
+	// is: no credentials and no protected mode, for scrapers and probes that
+	// carry none (--http-monitoring-auth no). The dashboard stays behind
+	// auth. Off by default: with it on, a user added at run time no longer
+	// closes /metrics, so queue names and counts are there for anyone who
+	// reaches the address.
+	OpenMonitoring bool
 	// Ready says whether the server takes traffic (/readyz): the log has
 	// been replayed and, in a cluster, a leader is known.
 	Ready func() (bool, string)
@@ -115,8 +123,14 @@ func (s *Server) Close(timeout time.Duration) {
 // The request then runs its commands as that user (Server.Do), so the
 // dashboard offers a user only what the user may run. /healthz stays open:
 // it says only that the process answers, and probes seldom carry
-// credentials. Before any of that, protected mode turns away other hosts
-// with a 403 and Redis's DENIED text (protected).
+// credentials; so do /metrics and /readyz with OpenMonitoring. Before any
+// of that, protected mode turns away other hosts with a 403 and Redis's
+// DENIED text (protected).
+//
+// Auth turns on the moment any user has a password, an ACL SETUSER at run
+// time included, while RESP clients of a passwordless default user go on
+// without one: the dashboard's buttons are commands, and a password on
+// any user says the operator wants them guarded.
 func (s *Server) auth(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		d := s.opts.Dispatcher
@@ -124,7 +138,7 @@ func (s *Server) auth(next http.Handler) http.Handler {
 			http.Error(w, commands.DeniedText, http.StatusForbidden)
 			return
 		}
-		if r.URL.Path == "/healthz" || (s.opts.Password == "" && (d == nil || !d.NeedsAuth())) {
+		if s.open(r.URL.Path) || (s.opts.Password == "" && (d == nil || !d.NeedsAuth())) {
 			next.ServeHTTP(w, r)
 			return
 		}
@@ -139,14 +153,28 @@ func (s *Server) auth(next http.Handler) http.Handler {
 	})
 }
 
+// open reports whether path needs no credentials: /healthz always, and
+// /metrics and /readyz with OpenMonitoring. Exact paths: anything the mux
+// would clean or redirect first ("/./metrics") goes through auth.
+func (s *Server) open(path string) bool {
+	switch path {
+	case "/healthz":
+		return true
+	case "/metrics", "/readyz":
+		return s.opts.OpenMonitoring
+	}
+	return false
+}
+
 // protected reports whether protected mode refuses the request's peer, as
 // RESP refuses it on accept (the dispatcher decides for both). /healthz and
 // /readyz stay open: they say only whether the process answers and takes
 // traffic, and an orchestrator's probes come from the node's address, not
-// from loopback.
+// from loopback. /metrics joins them with OpenMonitoring: Prometheus
+// scrapes from its own host, and the operator asked for it open.
 func (s *Server) protected(r *http.Request) bool {
 	d := s.opts.Dispatcher
-	if d == nil || r.URL.Path == "/healthz" || r.URL.Path == "/readyz" {
+	if d == nil || r.URL.Path == "/readyz" || s.open(r.URL.Path) {
 		return false
 	}
 	ap, err := netip.ParseAddrPort(r.RemoteAddr)

@@ -434,6 +434,16 @@ const io = {
     });
   },
 
+  // writer is compat/failover_test.go's: with
+  // DELAYD_FAILOVER_SETTINGS=defaults, ioredis's defaults only.
+  async writer() {
+    const r = process.env.DELAYD_FAILOVER_SETTINGS === 'defaults'
+      ? new IORedis.Cluster(addrs)
+      : io.openCluster();
+    r.on('error', () => {});
+    return writer('io', (q, id) => r.call('DELAY.ADD', q, '3600000', 'x', 'ID', id));
+  },
+
   async resp3() {
     throw new NotApplicable('ioredis speaks RESP2 only');
   },
@@ -686,53 +696,29 @@ const nr = {
     assert.equal(r.masters[0].port, lead.port, 'the master is the leader');
   },
 
-  // failover: node-redis 5 reads the slot map again only on MOVED and ASK
-  // (node-redis issue #2806); a master that dies never says MOVED, so its
-  // cluster client sends to the dead leader until the app steps in. What an
-  // app does, and this check does: the nodes give up reconnecting quickly
-  // (reconnectStrategy, so queued commands fail instead of waiting), and a
-  // command that failed without a server reply (the connection, not an
-  // ErrorReply such as CLUSTERDOWN) makes the app replace its cluster client
-  // with a new one, which reads the slot map from the root nodes.
+  // failover: through nrCall, what an app must do to follow a failover.
   async failover() {
     return failover(async () => {
-      let r = null;
-      let opening = null;
-      const client = () => {
-        if (r) return r;
-        opening ??= (async () => {
-          const c = createCluster({
-            rootNodes: addrs.map((socket) => ({ socket })),
-            defaults: { socket: { connectTimeout: 1000, reconnectStrategy: (retries) => (retries > 3 ? new Error('node gone') : 100) } },
-          });
-          c.on('error', () => {});
-          opened.push(c);
-          await withTimeout(c.connect(), 5000, 'cluster connect()');
-          r = c;
-          return c;
-        })().finally(() => {
-          opening = null;
-        });
-        return opening;
-      };
-      const call = async (key, args) => {
-        const c = await client();
-        try {
-          return await c.sendCommand(key, false, args);
-        } catch (e) {
-          if (!(e instanceof ErrorReply) && r === c) {
-            r = null;
-            c.destroy();
-          }
-          throw e;
-        }
-      };
+      const call = nrCall();
       return {
         add: (q, id, d) => call(q, ['DELAY.ADD', q, String(d), id, 'ID', id, 'ACKTIMEOUT', '5000']),
         pop: (q) => call(q, ['DELAY.POP', q, '1']),
         ack: (q, id) => call(q, ['DELAY.ACK', q, id]),
       };
     });
+  },
+
+  // writer is compat/failover_test.go's: with
+  // DELAYD_FAILOVER_SETTINGS=defaults, createCluster's defaults only.
+  async writer() {
+    let call = nrCall();
+    if (process.env.DELAYD_FAILOVER_SETTINGS === 'defaults') {
+      const c = createCluster({ rootNodes: addrs.map((socket) => ({ socket })) });
+      c.on('error', () => {});
+      await withTimeout(c.connect(), 5000, 'cluster connect()');
+      call = (key, args) => c.sendCommand(key, false, args);
+    }
+    return writer('nr', (q, id) => call(q, ['DELAY.ADD', q, '3600000', 'x', 'ID', id]));
   },
 };
 
@@ -766,6 +752,70 @@ async function schedule(call) {
   const [key, jobs] = await call('DELAY.MPOP', '1', '1', 'mail', 'COUNT', '2');
   assert.equal(key, 'mail');
   assert.deepEqual(jobs.map((j) => j[1]), ['high', 'low']);
+}
+
+// nrCall is node-redis's cluster client as an app keeps it through a
+// failover: node-redis 5 reads the slot map again only on MOVED and ASK
+// (node-redis issue #2806); a master that dies never says MOVED, so its
+// cluster client sends to the dead leader until the app steps in. What an
+// app does, and the README says: the nodes give up reconnecting quickly
+// (reconnectStrategy, so queued commands fail instead of waiting), and a
+// command that failed without a server reply (the connection, not an
+// ErrorReply such as CLUSTERDOWN) makes the app replace its cluster client
+// with a new one, which reads the slot map from the root nodes. It returns
+// call(firstKey, args).
+function nrCall() {
+  let r = null;
+  let opening = null;
+  const client = () => {
+    if (r) return r;
+    opening ??= (async () => {
+      const c = createCluster({
+        rootNodes: addrs.map((socket) => ({ socket })),
+        defaults: { socket: { connectTimeout: 1000, reconnectStrategy: (retries) => (retries > 3 ? new Error('node gone') : 100) } },
+      });
+      c.on('error', () => {});
+      opened.push(c);
+      await withTimeout(c.connect(), 5000, 'cluster connect()');
+      r = c;
+      return c;
+    })().finally(() => {
+      opening = null;
+    });
+    return opening;
+  };
+  return async (key, args) => {
+    const c = await client();
+    try {
+      return await c.sendCommand(key, false, args);
+    } catch (e) {
+      if (!(e instanceof ErrorReply) && r === c) {
+        r = null;
+        c.destroy();
+      }
+      throw e;
+    }
+  };
+}
+
+// writer adds jobs {fo}<prefix>-0, -1, ... (delayed an hour, each with its
+// ID, a failed add retried with it) and prints "ack <id>" for each the
+// server acknowledged and "err <kind>" for a failure, until it is killed:
+// the writer of compat/failover_test.go, which times the failover.
+async function writer(prefix, add) {
+  const q = `{fo}${prefix}`;
+  for (let i = 0; ;) {
+    const id = `${prefix}-${i}`;
+    try {
+      await add(q, id);
+      console.log(`ack ${id}`);
+      i++;
+    } catch (e) {
+      console.log(`err ${e.constructor.name}: ${String(e.message).slice(0, 120)}`);
+      await new Promise((res) => setTimeout(res, 50));
+    }
+    await new Promise((res) => setTimeout(res, 10));
+  }
 }
 
 // ---- main ----

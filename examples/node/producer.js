@@ -10,6 +10,8 @@
 //   ACK_TIMEOUT   ms a worker has to ACK a job before it is delivered again (default 30000)
 //   UNIQUE_MS     ms an ID stays taken after its job is done (default 86400000)
 //   DIGEST_QUEUE  queue of the daily digest (default jobs:digest)
+//   ID_PREFIX     first part of each job's ID (default node): producers in
+//                 other languages use their own, so running two adds both sets
 //
 // UNIQUE keeps the ID taken for a day after the job is done, so even a retry
 // that comes after a worker finished the job is a no-op. The daily digest is
@@ -25,6 +27,7 @@ const count = Number(process.env.COUNT || 3);
 const delayMs = Number(process.env.DELAY_MS || 1000);
 const ackTimeout = Number(process.env.ACK_TIMEOUT || 30000);
 const unique = Number(process.env.UNIQUE_MS || 86400000);
+const prefix = process.env.ID_PREFIX || 'node';
 
 const redis = new Redis({ host, port: Number(port) });
 
@@ -46,12 +49,12 @@ async function main() {
   for (let i = 1; i <= count; i++) {
     // The ID comes from the producer's own data (an order number, a message
     // id), so the same job always has the same ID.
-    const id = `welcome-${i}`;
+    const id = `${prefix}-welcome-${i}`;
     if (await add(id, JSON.stringify({ user: i, mail: 'welcome' }))) console.log(`added ${id}`);
     else console.log(`${id} was already added`);
   }
   // A retry of the first job, as after a lost reply: nothing changes.
-  if (!(await add('welcome-1', 'again'))) console.log('retry of welcome-1: already added, nothing changed');
+  if (!(await add(`${prefix}-welcome-1`, 'again'))) console.log(`retry of ${prefix}-welcome-1: already added, nothing changed`);
   // Each firing is a job with the ID daily-digest:<fire time in unix ms>, so
   // it is never doubled.
   await redis.call('DELAY.SCHEDULE', process.env.DIGEST_QUEUE || 'jobs:digest', 'daily-digest',

@@ -14,6 +14,8 @@ day however many producers register it (DELAY.SCHEDULE is an upsert by name).
     ACK_TIMEOUT   ms a worker has to ACK a job before it is delivered again (default 30000)
     UNIQUE_MS     ms an ID stays taken after its job is done (default 86400000)
     DIGEST_QUEUE  queue of the daily digest (default jobs:digest)
+    ID_PREFIX     first part of each job's ID (default py): producers in other
+                  languages use their own, so running two adds both sets
 """
 
 import os
@@ -27,6 +29,7 @@ count = int(os.environ.get("COUNT", "3"))
 delay = int(os.environ.get("DELAY_MS", "1000"))
 ack_timeout = int(os.environ.get("ACK_TIMEOUT", "30000"))
 unique = int(os.environ.get("UNIQUE_MS", "86400000"))
+prefix = os.environ.get("ID_PREFIX", "py")
 
 r = redis.Redis(host=host, port=int(port), decode_responses=True)
 
@@ -48,15 +51,15 @@ def add(job_id, payload):
 for i in range(1, count + 1):
     # The ID comes from the producer's own data (an order number, a message
     # id), so the same job always has the same ID.
-    job_id = f"welcome-{i}"
+    job_id = f"{prefix}-welcome-{i}"
     if add(job_id, f'{{"user":{i},"mail":"welcome"}}'):
         print(f"added {job_id}", flush=True)
     else:
         print(f"{job_id} was already added", flush=True)
 
 # A retry of the first job, as after a lost reply: nothing changes.
-if not add("welcome-1", "again"):
-    print("retry of welcome-1: already added, nothing changed", flush=True)
+if not add(f"{prefix}-welcome-1", "again"):
+    print(f"retry of {prefix}-welcome-1: already added, nothing changed", flush=True)
 
 # The recurring job: each firing is a job with the ID
 # daily-digest:<fire time in unix ms>, so it is never doubled.

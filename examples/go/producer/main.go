@@ -15,6 +15,8 @@
 //	ACK_TIMEOUT   ms a worker has to ACK a job before it is delivered again (default 30000)
 //	UNIQUE_MS     ms an ID stays taken after its job is done (default 86400000)
 //	DIGEST_QUEUE  queue of the daily digest (default jobs:digest)
+//	ID_PREFIX     first part of each job's ID (default go): producers in other
+//	              languages use their own, so running two adds both sets
 package main
 
 import (
@@ -37,12 +39,13 @@ func main() {
 	delay := envInt("DELAY_MS", 1000)
 	ackTimeout := envInt("ACK_TIMEOUT", 30000)
 	unique := envInt("UNIQUE_MS", 86400000)
+	prefix := env("ID_PREFIX", "go")
 
 	ctx := context.Background()
 	for i := 1; i <= count; i++ {
 		// The ID comes from the producer's own data (an order number, a
 		// message id), so the same job always has the same ID.
-		id := fmt.Sprintf("welcome-%d", i)
+		id := fmt.Sprintf("%s-welcome-%d", prefix, i)
 		payload := fmt.Sprintf(`{"user":%d,"mail":"welcome"}`, i)
 		add := func() (bool, error) {
 			err := rdb.Do(ctx, "DELAY.ADD", queue, delay, payload, "ID", id, "ACKTIMEOUT", ackTimeout, "UNIQUE", unique).Err()
@@ -70,9 +73,9 @@ func main() {
 		}
 	}
 	// A retry of the first job, as after a lost reply: nothing changes.
-	err := rdb.Do(ctx, "DELAY.ADD", queue, delay, "again", "ID", "welcome-1", "ACKTIMEOUT", ackTimeout, "UNIQUE", unique).Err()
+	err := rdb.Do(ctx, "DELAY.ADD", queue, delay, "again", "ID", prefix+"-welcome-1", "ACKTIMEOUT", ackTimeout, "UNIQUE", unique).Err()
 	if errors.Is(err, redis.Nil) {
-		fmt.Println("retry of welcome-1: already added, nothing changed")
+		fmt.Printf("retry of %s-welcome-1: already added, nothing changed\n", prefix)
 	} else if err != nil {
 		log.Fatalf("DELAY.ADD retry: %v", err)
 	}

@@ -1,0 +1,88 @@
+package cluster
+
+import (
+	"testing"
+	"time"
+)
+
+// A node Raft elected is not the leader the commands show until it takes
+// writes: between the two (its barrier) it would name itself master and
+// answer CLUSTERDOWN. The other nodes still name it, since they redirect
+// to it and it will serve in a moment.
+func TestLeaderOnlyWhileServing(t *testing.T) {
+	nodes := startGroup(t, 3)
+	leader := leaderOf(t, nodes)
+	var follower *testNode
+	for _, n := range nodes {
+		if n != leader {
+			follower = n
+		}
+	}
+	waitFor(t, 10*time.Second, "the follower to name the leader", func() bool {
+		l, ok := follower.c.Leader()
+		return ok && l.ID == leader.c.ID()
+	})
+	if l, ok := leader.c.Leader(); !ok || !l.Self {
+		t.Fatalf("the serving leader: Leader() = %+v, %v", l, ok)
+	}
+
+	leader.c.leading.Store(false) // as before becomeLeader's barrier
+	if l, ok := leader.c.Leader(); ok {
+		t.Errorf("elected, not serving: Leader() = %+v, want none", l)
+	}
+	for _, n := range leader.c.Nodes() {
+		if n.Leader {
+			t.Errorf("elected, not serving: Nodes() marks %s leader", n.ID)
+		}
+	}
+	if _, ok := leader.c.LastLeader(); ok {
+		t.Errorf("LastLeader names a node while this node led last")
+	}
+	leader.c.leading.Store(true)
+}
+
+// While an election replaces a leader that died, a follower knows no
+// leader and names the lost one as LastLeader, the master CLUSTER NODES
+// shows failing.
+func TestLastLeaderDuringElection(t *testing.T) {
+	nodes := startGroup(t, 3)
+	leader := leaderOf(t, nodes)
+	var follower *testNode
+	for _, n := range nodes {
+		if n != leader {
+			follower = n
+		}
+	}
+	waitFor(t, 10*time.Second, "the follower to name the leader", func() bool {
+		l, ok := follower.c.Leader()
+		return ok && l.ID == leader.c.ID()
+	})
+	if _, ok := follower.c.LastLeader(); ok {
+		t.Fatal("LastLeader names a node while a leader is known")
+	}
+	lost := leader.c.ID()
+	// Raft stops without handing leadership over, as a killed process.
+	if err := leader.c.r().Shutdown().Error(); err != nil {
+		t.Fatal(err)
+	}
+	sawElection := false
+	waitFor(t, 15*time.Second, "a new leader", func() bool {
+		l, ok := follower.c.Leader()
+		if !ok {
+			if last, ok := follower.c.LastLeader(); ok {
+				sawElection = true
+				if last.ID != lost || last.Leader {
+					t.Fatalf("during the election LastLeader = %+v, want %s", last, lost)
+				}
+			}
+			return false
+		}
+		return l.ID != lost
+	})
+	if !sawElection { // an election takes at least a timeout; samples are 10 ms apart
+		t.Error("no sample saw the follower without a leader and naming the lost one")
+	}
+	if _, ok := follower.c.LastLeader(); ok {
+		t.Error("LastLeader names a node once a new leader is known")
+	}
+}

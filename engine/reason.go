@@ -1,0 +1,120 @@
+package engine
+
+import "encoding/binary"
+
+// Failure reasons: DELAY.NACK key id [delay-ms] [ERROR text].
+//
+// A job keeps the last failure reason given for it (a NACK's ERROR text, or
+// "ack timeout" when a reservation expired) until it ends: through its
+// retries, into its dead-letter queue, and back out with DELAY.REQUEUE, so
+// the operator looking at a dead letter sees why it died. A NACK without
+// ERROR leaves the reason as it was.
+//
+// Few jobs fail, so the reason is not in the 64-byte job record: the text
+// lives in a side table by slot (Engine.reasons, flagged jobReason) and is
+// freed with the slot (freeSlot). An expiry's reason is one flag bit,
+// jobTimedOut, and no table entry, so a fleet of workers dying with a
+// million jobs reserved costs nothing when those reservations expire.
+//
+// In the log the reason travels:
+//   - in the add record's tail (extReason), so a rewrite, a snapshot and a
+//     dead-lettering (whose add record recreates the job in its new queue)
+//     keep it;
+//   - in the move record's optional tail (moveReason): a NACK is one move
+//     record that also sets the reason. A move without the tail (an older
+//     log; RESCHEDULE, PROMOTE, a delivery taken back) leaves it alone.
+//
+// An expiry is not logged; replay derives it, reason included, as it does
+// the expiry itself. A requeue record needs nothing: the job keeps its
+// reason where it goes.
+
+// ReasonAckTimeout is the failure reason a job gets when its reservation
+// expires without an ACK or NACK.
+const ReasonAckTimeout = "ack timeout"
+
+var reasonAckTimeout = []byte(ReasonAckTimeout)
+
+// MaxReason bounds a failure reason's length in bytes.
+const MaxReason = 1024
+
+// The move record's optional tail: a uvarint of these bits, then each field
+// whose bit is set. No bit set: no tail (older logs read unchanged).
+const (
+	moveReason   = 1 << 0 // bytes reason
+	moveExtKnown = moveReason
+)
+
+// reasonOf returns the failure reason of the job in slot s, or "".
+func (e *Engine) reasonOf(s uint32) string {
+	j := e.jobs.at(s)
+	switch {
+	case j.flags&jobReason != 0:
+		return e.reasons[s]
+	case j.flags&jobTimedOut != 0:
+		return ReasonAckTimeout
+	}
+	return ""
+}
+
+// setReason gives the job in slot s its failure reason; "" keeps the one it
+// has. The text is copied.
+func (e *Engine) setReason(s uint32, text []byte) {
+	if len(text) == 0 {
+		return
+	}
+	j := e.jobs.at(s)
+	if string(text) == ReasonAckTimeout {
+		if j.flags&jobReason != 0 {
+			delete(e.reasons, s)
+		}
+		j.flags = j.flags&^jobReason | jobTimedOut
+		return
+	}
+	if e.reasons == nil {
+		e.reasons = make(map[uint32]string)
+	}
+	j.flags = j.flags&^jobTimedOut | jobReason
+	e.reasons[s] = string(text)
+}
+
+// Reason returns the last failure reason of a job (a NACK's ERROR text, or
+// ReasonAckTimeout), and whether the job exists; "" when it has none. For
+// the dashboard, as DELAY.GET shows it. O(1).
+func (e *Engine) Reason(queueName, id []byte) (string, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	qi, ok := e.queueFor(queueName, false)
+	if !ok {
+		return "", false
+	}
+	s, ok := e.lookup(qi, id)
+	if !ok {
+		return "", false
+	}
+	return e.reasonOf(s), true
+}
+
+// appendMoveExt appends the move record's optional tail.
+func (r *rec) appendMoveExt(dst []byte) []byte {
+	if len(r.reason) == 0 {
+		return dst
+	}
+	dst = binary.AppendUvarint(dst, moveReason)
+	return appendBytes(dst, r.reason)
+}
+
+// moveExt reads the move record's optional tail, if there is one; only the
+// canonical form (a bit for a field that is set).
+func (d *decoder) moveExt(r *rec) {
+	if d.err != nil || len(d.b) == 0 {
+		return
+	}
+	bits := d.uvarint()
+	if bits == 0 || bits&^moveExtKnown != 0 {
+		d.err = errBadRecord
+		return
+	}
+	if r.reason = d.bytes(); d.err == nil && len(r.reason) == 0 {
+		d.err = errBadRecord
+	}
+}
