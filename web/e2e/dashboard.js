@@ -469,6 +469,22 @@ async function charts(page) {
   await within(30000, 'the server\'s rates', async () => (await points('#ov-charts polyline[data-series=adds]')) >= 1 || 'none yet');
 }
 
+// Failure reasons (DELAY.NACK ... ERROR) on a dead-letter list and a job's
+// page.
+async function reasons(page) {
+  step = 'reasons: a job nacked with a reason, dead-lettered';
+  await resp('DELAY.ADD', 'payments', '0', '{"amount":12}', 'ID', 'pay-1', 'RETRY', '0', 'ACKTIMEOUT', '60000', 'DEADLETTER', 'payments-dead');
+  const popped = await resp('DELAY.POP', 'payments', '1');
+  check(popped && popped.includes('pay-1'), `DELAY.POP payments: ${JSON.stringify(popped)}`);
+  eq(await resp('DELAY.NACK', 'payments', 'pay-1', 'ERROR', 'card declined: insufficient funds'), 1, 'DELAY.NACK');
+  const j = await resp('DELAY.GET', 'payments-dead', 'pay-1');
+  eq(j.error, 'card declined: insufficient funds', 'DELAY.GET error');
+  await goto(page, '/queue?key=payments-dead');
+  eq(await page.locator('#q-ready tr[data-id="pay-1"] [data-k=error]').textContent(), j.error, 'the reason in the dead-letter list');
+  await goto(page, '/job?key=payments-dead&id=pay-1');
+  check((await page.locator('[data-k=reason]').textContent()).includes(j.error), 'the reason on the job page');
+}
+
 async function phone(browser) {
   step = 'phone';
   const ctx = await browser.newContext({ viewport: { width: 390, height: 844 }, deviceScaleFactor: 2, isMobile: true, hasTouch: true });
@@ -612,6 +628,7 @@ async function big(browser) {
       await actions(page);
       await jobActions(page);
       await charts(page);
+      await reasons(page);
       await ctx.close();
       await phone(browser);
       console.log(`every page and action checked in ${Date.now() - t0}ms`);
