@@ -173,10 +173,9 @@ func cmdAck(d *Dispatcher, c *Client, args [][]byte) {
 
 // cmdNack is DELAY.NACK key id [delay-ms] [ERROR text], exactly. The text
 // (1 to engine.MaxReason bytes: a reason, not a stack dump) becomes the
-// job's last failure reason. A word
-// that is neither a delay nor ERROR is refused by name, never dropped (a
-// delay ignored would make the job ready at once, a second id ignored
-// would leave that job reserved).
+// job's last failure reason. A word that is neither a delay nor ERROR is
+// refused by name, never dropped (a delay ignored would make the job ready
+// at once, a second id ignored would leave that job reserved).
 func cmdNack(d *Dispatcher, c *Client, args [][]byte) {
 	var delay int64
 	var reason []byte
@@ -296,6 +295,7 @@ func cmdStats(d *Dispatcher, c *Client, args [][]byte) {
 		n    uint64
 	}{
 		{"delayed", uint64(s.Delayed)}, {"ready", uint64(s.Ready)}, {"reserved", uint64(s.Reserved)},
+		{"latency", uint64(s.Latency)},
 		{"added", s.Added}, {"deliveries", s.Deliveries}, {"redeliveries", s.Redeliveries}, {"acks", s.Acks},
 		{"nacks", s.Nacks}, {"expired", s.Expired}, {"dead_lettered", s.DeadLettered},
 		{"paused", boolCount(s.Paused)},

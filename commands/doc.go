@@ -3,7 +3,8 @@
 // auth before any handler runs. Handlers parse and validate arguments, call
 // the engine, and shape replies through the Writer the resp package gives
 // them. Redis's exact error wording lives here, so clients map our errors to
-// their usual exceptions.
+// their usual exceptions; the DELAY.* commands' options go through one
+// parser (options.go) whose errors keep Redis's prefix and name the word.
 //
 // Until main publishes the engine (SetEngine, once the log is loaded), every
 // command not flagged Loading gets Redis's LOADING error; flagged handlers

@@ -3,6 +3,8 @@ package commands
 import (
 	"strings"
 	"testing"
+	"testing/synctest"
+	"time"
 )
 
 // DELAY.UPCOMING, DELAY.REQUEUE, DELAY.PAUSE, DELAY.RESUME: arguments,
@@ -120,6 +122,78 @@ func TestOpsRouting(t *testing.T) {
 	for _, cmd := range []string{"DELAY.PAUSE foo", "DELAY.RESUME foo", "DELAY.UPCOMING foo", "DELAY.REQUEUE foo ALL"} {
 		if got := f.do(fcl, strings.Fields(cmd)...); got != movedFoo {
 			t.Errorf("on a follower, %s: %s, want %s", cmd, got, movedFoo)
+		}
+	}
+}
+
+// DELAY.STATS latency and INFO queues' latency lines: ms since the oldest
+// ready job's due time, the oldest queue first, names escaped so each line
+// stays one key:value.
+func TestLatencyInStatsAndInfo(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := newNode(t, nil)
+		c := n.client()
+		n.do(c, "DELAY.ADD", "jobs:mail", "0", "p")
+		time.Sleep(1500 * time.Millisecond)
+		n.do(c, "DELAY.ADD", "b", "0", "p")
+		n.do(c, "DELAY.ADD", "b", "0", "p")
+		time.Sleep(500 * time.Millisecond)
+		n.do(c, "DELAY.ADD", "idle", "60000", "p")
+		if got := n.do(c, "DELAY.STATS", "jobs:mail"); !strings.HasPrefix(got, "*") ||
+			!strings.Contains(got, "$reserved :0 $latency :2000 $added") {
+			t.Fatalf("DELAY.STATS: %s", got)
+		}
+		if got := n.do(c, "DELAY.STATS", "idle"); !strings.Contains(got, "$latency :0 ") {
+			t.Fatalf("DELAY.STATS of a queue with no ready job: %s", got)
+		}
+		info := n.do(c, "INFO", "queues")
+		for _, line := range []string{"latency_max_ms:2000\r\n", "queue_jobs\\x3amail:ready=1,latency_ms=2000\r\nqueue_b:ready=2,latency_ms=500\r\n"} {
+			if !strings.Contains(info, line) {
+				t.Errorf("INFO queues lacks %q:\n%s", line, info)
+			}
+		}
+		if strings.Contains(info, "queue_idle") {
+			t.Errorf("INFO queues lists a queue with no ready job:\n%s", info)
+		}
+	})
+}
+
+func TestInfoNameEscapes(t *testing.T) {
+	for in, want := range map[string]string{
+		"plain": "plain", "a:b": `a\x3ab`, "a,b=c": `a\x2cb\x3dc`, "sp ace\r\n": `sp\x20ace\x0d\x0a`,
+		`back\slash`: `back\x5cslash`, "\xff": `\xff`, "{tag}.x-y/z": "{tag}.x-y/z",
+	} {
+		if got := infoName(in); got != want {
+			t.Errorf("infoName(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// DELAY.UPCOMING and DELAY.RESERVED take AFTER time id (the last job of
+// the page before), with or without a count; the old forms still work.
+func TestUpcomingAndReservedAfter(t *testing.T) {
+	n := newNode(t, nil)
+	c := n.client()
+	for _, tc := range []struct{ cmd, want string }{
+		{"DELAY.ADDAT q 4000000000000 pa ID a", "$a"},
+		{"DELAY.ADDAT q 4000000000000 pb ID b", "$b"},
+		{"DELAY.ADDAT q 4100000000000 pc ID c", "$c"},
+		{"DELAY.UPCOMING q 2", "*2 *3 $a :4000000000000 $pa *3 $b :4000000000000 $pb"},
+		{"DELAY.UPCOMING q 2 AFTER 4000000000000 b", "*1 *3 $c :4100000000000 $pc"},
+		{"DELAY.UPCOMING q AFTER 4000000000000 a", "*2 *3 $b :4000000000000 $pb *3 $c :4100000000000 $pc"},
+		{"DELAY.UPCOMING q after 4100000000000 c", "*0"},
+		// The cursor's job gone: from its millisecond again.
+		{"DELAY.UPCOMING q 5 AFTER 4000000000000 gone", "*3 *3 $a :4000000000000 $pa *3 $b :4000000000000 $pb *3 $c :4100000000000 $pc"},
+		{"DELAY.UPCOMING q 5 AFTER 4000000000001 gone", "*1 *3 $c :4100000000000 $pc"},
+		{"DELAY.UPCOMING q 5 AFTER x a", "-" + errAfterTime},
+		{"DELAY.UPCOMING q 5 AFTER 1", "-ERR syntax error: option 'AFTER' needs 2 values"},
+		{"DELAY.UPCOMING q 5 AFTER 1 a AFTER 2 b", "-ERR syntax error: option 'AFTER' given twice"},
+		{"DELAY.UPCOMING q 5 BEFORE 1 a", "-ERR syntax error: unknown option 'BEFORE'"},
+		{"DELAY.RESERVED q 5 AFTER 1 a", "*0"},
+		{"DELAY.RESERVED q AFTER 1", "-ERR syntax error: option 'AFTER' needs 2 values"},
+	} {
+		if got := n.do(c, strings.Fields(tc.cmd)...); got != tc.want {
+			t.Errorf("%s: %s, want %s", tc.cmd, got, tc.want)
 		}
 	}
 }

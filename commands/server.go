@@ -317,13 +317,15 @@ func cmdInfo(d *Dispatcher, c *Client, args [][]byte) {
 	})
 	section("Replication", d.replication())
 	section("CPU", cpuInfo()) // Redis's place for it: after Replication
-	section("Queues", [][2]string{
-		{"queues", strconv.Itoa(in.Queues)},
-		{"jobs", strconv.Itoa(in.Jobs)},
-		{"delayed", strconv.Itoa(in.Delayed)},
-		{"ready", strconv.Itoa(in.Ready)},
-		{"reserved", strconv.Itoa(in.Reserved)},
-	})
+	if all || want["queues"] {
+		section("Queues", append([][2]string{
+			{"queues", strconv.Itoa(in.Queues)},
+			{"jobs", strconv.Itoa(in.Jobs)},
+			{"delayed", strconv.Itoa(in.Delayed)},
+			{"ready", strconv.Itoa(in.Ready)},
+			{"reserved", strconv.Itoa(in.Reserved)},
+		}, latencyInfo(eng)...))
+	}
 	section("Cluster", [][2]string{{"cluster_enabled", clusterEnabled}})
 	section("Keyspace", keyspaceInfo(in)) // keyspace.go
 	// As Redis's commandstats and latencystats: not in the default

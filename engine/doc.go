@@ -37,7 +37,10 @@
 // object per job (links as pointers, payload as []byte) cost three pointers
 // per job to scan. All of them, and the wheel's nodes, are mapped outside
 // the Go heap (package offheap), so GOGC's headroom does not double them;
-// FLUSHALL and Close unmap them (dropPages).
+// FLUSHALL and Close unmap them (dropPages). What only a few jobs have (a
+// dead-letter queue, UNIQUE and DEBOUNCE, a dead letter's origin, a failure
+// reason: reason.go) lives in side tables by slot, flagged in the job's
+// flags and freed with its slot (freeSlot), so the record stays 64 bytes.
 //
 // # Synchronization
 //

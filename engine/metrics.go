@@ -118,6 +118,9 @@ type Metrics struct {
 	Stats
 	Waiters           int // blocked clients (INFO blocked_clients)
 	Lateness, AckTime Histogram
+	// OtherLatency is the largest latency (ms) of the queues not in Top;
+	// each of Top has its own in its QueueStats.
+	OtherLatency int64
 }
 
 // Metrics returns the top n queues by jobs with their counts, and the
@@ -188,10 +191,22 @@ func (e *Engine) Metrics(n int) Metrics {
 		}
 		return 1 // live queues' names are unique: never equal
 	})
+	now := e.nowMs()
 	m.Top = make([]NamedQueueStats, len(top))
 	for i, qi := range top {
 		m.Top[i] = NamedQueueStats{Name: e.queues[qi].name, QueueStats: e.queues[qi].stats()}
 		m.Top[i].Paused = e.pausedLocked([]byte(e.queues[qi].name))
+		m.Top[i].Latency = e.latency(qi, now)
+	}
+	// The rest's oldest ready job: one more pass, over the queues with one.
+	inTop := make(map[uint32]bool, len(top))
+	for _, qi := range top {
+		inTop[qi] = true
+	}
+	for i := range e.queues {
+		if q := &e.queues[i]; q.live && q.ready > 0 && !inTop[uint32(i)] {
+			m.OtherLatency = max(m.OtherLatency, e.latency(uint32(i), now))
+		}
 	}
 	return m
 }

@@ -85,7 +85,7 @@ func TestOpsUpcomingOrderAndBound(t *testing.T) {
 				qi := e.byName["q"]
 				mine := func(s uint32) bool { j := e.jobs.at(s); return j.queue == qi && j.state == stateDelayed }
 				walked, _ := e.wheel.Earliest(nil, n, -1, 0, mine)
-				scanned := e.scanEarliest(n, e.queues[qi].delayed, mine, e.byDue)
+				scanned := e.scanEarliest(n, e.queues[qi].delayed, mine, mine, e.byDue)
 				e.mu.Unlock()
 				if !slices.Equal(walked, scanned) || len(walked) != len(exp) {
 					t.Fatalf("%s, count %d: the walk and the scan differ", what, n)
@@ -734,7 +734,7 @@ func TestOpsReservedByDeadline(t *testing.T) {
 		qi := e.byName["q"]
 		mine := func(s uint32) bool { j := e.jobs.at(s); return j.queue == qi && j.state == stateReserved }
 		walked, _ := e.wheel.Earliest(nil, 10, -1, 0, mine)
-		scanned := e.scanEarliest(10, e.queues[qi].reserved, mine, e.byDeadline)
+		scanned := e.scanEarliest(10, e.queues[qi].reserved, mine, mine, e.byDeadline)
 		e.mu.Unlock()
 		if !slices.Equal(walked, scanned) || len(walked) != 5 {
 			t.Fatalf("the walk %v and the scan %v differ", walked, scanned)

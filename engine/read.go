@@ -56,7 +56,8 @@ func (e *Engine) Get(queueName, id []byte) (JobInfo, bool) {
 // the queue existed.
 type QueueStats struct {
 	Delayed, Ready, Reserved int
-	Paused                   bool // DELAY.PAUSE: a name's, so also when the queue is empty
+	Paused                   bool  // DELAY.PAUSE: a name's, so also when the queue is empty
+	Latency                  int64 // ms the oldest ready job has waited since its due time, 0 with none (latency.go)
 
 	Added, Deliveries, Redeliveries, Acks, Nacks, Expired, DeadLettered uint64
 }
@@ -71,6 +72,7 @@ func (e *Engine) QueueStats(queueName []byte) QueueStats {
 	}
 	st := e.queues[qi].stats()
 	st.Paused = e.pausedLocked(queueName)
+	st.Latency = e.latency(qi, e.nowMs())
 	return st
 }
 

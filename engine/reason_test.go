@@ -199,3 +199,23 @@ func TestReasonFollowersAndSnapshot(t *testing.T) {
 		}
 	}, replDump, "reason=")
 }
+
+// A list pop removes the job; handed back because its client left, the job
+// comes back with its reason (Delivery carries it).
+func TestReasonSurvivesAHandBack(t *testing.T) {
+	e := newEngine(t, Options{})
+	addOpts(t, e, AddArgs{Queue: b("q"), ID: b("j"), Payload: b("p"), AckTimeout: 1000, Retry: -1})
+	mustPop(t, e, "q")
+	nackReason(t, e, "q", "j", 0, "flaky")
+	ds, ok := e.ListPop(b("q"), 1, false)
+	if !ok || len(ds) != 1 {
+		t.Fatal("list pop")
+	}
+	if _, ok := e.Reason(b("q"), b("j")); ok {
+		t.Fatal("a list pop left the job")
+	}
+	if !e.Requeue(ds[0]) {
+		t.Fatal("the hand-back was refused")
+	}
+	reasonIs(t, e, "q", "j", "flaky")
+}

@@ -5,7 +5,28 @@ import (
 	"slices"
 )
 
-// DELAY.UPCOMING key [count]: the next delayed jobs of a queue, by due time.
+// DELAY.UPCOMING key [count] [AFTER due id]: the next delayed jobs of a
+// queue, by due time; DELAY.RESERVED key [count] [AFTER deadline id]: its
+// reserved jobs, by ack deadline.
+//
+// A whole queue is listed page by page with a cursor the client already
+// holds, as ZRANGEBYSCORE's exclusive bounds do: the time and id of the
+// last job of the page before. The server finds that job and goes on
+// strictly after its (time, add order). If it is gone, or its time
+// changed, the page starts at the first job of that millisecond instead:
+// jobs of that millisecond may come again, none is skipped. So, as SCAN
+// promises, a job that stays delayed (reserved) with the same time for the
+// whole listing is returned at least once, and exactly once unless a
+// page's last job left between pages and others shared its millisecond.
+// Jobs added meanwhile after the cursor are listed; jobs made ready, taken
+// or cancelled before their page are not.
+
+// Cursor is where a page of DELAY.UPCOMING or DELAY.RESERVED starts: after
+// the job ID, whose due time (ack deadline) was Time.
+type Cursor struct {
+	Time int64
+	ID   []byte
+}
 
 // Upcoming is one delayed job as DELAY.UPCOMING shows it.
 type Upcoming struct {
@@ -35,9 +56,17 @@ const upcomingWalkShare = 64
 // Cost: O(min(J, S/64) log count), J the jobs visited and S the job slots,
 // plus O(S) when the walk gives up; never a sort of all the queue's jobs.
 func (e *Engine) Upcoming(queueName []byte, count int) []Upcoming {
+	return e.UpcomingAfter(queueName, count, nil)
+}
+
+// UpcomingAfter is Upcoming from a cursor (nil: from the start): the next
+// page of a listing. Same cost, but the walk can no longer stop once it has
+// seen every job of the queue: a page deep in a long queue costs the slab
+// scan, O(S).
+func (e *Engine) UpcomingAfter(queueName []byte, count int, after *Cursor) []Upcoming {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	hs := e.earliestOf(queueName, count, stateDelayed, e.byDue)
+	hs := e.earliestOf(queueName, count, stateDelayed, e.byDue, after)
 	if len(hs) == 0 {
 		return nil
 	}
@@ -63,9 +92,15 @@ type Reservation struct {
 // ack deadline passes first: the reservation deadlines ride the same wheel
 // as due times, so this is Upcoming's walk with another filter. Same cost.
 func (e *Engine) Reserved(queueName []byte, count int) []Reservation {
+	return e.ReservedAfter(queueName, count, nil)
+}
+
+// ReservedAfter is Reserved from a cursor (nil: from the start), as
+// UpcomingAfter.
+func (e *Engine) ReservedAfter(queueName []byte, count int, after *Cursor) []Reservation {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	hs := e.earliestOf(queueName, count, stateReserved, e.byDeadline)
+	hs := e.earliestOf(queueName, count, stateReserved, e.byDeadline, after)
 	if len(hs) == 0 {
 		return nil
 	}
@@ -82,9 +117,10 @@ func (e *Engine) Reserved(queueName []byte, count int) []Reservation {
 
 // earliestOf returns the slots of up to count jobs of the named queue in
 // state (delayed or reserved: the two the wheel holds), the first the
-// wheel lets go of first, as order sorts them: the wheel walk within its
-// budget, else the slab scan. Called with mu held.
-func (e *Engine) earliestOf(queueName []byte, count int, state uint8, order func(a, b uint32) int) []uint32 {
+// wheel lets go of first, as order sorts them, after the cursor (nil: from
+// the first): the wheel walk within its budget, else the slab scan. Called
+// with mu held.
+func (e *Engine) earliestOf(queueName []byte, count int, state uint8, order func(a, b uint32) int, after *Cursor) []uint32 {
 	e.advanceLocked(e.nowMs())
 	qi, ok := e.queueFor(queueName, false)
 	if !ok || count <= 0 {
@@ -101,11 +137,38 @@ func (e *Engine) earliestOf(queueName []byte, count int, state uint8, order func
 		j := e.jobs.at(s)
 		return j.queue == qi && j.state == state
 	}
-	hs, ok := e.wheel.Earliest(nil, count, of, max(int(e.jobs.n)/upcomingWalkShare, 1024), mine)
+	admit, walkOf := mine, of
+	if after != nil {
+		from := e.cursorAt(qi, state, after)
+		admit = func(s uint32) bool { return mine(s) && from(s) }
+		walkOf = -1 // how many jobs lie after the cursor is not known
+	}
+	hs, ok := e.wheel.Earliest(nil, count, walkOf, max(int(e.jobs.n)/upcomingWalkShare, 1024), admit)
 	if !ok {
-		hs = e.scanEarliest(count, of, mine, order)
+		hs = e.scanEarliest(count, of, mine, admit, order)
 	}
 	return hs
+}
+
+// cursorAt returns the test of a job of queue qi in state coming after the
+// cursor: strictly after the cursor's job in (time, add order) if it is
+// still there in that state with that time, else at or after its time.
+func (e *Engine) cursorAt(qi uint32, state uint8, c *Cursor) func(s uint32) bool {
+	timeOf := func(s uint32) int64 {
+		if state == stateReserved {
+			d, _ := e.wheel.Due(s)
+			return d
+		}
+		return e.jobs.at(s).due
+	}
+	if s, ok := e.lookup(qi, c.ID); ok && e.jobs.at(s).state == state && timeOf(s) == c.Time {
+		seq := e.jobs.at(s).seq
+		return func(s uint32) bool {
+			t := timeOf(s)
+			return t > c.Time || t == c.Time && e.jobs.at(s).seq > seq
+		}
+	}
+	return func(s uint32) bool { return timeOf(s) >= c.Time }
 }
 
 // byDue orders delayed jobs as they will become ready: (due, add order).
@@ -122,9 +185,10 @@ func (e *Engine) byDeadline(a, b uint32) int {
 	return cmp.Or(cmp.Compare(da, db), cmp.Compare(e.jobs.at(a).seq, e.jobs.at(b).seq))
 }
 
-// scanEarliest returns the first n jobs that keep accepts, in order,
-// reading the slab in order and stopping after of of them.
-func (e *Engine) scanEarliest(n, of int, keep func(s uint32) bool, order func(a, b uint32) int) []uint32 {
+// scanEarliest returns the first n jobs that admit accepts, in order,
+// reading the slab in order and stopping after of jobs that keep accepts
+// (admit accepts only jobs keep does).
+func (e *Engine) scanEarliest(n, of int, keep, admit func(s uint32) bool, order func(a, b uint32) int) []uint32 {
 	before := func(a, b uint32) bool { return order(a, b) < 0 }
 	heap := make([]uint32, 0, min(n, of)) // a max-heap: heap[0] is the latest kept
 	seen := 0
@@ -133,6 +197,7 @@ func (e *Engine) scanEarliest(n, of int, keep func(s uint32) bool, order func(a,
 			continue
 		}
 		switch {
+		case !admit(s):
 		case len(heap) < n:
 			heap = append(heap, s)
 			for i := len(heap) - 1; i > 0; {

@@ -315,18 +315,21 @@ func (s *server) spawn() error {
 }
 
 // waitReady polls with a raw PING until any reply but -LOADING (+PONG, or
-// -NOAUTH when a password is set) comes back, the process exits, or the
-// deadline passes. (Under a password the check cannot see the load: a test
-// that sets one and restarts on a long log waits for LOADING to end itself.)
+// -NOAUTH when a password is set that the test did not pass as
+// --requirepass) comes back, the process exits, or the deadline passes.
+// With --requirepass the PING follows an AUTH, so the load is seen through
+// the password too (a PING alone would get -NOAUTH while the log loads, and
+// the test's first command -LOADING).
 func (s *server) waitReady(limit time.Duration) error {
 	deadline := time.Now().Add(limit)
+	pass := s.requirepass()
 	for {
 		select {
 		case <-s.done:
 			return fmt.Errorf("server exited with code %d before it answered PING on %s", s.ExitCode(), s.Addr())
 		default:
 		}
-		if pingOnceTLS(s.Addr(), s.tls) {
+		if pingOnceAuth(s.Addr(), s.tls, pass) {
 			return nil
 		}
 		if time.Now().After(deadline) {
@@ -338,8 +341,31 @@ func (s *server) waitReady(limit time.Duration) error {
 
 func pingOnce(addr string) bool { return pingOnceTLS(addr, nil) }
 
+// requirepass is the last --requirepass of the server's arguments, or
+// DELAYD_REQUIREPASS of its environment ("" when neither).
+func (s *server) requirepass() string {
+	pass := ""
+	for _, kv := range s.env {
+		if v, ok := strings.CutPrefix(kv, "DELAYD_REQUIREPASS="); ok {
+			pass = v
+		}
+	}
+	for i, a := range s.args {
+		if a == "--requirepass" && i+1 < len(s.args) {
+			pass = s.args[i+1]
+		} else if v, ok := strings.CutPrefix(a, "--requirepass="); ok {
+			pass = v
+		}
+	}
+	return pass
+}
+
 // pingOnceTLS is pingOnce over TLS with cfg (nil: plain TCP).
-func pingOnceTLS(addr string, cfg *tls.Config) bool {
+func pingOnceTLS(addr string, cfg *tls.Config) bool { return pingOnceAuth(addr, cfg, "") }
+
+// pingOnceAuth is pingOnceTLS, after AUTH pass when pass is not empty: true
+// when the PING's reply is anything but -LOADING.
+func pingOnceAuth(addr string, cfg *tls.Config, pass string) bool {
 	var c net.Conn
 	var err error
 	if cfg != nil {
@@ -352,10 +378,18 @@ func pingOnceTLS(addr string, cfg *tls.Config) bool {
 	}
 	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(time.Second))
-	if _, err := c.Write([]byte("*1\r\n$4\r\nPING\r\n")); err != nil {
+	req := "*1\r\n$4\r\nPING\r\n"
+	if pass != "" {
+		req = fmt.Sprintf("*2\r\n$4\r\nAUTH\r\n$%d\r\n%s\r\n", len(pass), pass) + req
+	}
+	if _, err := c.Write([]byte(req)); err != nil {
 		return false
 	}
-	line, err := bufio.NewReader(c).ReadString('\n')
+	r := bufio.NewReader(c)
+	line, err := r.ReadString('\n')
+	if pass != "" && err == nil {
+		line, err = r.ReadString('\n') // the PING's, after AUTH's +OK or error
+	}
 	return err == nil && (strings.HasPrefix(line, "+") || strings.HasPrefix(line, "-")) &&
 		!strings.HasPrefix(line, "-LOADING")
 }

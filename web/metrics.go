@@ -76,6 +76,7 @@ type collector struct {
 	maxQueues int
 
 	buildInfo, connected, blocked, queues, paused, jobs *prometheus.Desc
+	latency                                             *prometheus.Desc
 	queueTotal, total, totalOnly                        []*prometheus.Desc
 	lateness, ackTime                                   *prometheus.Desc
 	fsync, logSize, rewrites, commands, commandTime     *prometheus.Desc
@@ -95,6 +96,8 @@ func newCollector(s *Server) *collector {
 		paused:    d("queue_paused", "1 while DELAY.PAUSE holds the queue (DELAY.STATS paused), for the queues with their own label", "queue"),
 		jobs: d("queue_jobs", "Jobs by queue and state (delayed, ready, reserved); queue=\"_other\" sums the queues past --metrics-max-queues",
 			"queue", "state"),
+		latency: d("queue_latency_seconds", "How long the queue's oldest ready job has waited since its due time, 0 with none (DELAY.STATS latency), the figure to scale workers on;"+
+			" queue=\"_other\" is the largest of the queues past --metrics-max-queues", "queue"),
 		lateness: d("job_lateness_seconds", "How late jobs were handed out: hand-out time minus due time, first deliveries only"),
 		ackTime:  d("job_ack_duration_seconds", "Time from hand-out (or the last DELAY.TOUCH) to DELAY.ACK"),
 		fsync:    d("log_fsync_duration_seconds", "Duration of the append-only log's fsyncs"),
@@ -116,7 +119,7 @@ func newCollector(s *Server) *collector {
 }
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.buildInfo, c.connected, c.blocked, c.queues, c.paused, c.jobs, c.lateness,
+	for _, d := range []*prometheus.Desc{c.buildInfo, c.connected, c.blocked, c.queues, c.paused, c.jobs, c.latency, c.lateness,
 		c.ackTime, c.fsync, c.logSize, c.rewrites, c.commands, c.commandTime} {
 		ch <- d
 	}
@@ -166,6 +169,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		gauge(c.jobs, float64(q.Delayed), label, "delayed")
 		gauge(c.jobs, float64(q.Ready), label, "ready")
 		gauge(c.jobs, float64(q.Reserved), label, "reserved")
+		gauge(c.latency, float64(q.Latency)/1000, label)
 		if label != OtherQueue {
 			paused := 0.0
 			if q.Paused {
@@ -191,6 +195,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		other.Ready -= q.Ready
 		other.Reserved -= q.Reserved
 	}
+	other.Latency = m.OtherLatency
 	perQueue(OtherQueue, &other)
 	for k, qc := range queueCounters {
 		t := qc.total(&m.Stats)

@@ -108,32 +108,36 @@ func TestMetricsAfterAWorkload(t *testing.T) {
 			`delayd_queue_jobs{queue="b",state="delayed"}`:      2,
 			`delayd_queue_jobs{queue="_other",state="ready"}`:   1,
 			`delayd_queue_jobs{queue="_other",state="delayed"}`: 0,
-			`delayd_queue_added_total{queue="a"}`:               3,
-			`delayd_queue_added_total{queue="b"}`:               2,
-			`delayd_queue_added_total{queue="_other"}`:          2, // c and d, gone since
-			`delayd_queue_delivered_total{queue="a"}`:           3,
-			`delayd_queue_delivered_total{queue="_other"}`:      2,
-			`delayd_queue_acked_total{queue="a"}`:               1,
-			`delayd_queue_nacked_total{queue="a"}`:              1,
-			`delayd_queue_expired_total{queue="_other"}`:        1,
-			`delayd_queue_dead_lettered_total{queue="_other"}`:  1,
-			`delayd_queue_dead_lettered_total{queue="a"}`:       0,
-			`delayd_jobs_added_total`:                           7,
-			`delayd_jobs_delivered_total`:                       5,
-			`delayd_jobs_redelivered_total`:                     0,
-			`delayd_jobs_acked_total`:                           1,
-			`delayd_jobs_nacked_total`:                          1,
-			`delayd_jobs_expired_total`:                         1,
-			`delayd_jobs_dead_lettered_total`:                   1,
-			`delayd_jobs_dropped_total`:                         0,
-			`delayd_job_lateness_seconds_count`:                 5,
-			`delayd_job_lateness_seconds_sum`:                   5 * 0.020,
-			`delayd_job_ack_duration_seconds_count`:             1,
-			`delayd_job_ack_duration_seconds_sum`:               0.005,
-			`delayd_commands_total{command="delay.add"}`:        7,
-			`delayd_commands_total{command="delay.pop"}`:        5,
-			`delayd_blocked_clients`:                            0,
-			`delayd_connected_clients`:                          0,
+			// a's ready job (a1, NACKed) and dl's (c) were due when added, 225 ms ago.
+			`delayd_queue_latency_seconds{queue="a"}`:          0.225,
+			`delayd_queue_latency_seconds{queue="b"}`:          0,
+			`delayd_queue_latency_seconds{queue="_other"}`:     0.225,
+			`delayd_queue_added_total{queue="a"}`:              3,
+			`delayd_queue_added_total{queue="b"}`:              2,
+			`delayd_queue_added_total{queue="_other"}`:         2, // c and d, gone since
+			`delayd_queue_delivered_total{queue="a"}`:          3,
+			`delayd_queue_delivered_total{queue="_other"}`:     2,
+			`delayd_queue_acked_total{queue="a"}`:              1,
+			`delayd_queue_nacked_total{queue="a"}`:             1,
+			`delayd_queue_expired_total{queue="_other"}`:       1,
+			`delayd_queue_dead_lettered_total{queue="_other"}`: 1,
+			`delayd_queue_dead_lettered_total{queue="a"}`:      0,
+			`delayd_jobs_added_total`:                          7,
+			`delayd_jobs_delivered_total`:                      5,
+			`delayd_jobs_redelivered_total`:                    0,
+			`delayd_jobs_acked_total`:                          1,
+			`delayd_jobs_nacked_total`:                         1,
+			`delayd_jobs_expired_total`:                        1,
+			`delayd_jobs_dead_lettered_total`:                  1,
+			`delayd_jobs_dropped_total`:                        0,
+			`delayd_job_lateness_seconds_count`:                5,
+			`delayd_job_lateness_seconds_sum`:                  5 * 0.020,
+			`delayd_job_ack_duration_seconds_count`:            1,
+			`delayd_job_ack_duration_seconds_sum`:              0.005,
+			`delayd_commands_total{command="delay.add"}`:       7,
+			`delayd_commands_total{command="delay.pop"}`:       5,
+			`delayd_blocked_clients`:                           0,
+			`delayd_connected_clients`:                         0,
 		}
 		for k, v := range want {
 			if g, ok := got[k]; !ok || g != v {
@@ -147,7 +151,9 @@ func TestMetricsAfterAWorkload(t *testing.T) {
 			key := map[string]string{"added": "added", "deliveries": "delivered", "redeliveries": "redelivered",
 				"acks": "acked", "nacks": "nacked", "expired": "expired", "dead_lettered": "dead_lettered"}[field]
 			name := `delayd_queue_` + key + `_total{queue="a"}`
-			if key == "" {
+			if field == "latency" {
+				name, n = `delayd_queue_latency_seconds{queue="a"}`, n/1000
+			} else if key == "" {
 				name = `delayd_queue_jobs{queue="a",state="` + field + `"}`
 			}
 			if got[name] != n {
