@@ -171,10 +171,7 @@ func (d *dashboard) sample(ctx context.Context, now time.Time) {
 	}
 }
 
-// queueSample reads one queue's counters and latency. DELAY.STATS's
-// latency field is the age of the oldest ready job; a server without it
-// gets the age of the job next handed out (the head of the ready list,
-// DELAY.PEEK and DELAY.GET's due), which is the same for a FIFO queue.
+// queueSample reads one queue's counters and latency (DELAY.STATS).
 func (d *dashboard) queueSample(ctx context.Context, name string, now time.Time) chartSample {
 	x := chartSample{at: now.UnixMilli(), latency: -1}
 	v, err := d.do(ctx, "DELAY.STATS", name)
@@ -182,7 +179,6 @@ func (d *dashboard) queueSample(ctx context.Context, name string, now time.Time)
 		return x
 	}
 	x.countersKnown = true
-	hasLatency := false
 	for _, f := range fields(v) {
 		switch f.Name {
 		case "added":
@@ -194,34 +190,10 @@ func (d *dashboard) queueSample(ctx context.Context, name string, now time.Time)
 		case "ready":
 			x.ready = num(f.Value)
 		case "latency":
-			hasLatency, x.latency, x.latencyMeasure = true, num(f.Value), true
-		}
-	}
-	if !hasLatency {
-		x.latencyMeasure = true
-		x.latency = 0
-		if x.ready > 0 {
-			x.latency = d.headAge(ctx, name, now)
+			x.latency, x.latencyMeasure = num(f.Value), true
 		}
 	}
 	return x
-}
-
-// headAge is how long the job next handed out from a queue has been due.
-func (d *dashboard) headAge(ctx context.Context, name string, now time.Time) int64 {
-	v, err := d.do(ctx, "DELAY.PEEK", name, "1")
-	if err != nil {
-		return -1
-	}
-	l := list(v)
-	if len(l) == 0 || len(list(l[0])) == 0 {
-		return 0
-	}
-	g, err := d.do(ctx, "DELAY.GET", name, str(list(l[0])[0]))
-	if err != nil || g == nil {
-		return -1
-	}
-	return max(0, now.UnixMilli()-num(fieldMap(g)["due"]))
 }
 
 // discover takes one SCAN step from where the last one ended and tracks

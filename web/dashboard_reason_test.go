@@ -2,8 +2,18 @@ package web
 
 import (
 	"strings"
+	"sync"
 	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/delayd/delayd/commands"
+	"github.com/delayd/delayd/engine"
 )
+
+// What the engine learned in issue 30 (failure reasons, queue latency),
+// shown by the dashboard.
 
 // A failure reason (DELAY.NACK ... ERROR) shows on the dead-letter queue's
 // list and on the job's page, escaped.
@@ -25,5 +35,41 @@ func TestDashboardShowsFailureReasons(t *testing.T) {
 	must(t, s, "DELAY.ADD", "plain", "0", "x")
 	if _, body = get(t, s, "/queue?key=plain"); strings.Contains(body, "last error") {
 		t.Errorf("a queue without failed jobs shows a last error column")
+	}
+}
+
+// Queue latency (DELAY.STATS latency, INFO latency_max_ms) on the queue
+// page, in the queue list (sortable) and on the overview.
+func TestDashboardShowsQueueLatency(t *testing.T) {
+	var mu sync.Mutex
+	now := time.Unix(1_800_000_000, 0)
+	eng, err := engine.New(engine.Options{Now: func() time.Time { mu.Lock(); defer mu.Unlock(); return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { eng.Close() })
+	s := New(Options{Dispatcher: commands.New(commands.Options{Engine: eng, Log: zerolog.Nop()})})
+	must(t, s, "DELAY.ADD", "waiting", "0", "x")
+	must(t, s, "DELAY.ADD", "later", "600000", "x")
+	mu.Lock()
+	now = now.Add(5 * time.Second) // the ready job has waited 5s
+	mu.Unlock()
+	_, body := get(t, s, "/queue?key=waiting")
+	if v := dataValue(t, body, "latency"); v != "5000" {
+		t.Errorf("the queue page's latency: %s ms, want 5000", v)
+	}
+	if _, body = get(t, s, "/queue?key=later"); dataValue(t, body, "latency") != "0" {
+		t.Errorf("a queue with no ready job waits %s ms, want 0", dataValue(t, body, "latency"))
+	}
+	_, body = get(t, s, "/queues?sort=latency")
+	if !strings.Contains(body, `data-sort="latency">latency ▼</a>`) {
+		t.Errorf("the queue list is not sorted by latency")
+	}
+	if i, j := strings.Index(body, `data-queue="waiting"`), strings.Index(body, `data-queue="later"`); i < 0 || j < 0 || i > j {
+		t.Errorf("sorted by latency, the queue that waits comes first")
+	}
+	_, body = get(t, s, "/")
+	if v := dataValue(t, body, "latency"); v != "5000" {
+		t.Errorf("the overview's latency: %s ms, want 5000", v)
 	}
 }

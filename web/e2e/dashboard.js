@@ -470,7 +470,8 @@ async function charts(page) {
 }
 
 // Failure reasons (DELAY.NACK ... ERROR) on a dead-letter list and a job's
-// page.
+// page; queue latency on the queue page, its chart, the queue list and the
+// overview, against DELAY.STATS and INFO.
 async function reasons(page) {
   step = 'reasons: a job nacked with a reason, dead-lettered';
   await resp('DELAY.ADD', 'payments', '0', '{"amount":12}', 'ID', 'pay-1', 'RETRY', '0', 'ACKTIMEOUT', '60000', 'DEADLETTER', 'payments-dead');
@@ -483,6 +484,20 @@ async function reasons(page) {
   eq(await page.locator('#q-ready tr[data-id="pay-1"] [data-k=error]').textContent(), j.error, 'the reason in the dead-letter list');
   await goto(page, '/job?key=payments-dead&id=pay-1');
   check((await page.locator('[data-k=reason]').textContent()).includes(j.error), 'the reason on the job page');
+
+  step = 'latency';
+  await goto(page, '/queue?key=payments-dead');
+  const lat = Number((await resp('DELAY.STATS', 'payments-dead')).latency);
+  const shown = await value(page.locator('#q-head data[data-k=latency]'));
+  check(shown > 0 && Math.abs(shown - lat) < 3000, `the queue page's latency ${shown}ms, DELAY.STATS said ${lat}ms just after`);
+  await within(30000, 'a latency line', async () => (await page.locator('#q-charts polyline[data-series=latency]').count()) === 1 || 'none yet');
+  await goto(page, '/queues?match=payments*');
+  const row = await value(page.locator('tr[data-queue="payments-dead"] data[data-k=latency]'));
+  check(row > 0 && Math.abs(row - lat) < 5000, `the queue list's latency ${row}ms, DELAY.STATS said ${lat}ms`);
+  await goto(page, '/');
+  const most = Number((await info()).latency_max_ms);
+  const ov = await value(page.locator('#ov-jobs data[data-k=latency]'));
+  check(Math.abs(ov - most) < 5000, `the overview's latency ${ov}ms, INFO latency_max_ms ${most}`);
 }
 
 async function phone(browser) {
