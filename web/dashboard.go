@@ -9,6 +9,7 @@ import (
 	"html/template"
 	"io/fs"
 	"net/http"
+	"net/url"
 	"path"
 	"strconv"
 	"strings"
@@ -321,6 +322,11 @@ type queueData struct {
 	SchedErr    string
 	Show        int
 	Charts      chartsView
+	// Paging through the delayed and reserved jobs (AFTER due id): the
+	// next page's address when this one is full, and the first page's when
+	// this is not it.
+	UpNext, UpFirst   string
+	ResNext, ResFirst string
 }
 
 type jobRow struct {
@@ -365,13 +371,42 @@ func (d *dashboard) queue(ctx context.Context, r *http.Request) (string, any) {
 		}
 		q.Counts.Total = q.Counts.Delayed + q.Counts.Ready + q.Counts.Reserved
 	}
-	if v, err := d.do(ctx, "DELAY.UPCOMING", key, show); err != nil {
+	qv := r.URL.Query()
+	pageURL := func(prefix, due, id string) string {
+		v := url.Values{}
+		for k, vs := range qv {
+			if !strings.HasPrefix(k, prefix) {
+				v[k] = vs
+			}
+		}
+		if id != "" {
+			v.Set(prefix+"due", due)
+			v.Set(prefix+"id", id)
+		}
+		return "/queue?" + v.Encode()
+	}
+	after := func(args []string, prefix string) []string {
+		if id := qv.Get(prefix + "id"); id != "" {
+			return append(args, "AFTER", qv.Get(prefix+"due"), id)
+		}
+		return args
+	}
+	if qv.Get("uid") != "" {
+		q.UpFirst = pageURL("u", "", "")
+	}
+	if qv.Get("rid") != "" {
+		q.ResFirst = pageURL("r", "", "")
+	}
+	if v, err := d.do(ctx, after([]string{"DELAY.UPCOMING", key, show}, "u")...); err != nil {
 		q.UpcomingErr = err.Error()
 	} else {
 		for _, e := range list(v) {
 			if t := list(e); len(t) >= 3 {
 				q.Upcoming = append(q.Upcoming, jobRow{ID: str(t[0]), Due: num(t[1]), Preview: preview(bytesOf(t[2]))})
 			}
+		}
+		if n := len(q.Upcoming); n == queueShow {
+			q.UpNext = pageURL("u", strconv.FormatInt(q.Upcoming[n-1].Due, 10), q.Upcoming[n-1].ID)
 		}
 	}
 	if v, err := d.do(ctx, "DELAY.PEEK", key, show); err != nil {
@@ -393,13 +428,16 @@ func (d *dashboard) queue(ctx context.Context, r *http.Request) (string, any) {
 			}
 		}
 	}
-	if v, err := d.do(ctx, "DELAY.RESERVED", key, show); err != nil {
+	if v, err := d.do(ctx, after([]string{"DELAY.RESERVED", key, show}, "r")...); err != nil {
 		q.ReservedErr = err.Error()
 	} else {
 		for _, e := range list(v) {
 			if t := list(e); len(t) >= 4 {
 				q.Reserved = append(q.Reserved, jobRow{ID: str(t[0]), Due: num(t[1]), Deliveries: num(t[2]), Preview: preview(bytesOf(t[3]))})
 			}
+		}
+		if n := len(q.Reserved); n == queueShow {
+			q.ResNext = pageURL("r", strconv.FormatInt(q.Reserved[n-1].Due, 10), q.Reserved[n-1].ID)
 		}
 	}
 	if v, err := d.do(ctx, "DELAY.LIMIT", key); err == nil {

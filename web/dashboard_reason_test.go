@@ -1,6 +1,9 @@
 package web
 
 import (
+	"fmt"
+	"html"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -12,8 +15,8 @@ import (
 	"github.com/delayd/delayd/engine"
 )
 
-// What the engine learned in issue 30 (failure reasons, queue latency),
-// shown by the dashboard.
+// What the commands learned in issue 30 (failure reasons, queue latency,
+// cursors), shown by the dashboard.
 
 // A failure reason (DELAY.NACK ... ERROR) shows on the dead-letter queue's
 // list and on the job's page, escaped.
@@ -71,5 +74,29 @@ func TestDashboardShowsQueueLatency(t *testing.T) {
 	_, body = get(t, s, "/")
 	if v := dataValue(t, body, "latency"); v != "5000" {
 		t.Errorf("the overview's latency: %s ms, want 5000", v)
+	}
+}
+
+// The queue page pages through all of a queue's delayed jobs (DELAY.UPCOMING
+// ... AFTER due id), 25 at a time.
+func TestDashboardQueuePagesThroughDelayedJobs(t *testing.T) {
+	s := newTestServer(t, Options{})
+	for i := range 30 {
+		must(t, s, "DELAY.ADD", "q", fmt.Sprint(600_000+i*1000), "x", "ID", fmt.Sprintf("j%02d", i))
+	}
+	_, body := get(t, s, "/queue?key=q")
+	if strings.Count(body, `<tr data-id="j`) != 25 || strings.Contains(body, `data-id="j25"`) {
+		t.Fatalf("the first page does not list j00 to j24")
+	}
+	next := regexp.MustCompile(`<a href="([^"]+)" data-k="up-next"`).FindStringSubmatch(body)
+	if next == nil {
+		t.Fatalf("no next page link:\n%s", body)
+	}
+	_, body = get(t, s, html.UnescapeString(next[1]))
+	if n := strings.Count(body, `<tr data-id="j`); n != 5 || !strings.Contains(body, `data-id="j25"`) || !strings.Contains(body, `data-id="j29"`) {
+		t.Fatalf("the second page lists %d jobs, want j25 to j29", n)
+	}
+	if strings.Contains(body, `data-k="up-next"`) || !strings.Contains(body, `data-k="up-first"`) {
+		t.Errorf("the last page offers a next page, or no way back to the first")
 	}
 }
