@@ -131,6 +131,11 @@ func loadConfig(args []string, environ []string, stderr io.Writer) (config, erro
 		fs.String(s.name, s.def, s.help)
 	}
 	if err := fs.Parse(args); err != nil {
+		var iv *pflag.InvalidValueError
+		if errors.As(err, &iv) && iv.GetFlag().Value.Type() == "bool" {
+			// pflag's own: invalid argument "x" for "--repair" flag: strconv.ParseBool: ...
+			return config{}, fmt.Errorf("--%s: %q is not true or false (it takes no value: --%s)", iv.GetFlag().Name, iv.GetValue(), iv.GetFlag().Name)
+		}
 		return config{}, err
 	}
 	if fs.NArg() > 0 {
@@ -180,14 +185,38 @@ func loadConfig(args []string, environ []string, stderr io.Writer) (config, erro
 	})
 
 	c := config{ConfigFile: *configFile}
+	// Each bad value is one error (one line, main prints them) that names
+	// where it was given: --port, DELAYD_PORT, or the file. The checks that
+	// combine settings run only once every value is good: with --port abc,
+	// "port and tls-port are both 0" would be about a 0 no one wrote.
 	var errs []error
 	get := func(name string) string { return strings.TrimSpace(v.GetString(name)) }
+	bad := func(name, format string, a ...any) {
+		src, key := name, "DELAYD_"+strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
+		_, inEnv := env[key]
+		switch {
+		case fs.Changed(name):
+			src = "--" + name
+		case inEnv:
+			src = key
+		case *configFile != "" && v.InConfig(name):
+			src = name + " in " + *configFile
+		}
+		errs = append(errs, fmt.Errorf("%s: "+format, append([]any{src}, a...)...))
+	}
 	num := func(name string, min int64) int64 {
 		n, err := strconv.ParseInt(get(name), 10, 64)
 		if err != nil || n < min {
-			errs = append(errs, fmt.Errorf("%s: %q is not an integer >= %d", name, get(name), min))
+			bad(name, "%q is not an integer >= %d", get(name), min)
 		}
 		return n
+	}
+	port := func(name string) int {
+		n, err := strconv.ParseInt(get(name), 10, 64)
+		if err != nil || n < 0 || n > 65535 {
+			bad(name, "%q is not a TCP port (0 to 65535)", get(name))
+		}
+		return int(n)
 	}
 	yesno := func(name string) bool {
 		switch strings.ToLower(get(name)) {
@@ -196,7 +225,7 @@ func loadConfig(args []string, environ []string, stderr io.Writer) (config, erro
 		case "no", "false", "0", "off":
 			return false
 		}
-		errs = append(errs, fmt.Errorf("%s: %q is not yes or no", name, get(name)))
+		bad(name, "%q is not yes or no", get(name))
 		return false
 	}
 	oneOf := func(name string, allowed ...string) string {
@@ -206,14 +235,11 @@ func loadConfig(args []string, environ []string, stderr io.Writer) (config, erro
 				return val
 			}
 		}
-		errs = append(errs, fmt.Errorf("%s: %q is not one of %s", name, get(name), strings.Join(allowed, "|")))
+		bad(name, "%q is not one of %s", get(name), strings.Join(allowed, "|"))
 		return val
 	}
 	c.Bind = get("bind")
-	c.Port = int(num("port", 0))
-	if c.Port > 65535 {
-		errs = append(errs, fmt.Errorf("port: %d is not a TCP port", c.Port))
-	}
+	c.Port = port("port")
 	c.Dir = get("dir")
 	c.AppendOnly = yesno("appendonly")
 	c.AppendFsync = oneOf("appendfsync", "always", "everysec", "no")
@@ -223,14 +249,14 @@ func loadConfig(args []string, environ []string, stderr io.Writer) (config, erro
 	c.MaxJobs = int(num("max-jobs", 0))
 	c.MaxClients = int(num("max-clients", 1))
 	if n, err := commands.ParseMemory(get("maxmemory")); err != nil {
-		errs = append(errs, fmt.Errorf("maxmemory: %w", err))
+		bad("maxmemory", "%v", err)
 	} else {
 		c.MaxMemory = n
 	}
 	c.ProtectedMode = yesno("protected-mode")
 	c.Timeout = num("timeout", 0)
 	if lim, text, err := resp.ParseOutputLimit(get("client-output-buffer-limit")); err != nil {
-		errs = append(errs, fmt.Errorf("client-output-buffer-limit: %w", err))
+		bad("client-output-buffer-limit", "%v", err)
 	} else {
 		c.OutputLimit, c.OutputLimitText = lim, text
 	}
@@ -248,13 +274,12 @@ func loadConfig(args []string, environ []string, stderr io.Writer) (config, erro
 	c.HTTPAddrGiven = fs.Changed("http-addr") || inEnv || v.InConfig("http-addr")
 	c.HTTPMonitoringAuth = yesno("http-monitoring-auth")
 	c.MetricsMaxQueues = int(num("metrics-max-queues", 0))
-	c.TLSPort = int(num("tls-port", 0))
+	c.TLSPort = port("tls-port")
 	c.TLSCertFile = get("tls-cert-file")
 	c.TLSKeyFile = get("tls-key-file")
 	c.TLSCACertFile = get("tls-ca-cert-file")
 	c.TLSAuthClients = oneOf("tls-auth-clients", "yes", "no", "optional")
 	c.ClusterEnabled = yesno("cluster-enabled")
-	errs = append(errs, c.checkTLS()...) // after cluster-enabled, which it reads
 	c.ClusterNodeID = get("cluster-node-id")
 	c.ClusterBusAddr = get("cluster-bus-addr")
 	c.ClusterAnnounceAddr = get("cluster-announce-addr")
@@ -264,6 +289,19 @@ func loadConfig(args []string, environ []string, stderr io.Writer) (config, erro
 	c.ClusterAck = oneOf("cluster-ack", "quorum", "leader")
 	c.ClusterElectionTimeout = num("cluster-election-timeout", 50)
 	c.ClusterSnapshotEntries = num("cluster-snapshot-entries", 16)
+	if c.MaxPayloadBytes > 64<<20 {
+		// One job is one log record, and a record holds at most 64 MiB.
+		bad("max-payload-bytes", "at most 67108864 (64 MiB)")
+	}
+	if c.ClusterNodeID != "" && strings.ContainsAny(c.ClusterNodeID, " \t\r\n") {
+		bad("cluster-node-id", "no spaces")
+	}
+	if len(errs) > 0 {
+		return c, errors.Join(errs...)
+	}
+
+	// Checks across settings, every value good.
+	errs = append(errs, c.checkTLS()...)
 	if c.ClusterEnabled {
 		host := c.Bind
 		if host == "" || host == "0.0.0.0" || host == "::" {
@@ -293,13 +331,6 @@ func loadConfig(args []string, environ []string, stderr io.Writer) (config, erro
 			}
 			c.ClusterAnnounceBusAddr = net.JoinHostPort(h, p)
 		}
-		if c.ClusterNodeID != "" && strings.ContainsAny(c.ClusterNodeID, " \t\r\n") {
-			errs = append(errs, errors.New("cluster-node-id: no spaces"))
-		}
-	}
-	if c.MaxPayloadBytes > 64<<20 {
-		// One job is one log record, and a record holds at most 64 MiB.
-		errs = append(errs, errors.New("max-payload-bytes: at most 67108864 (64 MiB)"))
 	}
 	return c, errors.Join(errs...)
 }

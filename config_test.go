@@ -66,6 +66,46 @@ func TestConfigRejectsBadValues(t *testing.T) {
 	}
 }
 
+// TestBadValueIsOneLine: each bad value, from a flag, the environment or
+// the file, is one line on stderr naming where it was given and what is
+// wrong, and the exit code is 2; a bad value is not followed by checks
+// that read it (--port abc once added "port and tls-port are both 0").
+func TestBadValueIsOneLine(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "delayd.yaml")
+	if err := os.WriteFile(file, []byte("port: abc\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		args []string
+		env  []string
+		want []string // one line each
+	}{
+		{[]string{"--port", "abc"}, nil, []string{`delayd: --port: "abc" is not a TCP port (0 to 65535)`}},
+		{[]string{"--port", "70000"}, nil, []string{`delayd: --port: "70000" is not a TCP port (0 to 65535)`}},
+		{[]string{"--tls-port", "x"}, nil, []string{`delayd: --tls-port: "x" is not a TCP port (0 to 65535)`}},
+		{nil, []string{"DELAYD_PORT=abc"}, []string{`delayd: DELAYD_PORT: "abc" is not a TCP port (0 to 65535)`}},
+		{[]string{"--config", file}, nil, []string{`delayd: port in ` + file + `: "abc" is not a TCP port (0 to 65535)`}},
+		{[]string{"--appendonly", "maybe"}, nil, []string{`delayd: --appendonly: "maybe" is not yes or no`}},
+		{[]string{"--repair=maybe"}, nil, []string{`delayd: --repair: "maybe" is not true or false (it takes no value: --repair)`}},
+		{[]string{"--maxmemory", "lots"}, nil, []string{`delayd: --maxmemory: "lots" is not a memory size`}},
+		{[]string{"--nosuch", "1"}, nil, []string{`delayd: unknown flag: --nosuch`}},
+		{[]string{"--port", "abc", "--tick", "0"}, nil, []string{`delayd: --port: "abc"`, `delayd: --tick: "0" is not an integer >= 1`}},
+	} {
+		var out strings.Builder
+		code := run(tc.args, tc.env, &out)
+		lines := strings.Split(strings.TrimRight(out.String(), "\n"), "\n")
+		if code != 2 || len(lines) != len(tc.want) {
+			t.Errorf("%q %q: exit %d, %d lines:\n%s\nwant exit 2 and %d lines", tc.args, tc.env, code, len(lines), out.String(), len(tc.want))
+			continue
+		}
+		for i, w := range tc.want {
+			if !strings.HasPrefix(lines[i], w) {
+				t.Errorf("%q %q: line %q, want %q", tc.args, tc.env, lines[i], w)
+			}
+		}
+	}
+}
+
 // The config file in the repository documents every setting, with its default.
 func TestConfigYAMLDocumentsEveryDefault(t *testing.T) {
 	c, err := loadConfig([]string{"--config", "config.yaml"}, nil, io.Discard)

@@ -8,12 +8,10 @@ import (
 // checkTLS catches at start-up what would otherwise surface as every
 // handshake failing: a TLS port with no certificate, or client certificates
 // required with no CA to verify them against (Redis refuses that too).
-// Whether the files can be read is tlsconf.New's to say.
+// Whether the files can be read is tlsconf.New's to say. Called once each
+// value is valid (loadConfig).
 func (c *config) checkTLS() []error {
 	var errs []error
-	if c.TLSPort > 65535 {
-		errs = append(errs, fmt.Errorf("tls-port: %d is not a TCP port", c.TLSPort))
-	}
 	if c.Port == 0 && c.TLSPort == 0 {
 		errs = append(errs, errors.New("port and tls-port are both 0: configured to not listen anywhere"))
 	}

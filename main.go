@@ -54,7 +54,10 @@ func run(args, environ []string, stderr io.Writer) int {
 		return 0
 	}
 	if err != nil {
-		fmt.Fprintln(stderr, "delayd:", err)
+		// One line a bad value (errors.Join puts each on its own).
+		for _, line := range strings.Split(err.Error(), "\n") {
+			fmt.Fprintln(stderr, "delayd:", line)
+		}
 		return 2
 	}
 	log := newLogger(cfg, stderr)
@@ -296,7 +299,7 @@ func run(args, environ []string, stderr io.Writer) int {
 			Int("max_payload_bytes", cfg.MaxPayloadBytes).
 			Bool("requirepass", cfg.RequirePass != "").
 			Int("pid", os.Getpid()).
-			Dur("load_took", time.Since(start)).
+			Dur("load_took_ms", time.Since(start)).
 			Msg("delayd ready")
 		select {
 		case s := <-sigs:
@@ -325,7 +328,7 @@ func run(args, environ []string, stderr io.Writer) int {
 	}
 	loaded, total, records := loading.Progress()
 	log.Info().Str("reason", why).Int64("records", records).Int64("bytes", loaded).Int64("total_bytes", total).
-		Dur("took", time.Since(start)).Msg("delayd stopped while loading the log")
+		Dur("took_ms", time.Since(start)).Msg("delayd stopped while loading the log")
 	return 0
 }
 
@@ -346,7 +349,7 @@ func stopServer(log zerolog.Logger, srv *resp.Server, eng *engine.Engine, clu *c
 		log.Error().Err(err).Msg("closing the append-only log")
 		return 1
 	}
-	log.Info().Str("reason", why).Dur("took", time.Since(start)).Msg("delayd stopped")
+	log.Info().Str("reason", why).Dur("took_ms", time.Since(start)).Msg("delayd stopped")
 	return 0
 }
 
@@ -419,17 +422,18 @@ func envOf(environ []string, key string) string {
 func newLogger(cfg config, out io.Writer) zerolog.Logger {
 	level, _ := zerolog.ParseLevel(cfg.LogLevel)
 	format := cfg.LogFormat
+	tty := isTerminal(out) // logging.go
 	if format == "auto" {
 		format = "json"
-		if f, ok := out.(*os.File); ok {
-			if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
-				format = "console"
-			}
+		if tty {
+			format = "console"
 		}
 	}
 	setDurationFormat(format) // logging.go
 	if format == "console" {
-		out = zerolog.ConsoleWriter{Out: out, TimeFormat: time.RFC3339, FormatPrepare: roundDurations}
+		// Colours only on a terminal: --log-format console into a file or
+		// a pipe (journald, docker logs) must not carry escape codes.
+		out = zerolog.ConsoleWriter{Out: out, NoColor: !tty, TimeFormat: time.RFC3339, FormatPrepare: roundDurations}
 	}
 	return zerolog.New(out).Level(level).With().Timestamp().Logger()
 }

@@ -12,7 +12,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	"github.com/rs/zerolog"
@@ -312,7 +311,7 @@ func (c *Cluster) becomeLeader() {
 	c.eng.Lead()
 	c.leading.Store(true)
 	f.mu.Unlock()
-	c.log.Info().Uint64("term", f.ownTerm).Dur("took", time.Since(start)).Msg("leading: this node takes writes")
+	c.log.Info().Uint64("term", f.ownTerm).Dur("took_ms", time.Since(start)).Msg("leading: this node takes writes")
 	if c.onRole != nil {
 		c.onRole(true)
 	}
@@ -538,22 +537,4 @@ func nodeID(dir, given string) (string, error) {
 	}
 	id := hex.EncodeToString(raw[:])
 	return id, os.WriteFile(path, []byte(id+"\n"), 0o644)
-}
-
-// newHclog routes Raft's logging into the node's zerolog logger, one level
-// quieter (Raft is chatty at info).
-func newHclog(l zerolog.Logger) hclog.Logger {
-	return hclog.New(&hclog.LoggerOptions{
-		Name:       "raft",
-		Level:      hclog.Warn,
-		Output:     zerologWriter{l},
-		JSONFormat: false,
-	})
-}
-
-type zerologWriter struct{ l zerolog.Logger }
-
-func (w zerologWriter) Write(p []byte) (int, error) {
-	w.l.Warn().Str("component", "raft").Msg(strings.TrimSpace(string(p)))
-	return len(p), nil
 }

@@ -261,6 +261,6 @@ func (c *Cluster) snapshotLoop() {
 			c.log.Warn().Err(err).Msg("cluster: leader snapshot failed")
 			continue
 		}
-		c.log.Info().Dur("held", time.Since(start)).Uint64("index", r.AppliedIndex()).Msg("cluster: leader snapshot taken")
+		c.log.Info().Dur("held_ms", time.Since(start)).Uint64("index", r.AppliedIndex()).Msg("cluster: leader snapshot taken")
 	}
 }

@@ -21,6 +21,7 @@ import (
 func init() {
 	for _, cmd := range table {
 		cmd.cats, cmd.keyPerm = categories(cmd)
+		_, cmd.container = subcommandSpecs[cmd.Name]
 	}
 }
 
@@ -62,10 +63,10 @@ type subcommandSpec struct {
 // subcommandSpecs are the subcommands each container answers (a test
 // checks each is dispatched).
 var subcommandSpecs = map[string]subcommandSpec{
-	"acl": {plain: []string{"cat", "whoami"},
-		admin: []string{"deluser", "getuser", "list", "load", "log", "save", "setuser", "users"}},
+	"acl": {plain: []string{"cat", "genpass", "help", "whoami"},
+		admin: []string{"deluser", "dryrun", "getuser", "list", "load", "log", "save", "setuser", "users"}},
 	"client": {group: "connection",
-		plain: []string{"caching", "getname", "getredir", "help", "id", "info", "no-touch", "setinfo", "setname", "tracking", "trackinginfo"},
+		plain: []string{"caching", "getname", "getredir", "help", "id", "info", "no-touch", "reply", "setinfo", "setname", "tracking", "trackinginfo"},
 		admin: []string{"kill", "list", "no-evict", "unblock"}},
 	"cluster": {plain: []string{"countkeysinslot", "getkeysinslot", "help", "info", "keyslot", "myid", "myshardid", "nodes", "shards", "slots"},
 		admin: []string{"forget", "join", "meet"}},
@@ -73,6 +74,45 @@ var subcommandSpecs = map[string]subcommandSpec{
 	"config":  {admin: []string{"get", "resetstat", "rewrite", "set"}},
 	"memory":  {plain: []string{"help", "stats"}, read: []string{"usage"}},
 	"slowlog": {plain: []string{"help"}, admin: []string{"get", "len", "reset"}},
+}
+
+// subArity is Redis 7.2's arity of the subcommands of the containers whose
+// handlers check it (src/commands/*.json; it counts the container and the
+// subcommand): a call with the wrong count gets Redis's arity error,
+// which names the subcommand.
+var subArity = map[string]int{
+	"acl|cat": -2, "acl|deluser": -3, "acl|dryrun": -4, "acl|genpass": -2, "acl|getuser": 3,
+	"acl|help": 2, "acl|list": 2, "acl|load": 2, "acl|log": -2, "acl|save": 2, "acl|setuser": -3,
+	"acl|users": 2, "acl|whoami": 2, "client|caching": 3, "client|getname": 2, "client|getredir": 2,
+	"client|help": 2, "client|id": 2, "client|info": 2, "client|kill": -3, "client|list": -2,
+	"client|no-evict": 3, "client|no-touch": 3, "client|pause": -3, "client|reply": 3,
+	"client|setinfo": 4, "client|setname": 3, "client|tracking": -3, "client|trackinginfo": 2,
+	"client|unblock": -3, "client|unpause": 2, "config|get": -3, "config|help": 2,
+	"config|resetstat": 2, "config|rewrite": 2, "config|set": -4, "slowlog|get": -2, "slowlog|help": 2,
+	"slowlog|len": 2, "slowlog|reset": 2,
+}
+
+// checkSubArity answers a known subcommand called with the wrong number of
+// arguments as Redis 7.2's processCommand does; false means it answered.
+func checkSubArity(c *Client, container string, args [][]byte) bool {
+	name := container + "|" + strings.ToLower(string(args[1]))
+	a, ok := subArity[name]
+	if !ok || a > 0 && len(args) == a || a < 0 && len(args) >= -a {
+		return true
+	}
+	c.W.Error("ERR wrong number of arguments for '" + clip([]byte(name)) + "' command")
+	return false
+}
+
+// subError answers a subcommand the handler cannot run: Redis's "unknown
+// subcommand" for one it does not know, and for a known one whose
+// arguments do not fit (addReplySubcommandSyntaxError) the longer form.
+func subError(c *Client, container string, args [][]byte) {
+	if _, ok := subArity[container+"|"+strings.ToLower(string(args[1]))]; ok {
+		c.W.Error("ERR unknown subcommand or wrong number of arguments for '" + clip(args[1]) + "'. Try " + upper(container) + " HELP.")
+		return
+	}
+	c.W.Error("ERR unknown subcommand '" + clip(args[1]) + "'. Try " + upper(container) + " HELP.")
 }
 
 // subcommandCats maps "container|sub" to its categories, in ACL CAT's
@@ -158,6 +198,8 @@ func categories(cmd *Command) ([]string, acl.Perm) {
 		cats = append(cats, "keyspace")
 	case "transactions":
 		cats = append(cats, "transaction")
+	case "pubsub":
+		cats = append(cats, "pubsub")
 	}
 	if cmd.Name == "del" || cmd.Name == "exists" || cmd.Name == "type" || cmd.Name == "flushdb" || cmd.Name == "flushall" {
 		cats = append(cats, "keyspace")
@@ -308,9 +350,42 @@ func (d *Dispatcher) LoadACLFile() error {
 	return err
 }
 
+// aclHelp is ACL HELP's lines: the subcommands delayd has.
+var aclHelp = []string{
+	"CAT [<category>]",
+	"    List all commands that belong to <category>, or all command categories",
+	"    when no category is specified.",
+	"DELUSER <username> [<username> ...]",
+	"    Delete a list of users.",
+	"DRYRUN <username> <command> [<arg> ...]",
+	"    Returns whether the user can execute the given command without executing the command.",
+	"GENPASS [<bits>]",
+	"    Generate a secure 256-bit user password. The optional `bits` argument can",
+	"    be used to specify a different size.",
+	"GETUSER <username>",
+	"    Get the user's details.",
+	"LIST",
+	"    Show users details in config file format.",
+	"LOAD",
+	"    Reload users from the ACL file.",
+	"LOG [<count> | RESET]",
+	"    Show the ACL log entries.",
+	"SAVE",
+	"    Save the current config to the ACL file.",
+	"SETUSER <username> <attribute> [<attribute> ...]",
+	"    Create or modify a user with the specified attributes.",
+	"USERS",
+	"    List all the registered usernames.",
+	"WHOAMI",
+	"    Return the current connection username.",
+}
+
 const errNoACLFile = "ERR This Redis instance is not configured to use an ACL file. You may want to specify users via the ACL SETUSER command and then issue a CONFIG REWRITE (assuming you have a Redis configuration file set) in order to store users in the Redis configuration."
 
 func cmdACL(d *Dispatcher, c *Client, args [][]byte) {
+	if !checkSubArity(c, "acl", args) {
+		return
+	}
 	sub := strings.ToLower(string(args[1]))
 	w := c.W
 	wrongArgs := func() { w.Error("ERR wrong number of arguments for 'acl|" + sub + "' command") }
@@ -394,6 +469,10 @@ func cmdACL(d *Dispatcher, c *Client, args [][]byte) {
 	case "whoami":
 		w.BulkString(c.userName())
 	case "cat":
+		if len(args) > 3 {
+			subError(c, "acl", args)
+			return
+		}
 		if len(args) == 2 {
 			w.Array(len(acl.Categories))
 			for _, cat := range acl.Categories {
@@ -433,6 +512,10 @@ func cmdACL(d *Dispatcher, c *Client, args [][]byte) {
 			w.BulkString(n)
 		}
 	case "log":
+		if len(args) > 3 {
+			subError(c, "acl", args)
+			return
+		}
 		d.aclLog.reply(c, args[2:])
 	case "save":
 		if d.opts.ACLFile == "" {
@@ -462,8 +545,70 @@ func cmdACL(d *Dispatcher, c *Client, args [][]byte) {
 		}
 		d.dropUsers(c, gone)
 		w.Status("OK")
+	case "help":
+		writeHelp(w, "ACL", aclHelp)
+	case "dryrun":
+		aclDryRun(d, c, args)
+	case "genpass":
+		if len(args) > 3 {
+			subError(c, "acl", args)
+			return
+		}
+		bits := int64(256)
+		if len(args) == 3 {
+			n, ok := parseInt(args[2])
+			if !ok {
+				w.Error(errNotInteger)
+				return
+			}
+			bits = n
+		}
+		if bits <= 0 || bits > 4096 {
+			w.Error("ERR ACL GENPASS argument must be the number of bits for the output password, a positive number up to 4096")
+			return
+		}
+		w.BulkString(randomHex(int(bits+7) / 8)[:(bits+3)/4]) // bits/4 hex digits, rounded up, as Redis
 	default:
-		w.Error("ERR unknown subcommand '" + clip(args[1]) + "'. Try ACL HELP.")
+		subError(c, "acl", args)
+	}
+}
+
+// aclDryRun is ACL DRYRUN user command [arg ...]: whether the user may run
+// it, without running it, in Redis 7.2's words (the verbose ones, which
+// name the key).
+func aclDryRun(d *Dispatcher, c *Client, args [][]byte) {
+	h := d.acl.Get(string(args[2]))
+	if h == nil {
+		c.W.Error("ERR User '" + clip(args[2]) + "' not found")
+		return
+	}
+	call := args[3:]
+	cmd := d.lookup(call[0])
+	if cmd == nil || cmd.container && len(call) > 1 && subcommandCats[cmd.Name+"|"+strings.ToLower(string(call[1]))] == nil {
+		c.W.Error("ERR Command '" + clip(call[0]) + "' not found")
+		return
+	}
+	name, cats := aclName(cmd, call)
+	if cmd.Arity > 0 && len(call) != cmd.Arity || cmd.Arity < 0 && len(call) < -cmd.Arity {
+		c.W.Error("ERR wrong number of arguments for '" + name + "' command")
+		return
+	}
+	u := h.User()
+	if u.Open() || cmd.Flags&NoAuth != 0 {
+		c.W.Status("OK")
+		return
+	}
+	var keys []acl.Key
+	for _, k := range commandKeys(cmd, call) {
+		keys = append(keys, acl.Key{Name: k, Perm: cmd.keyPerm})
+	}
+	switch reason, obj := u.Check(name, cats, keys); reason {
+	case acl.DenyCmd:
+		c.W.BulkString("User " + u.Name + " has no permissions to run the '" + name + "' command")
+	case acl.DenyKey:
+		c.W.BulkString("User " + u.Name + " has no permissions to access the '" + obj + "' key")
+	default:
+		c.W.Status("OK")
 	}
 }
 
@@ -511,16 +656,18 @@ func writeFileAtomic(name string, b []byte) error {
 }
 
 // aclLog is ACL LOG: the latest denials, newest first, a repeat of the same
-// denial within a minute counted on its entry, as Redis's ACLLOG does.
+// denial within a minute of its last counted on its entry (among the 10
+// newest), as Redis 7.2's ACLLOG does.
 type aclLog struct {
 	mu      sync.Mutex
 	entries []*aclEntry // newest first, at most aclLogMax
+	nextID  int64       // entry-id of the next new entry; RESET keeps counting, as Redis
 }
 
 const aclLogMax = 128 // Redis's acllog-max-len default
 
 type aclEntry struct {
-	count                             int64
+	id, count                         int64
 	reason, context, object, username string
 	created, updated                  time.Time
 	clientInfo                        string
@@ -543,7 +690,7 @@ func (l *aclLog) add(d *Dispatcher, c *Client, reason acl.Reason, object, user s
 	now := time.Now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	for i, e := range l.entries {
+	for i, e := range l.entries[:min(10, len(l.entries))] {
 		if e.reason == reason.String() && e.context == ctx && e.object == object && e.username == user &&
 			now.Sub(e.updated) < time.Minute {
 			e.count++
@@ -553,8 +700,9 @@ func (l *aclLog) add(d *Dispatcher, c *Client, reason acl.Reason, object, user s
 			return
 		}
 	}
-	e := &aclEntry{count: 1, reason: reason.String(), context: ctx, object: object, username: user,
+	e := &aclEntry{id: l.nextID, count: 1, reason: reason.String(), context: ctx, object: object, username: user,
 		created: now, updated: now, clientInfo: info}
+	l.nextID++
 	l.entries = append([]*aclEntry{e}, l.entries...)
 	if len(l.entries) > aclLogMax {
 		l.entries = l.entries[:aclLogMax]
@@ -576,11 +724,11 @@ func (l *aclLog) reply(c *Client, args [][]byte) {
 			return
 		}
 		v, ok := parseInt(args[0])
-		if !ok || v < 0 {
-			c.W.Error("ERR value is out of range, must be positive")
+		if !ok {
+			c.W.Error(errNotInteger)
 			return
 		}
-		n = int(v)
+		n = int(max(v, 0)) // as Redis 7.2: a negative count lists nothing
 	}
 	l.mu.Lock()
 	entries := slices.Clone(l.entries[:min(n, len(l.entries))])
@@ -589,7 +737,7 @@ func (l *aclLog) reply(c *Client, args [][]byte) {
 	w := c.W
 	w.Array(len(entries))
 	for _, e := range entries {
-		w.Map(7)
+		w.Map(10)
 		w.BulkString("count")
 		w.Int(e.count)
 		w.BulkString("reason")
@@ -600,9 +748,15 @@ func (l *aclLog) reply(c *Client, args [][]byte) {
 		w.BulkString(e.object)
 		w.BulkString("username")
 		w.BulkString(e.username)
-		w.BulkString("age-seconds")
-		w.BulkString(strconv.FormatFloat(now.Sub(e.created).Seconds(), 'f', 3, 64))
+		w.BulkString("age-seconds") // since the last update, as Redis's
+		w.BulkString(strconv.FormatFloat(float64(now.Sub(e.updated).Milliseconds())/1000, 'f', -1, 64))
 		w.BulkString("client-info")
 		w.BulkString(e.clientInfo)
+		w.BulkString("entry-id")
+		w.Int(e.id)
+		w.BulkString("timestamp-created")
+		w.Int(e.created.UnixMilli())
+		w.BulkString("timestamp-last-updated")
+		w.Int(e.updated.UnixMilli())
 	}
 }

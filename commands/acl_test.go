@@ -4,8 +4,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/delayd/delayd/acl"
 	"github.com/delayd/delayd/engine"
@@ -462,4 +464,122 @@ func TestACLBlockedRecheck(t *testing.T) {
 			t.Fatalf("%v: cmdstat_%s:%s", pop, name, got)
 		}
 	}
+}
+
+// HELLO with several AUTH pairs tries the last, as Redis 7.2 does.
+func TestHelloLastAuthWins(t *testing.T) {
+	d := aclDispatcher(t, Options{})
+	admin := d.NewClient(&textWriter{proto: 2}, "admin")
+	must(t, d, admin, "+OK\n", "ACL", "SETUSER", "a", "on", ">x", "+@all")
+	must(t, d, admin, "+OK\n", "ACL", "SETUSER", "b", "on", ">y", "+@all")
+	c := d.NewClient(&textWriter{proto: 2}, "c")
+	must(t, d, c, "-"+errWrongPass+"\n", "HELLO", "2", "AUTH", "a", "x", "AUTH", "b", "wrong")
+	if got := exec(d, c, args("HELLO", "2", "AUTH", "a", "wrong", "AUTH", "b", "y")); !strings.HasPrefix(got, "%\n") {
+		t.Fatalf("HELLO ... AUTH b y: %q", got)
+	}
+	must(t, d, c, "$b\n", "ACL", "WHOAMI")
+	// A bad SETNAME is refused before any AUTH is tried.
+	must(t, d, c, "-"+errClientName+"\n", "HELLO", "2", "AUTH", "a", "x", "SETNAME", "a b")
+	must(t, d, c, "$b\n", "ACL", "WHOAMI")
+}
+
+// ACL LOG entries carry Redis 7.2's entry-id and timestamps; a repeat
+// within a minute updates its entry, and RESET does not reuse ids.
+func TestACLLogFields(t *testing.T) {
+	d := aclDispatcher(t, Options{})
+	w := &lineWriter{proto: 3}
+	c := d.NewClient(w, "c")
+	log := func() map[string]string {
+		w.lines = nil
+		d.Exec(c, args("ACL", "LOG", "1"))
+		m := map[string]string{}
+		for i := 2; i+1 < len(w.lines); i += 2 {
+			m[strings.TrimPrefix(w.lines[i], "$")] = w.lines[i+1][1:]
+		}
+		if len(w.lines) != 2+20 || w.lines[1] != "%10" {
+			t.Fatalf("ACL LOG: %q", w.lines)
+		}
+		return m
+	}
+	before := time.Now().UnixMilli()
+	d.Exec(c, args("AUTH", "nobody", "x"))
+	d.Exec(c, args("AUTH", "nobody", "x"))
+	e := log()
+	created, _ := strconv.ParseInt(e["timestamp-created"], 10, 64)
+	if e["count"] != "2" || e["entry-id"] != "0" || created < before || created > time.Now().UnixMilli() ||
+		e["timestamp-last-updated"] < e["timestamp-created"] || e["reason"] != "auth" {
+		t.Fatalf("entry: %v", e)
+	}
+	d.Exec(c, args("AUTH", "other", "x"))
+	if e := log(); e["entry-id"] != "1" || e["count"] != "1" {
+		t.Fatalf("second entry: %v", e)
+	}
+	d.Exec(c, args("ACL", "LOG", "RESET"))
+	d.Exec(c, args("AUTH", "nobody", "x"))
+	if e := log(); e["entry-id"] != "2" {
+		t.Fatalf("after RESET: %v", e)
+	}
+}
+
+// Redis 7.2's wording for a subcommand's arguments (issue 30), checked
+// against redis-server: a known subcommand with the wrong count by its
+// arity, one whose handler counts by addReplySubcommandSyntaxError's form,
+// an unknown one by processCommand's.
+func TestSubcommandWording(t *testing.T) {
+	d := aclDispatcher(t, Options{})
+	c := d.NewClient(&textWriter{proto: 2}, "c")
+	for cmd, want := range map[string]string{
+		"CLIENT FOO":                 "ERR unknown subcommand 'FOO'. Try CLIENT HELP.",
+		"CLIENT KILL":                "ERR wrong number of arguments for 'client|kill' command",
+		"CLIENT ID x":                "ERR wrong number of arguments for 'client|id' command",
+		"CLIENT UNBLOCK 1 TIMEOUT x": "ERR unknown subcommand or wrong number of arguments for 'UNBLOCK'. Try CLIENT HELP.",
+		"ACL CAT a b":                "ERR unknown subcommand or wrong number of arguments for 'CAT'. Try ACL HELP.",
+		"ACL LOG 1 2":                "ERR unknown subcommand or wrong number of arguments for 'LOG'. Try ACL HELP.",
+		"ACL NOSUCH":                 "ERR unknown subcommand 'NOSUCH'. Try ACL HELP.",
+		"ACL LOG x":                  errNotInteger,
+		"ACL GENPASS 0":              "ERR ACL GENPASS argument must be the number of bits for the output password, a positive number up to 4096",
+		"SLOWLOG GET 1 2":            "ERR unknown subcommand or wrong number of arguments for 'GET'. Try SLOWLOG HELP.",
+		"SLOWLOG LEN x":              "ERR wrong number of arguments for 'slowlog|len' command",
+		"CONFIG GET":                 "ERR wrong number of arguments for 'config|get' command",
+		"LPOP k 1 1":                 "ERR wrong number of arguments for 'lpop' command",
+		"RPOP k 1 1":                 "ERR wrong number of arguments for 'rpop' command",
+	} {
+		must(t, d, c, "-"+want+"\n", strings.Fields(cmd)...)
+	}
+	must(t, d, c, "*\n", "ACL", "LOG", "-1") // as Redis 7.2: nothing
+	if got := exec(d, c, args("ACL", "HELP")); !strings.HasPrefix(got, "*\n+ACL <subcommand> [<arg> [value] [opt] ...]. Subcommands are:\n+CAT [<category>]\n") {
+		t.Fatalf("ACL HELP: %q", got)
+	}
+	for bits, n := range map[string]int{"": 64, "1": 1, "5": 2, "4096": 1024} {
+		a := []string{"ACL", "GENPASS"}
+		if bits != "" {
+			a = append(a, bits)
+		}
+		if got := exec(d, c, args(a...)); len(got) != n+2 || got[0] != '$' {
+			t.Errorf("ACL GENPASS %s: %q", bits, got)
+		}
+	}
+}
+
+// ACL DRYRUN answers, in Redis 7.2's verbose words, what the user's check
+// would say, and runs nothing.
+func TestACLDryRun(t *testing.T) {
+	d := aclDispatcher(t, Options{})
+	c := d.NewClient(&textWriter{proto: 2}, "c")
+	must(t, d, c, "+OK\n", "ACL", "SETUSER", "u2", "on", ">p", "-@all", "+@list", "~a*", "+client|id")
+	for cmd, want := range map[string]string{
+		"ACL DRYRUN u2 LPUSH k v":       "$User u2 has no permissions to access the 'k' key\n",
+		"ACL DRYRUN u2 LPUSH a1 v":      "+OK\n",
+		"ACL DRYRUN u2 DELAY.ADD a 0 x": "$User u2 has no permissions to run the 'delay.add' command\n",
+		"ACL DRYRUN u2 CLIENT ID":       "+OK\n",
+		"ACL DRYRUN u2 CLIENT KILL x":   "$User u2 has no permissions to run the 'client|kill' command\n",
+		"ACL DRYRUN u2 LPUSH a1":        "-ERR wrong number of arguments for 'lpush' command\n",
+		"ACL DRYRUN u2 NOSUCH":          "-ERR Command 'NOSUCH' not found\n",
+		"ACL DRYRUN u2 CLIENT NOSUCH":   "-ERR Command 'CLIENT' not found\n",
+		"ACL DRYRUN nobody PING":        "-ERR User 'nobody' not found\n",
+		"ACL DRYRUN default FLUSHALL":   "+OK\n",
+	} {
+		must(t, d, c, want, strings.Fields(cmd)...)
+	}
+	must(t, d, c, ":int\n", "LLEN", "a1") // nothing ran
 }

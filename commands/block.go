@@ -34,7 +34,13 @@ type Block struct {
 	cmd  *Command
 	args [][]byte
 	took time.Duration // the handler's time, counted when the block ends
+
+	quiet bool // CLIENT REPLY OFF or SKIP: the connection drops the reply (Quiet)
 }
+
+// Quiet reports whether the pop's reply must be dropped (CLIENT REPLY OFF
+// or SKIP before it).
+func (b *Block) Quiet() bool { return b.quiet }
 
 // Ready fires when the engine served the waiter or released it at shutdown.
 func (b *Block) Ready() <-chan struct{} { return b.w.Ready() }

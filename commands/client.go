@@ -32,6 +32,9 @@ type Conn interface {
 }
 
 func cmdClient(d *Dispatcher, c *Client, args [][]byte) {
+	if !checkSubArity(c, "client", args) {
+		return
+	}
 	sub := strings.ToLower(string(args[1]))
 	n := len(args)
 	switch {
@@ -103,8 +106,22 @@ func cmdClient(d *Dispatcher, c *Client, args [][]byte) {
 		d.trackingInfo(c)
 	case sub == "help" && n == 2:
 		writeHelp(c.W, "CLIENT", clientHelp)
+	case sub == "reply" && n == 3:
+		switch strings.ToLower(string(args[2])) {
+		case "on":
+			c.reply = replyOn
+			c.W.Status("OK")
+		case "off":
+			c.reply = replyOff
+		case "skip":
+			if c.reply != replyOff { // as Redis: SKIP while OFF stays OFF
+				c.reply = replySkip
+			}
+		default:
+			c.W.Error(errSyntax)
+		}
 	default:
-		c.W.Error("ERR unknown subcommand or wrong number of arguments for '" + clip(args[1]) + "'. Try CLIENT HELP.")
+		subError(c, "client", args)
 	}
 }
 
@@ -149,6 +166,8 @@ var clientHelp = []string{
 	"    Set client meta attr. Options are:",
 	"    * LIB-NAME: the client lib name.",
 	"    * LIB-VER: the client lib version.",
+	"REPLY (ON|OFF|SKIP)",
+	"    Control the replies sent to the current connection.",
 	"UNBLOCK <clientid> [TIMEOUT|ERROR]",
 	"    Unblock the specified blocked client.",
 	"TRACKING (ON|OFF) [REDIRECT <id>] [BCAST] [PREFIX <prefix> [...]]",
@@ -439,6 +458,48 @@ func (c *Client) Seen() {
 	c.clk = now
 }
 
+// replyMode is CLIENT REPLY's state.
+type replyMode int8
+
+const (
+	replyOn       replyMode = iota
+	replyOff                // no reply until CLIENT REPLY ON
+	replySkip               // no reply to the next command
+	replySkipping           // the command running is the one skipped
+)
+
+// execQuiet runs a command after CLIENT REPLY OFF or SKIP, and has its
+// reply dropped (DropReply; a blocked pop's too, Block.Quiet), as Redis
+// drops it, unless the command was CLIENT REPLY ON, whose OK goes out.
+// Out-of-band pushes (invalidations, MONITOR) take their own path and are
+// not dropped, as in Redis.
+func (d *Dispatcher) execQuiet(c *Client, args [][]byte) {
+	if c.reply == replySkip {
+		c.reply = replySkipping
+	}
+	d.run(c, args)
+	switch c.reply {
+	case replyOn:
+		return
+	case replySkipping:
+		c.reply = replyOn
+	}
+	c.DropReply = true
+	if c.Block != nil {
+		c.Block.quiet = true
+	}
+}
+
+// setLast records the command c runs for CLIENT LIST's cmd=: for a
+// container's known subcommand, Redis 7's full name ("client|list").
+func (c *Client) setLast(cmd *Command, args [][]byte) {
+	if cmd.container {
+		name, _ := aclName(cmd, args) // the container's own name for a sub it lacks
+		c.lastSub.Store(&name)
+	}
+	c.last.Store(cmd)
+}
+
 // multiInfo is the client's transaction state for CLIENT LIST: in MULTI
 // (flag x), commands queued (multi=, -1 outside MULTI), watched keys
 // (watch=), and whether a watched key changed (flag d). Transactions fill
@@ -459,6 +520,11 @@ func (d *Dispatcher) clientLine(c *Client) string {
 	cmd := "NULL"
 	if last := c.last.Load(); last != nil {
 		cmd = last.Name
+		// The sub is stored before the command, so a sub of another
+		// container, a moment old, is told by its prefix.
+		if sub := c.lastSub.Load(); last.container && sub != nil && strings.HasPrefix(*sub, cmd+"|") {
+			cmd = *sub
+		}
 	}
 	inMulti, queued, watched, dirty := c.multiInfo()
 	d.trk.mu.Lock()
@@ -467,6 +533,11 @@ func (d *Dispatcher) clientLine(c *Client) string {
 	var flags []byte
 	if c.monitor.Load() {
 		flags = append(flags, 'O')
+	}
+	sub := int64(0)
+	if c.subbed.Load() {
+		flags = append(flags, 'P')
+		sub = 1
 	}
 	if inMulti {
 		flags = append(flags, 'x')
@@ -527,7 +598,7 @@ func (d *Dispatcher) clientLine(c *Client) string {
 	num("idle", max(0, now.Unix()-c.lastSeen.Load()))
 	field("flags", string(flags))
 	num("db", 0)
-	num("sub", 0)
+	num("sub", sub)
 	num("psub", 0)
 	num("ssub", 0)
 	num("multi", int64(queued))

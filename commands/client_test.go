@@ -72,3 +72,28 @@ func TestClientListWhileOthersChangeTheirState(t *testing.T) {
 		t.Fatalf("CLIENT LIST: %q", out)
 	}
 }
+
+// CLIENT LIST and INFO name a container's subcommand as Redis 7 does
+// (cmd=client|list), the container alone for a subcommand it lacks.
+func TestClientListSubcommandName(t *testing.T) {
+	d := aclDispatcher(t, Options{})
+	a := d.NewClient(&textWriter{proto: 2}, "a")
+	b := d.NewClient(&textWriter{proto: 2}, "b")
+	if got := exec(d, a, args("CLIENT", "INFO")); !strings.Contains(got, " cmd=client|info ") {
+		t.Fatalf("CLIENT INFO: %q", got)
+	}
+	for _, tc := range []struct {
+		run  []string
+		want string
+	}{
+		{[]string{"CONFIG", "GET", "port"}, " cmd=config|get "},
+		{[]string{"client", "setname", "x"}, " cmd=client|setname "},
+		{[]string{"CLIENT", "NOSUCH"}, " cmd=client "},
+		{[]string{"LLEN", "k"}, " cmd=llen "},
+	} {
+		exec(d, b, args(tc.run...))
+		if got := d.clientLine(b); !strings.Contains(got+" ", tc.want) {
+			t.Errorf("after %v: %q", tc.run, got)
+		}
+	}
+}

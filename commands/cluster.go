@@ -119,18 +119,24 @@ type shardView struct {
 }
 
 // shard is the shard now: the leader as master and the other members, in
-// Nodes' order, as its replicas.
+// Nodes' order, as its replicas. Both come from one Nodes call: a leader
+// elected between two calls would be listed twice, or not at all.
 func shard(cl ClusterView) shardView {
 	var v shardView
-	v.master, v.known = cl.Leader()
-	v.hasMaster = v.known
+	nodes := cl.Nodes()
+	for _, n := range nodes {
+		if n.Leader {
+			v.master, v.known, v.hasMaster = n, true, true
+			break
+		}
+	}
 	if !v.known {
 		if last, ok := cl.LastLeader(); ok {
 			last.Connected, last.Leader = false, false
 			v.master, v.hasMaster = last, true
 		}
 	}
-	for _, n := range cl.Nodes() {
+	for _, n := range nodes {
 		if !v.hasMaster || n.ID != v.master.ID {
 			v.replicas = append(v.replicas, n)
 		}

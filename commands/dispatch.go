@@ -50,6 +50,7 @@ type Client struct {
 	name, libName, libVer string
 	proto                 int
 	last                  atomic.Pointer[Command] // the command running or last run
+	lastSub               atomic.Pointer[string]  // its "container|sub" name, if last has subcommands
 
 	// What CLIENT LIST, KILL and UNBLOCK, MONITOR and CLIENT TRACKING need
 	// (client.go, tracking.go, monitor.go).
@@ -62,8 +63,10 @@ type Client struct {
 	monitor  atomic.Bool  // in MONITOR mode
 	blocked  *Block       // guarded by mu: the pop the client is parked in
 	readonly atomic.Bool  // READONLY: a follower serves this client's reads (flag r)
+	subbed   atomic.Bool  // SUBSCRIBE __redis__:invalidate (tracking.go)
 	trk      tracking     // guarded by Dispatcher.trk.mu
 	caching  int8         // CLIENT CACHING yes (1) / no (-1) for the next command
+	reply    replyMode    // CLIENT REPLY; only the connection's goroutine touches it
 
 	// sentAs and sentCmd are the last command's name as the client sent
 	// it and what it named: a pipeline repeats one name, and comparing a
@@ -80,9 +83,10 @@ type Client struct {
 	began time.Duration
 
 	// Set by handlers, acted on by the connection loop after the command.
-	Quit   bool   // close the connection once replies are flushed
-	Block  *Block // park the client until the block resolves
-	Ticket uint64 // log position the command's reply must wait for (0: none)
+	Quit      bool   // close the connection once replies are flushed
+	DropReply bool   // CLIENT REPLY OFF or SKIP: drop what the command wrote (client.go)
+	Block     *Block // park the client until the block resolves
+	Ticket    uint64 // log position the command's reply must wait for (0: none)
 
 	// The memory a pop copies its job into (engine.Scratch): the reply is
 	// written before the next command runs, so one buffer serves them all.
@@ -162,6 +166,7 @@ type Dispatcher struct {
 	commandsRun atomic.Int64
 	nextID      atomic.Int64
 	errReplies  atomic.Uint64    // INFO total_error_replies (metrics.go)
+	subscribers atomic.Int64     // INFO pubsub_clients (tracking.go)
 	aclDenied   [4]atomic.Uint64 // INFO acl_access_denied_auth, _cmd, _key, _channel
 	ops         opsSampler       // INFO instantaneous_ops_per_sec (metrics.go)
 
@@ -244,6 +249,9 @@ func (d *Dispatcher) Connect(w Writer, info ConnInfo) *Client {
 // CloseClient forgets a connection, its tracking and its MONITOR.
 func (d *Dispatcher) CloseClient(c *Client) {
 	d.trackingOff(c)
+	if c.subbed.Swap(false) {
+		d.subscribers.Add(-1)
+	}
 	d.monitorOff(c)
 	d.mu.Lock()
 	delete(d.clients, c.ID)
@@ -287,8 +295,18 @@ func (d *Dispatcher) Durable(ticket uint64) error {
 
 // Exec runs one command. args[0] is the command name. A handler that writes
 // sets c.Ticket; the connection must wait for Durable(c.Ticket) before the
-// reply leaves.
+// reply leaves. After CLIENT REPLY OFF or SKIP it sets c.DropReply: the
+// connection drops what the command wrote.
 func (d *Dispatcher) Exec(c *Client, args [][]byte) {
+	if c.reply != replyOn {
+		d.execQuiet(c, args)
+		return
+	}
+	d.run(c, args)
+}
+
+// run is Exec's work.
+func (d *Dispatcher) run(c *Client, args [][]byte) {
 	d.commandsRun.Add(1)
 	cmd := c.sentCmd
 	if name := args[0]; cmd == nil || string(name) != string(c.sentAs[:c.sentLen]) {
@@ -317,7 +335,11 @@ func (d *Dispatcher) Exec(c *Client, args [][]byte) {
 	// one nil check and nothing else.
 	if d.opts.Cluster != nil {
 		if !d.route(c, cmd, args) {
-			d.rejected(c, cmd) // a redirect is a rejected call, as in Redis
+			// A redirect is a rejected call, as in Redis; route's own
+			// reject counted it, unless it answered an EXEC directly.
+			if d.newErrors(c) != 0 {
+				d.countRejected(cmd)
+			}
 			return
 		}
 		defer c.wrote() // for WAIT
@@ -330,7 +352,10 @@ func (d *Dispatcher) Exec(c *Client, args [][]byte) {
 		d.reject(c, cmd, errOOM) // in MULTI too: EXEC is then aborted, as Redis does
 		return
 	}
-	c.last.Store(cmd)
+	if c.subbed.Load() && !d.pubsubAllows(c, cmd, args) {
+		return
+	}
+	c.setLast(cmd, args)
 	if c.tx.multi && cmd.Flags&NoQueue == 0 {
 		d.queue(c, cmd, args) // runs at its EXEC, if ever (multi.go)
 		return

@@ -32,7 +32,12 @@ func cmdRPop(d *Dispatcher, c *Client, args [][]byte) { d.listPop(c, args, true)
 // count an array (or a null array when the list is empty), as Redis 7.
 func (d *Dispatcher) listPop(c *Client, args [][]byte, right bool) {
 	if len(args) > 3 {
-		c.W.Error(errSyntax)
+		// As Redis: arity -2 lets it in, and the handler counts.
+		name := "lpop"
+		if right {
+			name = "rpop"
+		}
+		c.W.Error("ERR wrong number of arguments for '" + name + "' command")
 		return
 	}
 	if len(args) == 2 {

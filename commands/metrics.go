@@ -39,6 +39,31 @@ func (d *Dispatcher) countRejected(cmd *Command) {
 	}
 }
 
+// resetStats is CONFIG RESETSTAT: the counters Redis resets (commandstats,
+// total_commands_processed, connections received and rejected, error
+// replies, ACL denials, the ops samples). The queues' job counters
+// (jobs_*) and the lateness histogram are the delay server's own history
+// and stay, as Redis keeps its keyspace's.
+func (d *Dispatcher) resetStats() {
+	for i := range d.cnt {
+		n := &d.cnt[i]
+		n.calls.Store(0)
+		n.ns.Store(0)
+		n.rejected.Store(0)
+		n.failed.Store(0)
+	}
+	d.commandsRun.Store(0)
+	d.TotalConns.Store(0)
+	d.Rejected.Store(0)
+	d.errReplies.Store(0)
+	for i := range d.aclDenied {
+		d.aclDenied[i].Store(0)
+	}
+	d.ops.mu.Lock()
+	d.ops.i, d.ops.k = 0, 0
+	d.ops.mu.Unlock()
+}
+
 // newErrors adds the error replies c's writer wrote since the last call to
 // total_error_replies, and says how many. A plain load: only c's
 // goroutine writes and reads them.

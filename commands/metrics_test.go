@@ -167,3 +167,44 @@ func TestOpsSampler(t *testing.T) {
 		t.Fatalf("idle an hour: %d, want 0", r)
 	}
 }
+
+// A cluster redirect is a rejected call, counted once, as Redis counts it.
+func TestRedirectIsRejectedCall(t *testing.T) {
+	n := newNode(t, newFake(idA, idL))
+	c := n.client()
+	if got := n.do(c, "RPUSH", "foo", "x"); got != movedFoo {
+		t.Fatalf("RPUSH on a follower: %q", got)
+	}
+	for _, s := range n.d.CommandStats() {
+		if s.Name == "rpush" {
+			if s.Calls != 0 || s.Rejected != 1 || s.Failed != 0 {
+				t.Fatalf("rpush: %+v", s)
+			}
+			return
+		}
+	}
+	t.Fatal("no rpush in CommandStats")
+}
+
+// CONFIG RESETSTAT zeroes what Redis's does, as its tests expect before
+// reading commandstats.
+func TestConfigResetstat(t *testing.T) {
+	d := aclDispatcher(t, Options{})
+	c := d.NewClient(&textWriter{proto: 2}, "c")
+	exec(d, c, args("LPOP"))
+	exec(d, c, args("LLEN", "k"))
+	exec(d, c, args("AUTH", "nobody", "x"))
+	must(t, d, c, "+OK\n", "CONFIG", "RESETSTAT")
+	got := exec(d, c, args("INFO", "all"))
+	for _, f := range []string{"total_error_replies", "acl_access_denied_auth"} {
+		if v := infoField(got, f); v != "0" {
+			t.Errorf("%s:%s after RESETSTAT", f, v)
+		}
+	}
+	if v := infoField(got, "total_commands_processed"); v != "1" { // INFO itself
+		t.Errorf("total_commands_processed:%s", v)
+	}
+	if strings.Contains(got, "cmdstat_lpop") || strings.Contains(got, "cmdstat_llen") {
+		t.Errorf("commandstats kept after RESETSTAT: %q", got)
+	}
+}

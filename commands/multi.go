@@ -197,7 +197,7 @@ func cmdExec(d *Dispatcher, c *Client, args [][]byte) {
 				d.rejected(c, q.cmd)
 				continue
 			}
-			c.last.Store(q.cmd)
+			c.setLast(q.cmd, q.args)
 			start := d.beforeExec(c, q.cmd, q.args) // tracking, SLOWLOG, MONITOR
 			q.cmd.Handler(d, c, q.args)
 			d.afterExec(c, q.cmd, q.args, start)

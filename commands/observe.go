@@ -299,6 +299,9 @@ var slowlogHelp = []string{
 }
 
 func cmdSlowlog(d *Dispatcher, c *Client, args [][]byte) {
+	if !checkSubArity(c, "slowlog", args) {
+		return
+	}
 	sub := strings.ToLower(string(args[1]))
 	o := &d.obs
 	switch {
@@ -346,7 +349,7 @@ func cmdSlowlog(d *Dispatcher, c *Client, args [][]byte) {
 			w.BulkString(e.name)
 		}
 	default:
-		c.W.Error("ERR unknown subcommand or wrong number of arguments for '" + clip(args[1]) + "'. Try SLOWLOG HELP.")
+		subError(c, "slowlog", args)
 	}
 }
 

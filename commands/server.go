@@ -16,6 +16,17 @@ import (
 )
 
 func cmdPing(d *Dispatcher, c *Client, args [][]byte) {
+	if c.subbed.Load() && c.W.Proto() == 2 && len(args) <= 2 {
+		// As Redis in RESP2's Pub/Sub context: a message-like reply.
+		c.W.Array(2)
+		c.W.BulkString("pong")
+		if len(args) == 2 {
+			c.W.Bulk(args[1])
+		} else {
+			c.W.BulkString("")
+		}
+		return
+	}
 	switch len(args) {
 	case 1:
 		c.W.Status("PONG")
@@ -78,33 +89,36 @@ func cmdHello(d *Dispatcher, c *Client, args [][]byte) {
 		}
 		proto = int(v)
 	}
-	var name []byte
-	setName := false
+	// As Redis 7.2's helloCommand: the options are read first (a bad
+	// SETNAME refused as it is read), the last AUTH pair is the one tried.
+	var name, user, pass []byte
+	setName, auth := false, false
 	for i := 2; i < len(args); i++ {
 		more := len(args) - i - 1
 		switch {
 		case bytes.EqualFold(args[i], []byte("AUTH")) && more >= 2:
-			if !d.auth(c, args[i+1], args[i+2]) {
-				return
-			}
+			user, pass, auth = args[i+1], args[i+2], true
 			i += 2
 		case bytes.EqualFold(args[i], []byte("SETNAME")) && more >= 1:
 			name, setName = args[i+1], true
+			if !validName(name) {
+				c.W.Error(errClientName)
+				return
+			}
 			i++
 		default:
 			c.W.Error("ERR Syntax error in HELLO option '" + clip(args[i]) + "'")
 			return
 		}
 	}
+	if auth && !d.auth(c, user, pass) {
+		return
+	}
 	if !c.Authed {
 		c.W.Error("NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time")
 		return
 	}
 	if setName {
-		if !validName(name) {
-			c.W.Error(errClientName)
-			return
-		}
 		c.set(func() { c.name = string(name) })
 	}
 	c.W.SetProto(proto)
@@ -157,6 +171,9 @@ func cmdTime(d *Dispatcher, c *Client, args [][]byte) {
 }
 
 func cmdConfig(d *Dispatcher, c *Client, args [][]byte) {
+	if !checkSubArity(c, "config", args) {
+		return
+	}
 	sub := strings.ToLower(string(args[1]))
 	switch sub {
 	case "get":
@@ -179,7 +196,10 @@ func cmdConfig(d *Dispatcher, c *Client, args [][]byte) {
 			c.W.BulkString(k)
 			c.W.BulkString(d.opts.Config[k])
 		}
-	case "set", "rewrite", "resetstat":
+	case "resetstat":
+		d.resetStats()
+		c.W.Status("OK")
+	case "set", "rewrite":
 		c.W.Error("ERR CONFIG " + upper(sub) + " is not supported: delayd's settings are read-only at run time (flags, DELAYD_* environment, config file)")
 	default:
 		c.W.Error("ERR unknown subcommand '" + clip(args[1]) + "'. Try CONFIG HELP.")
@@ -275,7 +295,7 @@ func cmdInfo(d *Dispatcher, c *Client, args [][]byte) {
 		{"maxclients", strconv.Itoa(d.opts.MaxClients)},
 		{"blocked_clients", itoa(int64(in.Waiters))},
 		{"tracking_clients", strconv.Itoa(trkClients)},
-		{"pubsub_clients", "0"},
+		{"pubsub_clients", itoa(d.subscribers.Load())},
 		{"watching_clients", "0"},
 	})
 	var ms runtime.MemStats

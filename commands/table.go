@@ -63,8 +63,9 @@ type Command struct {
 	// movablekeys commands report them.
 	keys func(args [][]byte) [][]byte
 
-	cats    []string // ACL categories (acl.go)
-	keyPerm acl.Perm // what ACL key patterns must grant on its keys
+	cats      []string // ACL categories (acl.go)
+	keyPerm   acl.Perm // what ACL key patterns must grant on its keys
+	container bool     // has subcommands (acl.go's subcommandSpecs)
 }
 
 // Synopsis renders the usage line, e.g. "DELAY.CANCEL key id [id ...]".
@@ -360,6 +361,12 @@ var table = []*Command{
 		Args: []Arg{str("message")}, Handler: cmdEcho},
 	{Name: "quit", Arity: -1, Flags: NoAuth | Fast | NoQueue | Loading, Group: "connection", Since: "1.0.0",
 		Summary: "Closes the connection.", Complexity: "O(1)", Handler: cmdQuit},
+	{Name: "subscribe", Arity: -2, Flags: Loading | NoMulti, Group: "pubsub", Since: "2.0.0",
+		Summary: "Only for __redis__:invalidate: a RESP2 connection that CLIENT TRACKING ... REDIRECT names gets the invalidations as messages.", Complexity: "O(N) channels",
+		Args: []Arg{many(str("channel"))}, Handler: cmdSubscribe},
+	{Name: "unsubscribe", Arity: -1, Flags: Loading | NoMulti, Group: "pubsub", Since: "2.0.0",
+		Summary: "Leaves __redis__:invalidate (every channel without arguments).", Complexity: "O(N) channels",
+		Args: []Arg{opt(many(str("channel")))}, Handler: cmdUnsubscribe},
 	{Name: "select", Arity: 2, Flags: Fast | Loading, Group: "connection", Since: "1.0.0",
 		Summary: "Selects database 0, the only one.", Complexity: "O(1)",
 		Args: []Arg{integer("index")}, Handler: cmdSelect},
@@ -373,13 +380,13 @@ var table = []*Command{
 		Summary: "Authenticates the connection.", Complexity: "O(1)",
 		Args: []Arg{opt(str("username")), str("password")}, Handler: cmdAuth},
 	{Name: "client", Arity: -2, Flags: Fast | Loading, Group: "connection", Since: "2.4.0",
-		Summary: "Connections: SETNAME, GETNAME, ID, SETINFO, INFO, LIST [TYPE t] [ID id ...], KILL (ip:port, or ID, ADDR, LADDR, USER, SKIPME, MAXAGE filters), UNBLOCK id [TIMEOUT or ERROR], NO-EVICT, NO-TOUCH, TRACKING (on or off, REDIRECT id, BCAST, PREFIX p, OPTIN, OPTOUT, NOLOOP), CACHING, GETREDIR, TRACKINGINFO, HELP.", Complexity: "O(1), LIST and KILL O(N) clients",
+		Summary: "Connections: SETNAME, GETNAME, ID, SETINFO, INFO, LIST [TYPE t] [ID id ...], KILL (ip:port, or ID, ADDR, LADDR, USER, SKIPME, MAXAGE filters), UNBLOCK id [TIMEOUT or ERROR], NO-EVICT, NO-TOUCH, TRACKING (on or off, REDIRECT id, BCAST, PREFIX p, OPTIN, OPTOUT, NOLOOP), CACHING, GETREDIR, TRACKINGINFO, REPLY (ON, OFF or SKIP), HELP.", Complexity: "O(1), LIST and KILL O(N) clients",
 		Args: []Arg{str("subcommand"), opt(many(str("arg")))}, Handler: cmdClient},
 	{Name: "command", Arity: -1, Flags: Loading, Group: "server", Since: "2.8.13",
 		Summary: "Describes the commands: COMMAND, COMMAND COUNT, COMMAND INFO, COMMAND DOCS, COMMAND LIST, COMMAND GETKEYS command [arg ...].", Complexity: "O(N) commands",
 		Args: []Arg{opt(str("subcommand")), opt(many(str("command-name")))}, Handler: cmdCommand},
 	{Name: "info", Arity: -1, Flags: Loading, Group: "server", Since: "1.0.0",
-		Summary: "Reports server, clients, memory, persistence, stats, replication and queues.", Complexity: "O(queues)",
+		Summary: "Reports server, clients, memory, persistence, stats, replication, cpu and queues; commandstats and lateness when named.", Complexity: "O(queues)",
 		Args: []Arg{opt(many(str("section")))}, Handler: cmdInfo},
 	{Name: "monitor", Arity: 1, Flags: Admin | Loading, Group: "server", Since: "1.0.0",
 		Summary: "Streams every command the server runs, passwords and payloads redacted.", Complexity: "O(N) monitors per command",
@@ -392,7 +399,7 @@ var table = []*Command{
 	{Name: "time", Arity: 1, Flags: Fast | Loading, Group: "server", Since: "2.6.0",
 		Summary: "Returns the server's unix time: seconds and microseconds.", Complexity: "O(1)", Handler: cmdTime},
 	{Name: "config", Arity: -2, Flags: Admin | Loading, Group: "server", Since: "2.0.0",
-		Summary: "CONFIG GET pattern: a read-only view of the settings.", Complexity: "O(N) settings",
+		Summary: "CONFIG GET pattern: a read-only view of the settings; CONFIG RESETSTAT zeroes the statistics, as Redis.", Complexity: "O(N) settings",
 		Args: []Arg{str("subcommand"), opt(many(str("parameter")))}, Handler: cmdConfig},
 	{Name: "acl", Arity: -2, Flags: Admin | Loading, Group: "server", Since: "6.0.0",
 		Summary:    "ACL SETUSER, GETUSER, DELUSER, USERS, LIST, WHOAMI, CAT, LOG, SAVE, LOAD: users, their passwords, commands and key patterns.",

@@ -8,6 +8,9 @@ import (
 // Client-side caching (CLIENT TRACKING), as Redis's tracking.c: a client
 // that turned tracking on is told, by a RESP3 push `>2 invalidate [key]`,
 // when a key it read changes, so its library can drop the cached value. A
+// client may REDIRECT them to another connection; a RESP2 one gets them as
+// Pub/Sub messages once it subscribed to __redis__:invalidate, the only
+// channel there is (SUBSCRIBE, UNSUBSCRIBE below). A
 // queue changes also without any command (a job firing, a reservation
 // expiring): the engine calls our hook for those too (engine/watch.go).
 //
@@ -170,12 +173,21 @@ func (d *Dispatcher) sendInvalidation(c *Client, name string) {
 	if target.Conn == nil {
 		return
 	}
+	redirected := target != c
 	target.Conn.Push(func(w Writer) {
-		// RESP2 has no push on a command connection; without pub/sub
-		// nothing can be sent (REDIRECT requires a RESP3 target).
-		if w.Proto() == 3 {
+		switch {
+		case w.Proto() == 3:
 			w.Push(2)
 			w.BulkString("invalidate")
+			w.Array(1)
+			w.BulkString(name)
+		case redirected && target.subbed.Load():
+			// RESP2 has no push: a connection redirected to gets a
+			// Pub/Sub message on __redis__:invalidate, as in Redis; one
+			// not subscribed gets nothing, as in Redis.
+			w.Push(3)
+			w.BulkString("message")
+			w.BulkString(invalidateChannel)
 			w.Array(1)
 			w.BulkString(name)
 		}
@@ -234,10 +246,6 @@ func clientTracking(d *Dispatcher, c *Client, args [][]byte) {
 			target := d.client(id)
 			if target == nil {
 				c.W.Error("ERR The client ID you want redirect to does not exist")
-				return
-			}
-			if target.W != nil && id != c.ID && target.protoOf() != 3 {
-				c.W.Error("ERR delayd has no pub/sub: the client you redirect to must speak RESP3 (HELLO 3) to receive invalidations")
 				return
 			}
 			redir = id
@@ -427,13 +435,6 @@ func (d *Dispatcher) trackingInfo(c *Client) {
 	}
 }
 
-// protoOf reads the client's protocol, which its own goroutine changes.
-func (c *Client) protoOf() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.proto
-}
-
 // trackingStats is INFO's tracking_clients and tracking_total_keys.
 func (d *Dispatcher) trackingStats() (clients, keys, prefixes int) {
 	d.trk.mu.Lock()
@@ -450,5 +451,81 @@ func hasPrefix(list []string, p string) bool {
 			return true
 		}
 	}
+	return false
+}
+
+// invalidateChannel is the channel of RESP2 tracking redirection, the only
+// one SUBSCRIBE takes: delayd has no Pub/Sub of its own.
+const invalidateChannel = "__redis__:invalidate"
+
+const errNoPubSub = "ERR delayd has no Pub/Sub: SUBSCRIBE takes only " + invalidateChannel +
+	" (client-side caching with CLIENT TRACKING ... REDIRECT)"
+
+// writeSubReply is a (un)subscribe confirmation: an array in RESP2, a push
+// in RESP3, as Redis's addReplyPubsub(Un)Subscribed; a nil channel is
+// UNSUBSCRIBE's answer when nothing was subscribed.
+func writeSubReply(w Writer, kind string, channel []byte, n int64) {
+	if w.Proto() == 2 {
+		w.Array(3)
+	} else {
+		w.Push(3)
+	}
+	w.BulkString(kind)
+	if channel == nil {
+		w.Null()
+	} else {
+		w.Bulk(channel)
+	}
+	w.Int(n)
+}
+
+func cmdSubscribe(d *Dispatcher, c *Client, args [][]byte) {
+	for _, ch := range args[1:] {
+		if string(ch) != invalidateChannel {
+			c.W.Error(errNoPubSub)
+			return
+		}
+	}
+	for _, ch := range args[1:] {
+		if !c.subbed.Swap(true) {
+			d.subscribers.Add(1)
+		}
+		writeSubReply(c.W, "subscribe", ch, 1)
+	}
+}
+
+func cmdUnsubscribe(d *Dispatcher, c *Client, args [][]byte) {
+	if len(args) == 1 {
+		if !c.subbed.Load() {
+			writeSubReply(c.W, "unsubscribe", nil, 0)
+			return
+		}
+		args = append(args, []byte(invalidateChannel))
+	}
+	for _, ch := range args[1:] {
+		if string(ch) == invalidateChannel && c.subbed.Swap(false) {
+			d.subscribers.Add(-1)
+		}
+		n := int64(0)
+		if c.subbed.Load() {
+			n = 1
+		}
+		writeSubReply(c.W, "unsubscribe", ch, n)
+	}
+}
+
+// pubsubAllows refuses, as Redis does, what a RESP2 connection may not send
+// once subscribed (its replies could not be told from messages); false
+// means it answered.
+func (d *Dispatcher) pubsubAllows(c *Client, cmd *Command, args [][]byte) bool {
+	switch cmd.Name {
+	case "subscribe", "unsubscribe", "ping", "quit":
+		return true
+	}
+	if c.W.Proto() != 2 {
+		return true
+	}
+	name, _ := aclName(cmd, args)
+	d.reject(c, cmd, "ERR Can't execute '"+name+"': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context")
 	return false
 }

@@ -111,7 +111,7 @@ func startNode(dir string, flags ...string) (*server, error) {
 		if err = s.start(); err == nil {
 			return s, nil
 		}
-		if !strings.Contains(s.out.String(), "in use") {
+		if !strings.Contains(s.out.String(), "address already in use") {
 			return s, err
 		}
 	}

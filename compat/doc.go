@@ -23,6 +23,12 @@
 // the same list and a test fails when it is stale (go test ./compat -run
 // README -update refreshes it).
 //
+// Beside the matrix: TestFailoverResume (failover_test.go) times, for every
+// library at once, how long writes stop when a cluster's leader is killed,
+// with the settings the README names, and checks that no acknowledged add
+// was lost; TestExamples and TestClusterExamples run the programs of
+// examples/, the cluster ones across a leader kill.
+//
 // A check that is plain Redis behaviour is proven to be a real check by
 // running the suite against redis-server:
 //
@@ -40,4 +46,6 @@
 //	DELAYD_COMPAT_BIN=path         test a delayd binary built elsewhere instead of building one
 //	DELAYD_COMPAT_MATRIX=file      also write the result matrix to file
 //	DELAYD_COMPAT_VERBOSE=1        show server and script output of passing checks too
+//	DELAYD_FAILOVER_KILLS=n        leader kills of TestFailoverResume (default 3; the documented run: 20)
+//	DELAYD_FAILOVER_SETTINGS=defaults  TestFailoverResume with the libraries' defaults only, reported, not judged
 package compat

@@ -182,7 +182,10 @@ func TestExamples(t *testing.T) {
 // job is in hand, and expects the job acked and exit 0.
 func gracefulStop(t *testing.T, ex example, addr string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	// A bound on a hung worker, not a timing check: on a loaded 2-CPU
+	// machine node alone took 5 s to start and add 3 jobs, and 20 s once
+	// ran out before a worker that had signalled its stop could exit.
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	cmd, err := ex.command(ctx, ex.files[1], "QUEUE=jobs:stop", "WORK_MS=1500", addr)
 	if err != nil {
@@ -234,4 +237,109 @@ func skipOrFail(t *testing.T, err error) {
 		t.Skipf("%v (DELAYD_COMPAT_REQUIRE=1 makes this a failure)", err)
 	}
 	t.Fatal(err)
+}
+
+// clusterFiles are each language's cluster producer and worker.
+var clusterFiles = map[string][2]string{
+	"go":     {"clusterproducer", "clusterworker"},
+	"python": {"cluster_producer.py", "cluster_worker.py"},
+	"node":   {"cluster_producer.js", "cluster_worker.js"},
+}
+
+// The cluster examples against a 3-node cluster, one language after the
+// other: the worker runs while the producer adds three jobs; once they are
+// acked the leader is killed (SIGKILL) and the producer, started at once,
+// adds three more through the election; the worker takes and acks them
+// through the failover and stops after six, exit 0.
+func TestClusterExamples(t *testing.T) {
+	if againstRedis {
+		t.Skip("n/a: a delayd cluster")
+	}
+	tc, err := startCluster(t.TempDir(), clusterSize)
+	defer func() {
+		tc.stop()
+		if t.Failed() {
+			t.Logf("cluster output:\n%s", tc.output())
+		}
+	}()
+	if err != nil {
+		t.Fatal(err)
+	}
+	seeds := "DELAYD_CLUSTER=" + strings.Join(tc.addrs(), ",")
+	for _, ex := range examples() {
+		t.Run(ex.lang, func(t *testing.T) {
+			files := clusterFiles[ex.lang]
+			queue := "QUEUE={ex}:" + ex.lang
+			if err := tc.waitReady(15 * time.Second); err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+			defer cancel()
+			worker, err := ex.command(ctx, files[1], seeds, queue, "MAX_JOBS=6", "WORK_MS=10")
+			if err != nil {
+				skipOrFail(t, err)
+			}
+			out := &syncBuffer{}
+			worker.Stdout, worker.Stderr = out, out
+			if err := worker.Start(); err != nil {
+				t.Fatal(err)
+			}
+			exited := make(chan error, 1)
+			go func() { exited <- worker.Wait() }()
+			produce := func(prefix string) {
+				t.Helper()
+				cmd, err := ex.command(ctx, files[0], seeds, queue, "COUNT=3", "DELAY_MS=300", "ID_PREFIX="+prefix)
+				if err != nil {
+					skipOrFail(t, err)
+				}
+				began := time.Now()
+				got, err := cmd.CombinedOutput()
+				t.Logf("producer %s: %v", prefix, time.Since(began).Round(time.Millisecond))
+				if err != nil {
+					t.Fatalf("%s %s: %v\n%s", ex.lang, files[0], err, got)
+				}
+				for i := 1; i <= 3; i++ {
+					if l := fmt.Sprintf("added %s-order-%d\n", prefix, i); !strings.Contains(string(got), l) {
+						t.Errorf("producer output lacks %q:\n%s", l, got)
+					}
+				}
+			}
+			acked := func(prefix string) error {
+				for i := 1; i <= 3; i++ {
+					if l := fmt.Sprintf("acked %s-order-%d\n", prefix, i); !strings.Contains(out.String(), l) {
+						return fmt.Errorf("the worker has not acked %s-order-%d:\n%s", prefix, i, out.String())
+					}
+				}
+				return nil
+			}
+
+			produce(ex.prefix)
+			if err := waitFor(20*time.Second, func() error { return acked(ex.prefix) }); err != nil {
+				t.Fatal(err)
+			}
+			killed, err := tc.killLeader()
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("killed the leader %s", killed)
+			produce(ex.prefix + "2") // through the election
+			select {
+			case err := <-exited:
+				if err != nil {
+					t.Fatalf("the worker: %v\n%s", err, out.String())
+				}
+			case <-time.After(45 * time.Second):
+				t.Fatalf("the worker did not finish six jobs within 45 s of the failover:\n%s", out.String())
+			}
+			if err := acked(ex.prefix + "2"); err != nil {
+				t.Error(err)
+			}
+			if !strings.Contains(out.String(), "worker stopped after 6 jobs\n") {
+				t.Errorf("worker output:\n%s", out.String())
+			}
+			if err := tc.restartKilled(); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
 }

@@ -143,7 +143,7 @@ func startServer(dir, password string) (*server, error) {
 		if err = s.start(); err == nil {
 			return s, nil
 		}
-		if !strings.Contains(s.out.String(), "in use") {
+		if !strings.Contains(s.out.String(), "address already in use") {
 			return s, err
 		}
 		// another process took the port between freePort and the bind

@@ -75,7 +75,7 @@ func startTLSEnv(t *testing.T) (*env, error) {
 			addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(tlsPort))
 			return &env{srv: s, addr: addr, addrs: []string{addr}, tls: files, log: &syncBuffer{}}, nil
 		}
-		if !strings.Contains(s.out.String(), "in use") {
+		if !strings.Contains(s.out.String(), "address already in use") {
 			t.Logf("server output:\n%s", s.out.String())
 			return nil, err
 		}

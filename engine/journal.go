@@ -236,7 +236,7 @@ func (e *Engine) replayFile(l *Loading) (aof.Result, error) {
 		l.records.Store(int64(n))
 	}
 	if n > 0 && !errors.Is(err, ErrLoadAborted) {
-		e.opts.Logger.Info().Int("records", n).Int("jobs", e.njobs).Dur("took", time.Since(start)).
+		e.opts.Logger.Info().Int("records", n).Int("jobs", e.njobs).Dur("took_ms", time.Since(start)).
 			Int64("bytes", res.Size).Msg("log replayed")
 	}
 	return res, err
@@ -590,7 +590,7 @@ func (e *Engine) noteDelayedFsync(start int64) {
 	}
 	j.dmu.Unlock()
 	if note {
-		e.opts.Logger.Warn().Str("file", j.path).Dur("fsync_running", now.Sub(time.Unix(0, start))).
+		e.opts.Logger.Warn().Str("file", j.path).Dur("fsync_running_ms", now.Sub(time.Unix(0, start))).
 			Msg("background fsync is taking too long (disk is busy?): writing without waiting for it")
 	}
 }
@@ -613,7 +613,7 @@ func (e *Engine) syncLog() error {
 	err := l.Sync()
 	took := time.Since(start)
 	if took > 500*time.Millisecond {
-		e.opts.Logger.Warn().Dur("took", took).Str("file", j.path).Msg("slow fsync")
+		e.opts.Logger.Warn().Dur("took_ms", took).Str("file", j.path).Msg("slow fsync")
 	}
 	j.dmu.Lock()
 	j.fsyncs.observe(fsyncBoundsUs[:], took.Microseconds())
@@ -954,7 +954,7 @@ func (e *Engine) Rewrite() error {
 			e.opts.Logger.Error().Err(err).Msg("log rewrite failed")
 			return
 		}
-		e.opts.Logger.Info().Int("jobs", len(plan)).Dur("took", time.Since(started)).Msg("log rewritten")
+		e.opts.Logger.Info().Int("jobs", len(plan)).Dur("took_ms", time.Since(started)).Msg("log rewritten")
 	}()
 	return nil
 }

@@ -90,7 +90,7 @@ func (e *Engine) replayProgress(l *Loading, records *int, start time.Time) func(
 				Float64("percent", float64(int64(float64(off)*1000/float64(size)))/10).
 				Int64("bytes", off).Int64("total_bytes", size).
 				Int64("records_per_sec", int64(float64(*records)/elapsed.Seconds())).
-				Dur("elapsed", elapsed).Msg("loading the log")
+				Dur("elapsed_ms", elapsed).Msg("loading the log")
 		}
 		return nil
 	}

@@ -121,3 +121,36 @@ func flat(v any) []string {
 		return []string{fmt.Sprint(x)}
 	}
 }
+
+// A pop blocked as a user whose keys are then taken away gets NOPERM when a
+// job comes, and the job stays; an aclfile written for Redis loads at
+// start (issue 30; Redis 7.2's tests/unit/acl.tcl has the first).
+func TestACLBlockedPopRechecked(t *testing.T) {
+	t.Parallel()
+	file := filepath.Join(t.TempDir(), "users.acl")
+	if err := os.WriteFile(file, []byte("user bob on -@all +@set ~set* >bob +@transaction -@string\nuser psuser on nopass +@all ~*\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := startServer(t, "--aclfile", file)
+	rc := s.dialRaw(t)
+	send(t, rc, `+"OK"`, "AUTH", "psuser", "x")
+	rc.send("BLPOP", "list1", "0")
+	admin := s.dialRaw(t)
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		if strings.Contains(send(t, admin, "", "CLIENT", "LIST").str, "cmd=blpop") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the BLPOP never blocked")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	send(t, admin, `+"OK"`, "ACL", "SETUSER", "psuser", "resetkeys")
+	send(t, admin, "1", "RPUSH", "list1", "foo")
+	if r := rc.read(); r.String() != `-"NOPERM No permissions to access a key"` {
+		t.Fatalf("the blocked BLPOP got %s", r)
+	}
+	send(t, admin, "1", "LLEN", "list1")
+	send(t, admin, `+"OK"`, "AUTH", "bob", "bob")
+	send(t, admin, `+"OK"`, "MULTI")
+}

@@ -41,8 +41,10 @@ func (l OutputLimit) pushCap() int {
 
 // ParseOutputLimit reads Redis's syntax, "class hard soft seconds" repeated
 // (classes normal, replica or slave, pubsub; sizes as 64mb). Only the
-// normal class applies: delayd has no replicas and no pub/sub clients (a
-// MONITOR is a normal client in Redis too). It returns the limit and the
+// normal class applies: delayd has no replicas, and its one channel
+// (__redis__:invalidate, for RESP2 tracking redirection) carries only
+// invalidations, which a normal client gets as pushes anyway (a MONITOR
+// is a normal client in Redis too). It returns the limit and the
 // setting as CONFIG GET shows it, in Redis's form with every class.
 func ParseOutputLimit(s string) (OutputLimit, string, error) {
 	f := strings.Fields(s)
@@ -181,7 +183,7 @@ func (cn *conn) write(b []byte) error {
 	}
 	if err != nil && isTimeout(err) && !cn.killed.Load() {
 		cn.s.log.Warn().Str("addr", cn.nc.RemoteAddr().String()).Int("pending", len(b)).Int64("soft_limit", l.Soft).
-			Dur("for", l.SoftFor).Msg("client closed for overcoming of output buffer limits")
+			Dur("for_ms", l.SoftFor).Msg("client closed for overcoming of output buffer limits")
 	}
 	return err
 }

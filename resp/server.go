@@ -119,7 +119,7 @@ func (s *Server) accept(ln net.Listener) error {
 			} else if backoff < time.Second {
 				backoff *= 2
 			}
-			s.log.Warn().Err(err).Dur("retry_in", backoff).Msg("accept failed")
+			s.log.Warn().Err(err).Dur("retry_in_ms", backoff).Msg("accept failed")
 			time.Sleep(backoff)
 			continue
 		}
@@ -235,7 +235,12 @@ func (s *Server) serveConn(nc net.Conn) {
 			start := len(cn.w.buf)
 			c.Ticket = 0
 			s.d.Exec(c, args)
-			if c.Ticket != 0 {
+			dropped := c.DropReply // CLIENT REPLY OFF or SKIP: no reply to wait for
+			if dropped {
+				c.DropReply = false
+				cn.w.buf = cn.w.buf[:start]
+			}
+			if c.Ticket != 0 && !dropped {
 				cn.logged = append(cn.logged, loggedReply{start, len(cn.w.buf), c.Ticket})
 			}
 			if c.Block == nil && cn.overLimit() { // a pop parked in the engine must be released by block
@@ -495,11 +500,14 @@ wait:
 		}
 		break
 	}
+	if b.Quiet() {
+		cn.w.buf = cn.w.buf[:0] // the flush above left only the pop's reply
+	}
 	if keep && (cn.goneMeanwhile() || cn.peerGone()) {
 		b.WriteFailed()
 		return false
 	}
-	if c.Ticket != 0 {
+	if c.Ticket != 0 && !b.Quiet() {
 		cn.logged = append(cn.logged, loggedReply{0, len(cn.w.buf), c.Ticket})
 	}
 	if cn.flush(d) != nil {

@@ -14,16 +14,17 @@
 # others join it. Extra arguments after start or start-node go to the nodes
 # (e.g. --cluster-ack leader). A node started again keeps its id and log in
 # DATA/<port>; delete DATA for a new cluster. Each node writes its log to
-# DATA/<port>/delayd.out and its pid to DATA/<port>/delayd.pid.
+# DATA/<port>/delayd.out and its pid to DATA/<port>/delayd.pid. The binary
+# is built into DATA/bin, unless DELAYD_BIN names one to run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 nodes=${NODES:-3}
 base=${BASE_PORT:-7000}
 data=${DATA:-./cluster-data}
-bin=$data/bin/delayd
+bin=${DELAYD_BIN:-$data/bin/delayd}
 
 usage() {
-  sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//' >&2
+  sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//' >&2
   exit 2
 }
 
@@ -39,6 +40,7 @@ pid_of() { # the pid of a running node, or nothing
 }
 
 build() {
+  [ -n "${DELAYD_BIN:-}" ] && return
   mkdir -p "$data/bin"
   go build -o "$bin" .
 }

@@ -1,0 +1,139 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// scripts/cluster.sh as its header says a user runs it: three nodes from a
+// base port in the background, one node killed and started again, all
+// stopped; status shows each node's role throughout.
+func TestClusterScript(t *testing.T) {
+	t.Parallel()
+	cliPath(t) // status reads each role with redis-cli
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	script := filepath.Join(filepath.Dir(wd), "scripts", "cluster.sh")
+	base := scriptBasePort(t)
+	data := t.TempDir()
+	run := func(args ...string) string {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, "bash", append([]string{script}, args...)...)
+		cmd.Env = append(cleanEnv(), "BASE_PORT="+strconv.Itoa(base), "DATA="+data, "DELAYD_BIN="+binPath)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("cluster.sh %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return string(out)
+	}
+	t.Cleanup(func() {
+		// Whatever the test left running, by the pid files the script keeps.
+		files, _ := filepath.Glob(filepath.Join(data, "*", "delayd.pid"))
+		for _, f := range files {
+			if b, err := os.ReadFile(f); err == nil {
+				if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
+					if p, err := os.FindProcess(pid); err == nil {
+						_ = p.Kill()
+					}
+				}
+			}
+		}
+	})
+
+	out := run("start")
+	if want := fmt.Sprintf("delayd cluster: 3 nodes on ports %d-%d", base+1, base+3); !strings.Contains(out, want) {
+		t.Fatalf("start: no %q in:\n%s", want, out)
+	}
+	// status: "node N  port P  pid X  role R" or "node N  port P  stopped"
+	line := regexp.MustCompile(`(?m)^node (\d)  port (\d+)  (?:pid \d+  role (\S+)|stopped)$`)
+	roles := func() map[int]string {
+		m := map[int]string{}
+		for _, f := range line.FindAllStringSubmatch(run("status"), -1) {
+			n, _ := strconv.Atoi(f[1])
+			m[n] = f[3]
+			if f[3] == "" {
+				m[n] = "stopped"
+			}
+		}
+		return m
+	}
+	// master is the node status shows master, once the others are as want.
+	master := func(what string, want map[int]string) int {
+		t.Helper()
+		var m int
+		clWait(t, 20*time.Second, what, func() (bool, string) {
+			r := roles()
+			m = 0
+			for n, role := range r {
+				if role == "master" {
+					if m != 0 {
+						return false, fmt.Sprint("two masters: ", r)
+					}
+					m = n
+				}
+			}
+			for n, role := range want {
+				if r[n] != role {
+					return false, fmt.Sprint(r)
+				}
+			}
+			return m != 0 && len(r) == 3, fmt.Sprint(r)
+		})
+		return m
+	}
+	first := master("one master, two replicas", nil)
+
+	run("kill-node", strconv.Itoa(first))
+	second := master(fmt.Sprintf("a new master after node %d was killed", first), map[int]string{first: "stopped"})
+	if second == first {
+		t.Fatalf("node %d still master after its kill", first)
+	}
+	run("start-node", strconv.Itoa(first))
+	master(fmt.Sprintf("node %d back as a replica", first), map[int]string{first: "slave", second: "master"})
+
+	run("stop")
+	for n, role := range roles() {
+		if role != "stopped" {
+			t.Errorf("after stop, node %d: %s", n, role)
+		}
+	}
+}
+
+// scriptBasePort is a base port whose three nodes' client, dashboard
+// (+1000) and bus (+10000) ports are all free, below the ephemeral range.
+func scriptBasePort(t *testing.T) int {
+	t.Helper()
+	for range 50 {
+		base := 12000 + rand.IntN(3900)
+		free := true
+		for n := 1; n <= 3 && free; n++ {
+			for _, p := range []int{base + n, base + n + 1000, base + n + 10000} {
+				ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
+				if err != nil {
+					free = false
+					break
+				}
+				ln.Close()
+			}
+		}
+		if free {
+			return base
+		}
+	}
+	t.Fatal("no free base port")
+	return 0
+}
