@@ -1,8 +1,10 @@
 // Package web is delayd's HTTP side: /metrics for Prometheus, /healthz and
 // /readyz for orchestrators, and the dashboard for people. It sits beside
-// resp, not in front of the engine: every action it offers is a RESP
-// command run through the same command table (Server.Do), so a screen is a
-// view of the protocol and a button is a command.
+// resp, not in front of the engine: every action it offers is RESP
+// commands run through the same command table (Server.Do), so a screen is a
+// view of the protocol and a button is a command (one per job of a
+// selection at most). The dashboard's charts come from the same commands,
+// run every 10 s by a sampler that Listen starts and Close stops.
 package web
 
 import (
