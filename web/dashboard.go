@@ -552,7 +552,11 @@ func (d *dashboard) job(ctx context.Context, r *http.Request) (string, any) {
 // inline, so a payload holding HTML cannot run as this site's page.
 func (d *dashboard) payload(w http.ResponseWriter, r *http.Request) {
 	qv := r.URL.Query()
-	v, err := d.do(r.Context(), "DELAY.GET", qv.Get("key"), qv.Get("id"))
+	ctx := r.Context()
+	if d.node(ctx).Follower {
+		ctx = WithReadOnly(ctx) // as its job page reads it
+	}
+	v, err := d.do(ctx, "DELAY.GET", qv.Get("key"), qv.Get("id"))
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadGateway)
 		return

@@ -499,6 +499,9 @@ func TestFollowerPagesOverHTTP(t *testing.T) {
 	if body := page("/job?key=q20&id=j3"); !strings.Contains(body, `data-field="state">delayed</td>`) {
 		t.Errorf("the follower's job page does not read the job")
 	}
+	if body := page("/job/payload?key=q20&id=j3"); body != "job 3" {
+		t.Errorf("the follower's payload download: %q, want %q", body, "job 3")
+	}
 	req, _ := http.NewRequest("POST", follower.http+"/action?op=cancel&key=q20&id=j3&back=/", strings.NewReader("confirmed=1"))
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	resp, err := http.DefaultClient.Do(req)
