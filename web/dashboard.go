@@ -110,6 +110,7 @@ type view struct {
 // update.
 func (d *dashboard) page(name string, load func(ctx context.Context, r *http.Request) (string, any)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
+		d.startSampler() // from the first page on (dashboard_charts.go)
 		ctx := r.Context()
 		node := d.node(ctx)
 		if node.Follower {

@@ -7,15 +7,18 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
 // Charts of the last hour: adds, deliveries and acks per second and queue
 // latency, per queue and for the whole server, drawn by the page as inline
-// SVG from samples the server keeps. A goroutine (started with the HTTP
-// side, Server.Listen) samples every chartStep through the same commands a
-// page runs (INFO, DELAY.STATS), never from the engine's own paths, into a
-// fixed ring per series: chartPoints samples, at most chartQueues queues.
+// SVG from samples the server keeps. A goroutine samples every chartStep
+// through the same commands a page runs (INFO, DELAY.STATS), never from the
+// engine's own paths, into a fixed ring per series: chartPoints samples, at
+// most chartQueues queues. It starts when a listening server's dashboard
+// is first opened (a server nobody looks at runs no commands of its own,
+// which MONITOR and INFO commandstats would show) and runs until Close.
 // Memory is bounded whatever the traffic: about 15 KiB a queue.
 //
 // Which queues: those the sampler has found (one SCAN step per sample, so
@@ -76,21 +79,32 @@ type chartBook struct {
 	server chartSeries // the whole server, from INFO
 	queues map[string]*chartSeries
 	cursor string // where the next SCAN step starts
-	stop   chan struct{}
-	done   chan struct{}
+
+	armed, started atomic.Bool // Listen ran; the sampler runs
+	stop, done     chan struct{}
+	stopped        bool // Close ran: never start again
 }
 
-// startSampler runs the sampler until stopSampler.
-func (d *dashboard) startSampler() {
-	if d.s.opts.Dispatcher == nil {
-		return // a Server for /metrics alone (tests): no commands to run
+// armSampler lets the first dashboard page start the sampler (Listen: a
+// Server only handed requests in tests runs none).
+func (d *dashboard) armSampler() {
+	if d.s.opts.Dispatcher != nil { // a Server for /metrics alone has no commands to run
+		d.charts.armed.Store(true)
 	}
+}
+
+// startSampler runs the sampler until stopSampler, once armed.
+func (d *dashboard) startSampler() {
 	c := &d.charts
+	if !c.armed.Load() || c.started.Load() {
+		return
+	}
 	c.mu.Lock()
-	if c.stop != nil {
+	if c.stop != nil || c.stopped {
 		c.mu.Unlock()
 		return
 	}
+	c.started.Store(true)
 	c.stop, c.done = make(chan struct{}), make(chan struct{})
 	stop, done := c.stop, c.done
 	c.mu.Unlock()
@@ -114,7 +128,7 @@ func (d *dashboard) stopSampler() {
 	c := &d.charts
 	c.mu.Lock()
 	stop, done := c.stop, c.done
-	c.stop = nil
+	c.stop, c.stopped = nil, true
 	c.mu.Unlock()
 	if stop != nil {
 		close(stop)

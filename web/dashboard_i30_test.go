@@ -3,12 +3,18 @@ package web
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"net/url"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/delayd/delayd/commands"
+	"github.com/delayd/delayd/engine"
 )
 
 // Recurring schedules are text on a queue's page and on /schedules: a
@@ -276,5 +282,45 @@ func TestDashboardChartsFromTheRing(t *testing.T) {
 	d.chartsFor(outside, now.Add(4*chartStep))
 	if names := d.charts.queueNamesSampled(); len(names) != chartQueues || !slices.Contains(names, outside) {
 		t.Errorf("an opened queue is not sampled, or the cap is broken: %d queues", len(names))
+	}
+}
+
+// The sampler starts with the first dashboard page of a listening server,
+// not before (a server nobody looks at runs no commands of its own), and
+// stops with Close.
+func TestDashboardSamplerStartsWithTheFirstPage(t *testing.T) {
+	eng, err := engine.New(engine.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { eng.Close() })
+	disp := commands.New(commands.Options{Engine: eng, Log: zerolog.Nop()})
+	s := New(Options{Addr: "127.0.0.1:0", Dispatcher: disp})
+	if err := s.Listen(); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(time.Second)
+	base := "http://" + s.Addr().String()
+	if resp, err := http.Get(base + "/metrics"); err != nil {
+		t.Fatal(err)
+	} else {
+		resp.Body.Close()
+	}
+	if s.dash.charts.started.Load() {
+		t.Fatal("the sampler runs before anyone opened the dashboard")
+	}
+	resp, err := http.Get(base + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if !s.dash.charts.started.Load() {
+		t.Fatal("the first page did not start the sampler")
+	}
+	s.Close(time.Second)
+	select {
+	case <-s.dash.charts.done:
+	default:
+		t.Fatal("Close did not stop the sampler")
 	}
 }

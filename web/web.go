@@ -4,7 +4,8 @@
 // commands run through the same command table (Server.Do), so a screen is a
 // view of the protocol and a button is a command (one per job of a
 // selection at most). The dashboard's charts come from the same commands,
-// run every 10 s by a sampler that Listen starts and Close stops.
+// run every 10 s by a sampler that starts when the dashboard is first
+// opened and stops with Close.
 package web
 
 import (
@@ -101,7 +102,7 @@ func (s *Server) Listen() error {
 			s.opts.Log.Error().Err(err).Msg("http serve")
 		}
 	}()
-	s.dash.startSampler() // the dashboard's charts (dashboard_charts.go)
+	s.dash.armSampler() // the dashboard's charts (dashboard_charts.go)
 	return nil
 }
 
