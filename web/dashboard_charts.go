@@ -290,11 +290,11 @@ func (d *dashboard) forgetIdle(now time.Time) {
 // chartView is one chart: lines over the last hour, scaled to the largest
 // value shown.
 type chartView struct {
-	Title, Unit string
-	W, H        int
-	Lines       []chartLine
-	Max         string // the top of the scale, with its unit
-	Empty       string // why there is nothing to draw yet
+	Title string
+	W, H  int
+	Lines []chartLine
+	Max   string // the top of the scale, with its unit
+	Empty string // why there is nothing to draw yet
 }
 
 type chartLine struct {
@@ -342,7 +342,7 @@ type point struct {
 }
 
 func drawRates(xs []chartSample, now time.Time) chartView {
-	cv := chartView{Title: "Rates", Unit: "/s", W: chartW, H: chartH}
+	cv := chartView{Title: "Rates", W: chartW, H: chartH}
 	series := []struct {
 		key, label string
 		get        func(chartSample) int64
@@ -383,7 +383,7 @@ func drawRates(xs []chartSample, now time.Time) chartView {
 }
 
 func drawLatency(xs []chartSample, now time.Time) chartView {
-	cv := chartView{Title: "Queue latency", Unit: "", W: chartW, H: chartH}
+	cv := chartView{Title: "Queue latency", W: chartW, H: chartH}
 	var pts []point
 	top := 0.0
 	for _, x := range xs {
