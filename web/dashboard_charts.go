@@ -143,7 +143,6 @@ func (d *dashboard) sample(ctx context.Context, now time.Time) {
 	ctx = WithReadOnly(ctx)
 	c := &d.charts
 	var server chartSample
-	serverLatency := false // INFO said it
 	if v, err := d.do(ctx, "INFO", "stats", "queues"); err == nil {
 		in := parseInfo(v)
 		server = chartSample{at: now.UnixMilli(), latency: -1, countersKnown: true,
@@ -151,7 +150,6 @@ func (d *dashboard) sample(ctx context.Context, now time.Time) {
 			acked: in.int("stats", "jobs_acked"), ready: in.int("queues", "ready")}
 		if _, ok := in["queues"]["latency_max_ms"]; ok {
 			server.latency, server.latencyMeasure = in.int("queues", "latency_max_ms"), true
-			serverLatency = true
 		}
 	}
 	d.discover(ctx, now)
@@ -172,11 +170,6 @@ func (d *dashboard) sample(ctx context.Context, now time.Time) {
 			s.put(x)
 		}
 		c.mu.Unlock()
-		// Without INFO's latency_max_ms, the server's latency is its
-		// worst sampled queue's.
-		if x.latencyMeasure && x.latency >= 0 && !serverLatency {
-			server.latency, server.latencyMeasure = max(server.latency, x.latency), true
-		}
 	}
 	if server.at != 0 {
 		c.mu.Lock()
