@@ -19,7 +19,7 @@ import (
 // most chartQueues queues. It starts when a listening server's dashboard
 // is first opened (a server nobody looks at runs no commands of its own,
 // which MONITOR and INFO commandstats would show) and runs until Close.
-// Memory is bounded whatever the traffic: about 15 KiB a queue.
+// Memory is bounded whatever the traffic: about 20 KiB a queue.
 //
 // Which queues: those the sampler has found (one SCAN step per sample, so
 // a million queues cost no more per sample than a thousand) and those a

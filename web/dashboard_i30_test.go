@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/rs/zerolog"
 
@@ -322,5 +323,13 @@ func TestDashboardSamplerStartsWithTheFirstPage(t *testing.T) {
 	case <-s.dash.charts.done:
 	default:
 		t.Fatal("Close did not stop the sampler")
+	}
+}
+
+// The ring's memory is what the comments and docs say: about 20 KiB a
+// queue.
+func TestChartRingSize(t *testing.T) {
+	if n := unsafe.Sizeof(chartSeries{}); n > 21<<10 {
+		t.Errorf("a queue's ring is %d bytes, the docs say about 20 KiB", n)
 	}
 }
