@@ -9,6 +9,7 @@ import (
 	"html/template"
 	"io/fs"
 	"net/http"
+	"net/url"
 	"path"
 	"strconv"
 	"strings"
@@ -17,8 +18,11 @@ import (
 
 // The dashboard: server-rendered pages (html/template), one small
 // stylesheet and one small script embedded in the binary. Every number on
-// a page comes from a command reply (Server.Do); every button posts an
-// action that runs one command (dashboard_actions.go).
+// a page comes from a command reply (Server.Do), the charts' from replies
+// sampled into a ring (dashboard_charts.go); every button posts an action
+// that runs its commands, one per job at most (dashboard_actions.go). On
+// a cluster follower the pages read its own copy and offer no action
+// (dashboard_node.go).
 //
 // Live updates: the script fetches the page's own address every second
 // with the header X-Delayd-Live and gets back only <main>; it swaps in the
@@ -39,6 +43,7 @@ type dashboard struct {
 	rates   rateBook
 	queues  queueCache
 	leaders leaderBook
+	charts  chartBook
 	started time.Time
 }
 
@@ -46,6 +51,7 @@ type dashboard struct {
 // and the embedded assets.
 func (s *Server) dashboardRoutes() {
 	d := newDashboard(s)
+	s.dash = d
 	s.mux.HandleFunc("GET /{$}", d.page("overview", d.overview))
 	s.mux.HandleFunc("GET /queues", d.page("queues", d.queueList))
 	s.mux.HandleFunc("GET /queue", d.page("queue", d.queue))
@@ -104,6 +110,7 @@ type view struct {
 // update.
 func (d *dashboard) page(name string, load func(ctx context.Context, r *http.Request) (string, any)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
+		d.startSampler() // from the first page on (dashboard_charts.go)
 		ctx := r.Context()
 		node := d.node(ctx)
 		if node.Follower {
@@ -196,6 +203,10 @@ type overviewData struct {
 	Uptime                        string
 	Version, Role                 string
 	Lateness                      *histogram
+	Charts                        chartsView
+	// LatencyMs is INFO queues' latency_max_ms: the longest any ready job
+	// has waited since its due time; -1 when the server does not say.
+	LatencyMs int64
 }
 
 type counter struct {
@@ -239,6 +250,10 @@ func (d *dashboard) overview(ctx context.Context, r *http.Request) (string, any)
 	}
 	o.Jobs, o.Delayed = in.int("queues", "jobs"), in.int("queues", "delayed")
 	o.Ready, o.Reserved, o.Queues = in.int("queues", "ready"), in.int("queues", "reserved"), in.int("queues", "queues")
+	o.LatencyMs = -1
+	if _, ok := in["queues"]["latency_max_ms"]; ok {
+		o.LatencyMs = in.int("queues", "latency_max_ms")
+	}
 	o.AddRate = d.rates.observe("jobs_added", now, in.int("stats", "jobs_added"))
 	o.DeliverRate = d.rates.observe("jobs_delivered", now, in.int("stats", "jobs_delivered"))
 	o.AckRate = d.rates.observe("jobs_acked", now, in.int("stats", "jobs_acked"))
@@ -260,6 +275,7 @@ func (d *dashboard) overview(ctx context.Context, r *http.Request) (string, any)
 	o.Version = in["server"]["delayd_version"]
 	o.Role = in["replication"]["role"]
 	o.Lateness = parseLateness(in["lateness"])
+	o.Charts = d.chartsFor("", now)
 
 	cl, err := d.do(ctx, "CLIENT", "LIST")
 	if err != nil {
@@ -287,6 +303,9 @@ type queueData struct {
 	Counts    struct{ Delayed, Ready, Reserved, Total int64 }
 	Paused    bool
 	HasPaused bool // DELAY.STATS has the paused field
+	// LatencyMs is DELAY.STATS's latency (how long the oldest ready job
+	// has waited); -1 when the server does not say.
+	LatencyMs int64
 	DeadLet   int64
 	AddRate   float64
 	DelRate   float64
@@ -298,10 +317,17 @@ type queueData struct {
 	Reserved    []jobRow
 	ReservedErr string
 	DeadHere    bool // some listed ready job was dead-lettered here
+	ErrorsHere  bool // some listed ready job carries a failure reason
 	Limit       []field
 	Schedules   []scheduleRow
 	SchedErr    string
 	Show        int
+	Charts      chartsView
+	// Paging through the delayed and reserved jobs (AFTER due id): the
+	// next page's address when this one is full, and the first page's when
+	// this is not it.
+	UpNext, UpFirst   string
+	ResNext, ResFirst string
 }
 
 type jobRow struct {
@@ -309,6 +335,7 @@ type jobRow struct {
 	Due         int64 // the due time, or a reserved job's ack deadline
 	Deliveries  int64
 	Origin      string // the queue a dead-lettered job came from
+	Error       string // its last failure reason (DELAY.NACK ... ERROR), if any
 }
 
 // queueShow is how many jobs of each state a queue page lists.
@@ -316,7 +343,7 @@ const queueShow = 25
 
 func (d *dashboard) queue(ctx context.Context, r *http.Request) (string, any) {
 	key := r.URL.Query().Get("key")
-	q := &queueData{Key: key, Show: queueShow, AddRate: -1, DelRate: -1}
+	q := &queueData{Key: key, Show: queueShow, AddRate: -1, DelRate: -1, LatencyMs: -1}
 	show := strconv.Itoa(queueShow)
 	if v, err := d.do(ctx, "DELAY.STATS", key); err != nil {
 		q.StatsErr = err.Error()
@@ -336,6 +363,8 @@ func (d *dashboard) queue(ctx context.Context, r *http.Request) (string, any) {
 				q.AddRate = d.rates.observe("added\x00"+key, time.Now(), num(f.Value))
 			case "deliveries":
 				q.DelRate = d.rates.observe("delivered\x00"+key, time.Now(), num(f.Value))
+			case "latency":
+				q.LatencyMs = num(f.Value)
 			case "paused":
 				q.HasPaused = true
 				q.Paused = num(f.Value) == 1 || str(f.Value) == "yes" || str(f.Value) == "true"
@@ -343,13 +372,42 @@ func (d *dashboard) queue(ctx context.Context, r *http.Request) (string, any) {
 		}
 		q.Counts.Total = q.Counts.Delayed + q.Counts.Ready + q.Counts.Reserved
 	}
-	if v, err := d.do(ctx, "DELAY.UPCOMING", key, show); err != nil {
+	qv := r.URL.Query()
+	pageURL := func(prefix, due, id string) string {
+		v := url.Values{}
+		for k, vs := range qv {
+			if !strings.HasPrefix(k, prefix) {
+				v[k] = vs
+			}
+		}
+		if id != "" {
+			v.Set(prefix+"due", due)
+			v.Set(prefix+"id", id)
+		}
+		return "/queue?" + v.Encode()
+	}
+	after := func(args []string, prefix string) []string {
+		if id := qv.Get(prefix + "id"); id != "" {
+			return append(args, "AFTER", qv.Get(prefix+"due"), id)
+		}
+		return args
+	}
+	if qv.Get("uid") != "" {
+		q.UpFirst = pageURL("u", "", "")
+	}
+	if qv.Get("rid") != "" {
+		q.ResFirst = pageURL("r", "", "")
+	}
+	if v, err := d.do(ctx, after([]string{"DELAY.UPCOMING", key, show}, "u")...); err != nil {
 		q.UpcomingErr = err.Error()
 	} else {
 		for _, e := range list(v) {
 			if t := list(e); len(t) >= 3 {
 				q.Upcoming = append(q.Upcoming, jobRow{ID: str(t[0]), Due: num(t[1]), Preview: preview(bytesOf(t[2]))})
 			}
+		}
+		if n := len(q.Upcoming); n == queueShow {
+			q.UpNext = pageURL("u", strconv.FormatInt(q.Upcoming[n-1].Due, 10), q.Upcoming[n-1].ID)
 		}
 	}
 	if v, err := d.do(ctx, "DELAY.PEEK", key, show); err != nil {
@@ -358,25 +416,29 @@ func (d *dashboard) queue(ctx context.Context, r *http.Request) (string, any) {
 		for _, e := range list(v) {
 			if t := list(e); len(t) >= 2 {
 				row := jobRow{ID: str(t[0]), Preview: preview(bytesOf(t[1]))}
-				// DELAY.GET names a dead-lettered job's origin: only those
-				// get a Requeue button (25 look-ups of about 5µs).
+				// DELAY.GET names a dead-lettered job's origin (only those
+				// get a Requeue button) and a failed job's last error (25
+				// look-ups of about 5µs).
 				if g, err := d.do(ctx, "DELAY.GET", key, row.ID); err == nil {
-					row.Origin = str(fieldMap(g)["origin"])
+					m := fieldMap(g)
+					row.Origin, row.Error = str(m["origin"]), str(m["error"])
 				}
-				if row.Origin != "" {
-					q.DeadHere = true
-				}
+				q.DeadHere = q.DeadHere || row.Origin != ""
+				q.ErrorsHere = q.ErrorsHere || row.Error != ""
 				q.Ready = append(q.Ready, row)
 			}
 		}
 	}
-	if v, err := d.do(ctx, "DELAY.RESERVED", key, show); err != nil {
+	if v, err := d.do(ctx, after([]string{"DELAY.RESERVED", key, show}, "r")...); err != nil {
 		q.ReservedErr = err.Error()
 	} else {
 		for _, e := range list(v) {
 			if t := list(e); len(t) >= 4 {
 				q.Reserved = append(q.Reserved, jobRow{ID: str(t[0]), Due: num(t[1]), Deliveries: num(t[2]), Preview: preview(bytesOf(t[3]))})
 			}
+		}
+		if n := len(q.Reserved); n == queueShow {
+			q.ResNext = pageURL("r", strconv.FormatInt(q.Reserved[n-1].Due, 10), q.Reserved[n-1].ID)
 		}
 	}
 	if v, err := d.do(ctx, "DELAY.LIMIT", key); err == nil {
@@ -387,6 +449,7 @@ func (d *dashboard) queue(ctx context.Context, r *http.Request) (string, any) {
 	} else {
 		q.Schedules = scheduleRows(v)
 	}
+	q.Charts = d.chartsFor(key, time.Now())
 	return "Queue " + showName(key), q
 }
 
@@ -419,6 +482,7 @@ type jobData struct {
 	RawURL   string
 	Reserved bool
 	Origin   string
+	Error    string // the last failure reason (DELAY.GET's error)
 }
 
 type jobField struct {
@@ -475,6 +539,8 @@ func (d *dashboard) job(ctx context.Context, r *http.Request) (string, any) {
 			}
 		case "state":
 			j.State = jf.Text
+		case "error":
+			j.Error = jf.Text
 		}
 		jf.Text = showName(jf.Text)
 		j.Fields = append(j.Fields, jf)
@@ -487,7 +553,11 @@ func (d *dashboard) job(ctx context.Context, r *http.Request) (string, any) {
 // inline, so a payload holding HTML cannot run as this site's page.
 func (d *dashboard) payload(w http.ResponseWriter, r *http.Request) {
 	qv := r.URL.Query()
-	v, err := d.do(r.Context(), "DELAY.GET", qv.Get("key"), qv.Get("id"))
+	ctx := r.Context()
+	if d.node(ctx).Follower {
+		ctx = WithReadOnly(ctx) // as its job page reads it
+	}
+	v, err := d.do(ctx, "DELAY.GET", qv.Get("key"), qv.Get("id"))
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadGateway)
 		return

@@ -1,10 +1,21 @@
 package web
 
 import (
+	"context"
+	"fmt"
+	"net/http"
 	"net/url"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/rs/zerolog"
+
+	"github.com/delayd/delayd/commands"
+	"github.com/delayd/delayd/engine"
 )
 
 // Recurring schedules are text on a queue's page and on /schedules: a
@@ -192,5 +203,133 @@ func TestDashboardPayloadJSONIndented(t *testing.T) {
 	_, body := get(t, s, "/job?key=q&id=j")
 	if !strings.Contains(body, "JSON, indented") || !strings.Contains(body, "{\n  &#34;to&#34;: &#34;&lt;b&gt;x&lt;/b&gt;&#34;,\n  &#34;n&#34;: 1\n}</pre>") {
 		t.Errorf("the job page does not show the JSON payload indented and escaped:\n%s", body[strings.Index(body, `id="job-payload"`):])
+	}
+}
+
+// The charts' ring: samples taken at fake times become rates per second
+// and latency points, drawn as SVG polylines; the ring and the number of
+// queues sampled are bounded.
+func TestDashboardChartsFromTheRing(t *testing.T) {
+	s := newTestServer(t, Options{})
+	d := s.dash
+	ctx := context.Background()
+	t0 := time.Now()
+	must(t, s, "DELAY.ADD", "q", "0", "first", "ACKTIMEOUT", "60000")
+	d.sample(ctx, t0)
+	for i := range 10 {
+		must(t, s, "DELAY.ADD", "q", "0", fmt.Sprint("job ", i), "ACKTIMEOUT", "60000")
+	}
+	for range 4 {
+		job := list(must(t, s, "DELAY.POP", "q", "1"))
+		if len(job) < 2 {
+			t.Fatalf("DELAY.POP: %v", job)
+		}
+		if n := num(must(t, s, "DELAY.ACK", "q", str(job[1]))); n != 1 {
+			t.Fatalf("DELAY.ACK: %d", n)
+		}
+	}
+	d.sample(ctx, t0.Add(chartStep))
+	c := d.chartsFor("q", t0.Add(chartStep))
+	last := map[string]string{}
+	for _, l := range c.Rates.Lines {
+		last[l.Key] = l.Last
+		if l.N != 1 || !strings.Contains(l.Points, ",") {
+			t.Errorf("%s: %d points %q, want 1", l.Key, l.N, l.Points)
+		}
+	}
+	if last["adds"] != "1.0" || last["deliveries"] != "0.4" || last["acks"] != "0.4" {
+		t.Errorf("rates over 10s of 10 adds, 4 pops, 4 acks: %v", last)
+	}
+	// The head of the ready list has been due since before t0: its age at
+	// t0+10s is at least 10s.
+	if l := c.Latency.Lines[0]; l.N != 2 || !strings.HasSuffix(l.Last, "s") {
+		t.Errorf("latency: %d points, last %q", l.N, l.Last)
+	}
+	_, body := get(t, s, "/queue?key=q")
+	if !regexp.MustCompile(`<polyline class="s0" data-series="adds" data-n="1" points="[0-9.]+,[0-9.]+"`).MatchString(body) {
+		t.Errorf("the queue page draws no adds line:\n%.3000s", body[strings.Index(body, `id="q-charts"`):])
+	}
+	_, body = get(t, s, "/")
+	if !strings.Contains(body, `id="ov-charts"`) || !strings.Contains(body, `data-series="deliveries" data-n="1"`) {
+		t.Errorf("the overview draws no server chart")
+	}
+
+	// A ring holds an hour: more samples replace the oldest.
+	for i := 2; i < chartPoints+50; i++ {
+		d.sample(ctx, t0.Add(time.Duration(i)*chartStep))
+	}
+	now := t0.Add((chartPoints + 49) * chartStep)
+	if n := len(d.charts.queues["q"].samples(now)); n != chartPoints {
+		t.Errorf("%d samples kept, want %d", n, chartPoints)
+	}
+	// At most chartQueues queues are sampled; one a reader opens replaces
+	// the one idle longest.
+	for i := range chartQueues + 20 {
+		must(t, s, "DELAY.ADD", fmt.Sprint("many-", i), "60000", "x")
+	}
+	for i := range 3 {
+		d.sample(ctx, now.Add(time.Duration(i+1)*chartStep))
+	}
+	if n := len(d.charts.queueNamesSampled()); n != chartQueues {
+		t.Errorf("%d queues sampled, want %d", n, chartQueues)
+	}
+	var outside string
+	for i := range chartQueues + 20 {
+		if n := fmt.Sprint("many-", i); !slices.Contains(d.charts.queueNamesSampled(), n) {
+			outside = n
+			break
+		}
+	}
+	d.chartsFor(outside, now.Add(4*chartStep))
+	if names := d.charts.queueNamesSampled(); len(names) != chartQueues || !slices.Contains(names, outside) {
+		t.Errorf("an opened queue is not sampled, or the cap is broken: %d queues", len(names))
+	}
+}
+
+// The sampler starts with the first dashboard page of a listening server,
+// not before (a server nobody looks at runs no commands of its own), and
+// stops with Close.
+func TestDashboardSamplerStartsWithTheFirstPage(t *testing.T) {
+	eng, err := engine.New(engine.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { eng.Close() })
+	disp := commands.New(commands.Options{Engine: eng, Log: zerolog.Nop()})
+	s := New(Options{Addr: "127.0.0.1:0", Dispatcher: disp})
+	if err := s.Listen(); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(time.Second)
+	base := "http://" + s.Addr().String()
+	if resp, err := http.Get(base + "/metrics"); err != nil {
+		t.Fatal(err)
+	} else {
+		resp.Body.Close()
+	}
+	if s.dash.charts.started.Load() {
+		t.Fatal("the sampler runs before anyone opened the dashboard")
+	}
+	resp, err := http.Get(base + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if !s.dash.charts.started.Load() {
+		t.Fatal("the first page did not start the sampler")
+	}
+	s.Close(time.Second)
+	select {
+	case <-s.dash.charts.done:
+	default:
+		t.Fatal("Close did not stop the sampler")
+	}
+}
+
+// The ring's memory is what the comments and docs say: about 20 KiB a
+// queue.
+func TestChartRingSize(t *testing.T) {
+	if n := unsafe.Sizeof(chartSeries{}); n > 21<<10 {
+		t.Errorf("a queue's ring is %d bytes, the docs say about 20 KiB", n)
 	}
 }

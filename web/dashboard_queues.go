@@ -33,6 +33,7 @@ type queueRow struct {
 	Total, DeadLettered      int64
 	Paused, HasPaused        bool
 	AddRate, Rate            float64 // adds and deliveries per second
+	LatencyMs                int64   // DELAY.STATS latency; -1 when the server does not say
 	Err                      string
 }
 
@@ -66,6 +67,7 @@ type queuesData struct {
 
 var queueSorts = []struct{ key, label string }{
 	{"name", "queue"}, {"delayed", "delayed"}, {"ready", "ready"}, {"reserved", "reserved"}, {"total", "total"},
+	{"latency", "latency"},
 }
 
 func (d *dashboard) queueList(ctx context.Context, r *http.Request) (string, any) {
@@ -177,6 +179,8 @@ func (r queueRow) count(key string) int64 {
 		return r.Ready
 	case "reserved":
 		return r.Reserved
+	case "latency":
+		return r.LatencyMs
 	}
 	return r.Total
 }
@@ -190,6 +194,7 @@ func (d *dashboard) fillRow(ctx context.Context, row *queueRow, now time.Time) {
 	}
 	row.Paused, row.HasPaused = false, false
 	row.AddRate = -1 // servers before per-queue adds have no counter
+	row.LatencyMs = -1
 	for _, f := range fields(v) {
 		n := num(f.Value)
 		switch f.Name {
@@ -205,6 +210,8 @@ func (d *dashboard) fillRow(ctx context.Context, row *queueRow, now time.Time) {
 			row.AddRate = d.rates.observe("added\x00"+row.Name, now, n)
 		case "deliveries":
 			row.Rate = d.rates.observe("delivered\x00"+row.Name, now, n)
+		case "latency":
+			row.LatencyMs = n
 		case "paused":
 			row.HasPaused, row.Paused = true, n == 1
 		}

@@ -35,7 +35,10 @@ var viewFuncs = template.FuncMap{
 	"bulkConfirm": bulkConfirm,
 	"bulkLabel":   bulkLabel,
 	"checkbox":    checkbox,
-	"int64":       func(n int) int64 { return int64(n) },
+	"pager": func(first, next, k string, n int) map[string]any {
+		return map[string]any{"First": first, "Next": next, "K": k, "N": n}
+	},
+	"int64": func(n int) int64 { return int64(n) },
 	"div": func(a, b int64) int64 {
 		if b == 0 {
 			return 0

@@ -1,8 +1,11 @@
 // Package web is delayd's HTTP side: /metrics for Prometheus, /healthz and
 // /readyz for orchestrators, and the dashboard for people. It sits beside
-// resp, not in front of the engine: every action it offers is a RESP
-// command run through the same command table (Server.Do), so a screen is a
-// view of the protocol and a button is a command.
+// resp, not in front of the engine: every action it offers is RESP
+// commands run through the same command table (Server.Do), so a screen is a
+// view of the protocol and a button is a command (one per job of a
+// selection at most). The dashboard's charts come from the same commands,
+// run every 10 s by a sampler that starts when the dashboard is first
+// opened and stops with Close.
 package web
 
 import (
@@ -58,6 +61,7 @@ type Server struct {
 	mux  *http.ServeMux
 	srv  *http.Server
 	ln   net.Listener
+	dash *dashboard
 }
 
 // New makes a Server; Listen starts it.
@@ -98,6 +102,7 @@ func (s *Server) Listen() error {
 			s.opts.Log.Error().Err(err).Msg("http serve")
 		}
 	}()
+	s.dash.armSampler() // the dashboard's charts (dashboard_charts.go)
 	return nil
 }
 
@@ -106,6 +111,7 @@ func (s *Server) Addr() net.Addr { return s.ln.Addr() }
 
 // Close stops accepting and waits up to timeout for requests in flight.
 func (s *Server) Close(timeout time.Duration) {
+	s.dash.stopSampler()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	if err := s.srv.Shutdown(ctx); err != nil {

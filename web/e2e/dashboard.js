@@ -301,7 +301,6 @@ async function jobPage(page) {
   eq(await page.locator('pre[data-k=payload]').textContent(), JSON.stringify(JSON.parse(jp), null, 2), 'the payload, indented');
   check(await page.locator('pre[data-k=payload][data-json]').count() === 1, 'the payload marked JSON');
   check((await page.locator('#job-payload h2').textContent()).includes('JSON, indented'), 'the heading says JSON');
-  await shot(page, 'job-json');
 
   step = 'job page: binary payload';
   await goto(page, '/job?key=show&id=binary');
@@ -447,6 +446,61 @@ async function jobActions(page) {
   check(j.state === 'delayed' && Math.abs(Number(j.due) - Date.now() - 90000) < 5000, `after reschedule by 90s: ${JSON.stringify(j)}`);
 }
 
+// Charts: the server samples every 10s into its ring; by now (half a
+// minute of adds, pops and acks) each chart has points, drawn as SVG.
+async function charts(page) {
+  step = 'charts on the queue page';
+  await goto(page, '/queue?key=emails');
+  const points = async (sel) => {
+    const el = page.locator(sel);
+    if ((await el.count()) === 0) return 0;
+    const n = Number(await el.getAttribute('data-n'));
+    const pairs = (await el.getAttribute('points')).trim().split(/\s+/);
+    check(pairs.length === n && pairs.every((p) => /^[0-9.]+,[0-9.]+$/.test(p)), `${sel}: ${n} points ${pairs}`);
+    return n;
+  };
+  await within(30000, 'a rates line with points', async () => (await points('#q-charts polyline[data-series=deliveries]')) >= 1 || 'none yet');
+  await within(30000, 'a latency line with points', async () => (await points('#q-charts polyline[data-series=latency]')) >= 1 || 'none yet');
+  check(await page.locator('#q-charts svg').count() === 2, 'two charts: rates and latency');
+  check(/\d/.test(await page.locator('#q-charts [data-k=last-adds]').textContent()), 'the newest adds/s figure');
+
+  step = 'charts on the overview';
+  await goto(page, '/');
+  await within(30000, 'the server\'s rates', async () => (await points('#ov-charts polyline[data-series=adds]')) >= 1 || 'none yet');
+}
+
+// Failure reasons (DELAY.NACK ... ERROR) on a dead-letter list and a job's
+// page; queue latency on the queue page, its chart, the queue list and the
+// overview, against DELAY.STATS and INFO.
+async function reasons(page) {
+  step = 'reasons: a job nacked with a reason, dead-lettered';
+  await resp('DELAY.ADD', 'payments', '0', '{"amount":12}', 'ID', 'pay-1', 'RETRY', '0', 'ACKTIMEOUT', '60000', 'DEADLETTER', 'payments-dead');
+  const popped = await resp('DELAY.POP', 'payments', '1');
+  check(popped && popped.includes('pay-1'), `DELAY.POP payments: ${JSON.stringify(popped)}`);
+  eq(await resp('DELAY.NACK', 'payments', 'pay-1', 'ERROR', 'card declined: insufficient funds'), 1, 'DELAY.NACK');
+  const j = await resp('DELAY.GET', 'payments-dead', 'pay-1');
+  eq(j.error, 'card declined: insufficient funds', 'DELAY.GET error');
+  await goto(page, '/queue?key=payments-dead');
+  eq(await page.locator('#q-ready tr[data-id="pay-1"] [data-k=error]').textContent(), j.error, 'the reason in the dead-letter list');
+  await goto(page, '/job?key=payments-dead&id=pay-1');
+  check((await page.locator('[data-k=reason]').textContent()).includes(j.error), 'the reason on the job page');
+
+  step = 'latency';
+  await goto(page, '/queue?key=payments-dead');
+  const lat = Number((await resp('DELAY.STATS', 'payments-dead')).latency);
+  const shown = await value(page.locator('#q-head data[data-k=latency]'));
+  check(shown > 0 && Math.abs(shown - lat) < 3000, `the queue page's latency ${shown}ms, DELAY.STATS said ${lat}ms just after`);
+  await within(30000, 'a latency line', async () => (await page.locator('#q-charts polyline[data-series=latency]').count()) === 1 || 'none yet');
+  await goto(page, '/queues?match=payments*');
+  const row = await value(page.locator('tr[data-queue="payments-dead"] data[data-k=latency]'));
+  const lat2 = Number((await resp('DELAY.STATS', 'payments-dead')).latency);
+  check(row > 0 && Math.abs(row - lat2) < 3000, `the queue list's latency ${row}ms, DELAY.STATS said ${lat2}ms just after`);
+  await goto(page, '/');
+  const most = Number((await info()).latency_max_ms);
+  const ov = await value(page.locator('#ov-jobs data[data-k=latency]'));
+  check(Math.abs(ov - most) < 5000, `the overview's latency ${ov}ms, INFO latency_max_ms ${most}`);
+}
+
 async function phone(browser) {
   step = 'phone';
   const ctx = await browser.newContext({ viewport: { width: 390, height: 844 }, deviceScaleFactor: 2, isMobile: true, hasTouch: true });
@@ -589,6 +643,8 @@ async function big(browser) {
       await jobPage(page);
       await actions(page);
       await jobActions(page);
+      await charts(page);
+      await reasons(page);
       await ctx.close();
       await phone(browser);
       console.log(`every page and action checked in ${Date.now() - t0}ms`);

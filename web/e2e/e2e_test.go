@@ -5,8 +5,12 @@
 // its stdout, a JSON reply on its stdin) and checks what the page shows
 // against what RESP says.
 //
-// Chromium or the node modules missing: the test skips, unless
-// DELAYD_COMPAT_REQUIRE=1 (set by .ci/run), when it fails.
+// TestDashboardOnAFollower does the same on a follower of a 3-node
+// cluster; TestFollowerPagesOverHTTP checks a follower's pages with plain
+// HTTP, so that much runs without a browser.
+//
+// Chromium or the node modules missing: the browser tests skip, unless
+// DELAYD_COMPAT_REQUIRE=1 (set by .ci/run), when they fail.
 // DELAYD_SCREENSHOTS=1 also saves each page's screenshot in docs/img/.
 // DELAYD_E2E_BIG=1 runs only the size check: 1M pending jobs in 10k
 // queues, then the first page's weight and load time.
@@ -444,4 +448,68 @@ func TestDashboardOnAFollower(t *testing.T) {
 	rdb := client(t, leader)
 	runScript(t, nodeBin, chromium, follower, rdb, "DELAYD_E2E_MODE=follower",
 		"DELAYD_E2E_LEADER="+leader.addr, "DELAYD_E2E_LEADER_URL="+leader.http)
+}
+
+// TestFollowerPagesOverHTTP checks a follower's pages without a browser
+// (it runs wherever Go does): the leader's counts, the banner naming the
+// leader, no redirection shown, no action offered, a post refused.
+func TestFollowerPagesOverHTTP(t *testing.T) {
+	if os.Getenv("DELAYD_E2E_BIG") == "1" {
+		t.Skip("DELAYD_E2E_BIG=1 runs only TestDashboardFirstPageAtScale")
+	}
+	nodes := startCluster(t)
+	leader, follower := nodes[0], nodes[2]
+	rdb := client(t, leader)
+	ctx := context.Background()
+	for i := range 20 {
+		if err := rdb.Do(ctx, "DELAY.ADD", "q20", strconv.Itoa(3_600_000+i), fmt.Sprint("job ", i), "ID", fmt.Sprint("j", i)).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	page := func(path string) string {
+		resp, err := http.Get(follower.http + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != 200 {
+			t.Fatalf("GET %s on the follower: %d %s", path, resp.StatusCode, b)
+		}
+		return string(b)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(page("/queue?key=q20"), `data-k="delayed" value="20"`) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the follower's queue page never shows the 20 delayed jobs:\n%s", page("/queue?key=q20"))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	for _, path := range []string{"/", "/queues", "/queue?key=q20", "/schedules", "/job?key=q20&id=j3"} {
+		body := page(path)
+		if !strings.Contains(body, `<code data-k="leader">`+leader.addr+`</code>`) {
+			t.Errorf("%s: no banner naming the leader %s", path, leader.addr)
+		}
+		for _, bad := range []string{"MOVED", "CLUSTERDOWN", `data-op=`, `type="checkbox"`} {
+			if strings.Contains(body, bad) {
+				t.Errorf("%s on a follower shows %s", path, bad)
+			}
+		}
+	}
+	if body := page("/job?key=q20&id=j3"); !strings.Contains(body, `data-field="state">delayed</td>`) {
+		t.Errorf("the follower's job page does not read the job")
+	}
+	if body := page("/job/payload?key=q20&id=j3"); body != "job 3" {
+		t.Errorf("the follower's payload download: %q, want %q", body, "job 3")
+	}
+	req, _ := http.NewRequest("POST", follower.http+"/action?op=cancel&key=q20&id=j3&back=/", strings.NewReader("confirmed=1"))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if n, err := rdb.Do(ctx, "DELAY.CANCEL", "q20", "j3").Int(); resp.StatusCode != http.StatusConflict || err != nil || n != 1 {
+		t.Fatalf("a cancel posted to the follower: %d, and then the job was there: %d %v", resp.StatusCode, n, err)
+	}
 }
