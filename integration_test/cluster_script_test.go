@@ -16,8 +16,9 @@ import (
 )
 
 // scripts/cluster.sh as its header says a user runs it: three nodes from a
-// base port in the background, one node killed and started again, all
-// stopped; status shows each node's role throughout.
+// base port in the background, one node killed and started again, the
+// leader killed by that name, all stopped; status shows each node's role
+// throughout.
 func TestClusterScript(t *testing.T) {
 	t.Parallel()
 	cliPath(t) // status reads each role with redis-cli
@@ -57,6 +58,9 @@ func TestClusterScript(t *testing.T) {
 	out := run("start")
 	if want := fmt.Sprintf("delayd cluster: 3 nodes on ports %d-%d", base+1, base+3); !strings.Contains(out, want) {
 		t.Fatalf("start: no %q in:\n%s", want, out)
+	}
+	if want := fmt.Sprintf("export DELAYD_CLUSTER=127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d\n", base+1, base+2, base+3); !strings.Contains(out, want) {
+		t.Fatalf("start: no %q for the examples in:\n%s", want, out)
 	}
 	// status: "node N  port P  pid X  role R" or "node N  port P  stopped"
 	line := regexp.MustCompile(`(?m)^node (\d)  port (\d+)  (?:pid \d+  role (\S+)|stopped)$`)
@@ -104,6 +108,13 @@ func TestClusterScript(t *testing.T) {
 	}
 	run("start-node", strconv.Itoa(first))
 	master(fmt.Sprintf("node %d back as a replica", first), map[int]string{first: "slave", second: "master"})
+
+	// "leader" names whichever node is master, for a user who does not
+	// know which one that is after a failover.
+	if out := run("kill-node", "leader"); !strings.Contains(out, fmt.Sprintf("node %d (port %d): KILL sent", second, base+second)) {
+		t.Fatalf("kill-node leader, with node %d the leader:\n%s", second, out)
+	}
+	master(fmt.Sprintf("a new master after the leader, node %d, was killed", second), map[int]string{second: "stopped"})
 
 	run("stop")
 	for n, role := range roles() {
