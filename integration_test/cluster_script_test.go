@@ -148,3 +148,52 @@ func scriptBasePort(t *testing.T) int {
 	t.Fatal("no free base port")
 	return 0
 }
+
+// A node that cannot start (here its port is taken) makes start fail at
+// once with the node's own last words, rather than report a cluster that
+// is not there.
+func TestClusterScriptNodeFails(t *testing.T) {
+	t.Parallel()
+	cliPath(t)
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := scriptBasePort(t)
+	taken, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(base+2)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	data := t.TempDir()
+	script := filepath.Join(filepath.Dir(wd), "scripts", "cluster.sh")
+	env := append(cleanEnv(), "BASE_PORT="+strconv.Itoa(base), "DATA="+data, "DELAYD_BIN="+binPath)
+	defer func() {
+		stop := exec.Command("bash", script, "stop")
+		stop.Env = env
+		if out, err := stop.CombinedOutput(); err != nil {
+			t.Errorf("cluster.sh stop: %v\n%s", err, out)
+		}
+	}()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "bash", script, "start")
+	cmd.Env = env
+	began := time.Now()
+	out, err := cmd.CombinedOutput()
+	if err == nil {
+		t.Fatalf("start with node 2's port taken succeeded:\n%s", out)
+	}
+	if took := time.Since(began); took > 20*time.Second {
+		t.Errorf("start took %v to see node 2 exit", took)
+	}
+	for _, want := range []string{fmt.Sprintf("node 2 (port %d) exited at start", base+2), "address already in use"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("start: no %q in:\n%s", want, out)
+		}
+	}
+	if strings.Contains(string(out), "delayd cluster: ") {
+		t.Errorf("start reports a cluster:\n%s", out)
+	}
+}

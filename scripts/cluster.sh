@@ -93,6 +93,30 @@ start_node() { # start_node N [flags...]
   echo "node $n: port $p, pid $!"
 }
 
+await_node() { # await_node N: wait until node N answers, or exit saying why it did not start
+  local n=$1 p pid st
+  p=$(port_of "$n")
+  pid=$(cat "$data/$p/delayd.pid")
+  for _ in $(seq 150); do
+    # A node this call started is its child, a zombie once it exits: kill -0
+    # would still find it.
+    if ! st=$(ps -o stat= -p "$pid") || [[ $st == Z* ]]; then
+      rm -f "$data/$p/delayd.pid"
+      echo "node $n (port $p) exited at start; the end of $data/$p/delayd.out:" >&2
+      tail -n 3 "$data/$p/delayd.out" >&2
+      exit 1
+    fi
+    if command -v redis-cli >/dev/null; then
+      redis-cli -p "$p" PING >/dev/null 2>&1 && return
+    else
+      sleep 1 # no way to ask it; it did not exit at once
+      return
+    fi
+    sleep 0.2
+  done
+  echo "node $n (port $p) does not answer yet; see $data/$p/delayd.out" >&2
+}
+
 signal_node() { # signal_node SIG N
   local p pid
   p=$(port_of "$2")
@@ -130,8 +154,9 @@ start)
   build
   for n in $(seq "$nodes"); do
     start_node "$n" "$@"
-    [ "$n" -eq 1 ] && sleep 1
+    [ "$n" -eq 1 ] && await_node 1 # the others join through it
   done
+  for n in $(seq 2 "$nodes"); do await_node "$n"; done
   if command -v redis-cli >/dev/null; then
     for _ in $(seq 100); do
       [ "$(redis-cli -p $((base + 1)) CLUSTER NODES 2>/dev/null | grep -c connected)" -ge "$nodes" ] && break
@@ -150,6 +175,7 @@ start-node)
   shift
   [ -x "$bin" ] || build
   start_node "$n" "$@"
+  await_node "$n"
   ;;
 stop-node) [ $# -eq 1 ] || usage; n=$(node_of "$1"); signal_node TERM "$n" ;;
 kill-node) [ $# -eq 1 ] || usage; n=$(node_of "$1"); signal_node KILL "$n" ;;
