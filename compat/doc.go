@@ -27,7 +27,9 @@
 // library at once, how long writes stop when a cluster's leader is killed,
 // with the settings the README names, and checks that no acknowledged add
 // was lost; TestExamples and TestClusterExamples run the programs of
-// examples/, the cluster ones across a leader kill.
+// examples/, the cluster ones across a leader kill, and
+// TestClusterExamplesStopWithClusterDown stops each cluster worker while no
+// node answers.
 //
 // A check that is plain Redis behaviour is proven to be a real check by
 // running the suite against redis-server:

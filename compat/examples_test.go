@@ -343,3 +343,76 @@ func TestClusterExamples(t *testing.T) {
 		})
 	}
 }
+
+// A cluster worker stopped while no node answers exits (within the Node
+// worker's 20 s bound) instead of waiting for the cluster to come back:
+// ioredis's Cluster holds commands without a timeout while it has no node.
+func TestClusterExamplesStopWithClusterDown(t *testing.T) {
+	if againstRedis {
+		t.Skip("n/a: a delayd cluster")
+	}
+	for _, ex := range examples() {
+		t.Run(ex.lang, func(t *testing.T) {
+			tc, err := startCluster(t.TempDir(), clusterSize)
+			stopped := false
+			defer func() {
+				if !stopped {
+					tc.stop()
+				}
+			}()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := tc.waitReady(15 * time.Second); err != nil {
+				t.Fatal(err)
+			}
+			seeds := "DELAYD_CLUSTER=" + strings.Join(tc.addrs(), ",")
+			ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+			defer cancel()
+			files := clusterFiles[ex.lang]
+			queue := "QUEUE={down}:" + ex.lang
+			worker, err := ex.command(ctx, files[1], seeds, queue, "WORK_MS=10")
+			if err != nil {
+				skipOrFail(t, err)
+			}
+			out := &syncBuffer{}
+			worker.Stdout, worker.Stderr = out, out
+			if err := worker.Start(); err != nil {
+				t.Fatal(err)
+			}
+			exited := make(chan error, 1)
+			go func() { exited <- worker.Wait() }()
+			// One job through, so the worker is in its pop loop.
+			produce, err := ex.command(ctx, files[0], seeds, queue, "COUNT=1", "DELAY_MS=0", "ID_PREFIX=down")
+			if err != nil {
+				skipOrFail(t, err)
+			}
+			if got, err := produce.CombinedOutput(); err != nil {
+				t.Fatalf("%s: %v\n%s", files[0], err, got)
+			}
+			if err := waitFor(30*time.Second, func() error {
+				if !strings.Contains(out.String(), "acked down-order-1\n") {
+					return fmt.Errorf("the worker has not acked down-order-1:\n%s", out.String())
+				}
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+
+			tc.stop()
+			stopped = true
+			time.Sleep(500 * time.Millisecond) // into a pop with no node
+			if err := worker.Process.Signal(syscall.SIGTERM); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case <-exited:
+			case <-time.After(40 * time.Second):
+				t.Fatalf("the worker did not exit within 40 s of SIGTERM with the cluster down:\n%s", out.String())
+			}
+			if !strings.Contains(out.String(), "stopping: finishing the job in hand\n") {
+				t.Errorf("worker output:\n%s", out.String())
+			}
+		})
+	}
+}

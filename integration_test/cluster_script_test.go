@@ -16,8 +16,9 @@ import (
 )
 
 // scripts/cluster.sh as its header says a user runs it: three nodes from a
-// base port in the background, one node killed and started again, all
-// stopped; status shows each node's role throughout.
+// base port in the background, one node killed and started again, the
+// leader killed by that name, all stopped; status shows each node's role
+// throughout.
 func TestClusterScript(t *testing.T) {
 	t.Parallel()
 	cliPath(t) // status reads each role with redis-cli
@@ -57,6 +58,9 @@ func TestClusterScript(t *testing.T) {
 	out := run("start")
 	if want := fmt.Sprintf("delayd cluster: 3 nodes on ports %d-%d", base+1, base+3); !strings.Contains(out, want) {
 		t.Fatalf("start: no %q in:\n%s", want, out)
+	}
+	if want := fmt.Sprintf("export DELAYD_CLUSTER=127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d\n", base+1, base+2, base+3); !strings.Contains(out, want) {
+		t.Fatalf("start: no %q for the examples in:\n%s", want, out)
 	}
 	// status: "node N  port P  pid X  role R" or "node N  port P  stopped"
 	line := regexp.MustCompile(`(?m)^node (\d)  port (\d+)  (?:pid \d+  role (\S+)|stopped)$`)
@@ -105,6 +109,13 @@ func TestClusterScript(t *testing.T) {
 	run("start-node", strconv.Itoa(first))
 	master(fmt.Sprintf("node %d back as a replica", first), map[int]string{first: "slave", second: "master"})
 
+	// "leader" names whichever node is master, for a user who does not
+	// know which one that is after a failover.
+	if out := run("kill-node", "leader"); !strings.Contains(out, fmt.Sprintf("node %d (port %d): KILL sent", second, base+second)) {
+		t.Fatalf("kill-node leader, with node %d the leader:\n%s", second, out)
+	}
+	master(fmt.Sprintf("a new master after the leader, node %d, was killed", second), map[int]string{second: "stopped"})
+
 	run("stop")
 	for n, role := range roles() {
 		if role != "stopped" {
@@ -136,4 +147,53 @@ func scriptBasePort(t *testing.T) int {
 	}
 	t.Fatal("no free base port")
 	return 0
+}
+
+// A node that cannot start (here its port is taken) makes start fail at
+// once with the node's own last words, rather than report a cluster that
+// is not there.
+func TestClusterScriptNodeFails(t *testing.T) {
+	t.Parallel()
+	cliPath(t)
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := scriptBasePort(t)
+	taken, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(base+2)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	data := t.TempDir()
+	script := filepath.Join(filepath.Dir(wd), "scripts", "cluster.sh")
+	env := append(cleanEnv(), "BASE_PORT="+strconv.Itoa(base), "DATA="+data, "DELAYD_BIN="+binPath)
+	defer func() {
+		stop := exec.Command("bash", script, "stop")
+		stop.Env = env
+		if out, err := stop.CombinedOutput(); err != nil {
+			t.Errorf("cluster.sh stop: %v\n%s", err, out)
+		}
+	}()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "bash", script, "start")
+	cmd.Env = env
+	began := time.Now()
+	out, err := cmd.CombinedOutput()
+	if err == nil {
+		t.Fatalf("start with node 2's port taken succeeded:\n%s", out)
+	}
+	if took := time.Since(began); took > 20*time.Second {
+		t.Errorf("start took %v to see node 2 exit", took)
+	}
+	for _, want := range []string{fmt.Sprintf("node 2 (port %d) exited at start", base+2), "address already in use"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("start: no %q in:\n%s", want, out)
+		}
+	}
+	if strings.Contains(string(out), "delayd cluster: ") {
+		t.Errorf("start reports a cluster:\n%s", out)
+	}
 }

@@ -5,6 +5,7 @@
 #                                     # dashboards 8001-8003), data in ./cluster-data
 #   scripts/cluster.sh status         # each node: port, pid, role
 #   scripts/cluster.sh kill-node 2    # SIGKILL node 2 (port 7002), as a crash
+#   scripts/cluster.sh kill-node leader   # SIGKILL whichever node is the leader now
 #   scripts/cluster.sh stop-node 2    # SIGTERM node 2: it hands leadership over and exits
 #   scripts/cluster.sh start-node 2   # start node 2 again from its data
 #   scripts/cluster.sh stop           # SIGTERM every node
@@ -15,7 +16,9 @@
 # (e.g. --cluster-ack leader). A node started again keeps its id and log in
 # DATA/<port>; delete DATA for a new cluster. Each node writes its log to
 # DATA/<port>/delayd.out and its pid to DATA/<port>/delayd.pid. The binary
-# is built into DATA/bin, unless DELAYD_BIN names one to run.
+# is built into DATA/bin, unless DELAYD_BIN names one to run. The script
+# keeps no settings: give every call the same BASE_PORT, NODES and DATA
+# (export them).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 nodes=${NODES:-3}
@@ -24,7 +27,7 @@ data=${DATA:-./cluster-data}
 bin=${DELAYD_BIN:-$data/bin/delayd}
 
 usage() {
-  sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//' >&2
+  sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//' >&2
   exit 2
 }
 
@@ -42,7 +45,32 @@ pid_of() { # the pid of a running node, or nothing
 build() {
   [ -n "${DELAYD_BIN:-}" ] && return
   mkdir -p "$data/bin"
+  echo "building $bin (go build; the first build takes a minute or two)"
   go build -o "$bin" .
+}
+
+leader() { # the number of the node that reports itself master, or nothing
+  for n in $(seq "$nodes"); do
+    local p
+    p=$(port_of "$n")
+    [ -n "$(pid_of "$p")" ] || continue
+    if redis-cli -p "$p" INFO replication 2>/dev/null | tr -d '\r' | grep -qx 'role:master'; then
+      echo "$n"
+      return
+    fi
+  done
+}
+
+node_of() { # node_of N|leader: a node number
+  if [ "$1" != leader ]; then
+    echo "$1"
+    return
+  fi
+  command -v redis-cli >/dev/null || { echo "finding the leader needs redis-cli" >&2; exit 2; }
+  local n
+  n=$(leader)
+  [ -n "$n" ] || { echo "no node is the leader now (an election?); scripts/cluster.sh status shows each role" >&2; exit 1; }
+  echo "$n"
 }
 
 start_node() { # start_node N [flags...]
@@ -63,6 +91,30 @@ start_node() { # start_node N [flags...]
   nohup "$bin" "${args[@]}" "$@" >>"$data/$p/delayd.out" 2>&1 &
   echo $! >"$data/$p/delayd.pid"
   echo "node $n: port $p, pid $!"
+}
+
+await_node() { # await_node N: wait until node N answers, or exit saying why it did not start
+  local n=$1 p pid st
+  p=$(port_of "$n")
+  pid=$(cat "$data/$p/delayd.pid")
+  for _ in $(seq 150); do
+    # A node this call started is its child, a zombie once it exits: kill -0
+    # would still find it.
+    if ! st=$(ps -o stat= -p "$pid") || [[ $st == Z* ]]; then
+      rm -f "$data/$p/delayd.pid"
+      echo "node $n (port $p) exited at start; the end of $data/$p/delayd.out:" >&2
+      tail -n 3 "$data/$p/delayd.out" >&2
+      exit 1
+    fi
+    if command -v redis-cli >/dev/null; then
+      redis-cli -p "$p" PING >/dev/null 2>&1 && return
+    else
+      sleep 1 # no way to ask it; it did not exit at once
+      return
+    fi
+    sleep 0.2
+  done
+  echo "node $n (port $p) does not answer yet; see $data/$p/delayd.out" >&2
 }
 
 signal_node() { # signal_node SIG N
@@ -102,8 +154,9 @@ start)
   build
   for n in $(seq "$nodes"); do
     start_node "$n" "$@"
-    [ "$n" -eq 1 ] && sleep 1
+    [ "$n" -eq 1 ] && await_node 1 # the others join through it
   done
+  for n in $(seq 2 "$nodes"); do await_node "$n"; done
   if command -v redis-cli >/dev/null; then
     for _ in $(seq 100); do
       [ "$(redis-cli -p $((base + 1)) CLUSTER NODES 2>/dev/null | grep -c connected)" -ge "$nodes" ] && break
@@ -112,6 +165,9 @@ start)
     redis-cli -p $((base + 1)) CLUSTER NODES
   fi
   echo "delayd cluster: $nodes nodes on ports $((base + 1))-$((base + nodes)); scripts/cluster.sh stop stops it"
+  seeds=""
+  for n in $(seq "$nodes"); do seeds+="${seeds:+,}127.0.0.1:$((base + n))"; done
+  echo "for the cluster examples: export DELAYD_CLUSTER=$seeds"
   ;;
 start-node)
   [ $# -ge 1 ] || usage
@@ -119,9 +175,10 @@ start-node)
   shift
   [ -x "$bin" ] || build
   start_node "$n" "$@"
+  await_node "$n"
   ;;
-stop-node) [ $# -eq 1 ] || usage; signal_node TERM "$1" ;;
-kill-node) [ $# -eq 1 ] || usage; signal_node KILL "$1" ;;
+stop-node) [ $# -eq 1 ] || usage; n=$(node_of "$1"); signal_node TERM "$n" ;;
+kill-node) [ $# -eq 1 ] || usage; n=$(node_of "$1"); signal_node KILL "$n" ;;
 stop) for n in $(seq "$nodes"); do signal_node TERM "$n"; done ;;
 status) status ;;
 *) usage ;;

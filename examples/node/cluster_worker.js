@@ -4,7 +4,8 @@
 // acks fail (CLUSTERDOWN, TRYAGAIN, a closed connection): the worker treats
 // each as an empty pop and pops again, and sends a failed ACK again (acking
 // twice is harmless; a job whose ACK never arrives is delivered again after
-// its ack timeout). On SIGTERM or SIGINT it finishes the job in hand.
+// its ack timeout). On SIGTERM or SIGINT it finishes the job in hand, and
+// exits within 20 s even when no node answers.
 //
 //   DELAYD_CLUSTER  nodes, comma-separated (default 127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003)
 //   QUEUE           queue to work on (default {jobs}:orders)
@@ -19,11 +20,20 @@ const queue = process.env.QUEUE || '{jobs}:orders';
 const work = Number(process.env.WORK_MS || 100);
 const maxJobs = Number(process.env.MAX_JOBS || 0);
 
+// ioredis's Cluster holds a command while no node answers (its offline
+// queue has no timeout), so with every node down a stop would wait for the
+// cluster to come back; after STOP_WAIT_MS the worker exits anyway.
+const STOP_WAIT_MS = 20000;
+
 let stopping = false;
 for (const sig of ['SIGTERM', 'SIGINT']) {
   process.on(sig, () => {
     console.log('stopping: finishing the job in hand');
     stopping = true;
+    setTimeout(() => {
+      console.error(`no answer from the cluster ${STOP_WAIT_MS / 1000} s after the stop; exiting (a job in hand is delivered again after its ack timeout)`);
+      process.exit(1);
+    }, STOP_WAIT_MS).unref();
   });
 }
 

@@ -33,6 +33,7 @@ import (
 )
 
 func main() {
+	redis.SetLogger(quietDials{})
 	rdb := redis.NewClusterClient(&redis.ClusterOptions{
 		Addrs:                      strings.Split(env("DELAYD_CLUSTER", "127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003"), ","),
 		ClusterStateReloadInterval: time.Second,
@@ -84,4 +85,17 @@ func envInt(name string, def int) int {
 		log.Fatalf("%s: %v", name, err)
 	}
 	return v
+}
+
+// quietDials is go-redis's log without its "failed to dial" lines. While a
+// node is down, go-redis logs one each time it tries that node, which it
+// does on every reload of the slot map, whether or not a command fails,
+// for as long as the node stays down; the commands that fail are printed
+// here with their errors.
+type quietDials struct{}
+
+func (quietDials) Printf(_ context.Context, format string, v ...any) {
+	if msg := fmt.Sprintf(format, v...); !strings.Contains(msg, "failed to dial") {
+		log.Print(msg)
+	}
 }
