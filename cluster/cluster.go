@@ -74,6 +74,10 @@ type Cluster struct {
 	// election runs: CLUSTER NODES shows it failing, as Redis shows the
 	// master it lost.
 	lastLeader atomic.Pointer[string]
+	// cachedMembers is where members' clients connected when this node
+	// last ran (memberscache.go): read once at start, used for a member
+	// the applied log has not named yet.
+	cachedMembers map[string]member
 	// With --cluster-ack leader: batches answered but not yet committed,
 	// and whether one failed since the last rebuild.
 	unacked atomic.Int64
@@ -148,7 +152,8 @@ func New(cfg Config) (*Cluster, error) {
 		c.store.Close()
 		return nil, fmt.Errorf("cluster bus %s: %w", cfg.BusAddr, err)
 	}
-	c.fsm = &fsm{c: c, members: make(map[string]member)}
+	c.fsm = &fsm{c: c, members: make(map[string]member), cacheDir: dir}
+	c.cachedMembers = loadMembersCache(dir)
 	return c, nil
 }
 
@@ -474,6 +479,8 @@ func (c *Cluster) Nodes() []Node {
 		id := string(s.ID)
 		n := Node{ID: id, BusAddr: string(s.Address), Voter: s.Suffrage == raft.Voter, Self: id == c.id}
 		if m, ok := members[id]; ok {
+			n.Addr = m.Addr
+		} else if m, ok := c.cachedMembers[id]; ok {
 			n.Addr = m.Addr
 		}
 		if n.Self {

@@ -45,6 +45,10 @@ type fsm struct {
 	mmu     sync.Mutex
 	members map[string]member // guarded by mmu
 
+	// cacheDir holds the members' file (memberscache.go), rewritten under
+	// mu whenever members change; "" writes none.
+	cacheDir string
+
 	// A leader's snapshot captured by snapshotLoop while its engine was
 	// quiesced (engine.Quiesce), for the next Snapshot call to take.
 	cmu      sync.Mutex
@@ -83,8 +87,20 @@ func (f *fsm) Apply(l *raft.Log) any {
 			f.members[m.ID] = m
 		}
 		f.mmu.Unlock()
+		f.cacheMembers()
 	}
 	return nil
+}
+
+// cacheMembers writes the members to the cache file; called under mu, so
+// writes are in apply order.
+func (f *fsm) cacheMembers() {
+	if f.cacheDir == "" {
+		return
+	}
+	if err := saveMembersCache(f.cacheDir, f.memberList()); err != nil {
+		f.c.log.Warn().Err(err).Msg("cluster: the members' address file was not written (a restart waits for the log to learn them)")
+	}
 }
 
 func (f *fsm) memberList() map[string]member {
@@ -145,6 +161,7 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	f.mmu.Lock()
 	f.members = ms
 	f.mmu.Unlock()
+	f.cacheMembers()
 	return nil
 }
 
