@@ -265,3 +265,19 @@ func waitHTTP(t *testing.T, url string, want int) {
 	}
 	t.Fatalf("GET %s: %s after a minute, want %d", url, last, want)
 }
+
+// A release version is one CHANGELOG.md has a section for: the script
+// refuses any other before it builds anything.
+func TestReleaseNeedsItsChangelogSection(t *testing.T) {
+	dist := t.TempDir()
+	cmd := exec.Command("scripts/release.sh", "99.0.0")
+	cmd.Dir = ".."
+	cmd.Env = append(os.Environ(), "DIST="+dist)
+	out, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "CHANGELOG.md has no section ## [99.0.0]") {
+		t.Fatalf("release.sh 99.0.0: %v, want a refusal naming CHANGELOG.md:\n%s", err, out)
+	}
+	if entries, _ := os.ReadDir(dist); len(entries) > 0 {
+		t.Errorf("a refused release wrote %d files into DIST", len(entries))
+	}
+}
