@@ -123,6 +123,7 @@ func loadConfig(args []string, environ []string, stderr io.Writer) (config, erro
 	fs := pflag.NewFlagSet("delayd", pflag.ContinueOnError)
 	fs.SetOutput(stderr)
 	configFile := fs.String("config", "", "YAML config file whose keys are the flag names")
+	fs.Bool("version", false, "print the version and the commit, then exit") // run answers it first; listed for --help
 	for _, s := range settings {
 		if boolFlags[s.name] {
 			fs.Bool(s.name, false, s.help)

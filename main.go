@@ -33,8 +33,6 @@ import (
 	"github.com/delayd/delayd/web"
 )
 
-const version = "0.2.0"
-
 func main() {
 	os.Exit(run(os.Args[1:], os.Environ(), os.Stderr))
 }
@@ -45,7 +43,7 @@ func run(args, environ []string, stderr io.Writer) int {
 	}
 	for _, a := range args {
 		if a == "--version" || a == "-version" {
-			fmt.Fprintln(stderr, "delayd", version)
+			fmt.Println(versionLine()) // stdout, as redis-server's: $(delayd --version) holds it
 			return 0
 		}
 	}
