@@ -328,7 +328,14 @@ func loadConfig(args []string, environ []string, stderr io.Writer) (config, erro
 				errs = append(errs, fmt.Errorf("cluster-bus-addr: %v", err))
 			}
 			if h == "" || h == "0.0.0.0" || h == "::" {
+				// A bus on every interface is dialled where clients are
+				// sent: the README's three machines give only
+				// --cluster-announce-addr, and a bus announced as
+				// 127.0.0.1 would be one no other machine can reach.
 				h = host
+				if ah, _, err := net.SplitHostPort(c.ClusterAnnounceAddr); err == nil && ah != "" {
+					h = ah
+				}
 			}
 			c.ClusterAnnounceBusAddr = net.JoinHostPort(h, p)
 		}

@@ -185,3 +185,27 @@ func TestHTTPAddrGivenOrDefault(t *testing.T) {
 		}
 	}
 }
+
+// The bus's announced address: on every interface with only
+// --cluster-announce-addr given (the README's three machines), other nodes
+// dial the announced host, not 127.0.0.1, which none of them could reach.
+func TestClusterAnnounceBusAddrFollowsAnnounceHost(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--bind", "0.0.0.0", "--cluster-announce-addr", "10.0.0.1:6380"}, "10.0.0.1:16380"},
+		{[]string{"--bind", "0.0.0.0"}, "127.0.0.1:16380"},
+		{[]string{"--bind", "10.0.0.2", "--port", "7001"}, "10.0.0.2:17001"},
+		{[]string{"--bind", "0.0.0.0", "--cluster-bus-addr", "0.0.0.0:9999", "--cluster-announce-addr", "db-1:6380"}, "db-1:9999"},
+		{[]string{"--bind", "0.0.0.0", "--cluster-announce-addr", "10.0.0.1:6380", "--cluster-announce-bus-addr", "10.9.9.9:1"}, "10.9.9.9:1"},
+	} {
+		c, err := loadConfig(append([]string{"--cluster-enabled", "yes"}, tc.args...), nil, io.Discard)
+		if err != nil {
+			t.Fatalf("%v: %v", tc.args, err)
+		}
+		if c.ClusterAnnounceBusAddr != tc.want {
+			t.Errorf("%v: announced bus %q, want %q", tc.args, c.ClusterAnnounceBusAddr, tc.want)
+		}
+	}
+}
