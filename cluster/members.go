@@ -184,7 +184,15 @@ func (c *Cluster) joinLoop() {
 				target = c.cfg.Join
 			}
 			if attempt%10 == 0 {
-				c.log.Warn().Err(err).Str("via", c.cfg.Join).Msg("cluster: joining failed; retrying")
+				// Nodes started together (scripts/cluster.sh, a StatefulSet)
+				// ask before the bootstrap node has elected itself: refusals
+				// in the first 10 s are the healthy start's (a loaded machine
+				// takes seconds), a warning only when they last.
+				ev := c.log.Warn()
+				if attempt < 20 {
+					ev = c.log.Info()
+				}
+				ev.Err(err).Str("via", c.cfg.Join).Msg("cluster: joining failed; retrying")
 			}
 		}
 		select {
