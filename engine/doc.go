@@ -27,7 +27,7 @@
 //
 // # Memory
 //
-// Jobs live in a paged slab of pointer-free 72-byte records linked by slot
+// Jobs live in a paged slab of pointer-free 64-byte records linked by slot
 // numbers (pages never move, so growth never copies under the lock); ids and
 // payloads live in a byte arena of 1 MiB chunks; server-made ids and
 // client ids (by a hash of (queue, id)) are found through two

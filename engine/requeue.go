@@ -12,7 +12,7 @@ import (
 // ack.go). What it had is kept as its origin: the queue it came from and
 // those three options. Few jobs are dead-lettered, so the origin lives in a
 // side table by slot (Engine.origins, flagged jobOrigin; the job record
-// stays 72 bytes), and it travels in the add record's tail (extOrigin), so
+// stays 64 bytes), and it travels in the add record's tail (extOrigin), so
 // replay, rewrite, snapshot and a delivery handed back (Requeue) keep it.
 // A job keeps it wherever it goes (LMOVE), until it is requeued or ends.
 //

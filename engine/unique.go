@@ -37,7 +37,7 @@ import (
 //
 // Both are per-job options that few jobs use: they live in a side table by
 // slot (Engine.ident.jobs), flagged in job.flags (jobUnique, jobDebounce), so
-// the job record stays 72 bytes and jobs without them pay nothing.
+// the job record stays 64 bytes and jobs without them pay nothing.
 
 // opTomb is a tombstone, written by a rewrite or a snapshot:
 //
