@@ -42,7 +42,10 @@ func (d *Dispatcher) add(c *Client, args [][]byte, a engine.AddArgs) {
 	a.Queue, a.Payload = args[1], args[3]
 	a.AckTimeout, a.Retry = -1, -1
 	msg := scanOptions(args[4:], addSpecs, func(name string, v [][]byte) string {
-		var ok bool
+		msg, ok := jobOption(name, v, &a.AckTimeout, &a.Retry, &a.DeadLetter)
+		if ok {
+			return msg
+		}
 		switch name {
 		case "ID":
 			a.ID = v[0]
@@ -51,16 +54,6 @@ func (d *Dispatcher) add(c *Client, args [][]byte, a engine.AddArgs) {
 			}
 		case "REPLACE":
 			a.Replace = true
-		case "ACKTIMEOUT":
-			if a.AckTimeout, ok = intIn(v[0], 0, maxAckTimeout); !ok {
-				return errAckTimeout
-			}
-		case "RETRY":
-			if a.Retry, ok = intIn(v[0], 0, maxRetry); !ok {
-				return errRetry
-			}
-		case "DEADLETTER":
-			a.DeadLetter = v[0]
 		case "UNIQUE":
 			if a.Unique, ok = intIn(v[0], 1, maxTime); !ok {
 				return errUnique

@@ -71,6 +71,28 @@ func errUnknownOption(word []byte) string {
 	return "ERR syntax error: unknown option '" + clip(word) + "'"
 }
 
+// jobOption reads the options every job carries, whether a client adds it
+// or a schedule's firing does (ACKTIMEOUT, RETRY, DEADLETTER), so the two
+// commands give them one range and one message. ok is false for any other
+// option; msg is its error, "" when the value is good.
+func jobOption(name string, v [][]byte, ackTimeout, retry *int64, deadLetter *[]byte) (msg string, ok bool) {
+	switch name {
+	case "ACKTIMEOUT":
+		if *ackTimeout, ok = intIn(v[0], 0, maxAckTimeout); !ok {
+			return errAckTimeout, true
+		}
+	case "RETRY":
+		if *retry, ok = intIn(v[0], 0, maxRetry); !ok {
+			return errRetry, true
+		}
+	case "DEADLETTER":
+		*deadLetter = v[0]
+	default:
+		return "", false
+	}
+	return "", true
+}
+
 // intIn parses an option's value, an integer from lo to hi.
 func intIn(v []byte, lo, hi int64) (int64, bool) {
 	n, ok := parseInt(v)

@@ -52,18 +52,11 @@ func cmdSchedule(d *Dispatcher, c *Client, args [][]byte) {
 	}
 	a.Payload = args[i]
 	msg := scanOptions(args[i+1:], scheduleSpecs, func(name string, v [][]byte) string {
-		var ok bool
+		msg, ok := jobOption(name, v, &a.AckTimeout, &a.Retry, &a.DeadLetter)
+		if ok {
+			return msg
+		}
 		switch name {
-		case "ACKTIMEOUT":
-			if a.AckTimeout, ok = intIn(v[0], 0, maxAckTimeout); !ok {
-				return errAckTimeout
-			}
-		case "RETRY":
-			if a.Retry, ok = intIn(v[0], 0, maxRetry); !ok {
-				return errRetry
-			}
-		case "DEADLETTER":
-			a.DeadLetter = v[0]
 		case "MISFIRE":
 			switch {
 			case bytes.EqualFold(v[0], []byte("skip")):
