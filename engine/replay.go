@@ -71,7 +71,7 @@ func (e *Engine) startSidBuilder(logBytes int64) {
 				continue
 			}
 			for _, p := range batch {
-				e.sids.insert(p.slot-1, p.sid)
+				e.jobs.InsertSID(p.slot-1, p.sid)
 			}
 			b.spare <- batch[:0]
 		}
@@ -131,7 +131,7 @@ func (e *Engine) stopSidBuilder() {
 // the index). Anything else must sync first.
 func (e *Engine) deferrable(r *rec) bool {
 	b := e.j.build
-	if b == nil || r.op != opAdd || r.id != nil || e.sidLike || r.sid <= b.ceil || e.wheel == nil {
+	if b == nil || r.op != opAdd || r.id != nil || e.jobs.SIDLike || r.sid <= b.ceil || e.wheel == nil {
 		return false
 	}
 	if dl, ok := e.wheel.NextDeadline(); ok && dl <= r.time {
