@@ -166,9 +166,9 @@ func (e *Engine) put(r *rec, fresh bool) {
 // jobs (LPUSH, RPUSH) serves waiters once, after the last, as Redis does.
 // fresh says its server id was just made (above every id filed), pushed
 // that a live list push made it; either way a server id goes to the
-// queue's push run (pushrun.go) rather than e.sids.
+// queue's push run (jobs/pushrun.go) rather than the sids table.
 func (e *Engine) place(r *rec, fresh, pushed bool) (uint32, bool) {
-	id := r.id // nil for a server id: indexInsert files those by r.sid
+	id := r.id // nil for a server id: jobs.Table.Insert files those by r.sid
 	if id != nil && !e.jobs.SIDLike {
 		_, e.jobs.SIDLike = jobs.ParseSID(id)
 	}

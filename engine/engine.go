@@ -650,7 +650,7 @@ func (e *Engine) Stop() {
 
 // Close stops the engine and flushes and fsyncs the log, whatever the fsync
 // policy, then closes it. Last, it gives the job pages back to the system
-// (they are mapped outside the Go heap, slab.go): the engine must not be
+// (they are mapped outside the Go heap, jobs/slab.go): the engine must not be
 // used after Close.
 func (e *Engine) Close() error {
 	if e.mu.held {

@@ -264,7 +264,7 @@ func (e *Engine) apply(p []byte) error {
 	switch r.op {
 	case opAdd:
 		// A server id above every one seen cannot be in the index yet (a
-		// client id could read as it only once sidLike is set).
+		// client id could read as it only once jobs.Table.SIDLike is set).
 		e.j.deferIdx = deferred
 		e.put(&r, deferred || (r.id == nil && r.sid > e.lastSID && !e.jobs.SIDLike))
 		e.j.deferIdx = false

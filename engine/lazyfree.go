@@ -24,7 +24,7 @@ import "time"
 //     as replay makes them: an add of the same id right after the DEL is
 //     refused live as on replay;
 //   - a log rewrite and a cluster snapshot skip doomed jobs;
-//   - server ids stay in e.sids until their job is freed: harmless, since
+//   - server ids stay in the sids table until their job is freed: harmless, since
 //     a server id is never made twice and lookup checks the job's queue.
 //
 // FLUSHALL needs none of this: it drops the state whole (resetState), the

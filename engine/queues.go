@@ -83,7 +83,7 @@ func (e *Engine) unlinkReady(s uint32) {
 }
 
 // detach takes a job out of wherever it is (wheel, ready list, reservation)
-// and fixes the counts; the slot stays allocated, in no list (stateFree)
+// and fixes the counts; the slot stays allocated, in no list (jobs.StateFree)
 // until the caller places it again.
 func (e *Engine) detach(s uint32) {
 	j := e.jobs.At(s)

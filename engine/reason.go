@@ -12,9 +12,9 @@ import "encoding/binary"
 // ERROR leaves the reason as it was.
 //
 // Few jobs fail, so the reason is not in the 64-byte job record: the text
-// lives in a side table by slot (Engine.reasons, flagged jobReason) and is
-// freed with the slot (freeSlot). An expiry's reason is one flag bit,
-// jobTimedOut, and no table entry, so a fleet of workers dying with a
+// lives in a side table by slot (jobs.Table.Reasons, flagged jobs.FlagReason) and is
+// freed with the slot (jobs.Table.Free). An expiry's reason is one flag bit,
+// jobs.FlagTimedOut, and no table entry, so a fleet of workers dying with a
 // million jobs reserved costs nothing when those reservations expire.
 //
 // In the log the reason travels:

@@ -13,7 +13,7 @@ import (
 // job: no ack timeout, no retry limit, no dead-letter queue (exhausted,
 // ack.go). What it had is kept as its origin: the queue it came from and
 // those three options. Few jobs are dead-lettered, so the origin lives in a
-// side table by slot (Engine.origins, flagged jobOrigin; the job record
+// side table by slot (jobs.Table.Origins, flagged jobs.FlagOrigin; the job record
 // stays 64 bytes), and it travels in the add record's tail (extOrigin), so
 // replay, rewrite, snapshot and a delivery handed back (Requeue) keep it.
 // A job keeps it wherever it goes (LMOVE), until it is requeued or ends.
@@ -168,7 +168,7 @@ func (e *Engine) RequeueDead(name, id, to []byte) (int, uint64, error) {
 func (e *Engine) requeueRec(s uint32, to []byte) (rec, bool) {
 	var buf [jobs.SIDLen]byte
 	j := e.jobs.At(s)
-	o := e.jobs.Origins[s] // nil without jobOrigin
+	o := e.jobs.Origins[s] // nil without jobs.FlagOrigin
 	if to == nil && o == nil {
 		return rec{}, false
 	}

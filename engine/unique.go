@@ -38,7 +38,7 @@ import (
 // keep it.
 //
 // Both are per-job options that few jobs use: they live in a side table by
-// slot (Engine.ident.jobs), flagged in job.flags (jobUnique, jobDebounce), so
+// slot (jobs.Table.Idents), flagged in Job.Flags (FlagUnique, FlagDebounce), so
 // the job record stays 64 bytes and jobs without them pay nothing.
 
 // opTomb is a tombstone, written by a rewrite or a snapshot:
