@@ -26,7 +26,7 @@ type rawFile struct {
 // 1k jobs/s). The price is Redis's: a write the kernel holds up (dirty page
 // throttling) holds this goroutine's P with it instead of handing it on,
 // as Redis's own AOF write holds its one thread. fsync keeps the normal
-// path: it blocks by design. docs/decisions.md has the measurement.
+// path: it blocks by design. docs/decisions/syscalls.md has the measurement.
 func (w *Writer) write(b []byte) (int, error) {
 	of, ok := w.f.(*os.File)
 	if !ok || len(b) == 0 {

@@ -17,7 +17,7 @@ import (
 // everything that takes jobs out (pops, acks, cancels, DEL) and every read
 // still works, so a full server can be drained. Firings of DELAY.SCHEDULE
 // are not refused: a schedule was accepted once, and its firings are its
-// promise (docs/decisions.md, "Fault battery").
+// promise (docs/decisions/faults.md).
 
 const errOOM = "OOM command not allowed when used memory > 'maxmemory'."
 

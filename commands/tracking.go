@@ -139,7 +139,7 @@ func (d *Dispatcher) invalidate(name string) {
 
 // isWriting: a NOLOOP client's own write changed name. A change another
 // client or the timer makes to the same key during that write is taken for
-// the client's own (see docs/decisions.md).
+// the client's own (see docs/decisions/tracking.md).
 func (t *tracking) isWriting(name string) bool {
 	for _, k := range t.writing {
 		if string(k) == name {

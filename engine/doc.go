@@ -54,7 +54,7 @@
 // An add that is earlier than that deadline wakes it. With
 // Options.FineTimer (the server's setting) it sleeps on a Linux timerfd
 // instead, because the runtime's timers wake an idle process up to a
-// millisecond late (decisions.md, "Lateness of a blocked worker"); in a
+// millisecond late (docs/decisions/timer-wakeup.md); in a
 // busy process, which reads the timerfd late, each command's end checks the
 // deadline (Overdue).
 //

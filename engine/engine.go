@@ -607,8 +607,7 @@ func (e *Engine) advanceLocked(now int64) {
 	// job: a blocked DELAY.MPOP ... COUNT n then takes up to n of the jobs
 	// due in this tick, as a blocked BLMPOP takes up to n of the elements
 	// one LPUSH adds, where serving each job as it fired handed one job to
-	// each of n waiters (docs/decisions.md, "jobs that fire together serve
-	// waiters as a batch"). Single pops are served in the same order either
+	// each of n waiters (docs/decisions/blocking.md). Single pops are served in the same order either
 	// way: the ready list is FIFO and the queues are served in the order
 	// their first job fired. A queue listed twice is served twice; the
 	// second finds no one to serve.

@@ -7,8 +7,7 @@ import (
 	"github.com/delayd/delayd/aof"
 )
 
-// What the journal does when the disk fails it (docs/decisions.md, "Fault
-// battery"):
+// What the journal does when the disk fails it (docs/decisions/faults.md):
 //
 //   - A write(2) that fails (ENOSPC, EDQUOT, EIO on write) is rolled back by
 //     aof to the log's last good size, so nothing past what was acknowledged

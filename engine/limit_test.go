@@ -462,7 +462,7 @@ func TestFlowRestartAndRewriteKeepEverything(t *testing.T) {
 			after := dump(e)
 			if round%2 == 1 {
 				// A rewrite that ran under pops may resume the round-robin
-				// at another group (see decisions.md): each group's jobs,
+				// at another group (see docs/decisions/flow-control.md): each group's jobs,
 				// priorities and everything else are exact.
 				before, after = flowCanon(before), flowCanon(after)
 			}

@@ -26,8 +26,8 @@ import (
 // or LIFO, from either end) unfile from an end of its queue's run in O(1).
 // A job that leaves from the middle (delays that fire out of add order,
 // LREM, a mix of LPUSH and RPUSH) leaves a hole, found by a binary search:
-// a worse case than the sids table's one probe, paid once a job, where the appends
-// saved the index's upkeep (an A/B is in docs/decisions.md).
+// a worse case than the sids table's one probe, paid once a job, where the
+// appends saved the index's upkeep (docs/decisions/id-index.md).
 //
 // The run is a deque of blocks, not one array: an array that grows by
 // copying, or drops its consumed head by copying, held the engine's lock

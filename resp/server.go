@@ -264,7 +264,7 @@ func (s *Server) serveConn(nc net.Conn) {
 		// Redis, told by epoll what is readable, makes one. Read after the
 		// others, the next batch is usually there. The read still always
 		// happens (skipping it on the poller's word is unsound: see
-		// docs/decisions.md, "the trailing EAGAIN read").
+		// docs/decisions/syscalls.md).
 		runtime.Gosched()
 		if err := rd.fill(); err != nil {
 			if cn.idleExpired(err) {
@@ -304,8 +304,7 @@ type conn struct {
 	// asked once the pop is served: the connection's next read takes its
 	// answer instead of reading (Read). So a worker that blocks for each job
 	// costs one read that finds nothing a job, not two, and no goroutine,
-	// deadline change or wake to stop a watcher (docs/decisions.md, "one
-	// reader goroutine per blocking connection").
+	// deadline change or wake to stop a watcher (docs/decisions/blocking.md).
 	want    chan struct{}
 	got     chan readResult // buffered: the reader never waits on it
 	reading bool            // a read was asked for and its answer not taken (main goroutine only)

@@ -18,8 +18,7 @@ const (
 	// Level 0 is wider than the others: 1,024 one-tick buckets. With 1 ms
 	// ticks a job due within a second goes straight to the bucket it fires
 	// from and never moves; with 64 buckets every delay from 64 ms on was
-	// added to level 1 and moved down once (docs/decisions.md, "the
-	// wheel's level 0 is 1,024 one-tick buckets").
+	// added to level 1 and moved down once (docs/decisions/wheel-levels.md).
 	// Its occupancy is two-level: a word per 64 buckets (fine) and a bit
 	// per word (fineSum).
 	fineBits  = 10
@@ -116,7 +115,7 @@ type level struct {
 // the nodes are fetched in parallel. Only the two finest levels: they
 // hold at most 1 s and 65 s of jobs (with 1 ms ticks), so their arrays
 // are not memory per pending job, which arrays on every level were
-// (docs/decisions.md). Coarser buckets are walked too, but each entry is
+// (docs/decisions/wheel-levels.md). Coarser buckets are walked too, but each entry is
 // walked there once per level, while its job waits minutes or more.
 type abucket struct {
 	mv, dr []uint32 // moved down (level 0 only), and the rest; gone for a removed entry
