@@ -1,5 +1,7 @@
 package engine
 
+import "github.com/delayd/delayd/jobs"
+
 // At-least-once delivery. A pop of a job with an ack timeout reserves it and
 // puts its ack deadline in the same timing wheel that holds delayed jobs, as
 // Kafka's purgatory holds a delayed operation: the reservation completes
@@ -11,18 +13,18 @@ package engine
 // reserveAt makes the job in slot s reserved until deadline. The job must be
 // out of every list (detached).
 func (e *Engine) reserveAt(s uint32, deadline int64) {
-	j := e.jobs.at(s)
-	j.state = stateReserved
-	q := &e.queues[j.queue]
+	j := e.jobs.At(s)
+	j.State = jobs.StateReserved
+	q := &e.queues[j.Queue]
 	q.reserved++
-	q.rd.reserve(&e.jobs, s)
+	q.rd.reserve(&e.jobs.Slab, s)
 	if q.watch != nil || e.trackAll {
 		e.changed(q)
 	}
-	if !e.wheel.Add(s, deadline, j.seq) {
+	if !e.wheel.Add(s, deadline, j.Seq) {
 		// The deadline is already past (a replayed reservation whose time
 		// went by while the server was down): it expires on the next advance.
-		e.wheel.Add(s, e.wheel.Now()+1, j.seq)
+		e.wheel.Add(s, e.wheel.Now()+1, j.Seq)
 	}
 	e.poke(deadline)
 }
@@ -38,23 +40,23 @@ func (e *Engine) reserveAt(s uint32, deadline int64) {
 // reason, already the job's (setReason), rides its move record.
 func (e *Engine) endDelivery(s uint32, now, due int64, logIt bool, reason []byte) uint64 {
 	defer e.serveFreed() // the reservation that ended may have made room
-	j := e.jobs.at(s)
-	if j.retry >= 0 && int64(j.deliveries) > int64(j.retry) {
+	j := e.jobs.At(s)
+	if j.Retry >= 0 && int64(j.Deliveries) > int64(j.Retry) {
 		return e.exhausted(s, logIt)
 	}
 	e.seq++
-	j.seq = e.seq
+	j.Seq = e.seq
 	var ticket uint64
 	log := func(flags byte) {
 		if logIt {
 			r := e.recFor(opMove, s)
-			r.due, r.seq, r.deliveries, r.flags = j.due, j.seq, j.deliveries, flags
+			r.due, r.seq, r.deliveries, r.flags = j.Due, j.Seq, j.Deliveries, flags
 			r.reason = reason
 			ticket = e.logRec(&r)
 		}
 	}
-	if due > now && e.wheel.Add(s, due, j.seq) {
-		j.due = due
+	if due > now && e.wheel.Add(s, due, j.Seq) {
+		j.Due = due
 		e.markDelayed(s)
 		e.poke(due)
 		log(0)
@@ -62,7 +64,7 @@ func (e *Engine) endDelivery(s uint32, now, due int64, logIt bool, reason []byte
 	}
 	e.pushReady(s, false)
 	log(flagReady)
-	e.serve(j.queue)
+	e.serve(j.Queue)
 	return ticket
 }
 
@@ -71,21 +73,21 @@ func (e *Engine) endDelivery(s uint32, now, due int64, logIt bool, reason []byte
 // next server id), or drops it with a log line that names it. The job keeps
 // its payload and deliveries; in the dead-letter queue a pop removes it.
 func (e *Engine) exhausted(s uint32, logIt bool) uint64 {
-	var buf [sidLen]byte
+	var buf [jobs.SIDLen]byte
 	var ticket uint64
-	j := e.jobs.at(s)
-	from := j.queue
-	id := append([]byte(nil), e.idOf(j, &buf)...)
+	j := e.jobs.At(s)
+	from := j.Queue
+	id := append([]byte(nil), e.jobs.ID(j, &buf)...)
 	if logIt {
 		r := e.recFor(opCancel, s) // the job leaves its queue...
 		ticket = e.logRec(&r)
 	}
 	e.entombEnded(s, logIt)
-	dl, ok := e.deadLetters[s]
+	dl, ok := e.jobs.DeadLetters[s]
 	if !ok {
 		if !e.j.replaying {
 			e.opts.Logger.Warn().Bytes("queue", []byte(e.queues[from].name)).Bytes("id", id).
-				Uint32("deliveries", j.deliveries).Msg("job dropped: no redelivery left and no dead-letter queue")
+				Uint32("deliveries", j.Deliveries).Msg("job dropped: no redelivery left and no dead-letter queue")
 		}
 		e.stats.Dropped++
 		e.remove(s)
@@ -93,41 +95,41 @@ func (e *Engine) exhausted(s uint32, logIt bool) uint64 {
 	}
 	e.stats.DeadLettered++
 	e.queues[from].deadLettered++
-	e.setOrigin(s, &origin{queue: []byte(e.queues[from].name), ackTimeout: int64(j.ackTimeout), retry: int64(j.retry), deadLetter: dl})
-	payload := append([]byte(nil), e.payloadOf(j)...)
-	e.indexDelete(s, id)
-	e.queues[from].bytes -= dataSize(j)
-	e.arena.free(j.data, int(j.idLen)+int(j.plen()))
-	delete(e.deadLetters, s)
-	j.flags &^= jobDL
+	e.setOrigin(s, &origin{Queue: []byte(e.queues[from].name), AckTimeout: int64(j.AckTimeout), Retry: int64(j.Retry), DeadLetter: dl})
+	payload := append([]byte(nil), e.jobs.Payload(j)...)
+	e.jobs.Delete(&e.queues[from].run, s, id)
+	e.queues[from].bytes -= jobs.DataSize(j)
+	e.jobs.Arena.Free(j.Data, int(j.IDLen)+int(j.Plen()))
+	delete(e.jobs.DeadLetters, s)
+	j.Flags &^= jobs.FlagDL
 	e.dropIdent(s) // a new job of the dead-letter queue
-	j.ackTimeout, j.retry = 0, -1
+	j.AckTimeout, j.Retry = 0, -1
 	grp, prio := e.laneOf(s) // kept in the dead-letter queue, under its own limits
-	e.queues[from].rd.leave(&e.jobs, s)
+	e.queues[from].rd.leave(&e.jobs.Slab, s)
 	to, _ := e.queueFor(dl, true)
-	j.queue = to
+	j.Queue = to
 	e.joinLane(to, s, grp, prio)
-	if _, taken := e.lookup(to, id); taken {
+	if _, taken := e.jobs.Lookup(&e.queues[to].run, to, id); taken {
 		// Not time based, so replay makes the same id as the live server did.
 		e.lastSID++
 		for {
-			if _, taken := e.lookup(to, renderSID(&buf, e.lastSID)); !taken {
+			if _, taken := e.jobs.Lookup(&e.queues[to].run, to, jobs.RenderSID(&buf, e.lastSID)); !taken {
 				break
 			}
 			e.lastSID++
 		}
-		j.sid, j.idLen = e.lastSID, 0
+		j.SID, j.IDLen = e.lastSID, 0
 		id = append(id[:0], buf[:]...)
 	}
-	if j.idLen > 0 {
-		j.data = e.storeData(id, payload)
+	if j.IDLen > 0 {
+		j.Data = e.storeData(id, payload)
 	} else {
-		j.data = e.storeData(nil, payload)
+		j.Data = e.storeData(nil, payload)
 	}
-	e.queues[to].bytes += dataSize(j)
-	e.indexInsert(s, id)
+	e.queues[to].bytes += jobs.DataSize(j)
+	e.jobs.Insert(s, id)
 	e.seq++
-	j.seq = e.seq
+	j.Seq = e.seq
 	e.releaseQueue(from)
 	e.pushReady(s, false)
 	if logIt {
@@ -144,8 +146,8 @@ func (e *Engine) reserved(queueName, id []byte) (uint32, bool) {
 	if !ok {
 		return 0, false
 	}
-	s, ok := e.lookup(qi, id)
-	if !ok || e.jobs.at(s).state != stateReserved {
+	s, ok := e.jobs.Lookup(&e.queues[qi].run, qi, id)
+	if !ok || e.jobs.At(s).State != jobs.StateReserved {
 		return 0, false
 	}
 	return s, true
@@ -163,7 +165,7 @@ func (e *Engine) Ack(queueName []byte, ids [][]byte) (int, uint64, error) {
 	n := 0
 	for _, id := range ids {
 		if s, ok := e.reserved(queueName, id); ok {
-			e.queues[e.jobs.at(s).queue].acks++
+			e.queues[e.jobs.At(s).Queue].acks++
 			e.observeAck(s, now)
 			r := e.recFor(opCancel, s)
 			ticket = e.logRec(&r)
@@ -201,7 +203,7 @@ func (e *Engine) NackReason(queueName, id []byte, delay int64, reason []byte) (b
 		return false, 0, nil
 	}
 	e.stats.Nacked++
-	e.queues[e.jobs.at(s).queue].nacks++
+	e.queues[e.jobs.At(s).Queue].nacks++
 	e.detach(s)
 	due := now
 	if delay > 0 {
@@ -213,19 +215,19 @@ func (e *Engine) NackReason(queueName, id []byte, delay int64, reason []byte) (b
 
 // addRecOf is the add record that recreates the job in slot s as it is.
 func (e *Engine) addRecOf(s uint32, flags byte) *rec {
-	j := e.jobs.at(s)
+	j := e.jobs.At(s)
 	r := e.recFor(opAdd, s)
-	r.due, r.seq, r.deliveries, r.flags = j.due, j.seq, j.deliveries, flags
-	r.payload = e.payloadOf(j)
-	r.ackTimeout, r.retry, r.deadLetter = int64(j.ackTimeout), int64(j.retry), e.deadLetters[s]
+	r.due, r.seq, r.deliveries, r.flags = j.Due, j.Seq, j.Deliveries, flags
+	r.payload = e.jobs.Payload(j)
+	r.ackTimeout, r.retry, r.deadLetter = int64(j.AckTimeout), int64(j.Retry), e.jobs.DeadLetters[s]
 	e.identOf(s, &r)
-	if j.flags&jobOrigin != 0 {
-		r.origin = e.origins[s]
+	if j.Flags&jobs.FlagOrigin != 0 {
+		r.origin = e.jobs.Origins[s]
 	}
-	if j.flags&(jobReason|jobTimedOut) != 0 {
+	if j.Flags&(jobs.FlagReason|jobs.FlagTimedOut) != 0 {
 		r.reason = []byte(e.reasonOf(s))
 	}
-	if j.lane != 0 {
+	if j.Lane != 0 {
 		r.group, r.priority = e.laneOf(s)
 	}
 	return &r
@@ -242,14 +244,14 @@ func (e *Engine) Touch(queueName, id []byte) (bool, uint64, error) {
 	if !ok {
 		return false, 0, nil
 	}
-	j := e.jobs.at(s)
+	j := e.jobs.At(s)
 	e.detach(s)
 	e.seq++
-	j.seq = e.seq
-	deadline := e.laterMs(int64(j.ackTimeout))
+	j.Seq = e.seq
+	deadline := e.laterMs(int64(j.AckTimeout))
 	e.reserveAt(s, deadline)
 	r := e.recFor(opReserve, s)
-	r.due, r.deliveries, r.seq = deadline, j.deliveries, j.seq
+	r.due, r.deliveries, r.seq = deadline, j.Deliveries, j.Seq
 	return true, e.logRec(&r), nil
 }
 
@@ -267,20 +269,20 @@ func (e *Engine) applyMove(r *rec) {
 	if !ok {
 		return
 	}
-	j := e.jobs.at(s)
-	j.due = r.due // a move sets the due time too (RESCHEDULE, PROMOTE)
+	j := e.jobs.At(s)
+	j.Due = r.due // a move sets the due time too (RESCHEDULE, PROMOTE)
 	e.setReason(s, r.reason)
 	switch {
 	case r.flags&flagHead != 0:
 		e.pushReady(s, true)
 	case r.flags&flagReady == 0 && r.due > r.time && e.wheel.Add(s, r.due, r.seq):
-		j.due = r.due
+		j.Due = r.due
 		e.markDelayed(s)
 		return
 	default:
 		e.pushReady(s, false)
 	}
-	e.serve(j.queue)
+	e.serve(j.Queue)
 }
 
 // takeOut finds the job a reserve or move record names, takes it out of
@@ -291,22 +293,22 @@ func (e *Engine) takeOut(r *rec) (uint32, bool) {
 		return 0, false
 	}
 	e.detach(s)
-	j := e.jobs.at(s)
-	j.deliveries, j.seq = r.deliveries, r.seq
+	j := e.jobs.At(s)
+	j.Deliveries, j.Seq = r.deliveries, r.seq
 	e.seq = max(e.seq, r.seq)
 	return s, true
 }
 
 // find looks up the job a record names.
 func (e *Engine) find(r *rec) (uint32, bool) {
-	var buf [sidLen]byte
+	var buf [jobs.SIDLen]byte
 	id := r.id
 	if id == nil {
-		id = renderSID(&buf, r.sid)
+		id = jobs.RenderSID(&buf, r.sid)
 	}
 	qi, ok := e.queueFor(r.queue, false)
 	if !ok {
 		return 0, false
 	}
-	return e.lookup(qi, id)
+	return e.jobs.Lookup(&e.queues[qi].run, qi, id)
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/delayd/delayd/aof"
+	"github.com/delayd/delayd/jobs"
 )
 
 func addOpts(t *testing.T, e *Engine, a AddArgs) string {
@@ -172,7 +173,7 @@ func TestDeadLetterRenamesTakenID(t *testing.T) {
 		e.Pop([][]byte{b("q")})
 		sleep(5 * time.Millisecond)
 		pk := e.Peek(b("dead"), 10)
-		if len(pk) != 2 || string(pk[0].ID) != "j" || string(pk[1].Payload) != "failing" || len(pk[1].ID) != sidLen {
+		if len(pk) != 2 || string(pk[0].ID) != "j" || string(pk[1].Payload) != "failing" || len(pk[1].ID) != jobs.SIDLen {
 			t.Fatalf("dead-letter queue: %q", pk)
 		}
 	})

@@ -1,5 +1,6 @@
 package engine
 
+import "github.com/delayd/delayd/jobs"
 import "time"
 
 // Adding jobs: DELAY.ADD, DELAY.ADDAT, and the put that replay shares.
@@ -88,18 +89,18 @@ func (e *Engine) Add(a AddArgs) (AddResult, error) {
 	exists := false
 	var s uint32
 	if existed && a.ID != nil {
-		if s, exists = e.lookup(qi, a.ID); exists {
+		if s, exists = e.jobs.Lookup(&e.queues[qi].run, qi, a.ID); exists {
 			// DEBOUNCE replaces a job that is still delayed, as REPLACE does.
-			if !a.Replace && (a.Debounce <= 0 || e.jobs.at(s).state != stateDelayed) {
+			if !a.Replace && (a.Debounce <= 0 || e.jobs.At(s).State != jobs.StateDelayed) {
 				return AddResult{}, nil
 			}
-			if e.jobs.at(s).idLen == 0 { // keep a server-made id in its compact form
-				r.id, r.sid = nil, e.jobs.at(s).sid
+			if e.jobs.At(s).IDLen == 0 { // keep a server-made id in its compact form
+				r.id, r.sid = nil, e.jobs.At(s).SID
 			}
 		}
 	}
 	if a.Debounce > 0 {
-		e.debounce(&r, s, exists && e.jobs.at(s).state == stateDelayed, up, a.Debounce)
+		e.debounce(&r, s, exists && e.jobs.At(s).State == jobs.StateDelayed, up, a.Debounce)
 	}
 	if !exists && e.opts.MaxJobs > 0 && e.njobs >= e.opts.MaxJobs {
 		return AddResult{}, ErrMaxJobs
@@ -132,15 +133,15 @@ func (e *Engine) Add(a AddArgs) (AddResult, error) {
 
 // newSID makes the next server id for a job of the named queue. O(1).
 func (e *Engine) newSID(queueName []byte, now int64) uint64 {
-	e.lastSID = nextSID(e.lastSID, now)
-	if !e.sidLike {
+	e.lastSID = jobs.NextSID(e.lastSID, now)
+	if !e.jobs.SIDLike {
 		return e.lastSID
 	}
 	// A client may have chosen this very string as its own id.
 	if qi, ok := e.queueFor(queueName, false); ok {
-		var buf [sidLen]byte
+		var buf [jobs.SIDLen]byte
 		for {
-			if _, taken := e.lookup(qi, renderSID(&buf, e.lastSID)); !taken {
+			if _, taken := e.jobs.Lookup(&e.queues[qi].run, qi, jobs.RenderSID(&buf, e.lastSID)); !taken {
 				break
 			}
 			e.lastSID++
@@ -165,19 +166,19 @@ func (e *Engine) put(r *rec, fresh bool) {
 // jobs (LPUSH, RPUSH) serves waiters once, after the last, as Redis does.
 // fresh says its server id was just made (above every id filed), pushed
 // that a live list push made it; either way a server id goes to the
-// queue's push run (pushrun.go) rather than e.sids.
+// queue's push run (jobs/pushrun.go) rather than the sids table.
 func (e *Engine) place(r *rec, fresh, pushed bool) (uint32, bool) {
-	id := r.id // nil for a server id: indexInsert files those by r.sid
-	if id != nil && !e.sidLike {
-		_, e.sidLike = parseSID(id)
+	id := r.id // nil for a server id: jobs.Table.Insert files those by r.sid
+	if id != nil && !e.jobs.SIDLike {
+		_, e.jobs.SIDLike = jobs.ParseSID(id)
 	}
 	if !fresh {
-		var buf [sidLen]byte
+		var buf [jobs.SIDLen]byte
 		if id == nil {
-			id = renderSID(&buf, r.sid)
+			id = jobs.RenderSID(&buf, r.sid)
 		}
 		if qi, ok := e.queueFor(r.queue, false); ok {
-			if s, ok := e.lookup(qi, id); ok {
+			if s, ok := e.jobs.Lookup(&e.queues[qi].run, qi, id); ok {
 				e.dropIdent(s) // replaced, not ended: no tombstone
 				e.remove(s)
 			}
@@ -185,19 +186,19 @@ func (e *Engine) place(r *rec, fresh, pushed bool) (uint32, bool) {
 	}
 	qi, _ := e.queueFor(r.queue, true)
 	s := e.allocSlot()
-	j := e.jobs.at(s)
-	j.queue = qi
-	j.sid = r.sid
-	j.idLen = uint16(len(r.id))
-	j.data = e.storeData(r.id, r.payload)
-	e.queues[qi].bytes += dataSize(j)
-	j.due, j.seq, j.deliveries = r.due, r.seq, r.deliveries
-	j.ackTimeout = uint32(min(max(r.ackTimeout, 0), 1<<32-1))
-	j.retry = int32(min(max(r.retry, -1), 1<<31-1))
+	j := e.jobs.At(s)
+	j.Queue = qi
+	j.SID = r.sid
+	j.IDLen = uint16(len(r.id))
+	j.Data = e.storeData(r.id, r.payload)
+	e.queues[qi].bytes += jobs.DataSize(j)
+	j.Due, j.Seq, j.Deliveries = r.due, r.seq, r.deliveries
+	j.AckTimeout = uint32(min(max(r.ackTimeout, 0), 1<<32-1))
+	j.Retry = int32(min(max(r.retry, -1), 1<<31-1))
 	e.joinLane(qi, s, r.group, r.priority)
 	if r.deadLetter != nil {
-		j.flags |= jobDL
-		e.deadLetters[s] = append([]byte(nil), r.deadLetter...)
+		j.Flags |= jobs.FlagDL
+		e.jobs.DeadLetters[s] = append([]byte(nil), r.deadLetter...)
 	}
 	e.setIdent(s, r)
 	if r.origin != nil {
@@ -207,10 +208,10 @@ func (e *Engine) place(r *rec, fresh, pushed bool) (uint32, bool) {
 	switch {
 	case e.j.deferIdx:
 		e.j.build.deferSid(r.sid, s) // replay.go: another goroutine inserts it
-	case (pushed || fresh) && id == nil && r.sid > e.queues[qi].run.last():
-		e.fileInRun(s)
+	case (pushed || fresh) && id == nil && r.sid > e.queues[qi].run.Last():
+		e.jobs.FileInRun(&e.queues[qi].run, s)
 	default:
-		e.indexInsert(s, id)
+		e.jobs.Insert(s, id)
 	}
 	e.njobs++
 	e.lastSID = max(e.lastSID, r.sid)
@@ -235,13 +236,13 @@ func (e *Engine) place(r *rec, fresh, pushed bool) (uint32, bool) {
 
 func (e *Engine) storeData(id, payload []byte) uint64 {
 	if len(id) == 0 {
-		return packData(e.arena.alloc(payload), len(payload))
+		return jobs.PackData(e.jobs.Arena.Alloc(payload), len(payload))
 	}
 	if len(payload) == 0 {
-		return e.arena.alloc(id)
+		return e.jobs.Arena.Alloc(id)
 	}
 	// One block for both keeps one ref per job.
 	buf := make([]byte, 0, len(id)+len(payload))
 	buf = append(append(buf, id...), payload...)
-	return packData(e.arena.alloc(buf), len(payload))
+	return jobs.PackData(e.jobs.Arena.Alloc(buf), len(payload))
 }

@@ -27,11 +27,12 @@
 //
 // # Memory
 //
-// Jobs live in a paged slab of pointer-free 64-byte records linked by slot
-// numbers (pages never move, so growth never copies under the lock); ids and
+// Jobs live in package jobs (a jobs.Table, e.jobs): a paged slab of
+// pointer-free 64-byte records linked by slot numbers (pages never move, so growth never copies under the lock); ids and
 // payloads live in a byte arena of 1 MiB chunks; server-made ids and
 // client ids (by a hash of (queue, id)) are found through two
-// open-addressing tables of uint32 slots (slottable.go). None of these hold
+// open-addressing tables of uint32 slots, and list-pushed jobs' server ids
+// through their queue's push run. None of these hold
 // pointers, so the garbage collector does not scan per-job memory, and 10M
 // pending jobs do not slow every GC cycle. An earlier design with one heap
 // object per job (links as pointers, payload as []byte) cost three pointers
@@ -40,7 +41,8 @@
 // FLUSHALL and Close unmap them (dropPages). What only a few jobs have (a
 // dead-letter queue, UNIQUE and DEBOUNCE, a dead letter's origin, a failure
 // reason: reason.go) lives in side tables by slot, flagged in the job's
-// flags and freed with its slot (freeSlot), so the record stays 64 bytes.
+// flags and freed with its slot (jobs.Table.Free, which calls nothing
+// back), so the record stays 64 bytes.
 //
 // # Synchronization
 //

@@ -2,15 +2,14 @@ package engine
 
 import (
 	"fmt"
-	"hash/maphash"
 	"sync"
 	"sync/atomic"
 	"time"
-	"unsafe"
 
 	"github.com/rs/zerolog"
 
 	"github.com/delayd/delayd/aof"
+	"github.com/delayd/delayd/jobs"
 	"github.com/delayd/delayd/wheel"
 )
 
@@ -116,55 +115,6 @@ func (o *Options) Validate() error {
 	return nil
 }
 
-// Job states.
-const (
-	stateFree uint8 = iota
-	stateDelayed
-	stateReady
-	stateReserved
-)
-
-var stateNames = [...]string{"free", "delayed", "ready", "reserved"}
-
-const jobSize = unsafe.Sizeof(job{})
-
-// job is one slab record. It holds no pointers so that millions of them cost
-// the garbage collector nothing; links are slot numbers plus one (0 = none).
-type job struct {
-	due int64 // unix ms the job became or becomes ready
-	// data is the arena ref of the client id bytes then the payload bytes,
-	// with the payload's length in bits the ref leaves free (packData, plen).
-	data       uint64
-	sid        uint64 // server-made id, when idLen == 0
-	seq        uint64 // add order, breaks ties between equal due times
-	next, prev uint32 // ready list links; next also chains free slots
-	queue      uint32 // index into Engine.queues
-	deliveries uint32
-	ackTimeout uint32 // ms; 0: a pop removes the job
-	retry      int32  // redeliveries allowed; -1: unlimited
-	idLen      uint16 // 0: server-made id in sid
-	state      uint8
-	flags      uint8 // jobDL, jobUnique, ...: which side tables hold more of the job
-	// lane places a ready job within its queue's ready order (priority and
-	// group; 0: the default lane). The record is 64 bytes (TestJobSize).
-	lane uint32
-}
-
-// plen is the payload's length, kept in data's spare bits.
-func (j *job) plen() uint32 { return plenOf(j.data) }
-
-// Job flags: each says a side table (keyed by slot) holds more of the job,
-// so the few jobs that use an option pay for it and the rest do not.
-const (
-	jobDL       uint8 = 1 << iota // a dead-letter queue is named in Engine.deadLetters
-	jobUnique                     // its id stays taken for a while after it ends (UNIQUE)
-	jobDebounce                   // re-adds push it out, up to a limit (DEBOUNCE)
-	jobOrigin                     // dead-lettered: its origin queue and options are in Engine.origins (requeue.go)
-	jobInRun                      // its server id is filed in its queue's push run, not in e.sids (pushrun.go)
-	jobReason                     // its last failure reason is in Engine.reasons (reason.go)
-	jobTimedOut                   // its last failure reason is ReasonAckTimeout, kept in this bit alone (reason.go)
-)
-
 // queue is a named ready list plus the clients blocked on it. It exists while
 // it holds a job in any state or a waiter; then it is freed.
 type queue struct {
@@ -174,10 +124,10 @@ type queue struct {
 	whead, wtail             *waitLink
 	nwait                    int
 	live                     bool
-	watch                    *watch  // non-nil while the name is watched or tracked (watch.go)
-	limit                    *limit  // non-nil while the name has a DELAY.LIMIT (limit.go)
-	bytes                    int64   // arena bytes of its jobs' ids and payloads (MEMORY USAGE)
-	run                      pushRun // the server ids of its list-pushed jobs (pushrun.go)
+	watch                    *watch       // non-nil while the name is watched or tracked (watch.go)
+	limit                    *limit       // non-nil while the name has a DELAY.LIMIT (limit.go)
+	bytes                    int64        // arena bytes of its jobs' ids and payloads (MEMORY USAGE)
+	run                      jobs.PushRun // the server ids of its list-pushed jobs (jobs/pushrun.go)
 	// Counters for DELAY.STATS; like the queue, they go when it empties.
 	added, deliveries, redeliveries, acks, nacks, expired, deadLettered uint64
 }
@@ -230,13 +180,7 @@ type core struct {
 	tm      timers     // the clocks that are not jobs (timers.go)
 	ident   identState // UNIQUE and DEBOUNCE options, tombstones (unique.go)
 	flow    flow       // DELAY.LIMIT's limits by queue name (limit.go)
-	jobs    slab
-	free    uint32    // free slot list head, slot+1
-	sids    slotTable // server-made ids (index.go)
-	runs    runPages  // the pages of the queues' push runs (pushrun.go)
-	index   slotTable // client ids, by hash(queue, id)
-	seed    maphash.Seed
-	arena   arena
+	jobs    jobs.Table // every job: records, ids and payloads, the id index, side tables
 	queues  []queue
 	byName  map[string]uint32
 	lastQ   uint32 // queueFor's last find, +1 (0: none)
@@ -246,9 +190,7 @@ type core struct {
 	lastSID uint64
 	fired   []uint32
 	toServe []uint32 // advanceLocked's queues with waiters and newly ready jobs
-	// deadLetters names the dead-letter queue of the few jobs that have one,
-	// by slot, rather than spending 8 bytes of every job on it.
-	deadLetters  map[uint32][]byte
+
 	armed        int64             // deadline the timer goroutine sleeps until, or 0
 	fineDue      atomic.Int64      // armed's instant on Mono's clock while the timerfd alone waits for it, or 0 (Overdue)
 	opNow        int64             // the time of the last advanceLocked, which every operation begins with: its records carry it (recNow)
@@ -256,12 +198,9 @@ type core struct {
 	onChange     func(name string)
 	trackAll     bool // call onChange for every queue's changes (TrackAll)
 	trackAllRefs int  // TrackAll(true) calls not yet undone
-	// sidLike is set once a client id that reads as a server id is stored:
-	// only then can a new server id collide, and need a lookup.
-	sidLike bool
-	closed  bool
-	stats   Stats
-	met     metrics // lateness and ack-time histograms (metrics.go)
+	closed       bool
+	stats        Stats
+	met          metrics // lateness and ack-time histograms (metrics.go)
 	// inTx is set while Atomic runs: records go to the unit, and queues
 	// whose waiters a write would serve wait in txServe until it ends.
 	inTx    bool
@@ -269,9 +208,6 @@ type core struct {
 
 	sched schedules // recurring schedules (schedule.go)
 	lazy  lazyState // deleted queues being freed (lazyfree.go)
-
-	origins map[uint32]*origin // by slot: where dead-lettered jobs came from (requeue.go)
-	reasons map[uint32]string  // by slot: the last failure reason of jobs that have one (reason.go)
 
 	start time.Time // monotonic base
 	// startMono is start on the Mono clock: a caller's Mono reading minus
@@ -325,21 +261,19 @@ func New(opts Options) (*Engine, error) {
 	now := opts.Now()
 	now = now.Add(-time.Duration(now.UnixNano() % int64(time.Millisecond)))
 	e := &Engine{core: &core{
-		opts:        opts,
-		deadLetters: make(map[uint32][]byte),
-		seed:        maphash.MakeSeed(),
-		byName:      make(map[string]uint32),
-		start:       now,
-		startMono:   now.Sub(MonoEpoch),
-		startMs:     now.UnixMilli(),
-		monoOnly:    monoOnly,
-		wake:        make(chan struct{}, 1),
-		quit:        make(chan struct{}),
-		done:        make(chan struct{}),
-		logQuit:     make(chan struct{}),
+		opts:      opts,
+		byName:    make(map[string]uint32),
+		start:     now,
+		startMono: now.Sub(MonoEpoch),
+		startMs:   now.UnixMilli(),
+		monoOnly:  monoOnly,
+		wake:      make(chan struct{}, 1),
+		quit:      make(chan struct{}),
+		done:      make(chan struct{}),
+		logQuit:   make(chan struct{}),
 	}}
 	e.mu.m = &e.core.mutex
-	e.initIndex()
+	e.jobs.Init()
 	e.repl.now.Store(e.startMs)
 	e.repl.following.Store(opts.Follower)
 	if opts.Replicator != nil {
@@ -643,26 +577,26 @@ func (e *Engine) advanceLocked(now int64) {
 	fired := e.wheel.Advance(now, e.fired[:0])
 	e.fired = nil // a nested advance (there should be none) gets its own buffer
 	for _, h := range fired {
-		j := e.jobs.at(h)
-		q := &e.queues[j.queue]
+		j := e.jobs.At(h)
+		q := &e.queues[j.Queue]
 		if !q.live {
 			e.dropFired(h) // its queue was deleted: it is being freed
 			continue
 		}
-		switch j.state {
-		case stateDelayed:
+		switch j.State {
+		case jobs.StateDelayed:
 			q.delayed--
 			e.stats.Fired++
 			e.pushReady(h, false)
-			if q.whead != nil && (len(e.toServe) == 0 || e.toServe[len(e.toServe)-1] != j.queue) {
-				e.toServe = append(e.toServe, j.queue)
+			if q.whead != nil && (len(e.toServe) == 0 || e.toServe[len(e.toServe)-1] != j.Queue) {
+				e.toServe = append(e.toServe, j.Queue)
 			}
-		case stateReserved:
+		case jobs.StateReserved:
 			// Like an operation in Kafka's purgatory whose timeout passed.
 			q.reserved--
-			e.unreserved(j.queue, h)
+			e.unreserved(j.Queue, h)
 			q.expired++
-			j.state = stateFree // the wheel already let go of it
+			j.State = jobs.StateFree // the wheel already let go of it
 			e.stats.Expired++
 			e.setReason(h, reasonAckTimeout)
 			e.endDelivery(h, now, 0, false, nil)
@@ -715,7 +649,7 @@ func (e *Engine) Stop() {
 
 // Close stops the engine and flushes and fsyncs the log, whatever the fsync
 // policy, then closes it. Last, it gives the job pages back to the system
-// (they are mapped outside the Go heap, slab.go): the engine must not be
+// (they are mapped outside the Go heap, jobs/slab.go): the engine must not be
 // used after Close.
 func (e *Engine) Close() error {
 	if e.mu.held {
@@ -755,19 +689,14 @@ func (e *Engine) Close() error {
 // arena, the wheels' nodes, the index) and leaves all of them empty: for
 // resetState, which rebuilds the rest, and Close. Called with mu held.
 func (e *Engine) dropPages() {
-	e.jobs.release()
-	e.free = 0
-	e.arena.release()
+	for i := range e.queues {
+		e.queues[i].run.Release() // into the table's kept pages, which it then unmaps
+	}
+	e.jobs.Release()
 	if e.wheel != nil {
 		e.wheel.Free()
 	}
 	if e.tm.w != nil {
 		e.tm.w.Free()
 	}
-	e.sids.release()
-	e.index.release()
-	for i := range e.queues {
-		e.queues[i].run.release()
-	}
-	e.runs.release()
 }

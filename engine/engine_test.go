@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/delayd/delayd/aof"
+	"github.com/delayd/delayd/jobs"
 )
 
 // Every test runs inside a synctest bubble: time.Now and the engine's timer
@@ -190,11 +191,11 @@ func TestIDsAndReplace(t *testing.T) {
 			t.Fatalf("stats after replace %+v", s)
 		}
 		// A client id that looks like the next server id does not collide.
-		next := nextSID(e.lastSID, e.Now())
-		var buf [sidLen]byte
-		addAt(t, e, "q", 0, string(renderSID(&buf, next)), "squatter")
+		next := jobs.NextSID(e.lastSID, e.Now())
+		var buf [jobs.SIDLen]byte
+		addAt(t, e, "q", 0, string(jobs.RenderSID(&buf, next)), "squatter")
 		got := add(t, e, "q", 0, "server")
-		if got == string(renderSID(&buf, next)) {
+		if got == string(jobs.RenderSID(&buf, next)) {
 			t.Fatal("server id collided with a client id")
 		}
 	})
@@ -345,7 +346,7 @@ func TestPeekAndBinaryPayloads(t *testing.T) {
 		for i := range all {
 			all[i] = byte(i)
 		}
-		big := bytes.Repeat([]byte("x"), maxClass+1) // outside the arena's classes
+		big := bytes.Repeat([]byte("x"), jobs.MaxSmall+1) // outside the arena's classes
 		for _, p := range [][]byte{all, {}, []byte("a\r\nb"), big} {
 			if _, err := e.Add(AddArgs{Queue: b("q"), Payload: p}); err != nil {
 				t.Fatal(err)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/delayd/delayd/aof"
+	"github.com/delayd/delayd/jobs"
 )
 
 // The journal is the engine's side of the append-only log.
@@ -263,9 +264,9 @@ func (e *Engine) apply(p []byte) error {
 	switch r.op {
 	case opAdd:
 		// A server id above every one seen cannot be in the index yet (a
-		// client id could read as it only once sidLike is set).
+		// client id could read as it only once jobs.Table.SIDLike is set).
 		e.j.deferIdx = deferred
-		e.put(&r, deferred || (r.id == nil && r.sid > e.lastSID && !e.sidLike))
+		e.put(&r, deferred || (r.id == nil && r.sid > e.lastSID && !e.jobs.SIDLike))
 		e.j.deferIdx = false
 	case opCancel, opPop:
 		e.del(&r)
@@ -308,10 +309,8 @@ func (e *Engine) resetState() {
 	e.resetTimers()
 	e.resetFlow()
 	e.resetSchedules()
-	e.deadLetters = make(map[uint32][]byte) // by slot: slots are reused from 0
-	e.ident = identState{}                  // FLUSHALL drops tombstones too
-	e.origins = nil
-	e.reasons = nil
+	e.jobs.Reset()         // side tables by slot: slots are reused from 0
+	e.ident = identState{} // FLUSHALL drops tombstones too
 	e.queues, e.qfree = nil, nil
 	e.byName = make(map[string]uint32)
 	e.njobs = 0
@@ -826,13 +825,13 @@ func (e *Engine) Rewrite() error {
 		if !e.queues[qi].live {
 			continue // being freed (lazyfree.go): its DEL is logged
 		}
-		e.queues[qi].rd.each(&e.jobs, func(s uint32) bool {
+		e.queues[qi].rd.each(&e.jobs.Slab, func(s uint32) bool {
 			plan = append(plan, entry{s, true})
 			return true
 		})
 	}
-	for s := range e.jobs.n {
-		if jb := e.jobs.at(s); (jb.state == stateDelayed || jb.state == stateReserved) && e.queues[jb.queue].live {
+	for s := range e.jobs.Len() {
+		if jb := e.jobs.At(s); (jb.State == jobs.StateDelayed || jb.State == jobs.StateReserved) && e.queues[jb.Queue].live {
 			plan = append(plan, entry{uint32(s), false})
 		}
 	}
@@ -871,17 +870,17 @@ func (e *Engine) Rewrite() error {
 					break
 				}
 				for _, p := range plan[i:min(i+chunk, len(plan))] {
-					jb := e.jobs.at(p.slot)
-					if jb.state == stateFree || !e.queues[jb.queue].live {
+					jb := e.jobs.At(p.slot)
+					if jb.State == jobs.StateFree || !e.queues[jb.Queue].live {
 						continue // gone since the plan (or being freed): the tail says how
 					}
 					var flags byte
 					var deadline int64
 					switch {
-					case jb.state == stateReserved:
+					case jb.State == jobs.StateReserved:
 						flags = flagReserved
 						deadline, _ = e.wheel.Due(p.slot)
-					case p.ready && jb.state == stateReady:
+					case p.ready && jb.State == jobs.StateReady:
 						flags = flagReady
 					}
 					r := e.addRecOf(p.slot, flags)

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/delayd/delayd/aof"
+	"github.com/delayd/delayd/jobs"
 )
 
 // dump renders the whole state that replay must reproduce: per queue, the
@@ -27,19 +28,19 @@ func dump(e *Engine) string {
 	}
 	slices.Sort(names)
 	var sb strings.Builder
-	var buf [sidLen]byte
+	var buf [jobs.SIDLen]byte
 	for _, name := range names {
 		qi := e.byName[name]
 		q := &e.queues[qi]
 		fmt.Fprintf(&sb, "%s: ready", name)
-		q.rd.each(&e.jobs, func(s uint32) bool {
-			j := e.jobs.at(s)
-			fmt.Fprintf(&sb, " %s=%s/%d", e.idOf(j, &buf), e.payloadOf(j), j.deliveries)
+		q.rd.each(&e.jobs.Slab, func(s uint32) bool {
+			j := e.jobs.At(s)
+			fmt.Fprintf(&sb, " %s=%s/%d", e.jobs.ID(j, &buf), e.jobs.Payload(j), j.Deliveries)
 			if g, p := e.laneOf(s); g != nil || p != 0 {
 				fmt.Fprintf(&sb, "[%s/%d]", g, p) // group and priority
 			}
-			if o := e.origins[s]; o != nil {
-				fmt.Fprintf(&sb, "<%s/%d/%d/%s>", o.queue, o.ackTimeout, o.retry, o.deadLetter) // dead-lettered from
+			if o := e.jobs.Origins[s]; o != nil {
+				fmt.Fprintf(&sb, "<%s/%d/%d/%s>", o.Queue, o.AckTimeout, o.Retry, o.DeadLetter) // dead-lettered from
 			}
 			if r := e.reasonOf(s); r != "" {
 				fmt.Fprintf(&sb, "!%q", r) // the last failure reason
@@ -47,19 +48,19 @@ func dump(e *Engine) string {
 			return true
 		})
 		var delayed []uint32
-		for i := range e.jobs.n {
-			if j := e.jobs.at(i); j.state == stateDelayed && j.queue == qi {
+		for i := range e.jobs.Len() {
+			if j := e.jobs.At(i); j.State == jobs.StateDelayed && j.Queue == qi {
 				delayed = append(delayed, uint32(i))
 			}
 		}
 		slices.SortFunc(delayed, func(a, b uint32) int {
-			ja, jb := e.jobs.at(a), e.jobs.at(b)
-			return cmp.Or(cmp.Compare(ja.due, jb.due), cmp.Compare(ja.seq, jb.seq))
+			ja, jb := e.jobs.At(a), e.jobs.At(b)
+			return cmp.Or(cmp.Compare(ja.Due, jb.Due), cmp.Compare(ja.Seq, jb.Seq))
 		})
 		sb.WriteString(" | delayed")
 		for _, s := range delayed {
-			j := e.jobs.at(s)
-			fmt.Fprintf(&sb, " %s=%s@%d", e.idOf(j, &buf), e.payloadOf(j), j.due)
+			j := e.jobs.At(s)
+			fmt.Fprintf(&sb, " %s=%s@%d", e.jobs.ID(j, &buf), e.jobs.Payload(j), j.Due)
 			if r := e.reasonOf(s); r != "" {
 				fmt.Fprintf(&sb, "!%q", r)
 			}
@@ -67,19 +68,19 @@ func dump(e *Engine) string {
 		// Reserved jobs in the order they will expire; slots differ after a
 		// rewrite, so slot order means nothing.
 		var held []uint32
-		for i := range e.jobs.n {
-			if j := e.jobs.at(i); j.state == stateReserved && j.queue == qi {
+		for i := range e.jobs.Len() {
+			if j := e.jobs.At(i); j.State == jobs.StateReserved && j.Queue == qi {
 				held = append(held, uint32(i))
 			}
 		}
 		deadline := func(s uint32) int64 { d, _ := e.wheel.Due(s); return d }
 		slices.SortFunc(held, func(a, b uint32) int {
-			return cmp.Or(cmp.Compare(deadline(a), deadline(b)), cmp.Compare(e.jobs.at(a).seq, e.jobs.at(b).seq))
+			return cmp.Or(cmp.Compare(deadline(a), deadline(b)), cmp.Compare(e.jobs.At(a).Seq, e.jobs.At(b).Seq))
 		})
 		sb.WriteString(" | reserved")
 		for _, s := range held {
-			j := e.jobs.at(s)
-			fmt.Fprintf(&sb, " %s=%s/%d@%d", e.idOf(j, &buf), e.payloadOf(j), j.deliveries, deadline(s))
+			j := e.jobs.At(s)
+			fmt.Fprintf(&sb, " %s=%s/%d@%d", e.jobs.ID(j, &buf), e.jobs.Payload(j), j.Deliveries, deadline(s))
 			if r := e.reasonOf(s); r != "" {
 				fmt.Fprintf(&sb, "!%q", r)
 			}

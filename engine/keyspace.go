@@ -2,6 +2,8 @@ package engine
 
 import (
 	"unsafe"
+
+	"github.com/delayd/delayd/jobs"
 )
 
 // The keyspace: a queue is a key while it holds a job in any state. SCAN,
@@ -126,8 +128,8 @@ func (e *Engine) MemoryUsage(name []byte) (int64, bool) {
 		return 0, false
 	}
 	q := &e.queues[qi]
-	jobs := int64(q.delayed + q.ready + q.reserved)
+	held := int64(q.delayed + q.ready + q.reserved)
 	n := queueBytes + int64(len(q.name)) + q.bytes +
-		jobs*(int64(jobSize)+indexEntryBytes) + int64(q.delayed+q.reserved)*wheelNodeBytes
+		held*(int64(jobs.Size)+indexEntryBytes) + int64(q.delayed+q.reserved)*wheelNodeBytes
 	return n, true
 }

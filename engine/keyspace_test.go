@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/delayd/delayd/aof"
+	"github.com/delayd/delayd/jobs"
 )
 
 // TestScanReturnsEveryLastingKey: a key present for a whole scan is
@@ -133,7 +134,7 @@ func TestMemoryUsage(t *testing.T) {
 		one, _ := e.MemoryUsage(b("q"))
 		big := add(t, e, "q", 0, string(make([]byte, 100_000)))
 		two, _ := e.MemoryUsage(b("q"))
-		if one < int64(jobSize) || two < one+100_000 || two > one+110_000 {
+		if one < int64(jobs.Size) || two < one+100_000 || two > one+110_000 {
 			t.Fatalf("one job %d bytes, with a 100 kB payload %d", one, two)
 		}
 		e.Cancel(b("q"), [][]byte{b(big)})

@@ -3,6 +3,8 @@ package engine
 import (
 	"cmp"
 	"slices"
+
+	"github.com/delayd/delayd/jobs"
 )
 
 // Queue latency: how long the oldest ready job of a queue has waited, the
@@ -25,18 +27,18 @@ import (
 
 // oldestDue returns the due time of the oldest head of the ready order, and
 // whether there is a ready job.
-func (r *readyOrder) oldestDue(t *slab) (int64, bool) {
+func (r *readyOrder) oldestDue(t *jobs.Slab) (int64, bool) {
 	if r.x == nil {
 		if r.head == 0 {
 			return 0, false
 		}
-		return t.at(r.head - 1).due, true
+		return t.At(r.head - 1).Due, true
 	}
 	var due int64
 	found := false
 	for i := range r.x.ls {
 		if h := r.x.ls[i].head; h != 0 {
-			if d := t.at(h - 1).due; !found || d < due {
+			if d := t.At(h - 1).Due; !found || d < due {
 				due, found = d, true
 			}
 		}
@@ -46,7 +48,7 @@ func (r *readyOrder) oldestDue(t *slab) (int64, bool) {
 
 // latency is queue qi's latency at now, in ms.
 func (e *Engine) latency(qi uint32, now int64) int64 {
-	due, ok := e.queues[qi].rd.oldestDue(&e.jobs)
+	due, ok := e.queues[qi].rd.oldestDue(&e.jobs.Slab)
 	if !ok {
 		return 0
 	}

@@ -1,5 +1,6 @@
 package engine
 
+import "github.com/delayd/delayd/jobs"
 import "time"
 
 // Lazy free: DEL (and UNLINK, its twin) of a big queue must not hold the
@@ -23,7 +24,7 @@ import "time"
 //     as replay makes them: an add of the same id right after the DEL is
 //     refused live as on replay;
 //   - a log rewrite and a cluster snapshot skip doomed jobs;
-//   - server ids stay in e.sids until their job is freed: harmless, since
+//   - server ids stay in the sids table until their job is freed: harmless, since
 //     a server id is never made twice and lookup checks the job's queue.
 //
 // FLUSHALL needs none of this: it drops the state whole (resetState), the
@@ -76,9 +77,9 @@ func (e *Engine) doom(qi uint32, at int64) {
 	if q.watch != nil || e.trackAll {
 		e.changed(q) // once for the queue, as WATCH and tracking want
 	}
-	if len(e.ident.jobs) > 0 {
-		for s := range e.ident.jobs {
-			if e.jobs.at(s).queue == qi {
+	if len(e.jobs.Idents) > 0 {
+		for s := range e.jobs.Idents {
+			if e.jobs.At(s).Queue == qi {
 				e.entomb(s, at)
 			}
 		}
@@ -149,14 +150,14 @@ func (e *Engine) freeSome(start time.Time) int {
 		n++
 	}
 	if q.rd.first() == 0 && q.delayed+q.ready+q.reserved > 0 {
-		end := min(d.scan+lazyScan, e.jobs.n)
+		end := min(d.scan+lazyScan, e.jobs.Len())
 		for ; d.scan < end && !over(n); d.scan++ {
-			if j := e.jobs.at(d.scan); j.state != stateFree && j.queue == d.qi {
+			if j := e.jobs.At(d.scan); j.State != jobs.StateFree && j.Queue == d.qi {
 				e.remove(d.scan)
 				n++
 			}
 		}
-		if d.scan >= e.jobs.n {
+		if d.scan >= e.jobs.Len() {
 			d.scan = 0 // not reached with jobs left: no job joins a doomed queue
 		}
 	}
@@ -172,16 +173,16 @@ func (e *Engine) freeSome(start time.Time) int {
 // delay or a reservation ended): it must not become ready or expire into
 // anything, as it would not have on replay, where the DEL removed it.
 func (e *Engine) dropFired(s uint32) {
-	j := e.jobs.at(s)
-	q := &e.queues[j.queue]
-	switch j.state {
-	case stateDelayed:
+	j := e.jobs.At(s)
+	q := &e.queues[j.Queue]
+	switch j.State {
+	case jobs.StateDelayed:
 		q.delayed--
-	case stateReserved:
+	case jobs.StateReserved:
 		q.reserved--
-		e.unreserved(j.queue, s)
+		e.unreserved(j.Queue, s)
 	}
-	j.state = stateFree // detach has nothing left to undo
+	j.State = jobs.StateFree // detach has nothing left to undo
 	e.remove(s)
 }
 

@@ -203,7 +203,7 @@ func (e *Engine) limitTimer(ref uint64) {
 // and a limited queue's waiters may be served once the operation is done.
 func (e *Engine) unreserved(qi, s uint32) {
 	q := &e.queues[qi]
-	if freed := q.rd.unreserve(&e.jobs, s); (freed || q.limit != nil) && q.whead != nil {
+	if freed := q.rd.unreserve(&e.jobs.Slab, s); (freed || q.limit != nil) && q.whead != nil {
 		if !slices.Contains(e.flow.freed, qi) { // a few queues at most: bounded by the queues with waiters
 			e.flow.freed = append(e.flow.freed, qi)
 		}
@@ -226,13 +226,13 @@ func (e *Engine) serveFreed() {
 // priority (ready.go).
 func (e *Engine) joinLane(qi, s uint32, grp []byte, prio uint8) {
 	q := &e.queues[qi]
-	q.rd.join(&e.jobs, s, grp, prio, q.reserved)
+	q.rd.join(&e.jobs.Slab, s, grp, prio, q.reserved)
 }
 
 // laneOf returns the group (a copy; nil for the default group) and the
 // priority of the job in slot s.
 func (e *Engine) laneOf(s uint32) ([]byte, uint8) {
-	g, p := e.queues[e.jobs.at(s).queue].rd.laneOf(&e.jobs, s)
+	g, p := e.queues[e.jobs.At(s).Queue].rd.laneOf(&e.jobs.Slab, s)
 	if g == "" {
 		return nil, p
 	}

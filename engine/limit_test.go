@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/delayd/delayd/aof"
+	"github.com/delayd/delayd/jobs"
 )
 
 func flowLimit(t *testing.T, e *Engine, q string, s LimitSpec) {
@@ -39,8 +40,8 @@ func flowReservedByGroup(e *Engine, q string) map[string]int {
 	if !ok {
 		return out
 	}
-	for s := range e.jobs.n {
-		if j := e.jobs.at(s); j.state == stateReserved && j.queue == qi {
+	for s := range e.jobs.Len() {
+		if j := e.jobs.At(s); j.State == jobs.StateReserved && j.Queue == qi {
 			g, _ := e.laneOf(s)
 			out[string(g)]++
 		}

@@ -1,5 +1,6 @@
 package engine
 
+import "github.com/delayd/delayd/jobs"
 import "time"
 
 // The ready list of a queue answers Redis's list commands, so workers that
@@ -134,9 +135,9 @@ func (e *Engine) Range(queueName []byte, start, stop int64) [][]byte {
 	}
 	out := make([][]byte, 0, stop-start+1)
 	i := int64(0)
-	e.queues[qi].rd.each(&e.jobs, func(s uint32) bool {
+	e.queues[qi].rd.each(&e.jobs.Slab, func(s uint32) bool {
 		if i >= start {
-			out = append(out, append([]byte(nil), e.payloadOf(e.jobs.at(s))...))
+			out = append(out, append([]byte(nil), e.jobs.Payload(e.jobs.At(s))...))
 		}
 		i++
 		return i <= stop
@@ -192,8 +193,8 @@ func (e *Engine) delQueue(name []byte, at int64) {
 		}
 	}
 	if q.delayed+q.ready+q.reserved > 0 { // held by a group limit, or not ready
-		for s := range e.jobs.n {
-			if j := e.jobs.at(s); j.state != stateFree && j.queue == qi {
+		for s := range e.jobs.Len() {
+			if j := e.jobs.At(s); j.State != jobs.StateFree && j.Queue == qi {
 				e.remove(uint32(s))
 				if !q.live {
 					return

@@ -4,6 +4,8 @@ import (
 	"slices"
 	"testing"
 	"testing/synctest"
+
+	"github.com/delayd/delayd/jobs"
 )
 
 // waitFor parks a waiter on the names (the queues must be empty).
@@ -126,7 +128,7 @@ func TestScratchPops(t *testing.T) {
 			t.Fatalf("second pop: %q %v %v", d.Payload, w, err)
 		}
 		id := append(d.ID, 'x') // must not run into what the Scratch holds beside it
-		if string(d.Payload) != "bb" || len(id) != sidLen+1 {
+		if string(d.Payload) != "bb" || len(id) != jobs.SIDLen+1 {
 			t.Fatalf("an append to the id changed the payload: %q", d.Payload)
 		}
 		if d, ok = e.ListPopOne(name, false, &s); !ok || len(d.Payload) != len(big) {
@@ -153,8 +155,8 @@ func TestRequeueOfAListPop(t *testing.T) {
 		if !ok || d.ID != nil {
 			t.Fatalf("list pop: %v, id %q", ok, d.ID)
 		}
-		var buf [sidLen]byte
-		id := string(renderSID(&buf, d.sid))
+		var buf [jobs.SIDLen]byte
+		id := string(jobs.RenderSID(&buf, d.sid))
 		if !e.Requeue(d) {
 			t.Fatal("the job was not handed back")
 		}

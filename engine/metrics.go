@@ -3,6 +3,8 @@ package engine
 import (
 	"slices"
 	"time"
+
+	"github.com/delayd/delayd/jobs"
 )
 
 // Numbers for /metrics and INFO lateness. The hot paths only count: a pop
@@ -73,9 +75,9 @@ type metrics struct {
 // first delivery only: a redelivery's due time is the original one (an
 // expiry does not move it), so its lateness would count the ack timeout.
 // Called with mu held, from take.
-func (e *Engine) observeLateness(j *job) {
-	if j.deliveries == 1 {
-		e.met.lateness.observe(latencyBoundsMs[:], e.recNow()-j.due)
+func (e *Engine) observeLateness(j *jobs.Job) {
+	if j.Deliveries == 1 {
+		e.met.lateness.observe(latencyBoundsMs[:], e.recNow()-j.Due)
 	}
 }
 
@@ -85,7 +87,7 @@ func (e *Engine) observeLateness(j *job) {
 // Called with mu held, from Ack.
 func (e *Engine) observeAck(s uint32, now int64) {
 	if dl, ok := e.wheel.Due(s); ok {
-		e.met.ackTime.observe(latencyBoundsMs[:], now-(dl-int64(e.jobs.at(s).ackTimeout)))
+		e.met.ackTime.observe(latencyBoundsMs[:], now-(dl-int64(e.jobs.At(s).AckTimeout)))
 	}
 }
 

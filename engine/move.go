@@ -3,6 +3,8 @@ package engine
 import (
 	"bytes"
 	"slices"
+
+	"github.com/delayd/delayd/jobs"
 )
 
 // Reliable list moves: LMOVE, BLMOVE, RPOPLPUSH, BRPOPLPUSH move a ready job
@@ -86,18 +88,18 @@ type moveTo struct {
 // dst, logging the move first, and returns it with dst's index. The caller
 // serves dst's waiters (after resolving its own waiter, if any). O(1).
 func (e *Engine) moveFrom(qi uint32, dst []byte, ends MoveEnds) (Delivery, uint32) {
-	var buf [sidLen]byte
+	var buf [jobs.SIDLen]byte
 	s := e.nextReady(qi, ends.FromRight)
-	j := e.jobs.at(s)
+	j := e.jobs.At(s)
 	src := e.queues[qi].name
-	id := e.idOf(j, &buf)
-	r := rec{op: opLMove, time: e.recNow(), queue: []byte(src), sid: j.sid, dst: dst, dsid: j.sid}
-	if j.idLen > 0 {
+	id := e.jobs.ID(j, &buf)
+	r := rec{op: opLMove, time: e.recNow(), queue: []byte(src), sid: j.SID, dst: dst, dsid: j.SID}
+	if j.IDLen > 0 {
 		r.id, r.did = id, id
 	}
 	if src != string(dst) {
 		if to, ok := e.queueFor(dst, false); ok {
-			if _, taken := e.lookup(to, id); taken {
+			if _, taken := e.jobs.Lookup(&e.queues[to].run, to, id); taken {
 				r.did, r.dsid = nil, e.newSID(dst, r.time)
 			}
 		}
@@ -107,10 +109,10 @@ func (e *Engine) moveFrom(qi uint32, dst []byte, ends MoveEnds) (Delivery, uint3
 	if !ends.ToRight {
 		r.flags = flagHead
 	}
-	d := Delivery{Queue: []byte(src), Payload: append([]byte(nil), e.payloadOf(j)...), moved: true}
+	d := Delivery{Queue: []byte(src), Payload: append([]byte(nil), e.jobs.Payload(j)...), moved: true}
 	d.Ticket = e.logRec(&r) // encodes r before relocate frees the id it aliases
 	to := e.relocate(s, &r)
-	d.ID = append([]byte(nil), e.idOf(e.jobs.at(s), &buf)...)
+	d.ID = append([]byte(nil), e.jobs.ID(e.jobs.At(s), &buf)...)
 	return d, to
 }
 
@@ -118,34 +120,34 @@ func (e *Engine) moveFrom(qi uint32, dst []byte, ends MoveEnds) (Delivery, uint3
 // its queue's ready list and joins dst's, with the record's id and add
 // order. Live moves and replay both come here. It returns dst's index.
 func (e *Engine) relocate(s uint32, r *rec) uint32 {
-	var buf, nbuf [sidLen]byte
-	j := e.jobs.at(s)
-	from := j.queue
+	var buf, nbuf [jobs.SIDLen]byte
+	j := e.jobs.At(s)
+	from := j.Queue
 	e.detach(s)
 	to, _ := e.queueFor(r.dst, true) // may grow e.queues: no queue pointer is held here
 	newID := r.did
 	if newID == nil {
-		newID = renderSID(&nbuf, r.dsid)
+		newID = jobs.RenderSID(&nbuf, r.dsid)
 	}
-	oldID := e.idOf(j, &buf)
+	oldID := e.jobs.ID(j, &buf)
 	if from != to || !bytes.Equal(oldID, newID) {
-		e.indexDelete(s, oldID)
-		e.queues[from].bytes -= dataSize(j)
+		e.jobs.Delete(&e.queues[from].run, s, oldID)
+		e.queues[from].bytes -= jobs.DataSize(j)
 		if !bytes.Equal(oldID, newID) {
-			payload := append([]byte(nil), e.payloadOf(j)...)
-			e.arena.free(j.data, int(j.idLen)+int(j.plen()))
-			j.sid, j.idLen = r.dsid, uint16(len(r.did))
-			j.data = e.storeData(r.did, payload)
+			payload := append([]byte(nil), e.jobs.Payload(j)...)
+			e.jobs.Arena.Free(j.Data, int(j.IDLen)+int(j.Plen()))
+			j.SID, j.IDLen = r.dsid, uint16(len(r.did))
+			j.Data = e.storeData(r.did, payload)
 			e.lastSID = max(e.lastSID, r.dsid)
 		}
 		grp, prio := e.laneOf(s)
-		e.queues[from].rd.leave(&e.jobs, s) // the job keeps its group and priority in dst
-		j.queue = to
+		e.queues[from].rd.leave(&e.jobs.Slab, s) // the job keeps its group and priority in dst
+		j.Queue = to
 		e.joinLane(to, s, grp, prio)
-		e.queues[to].bytes += dataSize(j)
-		e.indexInsert(s, newID)
+		e.queues[to].bytes += jobs.DataSize(j)
+		e.jobs.Insert(s, newID)
 	}
-	j.seq = r.seq
+	j.Seq = r.seq
 	e.seq = max(e.seq, r.seq)
 	e.pushReady(s, r.flags&flagHead != 0)
 	e.releaseQueue(from)
@@ -155,7 +157,7 @@ func (e *Engine) relocate(s uint32, r *rec) uint32 {
 // applyLMove replays a move record.
 func (e *Engine) applyLMove(r *rec) {
 	s, ok := e.find(r)
-	if !ok || e.jobs.at(s).state != stateReady {
+	if !ok || e.jobs.At(s).State != jobs.StateReady {
 		return
 	}
 	e.serve(e.relocate(s, r))
@@ -182,8 +184,8 @@ func (e *Engine) Rem(name []byte, count int64, payload []byte) (int, uint64, err
 	}
 	// The matches in pop order (LRANGE's), then taken from the end asked.
 	var match []uint32
-	e.queues[qi].rd.each(&e.jobs, func(s uint32) bool {
-		if bytes.Equal(e.payloadOf(e.jobs.at(s)), payload) {
+	e.queues[qi].rd.each(&e.jobs.Slab, func(s uint32) bool {
+		if bytes.Equal(e.jobs.Payload(e.jobs.At(s)), payload) {
 			match = append(match, s)
 			return fromTail || limit == 0 || int64(len(match)) < limit
 		}

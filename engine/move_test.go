@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/delayd/delayd/aof"
+	"github.com/delayd/delayd/jobs"
 )
 
 // churnMove is churn's share of list moves, LREM and (rarely) FLUSHALL, so
@@ -69,7 +70,7 @@ func TestMoveKeepsTheJob(t *testing.T) {
 		}
 		// b's id is taken in dst: it gets a new server id there.
 		d, _, _ = e.Move(b("src"), b("dst"), MoveEnds{ToRight: false})
-		if string(d.Payload) != "B" || string(d.ID) == "b" || len(d.ID) != sidLen {
+		if string(d.Payload) != "B" || string(d.ID) == "b" || len(d.ID) != jobs.SIDLen {
 			t.Fatalf("move onto a taken id: %+v", d)
 		}
 		if got := payloads(e, "dst"); !slices.Equal(got, []string{"B", "other b", "A"}) {

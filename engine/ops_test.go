@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/delayd/delayd/aof"
+	"github.com/delayd/delayd/jobs"
 )
 
 // Tests of the commands the dashboard's screens and buttons are views of:
@@ -83,7 +84,7 @@ func TestOpsUpcomingOrderAndBound(t *testing.T) {
 				// slab: both answer the same.
 				e.mu.Lock()
 				qi := e.byName["q"]
-				mine := func(s uint32) bool { j := e.jobs.at(s); return j.queue == qi && j.state == stateDelayed }
+				mine := func(s uint32) bool { j := e.jobs.At(s); return j.Queue == qi && j.State == jobs.StateDelayed }
 				walked, _ := e.wheel.Earliest(nil, n, -1, 0, mine)
 				scanned := e.scanEarliest(n, e.queues[qi].delayed, mine, mine, e.byDue)
 				e.mu.Unlock()
@@ -391,7 +392,7 @@ func opsSlot(e *Engine, q, id string) uint32 {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	qi, _ := e.queueFor(b(q), false)
-	s, _ := e.lookup(qi, b(id))
+	s, _ := e.jobs.Lookup(&e.queues[qi].run, qi, b(id))
 	return s
 }
 
@@ -449,7 +450,7 @@ func TestOpsRequeueAllAndToKey(t *testing.T) {
 		if len(ids) != 3 || ids[0] != "4" || ids[1] != "plain" || ids[2] == "4" {
 			t.Fatalf("elsewhere holds %v: want 4, plain, then 4 under a new server id", ids)
 		}
-		if _, ok := parseSID(b(ids[2])); !ok {
+		if _, ok := jobs.ParseSID(b(ids[2])); !ok {
 			t.Fatalf("the requeued job whose id was taken got %q, not a server id", ids[2])
 		}
 		if j, _ := e.Get(b("elsewhere"), b(ids[2])); j.Deliveries != 0 || string(j.Payload) != "p-4" {
@@ -732,7 +733,7 @@ func TestOpsReservedByDeadline(t *testing.T) {
 		}
 		e.mu.Lock()
 		qi := e.byName["q"]
-		mine := func(s uint32) bool { j := e.jobs.at(s); return j.queue == qi && j.state == stateReserved }
+		mine := func(s uint32) bool { j := e.jobs.At(s); return j.Queue == qi && j.State == jobs.StateReserved }
 		walked, _ := e.wheel.Earliest(nil, 10, -1, 0, mine)
 		scanned := e.scanEarliest(10, e.queues[qi].reserved, mine, mine, e.byDeadline)
 		e.mu.Unlock()

@@ -3,6 +3,8 @@ package engine
 import (
 	"time"
 	"unsafe"
+
+	"github.com/delayd/delayd/jobs"
 )
 
 // Removing and popping jobs: DELAY.CANCEL, the pops, and handing a
@@ -23,7 +25,7 @@ func (e *Engine) Cancel(queueName []byte, ids [][]byte) (int, uint64, error) {
 		if !ok {
 			break // the last job went and the queue with it
 		}
-		if s, ok := e.lookup(qi, id); ok {
+		if s, ok := e.jobs.Lookup(&e.queues[qi].run, qi, id); ok {
 			r := e.recFor(opCancel, s)
 			ticket = e.logRec(&r) // encodes r before remove frees the id it aliases
 			e.remove(s)
@@ -40,24 +42,24 @@ func (e *Engine) Cancel(queueName []byte, ids [][]byte) (int, uint64, error) {
 // encoding only reads it, so its queue is a view of the queue's name rather
 // than a copy: a pop or an ack then allocates nothing for its record.
 func (e *Engine) recFor(op byte, s uint32) rec {
-	j := e.jobs.at(s)
-	name := e.queues[j.queue].name
-	r := rec{op: op, time: e.recNow(), queue: unsafe.Slice(unsafe.StringData(name), len(name)), sid: j.sid}
-	if j.idLen > 0 {
-		r.id = e.arena.bytes(j.data, int(j.idLen))
+	j := e.jobs.At(s)
+	name := e.queues[j.Queue].name
+	r := rec{op: op, time: e.recNow(), queue: unsafe.Slice(unsafe.StringData(name), len(name)), sid: j.SID}
+	if j.IDLen > 0 {
+		r.id = e.jobs.Arena.Bytes(j.Data, int(j.IDLen))
 	}
 	return r
 }
 
 // del applies a cancel or pop record.
 func (e *Engine) del(r *rec) {
-	var buf [sidLen]byte
+	var buf [jobs.SIDLen]byte
 	id := r.id
 	if id == nil {
-		id = renderSID(&buf, r.sid)
+		id = jobs.RenderSID(&buf, r.sid)
 	}
 	if qi, ok := e.queueFor(r.queue, false); ok {
-		if s, ok := e.lookup(qi, id); ok {
+		if s, ok := e.jobs.Lookup(&e.queues[qi].run, qi, id); ok {
 			e.remove(s)
 		}
 	}
@@ -134,13 +136,13 @@ func (s *Scratch) reset() {
 // byte stores to leave the store buffer (a third of Add's own samples).
 func (s *Scratch) holdSID(sid uint64) []byte {
 	if s == nil {
-		var b [sidLen]byte
-		renderSID(&b, sid)
+		var b [jobs.SIDLen]byte
+		jobs.RenderSID(&b, sid)
 		return b[:]
 	}
 	n := len(s.b)
-	s.b = append(s.b, make([]byte, sidLen)...)
-	return renderSID((*[sidLen]byte)(s.b[n:]), sid)[:sidLen:sidLen]
+	s.b = append(s.b, make([]byte, jobs.SIDLen)...)
+	return jobs.RenderSID((*[jobs.SIDLen]byte)(s.b[n:]), sid)[:jobs.SIDLen:jobs.SIDLen]
 }
 
 // hold copies b into s (or into its own allocation when s is nil) and
@@ -217,62 +219,62 @@ func (e *Engine) takeFrom(qi uint32, mode PopMode) Delivery {
 // the caller rounded up to a whole ms (clock), which a reservation's
 // deadline counts from; 0 reads the clock.
 func (e *Engine) take(s uint32, plain bool, to *Scratch, up int64) Delivery {
-	var buf [sidLen]byte
-	j := e.jobs.at(s)
+	var buf [jobs.SIDLen]byte
+	j := e.jobs.At(s)
 	e.warmNext(j)
-	j.deliveries++
+	j.Deliveries++
 	e.stats.Delivered++
-	q := &e.queues[j.queue]
+	q := &e.queues[j.Queue]
 	q.deliveries++
-	if j.deliveries > 1 {
+	if j.Deliveries > 1 {
 		e.stats.Redelivered++
 		q.redeliveries++
 	}
 	e.observeLateness(j)
 	d := Delivery{
-		Payload:    to.hold(e.payloadOf(j)),
-		Due:        j.due,
-		Deliveries: j.deliveries,
-		sid:        j.sid, // 0 for client ids
-		seq:        j.seq,
-		ackTimeout: j.ackTimeout,
-		retry:      j.retry,
+		Payload:    to.hold(e.jobs.Payload(j)),
+		Due:        j.Due,
+		Deliveries: j.Deliveries,
+		sid:        j.SID, // 0 for client ids
+		seq:        j.Seq,
+		ackTimeout: j.AckTimeout,
+		retry:      j.Retry,
 	}
 	switch {
-	case j.idLen > 0:
-		d.ID = to.hold(e.idOf(j, &buf))
+	case j.IDLen > 0:
+		d.ID = to.hold(e.jobs.ID(j, &buf))
 	case !plain:
-		d.ID = to.holdSID(j.sid)
+		d.ID = to.holdSID(j.SID)
 	}
 	if to == nil {
 		d.Queue = []byte(q.name)
 	}
-	if j.flags&jobDL != 0 {
-		d.deadLetter = e.deadLetters[s]
+	if j.Flags&jobs.FlagDL != 0 {
+		d.deadLetter = e.jobs.DeadLetters[s]
 	}
-	if j.flags&(jobUnique|jobDebounce) != 0 {
-		d.ident = e.ident.jobs[s]
+	if j.Flags&(jobs.FlagUnique|jobs.FlagDebounce) != 0 {
+		d.ident = e.jobs.Idents[s]
 	}
-	if j.lane != 0 {
+	if j.Lane != 0 {
 		var g []byte
 		g, d.priority = e.laneOf(s)
 		if g != nil {
 			d.group = &g
 		}
 	}
-	if j.flags&(jobOrigin|jobReason|jobTimedOut) != 0 {
-		d.rare = &rareParts{origin: e.origins[s], reason: e.reasonOf(s)}
+	if j.Flags&(jobs.FlagOrigin|jobs.FlagReason|jobs.FlagTimedOut) != 0 {
+		d.rare = &rareParts{origin: e.jobs.Origins[s], reason: e.reasonOf(s)}
 	}
-	if j.ackTimeout > 0 && !plain {
+	if j.AckTimeout > 0 && !plain {
 		e.unlinkReady(s)
 		e.seq++
-		j.seq = e.seq
+		j.Seq = e.seq
 		d.Reserved = true
 		r := e.recFor(opReserve, s)
 		if up == 0 {
 			_, up = e.clock()
 		}
-		r.due, r.deliveries, r.seq = up+int64(j.ackTimeout), j.deliveries, j.seq
+		r.due, r.deliveries, r.seq = up+int64(j.AckTimeout), j.Deliveries, j.Seq
 		e.reserveAt(s, r.due)
 		d.Ticket = e.logRec(&r)
 		return d
@@ -295,26 +297,26 @@ func (e *Engine) take(s uint32, plain bool, to *Scratch, up int64) Delivery {
 // n's own neighbour, what the next pop will take and relink, in the time
 // this pop and the ones of other lists take. A pop from the middle of a
 // list (LREM, a lane of a fair queue) warms nothing.
-func (e *Engine) warmNext(j *job) {
-	n, head := j.next, true
-	if j.prev != 0 {
+func (e *Engine) warmNext(j *jobs.Job) {
+	n, head := j.Next, true
+	if j.Prev != 0 {
 		if n != 0 {
 			return
 		}
-		n, head = j.prev, false
+		n, head = j.Prev, false
 	}
 	if n == 0 {
 		return
 	}
-	nj := e.jobs.at(n - 1)
-	far := nj.next
+	nj := e.jobs.At(n - 1)
+	far := nj.Next
 	if !head {
-		far = nj.prev
+		far = nj.Prev
 	}
 	if far != 0 {
-		prefetch(unsafe.Pointer(e.jobs.at(far - 1)))
+		prefetch(unsafe.Pointer(e.jobs.At(far - 1)))
 	}
-	if p := e.arena.addr(nj.data); p != nil {
+	if p := e.jobs.Arena.Addr(nj.Data); p != nil {
 		prefetch(p)
 	}
 }
@@ -341,20 +343,20 @@ func (e *Engine) Requeue(d Delivery) bool {
 	deliveries := d.Deliveries - 1
 	id := d.ID
 	if id == nil {
-		var buf [sidLen]byte
-		id = renderSID(&buf, d.sid) // a list pop's: the id was not rendered
+		var buf [jobs.SIDLen]byte
+		id = jobs.RenderSID(&buf, d.sid) // a list pop's: the id was not rendered
 	}
 	if qi, ok := e.queueFor(d.Queue, false); ok {
-		if s, taken := e.lookup(qi, id); taken {
-			j := e.jobs.at(s)
-			if !d.Reserved || j.state != stateReserved || j.deliveries != d.Deliveries {
+		if s, taken := e.jobs.Lookup(&e.queues[qi].run, qi, id); taken {
+			j := e.jobs.At(s)
+			if !d.Reserved || j.State != jobs.StateReserved || j.Deliveries != d.Deliveries {
 				return false // the id now names another job, or this one moved on
 			}
 			// Still reserved by the delivery that failed: back to the head.
 			e.detach(s)
-			j.deliveries = deliveries
+			j.Deliveries = deliveries
 			r := e.recFor(opMove, s)
-			r.due, r.seq, r.deliveries, r.flags = j.due, j.seq, deliveries, flagHead
+			r.due, r.seq, r.deliveries, r.flags = j.Due, j.Seq, deliveries, flagHead
 			e.logRec(&r)
 			e.pushReady(s, true)
 			e.serve(qi)
@@ -368,7 +370,7 @@ func (e *Engine) Requeue(d Delivery) bool {
 	r := rec{op: opAdd, time: e.recNow(), queue: d.Queue, sid: d.sid, due: d.Due,
 		seq: d.seq, deliveries: deliveries, flags: flagHead, payload: d.Payload,
 		ackTimeout: int64(d.ackTimeout), retry: int64(d.retry), deadLetter: d.deadLetter,
-		uniqueTTL: d.ident.uniqueTTL, debounceUntil: d.ident.debounceUntil, priority: d.priority}
+		uniqueTTL: d.ident.UniqueTTL, debounceUntil: d.ident.DebounceUntil, priority: d.priority}
 	if d.group != nil {
 		r.group = *d.group
 	}

@@ -17,7 +17,7 @@ const logBytesPerJob = 56
 // that clearing a table of hundreds of MB overlaps the first records.
 // Only an empty index is sized.
 func (e *Engine) presize(logBytes int64) {
-	if n := logBytes / logBytesPerJob; n > 1024 && e.sids.len() == 0 {
-		e.sids.reserve(int(n))
+	if n := logBytes / logBytesPerJob; n > 1024 {
+		e.jobs.ReserveSIDs(int(n))
 	}
 }

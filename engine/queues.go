@@ -1,5 +1,7 @@
 package engine
 
+import "github.com/delayd/delayd/jobs"
+
 // Queues: ready lists, and taking a job out of wherever it is.
 
 // queueFor returns the index of the named queue, creating it when create is
@@ -29,7 +31,7 @@ func (e *Engine) queueFor(name []byte, create bool) (uint32, bool) {
 		e.queues = append(e.queues, queue{})
 		qi = uint32(len(e.queues) - 1)
 	}
-	e.queues[qi] = queue{name: string(name), live: true, run: pushRun{pages: &e.runs}}
+	e.queues[qi] = queue{name: string(name), live: true, run: e.jobs.NewRun()}
 	e.byName[e.queues[qi].name] = qi
 	if len(e.watches) > 0 {
 		e.queues[qi].watch = e.watches[e.queues[qi].name]
@@ -53,21 +55,21 @@ func (e *Engine) releaseQueue(qi uint32) {
 }
 
 func (e *Engine) pushReady(s uint32, atHead bool) {
-	j := e.jobs.at(s)
-	q := &e.queues[j.queue]
-	j.state = stateReady
+	j := e.jobs.At(s)
+	q := &e.queues[j.Queue]
+	j.State = jobs.StateReady
 	q.ready++
 	if q.watch != nil || e.trackAll {
 		e.changed(q)
 	}
-	q.rd.push(&e.jobs, s, atHead)
+	q.rd.push(&e.jobs.Slab, s, atHead)
 }
 
 // markDelayed counts the job in slot s, just added to the wheel, as delayed.
 func (e *Engine) markDelayed(s uint32) {
-	j := e.jobs.at(s)
-	q := &e.queues[j.queue]
-	j.state = stateDelayed
+	j := e.jobs.At(s)
+	q := &e.queues[j.Queue]
+	j.State = jobs.StateDelayed
 	q.delayed++
 	if q.watch != nil || e.trackAll {
 		e.changed(q)
@@ -75,49 +77,49 @@ func (e *Engine) markDelayed(s uint32) {
 }
 
 func (e *Engine) unlinkReady(s uint32) {
-	q := &e.queues[e.jobs.at(s).queue]
-	q.rd.unlink(&e.jobs, s)
+	q := &e.queues[e.jobs.At(s).Queue]
+	q.rd.unlink(&e.jobs.Slab, s)
 	q.ready--
 }
 
 // detach takes a job out of wherever it is (wheel, ready list, reservation)
-// and fixes the counts; the slot stays allocated, in no list (stateFree)
+// and fixes the counts; the slot stays allocated, in no list (jobs.StateFree)
 // until the caller places it again.
 func (e *Engine) detach(s uint32) {
-	j := e.jobs.at(s)
-	q := &e.queues[j.queue]
+	j := e.jobs.At(s)
+	q := &e.queues[j.Queue]
 	if (q.watch != nil || e.trackAll) && q.live { // a doomed queue's name is another queue's now
 		e.changed(q)
 	}
-	switch j.state {
-	case stateDelayed:
+	switch j.State {
+	case jobs.StateDelayed:
 		e.wheel.Remove(s)
 		q.delayed--
-	case stateReady:
+	case jobs.StateReady:
 		e.unlinkReady(s)
-	case stateReserved:
+	case jobs.StateReserved:
 		e.wheel.Remove(s)
 		q.reserved--
-		e.unreserved(j.queue, s)
+		e.unreserved(j.Queue, s)
 	}
-	j.state = stateFree
+	j.State = jobs.StateFree
 }
 
 // remove deletes a job entirely. O(1).
 func (e *Engine) remove(s uint32) {
-	var buf [sidLen]byte
-	j := e.jobs.at(s)
-	qi := j.queue
+	var buf [jobs.SIDLen]byte
+	j := e.jobs.At(s)
+	qi := j.Queue
 	e.entomb(s, e.recNow()) // UNIQUE: from the time of the record that removes it
 	e.detach(s)
-	e.queues[qi].rd.leave(&e.jobs, s)
-	e.queues[qi].bytes -= dataSize(j)
-	var id []byte // a server id is unfiled by number (indexDelete)
-	if j.idLen > 0 {
-		id = e.idOf(j, &buf)
+	e.queues[qi].rd.leave(&e.jobs.Slab, s)
+	e.queues[qi].bytes -= jobs.DataSize(j)
+	var id []byte // a server id is unfiled by number (jobs.Table.Delete)
+	if j.IDLen > 0 {
+		id = e.jobs.ID(j, &buf)
 	}
-	e.indexDelete(s, id)
-	e.freeSlot(s)
+	e.jobs.Delete(&e.queues[qi].run, s, id)
+	e.jobs.Free(s)
 	if e.queues[qi].live {
 		e.njobs--
 	} else {

@@ -1,5 +1,6 @@
 package engine
 
+import "github.com/delayd/delayd/jobs"
 import "unsafe"
 
 // Reading: DELAY.GET, DELAY.STATS, DELAY.PEEK, EXISTS, INFO.
@@ -25,28 +26,28 @@ func (e *Engine) Get(queueName, id []byte) (JobInfo, bool) {
 	if !ok {
 		return JobInfo{}, false
 	}
-	s, ok := e.lookup(qi, id)
+	s, ok := e.jobs.Lookup(&e.queues[qi].run, qi, id)
 	if !ok {
 		return JobInfo{}, false
 	}
-	j := e.jobs.at(s)
+	j := e.jobs.At(s)
 	info := JobInfo{
 		ID:         append([]byte(nil), id...),
 		Queue:      append([]byte(nil), queueName...),
-		Payload:    append([]byte(nil), e.payloadOf(j)...),
-		State:      stateNames[j.state],
-		Due:        j.due,
-		Deliveries: j.deliveries,
+		Payload:    append([]byte(nil), e.jobs.Payload(j)...),
+		State:      jobs.StateNames[j.State],
+		Due:        j.Due,
+		Deliveries: j.Deliveries,
 	}
-	if j.state == stateReserved {
+	if j.State == jobs.StateReserved {
 		info.AckDeadline, _ = e.wheel.Due(s)
 	}
-	if j.lane != 0 {
+	if j.Lane != 0 {
 		g, p := e.laneOf(s)
 		info.Group, info.Priority = append([]byte(nil), g...), p
 	}
-	if j.flags&jobOrigin != 0 {
-		info.Origin = append([]byte{}, e.origins[s].queue...)
+	if j.Flags&jobs.FlagOrigin != 0 {
+		info.Origin = append([]byte{}, e.jobs.Origins[s].Queue...)
 	}
 	info.Reason = e.reasonOf(s)
 	return info, true
@@ -90,15 +91,15 @@ func (e *Engine) Peek(queueName []byte, count int) []Pair {
 		return nil
 	}
 	var out []Pair
-	var buf [sidLen]byte
+	var buf [jobs.SIDLen]byte
 	if count <= 0 {
 		return nil
 	}
-	e.queues[qi].rd.each(&e.jobs, func(s uint32) bool {
-		j := e.jobs.at(s)
+	e.queues[qi].rd.each(&e.jobs.Slab, func(s uint32) bool {
+		j := e.jobs.At(s)
 		out = append(out, Pair{
-			ID:      append([]byte(nil), e.idOf(j, &buf)...),
-			Payload: append([]byte(nil), e.payloadOf(j)...),
+			ID:      append([]byte(nil), e.jobs.ID(j, &buf)...),
+			Payload: append([]byte(nil), e.jobs.Payload(j)...),
 		})
 		return len(out) < count
 	})
@@ -136,7 +137,7 @@ func (e *Engine) Info() Info {
 	var runs int64
 	for i := range e.queues {
 		q := &e.queues[i]
-		runs += q.run.bytes()
+		runs += q.run.Bytes()
 		if !q.live {
 			continue
 		}
@@ -149,8 +150,8 @@ func (e *Engine) Info() Info {
 	}
 	in.Waiters = e.stats.WaitersNow // clients, not client-key pairs
 	// The wheel's slab grows with the job slab; its node is about 32 bytes.
-	in.MemoryBytes = e.jobs.bytes() + int64(e.jobs.n)*32 + e.arena.footprint() +
-		e.index.bytes() + e.sids.bytes() + runs + int64(cap(e.queues))*int64(unsafe.Sizeof(queue{}))
-	in.PayloadBytes = e.arena.inUse
+	in.MemoryBytes = e.jobs.Bytes() + int64(e.jobs.Len())*32 + e.jobs.Arena.Footprint() +
+		e.jobs.IndexBytes() + runs + int64(cap(e.queues))*int64(unsafe.Sizeof(queue{}))
+	in.PayloadBytes = e.jobs.Arena.InUse
 	return in
 }

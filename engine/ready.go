@@ -4,6 +4,8 @@ import (
 	"math/bits"
 	"slices"
 	"strings"
+
+	"github.com/delayd/delayd/jobs"
 )
 
 // The ready order of a queue: which ready job a pop takes next.
@@ -81,21 +83,21 @@ type laneGroup struct {
 type ring struct{ head, tail uint32 } // lane+1
 
 // listPush links slot s into a list at its head or tail.
-func listPush(t *slab, head, tail *uint32, s uint32, atHead bool) {
-	j := t.at(s)
+func listPush(t *jobs.Slab, head, tail *uint32, s uint32, atHead bool) {
+	j := t.At(s)
 	if atHead {
-		j.prev, j.next = 0, *head
+		j.Prev, j.Next = 0, *head
 		if *head != 0 {
-			t.at(*head - 1).prev = s + 1
+			t.At(*head - 1).Prev = s + 1
 		} else {
 			*tail = s + 1
 		}
 		*head = s + 1
 		return
 	}
-	j.next, j.prev = 0, *tail
+	j.Next, j.Prev = 0, *tail
 	if *tail != 0 {
-		t.at(*tail - 1).next = s + 1
+		t.At(*tail - 1).Next = s + 1
 	} else {
 		*head = s + 1
 	}
@@ -103,25 +105,25 @@ func listPush(t *slab, head, tail *uint32, s uint32, atHead bool) {
 }
 
 // listUnlink takes slot s out of a list.
-func listUnlink(t *slab, head, tail *uint32, s uint32) {
-	j := t.at(s)
-	if j.prev != 0 {
-		t.at(j.prev - 1).next = j.next
+func listUnlink(t *jobs.Slab, head, tail *uint32, s uint32) {
+	j := t.At(s)
+	if j.Prev != 0 {
+		t.At(j.Prev - 1).Next = j.Next
 	} else {
-		*head = j.next
+		*head = j.Next
 	}
-	if j.next != 0 {
-		t.at(j.next - 1).prev = j.prev
+	if j.Next != 0 {
+		t.At(j.Next - 1).Prev = j.Prev
 	} else {
-		*tail = j.prev
+		*tail = j.Prev
 	}
-	j.next, j.prev = 0, 0
+	j.Next, j.Prev = 0, 0
 }
 
 // push adds the ready job in slot s at the end of its lane (atHead: at the
 // front, and its lane to the front of its ring, so it is the next a pop
 // takes if nothing has a higher priority). O(1).
-func (r *readyOrder) push(t *slab, s uint32, atHead bool) {
+func (r *readyOrder) push(t *jobs.Slab, s uint32, atHead bool) {
 	if r.x == nil {
 		listPush(t, &r.head, &r.tail, s, atHead)
 		return
@@ -130,7 +132,7 @@ func (r *readyOrder) push(t *slab, s uint32, atHead bool) {
 }
 
 // unlink takes the ready job in slot s out of the order. O(1).
-func (r *readyOrder) unlink(t *slab, s uint32) {
+func (r *readyOrder) unlink(t *jobs.Slab, s uint32) {
 	if r.x == nil {
 		listUnlink(t, &r.head, &r.tail, s)
 		return
@@ -168,9 +170,9 @@ func (r *readyOrder) last() uint32 {
 // held at their GROUPCONCURRENCY limit, by name. It stops when fn returns
 // false.
 // O(jobs visited + lanes of the priorities visited).
-func (r *readyOrder) each(t *slab, fn func(s uint32) bool) {
+func (r *readyOrder) each(t *jobs.Slab, fn func(s uint32) bool) {
 	if r.x == nil {
-		for s := r.head; s != 0; s = t.at(s - 1).next {
+		for s := r.head; s != 0; s = t.At(s - 1).Next {
 			if !fn(s - 1) {
 				return
 			}
@@ -207,7 +209,7 @@ func (r *readyOrder) each(t *slab, fn func(s uint32) bool) {
 				if !fn(s - 1) {
 					return
 				}
-				if n := t.at(s - 1).next; n != 0 {
+				if n := t.At(s - 1).Next; n != 0 {
 					cur[k] = n
 					k++
 				}
@@ -220,9 +222,9 @@ func (r *readyOrder) each(t *slab, fn func(s uint32) bool) {
 // join puts the job in slot s, new to this queue and in no list, in the
 // lane of its group and priority. reserved is the queue's count of reserved
 // jobs (all of the default group, if the lanes are made now). O(1).
-func (r *readyOrder) join(t *slab, s uint32, grp []byte, prio uint8, reserved int) {
-	j := t.at(s)
-	j.lane = 0
+func (r *readyOrder) join(t *jobs.Slab, s uint32, grp []byte, prio uint8, reserved int) {
+	j := t.At(s)
+	j.Lane = 0
 	if len(grp) == 0 && prio == 0 {
 		return
 	}
@@ -242,17 +244,17 @@ func (r *readyOrder) join(t *slab, s uint32, grp []byte, prio uint8, reserved in
 	if l != 0 {
 		x.ls[l].jobs++
 	}
-	j.lane = l
+	j.Lane = l
 }
 
 // leave takes the job in slot s, in no list, out of its lane's count: it
 // leaves the queue. It frees the lane and the group when they hold nothing
 // more, and drops back to the plain list when nothing but the default lane
 // is left. O(1).
-func (r *readyOrder) leave(t *slab, s uint32) {
-	j := t.at(s)
-	l := j.lane
-	j.lane = 0
+func (r *readyOrder) leave(t *jobs.Slab, s uint32) {
+	j := t.At(s)
+	l := j.Lane
+	j.Lane = 0
 	if l == 0 || r.x == nil {
 		return
 	}
@@ -282,8 +284,8 @@ func (r *readyOrder) leave(t *slab, s uint32) {
 }
 
 // laneOf returns the group name and priority of the job in slot s.
-func (r *readyOrder) laneOf(t *slab, s uint32) (string, uint8) {
-	l := t.at(s).lane
+func (r *readyOrder) laneOf(t *jobs.Slab, s uint32) (string, uint8) {
+	l := t.At(s).Lane
 	if l == 0 || r.x == nil {
 		return "", 0
 	}
@@ -293,12 +295,12 @@ func (r *readyOrder) laneOf(t *slab, s uint32) (string, uint8) {
 
 // reserve counts the job in slot s as reserved in its group, holding the
 // group when it reaches the group limit. O(1).
-func (r *readyOrder) reserve(t *slab, s uint32) {
+func (r *readyOrder) reserve(t *jobs.Slab, s uint32) {
 	if r.x == nil {
 		return
 	}
 	x := r.x
-	gi := x.ls[t.at(s).lane].group
+	gi := x.ls[t.At(s).Lane].group
 	g := &x.gs[gi]
 	g.reserved++
 	if x.gcap > 0 && g.reserved >= x.gcap && !g.held {
@@ -308,12 +310,12 @@ func (r *readyOrder) reserve(t *slab, s uint32) {
 
 // unreserve undoes reserve; it says whether the job's group was held and
 // may take jobs again.
-func (r *readyOrder) unreserve(t *slab, s uint32) bool {
+func (r *readyOrder) unreserve(t *jobs.Slab, s uint32) bool {
 	if r.x == nil {
 		return false
 	}
 	x := r.x
-	gi := x.ls[t.at(s).lane].group
+	gi := x.ls[t.At(s).Lane].group
 	g := &x.gs[gi]
 	if g.reserved > 0 {
 		g.reserved--
@@ -402,8 +404,8 @@ func (x *lanes) newLane(g uint32, prio uint8) uint32 {
 	return l
 }
 
-func (x *lanes) push(t *slab, s uint32, atHead bool) {
-	l := t.at(s).lane
+func (x *lanes) push(t *jobs.Slab, s uint32, atHead bool) {
+	l := t.At(s).Lane
 	ln := &x.ls[l]
 	wasEmpty := ln.head == 0
 	listPush(t, &ln.head, &ln.tail, s, atHead)
@@ -419,8 +421,8 @@ func (x *lanes) push(t *slab, s uint32, atHead bool) {
 	}
 }
 
-func (x *lanes) unlink(t *slab, s uint32) {
-	l := t.at(s).lane
+func (x *lanes) unlink(t *jobs.Slab, s uint32) {
+	l := t.At(s).Lane
 	ln := &x.ls[l]
 	wasHead := ln.head == s+1
 	listUnlink(t, &ln.head, &ln.tail, s)

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/delayd/delayd/jobs"
 )
 
 // flowAdd adds a ready (or delayed) job with a group and a priority and
@@ -60,9 +62,9 @@ func flowCheck(t *testing.T, e *Engine) {
 			continue
 		}
 		n := 0
-		q.rd.each(&e.jobs, func(s uint32) bool {
-			if j := e.jobs.at(s); j.state != stateReady || j.queue != uint32(qi) {
-				t.Fatalf("queue %s: slot %d in the ready order is %s in queue %d", q.name, s, stateNames[j.state], j.queue)
+		q.rd.each(&e.jobs.Slab, func(s uint32) bool {
+			if j := e.jobs.At(s); j.State != jobs.StateReady || j.Queue != uint32(qi) {
+				t.Fatalf("queue %s: slot %d in the ready order is %s in queue %d", q.name, s, jobs.StateNames[j.State], j.Queue)
 			}
 			n++
 			return true
@@ -75,12 +77,12 @@ func flowCheck(t *testing.T, e *Engine) {
 			continue
 		}
 		reserved := make(map[uint32]uint32)
-		jobs := make(map[uint32]uint32)
-		for s := range e.jobs.n {
-			if j := e.jobs.at(s); j.state != stateFree && j.queue == uint32(qi) {
-				jobs[j.lane]++
-				if j.state == stateReserved {
-					reserved[x.ls[j.lane].group]++
+		perLane := make(map[uint32]uint32)
+		for s := range e.jobs.Len() {
+			if j := e.jobs.At(s); j.State != jobs.StateFree && j.Queue == uint32(qi) {
+				perLane[j.Lane]++
+				if j.State == jobs.StateReserved {
+					reserved[x.ls[j.Lane].group]++
 				}
 			}
 		}
@@ -89,8 +91,8 @@ func flowCheck(t *testing.T, e *Engine) {
 			if l != 0 && slices.Contains(x.lfree, uint32(l)) {
 				continue
 			}
-			if l != 0 && ln.jobs != jobs[uint32(l)] {
-				t.Fatalf("queue %s lane %d: count %d, jobs %d", q.name, l, ln.jobs, jobs[uint32(l)])
+			if l != 0 && ln.jobs != perLane[uint32(l)] {
+				t.Fatalf("queue %s lane %d: count %d, jobs %d", q.name, l, ln.jobs, perLane[uint32(l)])
 			}
 			g := &x.gs[ln.group]
 			if want := ln.head != 0 && !g.held; ln.inRing != want {
@@ -291,7 +293,7 @@ func TestFlowKeptByEveryPath(t *testing.T) {
 			e.mu.Lock()
 			defer e.mu.Unlock()
 			qi, _ := e.queueFor(b(q), false)
-			s, ok := e.lookup(qi, b(id))
+			s, ok := e.jobs.Lookup(&e.queues[qi].run, qi, b(id))
 			if !ok {
 				t.Fatalf("%s/%s is gone", q, id)
 			}

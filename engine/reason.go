@@ -1,5 +1,6 @@
 package engine
 
+import "github.com/delayd/delayd/jobs"
 import "encoding/binary"
 
 // Failure reasons: DELAY.NACK key id [delay-ms] [ERROR text].
@@ -11,9 +12,9 @@ import "encoding/binary"
 // ERROR leaves the reason as it was.
 //
 // Few jobs fail, so the reason is not in the 64-byte job record: the text
-// lives in a side table by slot (Engine.reasons, flagged jobReason) and is
-// freed with the slot (freeSlot). An expiry's reason is one flag bit,
-// jobTimedOut, and no table entry, so a fleet of workers dying with a
+// lives in a side table by slot (jobs.Table.Reasons, flagged jobs.FlagReason) and is
+// freed with the slot (jobs.Table.Free). An expiry's reason is one flag bit,
+// jobs.FlagTimedOut, and no table entry, so a fleet of workers dying with a
 // million jobs reserved costs nothing when those reservations expire.
 //
 // In the log the reason travels:
@@ -46,11 +47,11 @@ const (
 
 // reasonOf returns the failure reason of the job in slot s, or "".
 func (e *Engine) reasonOf(s uint32) string {
-	j := e.jobs.at(s)
+	j := e.jobs.At(s)
 	switch {
-	case j.flags&jobReason != 0:
-		return e.reasons[s]
-	case j.flags&jobTimedOut != 0:
+	case j.Flags&jobs.FlagReason != 0:
+		return e.jobs.Reasons[s]
+	case j.Flags&jobs.FlagTimedOut != 0:
 		return ReasonAckTimeout
 	}
 	return ""
@@ -62,19 +63,19 @@ func (e *Engine) setReason(s uint32, text []byte) {
 	if len(text) == 0 {
 		return
 	}
-	j := e.jobs.at(s)
+	j := e.jobs.At(s)
 	if string(text) == ReasonAckTimeout {
-		if j.flags&jobReason != 0 {
-			delete(e.reasons, s)
+		if j.Flags&jobs.FlagReason != 0 {
+			delete(e.jobs.Reasons, s)
 		}
-		j.flags = j.flags&^jobReason | jobTimedOut
+		j.Flags = j.Flags&^jobs.FlagReason | jobs.FlagTimedOut
 		return
 	}
-	if e.reasons == nil {
-		e.reasons = make(map[uint32]string)
+	if e.jobs.Reasons == nil {
+		e.jobs.Reasons = make(map[uint32]string)
 	}
-	j.flags = j.flags&^jobTimedOut | jobReason
-	e.reasons[s] = string(text)
+	j.Flags = j.Flags&^jobs.FlagTimedOut | jobs.FlagReason
+	e.jobs.Reasons[s] = string(text)
 }
 
 // Reason returns the last failure reason of a job (a NACK's ERROR text, or
@@ -87,7 +88,7 @@ func (e *Engine) Reason(queueName, id []byte) (string, bool) {
 	if !ok {
 		return "", false
 	}
-	s, ok := e.lookup(qi, id)
+	s, ok := e.jobs.Lookup(&e.queues[qi].run, qi, id)
 	if !ok {
 		return "", false
 	}

@@ -111,7 +111,7 @@ func TestReasonThroughRetriesDeadLetterAndRequeue(t *testing.T) {
 			t.Fatal("the popped job still has a reason")
 		}
 		e.mu.Lock()
-		left := len(e.reasons)
+		left := len(e.jobs.Reasons)
 		e.mu.Unlock()
 		if left != 0 {
 			t.Fatalf("%d reasons left in the side table after every job ended", left)
@@ -127,7 +127,7 @@ func TestReasonSideTableIsFreed(t *testing.T) {
 		size := func() int {
 			e.mu.Lock()
 			defer e.mu.Unlock()
-			return len(e.reasons)
+			return len(e.jobs.Reasons)
 		}
 		for i, end := range []func(id string){
 			func(id string) { e.Ack(b("q"), [][]byte{b(id)}) },

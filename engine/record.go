@@ -232,7 +232,7 @@ func (r *rec) appendExt(dst []byte) []byte {
 		dst = append(dst, r.priority)
 	}
 	if bits&extOrigin != 0 {
-		dst = r.origin.append(dst)
+		dst = appendOrigin(dst, r.origin)
 	}
 	if bits&extReason != 0 {
 		dst = appendBytes(dst, r.reason)

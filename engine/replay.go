@@ -3,13 +3,13 @@ package engine
 // Replay's second core: the server-id index is built beside the replay.
 //
 // Profiling a start-up replay of 10M pending jobs put half of its time in
-// one line, the write of each server id into e.sids: the map is hundreds of
+// one line, the write of each server id into the sids table: the map is hundreds of
 // MB, so every insert is a cache and TLB miss (more so in a VM), and the
 // rest of an add (slab record, arena, wheel) costs less than that one miss.
 // Yet nothing reads the index while a log of adds replays: an add whose
 // server id is above every id indexed so far cannot replace a job, so it
 // needs no lookup. Such adds hand (sid, slot) to a builder goroutine in
-// batches and go on; the builder owns e.sids until the applier needs it
+// batches and go on; the builder owns the sids table until the applier needs it
 // again. Every other record (a cancel, an ack, a pop, a move, an add that
 // may replace a job, any record before which a job fires or a timer runs)
 // first waits until the builder has caught up (sync), and is then applied
@@ -29,7 +29,7 @@ const sidBatch = 4096
 
 type sidSlot struct {
 	sid  uint64
-	slot uint32 // slot+1, as e.sids holds it
+	slot uint32 // slot+1, as the sids table holds it
 }
 
 // sidBuilder hands server-id inserts to a goroutine. Used by the applier
@@ -56,7 +56,7 @@ func (e *Engine) startSidBuilder(logBytes int64) {
 		spare: make(chan []sidSlot, 4),
 		idle:  make(chan struct{}),
 		cur:   make([]sidSlot, 0, sidBatch),
-		// The builder starts by sizing e.sids: the first sync waits for it.
+		// The builder starts by sizing the sids table: the first sync waits for it.
 		behind: true,
 	}
 	for range 3 {
@@ -64,14 +64,14 @@ func (e *Engine) startSidBuilder(logBytes int64) {
 	}
 	b.ceil = e.sidCeiling()
 	go func() {
-		e.presize(logBytes) // before the first insert: the applier leaves e.sids alone until then
+		e.presize(logBytes) // before the first insert: the applier leaves the sids table alone until then
 		for batch := range b.work {
 			if batch == nil {
 				b.idle <- struct{}{}
 				continue
 			}
 			for _, p := range batch {
-				e.sids.insert(p.slot-1, p.sid)
+				e.jobs.InsertSID(p.slot-1, p.sid)
 			}
 			b.spare <- batch[:0]
 		}
@@ -96,7 +96,7 @@ func (b *sidBuilder) deferSid(sid uint64, slot uint32) {
 	}
 }
 
-// sync returns once every insert queued so far is in e.sids; from then
+// sync returns once every insert queued so far is in the sids table; from then
 // until the next deferSid the applier owns the index.
 func (b *sidBuilder) sync() {
 	if len(b.cur) > 0 {
@@ -131,7 +131,7 @@ func (e *Engine) stopSidBuilder() {
 // the index). Anything else must sync first.
 func (e *Engine) deferrable(r *rec) bool {
 	b := e.j.build
-	if b == nil || r.op != opAdd || r.id != nil || e.sidLike || r.sid <= b.ceil || e.wheel == nil {
+	if b == nil || r.op != opAdd || r.id != nil || e.jobs.SIDLike || r.sid <= b.ceil || e.wheel == nil {
 		return false
 	}
 	if dl, ok := e.wheel.NextDeadline(); ok && dl <= r.time {

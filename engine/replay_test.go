@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/delayd/delayd/aof"
+	"github.com/delayd/delayd/jobs"
 )
 
 // The server-id index is built on another goroutine during replay
@@ -95,7 +96,7 @@ func TestReplayBuildsIndexBesideTheReplay(t *testing.T) {
 					qi, ok := e.queueFor([]byte(queueOf[id]), false)
 					found := false
 					if ok {
-						_, found = e.lookup(qi, []byte(id))
+						_, found = e.jobs.Lookup(&e.queues[qi].run, qi, []byte(id))
 					}
 					e.mu.Unlock()
 					if want := strings.Contains(before, id); found != want {
@@ -138,8 +139,8 @@ func TestReplayAddOfATakenIdBelowTheHighestReplaces(t *testing.T) {
 		if e.njobs != 2 {
 			t.Fatalf("%d jobs, want 2 (the third add replaces the first)", e.njobs)
 		}
-		var buf [sidLen]byte
-		if j, ok := e.Get([]byte("q"), renderSID(&buf, 50)); !ok || string(j.Payload) != "new" {
+		var buf [jobs.SIDLen]byte
+		if j, ok := e.Get([]byte("q"), jobs.RenderSID(&buf, 50)); !ok || string(j.Payload) != "new" {
 			t.Fatalf("job 50: %+v %v, want the new payload", j, ok)
 		}
 		if e.j.sidsDeferred != 2 {

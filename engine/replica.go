@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 
 	"github.com/delayd/delayd/aof"
+	"github.com/delayd/delayd/jobs"
 )
 
 // Replication (cluster mode). The engine does not know Raft: it knows a
@@ -341,19 +342,19 @@ func (e *Engine) eachJob(fn func(s uint32, flags byte, deadline int64)) {
 		if !e.queues[qi].live {
 			continue // being freed (lazyfree.go)
 		}
-		e.queues[qi].rd.each(&e.jobs, func(s uint32) bool {
+		e.queues[qi].rd.each(&e.jobs.Slab, func(s uint32) bool {
 			fn(s, flagReady, 0)
 			return true
 		})
 	}
-	for s := range e.jobs.n {
-		if !e.queues[e.jobs.at(s).queue].live {
+	for s := range e.jobs.Len() {
+		if !e.queues[e.jobs.At(s).Queue].live {
 			continue
 		}
-		switch e.jobs.at(s).state {
-		case stateDelayed:
+		switch e.jobs.At(s).State {
+		case jobs.StateDelayed:
 			fn(uint32(s), 0, 0)
-		case stateReserved:
+		case jobs.StateReserved:
 			deadline, _ := e.wheel.Due(uint32(s))
 			fn(uint32(s), flagReserved, deadline)
 		}

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/delayd/delayd/jobs"
 )
 
 // Replication tests. A fakeRepl stands in for Raft: it keeps each engine's
@@ -203,20 +205,20 @@ func replDump(e *Engine) string {
 	}
 	slices.Sort(names)
 	var sb strings.Builder
-	var buf [sidLen]byte
+	var buf [jobs.SIDLen]byte
 	job := func(s uint32) {
-		j := e.jobs.at(s)
+		j := e.jobs.At(s)
 		fmt.Fprintf(&sb, "  %s=%q due=%d del=%d seq=%d ack=%d retry=%d dl=%q",
-			e.idOf(j, &buf), e.payloadOf(j), j.due, j.deliveries, j.seq, j.ackTimeout, j.retry, e.deadLetters[s])
-		if j.state == stateReserved {
+			e.jobs.ID(j, &buf), e.jobs.Payload(j), j.Due, j.Deliveries, j.Seq, j.AckTimeout, j.Retry, e.jobs.DeadLetters[s])
+		if j.State == jobs.StateReserved {
 			d, _ := e.wheel.Due(s)
 			fmt.Fprintf(&sb, " until=%d", d)
 		}
 		if g, p := e.laneOf(s); g != nil || p != 0 {
 			fmt.Fprintf(&sb, " group=%q prio=%d", g, p)
 		}
-		if o := e.origins[s]; o != nil {
-			fmt.Fprintf(&sb, " origin=%q/%d/%d/%q", o.queue, o.ackTimeout, o.retry, o.deadLetter)
+		if o := e.jobs.Origins[s]; o != nil {
+			fmt.Fprintf(&sb, " origin=%q/%d/%d/%q", o.Queue, o.AckTimeout, o.Retry, o.DeadLetter)
 		}
 		if r := e.reasonOf(s); r != "" {
 			fmt.Fprintf(&sb, " reason=%q", r)
@@ -227,22 +229,22 @@ func replDump(e *Engine) string {
 		qi := e.byName[name]
 		q := &e.queues[qi]
 		fmt.Fprintf(&sb, "%s: %d delayed %d ready %d reserved\n", name, q.delayed, q.ready, q.reserved)
-		q.rd.each(&e.jobs, func(s uint32) bool {
+		q.rd.each(&e.jobs.Slab, func(s uint32) bool {
 			job(s)
 			return true
 		})
-		for _, st := range []uint8{stateDelayed, stateReserved} {
+		for _, st := range []uint8{jobs.StateDelayed, jobs.StateReserved} {
 			var held []uint32
-			for s := range e.jobs.n {
-				if j := e.jobs.at(s); j.state == st && j.queue == qi {
+			for s := range e.jobs.Len() {
+				if j := e.jobs.At(s); j.State == st && j.Queue == qi {
 					held = append(held, s)
 				}
 			}
 			due := func(s uint32) int64 { d, _ := e.wheel.Due(s); return d }
 			slices.SortFunc(held, func(a, b uint32) int {
-				return cmp.Or(cmp.Compare(due(a), due(b)), cmp.Compare(e.jobs.at(a).seq, e.jobs.at(b).seq))
+				return cmp.Or(cmp.Compare(due(a), due(b)), cmp.Compare(e.jobs.At(a).Seq, e.jobs.At(b).Seq))
 			})
-			fmt.Fprintf(&sb, " %s:\n", stateNames[st])
+			fmt.Fprintf(&sb, " %s:\n", jobs.StateNames[st])
 			for _, s := range held {
 				job(s)
 			}

@@ -3,6 +3,8 @@ package engine
 import (
 	"encoding/binary"
 	"slices"
+
+	"github.com/delayd/delayd/jobs"
 )
 
 // DELAY.REQUEUE key id|ALL [to-key]: dead-lettered jobs go back to work.
@@ -11,7 +13,7 @@ import (
 // job: no ack timeout, no retry limit, no dead-letter queue (exhausted,
 // ack.go). What it had is kept as its origin: the queue it came from and
 // those three options. Few jobs are dead-lettered, so the origin lives in a
-// side table by slot (Engine.origins, flagged jobOrigin; the job record
+// side table by slot (jobs.Table.Origins, flagged jobs.FlagOrigin; the job record
 // stays 64 bytes), and it travels in the add record's tail (extOrigin), so
 // replay, rewrite, snapshot and a delivery handed back (Requeue) keep it.
 // A job keeps it wherever it goes (LMOVE), until it is requeued or ends.
@@ -33,46 +35,42 @@ import (
 const opRequeue byte = 17
 
 // origin is where a dead-lettered job came from, and the options it had
-// there. Never changed once made: a Delivery may share it.
-type origin struct {
-	queue      []byte
-	ackTimeout int64
-	retry      int64
-	deadLetter []byte // nil: none
-}
+// there (jobs.Table.Origins). Never changed once made: a Delivery may share
+// it.
+type origin = jobs.Origin
 
-// append writes o as the add record's extOrigin field.
-func (o *origin) append(dst []byte) []byte {
-	dst = appendBytes(dst, o.queue)
-	dst = binary.AppendVarint(dst, o.ackTimeout)
-	dst = binary.AppendVarint(dst, o.retry)
-	return appendBytes(dst, o.deadLetter)
+// appendOrigin writes o as the add record's extOrigin field.
+func appendOrigin(dst []byte, o *origin) []byte {
+	dst = appendBytes(dst, o.Queue)
+	dst = binary.AppendVarint(dst, o.AckTimeout)
+	dst = binary.AppendVarint(dst, o.Retry)
+	return appendBytes(dst, o.DeadLetter)
 }
 
 func (d *decoder) origin() *origin {
-	o := &origin{queue: d.bytes(), ackTimeout: d.varint(), retry: d.varint(), deadLetter: d.bytes()}
-	if len(o.deadLetter) == 0 {
-		o.deadLetter = nil
+	o := &origin{Queue: d.bytes(), AckTimeout: d.varint(), Retry: d.varint(), DeadLetter: d.bytes()}
+	if len(o.DeadLetter) == 0 {
+		o.DeadLetter = nil
 	}
 	return o
 }
 
 // setOrigin gives the job in slot s its origin (a copy), or none.
 func (e *Engine) setOrigin(s uint32, o *origin) {
-	j := e.jobs.at(s)
+	j := e.jobs.At(s)
 	if o == nil {
-		if j.flags&jobOrigin != 0 {
-			j.flags &^= jobOrigin
-			delete(e.origins, s)
+		if j.Flags&jobs.FlagOrigin != 0 {
+			j.Flags &^= jobs.FlagOrigin
+			delete(e.jobs.Origins, s)
 		}
 		return
 	}
-	if e.origins == nil {
-		e.origins = make(map[uint32]*origin)
+	if e.jobs.Origins == nil {
+		e.jobs.Origins = make(map[uint32]*origin)
 	}
-	j.flags |= jobOrigin
-	e.origins[s] = &origin{queue: append([]byte{}, o.queue...), ackTimeout: o.ackTimeout, retry: o.retry,
-		deadLetter: clone(o.deadLetter)}
+	j.Flags |= jobs.FlagOrigin
+	e.jobs.Origins[s] = &origin{Queue: append([]byte{}, o.Queue...), AckTimeout: o.AckTimeout, Retry: o.Retry,
+		DeadLetter: clone(o.DeadLetter)}
 }
 
 func appendRequeue(dst []byte, r *rec) []byte {
@@ -134,11 +132,11 @@ func (e *Engine) RequeueDead(name, id, to []byte) (int, uint64, error) {
 	}
 	var slots []uint32
 	if id != nil {
-		if s, ok := e.lookup(qi, id); ok && e.jobs.at(s).state == stateReady {
+		if s, ok := e.jobs.Lookup(&e.queues[qi].run, qi, id); ok && e.jobs.At(s).State == jobs.StateReady {
 			slots = append(slots, s)
 		}
 	} else {
-		e.queues[qi].rd.each(&e.jobs, func(s uint32) bool {
+		e.queues[qi].rd.each(&e.jobs.Slab, func(s uint32) bool {
 			slots = append(slots, s)
 			return true
 		})
@@ -168,28 +166,28 @@ func (e *Engine) RequeueDead(name, id, to []byte) (int, uint64, error) {
 // requeueRec builds the requeue record of the ready job in slot s, to to
 // or, with to nil, to its origin; ok is false when it has neither.
 func (e *Engine) requeueRec(s uint32, to []byte) (rec, bool) {
-	var buf [sidLen]byte
-	j := e.jobs.at(s)
-	o := e.origins[s] // nil without jobOrigin
+	var buf [jobs.SIDLen]byte
+	j := e.jobs.At(s)
+	o := e.jobs.Origins[s] // nil without jobs.FlagOrigin
 	if to == nil && o == nil {
 		return rec{}, false
 	}
-	src := e.queues[j.queue].name
-	r := rec{op: opRequeue, time: e.recNow(), queue: []byte(src), sid: j.sid, dst: to, dsid: j.sid,
-		ackTimeout: int64(j.ackTimeout), retry: int64(j.retry), deadLetter: e.deadLetters[s]}
+	src := e.queues[j.Queue].name
+	r := rec{op: opRequeue, time: e.recNow(), queue: []byte(src), sid: j.SID, dst: to, dsid: j.SID,
+		ackTimeout: int64(j.AckTimeout), retry: int64(j.Retry), deadLetter: e.jobs.DeadLetters[s]}
 	if o != nil {
-		r.ackTimeout, r.retry, r.deadLetter = o.ackTimeout, o.retry, o.deadLetter
+		r.ackTimeout, r.retry, r.deadLetter = o.AckTimeout, o.Retry, o.DeadLetter
 		if to == nil {
-			r.dst = o.queue
+			r.dst = o.Queue
 		}
 	}
-	id := e.idOf(j, &buf)
-	if j.idLen > 0 {
+	id := e.jobs.ID(j, &buf)
+	if j.IDLen > 0 {
 		r.id, r.did = id, id
 	}
 	if src != string(r.dst) {
 		if t, ok := e.queueFor(r.dst, false); ok {
-			if _, taken := e.lookup(t, id); taken {
+			if _, taken := e.jobs.Lookup(&e.queues[t].run, t, id); taken {
 				r.did, r.dsid = nil, e.newSID(r.dst, r.time)
 			}
 		}
@@ -204,18 +202,18 @@ func (e *Engine) requeueRec(s uint32, to []byte) (rec, bool) {
 // serves).
 func (e *Engine) requeueJob(s uint32, r *rec) uint32 {
 	to := e.relocate(s, r) // r.flags is 0: the tail of the ready list
-	j := e.jobs.at(s)
-	j.deliveries = 0
-	j.ackTimeout = uint32(min(max(r.ackTimeout, 0), 1<<32-1))
-	j.retry = int32(min(max(r.retry, -1), 1<<31-1))
+	j := e.jobs.At(s)
+	j.Deliveries = 0
+	j.AckTimeout = uint32(min(max(r.ackTimeout, 0), 1<<32-1))
+	j.Retry = int32(min(max(r.retry, -1), 1<<31-1))
 	dl := clone(r.deadLetter) // before the old one goes: r may alias it
-	if j.flags&jobDL != 0 {
-		j.flags &^= jobDL
-		delete(e.deadLetters, s)
+	if j.Flags&jobs.FlagDL != 0 {
+		j.Flags &^= jobs.FlagDL
+		delete(e.jobs.DeadLetters, s)
 	}
 	if dl != nil {
-		j.flags |= jobDL
-		e.deadLetters[s] = dl
+		j.Flags |= jobs.FlagDL
+		e.jobs.DeadLetters[s] = dl
 	}
 	e.setOrigin(s, nil)
 	return to
@@ -224,7 +222,7 @@ func (e *Engine) requeueJob(s uint32, r *rec) uint32 {
 // applyRequeue replays a requeue record.
 func (e *Engine) applyRequeue(r *rec) {
 	s, ok := e.find(r)
-	if !ok || e.jobs.at(s).state != stateReady {
+	if !ok || e.jobs.At(s).State != jobs.StateReady {
 		return
 	}
 	e.serve(e.requeueJob(s, r))

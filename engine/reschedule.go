@@ -1,5 +1,7 @@
 package engine
 
+import "github.com/delayd/delayd/jobs"
+
 // Moving a job in time by its id: DELAY.RESCHEDULE, DELAY.RESCHEDULEAT,
 // DELAY.PROMOTE. The job stays where it is stored (same slot, id, payload,
 // options, deliveries); only its place in time changes, in one step under
@@ -40,7 +42,7 @@ func (e *Engine) Reschedule(a RescheduleArgs) (bool, uint64, error) {
 	default:
 		due = now
 	}
-	qi := e.jobs.at(s).queue
+	qi := e.jobs.At(s).Queue
 	ticket, ready := e.moveTo(s, now, due)
 	if ready {
 		e.serve(qi)
@@ -66,7 +68,7 @@ func (e *Engine) Promote(queueName []byte, ids [][]byte) (int, uint64, error) {
 		if !ok {
 			continue
 		}
-		qi = e.jobs.at(s).queue
+		qi = e.jobs.At(s).Queue
 		ticket, _ = e.moveTo(s, now, now)
 		n++
 	}
@@ -84,14 +86,14 @@ func (e *Engine) movable(queueName, id []byte, readyToo bool) (uint32, bool) {
 	if !ok {
 		return 0, false
 	}
-	s, ok := e.lookup(qi, id)
+	s, ok := e.jobs.Lookup(&e.queues[qi].run, qi, id)
 	if !ok {
 		return 0, false
 	}
-	switch e.jobs.at(s).state {
-	case stateDelayed:
+	switch e.jobs.At(s).State {
+	case jobs.StateDelayed:
 		return s, true
-	case stateReady:
+	case jobs.StateReady:
 		return s, readyToo
 	}
 	return 0, false
@@ -104,13 +106,13 @@ func (e *Engine) movable(queueName, id []byte, readyToo bool) (uint32, bool) {
 // before the job is placed. It reports whether the job is ready (the caller
 // serves the queue's waiters). O(1).
 func (e *Engine) moveTo(s uint32, now, due int64) (uint64, bool) {
-	j := e.jobs.at(s)
+	j := e.jobs.At(s)
 	e.detach(s)
 	e.seq++
-	j.seq, j.due = e.seq, due
+	j.Seq, j.Due = e.seq, due
 	r := e.recFor(opMove, s)
-	r.due, r.seq, r.deliveries = due, j.seq, j.deliveries
-	if due > now && e.wheel.Add(s, due, j.seq) {
+	r.due, r.seq, r.deliveries = due, j.Seq, j.Deliveries
+	if due > now && e.wheel.Add(s, due, j.Seq) {
 		e.markDelayed(s)
 		e.poke(due)
 		return e.logRec(&r), false

@@ -405,7 +405,7 @@ func (e *Engine) applyFire(r *rec) {
 	}
 	id := fireID(r.id, r.due)
 	if qi, ok := e.queueFor(r.queue, false); ok {
-		if _, exists := e.lookup(qi, id); exists {
+		if _, exists := e.jobs.Lookup(&e.queues[qi].run, qi, id); exists {
 			return
 		}
 	}

@@ -6,6 +6,8 @@ import (
 	"slices"
 
 	"github.com/cespare/xxhash/v2"
+
+	"github.com/delayd/delayd/jobs"
 )
 
 // Job identity beyond the job's life: UNIQUE and DEBOUNCE on DELAY.ADD.
@@ -36,7 +38,7 @@ import (
 // keep it.
 //
 // Both are per-job options that few jobs use: they live in a side table by
-// slot (Engine.ident.jobs), flagged in job.flags (jobUnique, jobDebounce), so
+// slot (jobs.Table.Idents), flagged in Job.Flags (FlagUnique, FlagDebounce), so
 // the job record stays 64 bytes and jobs without them pay nothing.
 
 // opTomb is a tombstone, written by a rewrite or a snapshot:
@@ -48,15 +50,12 @@ const opTomb byte = 14
 
 // identState is the engine's identity state.
 type identState struct {
-	jobs  map[uint32]jobIdent // by slot: jobs with jobUnique or jobDebounce
-	tombs map[uint64]uint32   // tombstones: tombKey -> timer handle
+	tombs map[uint64]uint32 // tombstones: tombKey -> timer handle
 }
 
-// jobIdent is what a UNIQUE or DEBOUNCE job carries beyond its record.
-type jobIdent struct {
-	uniqueTTL     int64 // ms the id stays taken after the job ends; 0: not unique
-	debounceUntil int64 // unix ms its due time may not pass; 0: no debounce
-}
+// jobIdent is what a UNIQUE or DEBOUNCE job carries beyond its record
+// (jobs.Table.Idents).
+type jobIdent = jobs.Ident
 
 // tombKey hashes (queue, id) for the tombstone table; the queue's length
 // goes first so that ("ab", "c") and ("a", "bc") differ.
@@ -76,36 +75,36 @@ func (e *Engine) setIdent(s uint32, r *rec) {
 	if r.uniqueTTL <= 0 && r.debounceUntil == 0 {
 		return
 	}
-	if e.ident.jobs == nil {
-		e.ident.jobs = make(map[uint32]jobIdent)
+	if e.jobs.Idents == nil {
+		e.jobs.Idents = make(map[uint32]jobIdent)
 	}
-	j := e.jobs.at(s)
+	j := e.jobs.At(s)
 	if r.uniqueTTL > 0 {
-		j.flags |= jobUnique
+		j.Flags |= jobs.FlagUnique
 	}
 	if r.debounceUntil != 0 {
-		j.flags |= jobDebounce
+		j.Flags |= jobs.FlagDebounce
 	}
-	e.ident.jobs[s] = jobIdent{uniqueTTL: max(r.uniqueTTL, 0), debounceUntil: r.debounceUntil}
+	e.jobs.Idents[s] = jobIdent{UniqueTTL: max(r.uniqueTTL, 0), DebounceUntil: r.debounceUntil}
 }
 
 // dropIdent forgets the job's UNIQUE and DEBOUNCE options without leaving a
 // tombstone: the job is being replaced, or it starts over in a dead-letter
 // queue. O(1).
 func (e *Engine) dropIdent(s uint32) {
-	j := e.jobs.at(s)
-	if j.flags&(jobUnique|jobDebounce) != 0 {
-		j.flags &^= jobUnique | jobDebounce
-		delete(e.ident.jobs, s)
+	j := e.jobs.At(s)
+	if j.Flags&(jobs.FlagUnique|jobs.FlagDebounce) != 0 {
+		j.Flags &^= jobs.FlagUnique | jobs.FlagDebounce
+		delete(e.jobs.Idents, s)
 	}
 }
 
 // identOf fills the UNIQUE and DEBOUNCE fields of the add record r of the
 // job in slot s (addRecOf: a rewrite keeps them).
 func (e *Engine) identOf(s uint32, r *rec) {
-	if e.jobs.at(s).flags&(jobUnique|jobDebounce) != 0 {
-		ji := e.ident.jobs[s]
-		r.uniqueTTL, r.debounceUntil = ji.uniqueTTL, ji.debounceUntil
+	if e.jobs.At(s).Flags&(jobs.FlagUnique|jobs.FlagDebounce) != 0 {
+		ji := e.jobs.Idents[s]
+		r.uniqueTTL, r.debounceUntil = ji.UniqueTTL, ji.DebounceUntil
 	}
 }
 
@@ -113,26 +112,26 @@ func (e *Engine) identOf(s uint32, r *rec) {
 // forgets its UNIQUE option (so a later removal of the same slot does not
 // leave a second one). Called before the job's id and queue are gone. O(1).
 func (e *Engine) entomb(s uint32, at int64) {
-	j := e.jobs.at(s)
-	if j.flags&jobUnique == 0 {
+	j := e.jobs.At(s)
+	if j.Flags&jobs.FlagUnique == 0 {
 		return
 	}
-	var buf [sidLen]byte
-	ttl := e.ident.jobs[s].uniqueTTL
-	j.flags &^= jobUnique
-	if j.flags&jobDebounce == 0 {
-		delete(e.ident.jobs, s)
+	var buf [jobs.SIDLen]byte
+	ttl := e.jobs.Idents[s].UniqueTTL
+	j.Flags &^= jobs.FlagUnique
+	if j.Flags&jobs.FlagDebounce == 0 {
+		delete(e.jobs.Idents, s)
 	} else {
-		e.ident.jobs[s] = jobIdent{debounceUntil: e.ident.jobs[s].debounceUntil}
+		e.jobs.Idents[s] = jobIdent{DebounceUntil: e.jobs.Idents[s].DebounceUntil}
 	}
-	e.setTomb(tombKey([]byte(e.queues[j.queue].name), e.idOf(j, &buf)), at+ttl)
+	e.setTomb(tombKey([]byte(e.queues[j.Queue].name), e.jobs.ID(j, &buf)), at+ttl)
 }
 
 // entombEnded is entomb for a delivery that ended without an ACK and left no
 // redelivery (exhausted): a NACK's records carry its time; an expiry is not
 // logged, so its time is the reservation's deadline, which replay knows too.
 func (e *Engine) entombEnded(s uint32, logged bool) {
-	if e.jobs.at(s).flags&jobUnique == 0 {
+	if e.jobs.At(s).Flags&jobs.FlagUnique == 0 {
 		return
 	}
 	at := e.recNow()
@@ -223,8 +222,8 @@ func (r *rec) decodeTomb(b []byte) error {
 // readd), or, for a new job or one that is not delayed, now (rounded up, as
 // relative times are) plus max-wait; the due time is capped by it.
 func (e *Engine) debounce(r *rec, s uint32, readd bool, up, maxWait int64) {
-	if readd && e.jobs.at(s).flags&jobDebounce != 0 {
-		r.debounceUntil = e.ident.jobs[s].debounceUntil
+	if readd && e.jobs.At(s).Flags&jobs.FlagDebounce != 0 {
+		r.debounceUntil = e.jobs.Idents[s].DebounceUntil
 	} else {
 		r.debounceUntil = up + maxWait
 	}

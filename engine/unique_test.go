@@ -195,8 +195,8 @@ func TestUniqueReplaceLeavesNoTombstone(t *testing.T) {
 		if !identAdd(t, e, r) {
 			t.Fatal("replace")
 		}
-		if len(e.ident.tombs) != 0 || len(e.ident.jobs) != 0 {
-			t.Fatalf("after a REPLACE without UNIQUE: %d tombstones, %d jobs with options", len(e.ident.tombs), len(e.ident.jobs))
+		if len(e.ident.tombs) != 0 || len(e.jobs.Idents) != 0 {
+			t.Fatalf("after a REPLACE without UNIQUE: %d tombstones, %d jobs with options", len(e.ident.tombs), len(e.jobs.Idents))
 		}
 		e.Cancel(b("q"), [][]byte{b("x")})
 		if !identAdd(t, e, r) {
@@ -237,10 +237,10 @@ func TestUniqueTombstonesSurviveRewriteAndSnapshot(t *testing.T) {
 		}
 		// The live job kept its options through the rewrite.
 		e.mu.Lock()
-		s, _ := e.lookup(e.byName["q"], b("live"))
-		ji := e.ident.jobs[s]
+		s, _ := e.jobs.Lookup(&e.queues[e.byName["q"]].run, e.byName["q"], b("live"))
+		ji := e.jobs.Idents[s]
 		e.mu.Unlock()
-		if ji.uniqueTTL != 7000 || ji.debounceUntil != ended+60_000 {
+		if ji.UniqueTTL != 7000 || ji.DebounceUntil != ended+60_000 {
 			t.Fatalf("the live job's options after a rewrite: %+v", ji)
 		}
 

@@ -3,6 +3,8 @@ package engine
 import (
 	"cmp"
 	"slices"
+
+	"github.com/delayd/delayd/jobs"
 )
 
 // DELAY.UPCOMING key [count] [AFTER due id]: the next delayed jobs of a
@@ -66,16 +68,16 @@ func (e *Engine) Upcoming(queueName []byte, count int) []Upcoming {
 func (e *Engine) UpcomingAfter(queueName []byte, count int, after *Cursor) []Upcoming {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	hs := e.earliestOf(queueName, count, stateDelayed, e.byDue, after)
+	hs := e.earliestOf(queueName, count, jobs.StateDelayed, e.byDue, after)
 	if len(hs) == 0 {
 		return nil
 	}
 	out := make([]Upcoming, len(hs))
-	var buf [sidLen]byte
+	var buf [jobs.SIDLen]byte
 	for i, s := range hs {
-		j := e.jobs.at(s)
-		out[i] = Upcoming{ID: append([]byte(nil), e.idOf(j, &buf)...), Due: j.due,
-			Payload: append([]byte(nil), e.payloadOf(j)...)}
+		j := e.jobs.At(s)
+		out[i] = Upcoming{ID: append([]byte(nil), e.jobs.ID(j, &buf)...), Due: j.Due,
+			Payload: append([]byte(nil), e.jobs.Payload(j)...)}
 	}
 	return out
 }
@@ -100,17 +102,17 @@ func (e *Engine) Reserved(queueName []byte, count int) []Reservation {
 func (e *Engine) ReservedAfter(queueName []byte, count int, after *Cursor) []Reservation {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	hs := e.earliestOf(queueName, count, stateReserved, e.byDeadline, after)
+	hs := e.earliestOf(queueName, count, jobs.StateReserved, e.byDeadline, after)
 	if len(hs) == 0 {
 		return nil
 	}
 	out := make([]Reservation, len(hs))
-	var buf [sidLen]byte
+	var buf [jobs.SIDLen]byte
 	for i, s := range hs {
-		j := e.jobs.at(s)
+		j := e.jobs.At(s)
 		deadline, _ := e.wheel.Due(s)
-		out[i] = Reservation{ID: append([]byte(nil), e.idOf(j, &buf)...), AckDeadline: deadline,
-			Deliveries: j.deliveries, Payload: append([]byte(nil), e.payloadOf(j)...)}
+		out[i] = Reservation{ID: append([]byte(nil), e.jobs.ID(j, &buf)...), AckDeadline: deadline,
+			Deliveries: j.Deliveries, Payload: append([]byte(nil), e.jobs.Payload(j)...)}
 	}
 	return out
 }
@@ -127,15 +129,15 @@ func (e *Engine) earliestOf(queueName []byte, count int, state uint8, order func
 		return nil
 	}
 	of := e.queues[qi].delayed
-	if state == stateReserved {
+	if state == jobs.StateReserved {
 		of = e.queues[qi].reserved
 	}
 	if of == 0 {
 		return nil
 	}
 	mine := func(s uint32) bool {
-		j := e.jobs.at(s)
-		return j.queue == qi && j.state == state
+		j := e.jobs.At(s)
+		return j.Queue == qi && j.State == state
 	}
 	admit, walkOf := mine, of
 	if after != nil {
@@ -143,7 +145,7 @@ func (e *Engine) earliestOf(queueName []byte, count int, state uint8, order func
 		admit = func(s uint32) bool { return mine(s) && from(s) }
 		walkOf = -1 // how many jobs lie after the cursor is not known
 	}
-	hs, ok := e.wheel.Earliest(nil, count, walkOf, max(int(e.jobs.n)/upcomingWalkShare, 1024), admit)
+	hs, ok := e.wheel.Earliest(nil, count, walkOf, max(int(e.jobs.Len())/upcomingWalkShare, 1024), admit)
 	if !ok {
 		hs = e.scanEarliest(count, of, mine, admit, order)
 	}
@@ -155,17 +157,17 @@ func (e *Engine) earliestOf(queueName []byte, count int, state uint8, order func
 // still there in that state with that time, else at or after its time.
 func (e *Engine) cursorAt(qi uint32, state uint8, c *Cursor) func(s uint32) bool {
 	timeOf := func(s uint32) int64 {
-		if state == stateReserved {
+		if state == jobs.StateReserved {
 			d, _ := e.wheel.Due(s)
 			return d
 		}
-		return e.jobs.at(s).due
+		return e.jobs.At(s).Due
 	}
-	if s, ok := e.lookup(qi, c.ID); ok && e.jobs.at(s).state == state && timeOf(s) == c.Time {
-		seq := e.jobs.at(s).seq
+	if s, ok := e.jobs.Lookup(&e.queues[qi].run, qi, c.ID); ok && e.jobs.At(s).State == state && timeOf(s) == c.Time {
+		seq := e.jobs.At(s).Seq
 		return func(s uint32) bool {
 			t := timeOf(s)
-			return t > c.Time || t == c.Time && e.jobs.at(s).seq > seq
+			return t > c.Time || t == c.Time && e.jobs.At(s).Seq > seq
 		}
 	}
 	return func(s uint32) bool { return timeOf(s) >= c.Time }
@@ -173,8 +175,8 @@ func (e *Engine) cursorAt(qi uint32, state uint8, c *Cursor) func(s uint32) bool
 
 // byDue orders delayed jobs as they will become ready: (due, add order).
 func (e *Engine) byDue(a, b uint32) int {
-	ja, jb := e.jobs.at(a), e.jobs.at(b)
-	return cmp.Or(cmp.Compare(ja.due, jb.due), cmp.Compare(ja.seq, jb.seq))
+	ja, jb := e.jobs.At(a), e.jobs.At(b)
+	return cmp.Or(cmp.Compare(ja.Due, jb.Due), cmp.Compare(ja.Seq, jb.Seq))
 }
 
 // byDeadline orders reserved jobs as their reservations will expire: the
@@ -182,7 +184,7 @@ func (e *Engine) byDue(a, b uint32) int {
 func (e *Engine) byDeadline(a, b uint32) int {
 	da, _ := e.wheel.Due(a)
 	db, _ := e.wheel.Due(b)
-	return cmp.Or(cmp.Compare(da, db), cmp.Compare(e.jobs.at(a).seq, e.jobs.at(b).seq))
+	return cmp.Or(cmp.Compare(da, db), cmp.Compare(e.jobs.At(a).Seq, e.jobs.At(b).Seq))
 }
 
 // scanEarliest returns the first n jobs that admit accepts, in order,
@@ -192,7 +194,7 @@ func (e *Engine) scanEarliest(n, of int, keep, admit func(s uint32) bool, order 
 	before := func(a, b uint32) bool { return order(a, b) < 0 }
 	heap := make([]uint32, 0, min(n, of)) // a max-heap: heap[0] is the latest kept
 	seen := 0
-	for s := range e.jobs.n {
+	for s := range e.jobs.Len() {
 		if !keep(s) {
 			continue
 		}

@@ -4,6 +4,8 @@ import (
 	"math/rand/v2"
 	"testing"
 	"testing/synctest"
+
+	"github.com/delayd/delayd/jobs"
 )
 
 // TestJobSeqFixedWhileInWheel checks what the job wheel's NewOrdered relies
@@ -25,17 +27,17 @@ func TestJobSeqFixedWhileInWheel(t *testing.T) {
 			for op := range 3000 {
 				mixChurn(t, e, rng, 1, &ids)
 				e.mu.Lock()
-				for s := range e.jobs.n {
-					j := e.jobs.at(s)
+				for s := range e.jobs.Len() {
+					j := e.jobs.At(s)
 					seq, ok := e.wheel.Seq(s)
-					want := j.state == stateDelayed || j.state == stateReserved
+					want := j.State == jobs.StateDelayed || j.State == jobs.StateReserved
 					if ok != want {
 						e.mu.Unlock()
-						t.Fatalf("op %d: slot %d in state %s: in the wheel %v", op, s, stateNames[j.state], ok)
+						t.Fatalf("op %d: slot %d in state %s: in the wheel %v", op, s, jobs.StateNames[j.State], ok)
 					}
-					if ok && seq != j.seq {
+					if ok && seq != j.Seq {
 						e.mu.Unlock()
-						t.Fatalf("op %d: slot %d (%s): the wheel has seq %d, the job %d", op, s, stateNames[j.state], seq, j.seq)
+						t.Fatalf("op %d: slot %d (%s): the wheel has seq %d, the job %d", op, s, jobs.StateNames[j.State], seq, j.Seq)
 					}
 					if ok {
 						inWheel++

@@ -1,4 +1,4 @@
-package engine
+package jobs
 
 // refStack is a size class's free list: a stack of refs kept in fixed
 // blocks rather than one slice. A slice grown by append copies the whole

@@ -1,4 +1,4 @@
-package engine
+package jobs
 
 import (
 	"math/bits"
@@ -7,7 +7,7 @@ import (
 	"github.com/delayd/delayd/offheap"
 )
 
-// arena stores byte strings (client ids and payloads) in large pointer-free
+// Arena stores byte strings (client ids and payloads) in large pointer-free
 // chunks, addressed by a uint64 ref instead of a slice header.
 //
 // Why not one []byte per job: with 10M jobs pending that is 10M pointers the
@@ -21,12 +21,12 @@ import (
 //
 // Chunks are mapped outside the Go heap (package offheap), for the reason
 // the slab's pages are; release unmaps them.
-type arena struct {
+type Arena struct {
 	chunks  [][]byte
 	classes [numClasses]sizeClass
 	big     map[uint32][]byte
 	bigNext uint32
-	inUse   int64 // bytes handed out, rounded to class sizes
+	InUse   int64 // bytes handed out, rounded to class sizes (INFO)
 }
 
 type sizeClass struct {
@@ -35,6 +35,10 @@ type sizeClass struct {
 	ready bool     // chunk is valid
 	free  refStack // refs of freed blocks
 }
+
+// MaxSmall is the longest string the arena keeps in its chunks; a longer
+// one gets an allocation of its own.
+const MaxSmall = maxClass
 
 const (
 	chunkSize  = 1 << 20
@@ -45,7 +49,7 @@ const (
 	// A small block's ref is chunk<<refChunkOff | offset+1, in the low
 	// smallRefBits bits (2^25 chunks of 1 MiB: 32 TiB); a big string's is
 	// bigFlag | its key in big. The bits above are the arena's caller's:
-	// a job keeps its payload length there (packData), which the arena
+	// a job keeps its payload length there (PackData), which the arena
 	// ignores, so a job's data word goes to bytes and free as it is.
 	refChunkOff  = 21
 	smallRefBits = 46
@@ -53,30 +57,30 @@ const (
 	bigPlenShift = 32
 )
 
-// refOf returns the arena ref in a job's data word.
-func refOf(data uint64) uint64 {
+// RefOf returns the arena ref in a job's data word.
+func RefOf(data uint64) uint64 {
 	if data&bigFlag != 0 {
 		return data & (bigFlag | 1<<32 - 1)
 	}
 	return data & (1<<smallRefBits - 1)
 }
 
-// packData returns the data word of a job whose id and payload are at ref
+// PackData returns the data word of a job whose id and payload are at ref
 // and whose payload is plen bytes: the length rides in the bits of the ref
 // the arena leaves free, which keeps it out of the job record (4 bytes a
 // job; with the old hash-chain field, the record went from 72 bytes to 64).
 // A small block holds at most maxClass bytes, so its payload length fits
 // the 17 bits above smallRefBits; a big one's fits the 31 above its key
-// (payloads are at most MaxPayload, 2^26).
-func packData(ref uint64, plen int) uint64 {
+// (the engine keeps payloads to at most 2^26 bytes).
+func PackData(ref uint64, plen int) uint64 {
 	if ref&bigFlag != 0 {
 		return ref | uint64(plen)<<bigPlenShift
 	}
 	return ref | uint64(plen)<<smallRefBits
 }
 
-// plenOf returns the payload length in a job's data word.
-func plenOf(data uint64) uint32 {
+// PlenOf returns the payload length in a job's data word.
+func PlenOf(data uint64) uint32 {
 	if data&bigFlag != 0 {
 		return uint32(data>>bigPlenShift) &^ (1 << 31)
 	}
@@ -101,9 +105,9 @@ func classOf(n int) (int, int) {
 	return 8 + (k-7)*4 + i - 1, (1 << k) + i*step
 }
 
-// alloc copies b into the arena and returns its ref. Refs are never 0, so a
+// Alloc copies b into the arena and returns its ref. Refs are never 0, so a
 // zero ref means "nothing stored". O(1) amortized.
-func (a *arena) alloc(b []byte) uint64 {
+func (a *Arena) Alloc(b []byte) uint64 {
 	if len(b) == 0 {
 		return emptyRef
 	}
@@ -113,12 +117,12 @@ func (a *arena) alloc(b []byte) uint64 {
 		}
 		a.bigNext++
 		a.big[a.bigNext] = append([]byte(nil), b...)
-		a.inUse += int64(len(b))
+		a.InUse += int64(len(b))
 		return bigFlag | uint64(a.bigNext)
 	}
 	ci, size := classOf(len(b))
 	c := &a.classes[ci]
-	a.inUse += int64(size)
+	a.InUse += int64(size)
 	var ref uint64
 	if r, ok := c.free.pop(); ok {
 		ref = r
@@ -140,14 +144,14 @@ func (a *arena) alloc(b []byte) uint64 {
 		ref = uint64(c.chunk)<<refChunkOff | uint64(c.off+1)
 		c.off += uint32(size)
 	}
-	copy(a.bytes(ref, len(b)), b)
+	copy(a.Bytes(ref, len(b)), b)
 	return ref
 }
 
-// bytes returns the n bytes stored at ref. The slice aliases the arena: it is
+// Bytes returns the n bytes stored at ref. The slice aliases the arena: it is
 // valid until the ref is freed, so callers copy before releasing the lock.
-func (a *arena) bytes(ref uint64, n int) []byte {
-	ref = refOf(ref) // a job's data word may carry its payload length
+func (a *Arena) Bytes(ref uint64, n int) []byte {
+	ref = RefOf(ref) // a job's data word may carry its payload length
 	if ref == emptyRef {
 		return nil
 	}
@@ -158,43 +162,43 @@ func (a *arena) bytes(ref uint64, n int) []byte {
 	return a.chunks[ref>>refChunkOff][off : off+uint32(n) : off+uint32(n)]
 }
 
-// addr is the first byte of the string at ref, or nil for an empty or big
-// one: a prefetch hint's address (warmNext).
-func (a *arena) addr(ref uint64) unsafe.Pointer {
-	ref = refOf(ref)
+// Addr is the first byte of the string at ref, or nil for an empty or big
+// one: a prefetch hint's address (the engine's warmNext).
+func (a *Arena) Addr(ref uint64) unsafe.Pointer {
+	ref = RefOf(ref)
 	if ref == emptyRef || ref&bigFlag != 0 {
 		return nil
 	}
 	return unsafe.Pointer(&a.chunks[ref>>refChunkOff][uint32(ref&(1<<refChunkOff-1))-1])
 }
 
-// free releases the n-byte string at ref. O(1).
-func (a *arena) free(ref uint64, n int) {
-	ref = refOf(ref)
+// Free releases the n-byte string at ref. O(1).
+func (a *Arena) Free(ref uint64, n int) {
+	ref = RefOf(ref)
 	if ref == emptyRef {
 		return
 	}
 	if ref&bigFlag != 0 {
 		delete(a.big, uint32(ref))
-		a.inUse -= int64(n)
+		a.InUse -= int64(n)
 		return
 	}
 	ci, size := classOf(n)
-	a.inUse -= int64(size)
+	a.InUse -= int64(size)
 	a.classes[ci].free.push(ref)
 }
 
-// release unmaps every chunk and empties the arena: no ref stays valid.
+// Release unmaps every chunk and empties the arena: no ref stays valid.
 // O(chunks).
-func (a *arena) release() {
+func (a *Arena) Release() {
 	for _, c := range a.chunks {
 		offheap.Free(c)
 	}
-	*a = arena{}
+	*a = Arena{}
 }
 
-// footprint is the memory the arena holds from the runtime, in bytes.
-func (a *arena) footprint() int64 {
+// Footprint is the memory the arena holds from the runtime, in bytes.
+func (a *Arena) Footprint() int64 {
 	n := int64(len(a.chunks)) * chunkSize
 	for _, b := range a.big {
 		n += int64(cap(b))
@@ -205,10 +209,10 @@ func (a *arena) footprint() int64 {
 	return n
 }
 
-// dataSize is the arena bytes that hold a job's id and payload: its block's
+// DataSize is the arena bytes that hold a job's id and payload: its block's
 // size class, or the exact length of a big string. O(1).
-func dataSize(j *job) int64 {
-	n := int(j.idLen) + int(j.plen())
+func DataSize(j *Job) int64 {
+	n := int(j.IDLen) + int(j.Plen())
 	switch {
 	case n == 0:
 		return 0

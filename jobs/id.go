@@ -1,4 +1,4 @@
-package engine
+package jobs
 
 // Server-made ids are 16 lowercase hex digits of a 64-bit number whose top 48
 // bits are the unix millisecond the id was made and whose low 16 bits count
@@ -11,11 +11,13 @@ package engine
 // borrow from the future and stay strictly increasing. The log replays the
 // last id made, so ids stay unique across restarts even if the clock moved.
 
-const sidLen = 16
+// SIDLen is the length of a rendered server id.
+const SIDLen = 16
 
 const hexDigits = "0123456789abcdef"
 
-func nextSID(last uint64, nowMs int64) uint64 {
+// NextSID is the server id to make after last at nowMs.
+func NextSID(last uint64, nowMs int64) uint64 {
 	n := uint64(nowMs) << 16
 	if n <= last {
 		n = last + 1
@@ -23,18 +25,19 @@ func nextSID(last uint64, nowMs int64) uint64 {
 	return n
 }
 
-func renderSID(dst *[sidLen]byte, sid uint64) []byte {
-	for i := sidLen - 1; i >= 0; i-- {
+// RenderSID writes sid into dst and returns it.
+func RenderSID(dst *[SIDLen]byte, sid uint64) []byte {
+	for i := SIDLen - 1; i >= 0; i-- {
 		dst[i] = hexDigits[sid&0xf]
 		sid >>= 4
 	}
 	return dst[:]
 }
 
-// parseSID reports whether b is the rendering of a server id; client ids that
+// ParseSID reports whether b is the rendering of a server id; client ids that
 // look like one are allowed and compared by bytes like any other id.
-func parseSID(b []byte) (uint64, bool) {
-	if len(b) != sidLen {
+func ParseSID(b []byte) (uint64, bool) {
+	if len(b) != SIDLen {
 		return 0, false
 	}
 	var n uint64

@@ -1,4 +1,4 @@
-package engine
+package jobs
 
 import (
 	"math/rand/v2"

@@ -1,4 +1,4 @@
-package engine
+package jobs
 
 import (
 	"math/bits"
@@ -29,7 +29,7 @@ import (
 // become tombstones in the old table, so its probe runs stay intact for the
 // entries not yet moved.
 type slotTable struct {
-	// key gives the hash of the key a slot is filed under (the engine reads
+	// key gives the hash of the key a slot is filed under (the Table reads
 	// it from the job): it must be the hash the slot was inserted with.
 	key func(s uint32) uint64
 

@@ -1,4 +1,4 @@
-package engine
+package jobs
 
 import (
 	"cmp"
@@ -9,14 +9,14 @@ import (
 	"github.com/delayd/delayd/offheap"
 )
 
-// A push run files the server ids of a queue's jobs made live (LPUSH,
+// A PushRun files the server ids of a queue's jobs made live (LPUSH,
 // RPUSH, DELAY.ADD without an id) in the order they were made, instead of
-// in e.sids.
+// in the sids table.
 //
 // Why: a job's id is filed so that DELAY.GET, ACK, DELAY.CANCEL and the
 // log's replay can find it, yet most jobs are added and popped without
 // their id ever being asked for, and Redis files nothing per list element.
-// In e.sids each job writes a random cache line (the grouped table places a
+// In the sids table each job writes a random cache line (the grouped table places a
 // run of 16 ids per line, but the table also grows, or clears its
 // tombstones, by moving every entry, reading each job's id): 10-12% of the
 // server's CPU on a pipelined RPUSH, and as much on DELAY.ADD, whose engine
@@ -26,8 +26,8 @@ import (
 // or LIFO, from either end) unfile from an end of its queue's run in O(1).
 // A job that leaves from the middle (delays that fire out of add order,
 // LREM, a mix of LPUSH and RPUSH) leaves a hole, found by a binary search:
-// a worse case than e.sids' one probe, paid once a job, where the appends
-// saved the index's upkeep (docs/decisions/id-index.md).
+// a worse case than the sids table's one probe, paid once a job, where the
+// appends saved the index's upkeep (docs/decisions/id-index.md).
 //
 // The run is a deque of blocks, not one array: an array that grows by
 // copying, or drops its consumed head by copying, held the engine's lock
@@ -36,10 +36,10 @@ import (
 // inside the run left sparse by holes merges with a neighbour it fits in,
 // so the blocks stay about half full whatever is removed.
 //
-// The run only replaces e.sids for the jobs it holds (jobInRun): lookup
+// The run only replaces the sids table for the jobs it holds (FlagInRun): lookup
 // asks both, so what the server answers, and what replay rebuilds, does
 // not depend on where an id was filed.
-type pushRun struct {
+type PushRun struct {
 	blocks []*runBlock // in id order; none is empty
 	mem    int64       // bytes of its blocks (INFO's memory)
 	// top is the greatest id ever filed (0: none): a new id can be appended
@@ -52,12 +52,12 @@ type pushRun struct {
 	// queues.
 	tail *runBlock
 	// pages gives full-size blocks their entries (nil: from the heap, as
-	// tests use it); the engine sets it when it makes the queue.
-	pages *runPages
+	// tests use it); Table.NewRun sets it.
+	pages *RunPages
 }
 
 // runBlockLen is the most entries of a block: 4 KiB, one page mapped
-// outside the Go heap (runPages) per 512 ids, and a bounded merge. A run's
+// outside the Go heap (RunPages) per 512 ids, and a bounded merge. A run's
 // first block holds runBlockMin and each new block twice the last, so that
 // the many queues of a server with a job or two each pay under 200 bytes for
 // their run; those small blocks are on the heap.
@@ -72,34 +72,34 @@ const (
 type runBlock struct {
 	lo, hi, live int
 	base         uint64   // entry i files id base + ents[i].off
-	ents         []runEnt // len is the block's capacity
+	ents         []runEnt // Len is the block's capacity
 }
 
 // runEnt is 8 bytes where an id and a slot take 12: ids are stored as an
 // offset from their block's first, so a block spans ids less than 2^32
 // apart (a server id counts 2^16 a millisecond: 65 s). Offheap, that is 8
 // bytes a job in a run filled in order and emptied from an end, as much as
-// e.sids' cells at their load, which the run replaces; holes from the
+// the sids table's cells at their load, which the run replaces; holes from the
 // middle can leave a block a quarter full (merge) before it is merged.
 type runEnt struct{ off, slot uint32 } // slot+1; 0: removed
 
 func (b *runBlock) sid(i int) uint64 { return b.base + uint64(b.ents[i].off) }
 
-// runPages recycles blocks. The entries of full-size blocks are one mapped
+// RunPages recycles blocks. The entries of full-size blocks are one mapped
 // page each, outside the Go heap, so GOGC's headroom does not double them
 // (package offheap); a few freed pages are kept for the next block, as a
 // FIFO frees one for each it starts. Smallest blocks and the block lists of
 // emptied runs are kept too: a queue that empties and fills again (a
 // worker keeping up) makes a run from nothing each time, three allocations.
-type runPages struct {
+type RunPages struct {
 	free  [][]runEnt    // full-size blocks' entries
 	small []*runBlock   // runBlockMin blocks
 	lists [][]*runBlock // emptied runs' block lists, empty
 }
 
-const runPagesKept = 32
+const RunPagesKept = 32
 
-func (p *runPages) get() []runEnt {
+func (p *RunPages) get() []runEnt {
 	if n := len(p.free); n > 0 {
 		ents := p.free[n-1]
 		p.free = p.free[:n-1]
@@ -108,23 +108,23 @@ func (p *runPages) get() []runEnt {
 	return offheap.Make[runEnt](runBlockLen)
 }
 
-func (p *runPages) put(ents []runEnt) {
-	if len(p.free) < runPagesKept {
+func (p *RunPages) put(ents []runEnt) {
+	if len(p.free) < RunPagesKept {
 		p.free = append(p.free, ents)
 		return
 	}
 	offheap.Free(ents)
 }
 
-// release unmaps the kept pages and forgets the rest.
-func (p *runPages) release() {
+// Release unmaps the kept pages and forgets the rest.
+func (p *RunPages) Release() {
 	for _, ents := range p.free {
 		offheap.Free(ents)
 	}
-	*p = runPages{}
+	*p = RunPages{}
 }
 
-func (r *pushRun) newBlock(n int, base uint64) *runBlock {
+func (r *PushRun) newBlock(n int, base uint64) *runBlock {
 	p := r.pages
 	var b *runBlock
 	switch {
@@ -152,14 +152,14 @@ func (r *pushRun) newBlock(n int, base uint64) *runBlock {
 func (b *runBlock) bytes() int64 { return int64(unsafe.Sizeof(*b)) + int64(len(b.ents))*8 }
 
 // freeBlock gives a dropped block back.
-func (r *pushRun) freeBlock(b *runBlock) {
+func (r *PushRun) freeBlock(b *runBlock) {
 	r.mem -= b.bytes()
 	p := r.pages
 	switch {
 	case p == nil:
 	case len(b.ents) == runBlockLen:
 		p.put(b.ents)
-	case len(b.ents) == runBlockMin && len(p.small) < runPagesKept:
+	case len(b.ents) == runBlockMin && len(p.small) < RunPagesKept:
 		*b = runBlock{ents: b.ents}
 		p.small = append(p.small, b)
 		return
@@ -168,11 +168,11 @@ func (r *pushRun) freeBlock(b *runBlock) {
 }
 
 // drop removes block bi from the run.
-func (r *pushRun) drop(bi int) {
+func (r *PushRun) drop(bi int) {
 	r.freeBlock(r.blocks[bi])
 	r.blocks[bi] = nil
 	if len(r.blocks) == 1 {
-		if r.pages != nil && len(r.pages.lists) < runPagesKept {
+		if r.pages != nil && len(r.pages.lists) < RunPagesKept {
 			r.pages.lists = append(r.pages.lists, r.blocks[:0])
 		}
 		r.blocks, r.tail = nil, nil
@@ -190,20 +190,20 @@ func (r *pushRun) drop(bi int) {
 	r.blocks = slices.Delete(r.blocks, bi, bi+1)
 }
 
-// release gives back every block (the engine's state is being dropped).
-func (r *pushRun) release() {
+// Release gives back every block (the engine's state is being dropped).
+func (r *PushRun) Release() {
 	for _, b := range r.blocks {
 		r.freeBlock(b)
 	}
 	r.blocks, r.tail = nil, nil
 }
 
-// last is the greatest id ever filed, or 0: a new id can be appended only
+// Last is the greatest id ever filed, or 0: a new id can be appended only
 // above it. O(1), and reads no block.
-func (r *pushRun) last() uint64 { return r.top }
+func (r *PushRun) Last() uint64 { return r.top }
 
-// add appends slot s under sid, which must be above last. O(1).
-func (r *pushRun) add(sid uint64, s uint32) {
+// Add appends slot s under sid, which must be above last. O(1).
+func (r *PushRun) Add(sid uint64, s uint32) {
 	b := r.tail
 	if b == nil {
 		b = r.newBlock(runBlockMin, sid)
@@ -219,7 +219,7 @@ func (r *pushRun) add(sid uint64, s uint32) {
 // locate returns the block and index of sid in the run, if it is there
 // (removed or not). The end blocks, where a list's pops and a worker's acks
 // go, are looked at first; other blocks by a binary search on their last id.
-func (r *pushRun) locate(sid uint64) (int, int, bool) {
+func (r *PushRun) locate(sid uint64) (int, int, bool) {
 	k := len(r.blocks)
 	if k == 0 {
 		return 0, 0, false
@@ -245,9 +245,9 @@ func (r *pushRun) locate(sid uint64) (int, int, bool) {
 	return bi, b.lo + i, ok
 }
 
-// find returns the slot filed under sid. O(1) in the end blocks, O(log
+// Find returns the slot filed under sid. O(1) in the end blocks, O(log
 // blocks) elsewhere.
-func (r *pushRun) find(sid uint64) (uint32, bool) {
+func (r *PushRun) Find(sid uint64) (uint32, bool) {
 	bi, i, ok := r.locate(sid)
 	if !ok || r.blocks[bi].ents[i].slot == 0 {
 		return 0, false
@@ -255,9 +255,9 @@ func (r *pushRun) find(sid uint64) (uint32, bool) {
 	return r.blocks[bi].ents[i].slot - 1, true
 }
 
-// remove unfiles slot s, filed under sid, and reports whether it was there.
+// Remove unfiles slot s, filed under sid, and reports whether it was there.
 // O(1) at either end of the run, as find elsewhere.
-func (r *pushRun) remove(sid uint64, s uint32) bool {
+func (r *PushRun) Remove(sid uint64, s uint32) bool {
 	k := len(r.blocks)
 	if k == 0 {
 		return false
@@ -307,7 +307,7 @@ func (r *pushRun) remove(sid uint64, s uint32) bool {
 // merge moves the live entries of blocks bi and bi+1 into the larger of
 // the two, if they fit and their ids are close enough for one base, and
 // drops the other. O(runBlockLen).
-func (r *pushRun) merge(bi int) bool {
+func (r *PushRun) merge(bi int) bool {
 	a, b := r.blocks[bi], r.blocks[bi+1]
 	dst, drop := b, bi
 	if len(a.ents) > len(b.ents) {
@@ -333,8 +333,8 @@ func (r *pushRun) merge(bi int) bool {
 	return true
 }
 
-// len is the ids filed. O(blocks): tests and checks only.
-func (r *pushRun) len() int {
+// Len is the ids filed. O(blocks): tests and checks only.
+func (r *PushRun) Len() int {
 	n := 0
 	for _, b := range r.blocks {
 		n += b.live
@@ -342,5 +342,5 @@ func (r *pushRun) len() int {
 	return n
 }
 
-// bytes is the memory the run holds. O(1).
-func (r *pushRun) bytes() int64 { return r.mem + int64(cap(r.blocks))*8 }
+// Bytes is the memory the run holds. O(1).
+func (r *PushRun) Bytes() int64 { return r.mem + int64(cap(r.blocks))*8 }

@@ -1,0 +1,56 @@
+package jobs
+
+import "github.com/delayd/delayd/offheap"
+
+// Slab is the job table: fixed-size pages of pointer-free records, addressed
+// by slot number. A single []job growing by doubling would, at 10M jobs, copy
+// 700 MB while the engine lock is held (a pause every client would see) and
+// keep up to twice the memory it needs; pages never move and waste at most
+// one page.
+//
+// Pages are mapped outside the Go heap (package offheap): on the heap they
+// counted as live heap, and GOGC let the heap grow by as much again before
+// collecting. release gives them back; nothing may read the slab after.
+type Slab struct {
+	pages [][]Job
+	n     uint32 // slots handed out so far
+}
+
+const (
+	pageBits = 14 // 16384 jobs, about 1.2 MB a page
+	pageSize = 1 << pageBits
+	pageMask = pageSize - 1
+)
+
+// At returns the job in slot s. O(1).
+func (t *Slab) At(s uint32) *Job { return &t.pages[s>>pageBits][s&pageMask] }
+
+// Add returns a new slot at the end. O(1), and never copies a job.
+func (t *Slab) Add() uint32 {
+	if t.addGrows() {
+		p := offheap.Make[Job](pageSize)
+		offheap.Populate(p) // one call, not 300 page faults (the engine's presize.go)
+		t.pages = append(t.pages, p)
+	}
+	t.n++
+	return t.n - 1
+}
+
+// Release unmaps every page and empties the slab. O(pages).
+func (t *Slab) Release() {
+	for _, p := range t.pages {
+		offheap.Free(p)
+	}
+	*t = Slab{}
+}
+
+// Bytes is the memory the slab holds.
+func (t *Slab) Bytes() int64 { return int64(len(t.pages)) * pageSize * int64(Size) }
+
+// Len is the slots handed out so far, free or not: slots run from 0 to
+// Len-1. O(1).
+func (t *Slab) Len() uint32 { return t.n }
+
+// addGrows says whether the next Add maps a page, changing the page table
+// that another goroutine may be reading (Table.AllocGrows).
+func (t *Slab) addGrows() bool { return int(t.n>>pageBits) == len(t.pages) }
