@@ -62,57 +62,24 @@ func flowCheck(t *testing.T, e *Engine) {
 			continue
 		}
 		n := 0
-		q.rd.each(&e.jobs.Slab, func(s uint32) bool {
+		q.Order.Each(&e.jobs.Slab, func(s uint32) bool {
 			if j := e.jobs.At(s); j.State != jobs.StateReady || j.Queue != uint32(qi) {
 				t.Fatalf("queue %s: slot %d in the ready order is %s in queue %d", q.name, s, jobs.StateNames[j.State], j.Queue)
 			}
 			n++
 			return true
 		})
-		if n != q.ready {
-			t.Fatalf("queue %s: %d jobs in the ready order, ready count %d", q.name, n, q.ready)
+		if n != q.Ready {
+			t.Fatalf("queue %s: %d jobs in the ready order, ready count %d", q.name, n, q.Ready)
 		}
-		x := q.rd.x
-		if x == nil {
-			continue
-		}
-		reserved := make(map[uint32]uint32)
-		perLane := make(map[uint32]uint32)
+		var held []uint32
 		for s := range e.jobs.Len() {
 			if j := e.jobs.At(s); j.State != jobs.StateFree && j.Queue == uint32(qi) {
-				perLane[j.Lane]++
-				if j.State == jobs.StateReserved {
-					reserved[x.ls[j.Lane].group]++
-				}
+				held = append(held, s)
 			}
 		}
-		for l := range x.ls {
-			ln := &x.ls[l]
-			if l != 0 && slices.Contains(x.lfree, uint32(l)) {
-				continue
-			}
-			if l != 0 && ln.jobs != perLane[uint32(l)] {
-				t.Fatalf("queue %s lane %d: count %d, jobs %d", q.name, l, ln.jobs, perLane[uint32(l)])
-			}
-			g := &x.gs[ln.group]
-			if want := ln.head != 0 && !g.held; ln.inRing != want {
-				t.Fatalf("queue %s lane %d: in ring %v, want %v", q.name, l, ln.inRing, want)
-			}
-			if x.mask&(1<<ln.prio) == 0 && ln.inRing {
-				t.Fatalf("queue %s lane %d in ring %d, mask %b", q.name, l, ln.prio, x.mask)
-			}
-		}
-		for gi := range x.gs {
-			g := &x.gs[gi]
-			if g.nlanes == 0 {
-				continue
-			}
-			if g.reserved != reserved[uint32(gi)] {
-				t.Fatalf("queue %s group %q: reserved count %d, reserved jobs %d", q.name, g.name, g.reserved, reserved[uint32(gi)])
-			}
-			if want := x.gcap > 0 && g.reserved >= x.gcap; g.held != want {
-				t.Fatalf("queue %s group %q: held %v with %d reserved, cap %d", q.name, g.name, g.held, g.reserved, x.gcap)
-			}
+		if err := q.Order.Check(&e.jobs.Slab, held); err != nil {
+			t.Fatalf("queue %s: %v", q.name, err)
 		}
 	}
 }
