@@ -16,8 +16,7 @@ func (e *Engine) reserveAt(s uint32, deadline int64) {
 	j := e.jobs.At(s)
 	j.State = jobs.StateReserved
 	q := &e.queues[j.Queue]
-	q.Reserved++
-	q.Order.Reserve(&e.jobs.Slab, s)
+	q.Reserve(&e.jobs.Slab, s)
 	if q.watch != nil || e.trackAll {
 		e.changed(q)
 	}

@@ -595,8 +595,7 @@ func (e *Engine) advanceLocked(now int64) {
 			}
 		case jobs.StateReserved:
 			// Like an operation in Kafka's purgatory whose timeout passed.
-			q.Reserved--
-			e.unreserved(j.Queue, h)
+			e.unreserve(j.Queue, h)
 			q.Expired++
 			j.State = jobs.StateFree // the wheel already let go of it
 			e.stats.Expired++

@@ -21,7 +21,7 @@ const scanChunk = 1024
 
 // isKey says whether queue q is a key: it holds a job. Called with mu held.
 func (q *queueEntry) isKey() bool {
-	return q.live && q.Delayed+q.Ready+q.Reserved > 0
+	return q.live && q.Jobs() > 0
 }
 
 // Scan visits about count queue slots from cursor on and returns the names
@@ -128,7 +128,7 @@ func (e *Engine) MemoryUsage(name []byte) (int64, bool) {
 		return 0, false
 	}
 	q := &e.queues[qi]
-	held := int64(q.Delayed + q.Ready + q.Reserved)
+	held := int64(q.Jobs())
 	n := queueBytes + int64(len(q.name)) + q.Bytes +
 		held*(int64(jobs.Size)+indexEntryBytes) + int64(q.Delayed+q.Reserved)*wheelNodeBytes
 	return n, true

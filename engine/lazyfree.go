@@ -84,7 +84,7 @@ func (e *Engine) doom(qi uint32, at int64) {
 			}
 		}
 	}
-	n := q.Delayed + q.Ready + q.Reserved
+	n := q.Jobs()
 	delete(e.byName, q.name)
 	q.live, q.watch, q.Limit = false, nil, nil
 	e.njobs -= n
@@ -149,7 +149,7 @@ func (e *Engine) freeSome(start time.Time) int {
 		e.remove(s - 1)
 		n++
 	}
-	if q.Order.First() == 0 && q.Delayed+q.Ready+q.Reserved > 0 {
+	if q.Order.First() == 0 && q.Jobs() > 0 {
 		end := min(d.scan+lazyScan, e.jobs.Len())
 		for ; d.scan < end && !over(n); d.scan++ {
 			if j := e.jobs.At(d.scan); j.State != jobs.StateFree && j.Queue == d.qi {
@@ -161,7 +161,7 @@ func (e *Engine) freeSome(start time.Time) int {
 			d.scan = 0 // not reached with jobs left: no job joins a doomed queue
 		}
 	}
-	if q.Delayed+q.Ready+q.Reserved == 0 {
+	if q.Jobs() == 0 {
 		*q = queueEntry{}
 		e.qfree = append(e.qfree, d.qi)
 		e.lazy.queues = e.lazy.queues[1:]
@@ -179,8 +179,7 @@ func (e *Engine) dropFired(s uint32) {
 	case jobs.StateDelayed:
 		q.Delayed--
 	case jobs.StateReserved:
-		q.Reserved--
-		e.unreserved(j.Queue, s)
+		e.unreserve(j.Queue, s)
 	}
 	j.State = jobs.StateFree // detach has nothing left to undo
 	e.remove(s)

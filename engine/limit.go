@@ -91,12 +91,12 @@ func (e *Engine) limitTimer(ref uint64) {
 	}
 }
 
-// unreserved notes that a reservation of the job in slot s of queue qi
-// ended (the queue's count is already down): its group may be released,
-// and a limited queue's waiters may be served once the operation is done.
-func (e *Engine) unreserved(qi, s uint32) {
+// unreserve ends the reservation of the job in slot s of queue qi: if that
+// may make room (its group was held, or the queue is limited), the queue's
+// waiters are served once the operation is done.
+func (e *Engine) unreserve(qi, s uint32) {
 	q := &e.queues[qi]
-	if freed := q.Order.Unreserve(&e.jobs.Slab, s); (freed || q.Limit != nil) && q.whead != nil {
+	if room := q.Unreserve(&e.jobs.Slab, s); room && q.whead != nil {
 		if !slices.Contains(e.freed, qi) { // a few queues at most: bounded by the queues with waiters
 			e.freed = append(e.freed, qi)
 		}

@@ -162,7 +162,7 @@ func (e *Engine) Del(names [][]byte) (int, uint64, error) {
 			continue
 		}
 		q := &e.queues[qi]
-		if q.Delayed+q.Ready+q.Reserved == 0 {
+		if q.Jobs() == 0 {
 			continue
 		}
 		n++
@@ -192,7 +192,7 @@ func (e *Engine) delQueue(name []byte, at int64) {
 			return
 		}
 	}
-	if q.Delayed+q.Ready+q.Reserved > 0 { // held by a group limit, or not ready
+	if q.Jobs() > 0 { // held by a group limit, or not ready
 		for s := range e.jobs.Len() {
 			if j := e.jobs.At(s); j.State != jobs.StateFree && j.Queue == qi {
 				e.remove(uint32(s))
@@ -212,7 +212,7 @@ func (e *Engine) ExistsCount(names [][]byte) int {
 	n := 0
 	for _, name := range names {
 		if qi, ok := e.queueFor(name, false); ok {
-			if q := &e.queues[qi]; q.Delayed+q.Ready+q.Reserved > 0 {
+			if q := &e.queues[qi]; q.Jobs() > 0 {
 				n++
 			}
 		}

@@ -135,7 +135,7 @@ func (e *Engine) Metrics(n int) Metrics {
 	m.AckTime = e.met.ackTime.snapshot(latencyBoundsMs[:], time.Millisecond)
 	jobs := func(qi uint32) int {
 		q := &e.queues[qi]
-		return q.Delayed + q.Ready + q.Reserved
+		return q.Jobs()
 	}
 	// better says a goes before b: more jobs, then the smaller name, so the
 	// choice is the same on every scrape while nothing changes.
@@ -155,7 +155,7 @@ func (e *Engine) Metrics(n int) Metrics {
 		m.Jobs.Delayed += q.Delayed
 		m.Jobs.Ready += q.Ready
 		m.Jobs.Reserved += q.Reserved
-		if q.Delayed+q.Ready+q.Reserved > 0 {
+		if q.Jobs() > 0 {
 			m.Queues++
 		}
 		switch {

@@ -46,7 +46,7 @@ func (e *Engine) queueFor(name []byte, create bool) (uint32, bool) {
 // nothing behind.
 func (e *Engine) releaseQueue(qi uint32) {
 	q := &e.queues[qi]
-	if !q.live || q.Delayed+q.Ready+q.Reserved > 0 || q.nwait > 0 {
+	if !q.live || q.Jobs() > 0 || q.nwait > 0 {
 		return
 	}
 	delete(e.byName, q.name)
@@ -99,8 +99,7 @@ func (e *Engine) detach(s uint32) {
 		e.unlinkReady(s)
 	case jobs.StateReserved:
 		e.wheel.Remove(s)
-		q.Reserved--
-		e.unreserved(j.Queue, s)
+		e.unreserve(j.Queue, s)
 	}
 	j.State = jobs.StateFree
 }

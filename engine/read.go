@@ -115,7 +115,7 @@ func (e *Engine) Exists(queueName []byte) bool {
 		return false
 	}
 	q := &e.queues[qi]
-	return q.Delayed+q.Ready+q.Reserved > 0
+	return q.Jobs() > 0
 }
 
 // Info is a snapshot for INFO and DBSIZE.
@@ -141,7 +141,7 @@ func (e *Engine) Info() Info {
 		if !q.live {
 			continue
 		}
-		if q.Delayed+q.Ready+q.Reserved > 0 {
+		if q.Jobs() > 0 {
 			in.Queues++
 		}
 		in.Delayed += q.Delayed

@@ -20,6 +20,26 @@ type Queue struct {
 	Added, Deliveries, Redeliveries, Acks, Nacks, Expired, DeadLettered uint64
 }
 
+// Jobs is the queue's jobs in every state: while it is not 0 (or clients
+// wait on it) the engine keeps the queue.
+func (q *Queue) Jobs() int { return q.Delayed + q.Ready + q.Reserved }
+
+// Reserve counts the job in slot s, just taken, as reserved, in the queue
+// and in its group, which it may bring to its GROUPCONCURRENCY. O(1).
+func (q *Queue) Reserve(t *jobs.Slab, s uint32) {
+	q.Reserved++
+	q.Order.Reserve(t, s)
+}
+
+// Unreserve ends the reservation of the job in slot s (acked, handed back,
+// expired or removed). It says whether the queue may have room it did not
+// have: the job's group was held, or the queue has a limit, whose
+// CONCURRENCY may have been reached. O(1).
+func (q *Queue) Unreserve(t *jobs.Slab, s uint32) bool {
+	q.Reserved--
+	return q.Order.Unreserve(t, s) || q.Limit != nil
+}
+
 // CanTake says whether a pop may take a job at now: the queue has a ready
 // job its order lets go and its limit has room. When only the limit's RATE
 // refuses, retryAt is when a token comes back (0 otherwise): the caller
