@@ -220,7 +220,7 @@ func TestClusterFailoverKeepsJobsAndReservations(t *testing.T) {
 	old.Restart()
 	clWait(t, 15*time.Second, fmt.Sprintf("%v following %v", old, leader), func() (bool, string) {
 		r, p := old.role(), old.infoField("replication", "master_port")
-		return r == "slave" && p == strconv.Itoa(leader.port), fmt.Sprintf("role %q master_port %q", r, p)
+		return r == "slave" && p == strconv.Itoa(leader.Port()), fmt.Sprintf("role %q master_port %q", r, p)
 	})
 	cc.waitCaughtUp(t, 15*time.Second, leader, old)
 	if got, err := clGet(old, old.roClient(), "{f}after", "after"); err != nil || got == nil {
@@ -412,7 +412,7 @@ func TestClusterWipedFollowerRejoins(t *testing.T) {
 	victim.spawnAgain(t, "--cluster-join", leader.Addr())
 	var first time.Duration
 	clWait(t, 120*time.Second, fmt.Sprintf("%v (wiped) serving every job to READONLY reads", victim), func() (bool, string) {
-		if err := victim.waitReady(10 * time.Millisecond); err != nil && !strings.Contains(err.Error(), "no reply") {
+		if err := victim.WaitReady(10 * time.Millisecond); err != nil && !strings.Contains(err.Error(), "no reply") {
 			t.Fatalf("%v: %v", victim, err)
 		}
 		total := int64(0)

@@ -31,7 +31,7 @@ var clNodeIDRe = regexp.MustCompile(`^[0-9a-f]{40}$`)
 func clPortOf(cc *clCluster, id any) int {
 	for _, n := range cc.liveNodes() {
 		if v, err := n.do(n.client(), "CLUSTER", "MYID"); err == nil && v == id {
-			return n.port
+			return n.Port()
 		}
 	}
 	return 0
@@ -129,7 +129,7 @@ func TestClusterBasics(t *testing.T) {
 			}
 			var want []string
 			for m, id := range ids {
-				want = append(want, fmt.Sprintf("127.0.0.1:%d/%s", m.port, id))
+				want = append(want, fmt.Sprintf("127.0.0.1:%d/%s", m.Port(), id))
 			}
 			sort.Strings(got)
 			sort.Strings(want)
@@ -204,8 +204,8 @@ func TestClusterBasics(t *testing.T) {
 			t.Errorf("%v: INFO replication connected_slaves:%s, want 2", leader, got)
 		}
 		for _, f := range followers {
-			if got := f.infoField("replication", "master_port"); got != strconv.Itoa(leader.port) {
-				t.Errorf("%v: INFO replication master_port:%s, want %d", f, got, leader.port)
+			if got := f.infoField("replication", "master_port"); got != strconv.Itoa(leader.Port()) {
+				t.Errorf("%v: INFO replication master_port:%s, want %d", f, got, leader.Port())
 			}
 		}
 	})
@@ -397,7 +397,7 @@ func TestClusterMeetForget(t *testing.T) {
 	}
 
 	f := cc.followers(leader)[0]
-	expect(t, f.Client(), "OK", "CLUSTER", "MEET", "127.0.0.1", n4.port) // a follower passes it to the leader
+	expect(t, f.Client(), "OK", "CLUSTER", "MEET", "127.0.0.1", n4.Port()) // a follower passes it to the leader
 	for _, n := range cc.nodes {
 		clWait(t, 10*time.Second, fmt.Sprintf("%v listing 4 nodes", n), func() (bool, string) {
 			lines, err := n.nodesView()
@@ -409,8 +409,8 @@ func TestClusterMeetForget(t *testing.T) {
 		got, err := clGet(n4, n4.roClient(), "{mf}q", "m1")
 		return r == "slave" && got != nil, fmt.Sprintf("role %q, job m1 %v %v", r, got, err)
 	})
-	if got := n4.infoField("replication", "master_port"); got != strconv.Itoa(leader.port) {
-		t.Errorf("%v: master_port %s, want %d", n4, got, leader.port)
+	if got := n4.infoField("replication", "master_port"); got != strconv.Itoa(leader.Port()) {
+		t.Errorf("%v: master_port %s, want %d", n4, got, leader.Port())
 	}
 
 	fc := f.Client()
@@ -420,7 +420,7 @@ func TestClusterMeetForget(t *testing.T) {
 		cmd(errIs("ERR Unknown node "+strings.Repeat("0", 40)), "CLUSTER", "FORGET", strings.Repeat("0", 40)),
 	)
 	// MEET again is a no-op.
-	expect(t, leader.Client(), "OK", "CLUSTER", "MEET", "127.0.0.1", n4.port)
+	expect(t, leader.Client(), "OK", "CLUSTER", "MEET", "127.0.0.1", n4.Port())
 	if lines, err := leader.nodesView(); err != nil || len(lines) != 4 {
 		t.Errorf("%v after a second MEET: %v %v, want 4 nodes", leader, lines, err)
 	}

@@ -74,7 +74,7 @@ func TestDurabilityTornTail(t *testing.T) {
 		if err := os.WriteFile(path, d.damage(b), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		since := len(s.out.String()) // where this start's output begins
+		since := len(s.Output()) // where this start's output begins
 		out, err := durStart(t, s)
 		if err != nil {
 			t.Fatalf("%s: the server did not start: %v\n%s", d.name, err, out)
@@ -83,7 +83,7 @@ func TestDurabilityTornTail(t *testing.T) {
 		// s.out through a pipe copier that may lag the PING: wait for it.
 		for wait := time.Now().Add(5 * time.Second); !strings.Contains(strings.ToLower(out), "torn") && time.Now().Before(wait); {
 			time.Sleep(10 * time.Millisecond)
-			out = s.out.String()[since:]
+			out = s.Output()[since:]
 		}
 		if !strings.Contains(strings.ToLower(out), "torn") {
 			t.Errorf("%s: no warning about a torn tail in the server output:\n%s", d.name, out)
@@ -276,7 +276,7 @@ func TestDurabilityRewriteUnderLoad(t *testing.T) {
 	stop.Store(true)
 	wg.Wait()
 	if errs.Load() > 0 {
-		t.Fatalf("%d producer/consumer errors during the rewrites (server running: %v)", errs.Load(), s.running())
+		t.Fatalf("%d producer/consumer errors during the rewrites (server running: %v)", errs.Load(), s.Running())
 	}
 	durWaitRewriteDone(t, s, 30*time.Second)
 	for _, id := range base {

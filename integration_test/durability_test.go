@@ -29,13 +29,13 @@ import (
 func durDir(t testing.TB, s *server) string {
 	t.Helper()
 	dir := ""
-	for i := 0; i+1 < len(s.args); i++ {
-		if s.args[i] == "--dir" {
-			dir = s.args[i+1]
+	for i := 0; i+1 < len(s.Args); i++ {
+		if s.Args[i] == "--dir" {
+			dir = s.Args[i+1]
 		}
 	}
 	if dir == "" {
-		t.Fatalf("no --dir in the server's arguments %q", s.args)
+		t.Fatalf("no --dir in the server's arguments %q", s.Args)
 	}
 	return dir
 }
@@ -50,21 +50,21 @@ func durAOF(t testing.TB, s *server) string {
 // the error of start and the server output written by this run.
 func durStart(t testing.TB, s *server, extra ...string) (string, error) {
 	t.Helper()
-	if s.running() {
+	if s.Running() {
 		t.Fatalf("durStart: the server still runs")
 	}
-	s.args = append(slices.Clone(s.args), extra...)
-	before := len(s.out.String())
-	err := s.start()
+	s.Args = append(slices.Clone(s.Args), extra...)
+	before := len(s.Output())
+	err := s.Start()
 	if err != nil {
 		// wait for the process to finish writing its output
 		select {
 		case <-s.Exited():
 		case <-time.After(5 * time.Second):
-			s.kill9()
+			s.Kill()
 		}
 	}
-	return s.out.String()[before:], err
+	return s.Output()[before:], err
 }
 
 // durKillUnderLoad lets the clients in wg run for a second, kills the server
@@ -194,7 +194,7 @@ func durWaitRewriteDone(t testing.TB, s *server, limit time.Duration) {
 		if ok && v == "0" {
 			break
 		}
-		if !s.running() {
+		if !s.Running() {
 			t.Fatalf("the server exited (code %d) while a log rewrite was in progress", s.ExitCode())
 		}
 		if time.Now().After(deadline) {
