@@ -228,7 +228,7 @@ func startEnv(t *testing.T, f feature) (*env, error) {
 	srv, err := startServer(t.TempDir(), password)
 	if err != nil {
 		if srv != nil {
-			t.Logf("server output:\n%s", srv.out.String())
+			t.Logf("server output:\n%s", srv.Output())
 		}
 		return nil, err
 	}
