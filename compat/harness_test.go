@@ -2,7 +2,6 @@ package compat
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -49,12 +48,11 @@ func run(m *testing.M) int {
 	if !verbose {
 		redis.SetLogger(quietLogger{})
 	}
-	wd, err := os.Getwd()
-	if err != nil {
+	var err error
+	if moduleRoot, err = testserver.ModuleRoot(); err != nil {
 		fmt.Fprintln(os.Stderr, "compat:", err)
 		return 1
 	}
-	moduleRoot = filepath.Dir(wd)
 	switch target := os.Getenv("DELAYD_COMPAT_TARGET"); {
 	case target == "" || target == "delayd":
 	case filepath.Base(target) == "redis-server":
@@ -82,24 +80,6 @@ func run(m *testing.M) int {
 type quietLogger struct{}
 
 func (quietLogger) Printf(context.Context, string, ...any) {}
-
-// syncBuffer collects a check's notes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
 
 // ports are this package's (integration_test and web/e2e have their own
 // ranges; see testserver's package comment).
@@ -176,7 +156,7 @@ type env struct {
 	addrs    []string  // every node's address (the server's alone)
 	password string    // set for the AUTH check's server
 	tls      *tlsFiles // set for the TLS check's server; addr is its TLS port
-	log      *syncBuffer
+	log      *testserver.Buffer
 }
 
 // restart restarts the check's server.

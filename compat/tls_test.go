@@ -72,7 +72,7 @@ func startTLSEnv(t *testing.T) (*env, error) {
 		return nil, err
 	}
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(tlsPort))
-	return &env{srv: s, addr: addr, addrs: []string{addr}, tls: files, log: &syncBuffer{}}, nil
+	return &env{srv: s, addr: addr, addrs: []string{addr}, tls: files, log: &testserver.Buffer{}}, nil
 }
 
 func goRedisTLS(e *env) error {

@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"net"
@@ -10,12 +9,13 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/delayd/delayd/internal/testserver"
 )
 
 // SPEC "Running it": flags, environment, config file, their precedence, and
@@ -196,24 +196,6 @@ func TestRestartKeepsPort(t *testing.T) {
 	expect(t, s.Client(), "PONG", "PING")
 }
 
-// syncBuffer collects a process's stdout and stderr.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
-
 // runToExit runs the binary with args and env and waits (up to 10 s) for it
 // to exit on its own; it returns the exit code and the output.
 func runToExit(t *testing.T, env []string, args ...string) (int, string) {
@@ -221,7 +203,7 @@ func runToExit(t *testing.T, env []string, args ...string) (int, string) {
 	cmd := exec.Command(binPath, args...)
 	cmd.Dir = t.TempDir()
 	cmd.Env = append(cleanEnv(), env...)
-	out := &syncBuffer{}
+	out := &testserver.Buffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -37,7 +37,7 @@ type Server struct {
 	ReadyWithin time.Duration
 
 	port int
-	out  output
+	out  Buffer
 
 	mu       sync.Mutex
 	cmd      *exec.Cmd
@@ -51,19 +51,20 @@ func New(bin string, port int, dir string, args ...string) *Server {
 	return &Server{Bin: bin, Args: args, Dir: dir, port: port}
 }
 
-// output collects the process's stdout and stderr, over all its runs.
-type output struct {
+// Buffer collects a process's output: exec copies stdout and stderr from
+// goroutines of its own while the test reads what came so far.
+type Buffer struct {
 	mu sync.Mutex
 	b  bytes.Buffer
 }
 
-func (o *output) Write(p []byte) (int, error) {
+func (o *Buffer) Write(p []byte) (int, error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return o.b.Write(p)
 }
 
-func (o *output) String() string {
+func (o *Buffer) String() string {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return o.b.String()
