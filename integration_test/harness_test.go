@@ -7,7 +7,9 @@
 // 127.0.0.1 and in its own temp dir, so the tests run in parallel and never
 // share state. The server's output is shown only when the test fails, or
 // always with DELAYD_IT_VERBOSE=1; a server that ignores SIGTERM gets SIGQUIT
-// first, so its goroutine dump is in that output.
+// first, so its goroutine dump is in that output. internal/testserver does
+// the building, starting and stopping, as for compat and web/e2e; this file
+// adds the test-bound wrappers, go-redis clients and redis-cli.
 //
 // The tests follow SPEC.md section by section; most read as a chain of
 // command -> expected reply (see expect and chain in helpers_test.go).
