@@ -8,12 +8,15 @@ import (
 	"sync"
 )
 
+// Range is the ports from First to Last, both included.
+type Range struct{ First, Last int }
+
 // The port ranges of the packages that use this one; each takes its ports
 // from its own (see the package comment).
 var (
-	E2EPorts         = [2]int{16384, 19999}
-	CompatPorts      = [2]int{20000, 26383}
-	IntegrationPorts = [2]int{26384, 32767}
+	E2EPorts         = Range{16384, 19999}
+	CompatPorts      = Range{20000, 26383}
+	IntegrationPorts = Range{26384, 32767}
 )
 
 // Ports hands out free ports of one range, each at most once in the life
@@ -40,9 +43,9 @@ type Ports struct {
 	handed map[int]bool
 }
 
-// NewPorts returns the ports of r, a [first, last] range.
-func NewPorts(r [2]int) *Ports {
-	return &Ports{first: r[0], last: r[1], handed: map[int]bool{}}
+// NewPorts returns the ports of r.
+func NewPorts(r Range) *Ports {
+	return &Ports{first: r.First, last: r.Last, handed: map[int]bool{}}
 }
 
 // Take returns a port of the range that is free on ip now and was never

@@ -10,7 +10,7 @@ import (
 
 // Ports never hands a port out twice and stays in its range.
 func TestPortsOnceInRange(t *testing.T) {
-	p := NewPorts([2]int{40100, 40109}) // ten ports; some may be busy on this machine
+	p := NewPorts(Range{40100, 40109}) // ten ports; some may be busy on this machine
 	seen := map[int]bool{}
 	for {
 		port, err := p.Local()

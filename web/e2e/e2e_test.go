@@ -121,14 +121,14 @@ func startServer(t *testing.T, extra ...string) *server {
 	})
 }
 
-// startNode starts the binary on free ports (RESP, HTTP, and more more)
-// with the common flags plus what flags returns for the more ports, and
-// waits for PING and then /readyz.
-func startNode(t *testing.T, more int, flags func(more []int) []string) *server {
+// startNode starts the binary on free ports, RESP and HTTP and extra ones
+// (a cluster node's bus), with the common flags plus what flags returns for
+// the extra ports, and waits for PING and then /readyz.
+func startNode(t *testing.T, extra int, flags func(extra []int) []string) *server {
 	t.Helper()
 	bin := buildBinary(t)
 	dir := t.TempDir()
-	s, err := testserver.StartFresh(ports, 2+more, func(p []int) *server {
+	s, err := testserver.StartFresh(ports, 2+extra, func(p []int) *server {
 		port, hport := p[0], p[1]
 		args := []string{"--bind", "127.0.0.1", "--port", strconv.Itoa(port),
 			"--http-addr", fmt.Sprintf("127.0.0.1:%d", hport), "--dir", dir,
