@@ -12,7 +12,7 @@ import (
 // ring iff it has ready jobs and its group is not held, and a ring's bit
 // is set while it has a lane; a group counts its reserved jobs and is held
 // iff it is at the GROUPCONCURRENCY limit. O(jobs + lanes). For tests: the
-// engine's check every ready job is in the order once.
+// engine's tests check that every ready job is in the order once.
 func (r *Order) Check(t *jobs.Slab, held []uint32) error {
 	x := r.x
 	if x == nil {

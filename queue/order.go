@@ -36,8 +36,8 @@ import (
 // Groups and lanes are records in per-queue tables, freed when they hold no
 // job in any state (delayed and reserved jobs keep their lane, which says
 // where they go when they become ready again). A job's lane index is
-// job.lane. When only lane 0 remains and no group limit is set, the queue
-// drops back to the plain list.
+// jobs.Job.Lane. When only lane 0 remains and no group limit is set, the
+// queue drops back to the plain list.
 
 // nprio is the number of priorities: PRIORITY 0 to 9.
 const nprio = 10
@@ -166,7 +166,7 @@ func (r *Order) Last() uint32 {
 
 // OldestDue returns the due time of the oldest head of the ready order, and
 // whether there is a ready job: the head of a plain list, or the oldest
-// of the lanes' heads, O(lanes) (the engine's queue latency, latency.go).
+// of the lanes' heads, O(lanes) (the engine's queue latency).
 func (r *Order) OldestDue(t *jobs.Slab) (int64, bool) {
 	if r.x == nil {
 		if r.head == 0 {

@@ -7,10 +7,10 @@ import "github.com/delayd/delayd/jobs"
 // it in the entry it keeps per queue, with what is the engine's (the name,
 // the waiters, the watch, the push run).
 //
-// The counts are the engine's to keep: it moves jobs between the wheel,
-// the ready order and reservations, and says so here. The Order and the
-// limit are this package's: the methods below are the only way a job is
-// taken.
+// Delayed, Ready and the counters are the engine's to keep: it moves jobs
+// between the wheel and the ready order, and says so here. Reserved moves
+// with the group's count (Reserve, Unreserve), and a take goes through
+// CanTake and Take, which apply the limit.
 type Queue struct {
 	Order                    Order // its ready jobs, in pop order
 	Delayed, Ready, Reserved int
