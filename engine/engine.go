@@ -10,6 +10,7 @@ import (
 
 	"github.com/delayd/delayd/aof"
 	"github.com/delayd/delayd/jobs"
+	"github.com/delayd/delayd/queue"
 	"github.com/delayd/delayd/wheel"
 )
 
@@ -115,21 +116,18 @@ func (o *Options) Validate() error {
 	return nil
 }
 
-// queue is a named ready list plus the clients blocked on it. It exists while
-// it holds a job in any state or a waiter; then it is freed.
-type queue struct {
-	name                     string
-	rd                       readyOrder // its ready jobs, in pop order (ready.go)
-	delayed, ready, reserved int
-	whead, wtail             *waitLink
-	nwait                    int
-	live                     bool
-	watch                    *watch       // non-nil while the name is watched or tracked (watch.go)
-	limit                    *limit       // non-nil while the name has a DELAY.LIMIT (limit.go)
-	bytes                    int64        // arena bytes of its jobs' ids and payloads (MEMORY USAGE)
-	run                      jobs.PushRun // the server ids of its list-pushed jobs (jobs/pushrun.go)
-	// Counters for DELAY.STATS; like the queue, they go when it empties.
-	added, deliveries, redeliveries, acks, nacks, expired, deadLettered uint64
+// queueEntry is a queue as the engine holds it: the queue's own state (its
+// ready order, counts, limit and counters: package queue), plus the name,
+// the clients blocked on it, its watch and its push run. It exists while it
+// holds a job in any state or a waiter; then it is freed.
+type queueEntry struct {
+	queue.Queue
+	name         string
+	whead, wtail *waitLink
+	nwait        int
+	live         bool
+	watch        *watch       // non-nil while the name is watched or tracked (watch.go)
+	run          jobs.PushRun // the server ids of its list-pushed jobs (jobs/pushrun.go)
 }
 
 // Engine owns every job and queue. See the package doc for the locking story.
@@ -176,12 +174,16 @@ type core struct {
 
 	mutex sync.Mutex // guards everything below; reached through Engine.mu
 
-	wheel   *wheel.Wheel
-	tm      timers     // the clocks that are not jobs (timers.go)
-	ident   identState // UNIQUE and DEBOUNCE options, tombstones (unique.go)
-	flow    flow       // DELAY.LIMIT's limits by queue name (limit.go)
+	wheel  *wheel.Wheel
+	tm     timers       // the clocks that are not jobs (timers.go)
+	ident  identState   // UNIQUE and DEBOUNCE options, tombstones (unique.go)
+	limits queue.Limits // DELAY.LIMIT's limits and DELAY.PAUSE's pauses by queue name (limit.go)
+	// freed lists queues whose waiters may be served because a reservation
+	// ended; served at the end of the operation that ended it (serveFreed),
+	// not in the middle of it.
+	freed   []uint32
 	jobs    jobs.Table // every job: records, ids and payloads, the id index, side tables
-	queues  []queue
+	queues  []queueEntry
 	byName  map[string]uint32
 	lastQ   uint32 // queueFor's last find, +1 (0: none)
 	qfree   []uint32
@@ -585,7 +587,7 @@ func (e *Engine) advanceLocked(now int64) {
 		}
 		switch j.State {
 		case jobs.StateDelayed:
-			q.delayed--
+			q.Delayed--
 			e.stats.Fired++
 			e.pushReady(h, false)
 			if q.whead != nil && (len(e.toServe) == 0 || e.toServe[len(e.toServe)-1] != j.Queue) {
@@ -593,9 +595,8 @@ func (e *Engine) advanceLocked(now int64) {
 			}
 		case jobs.StateReserved:
 			// Like an operation in Kafka's purgatory whose timeout passed.
-			q.reserved--
-			e.unreserved(j.Queue, h)
-			q.expired++
+			e.unreserve(j.Queue, h)
+			q.Expired++
 			j.State = jobs.StateFree // the wheel already let go of it
 			e.stats.Expired++
 			e.setReason(h, reasonAckTimeout)

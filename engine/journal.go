@@ -825,7 +825,7 @@ func (e *Engine) Rewrite() error {
 		if !e.queues[qi].live {
 			continue // being freed (lazyfree.go): its DEL is logged
 		}
-		e.queues[qi].rd.each(&e.jobs.Slab, func(s uint32) bool {
+		e.queues[qi].Order.Each(&e.jobs.Slab, func(s uint32) bool {
 			plan = append(plan, entry{s, true})
 			return true
 		})

@@ -33,7 +33,7 @@ func dump(e *Engine) string {
 		qi := e.byName[name]
 		q := &e.queues[qi]
 		fmt.Fprintf(&sb, "%s: ready", name)
-		q.rd.each(&e.jobs.Slab, func(s uint32) bool {
+		q.Order.Each(&e.jobs.Slab, func(s uint32) bool {
 			j := e.jobs.At(s)
 			fmt.Fprintf(&sb, " %s=%s/%d", e.jobs.ID(j, &buf), e.jobs.Payload(j), j.Deliveries)
 			if g, p := e.laneOf(s); g != nil || p != 0 {

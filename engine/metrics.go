@@ -135,7 +135,7 @@ func (e *Engine) Metrics(n int) Metrics {
 	m.AckTime = e.met.ackTime.snapshot(latencyBoundsMs[:], time.Millisecond)
 	jobs := func(qi uint32) int {
 		q := &e.queues[qi]
-		return q.delayed + q.ready + q.reserved
+		return q.Jobs()
 	}
 	// better says a goes before b: more jobs, then the smaller name, so the
 	// choice is the same on every scrape while nothing changes.
@@ -152,10 +152,10 @@ func (e *Engine) Metrics(n int) Metrics {
 			continue
 		}
 		qi := uint32(i)
-		m.Jobs.Delayed += q.delayed
-		m.Jobs.Ready += q.ready
-		m.Jobs.Reserved += q.reserved
-		if q.delayed+q.ready+q.reserved > 0 {
+		m.Jobs.Delayed += q.Delayed
+		m.Jobs.Ready += q.Ready
+		m.Jobs.Reserved += q.Reserved
+		if q.Jobs() > 0 {
 			m.Queues++
 		}
 		switch {
@@ -206,7 +206,7 @@ func (e *Engine) Metrics(n int) Metrics {
 		inTop[qi] = true
 	}
 	for i := range e.queues {
-		if q := &e.queues[i]; q.live && q.ready > 0 && !inTop[uint32(i)] {
+		if q := &e.queues[i]; q.live && q.Ready > 0 && !inTop[uint32(i)] {
 			m.OtherLatency = max(m.OtherLatency, e.latency(uint32(i), now))
 		}
 	}
@@ -214,10 +214,10 @@ func (e *Engine) Metrics(n int) Metrics {
 }
 
 // stats are a queue's counts as DELAY.STATS shows them.
-func (q *queue) stats() QueueStats {
-	return QueueStats{Delayed: q.delayed, Ready: q.ready, Reserved: q.reserved, Added: q.added,
-		Deliveries: q.deliveries, Redeliveries: q.redeliveries, Acks: q.acks, Nacks: q.nacks,
-		Expired: q.expired, DeadLettered: q.deadLettered}
+func (q *queueEntry) stats() QueueStats {
+	return QueueStats{Delayed: q.Delayed, Ready: q.Ready, Reserved: q.Reserved, Added: q.Added,
+		Deliveries: q.Deliveries, Redeliveries: q.Redeliveries, Acks: q.Acks, Nacks: q.Nacks,
+		Expired: q.Expired, DeadLettered: q.DeadLettered}
 }
 
 // LogMetrics is what /metrics shows of the append-only log.

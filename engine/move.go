@@ -132,7 +132,7 @@ func (e *Engine) relocate(s uint32, r *rec) uint32 {
 	oldID := e.jobs.ID(j, &buf)
 	if from != to || !bytes.Equal(oldID, newID) {
 		e.jobs.Delete(&e.queues[from].run, s, oldID)
-		e.queues[from].bytes -= jobs.DataSize(j)
+		e.queues[from].Bytes -= jobs.DataSize(j)
 		if !bytes.Equal(oldID, newID) {
 			payload := append([]byte(nil), e.jobs.Payload(j)...)
 			e.jobs.Arena.Free(j.Data, int(j.IDLen)+int(j.Plen()))
@@ -141,10 +141,10 @@ func (e *Engine) relocate(s uint32, r *rec) uint32 {
 			e.lastSID = max(e.lastSID, r.dsid)
 		}
 		grp, prio := e.laneOf(s)
-		e.queues[from].rd.leave(&e.jobs.Slab, s) // the job keeps its group and priority in dst
+		e.queues[from].Order.Leave(&e.jobs.Slab, s) // the job keeps its group and priority in dst
 		j.Queue = to
-		e.joinLane(to, s, grp, prio)
-		e.queues[to].bytes += jobs.DataSize(j)
+		e.queues[to].Join(&e.jobs.Slab, s, grp, prio)
+		e.queues[to].Bytes += jobs.DataSize(j)
 		e.jobs.Insert(s, newID)
 	}
 	j.Seq = r.seq
@@ -184,7 +184,7 @@ func (e *Engine) Rem(name []byte, count int64, payload []byte) (int, uint64, err
 	}
 	// The matches in pop order (LRANGE's), then taken from the end asked.
 	var match []uint32
-	e.queues[qi].rd.each(&e.jobs.Slab, func(s uint32) bool {
+	e.queues[qi].Order.Each(&e.jobs.Slab, func(s uint32) bool {
 		if bytes.Equal(e.jobs.Payload(e.jobs.At(s)), payload) {
 			match = append(match, s)
 			return fromTail || limit == 0 || int64(len(match)) < limit

@@ -225,10 +225,10 @@ func (e *Engine) take(s uint32, plain bool, to *Scratch, up int64) Delivery {
 	j.Deliveries++
 	e.stats.Delivered++
 	q := &e.queues[j.Queue]
-	q.deliveries++
+	q.Deliveries++
 	if j.Deliveries > 1 {
 		e.stats.Redelivered++
-		q.redeliveries++
+		q.Redeliveries++
 	}
 	e.observeLateness(j)
 	d := Delivery{

@@ -342,7 +342,7 @@ func (e *Engine) eachJob(fn func(s uint32, flags byte, deadline int64)) {
 		if !e.queues[qi].live {
 			continue // being freed (lazyfree.go)
 		}
-		e.queues[qi].rd.each(&e.jobs.Slab, func(s uint32) bool {
+		e.queues[qi].Order.Each(&e.jobs.Slab, func(s uint32) bool {
 			fn(s, flagReady, 0)
 			return true
 		})

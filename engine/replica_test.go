@@ -228,8 +228,8 @@ func replDump(e *Engine) string {
 	for _, name := range names {
 		qi := e.byName[name]
 		q := &e.queues[qi]
-		fmt.Fprintf(&sb, "%s: %d delayed %d ready %d reserved\n", name, q.delayed, q.ready, q.reserved)
-		q.rd.each(&e.jobs.Slab, func(s uint32) bool {
+		fmt.Fprintf(&sb, "%s: %d delayed %d ready %d reserved\n", name, q.Delayed, q.Ready, q.Reserved)
+		q.Order.Each(&e.jobs.Slab, func(s uint32) bool {
 			job(s)
 			return true
 		})

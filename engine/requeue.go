@@ -136,7 +136,7 @@ func (e *Engine) RequeueDead(name, id, to []byte) (int, uint64, error) {
 			slots = append(slots, s)
 		}
 	} else {
-		e.queues[qi].rd.each(&e.jobs.Slab, func(s uint32) bool {
+		e.queues[qi].Order.Each(&e.jobs.Slab, func(s uint32) bool {
 			slots = append(slots, s)
 			return true
 		})

@@ -367,7 +367,7 @@ func (e *Engine) schedChanged(name string) {
 		return
 	}
 	if w := e.watches[name]; w != nil || e.trackAll {
-		e.changed(&queue{name: name, watch: w})
+		e.changed(&queueEntry{name: name, watch: w})
 	}
 }
 
