@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/delayd/delayd/aof"
+	"github.com/delayd/delayd/journal"
 )
 
 // dump renders the whole state that replay must reproduce: per queue, the
@@ -310,7 +311,7 @@ func TestFailedWriteIsNotApplied(t *testing.T) {
 		fs := aof.NewMemFS()
 		e := mustNew(t, logged(fs, FsyncEverySec))
 		addAt(t, e, "q", 0, "kept", "k")
-		e.WaitDurable(e.j.ticket)
+		e.WaitDurable(e.journal.Ticket())
 		_, w, _ := e.PopOrWait([][]byte{b("other")}, PopDelay) // a blocked client survives the reload
 
 		fs.Inject(aof.Fault{Op: aof.OpWrite, Path: "/data/" + LogFile}) // one write fails (disk full)
@@ -329,7 +330,7 @@ func TestFailedWriteIsNotApplied(t *testing.T) {
 		}
 		// The disk recovered: after a probe writes go on, and the blocked
 		// client still gets served.
-		sleep(probeEvery)
+		sleep(journal.ProbeEvery)
 		res, err = e.Add(AddArgs{Queue: b("other"), ID: b("next"), Payload: b("y")})
 		if err != nil || e.WaitDurable(res.Ticket) != nil {
 			t.Fatalf("write after recovery: %v", err)
@@ -356,7 +357,7 @@ func TestFailedFsyncRefusesWritesButServesPops(t *testing.T) {
 		e := mustNew(t, logged(fs, FsyncAlways))
 		defer e.Close()
 		add(t, e, "q", 0, "ready")
-		e.WaitDurable(e.j.ticket)
+		e.WaitDurable(e.journal.Ticket())
 		fs.Inject(aof.Fault{Op: aof.OpSync, Path: "/data/" + LogFile, Sticky: true})
 		res, _ := e.Add(AddArgs{Queue: b("q"), Payload: b("x")})
 		if err := e.WaitDurable(res.Ticket); !errors.Is(err, ErrLog) {
@@ -381,14 +382,7 @@ func TestRewriteUnderWritesKeepsState(t *testing.T) {
 		var ids []string
 		e := mustNew(t, exact(fs, FsyncEverySec))
 		churn(t, e, rng, 3000, &ids)
-		logSize := func() (size, base int64) {
-			e.j.wmu.Lock()
-			size = e.j.log.Size()
-			e.j.wmu.Unlock()
-			e.j.dmu.Lock()
-			defer e.j.dmu.Unlock()
-			return size, e.j.baseSize
-		}
+		logSize := e.journal.Sizes
 		sizeBefore, _ := logSize()
 		if err := e.Rewrite(); err != nil {
 			t.Fatal(err)
@@ -452,7 +446,7 @@ func TestFailedWriteAbandonsRewrite(t *testing.T) {
 		for i := range 2000 {
 			add(t, e, "q", 60_000, fmt.Sprint(i))
 		}
-		e.WaitDurable(e.j.ticket)
+		e.WaitDurable(e.journal.Ticket())
 		before := dump(e)
 		if err := e.Rewrite(); err != nil {
 			t.Fatal(err)

@@ -232,9 +232,10 @@ func (e *Engine) LogMetrics() LogMetrics {
 	if j.path == "" {
 		return LogMetrics{}
 	}
-	j.dmu.Lock()
-	defer j.dmu.Unlock()
-	return LogMetrics{On: true, Size: j.size, Rewrites: j.rewrites,
+	in := e.journal.Info()
+	j.fmu.Lock()
+	defer j.fmu.Unlock()
+	return LogMetrics{On: true, Size: in.Size, Rewrites: in.Rewrites,
 		Fsync: j.fsyncs.snapshot(fsyncBoundsUs[:], time.Microsecond)}
 }
 

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"cmp"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
@@ -444,3 +445,12 @@ func workload(t *testing.T, g *group, ln *node) {
 // batches holds exactly the leader's jobs after every step of a workload
 // with every kind of write, time moving, reservations expiring and dead
 // letters.
+
+// eachRecord calls fn for each length-prefixed record in buf.
+func eachRecord(buf []byte, fn func([]byte)) {
+	for len(buf) > 0 {
+		n, k := binary.Uvarint(buf)
+		fn(buf[k : k+int(n)])
+		buf = buf[k+int(n):]
+	}
+}
