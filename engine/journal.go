@@ -238,21 +238,42 @@ func (e *Engine) resetState() {
 	e.txServe = e.txServe[:0]
 }
 
-// beginWrite starts a write op, with mu held: it refuses when writes are
-// refused, and advances the wheel to now first, as replay does before it
-// applies a record, so that live and replayed orders agree.
-func (e *Engine) beginWrite() (int64, error) { return e.beginWriteAt(0) }
-
-// beginWriteAt is beginWrite at a time its caller read when the command
-// arrived (a Mono reading, as AddArgs.Mono; 0: read the clock): clockAt.
-func (e *Engine) beginWriteAt(at time.Duration) (int64, error) {
-	if err := e.writable(); err != nil {
-		return 0, err
-	}
-	now, _ := e.clockAt(at)
-	e.advanceLocked(now)
-	return now, nil
+// writing is a write operation under way: the one path every write
+// takes. begin takes the lock, refuses the write if writes are refused,
+// reads the clock once and advances the wheel to it, as replay does before
+// it applies a record, so that live and replayed orders agree; end lets
+// the lock go. A value on the caller's stack, with a deferred end: no
+// closure, no allocation.
+//
+//	wr, err := e.begin(at)
+//	if err != nil {
+//		return err
+//	}
+//	defer wr.end()
+type writing struct {
+	e *Engine
+	// now is the operation's time, which its records carry; up is now
+	// rounded up to a whole millisecond, what relative times add to
+	// (laterMs).
+	now, up int64
 }
+
+// begin starts a write at at, a Mono reading its caller took when the
+// command arrived (0: read the clock now; see clockAt). On an error the
+// lock is not held.
+func (e *Engine) begin(at time.Duration) (writing, error) {
+	e.mu.Lock()
+	if err := e.writable(); err != nil {
+		e.mu.Unlock()
+		return writing{}, err
+	}
+	now, up := e.clockAt(at)
+	e.advanceLocked(now)
+	return writing{e, now, up}, nil
+}
+
+// end ends the write begun by begin.
+func (w writing) end() { w.e.mu.Unlock() }
 
 // writable says whether a write may be applied now. Called with mu held.
 func (e *Engine) writable() error {
