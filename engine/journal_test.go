@@ -8,7 +8,6 @@ import (
 	"os"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -278,32 +277,6 @@ func (fs slowSyncFS) OpenFile(name string, flag int, perm os.FileMode) (aof.File
 func (f slowSyncFile) Sync() error {
 	time.Sleep(time.Millisecond)
 	return f.File.Sync()
-}
-
-func TestGroupCommitSharesFsyncs(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		fs := aof.NewMemFS()
-		e := mustNew(t, logged(slowSyncFS{fs}, FsyncAlways))
-		defer e.Close()
-		before := fs.SyncCount("/data/" + LogFile)
-		// 100 writers at once, each waiting for its own write to be on disk,
-		// as 100 connections under appendfsync always do.
-		var wg sync.WaitGroup
-		for i := range 100 {
-			wg.Go(func() {
-				res, err := e.Add(AddArgs{Queue: b("q"), Delay: 1000, Payload: []byte(fmt.Sprint(i))})
-				if err != nil || e.WaitDurable(res.Ticket) != nil {
-					t.Error("write failed", err)
-				}
-			})
-		}
-		wg.Wait()
-		if n := fs.SyncCount("/data/"+LogFile) - before; n < 1 || n > 3 {
-			t.Fatalf("%d fsyncs for 100 concurrent writes, want them shared (1 to 3)", n)
-		} else {
-			t.Logf("%d fsyncs for 100 concurrent writes", n)
-		}
-	})
 }
 
 func TestFailedWriteIsNotApplied(t *testing.T) {
