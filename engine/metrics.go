@@ -8,7 +8,7 @@ import (
 // Numbers for /metrics and INFO lateness. The hot paths only count: a pop
 // adds its lateness and an ACK its ack time to fixed buckets under the lock
 // they already hold (a few compares and two adds), an fsync its duration
-// under the lock syncLog already takes. Everything else is read at scrape
+// under a lock of its own (journal.Env.Fsynced). Everything else is read at scrape
 // time, O(queues) under the lock, as INFO already is.
 
 // latencyBoundsMs are the upper bounds, in ms, of the lateness and ack-time
