@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
-	"strconv"
 	"sync"
 	"time"
 
@@ -627,47 +626,8 @@ func (e *Engine) Rewrite() error {
 
 // Persistence returns the INFO persistence fields.
 func (e *Engine) Persistence() [][2]string {
-	j := &e.j
-	if j.path == "" {
+	if e.j.path == "" {
 		return [][2]string{{"loading", "0"}, {"async_loading", "0"}, {"aof_enabled", "0"}}
 	}
-	in := e.journal.Info()
-	b := func(v bool) string {
-		if v {
-			return "1"
-		}
-		return "0"
-	}
-	status := func(err error) string {
-		if err != nil {
-			return "err"
-		}
-		return "ok"
-	}
-	lastFsync := "0"
-	if !in.LastFsync.IsZero() {
-		lastFsync = strconv.FormatInt(in.LastFsync.Unix(), 10)
-	}
-	errText := ""
-	if in.LastErr != nil {
-		errText = in.LastErr.Error()
-	}
-	return [][2]string{
-		{"loading", "0"},
-		{"async_loading", "0"},
-		{"aof_enabled", "1"},
-		{"aof_filename", j.path},
-		{"aof_fsync", e.opts.Fsync},
-		{"aof_current_size", strconv.FormatInt(in.Size, 10)},
-		{"aof_base_size", strconv.FormatInt(in.BaseSize, 10)},
-		{"aof_replayed_records", strconv.Itoa(j.replayed)},
-		{"aof_rewrite_in_progress", b(in.Rewriting)},
-		{"aof_last_rewrite_time_sec", strconv.FormatInt(int64(in.RewriteTook.Seconds()), 10)},
-		{"aof_last_bgrewrite_status", status(in.RewriteErr)},
-		{"aof_last_fsync_unix", lastFsync},
-		{"aof_last_fsync_us", strconv.FormatInt(in.LastFsyncTook.Microseconds(), 10)},
-		{"aof_delayed_fsync", strconv.FormatUint(in.DelayedFsync, 10)},
-		{"aof_last_write_status", status(in.Broken)},
-		{"aof_last_error", errText},
-	}
+	return e.journal.Persistence(e.j.replayed)
 }

@@ -196,33 +196,3 @@ func (j *Journal) noteDelayedFsync(start int64) {
 			Msg("background fsync is taking too long (disk is busy?): writing without waiting for it")
 	}
 }
-
-// Info is what INFO persistence and /metrics show of the journal.
-type Info struct {
-	Size          int64 // the log's size after the last write
-	BaseSize      int64 // after the last rewrite (or at start)
-	Rewriting     bool
-	Broken        error // refusing writes
-	LastErr       error
-	LastFsync     time.Time
-	LastFsyncTook time.Duration
-	DelayedFsync  uint64 // writes made while a background fsync had run over 2 s
-	LastRewrite   time.Time
-	RewriteTook   time.Duration
-	RewriteErr    error
-	Rewrites      uint64 // finished since start
-	delayedAt     time.Time
-}
-
-// Info returns a copy of the journal's figures.
-func (j *Journal) Info() Info {
-	j.mu.Lock()
-	rewriting := j.rewriting
-	j.mu.Unlock()
-	j.dmu.Lock()
-	in := j.info
-	in.LastErr = j.lastErr
-	j.dmu.Unlock()
-	in.Rewriting, in.Broken = rewriting, j.Err()
-	return in
-}
