@@ -482,7 +482,7 @@ func (e *Engine) WaitDurable(ticket uint64) error {
 		return nil
 	}
 	if e.mu.held {
-		return ErrInTransaction // the flusher needs the lock this handle holds
+		return ErrInTransaction // writing the batch inline, a failure's reload needs the lock this handle holds
 	}
 	err := e.journal.WaitDurable(ticket)
 	if traceOn {
