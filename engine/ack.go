@@ -154,12 +154,12 @@ func (e *Engine) reserved(queueName, id []byte) (uint32, bool) {
 
 // Ack deletes reserved jobs and returns how many there were. O(1) per id.
 func (e *Engine) Ack(queueName []byte, ids [][]byte) (int, uint64, error) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	now, err := e.beginWrite()
+	wr, err := e.begin(0)
 	if err != nil {
 		return 0, 0, err
 	}
+	defer wr.end()
+	now := wr.now
 	var ticket uint64
 	n := 0
 	for _, id := range ids {
@@ -191,12 +191,12 @@ func (e *Engine) NackReason(queueName, id []byte, delay int64, reason []byte) (b
 	if len(reason) > MaxReason {
 		return false, 0, ErrReasonTooLong
 	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	now, err := e.beginWrite()
+	wr, err := e.begin(0)
 	if err != nil {
 		return false, 0, err
 	}
+	defer wr.end()
+	now := wr.now
 	s, ok := e.reserved(queueName, id)
 	if !ok {
 		return false, 0, nil
@@ -234,11 +234,11 @@ func (e *Engine) addRecOf(s uint32, flags byte) *rec {
 
 // Touch starts a reserved job's ack deadline again, from now. O(1).
 func (e *Engine) Touch(queueName, id []byte) (bool, uint64, error) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if _, err := e.beginWrite(); err != nil {
+	wr, err := e.begin(0)
+	if err != nil {
 		return false, 0, err
 	}
+	defer wr.end()
 	s, ok := e.reserved(queueName, id)
 	if !ok {
 		return false, 0, nil

@@ -64,13 +64,12 @@ func (e *Engine) Add(a AddArgs) (AddResult, error) {
 	if len(a.Queue) > MaxKey || len(a.DeadLetter) > MaxKey {
 		return AddResult{}, ErrKeyTooLong
 	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if err := e.writable(); err != nil {
+	wr, err := e.begin(a.Mono)
+	if err != nil {
 		return AddResult{}, err
 	}
-	now, up := e.clockAt(a.Mono)
-	e.advanceLocked(now) // as replay does before applying the record
+	defer wr.end()
+	now, up := wr.now, wr.up
 	r := rec{op: opAdd, time: now, queue: a.Queue, id: a.ID, due: a.Due, payload: a.Payload,
 		ackTimeout: a.AckTimeout, retry: a.Retry, deadLetter: a.DeadLetter,
 		uniqueTTL: a.Unique, group: a.Group, priority: a.Priority}

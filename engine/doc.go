@@ -1,7 +1,8 @@
 // Package engine owns every job of delayd: it holds the jobs (package jobs)
 // and the queues (package queue) under one lock, the clients blocked in
 // pops, and the timer that drives the timing wheel. Commands call it; it
-// calls the leaves, the wheel and, for durability, the log.
+// calls the leaves, the wheel and, for durability, the journal (package
+// journal), whose steps its goroutines drive.
 //
 // # Model
 //
@@ -61,6 +62,13 @@
 // busy process, which reads the timerfd late, each command's end checks the
 // deadline (Overdue).
 //
+// Every write takes one path: begin takes the lock, refuses the write if
+// writes are refused, and moves the wheel to the operation's time; its
+// records go to the journal (logRec) under the lock, in apply order; end
+// lets the lock go; the caller waits for the last record's ticket
+// (WaitDurable) before it replies. The journal has its own lock, taken
+// inside Engine.mu for O(1) per record and never the other way round.
+//
 // A transaction (Atomic) holds the mutex for all of its operations: an
 // Engine is a handle on the state, and the handle Atomic passes on skips
 // the lock its methods would take (engineLock), so every public method runs
@@ -78,9 +86,9 @@
 // # Replication
 //
 // In cluster mode (Options.Replicator) the engine is a leader or a follower
-// (replica.go). The leader applies writes as above and proposes each
-// group-commit batch of records instead of writing it to a log; a reply
-// waits until its batch commits. A follower applies committed batches as
+// (replica.go). The leader applies writes as above and the journal
+// proposes each group-commit batch of records instead of writing it to a
+// log; a reply waits until its batch commits. A follower applies committed batches as
 // replay applies the log, so its time is the leader's time in the records:
 // its own clock never moves a job, and it refuses writes and pops. The
 // leader logs the time its wheel advances to, so followers fire exactly

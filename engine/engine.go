@@ -10,6 +10,7 @@ import (
 
 	"github.com/delayd/delayd/aof"
 	"github.com/delayd/delayd/jobs"
+	"github.com/delayd/delayd/journal"
 	"github.com/delayd/delayd/queue"
 	"github.com/delayd/delayd/wheel"
 )
@@ -220,14 +221,16 @@ type core struct {
 	// start is read from the monotonic clock alone (elapsed).
 	monoOnly bool
 
-	j    journal   // the append-only log, when on
-	repl replState // cluster mode (replica.go)
+	j       logState         // replay's state and the record buffers (journal.go)
+	journal *journal.Journal // the log: the file, or the Replicator in cluster mode; nil when off
+	repl    replState        // cluster mode's role and clock (replica.go)
 
 	wake    chan struct{}
 	fine    *fineTimer    // Options.FineTimer's timerfd, or nil
 	quit    chan struct{} // stops the timer goroutine
 	done    chan struct{}
 	logQuit chan struct{} // stops the flusher
+	logDone chan struct{} // closed when the flusher (or, in cluster mode, the committer) is done
 }
 
 // Stats are counters since start.
@@ -273,18 +276,14 @@ func New(opts Options) (*Engine, error) {
 		quit:      make(chan struct{}),
 		done:      make(chan struct{}),
 		logQuit:   make(chan struct{}),
+		logDone:   make(chan struct{}),
 	}}
 	e.mu.m = &e.core.mutex
 	e.jobs.Init()
 	e.repl.now.Store(e.startMs)
 	e.repl.following.Store(opts.Follower)
 	if opts.Replicator != nil {
-		j := &e.j
-		j.kick = make(chan struct{}, 1)
-		j.done = make(chan struct{})
-		j.dcond = sync.NewCond(&j.dmu)
-		e.repl.inflight = make(chan inflight, 1024)
-		e.repl.pmu = make(chan struct{}, 1)
+		e.journal = e.newJournal()
 	}
 	if opts.AppendOnly {
 		if err := e.openLog(); err != nil {
@@ -668,10 +667,10 @@ func (e *Engine) Close() error {
 		default:
 			close(e.logQuit)
 		}
-		<-e.j.done
+		<-e.logDone
 		return nil
 	}
-	if e.j.log == nil {
+	if e.journal == nil {
 		return nil
 	}
 	select {
@@ -680,10 +679,8 @@ func (e *Engine) Close() error {
 	default:
 	}
 	close(e.logQuit)
-	<-e.j.done
-	e.j.wmu.Lock()
-	defer e.j.wmu.Unlock()
-	return e.j.log.Close()
+	<-e.logDone
+	return e.journal.Close()
 }
 
 // dropPages gives back the memory mapped outside the Go heap (the slab, the

@@ -70,12 +70,12 @@ func (e *Engine) Keys(match func(name string) bool) []string {
 // not reset: a server id is never made twice. O(queues + waiters) under the
 // lock; the memory the jobs held goes to the garbage collector.
 func (e *Engine) Flush() (uint64, error) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	now, err := e.beginWrite()
+	wr, err := e.begin(0)
 	if err != nil {
 		return 0, err
 	}
+	defer wr.end()
+	now := wr.now
 	r := rec{op: opFlush, time: now}
 	ticket := e.logRec(&r)
 	e.flushAll()

@@ -37,8 +37,9 @@ const (
 	lazyScan  = 1 << 16
 	lazyHold  = 250 * time.Microsecond
 	// lazyPause is the freer's sleep between batches. A client's write
-	// passes the lock twice (its command, then the flusher taking the
-	// batch), and with a short pause the freer took the lock back between
+	// used to pass the lock twice (its command, then the flusher taking
+	// the batch; the journal now takes it under its own lock), and with a
+	// short pause the freer took the lock back between
 	// the two: at 50 µs other clients' median round trip was 3-4 times
 	// the baseline and, with the server on one CPU of a loaded machine,
 	// p99 10-50 ms against 2-5 ms, since a process that keeps its CPU busy

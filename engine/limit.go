@@ -182,12 +182,12 @@ func (e *Engine) SetLimit(name []byte, s LimitSpec) (uint64, error) {
 	if len(name) > MaxKey {
 		return 0, ErrKeyTooLong
 	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	now, err := e.beginWrite()
+	wr, err := e.begin(0)
 	if err != nil {
 		return 0, err
 	}
+	defer wr.end()
+	now := wr.now
 	r := rec{op: opLimit, time: now, queue: name, limit: s}
 	ticket := e.logRec(&r) // before serving, whose pops follow it
 	e.applyLimit(&r)

@@ -32,12 +32,12 @@ func (e *Engine) PushAt(queueName []byte, payloads [][]byte, head bool, at time.
 	if len(queueName) > MaxKey {
 		return 0, 0, ErrKeyTooLong
 	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	now, err := e.beginWriteAt(at)
+	wr, err := e.begin(at)
 	if err != nil {
 		return 0, 0, err
 	}
+	defer wr.end()
+	now := wr.now
 	if e.opts.MaxJobs > 0 && e.njobs+len(payloads) > e.opts.MaxJobs {
 		return 0, 0, ErrMaxJobs
 	}
@@ -149,11 +149,11 @@ func (e *Engine) Range(queueName []byte, start, stop int64) [][]byte {
 // many of them held a job. Blocked clients stay blocked. The jobs are freed
 // in the background (lazyfree.go): O(1) per queue here.
 func (e *Engine) Del(names [][]byte) (int, uint64, error) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if _, err := e.beginWrite(); err != nil {
+	wr, err := e.begin(0)
+	if err != nil {
 		return 0, 0, err
 	}
+	defer wr.end()
 	var ticket uint64
 	n := 0
 	for _, name := range names {

@@ -10,7 +10,7 @@ import (
 // Numbers for /metrics and INFO lateness. The hot paths only count: a pop
 // adds its lateness and an ACK its ack time to fixed buckets under the lock
 // they already hold (a few compares and two adds), an fsync its duration
-// under the lock syncLog already takes. Everything else is read at scrape
+// under a lock of its own (journal.Env.Fsynced). Everything else is read at scrape
 // time, O(queues) under the lock, as INFO already is.
 
 // latencyBoundsMs are the upper bounds, in ms, of the lateness and ack-time
@@ -234,9 +234,10 @@ func (e *Engine) LogMetrics() LogMetrics {
 	if j.path == "" {
 		return LogMetrics{}
 	}
-	j.dmu.Lock()
-	defer j.dmu.Unlock()
-	return LogMetrics{On: true, Size: j.size, Rewrites: j.rewrites,
+	in := e.journal.Info()
+	j.fmu.Lock()
+	defer j.fmu.Unlock()
+	return LogMetrics{On: true, Size: in.Size, Rewrites: in.Rewrites,
 		Fsync: j.fsyncs.snapshot(fsyncBoundsUs[:], time.Microsecond)}
 }
 

@@ -33,11 +33,11 @@ func (e *Engine) Move(src, dst []byte, ends MoveEnds) (Delivery, bool, error) {
 	if len(dst) > MaxKey {
 		return Delivery{}, false, ErrKeyTooLong
 	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if _, err := e.beginWrite(); err != nil {
+	wr, err := e.begin(0)
+	if err != nil {
 		return Delivery{}, false, err
 	}
+	defer wr.end()
 	qi, ok := e.queueFor(src, false)
 	if !ok || !e.canTake(qi) {
 		return Delivery{}, false, nil
@@ -55,11 +55,11 @@ func (e *Engine) MoveOrWait(src, dst []byte, ends MoveEnds) (Delivery, *Waiter, 
 	if len(dst) > MaxKey {
 		return Delivery{}, nil, ErrKeyTooLong
 	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if _, err := e.beginWrite(); err != nil {
+	wr, err := e.begin(0)
+	if err != nil {
 		return Delivery{}, nil, err
 	}
+	defer wr.end()
 	if qi, ok := e.queueFor(src, false); ok && e.canTake(qi) {
 		d, to := e.moveFrom(qi, dst, ends)
 		e.serve(to)
@@ -168,11 +168,11 @@ func (e *Engine) applyLMove(r *rec) {
 // all. Each removal is logged as a pop. It returns how many went. O(ready
 // jobs of the queue).
 func (e *Engine) Rem(name []byte, count int64, payload []byte) (int, uint64, error) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if _, err := e.beginWrite(); err != nil {
+	wr, err := e.begin(0)
+	if err != nil {
 		return 0, 0, err
 	}
+	defer wr.end()
 	qi, ok := e.queueFor(name, false)
 	if !ok {
 		return 0, 0, nil

@@ -685,7 +685,7 @@ func TestOpsChurnFollowersAndSnapshot(t *testing.T) {
 func opsWaitRewrite(e *Engine) {
 	for {
 		e.mu.Lock()
-		running := e.j.rewriting
+		running := e.journal.Rewriting()
 		e.mu.Unlock()
 		if !running {
 			return

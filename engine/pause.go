@@ -50,12 +50,12 @@ func (e *Engine) SetPaused(name []byte, paused bool) (uint64, error) {
 	if len(name) > MaxKey {
 		return 0, ErrKeyTooLong
 	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	now, err := e.beginWrite()
+	wr, err := e.begin(0)
 	if err != nil {
 		return 0, err
 	}
+	defer wr.end()
+	now := wr.now
 	if e.pausedLocked(name) == paused {
 		return 0, nil
 	}

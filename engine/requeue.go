@@ -121,11 +121,11 @@ func (e *Engine) RequeueDead(name, id, to []byte) (int, uint64, error) {
 	if len(to) > MaxKey {
 		return 0, 0, ErrKeyTooLong
 	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if _, err := e.beginWrite(); err != nil {
+	wr, err := e.begin(0)
+	if err != nil {
 		return 0, 0, err
 	}
+	defer wr.end()
 	qi, ok := e.queueFor(name, false)
 	if !ok {
 		return 0, 0, nil

@@ -261,12 +261,12 @@ func (e *Engine) Schedule(a ScheduleArgs) (uint64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("%w: %v", ErrBadSchedule, err)
 	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	now, err := e.beginWrite()
+	wr, err := e.begin(0)
 	if err != nil {
 		return 0, err
 	}
+	defer wr.end()
+	now := wr.now
 	st.since = now
 	if old := e.sched.get(schedKey{string(a.Queue), string(a.Name)}); old != nil {
 		st.last, st.count = old.st.last, old.st.count
@@ -291,12 +291,12 @@ func (e *Engine) Schedule(a ScheduleArgs) (uint64, error) {
 
 // Unschedule removes a schedule; the jobs it made stay. O(1).
 func (e *Engine) Unschedule(queue, name []byte) (bool, uint64, error) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	now, err := e.beginWrite()
+	wr, err := e.begin(0)
 	if err != nil {
 		return false, 0, err
 	}
+	defer wr.end()
+	now := wr.now
 	if e.sched.get(schedKey{string(queue), string(name)}) == nil {
 		return false, 0, nil
 	}
