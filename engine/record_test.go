@@ -3,44 +3,46 @@ package engine
 import (
 	"reflect"
 	"testing"
+
+	"github.com/delayd/delayd/record"
 )
 
 func TestRecordRoundTrip(t *testing.T) {
-	for _, r := range []rec{
-		{op: opAdd, time: 1, queue: []byte("q"), sid: 42, due: 5, seq: 7, deliveries: 1, flags: flagReady,
-			payload: []byte("p\x00"), ackTimeout: 100, retry: -1, deadLetter: []byte("dlq"), deadline: 9},
-		{op: opAdd, time: 1, queue: []byte(""), id: []byte("client-id"), due: -3, retry: 2},
-		{op: opCancel, time: 2, queue: []byte("q"), id: []byte("x")},
-		{op: opPop, time: 3, queue: []byte("q"), sid: 1},
-		{op: opMeta, time: 4, queue: []byte{}, sid: 99, seq: 100},
-		{op: opReserve, time: 5, queue: []byte("q"), sid: 3, due: 77, deliveries: 2, seq: 8},
-		{op: opMove, time: 6, queue: []byte("q"), id: []byte("y"), due: 80, seq: 9, deliveries: 1, flags: flagHead},
-		{op: opDel, time: 7, queue: []byte("q")},
-		{op: opLMove, time: 8, queue: []byte("src"), sid: 4, dst: []byte("dst"), did: []byte("c"), seq: 10, flags: flagHead},
-		{op: opLMove, time: 8, queue: []byte("src"), id: []byte("c"), dst: []byte("src"), dsid: 5, seq: 11},
-		{op: opFlush, time: 9, queue: []byte{}},
-		{op: opAdd, time: 10, queue: []byte("q"), id: []byte("u"), retry: -1, uniqueTTL: 5000, debounceUntil: 123,
-			group: []byte("tenant-7"), priority: 9},
-		{op: opAdd, time: 10, queue: []byte("q"), sid: 3, retry: -1, priority: 2},
-		{op: opAdd, time: 11, queue: []byte("dlq"), sid: 3, retry: -1,
-			origin: &origin{Queue: []byte("q"), AckTimeout: 30000, Retry: 3, DeadLetter: []byte("dlq")}},
-		{op: opAdd, time: 11, queue: []byte("dlq"), id: []byte("j"), retry: -1, priority: 1,
-			origin: &origin{Queue: []byte(""), Retry: -1}},
-		{op: opPause, time: 12, queue: []byte("q"), flags: 1},
-		{op: opPause, time: 12, queue: []byte("q")},
-		{op: opRequeue, time: 13, queue: []byte("dlq"), sid: 4, dst: []byte("q"), dsid: 4, seq: 12,
-			ackTimeout: 5000, retry: 2, deadLetter: []byte("dlq")},
-		{op: opRequeue, time: 13, queue: []byte("dlq"), id: []byte("a"), dst: []byte("q"), dsid: 9, seq: 13, retry: -1},
-		{op: opAdd, time: 14, queue: []byte("dlq"), sid: 5, retry: -1, reason: []byte("db down"),
-			origin: &origin{Queue: []byte("q"), Retry: 3}},
-		{op: opMove, time: 15, queue: []byte("q"), sid: 5, due: 90, seq: 14, deliveries: 2, flags: flagReady, reason: []byte("timeout\x00")},
+	for _, r := range []record.Rec{
+		{Op: record.Add, Time: 1, Queue: []byte("q"), SID: 42, Due: 5, Seq: 7, Deliveries: 1, Flags: record.FlagReady,
+			Payload: []byte("p\x00"), AckTimeout: 100, Retry: -1, DeadLetter: []byte("dlq"), Deadline: 9},
+		{Op: record.Add, Time: 1, Queue: []byte(""), ID: []byte("client-id"), Due: -3, Retry: 2},
+		{Op: record.Cancel, Time: 2, Queue: []byte("q"), ID: []byte("x")},
+		{Op: record.Pop, Time: 3, Queue: []byte("q"), SID: 1},
+		{Op: record.Meta, Time: 4, Queue: []byte{}, SID: 99, Seq: 100},
+		{Op: record.Reserve, Time: 5, Queue: []byte("q"), SID: 3, Due: 77, Deliveries: 2, Seq: 8},
+		{Op: record.Move, Time: 6, Queue: []byte("q"), ID: []byte("y"), Due: 80, Seq: 9, Deliveries: 1, Flags: record.FlagHead},
+		{Op: record.Del, Time: 7, Queue: []byte("q")},
+		{Op: record.LMove, Time: 8, Queue: []byte("src"), SID: 4, Dst: []byte("dst"), DID: []byte("c"), Seq: 10, Flags: record.FlagHead},
+		{Op: record.LMove, Time: 8, Queue: []byte("src"), ID: []byte("c"), Dst: []byte("src"), DSID: 5, Seq: 11},
+		{Op: record.Flush, Time: 9, Queue: []byte{}},
+		{Op: record.Add, Time: 10, Queue: []byte("q"), ID: []byte("u"), Retry: -1, UniqueTTL: 5000, DebounceUntil: 123,
+			Group: []byte("tenant-7"), Priority: 9},
+		{Op: record.Add, Time: 10, Queue: []byte("q"), SID: 3, Retry: -1, Priority: 2},
+		{Op: record.Add, Time: 11, Queue: []byte("dlq"), SID: 3, Retry: -1,
+			Origin: &origin{Queue: []byte("q"), AckTimeout: 30000, Retry: 3, DeadLetter: []byte("dlq")}},
+		{Op: record.Add, Time: 11, Queue: []byte("dlq"), ID: []byte("j"), Retry: -1, Priority: 1,
+			Origin: &origin{Queue: []byte(""), Retry: -1}},
+		{Op: record.Pause, Time: 12, Queue: []byte("q"), Flags: 1},
+		{Op: record.Pause, Time: 12, Queue: []byte("q")},
+		{Op: record.Requeue, Time: 13, Queue: []byte("dlq"), SID: 4, Dst: []byte("q"), DSID: 4, Seq: 12,
+			AckTimeout: 5000, Retry: 2, DeadLetter: []byte("dlq")},
+		{Op: record.Requeue, Time: 13, Queue: []byte("dlq"), ID: []byte("a"), Dst: []byte("q"), DSID: 9, Seq: 13, Retry: -1},
+		{Op: record.Add, Time: 14, Queue: []byte("dlq"), SID: 5, Retry: -1, Reason: []byte("db down"),
+			Origin: &origin{Queue: []byte("q"), Retry: 3}},
+		{Op: record.Move, Time: 15, Queue: []byte("q"), SID: 5, Due: 90, Seq: 14, Deliveries: 2, Flags: record.FlagReady, Reason: []byte("timeout\x00")},
 	} {
-		var got rec
-		if err := got.decode(r.encode(nil)); err != nil {
+		var got record.Rec
+		if err := got.Decode(r.Encode(nil)); err != nil {
 			t.Fatalf("%+v: %v", r, err)
 		}
-		if got.payload == nil && r.op == opAdd {
-			got.payload = r.payload
+		if got.Payload == nil && r.Op == record.Add {
+			got.Payload = r.Payload
 		}
 		if !reflect.DeepEqual(normal(got), normal(r)) {
 			t.Fatalf("round trip:\n got %+v\nwant %+v", got, r)
@@ -49,8 +51,8 @@ func TestRecordRoundTrip(t *testing.T) {
 }
 
 // normal makes empty and nil byte slices compare equal.
-func normal(r rec) rec {
-	for _, b := range []*[]byte{&r.queue, &r.payload, &r.deadLetter, &r.dst, &r.group, &r.reason} {
+func normal(r record.Rec) record.Rec {
+	for _, b := range []*[]byte{&r.Queue, &r.Payload, &r.DeadLetter, &r.Dst, &r.Group, &r.Reason} {
 		if len(*b) == 0 {
 			*b = nil
 		}
@@ -61,24 +63,24 @@ func normal(r rec) rec {
 // FuzzRecordDecode: any bytes either fail to decode or decode to a record
 // that encodes back to the same bytes.
 func FuzzRecordDecode(f *testing.F) {
-	f.Add((&rec{op: opAdd, time: 1, queue: []byte("q"), sid: 42, payload: []byte("p")}).encode(nil))
-	f.Add((&rec{op: opReserve, time: 5, queue: []byte("q"), id: []byte("i"), due: 77}).encode(nil))
-	f.Add((&rec{op: opDel, time: 7, queue: []byte("q")}).encode(nil))
-	f.Add((&rec{op: opLMove, time: 8, queue: []byte("a"), sid: 4, dst: []byte("b"), did: []byte("x"), seq: 3}).encode(nil))
-	f.Add((&rec{op: opFlush, time: 9}).encode(nil))
-	f.Add((&rec{op: opAdd, time: 1, queue: []byte("q"), id: []byte("u"), uniqueTTL: 9, group: []byte("g"), priority: 3}).encode(nil))
-	f.Add((&rec{op: opAdd, time: 1, queue: []byte("d"), sid: 2, origin: &origin{Queue: []byte("q"), AckTimeout: 5, Retry: 1, DeadLetter: []byte("d")}}).encode(nil))
-	f.Add((&rec{op: opPause, time: 2, queue: []byte("q"), flags: 1}).encode(nil))
-	f.Add((&rec{op: opAdd, time: 1, queue: []byte("q"), sid: 2, reason: []byte("r")}).encode(nil))
-	f.Add((&rec{op: opMove, time: 1, queue: []byte("q"), sid: 2, reason: []byte("r")}).encode(nil))
-	f.Add((&rec{op: opRequeue, time: 3, queue: []byte("d"), id: []byte("x"), dst: []byte("q"), dsid: 7, seq: 4, retry: -1, deadLetter: []byte("d")}).encode(nil))
+	f.Add((&record.Rec{Op: record.Add, Time: 1, Queue: []byte("q"), SID: 42, Payload: []byte("p")}).Encode(nil))
+	f.Add((&record.Rec{Op: record.Reserve, Time: 5, Queue: []byte("q"), ID: []byte("i"), Due: 77}).Encode(nil))
+	f.Add((&record.Rec{Op: record.Del, Time: 7, Queue: []byte("q")}).Encode(nil))
+	f.Add((&record.Rec{Op: record.LMove, Time: 8, Queue: []byte("a"), SID: 4, Dst: []byte("b"), DID: []byte("x"), Seq: 3}).Encode(nil))
+	f.Add((&record.Rec{Op: record.Flush, Time: 9}).Encode(nil))
+	f.Add((&record.Rec{Op: record.Add, Time: 1, Queue: []byte("q"), ID: []byte("u"), UniqueTTL: 9, Group: []byte("g"), Priority: 3}).Encode(nil))
+	f.Add((&record.Rec{Op: record.Add, Time: 1, Queue: []byte("d"), SID: 2, Origin: &origin{Queue: []byte("q"), AckTimeout: 5, Retry: 1, DeadLetter: []byte("d")}}).Encode(nil))
+	f.Add((&record.Rec{Op: record.Pause, Time: 2, Queue: []byte("q"), Flags: 1}).Encode(nil))
+	f.Add((&record.Rec{Op: record.Add, Time: 1, Queue: []byte("q"), SID: 2, Reason: []byte("r")}).Encode(nil))
+	f.Add((&record.Rec{Op: record.Move, Time: 1, Queue: []byte("q"), SID: 2, Reason: []byte("r")}).Encode(nil))
+	f.Add((&record.Rec{Op: record.Requeue, Time: 3, Queue: []byte("d"), ID: []byte("x"), Dst: []byte("q"), DSID: 7, Seq: 4, Retry: -1, DeadLetter: []byte("d")}).Encode(nil))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		var r rec
-		if r.decode(b) != nil {
+		var r record.Rec
+		if r.Decode(b) != nil {
 			return
 		}
-		var again rec
-		if err := again.decode(r.encode(nil)); err != nil {
+		var again record.Rec
+		if err := again.Decode(r.Encode(nil)); err != nil {
 			t.Fatalf("re-encoded record does not decode: %v", err)
 		}
 		if !reflect.DeepEqual(normal(again), normal(r)) {
@@ -91,18 +93,18 @@ func FuzzRecordDecode(f *testing.F) {
 // without its tail, an add without extReason; a tail with an unknown bit
 // or an empty reason is refused.
 func TestRecordReasonTailIsOptional(t *testing.T) {
-	old := (&rec{op: opMove, time: 6, queue: []byte("q"), id: []byte("y"), due: 80, seq: 9, deliveries: 1}).encode(nil)
-	var r rec
-	if err := r.decode(old); err != nil || r.reason != nil {
-		t.Fatalf("a move without a tail: %v, reason %q", err, r.reason)
+	old := (&record.Rec{Op: record.Move, Time: 6, Queue: []byte("q"), ID: []byte("y"), Due: 80, Seq: 9, Deliveries: 1}).Encode(nil)
+	var r record.Rec
+	if err := r.Decode(old); err != nil || r.Reason != nil {
+		t.Fatalf("a move without a tail: %v, reason %q", err, r.Reason)
 	}
 	for _, tail := range [][]byte{{2, 1, 'x'}, {1, 0}, {0}} {
-		if err := r.decode(append(append([]byte{}, old...), tail...)); err == nil {
+		if err := r.Decode(append(append([]byte{}, old...), tail...)); err == nil {
 			t.Errorf("tail %v accepted", tail)
 		}
 	}
-	moved := (&rec{op: opMove, time: 6, queue: []byte("q"), id: []byte("y"), reason: []byte("why")}).encode(nil)
-	if err := r.decode(moved); err != nil || string(r.reason) != "why" {
-		t.Fatalf("a move with a reason: %v, %q", err, r.reason)
+	moved := (&record.Rec{Op: record.Move, Time: 6, Queue: []byte("q"), ID: []byte("y"), Reason: []byte("why")}).Encode(nil)
+	if err := r.Decode(moved); err != nil || string(r.Reason) != "why" {
+		t.Fatalf("a move with a reason: %v, %q", err, r.Reason)
 	}
 }

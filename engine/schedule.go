@@ -2,12 +2,12 @@ package engine
 
 import (
 	"cmp"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
 	"strconv"
 
+	"github.com/delayd/delayd/record"
 	"github.com/delayd/delayd/schedule"
 )
 
@@ -36,18 +36,8 @@ import (
 // process stalled) catches up every firing whose time has come, whatever
 // the policy: the server was up.
 //
-// Records (see record.go for the common prefix; the id is the schedule's
-// name, a client id):
-//
-//	schedule:   op time queue 1 name expr zone every payload acktimeout retry
-//	            deadletter misfire start end since last count   (the whole state)
-//	unschedule: op time queue 1 name
-//	fire:       op time queue 1 name firetime seq               (seq: the job's add order)
-const (
-	opSchedule   byte = 11
-	opUnschedule byte = 12
-	opFire       byte = 13
-)
+// Records: record.Schedule (the whole state), record.Unschedule and
+// record.Fire; the schedule's name is the record's client id.
 
 // MISFIRE policies.
 const (
@@ -92,24 +82,13 @@ type ScheduleInfo struct {
 	Start, End  int64 // 0: none
 }
 
-// schedRec is the part of a schedule record the common rec has no field for.
-type schedRec struct {
-	expr, zone []byte
-	every      int64
-	misfire    uint8
-	start, end int64
-	since      int64 // when the spec was set: EVERY's anchor without START, and no firing is at or before it
-	last       int64 // last fire time (0: none)
-	count      uint64
-}
-
 type schedKey struct{ queue, name string }
 
 // sched is one schedule: its state as its record carries it, the parsed
 // spec, and, while armed, its timer.
 type sched struct {
 	key        schedKey
-	st         schedRec
+	st         record.Sched
 	payload    []byte
 	ackTimeout int64
 	retry      int64
@@ -166,21 +145,21 @@ func (ss *schedules) sorted() []*sched {
 }
 
 // parseSpec parses a schedule's spec as its record holds it.
-func parseSpec(st *schedRec) (*schedule.Spec, error) {
-	if st.every > 0 {
-		return schedule.Every(st.every)
+func parseSpec(st *record.Sched) (*schedule.Spec, error) {
+	if st.Every > 0 {
+		return schedule.Every(st.Every)
 	}
-	return schedule.Cron(string(st.expr), string(st.zone))
+	return schedule.Cron(string(st.Expr), string(st.Zone))
 }
 
 // specText renders the spec as DELAY.SCHEDULE took it.
-func specText(st *schedRec) string {
-	if st.every > 0 {
-		return "EVERY " + strconv.FormatInt(st.every, 10)
+func specText(st *record.Sched) string {
+	if st.Every > 0 {
+		return "EVERY " + strconv.FormatInt(st.Every, 10)
 	}
-	s := "CRON " + string(st.expr)
-	if len(st.zone) > 0 {
-		s += " TZ " + string(st.zone)
+	s := "CRON " + string(st.Expr)
+	if len(st.Zone) > 0 {
+		s += " TZ " + string(st.Zone)
 	}
 	return s
 }
@@ -188,16 +167,16 @@ func specText(st *schedRec) string {
 // anchor is where EVERY's firings are counted from: START, or when the
 // spec was set.
 func (s *sched) anchor() int64 {
-	if s.st.start > 0 {
-		return s.st.start
+	if s.st.Start > 0 {
+		return s.st.Start
 	}
-	return s.st.since
+	return s.st.Since
 }
 
 // base is the time the next firing comes strictly after: the later of when
 // the spec was set, the last firing and just before START.
 func (s *sched) base() int64 {
-	return max(s.st.since, s.st.last, s.st.start-1)
+	return max(s.st.Since, s.st.Last, s.st.Start-1)
 }
 
 // nextAfter is the schedule's first fire time after t, within END.
@@ -206,7 +185,7 @@ func (s *sched) nextAfter(t int64) (int64, bool) {
 		return 0, false
 	}
 	n, ok := s.spec.Next(t, s.anchor())
-	if !ok || (s.st.end > 0 && n > s.st.end) {
+	if !ok || (s.st.End > 0 && n > s.st.End) {
 		return 0, false
 	}
 	return n, true
@@ -253,9 +232,9 @@ func (e *Engine) Schedule(a ScheduleArgs) (uint64, error) {
 	if a.End > 0 && a.End < a.Start {
 		return 0, fmt.Errorf("%w: END is before START", ErrBadSchedule)
 	}
-	st := schedRec{expr: []byte(a.Cron), zone: []byte(a.Zone), every: a.Every, misfire: a.Misfire, start: a.Start, end: a.End}
+	st := record.Sched{Expr: []byte(a.Cron), Zone: []byte(a.Zone), Every: a.Every, Misfire: a.Misfire, Start: a.Start, End: a.End}
 	if a.Every > 0 {
-		st.expr, st.zone = nil, nil
+		st.Expr, st.Zone = nil, nil
 	}
 	spec, err := parseSpec(&st)
 	if err != nil {
@@ -267,12 +246,12 @@ func (e *Engine) Schedule(a ScheduleArgs) (uint64, error) {
 	}
 	defer wr.end()
 	now := wr.now
-	st.since = now
+	st.Since = now
 	if old := e.sched.get(schedKey{string(a.Queue), string(a.Name)}); old != nil {
-		st.last, st.count = old.st.last, old.st.count
-		if old.st.every == st.every && string(old.st.expr) == string(st.expr) &&
-			string(old.st.zone) == string(st.zone) && old.st.start == st.start {
-			st.since = old.st.since
+		st.Last, st.Count = old.st.Last, old.st.Count
+		if old.st.Every == st.Every && string(old.st.Expr) == string(st.Expr) &&
+			string(old.st.Zone) == string(st.Zone) && old.st.Start == st.Start {
+			st.Since = old.st.Since
 		}
 	}
 	probe := sched{st: st, spec: spec}
@@ -282,8 +261,8 @@ func (e *Engine) Schedule(a ScheduleArgs) (uint64, error) {
 	if a.AckTimeout < 0 {
 		a.AckTimeout = e.opts.AckTimeout
 	}
-	r := rec{op: opSchedule, time: now, queue: a.Queue, id: a.Name, payload: a.Payload,
-		ackTimeout: a.AckTimeout, retry: a.Retry, deadLetter: a.DeadLetter, sched: &st}
+	r := record.Rec{Op: record.Schedule, Time: now, Queue: a.Queue, ID: a.Name, Payload: a.Payload,
+		AckTimeout: a.AckTimeout, Retry: a.Retry, DeadLetter: a.DeadLetter, Sched: &st}
 	ticket := e.logRec(&r)
 	e.applySchedule(&r)
 	return ticket, nil
@@ -300,7 +279,7 @@ func (e *Engine) Unschedule(queue, name []byte) (bool, uint64, error) {
 	if e.sched.get(schedKey{string(queue), string(name)}) == nil {
 		return false, 0, nil
 	}
-	r := rec{op: opUnschedule, time: now, queue: queue, id: name}
+	r := record.Rec{Op: record.Unschedule, Time: now, Queue: queue, ID: name}
 	ticket := e.logRec(&r)
 	e.applyUnschedule(&r)
 	return true, ticket, nil
@@ -316,13 +295,13 @@ func (e *Engine) Schedules(queue []byte, all bool) []ScheduleInfo {
 		if !all && s.key.queue != string(queue) {
 			continue
 		}
-		last := s.st.last
-		if s.st.count == 0 {
+		last := s.st.Last
+		if s.st.Count == 0 {
 			last = -1
 		}
 		out = append(out, ScheduleInfo{Queue: []byte(s.key.queue), Name: []byte(s.key.name), Spec: specText(&s.st),
-			Next: s.next, Last: last, Fired: s.st.count, Misfire: misfireNames[s.st.misfire%3],
-			Start: s.st.start, End: s.st.end})
+			Next: s.next, Last: last, Fired: s.st.Count, Misfire: misfireNames[s.st.Misfire%3],
+			Start: s.st.Start, End: s.st.End})
 	}
 	return out
 }
@@ -335,11 +314,11 @@ func (e *Engine) schedLive() bool {
 
 // applySchedule applies a schedule record, live or replayed: the state is
 // set outright, and a live engine arms it.
-func (e *Engine) applySchedule(r *rec) {
-	st := *r.sched
-	st.expr, st.zone = clone(st.expr), clone(st.zone)
-	s := &sched{key: schedKey{string(r.queue), string(r.id)}, st: st, payload: clone(r.payload),
-		ackTimeout: r.ackTimeout, retry: r.retry, deadLetter: clone(r.deadLetter), next: -1}
+func (e *Engine) applySchedule(r *record.Rec) {
+	st := *r.Sched
+	st.Expr, st.Zone = clone(st.Expr), clone(st.Zone)
+	s := &sched{key: schedKey{string(r.Queue), string(r.ID)}, st: st, payload: clone(r.Payload),
+		ackTimeout: r.AckTimeout, retry: r.Retry, deadLetter: clone(r.DeadLetter), next: -1}
 	spec, err := parseSpec(&s.st)
 	if err != nil {
 		// Only a tz database without a zone it had can get here: keep
@@ -353,7 +332,7 @@ func (e *Engine) applySchedule(r *rec) {
 		e.stopSchedTimer(old)
 	}
 	e.schedChanged(s.key.queue)
-	e.armSchedule(s, r.time, s.st.misfire)
+	e.armSchedule(s, r.Time, s.st.Misfire)
 }
 
 // schedChanged tells WATCH and client tracking that a queue's schedules
@@ -379,8 +358,8 @@ func clone(b []byte) []byte {
 }
 
 // applyUnschedule applies an unschedule record.
-func (e *Engine) applyUnschedule(r *rec) {
-	if s := e.sched.get(schedKey{string(r.queue), string(r.id)}); s != nil {
+func (e *Engine) applyUnschedule(r *record.Rec) {
+	if s := e.sched.get(schedKey{string(r.Queue), string(r.ID)}); s != nil {
 		e.stopSchedTimer(s)
 		e.sched.remove(s)
 		e.schedChanged(s.key.queue)
@@ -390,27 +369,27 @@ func (e *Engine) applyUnschedule(r *rec) {
 // applyFire applies a fire record: the job name:T is created (unless a job
 // of that id exists) and the schedule's last fire time and count move. A
 // record not after the last firing was applied already. O(1).
-func (e *Engine) applyFire(r *rec) {
-	s := e.sched.get(schedKey{string(r.queue), string(r.id)})
-	if s == nil || r.due <= s.st.last {
+func (e *Engine) applyFire(r *record.Rec) {
+	s := e.sched.get(schedKey{string(r.Queue), string(r.ID)})
+	if s == nil || r.Due <= s.st.Last {
 		return
 	}
-	s.st.last = r.due
-	s.st.count++
+	s.st.Last = r.Due
+	s.st.Count++
 	if !e.schedLive() {
 		s.next = -1
 		if n, ok := s.nextAfter(s.base()); ok {
 			s.next = n
 		}
 	}
-	id := fireID(r.id, r.due)
-	if qi, ok := e.queueFor(r.queue, false); ok {
+	id := fireID(r.ID, r.Due)
+	if qi, ok := e.queueFor(r.Queue, false); ok {
 		if _, exists := e.jobs.Lookup(&e.queues[qi].run, qi, id); exists {
 			return
 		}
 	}
-	e.put(&rec{op: opAdd, time: r.time, queue: r.queue, id: id, due: r.due, seq: r.seq, payload: s.payload,
-		ackTimeout: s.ackTimeout, retry: s.retry, deadLetter: s.deadLetter}, true) // fresh: looked up just now
+	e.put(&record.Rec{Op: record.Add, Time: r.Time, Queue: r.Queue, ID: id, Due: r.Due, Seq: r.Seq, Payload: s.payload,
+		AckTimeout: s.ackTimeout, Retry: s.retry, DeadLetter: s.deadLetter}, true) // fresh: looked up just now
 }
 
 // fireID is the id of the job a firing at t makes: name:t.
@@ -424,7 +403,7 @@ func fireID(name []byte, t int64) []byte {
 // live engine only.
 func (e *Engine) fireSchedule(s *sched, t int64) {
 	e.seq++
-	r := rec{op: opFire, time: e.recNow(), queue: []byte(s.key.queue), id: []byte(s.key.name), due: t, seq: e.seq}
+	r := record.Rec{Op: record.Fire, Time: e.recNow(), Queue: []byte(s.key.queue), ID: []byte(s.key.name), Due: t, Seq: e.seq}
 	e.logRec(&r)
 	e.applyFire(&r)
 }
@@ -517,7 +496,7 @@ func (e *Engine) armSchedules(catchUp bool) {
 	}
 	now := e.recNow()
 	for _, s := range e.sched.sorted() {
-		policy := s.st.misfire
+		policy := s.st.Misfire
 		if catchUp {
 			policy = MisfireAll
 		}
@@ -540,79 +519,12 @@ func (e *Engine) resetSchedules() {
 
 // scheduleRecs is every schedule as a record stamped now, for a rewrite or
 // a snapshot (stateRecs).
-func (e *Engine) scheduleRecs(now int64) []rec {
-	var out []rec
+func (e *Engine) scheduleRecs(now int64) []record.Rec {
+	var out []record.Rec
 	for _, s := range e.sched.sorted() {
 		st := s.st
-		out = append(out, rec{op: opSchedule, time: now, queue: []byte(s.key.queue), id: []byte(s.key.name),
-			payload: s.payload, ackTimeout: s.ackTimeout, retry: s.retry, deadLetter: s.deadLetter, sched: &st})
+		out = append(out, record.Rec{Op: record.Schedule, Time: now, Queue: []byte(s.key.queue), ID: []byte(s.key.name),
+			Payload: s.payload, AckTimeout: s.ackTimeout, Retry: s.retry, DeadLetter: s.deadLetter, Sched: &st})
 	}
 	return out
-}
-
-// appendSched appends the body of a schedule or fire record.
-func (r *rec) appendSched(dst []byte) []byte {
-	switch r.op {
-	case opSchedule:
-		st := r.sched
-		dst = appendBytes(dst, st.expr)
-		dst = appendBytes(dst, st.zone)
-		dst = binary.AppendVarint(dst, st.every)
-		dst = appendBytes(dst, r.payload)
-		dst = binary.AppendVarint(dst, r.ackTimeout)
-		dst = binary.AppendVarint(dst, r.retry)
-		dst = appendBytes(dst, r.deadLetter)
-		dst = append(dst, st.misfire)
-		dst = binary.AppendVarint(dst, st.start)
-		dst = binary.AppendVarint(dst, st.end)
-		dst = binary.AppendVarint(dst, st.since)
-		dst = binary.AppendVarint(dst, st.last)
-		dst = binary.AppendUvarint(dst, st.count)
-	case opFire:
-		dst = binary.AppendVarint(dst, r.due)
-		dst = binary.AppendUvarint(dst, r.seq)
-	}
-	return dst
-}
-
-// sched reads the body of a schedule or fire record; the name must be a
-// client id.
-func (d *decoder) sched(r *rec) {
-	if r.id == nil {
-		d.err = errBadRecord
-		return
-	}
-	switch r.op {
-	case opSchedule:
-		st := &schedRec{}
-		st.expr = d.bytes()
-		st.zone = d.bytes()
-		st.every = d.varint()
-		r.payload = d.bytes()
-		r.ackTimeout = d.varint()
-		r.retry = d.varint()
-		r.deadLetter = d.bytes()
-		st.misfire = d.byte()
-		st.start = d.varint()
-		st.end = d.varint()
-		st.since = d.varint()
-		st.last = d.varint()
-		st.count = d.uvarint()
-		if len(r.deadLetter) == 0 {
-			r.deadLetter = nil
-		}
-		if len(st.expr) == 0 {
-			st.expr = nil
-		}
-		if len(st.zone) == 0 {
-			st.zone = nil
-		}
-		if d.err == nil && (st.misfire > MisfireAll || (st.every > 0) == (st.expr != nil)) {
-			d.err = errBadRecord
-		}
-		r.sched = st
-	case opFire:
-		r.due = d.varint()
-		r.seq = d.uvarint()
-	}
 }

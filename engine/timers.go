@@ -1,6 +1,9 @@
 package engine
 
-import "github.com/delayd/delayd/wheel"
+import (
+	"github.com/delayd/delayd/record"
+	"github.com/delayd/delayd/wheel"
+)
 
 // Timers are the engine's clocks that are not jobs: a recurring schedule's
 // next firing, the end of a finished unique id's tombstone, the moment a
@@ -138,8 +141,8 @@ func (e *Engine) resetTimers() {
 // not jobs (schedules, tombstones, limits), stamped now, for a log rewrite
 // and a cluster snapshot; they go right after the meta record, before any
 // job. Called with mu held.
-func (e *Engine) stateRecs(now int64) []rec {
-	var out []rec
+func (e *Engine) stateRecs(now int64) []record.Rec {
+	var out []record.Rec
 	out = append(out, e.tombRecs(now)...)
 	out = e.limitRecs(out, now)
 	out = e.pauseRecs(out, now)

@@ -8,6 +8,7 @@ import (
 	"github.com/cespare/xxhash/v2"
 
 	"github.com/delayd/delayd/jobs"
+	"github.com/delayd/delayd/record"
 )
 
 // Job identity beyond the job's life: UNIQUE and DEBOUNCE on DELAY.ADD.
@@ -27,7 +28,7 @@ import (
 // record that removed its job (its time field), live and on replay alike,
 // and for an expiry (not logged either) at the reservation's deadline. Its
 // end is derived the same way, so nothing is logged when it ends. Only a
-// log rewrite and a cluster snapshot write tombstones outright (opTomb,
+// log rewrite and a cluster snapshot write tombstones outright (record.Tomb,
 // through stateRecs), since the jobs whose removals made them are not in
 // them. FLUSHALL drops every tombstone, as it drops every job.
 //
@@ -41,12 +42,7 @@ import (
 // slot (jobs.Table.Idents), flagged in Job.Flags (FlagUnique, FlagDebounce), so
 // the job record stays 64 bytes and jobs without them pay nothing.
 
-// opTomb is a tombstone, written by a rewrite or a snapshot:
-//
-//	tomb: op time key end        (key: uvarint, the (queue, id) hash; end: varint unix ms)
-//
-// In rec, key is carried in sid and end in due.
-const opTomb byte = 14
+// A tombstone is written by a rewrite or a snapshot as a record.Tomb.
 
 // identState is the engine's identity state.
 type identState struct {
@@ -71,21 +67,21 @@ func tombKey(queue, id []byte) uint64 {
 
 // setIdent records an add record's UNIQUE and DEBOUNCE options for the job
 // in slot s (place). O(1).
-func (e *Engine) setIdent(s uint32, r *rec) {
-	if r.uniqueTTL <= 0 && r.debounceUntil == 0 {
+func (e *Engine) setIdent(s uint32, r *record.Rec) {
+	if r.UniqueTTL <= 0 && r.DebounceUntil == 0 {
 		return
 	}
 	if e.jobs.Idents == nil {
 		e.jobs.Idents = make(map[uint32]jobIdent)
 	}
 	j := e.jobs.At(s)
-	if r.uniqueTTL > 0 {
+	if r.UniqueTTL > 0 {
 		j.Flags |= jobs.FlagUnique
 	}
-	if r.debounceUntil != 0 {
+	if r.DebounceUntil != 0 {
 		j.Flags |= jobs.FlagDebounce
 	}
-	e.jobs.Idents[s] = jobIdent{UniqueTTL: max(r.uniqueTTL, 0), DebounceUntil: r.debounceUntil}
+	e.jobs.Idents[s] = jobIdent{UniqueTTL: max(r.UniqueTTL, 0), DebounceUntil: r.DebounceUntil}
 }
 
 // dropIdent forgets the job's UNIQUE and DEBOUNCE options without leaving a
@@ -101,10 +97,10 @@ func (e *Engine) dropIdent(s uint32) {
 
 // identOf fills the UNIQUE and DEBOUNCE fields of the add record r of the
 // job in slot s (addRecOf: a rewrite keeps them).
-func (e *Engine) identOf(s uint32, r *rec) {
+func (e *Engine) identOf(s uint32, r *record.Rec) {
 	if e.jobs.At(s).Flags&(jobs.FlagUnique|jobs.FlagDebounce) != 0 {
 		ji := e.jobs.Idents[s]
-		r.uniqueTTL, r.debounceUntil = ji.UniqueTTL, ji.DebounceUntil
+		r.UniqueTTL, r.DebounceUntil = ji.UniqueTTL, ji.DebounceUntil
 	}
 }
 
@@ -183,49 +179,29 @@ func (e *Engine) tombHeld(queue, id []byte, now int64) bool {
 
 // tombRecs are the records that recreate every tombstone (stateRecs), in
 // key order, so that two snapshots of the same state are the same bytes.
-func (e *Engine) tombRecs(now int64) []rec {
-	out := make([]rec, 0, len(e.ident.tombs))
+func (e *Engine) tombRecs(now int64) []record.Rec {
+	out := make([]record.Rec, 0, len(e.ident.tombs))
 	for key, h := range e.ident.tombs {
 		if end, ok := e.timerDue(h); ok && end > now {
-			out = append(out, rec{op: opTomb, time: now, sid: key, due: end})
+			out = append(out, record.Rec{Op: record.Tomb, Time: now, SID: key, Due: end})
 		}
 	}
-	slices.SortFunc(out, func(a, b rec) int { return cmp.Compare(a.sid, b.sid) })
+	slices.SortFunc(out, func(a, b record.Rec) int { return cmp.Compare(a.SID, b.SID) })
 	return out
 }
 
 // applyTomb replays a tombstone record.
-func (e *Engine) applyTomb(r *rec) { e.setTomb(r.sid, r.due) }
-
-// appendTomb encodes a tombstone record (rec.encode).
-func appendTomb(dst []byte, r *rec) []byte {
-	dst = append(dst, opTomb)
-	dst = binary.AppendVarint(dst, r.time)
-	dst = binary.AppendUvarint(dst, r.sid)
-	return binary.AppendVarint(dst, r.due)
-}
-
-// decodeTomb decodes a tombstone record (rec.decode).
-func (r *rec) decodeTomb(b []byte) error {
-	d := decoder{b: b}
-	*r = rec{op: d.byte(), time: d.varint()}
-	r.sid = d.uvarint()
-	r.due = d.varint()
-	if d.err == nil && len(d.b) != 0 {
-		d.err = errBadRecord
-	}
-	return d.err
-}
+func (e *Engine) applyTomb(r *record.Rec) { e.setTomb(r.SID, r.Due) }
 
 // debounce computes the add record r of a DEBOUNCE add (a.Debounce > 0):
 // the limit is the one of the delayed job being re-added (slot s, when
 // readd), or, for a new job or one that is not delayed, now (rounded up, as
 // relative times are) plus max-wait; the due time is capped by it.
-func (e *Engine) debounce(r *rec, s uint32, readd bool, up, maxWait int64) {
+func (e *Engine) debounce(r *record.Rec, s uint32, readd bool, up, maxWait int64) {
 	if readd && e.jobs.At(s).Flags&jobs.FlagDebounce != 0 {
-		r.debounceUntil = e.jobs.Idents[s].DebounceUntil
+		r.DebounceUntil = e.jobs.Idents[s].DebounceUntil
 	} else {
-		r.debounceUntil = up + maxWait
+		r.DebounceUntil = up + maxWait
 	}
-	r.due = min(r.due, r.debounceUntil)
+	r.Due = min(r.Due, r.DebounceUntil)
 }
