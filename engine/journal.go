@@ -191,29 +191,10 @@ func (e *Engine) apply(p []byte) error {
 		e.applyReserve(&r)
 	case record.Move:
 		e.applyMove(&r)
-	case record.Del:
-		e.delQueue(r.Queue, r.Time)
 	case record.LMove:
 		e.applyLMove(&r)
-	case record.Flush:
-		e.flushAll()
-	case record.Tomb:
-		e.applyTomb(&r)
-	case record.Limit:
-		e.applyLimit(&r)
-	case record.Pause:
-		e.applyPause(&r)
-	case record.Requeue:
-		e.applyRequeue(&r)
-	case record.Schedule:
-		e.applySchedule(&r)
-	case record.Unschedule:
-		e.applyUnschedule(&r)
-	case record.Fire:
-		e.applyFire(&r)
-	case record.Meta:
-		e.lastSID = max(e.lastSID, r.SID)
-		e.seq = max(e.seq, r.Seq)
+	default:
+		e.applyRegistered(r) // every other kind, by its registration (features.go)
 	}
 	return nil
 }
@@ -224,10 +205,10 @@ func (e *Engine) resetState() {
 	e.dropPages()
 	e.wheel = nil
 	e.resetTimers()
-	e.resetFlow()
-	e.resetSchedules()
-	e.jobs.Reset()         // side tables by slot: slots are reused from 0
-	e.ident = identState{} // FLUSHALL drops tombstones too
+	for _, reset := range resetOf {
+		reset(e) // each feature's state (features.go): FLUSHALL drops tombstones too
+	}
+	e.jobs.Reset() // side tables by slot: slots are reused from 0
 	e.queues, e.qfree = nil, nil
 	e.byName = make(map[string]uint32)
 	e.njobs = 0

@@ -14,7 +14,8 @@ import (
 // advanceLocked moves both: jobs first, then timers, so a timer firing at
 // t sees every job due by t already ready.
 //
-// What a timer means is its kind and ref; onTimer dispatches. Whether a
+// What a timer means is its kind and ref; the kind's feature owns it
+// (features.go), and onTimer dispatches to it. Whether a
 // kind is armed on replay or only by a live leader is the kind's business
 // (a schedule fires only where firings are decided; a tombstone's end is
 // derived from the time its job ended, live and on replay alike).
@@ -121,13 +122,8 @@ func (e *Engine) advanceTimers(now int64) {
 
 // onTimer runs a fired timer's action. Called with mu held.
 func (e *Engine) onTimer(t timer, now int64) {
-	switch t.kind {
-	case timerTomb:
-		e.tombEnded(t.ref)
-	case timerLimit:
-		e.limitTimer(t.ref)
-	case timerSchedule:
-		e.onScheduleTimer(t.ref, now)
+	if fire := timerOf[t.kind]; fire != nil {
+		fire(e, t.ref, now) // the kind's owner (features.go)
 	}
 }
 
@@ -138,14 +134,13 @@ func (e *Engine) resetTimers() {
 }
 
 // stateRecs returns the records that recreate the engine's state that is
-// not jobs (schedules, tombstones, limits), stamped now, for a log rewrite
-// and a cluster snapshot; they go right after the meta record, before any
-// job. Called with mu held.
+// not jobs (each feature's state: tombstones, limits, pauses, schedules;
+// features.go), stamped now, for a log rewrite and a cluster snapshot; they
+// go right after the meta record, before any job. Called with mu held.
 func (e *Engine) stateRecs(now int64) []record.Rec {
 	var out []record.Rec
-	out = append(out, e.tombRecs(now)...)
-	out = e.limitRecs(out, now)
-	out = e.pauseRecs(out, now)
-	out = append(out, e.scheduleRecs(now)...)
+	for _, state := range stateOf {
+		out = state(e, out, now)
+	}
 	return out
 }
