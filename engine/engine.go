@@ -10,6 +10,7 @@ import (
 
 	"github.com/delayd/delayd/aof"
 	"github.com/delayd/delayd/jobs"
+	"github.com/delayd/delayd/schedule"
 	"github.com/delayd/delayd/wheel"
 )
 
@@ -206,8 +207,8 @@ type core struct {
 	inTx    bool
 	txServe []uint32
 
-	sched schedules // recurring schedules (schedule.go)
-	lazy  lazyState // deleted queues being freed (lazyfree.go)
+	sched schedule.Table // recurring schedules (schedule.go)
+	lazy  lazyState      // deleted queues being freed (lazyfree.go)
 
 	start time.Time // monotonic base
 	// startMono is start on the Mono clock: a caller's Mono reading minus
