@@ -9,6 +9,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/delayd/delayd/aof"
+	"github.com/delayd/delayd/finetimer"
 	"github.com/delayd/delayd/jobs"
 	"github.com/delayd/delayd/schedule"
 	"github.com/delayd/delayd/wheel"
@@ -223,8 +224,8 @@ type core struct {
 	repl replState // cluster mode (replica.go)
 
 	wake    chan struct{}
-	fine    *fineTimer    // Options.FineTimer's timerfd, or nil
-	quit    chan struct{} // stops the timer goroutine
+	fine    *finetimer.Timer // Options.FineTimer's timerfd, or nil
+	quit    chan struct{}    // stops the timer goroutine
 	done    chan struct{}
 	logQuit chan struct{} // stops the flusher
 }
@@ -312,7 +313,7 @@ func New(opts Options) (*Engine, error) {
 		go e.replCommitter()
 	}
 	if opts.FineTimer {
-		if ft, err := newFineTimer(); err == nil {
+		if ft, err := finetimer.New(); err == nil {
 			e.fine = ft
 		} else {
 			opts.Logger.Warn().Err(err).Msg("no fine timer: jobs may reach blocked clients up to a millisecond late")
@@ -445,8 +446,8 @@ func (e *Engine) run() {
 	t.Stop()
 	var fine <-chan struct{}
 	if e.fine != nil {
-		fine = e.fine.c
-		defer e.fine.close()
+		fine = e.fine.C
+		defer e.fine.Close()
 	}
 	var slept int64 // the deadline the last wake-up was for (latetrace)
 	// fineAt is the deadline the timerfd is armed for, until its expiry
@@ -483,7 +484,7 @@ func (e *Engine) run() {
 			d := e.until(dl)
 			if e.fine != nil {
 				if dl != fineAt {
-					e.fine.arm(d)
+					e.fine.Arm(d)
 					fineAt = dl
 				}
 				// The backstop for a busy process, whose run queue never
