@@ -698,7 +698,5 @@ func (e *Engine) dropPages() {
 	if e.wheel != nil {
 		e.wheel.Free()
 	}
-	if e.tm.w != nil {
-		e.tm.w.Free()
-	}
+	e.tm.Free()
 }
