@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/delayd/delayd/aof"
+	"github.com/delayd/delayd/hist"
 	"github.com/delayd/delayd/jobs"
 )
 
@@ -144,9 +145,9 @@ type journal struct {
 	rewriteTook   time.Duration
 	rewriteErr    error
 	replayed      int
-	rewrites      uint64 // finished since start
-	fsyncs        hist   // syncLog's durations, µs (metrics.go)
-	delayedFsync  uint64 // writes made while a background fsync had run over 2 s (INFO aof_delayed_fsync)
+	rewrites      uint64      // finished since start
+	fsyncs        hist.Counts // syncLog's durations, µs (metrics.go)
+	delayedFsync  uint64      // writes made while a background fsync had run over 2 s (INFO aof_delayed_fsync)
 	delayedAt     time.Time
 	size          int64 // the log's size after the last write; read without wmu, which comes before mu
 }
@@ -615,7 +616,7 @@ func (e *Engine) syncLog() error {
 		e.opts.Logger.Warn().Dur("took_ms", took).Str("file", j.path).Msg("slow fsync")
 	}
 	j.dmu.Lock()
-	j.fsyncs.observe(fsyncBoundsUs[:], took.Microseconds())
+	j.fsyncs.Observe(hist.FsyncUs[:], took.Microseconds())
 	if err == nil {
 		j.lastFsync, j.lastFsyncTook = time.Now(), took
 	} else {

@@ -4,6 +4,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/delayd/delayd/hist"
 	"github.com/delayd/delayd/jobs"
 )
 
@@ -13,62 +14,13 @@ import (
 // under the lock syncLog already takes. Everything else is read at scrape
 // time, O(queues) under the lock, as INFO already is.
 
-// latencyBoundsMs are the upper bounds, in ms, of the lateness and ack-time
-// histograms' buckets: 1-2-5 steps from a millisecond (what the wheel's
-// tick can show) to an hour (a backlog that workers never caught up with).
-var latencyBoundsMs = [...]int64{1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 30000, 60000, 300000, 3600000}
-
-// fsyncBoundsUs are the fsync histogram's bounds, in µs: from a fast SSD's
-// 100 µs to the 5 s of a disk that is going away (slow ones are logged
-// from 500 ms).
-var fsyncBoundsUs = [...]int64{100, 250, 500, 1000, 2500, 5000, 10000, 25000, 50000, 100000, 250000, 500000, 1000000, 5000000}
-
-// hist counts observations in fixed buckets: n[i] those at most bounds[i]
-// and above bounds[i-1]; the last, those above every bound. Not cumulative,
-// so an observation touches one bucket.
-type hist struct {
-	n   [20]uint64 // room for the longest bounds list, plus one (TestHistogramBounds)
-	sum int64
-}
-
-func (h *hist) observe(bounds []int64, v int64) {
-	v = max(v, 0)
-	i := 0
-	for i < len(bounds) && v > bounds[i] {
-		i++
-	}
-	h.n[i]++
-	h.sum += v
-}
-
-// snapshot renders h as a Histogram, bounds and sum in units of unit.
-func (h *hist) snapshot(bounds []int64, unit time.Duration) Histogram {
-	out := Histogram{Bounds: make([]time.Duration, len(bounds)), Counts: make([]uint64, len(bounds))}
-	var c uint64
-	for i, b := range bounds {
-		c += h.n[i]
-		out.Bounds[i] = time.Duration(b) * unit
-		out.Counts[i] = c
-	}
-	out.Count = c + h.n[len(bounds)]
-	out.Sum = time.Duration(h.sum) * unit
-	return out
-}
-
-// Histogram is a snapshot of a histogram, in the shape Prometheus wants:
-// Counts[i] is the number of observations at most Bounds[i] (cumulative),
-// Count all of them (the +Inf bucket), Sum their total.
-type Histogram struct {
-	Bounds []time.Duration
-	Counts []uint64
-	Count  uint64
-	Sum    time.Duration
-}
+// Histogram is a snapshot of a histogram (hist.Histogram).
+type Histogram = hist.Histogram
 
 // metrics are the engine's histograms, guarded by Engine.mu.
 type metrics struct {
-	lateness hist // first deliveries: hand-out minus due time, ms
-	ackTime  hist // ACK minus hand-out (or the last TOUCH), ms
+	lateness hist.Counts // first deliveries: hand-out minus due time, ms
+	ackTime  hist.Counts // ACK minus hand-out (or the last TOUCH), ms
 }
 
 // observeLateness records how late the job in slot s is handed out, on its
@@ -77,7 +29,7 @@ type metrics struct {
 // Called with mu held, from take.
 func (e *Engine) observeLateness(j *jobs.Job) {
 	if j.Deliveries == 1 {
-		e.met.lateness.observe(latencyBoundsMs[:], e.recNow()-j.Due)
+		e.met.lateness.Observe(hist.LatencyMs[:], e.recNow()-j.Due)
 	}
 }
 
@@ -87,7 +39,7 @@ func (e *Engine) observeLateness(j *jobs.Job) {
 // Called with mu held, from Ack.
 func (e *Engine) observeAck(s uint32, now int64) {
 	if dl, ok := e.wheel.Due(s); ok {
-		e.met.ackTime.observe(latencyBoundsMs[:], now-(dl-int64(e.jobs.At(s).AckTimeout)))
+		e.met.ackTime.Observe(hist.LatencyMs[:], now-(dl-int64(e.jobs.At(s).AckTimeout)))
 	}
 }
 
@@ -96,7 +48,7 @@ func (e *Engine) observeAck(s uint32, now int64) {
 func (e *Engine) Lateness() Histogram {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return e.met.lateness.snapshot(latencyBoundsMs[:], time.Millisecond)
+	return e.met.lateness.Snapshot(hist.LatencyMs[:], time.Millisecond)
 }
 
 // NamedQueueStats is one queue's row in Metrics.
@@ -131,8 +83,8 @@ func (e *Engine) Metrics(n int) Metrics {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	m := Metrics{Stats: e.stats, Waiters: e.stats.WaitersNow}
-	m.Lateness = e.met.lateness.snapshot(latencyBoundsMs[:], time.Millisecond)
-	m.AckTime = e.met.ackTime.snapshot(latencyBoundsMs[:], time.Millisecond)
+	m.Lateness = e.met.lateness.Snapshot(hist.LatencyMs[:], time.Millisecond)
+	m.AckTime = e.met.ackTime.Snapshot(hist.LatencyMs[:], time.Millisecond)
 	jobs := func(qi uint32) int {
 		q := &e.queues[qi]
 		return q.delayed + q.ready + q.reserved
@@ -237,12 +189,12 @@ func (e *Engine) LogMetrics() LogMetrics {
 	j.dmu.Lock()
 	defer j.dmu.Unlock()
 	return LogMetrics{On: true, Size: j.size, Rewrites: j.rewrites,
-		Fsync: j.fsyncs.snapshot(fsyncBoundsUs[:], time.Microsecond)}
+		Fsync: j.fsyncs.Snapshot(hist.FsyncUs[:], time.Microsecond)}
 }
 
 // EmptyLateness is the lateness histogram with nothing in it (INFO
 // lateness while the log loads).
 func EmptyLateness() Histogram {
-	var h hist
-	return h.snapshot(latencyBoundsMs[:], time.Millisecond)
+	var c hist.Counts
+	return c.Snapshot(hist.LatencyMs[:], time.Millisecond)
 }
