@@ -1,11 +1,11 @@
 package engine
 
 import (
-	"slices"
 	"time"
 
 	"github.com/delayd/delayd/hist"
 	"github.com/delayd/delayd/jobs"
+	"github.com/delayd/delayd/topn"
 )
 
 // Numbers for /metrics and INFO lateness. The hot paths only count: a pop
@@ -95,66 +95,31 @@ func (e *Engine) Metrics(n int) Metrics {
 		ja, jb := jobs(a), jobs(b)
 		return ja > jb || ja == jb && e.queues[a].name < e.queues[b].name
 	}
-	// A heap of the n best so far with the worst at the root: a queue that
-	// does not beat it costs one comparison.
-	top := make([]uint32, 0, min(max(n, 0), len(e.queues)))
+	top := topn.New(n, len(e.queues), better)
 	for i := range e.queues {
 		q := &e.queues[i]
 		if !q.live {
 			continue
 		}
-		qi := uint32(i)
 		m.Jobs.Delayed += q.delayed
 		m.Jobs.Ready += q.ready
 		m.Jobs.Reserved += q.reserved
 		if q.delayed+q.ready+q.reserved > 0 {
 			m.Queues++
 		}
-		switch {
-		case len(top) < n:
-			top = append(top, qi)
-			for c := len(top) - 1; c > 0; { // sift up
-				p := (c - 1) / 2
-				if !better(top[p], top[c]) {
-					break
-				}
-				top[p], top[c] = top[c], top[p]
-				c = p
-			}
-		case n > 0 && better(qi, top[0]):
-			top[0] = qi
-			for p := 0; ; { // sift down
-				w := p
-				if l := 2*p + 1; l < len(top) && better(top[w], top[l]) {
-					w = l
-				}
-				if r := 2*p + 2; r < len(top) && better(top[w], top[r]) {
-					w = r
-				}
-				if w == p {
-					break
-				}
-				top[p], top[w] = top[w], top[p]
-				p = w
-			}
-		}
+		top.Offer(uint32(i))
 	}
-	slices.SortFunc(top, func(a, b uint32) int {
-		if better(a, b) {
-			return -1
-		}
-		return 1 // live queues' names are unique: never equal
-	})
 	now := e.nowMs()
-	m.Top = make([]NamedQueueStats, len(top))
-	for i, qi := range top {
+	best := top.Sorted()
+	m.Top = make([]NamedQueueStats, len(best))
+	for i, qi := range best {
 		m.Top[i] = NamedQueueStats{Name: e.queues[qi].name, QueueStats: e.queues[qi].stats()}
 		m.Top[i].Paused = e.pausedLocked([]byte(e.queues[qi].name))
 		m.Top[i].Latency = e.latency(qi, now)
 	}
 	// The rest's oldest ready job: one more pass, over the queues with one.
-	inTop := make(map[uint32]bool, len(top))
-	for _, qi := range top {
+	inTop := make(map[uint32]bool, len(best))
+	for _, qi := range best {
 		inTop[qi] = true
 	}
 	for i := range e.queues {
