@@ -600,7 +600,7 @@ func (e *Engine) advanceLocked(now int64) {
 			q.expired++
 			j.State = jobs.StateFree // the wheel already let go of it
 			e.stats.Expired++
-			e.setReason(h, reasonAckTimeout)
+			e.jobs.SetReason(h, reasonAckTimeout)
 			e.endDelivery(h, now, 0, false, nil)
 		}
 	}

@@ -54,15 +54,6 @@ type identState struct {
 // jobIdent is what a UNIQUE or DEBOUNCE job carries beyond its record.
 type jobIdent = jobs.Ident
 
-// setIdent records an add record's UNIQUE and DEBOUNCE options for the job
-// in slot s (place). O(1).
-func (e *Engine) setIdent(s uint32, r *rec) { e.jobs.SetIdent(s, r.uniqueTTL, r.debounceUntil) }
-
-// dropIdent forgets the job's UNIQUE and DEBOUNCE options without leaving a
-// tombstone: the job is being replaced, or it starts over in a dead-letter
-// queue. O(1).
-func (e *Engine) dropIdent(s uint32) { e.jobs.DropIdent(s) }
-
 // identOf fills the UNIQUE and DEBOUNCE fields of the add record r of the
 // job in slot s (addRecOf: a rewrite keeps them).
 func (e *Engine) identOf(s uint32, r *rec) {

@@ -66,3 +66,33 @@ func TestTombs(t *testing.T) {
 		t.Fatal("All gave", n)
 	}
 }
+
+func TestReasonAndOrigin(t *testing.T) {
+	var tb Table
+	tb.Init()
+	defer tb.Release()
+	s := tb.Alloc()
+	tb.SetReason(s, nil)
+	if tb.Reason(s) != "" || tb.Reasons != nil {
+		t.Fatal("an empty reason was kept")
+	}
+	tb.SetReason(s, []byte("boom"))
+	tb.SetReason(s, nil) // keeps it
+	if tb.Reason(s) != "boom" {
+		t.Fatalf("reason %q", tb.Reason(s))
+	}
+	tb.SetReason(s, []byte(ReasonAckTimeout))
+	if tb.Reason(s) != ReasonAckTimeout || len(tb.Reasons) != 0 || tb.At(s).Flags&FlagTimedOut == 0 {
+		t.Fatal("the ack timeout is not a flag alone")
+	}
+	q := []byte("from")
+	tb.SetOrigin(s, &Origin{Queue: q, AckTimeout: 5, Retry: -1})
+	q[0] = 'X'
+	if o := tb.Origins[s]; string(o.Queue) != "from" || o.DeadLetter != nil || o.Retry != -1 {
+		t.Fatalf("origin %+v", o)
+	}
+	tb.SetOrigin(s, nil)
+	if len(tb.Origins) != 0 || tb.At(s).Flags&FlagOrigin != 0 {
+		t.Fatal("SetOrigin(nil) kept the origin")
+	}
+}
