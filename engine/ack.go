@@ -220,7 +220,9 @@ func (e *Engine) addRecOf(s uint32, flags byte) *rec {
 	r.due, r.seq, r.deliveries, r.flags = j.Due, j.Seq, j.Deliveries, flags
 	r.payload = e.jobs.Payload(j)
 	r.ackTimeout, r.retry, r.deadLetter = int64(j.AckTimeout), int64(j.Retry), e.jobs.DeadLetters[s]
-	e.identOf(s, &r)
+	if ji, ok := e.jobs.IdentOf(s); ok { // a rewrite keeps UNIQUE and DEBOUNCE
+		r.uniqueTTL, r.debounceUntil = ji.UniqueTTL, ji.DebounceUntil
+	}
 	if j.Flags&jobs.FlagOrigin != 0 {
 		r.origin = e.jobs.Origins[s]
 	}

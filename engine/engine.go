@@ -473,7 +473,7 @@ func (e *Engine) run() {
 				traceAdvance(time.Since(t0))
 			}
 			dl, ok = e.wheel.NextDeadline()
-			if tdl, tok := e.nextTimer(); tok && (!ok || tdl < dl) {
+			if tdl, tok := e.tm.NextDeadline(); tok && (!ok || tdl < dl) {
 				dl, ok = tdl, true
 			}
 		}

@@ -92,14 +92,7 @@ func (e *Engine) Schedule(a ScheduleArgs) (uint64, error) {
 	if len(a.Queue) > MaxKey || len(a.DeadLetter) > MaxKey {
 		return 0, ErrKeyTooLong
 	}
-	if a.End > 0 && a.End < a.Start {
-		return 0, fmt.Errorf("%w: END is before START", ErrBadSchedule)
-	}
-	st := schedule.Rec{Expr: []byte(a.Cron), Zone: []byte(a.Zone), Every: a.Every, Misfire: a.Misfire, Start: a.Start, End: a.End}
-	if a.Every > 0 {
-		st.Expr, st.Zone = nil, nil
-	}
-	spec, err := st.Parse()
+	st, spec, err := schedule.NewRec(a.Cron, a.Zone, a.Every, a.Misfire, a.Start, a.End)
 	if err != nil {
 		return 0, fmt.Errorf("%w: %v", ErrBadSchedule, err)
 	}

@@ -51,12 +51,6 @@ func (e *Engine) addTimer(kind uint8, ref uint64, due int64) (uint32, bool) {
 // stopTimer cancels a timer addTimer returned. O(1).
 func (e *Engine) stopTimer(h uint32) { e.tm.Stop(h) }
 
-// timerDue is when a scheduled timer fires.
-func (e *Engine) timerDue(h uint32) (int64, bool) { return e.tm.Due(h) }
-
-// nextTimer is the timer wheel's next deadline.
-func (e *Engine) nextTimer() (int64, bool) { return e.tm.NextDeadline() }
-
 // advanceTimers fires every timer due by now, in (due, order set). Called
 // by advanceLocked after the job wheel moved.
 func (e *Engine) advanceTimers(now int64) {

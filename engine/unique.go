@@ -54,14 +54,6 @@ type identState struct {
 // jobIdent is what a UNIQUE or DEBOUNCE job carries beyond its record.
 type jobIdent = jobs.Ident
 
-// identOf fills the UNIQUE and DEBOUNCE fields of the add record r of the
-// job in slot s (addRecOf: a rewrite keeps them).
-func (e *Engine) identOf(s uint32, r *rec) {
-	if ji, ok := e.jobs.IdentOf(s); ok {
-		r.uniqueTTL, r.debounceUntil = ji.UniqueTTL, ji.DebounceUntil
-	}
-}
-
 // entomb leaves the tombstone of a UNIQUE job that ends at time at, and
 // forgets its UNIQUE option (so a later removal of the same slot does not
 // leave a second one). Called before the job's id and queue are gone. O(1).
@@ -93,7 +85,7 @@ func (e *Engine) entombEnded(s uint32, logged bool) {
 // holds it longer. An end already past makes none. O(1).
 func (e *Engine) setTomb(key uint64, end int64) {
 	if h, ok := e.ident.tombs.Get(key); ok {
-		if due, ok := e.timerDue(h); ok && due >= end {
+		if due, ok := e.tm.Due(h); ok && due >= end {
 			return
 		}
 		e.stopTimer(h)
@@ -118,7 +110,7 @@ func (e *Engine) tombHeld(queue, id []byte, now int64) bool {
 	if !ok {
 		return false
 	}
-	end, ok := e.timerDue(h)
+	end, ok := e.tm.Due(h)
 	return ok && end > now
 }
 
@@ -127,7 +119,7 @@ func (e *Engine) tombHeld(queue, id []byte, now int64) bool {
 func (e *Engine) tombRecs(now int64) []rec {
 	out := make([]rec, 0, e.ident.tombs.Len())
 	for key, h := range e.ident.tombs.All() {
-		if end, ok := e.timerDue(h); ok && end > now {
+		if end, ok := e.tm.Due(h); ok && end > now {
 			out = append(out, rec{op: opTomb, time: now, sid: key, due: end})
 		}
 	}

@@ -2,6 +2,7 @@ package schedule
 
 import (
 	"cmp"
+	"errors"
 	"slices"
 	"strconv"
 )
@@ -32,6 +33,21 @@ type Rec struct {
 	Since      int64  // when the spec was set: EVERY's anchor without START, and no firing is at or before it
 	Last       int64  // last fire time (0: none)
 	Count      uint64 // firings so far
+}
+
+// NewRec is the state of a new schedule and its parsed spec: a cron
+// expression (with its zone, "" for UTC) or, when every > 0, a period in
+// ms; START and END in unix ms, 0 for none. Since is the caller's to set.
+func NewRec(cron, zone string, every int64, misfire uint8, start, end int64) (Rec, *Spec, error) {
+	if end > 0 && end < start {
+		return Rec{}, nil, errors.New("END is before START")
+	}
+	r := Rec{Every: every, Misfire: misfire, Start: start, End: end}
+	if every <= 0 {
+		r.Expr, r.Zone = []byte(cron), []byte(zone)
+	}
+	spec, err := r.Parse()
+	return r, spec, err
 }
 
 // Parse parses the spec r holds.

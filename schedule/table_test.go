@@ -119,3 +119,17 @@ func TestFireID(t *testing.T) {
 		t.Fatal(got)
 	}
 }
+
+func TestNewRec(t *testing.T) {
+	if _, _, err := NewRec("", "", 1000, MisfireSkip, 2000, 1000); err == nil || err.Error() != "END is before START" {
+		t.Fatalf("END before START: %v", err)
+	}
+	r, spec, err := NewRec("0 * * * *", "Europe/Berlin", 1000, MisfireAll, 0, 0)
+	if err != nil || spec.Period() != 1000 || r.Expr != nil || r.Zone != nil || r.Text() != "EVERY 1000" {
+		t.Fatalf("EVERY keeps a cron expression: %+v, %v", r, err)
+	}
+	r, _, err = NewRec("0 * * * *", "Europe/Berlin", 0, MisfireOnce, 0, 0)
+	if err != nil || r.Text() != "CRON 0 * * * * TZ Europe/Berlin" || r.Misfire != MisfireOnce {
+		t.Fatalf("cron: %+v, %v", r, err)
+	}
+}
