@@ -11,6 +11,7 @@ import (
 	"github.com/delayd/delayd/aof"
 	"github.com/delayd/delayd/finetimer"
 	"github.com/delayd/delayd/jobs"
+	"github.com/delayd/delayd/latetrace"
 	"github.com/delayd/delayd/schedule"
 	"github.com/delayd/delayd/wheel"
 )
@@ -179,10 +180,10 @@ type core struct {
 	mutex sync.Mutex // guards everything below; reached through Engine.mu
 
 	wheel   *wheel.Wheel
-	tm      timers     // the clocks that are not jobs (timers.go)
-	ident   identState // UNIQUE and DEBOUNCE options, tombstones (unique.go)
-	flow    flow       // DELAY.LIMIT's limits by queue name (limit.go)
-	jobs    jobs.Table // every job: records, ids and payloads, the id index, side tables
+	tm      wheel.Timers // the clocks that are not jobs (timers.go)
+	ident   identState   // UNIQUE and DEBOUNCE options, tombstones (unique.go)
+	flow    flow         // DELAY.LIMIT's limits by queue name (limit.go)
+	jobs    jobs.Table   // every job: records, ids and payloads, the id index, side tables
 	queues  []queue
 	byName  map[string]uint32
 	lastQ   uint32 // queueFor's last find, +1 (0: none)
@@ -470,7 +471,7 @@ func (e *Engine) run() {
 			}
 			e.advanceLocked(e.nowMs())
 			if traceOn {
-				traceAdvance(time.Since(t0))
+				latetrace.Advance(time.Since(t0))
 			}
 			dl, ok = e.wheel.NextDeadline()
 			if tdl, tok := e.tm.NextDeadline(); tok && (!ok || tdl < dl) {
@@ -524,7 +525,7 @@ func (e *Engine) run() {
 			t.Stop()
 		case <-e.quit:
 			t.Stop()
-			traceDump()
+			latetrace.Dump()
 			return
 		}
 	}

@@ -13,10 +13,7 @@ const traceOn = latetrace.On
 
 func (e *Engine) traceWake(dl int64)   { latetrace.Wake(e.lateBy(dl)) }
 func (e *Engine) traceServe(w *Waiter) { latetrace.Serve(w, e.lateBy(w.d.Due)) }
-func traceWoken(w *Waiter)             { latetrace.Woken(w, w.d.Ticket) }
 func traceDurable(ticket uint64)       { latetrace.Durable(ticket) }
-func traceAdvance(d time.Duration)     { latetrace.Advance(d) }
-func traceDump()                       { latetrace.Dump() }
 
 // lateBy is how long after the first nanosecond of the millisecond ms the
 // engine's clock is.

@@ -24,12 +24,6 @@ const (
 	timerLimit          // ref: the queue's limit index (limit.go)
 )
 
-// timer is what a timer stands for: its kind and ref.
-type timer = wheel.Timer
-
-// timers is the second wheel and its slab of timers.
-type timers = wheel.Timers
-
 // addTimer schedules a timer of this kind and ref at due (unix ms) and
 // returns its handle; ok is false when due is not after the wheel's clock
 // (the caller acts at once instead). Called with mu held. O(1).
@@ -41,7 +35,7 @@ func (e *Engine) addTimer(kind uint8, ref uint64, due int64) (uint32, bool) {
 		}
 		e.tm.Start(e.opts.Tick, now)
 	}
-	h, ok := e.tm.Add(timer{Kind: kind, Ref: ref}, due)
+	h, ok := e.tm.Add(wheel.Timer{Kind: kind, Ref: ref}, due)
 	if ok {
 		e.poke(due)
 	}
@@ -62,7 +56,7 @@ func (e *Engine) advanceTimers(now int64) {
 }
 
 // onTimer runs a fired timer's action. Called with mu held.
-func (e *Engine) onTimer(t timer, now int64) {
+func (e *Engine) onTimer(t wheel.Timer, now int64) {
 	switch t.Kind {
 	case timerTomb:
 		e.tombEnded(t.Ref)
@@ -76,7 +70,7 @@ func (e *Engine) onTimer(t timer, now int64) {
 // resetTimers drops every timer (resetState: whatever they stood for is
 // rebuilt by replay or re-armed).
 func (e *Engine) resetTimers() {
-	e.tm = timers{}
+	e.tm = wheel.Timers{}
 }
 
 // stateRecs returns the records that recreate the engine's state that is
