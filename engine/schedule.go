@@ -153,18 +153,13 @@ func (e *Engine) schedLive() bool {
 // applySchedule applies a schedule record, live or replayed: the state is
 // set outright, and a live engine arms it.
 func (e *Engine) applySchedule(r *rec) {
-	st := *r.sched
-	st.Expr, st.Zone = clone(st.Expr), clone(st.Zone)
-	s := &schedule.Sched{Key: schedule.Key{Queue: string(r.queue), Name: string(r.id)}, St: st, Payload: clone(r.payload),
-		AckTimeout: r.ackTimeout, Retry: r.retry, DeadLetter: clone(r.deadLetter), Next: -1}
-	spec, err := s.St.Parse()
+	s, err := schedule.NewSched(schedule.Key{Queue: string(r.queue), Name: string(r.id)}, r.sched,
+		r.payload, r.ackTimeout, r.retry, r.deadLetter)
 	if err != nil {
 		// Only a tz database without a zone it had can get here: keep
 		// the schedule, listed, but it cannot fire.
 		e.opts.Logger.Warn().Err(err).Str("queue", s.Key.Queue).Str("schedule", s.Key.Name).
 			Msg("a logged schedule no longer parses: it will not fire")
-	} else {
-		s.Spec = spec
 	}
 	if old := e.sched.Put(s); old != nil {
 		e.stopSchedTimer(old)

@@ -124,6 +124,29 @@ type Sched struct {
 	Timed      bool
 }
 
+// NewSched is the schedule a record states, its bytes copied (a record's
+// may alias a read buffer), its spec parsed, not armed. When the spec no
+// longer parses (a tz database without a zone it had), the schedule is
+// returned with err and no Spec: it is kept and listed, but never fires.
+func NewSched(key Key, st *Rec, payload []byte, ackTimeout, retry int64, deadLetter []byte) (*Sched, error) {
+	s := &Sched{Key: key, St: *st, Payload: clone(payload), AckTimeout: ackTimeout, Retry: retry,
+		DeadLetter: clone(deadLetter), Next: -1}
+	s.St.Expr, s.St.Zone = clone(st.Expr), clone(st.Zone)
+	spec, err := s.St.Parse()
+	if err == nil {
+		s.Spec = spec
+	}
+	return s, err
+}
+
+// clone copies b; nil and empty are both nil.
+func clone(b []byte) []byte {
+	if b == nil {
+		return nil
+	}
+	return append([]byte(nil), b...)
+}
+
 // NextAfter is the schedule's first fire time after t, within END.
 func (s *Sched) NextAfter(t int64) (int64, bool) {
 	if s.Spec == nil {

@@ -133,3 +133,20 @@ func TestNewRec(t *testing.T) {
 		t.Fatalf("cron: %+v, %v", r, err)
 	}
 }
+
+func TestNewSchedCopiesAndParses(t *testing.T) {
+	buf := []byte("0 * * * *|Europe/Berlin|payload")
+	st := Rec{Expr: buf[:9], Zone: buf[10:23]}
+	s, err := NewSched(Key{"q", "s"}, &st, buf[24:], 100, -1, nil)
+	if err != nil || s.Spec == nil || s.Next != -1 || s.DeadLetter != nil {
+		t.Fatalf("%+v, %v", s, err)
+	}
+	copy(buf, "XXXXXXXXXXXXXXXXXXXXXXXXXXXXXXX")
+	if s.St.Text() != "CRON 0 * * * * TZ Europe/Berlin" || string(s.Payload) != "payload" {
+		t.Fatalf("the schedule aliases its record: %q %q", s.St.Text(), s.Payload)
+	}
+	bad := Rec{Expr: []byte("0 * * * *"), Zone: []byte("No/Such_Zone")}
+	if s, err := NewSched(Key{"q", "bad"}, &bad, nil, 0, 0, nil); err == nil || s == nil || s.Spec != nil {
+		t.Fatalf("a spec that does not parse: %+v, %v", s, err)
+	}
+}
