@@ -181,7 +181,7 @@ type core struct {
 
 	wheel   *wheel.Wheel
 	tm      wheel.Timers // the clocks that are not jobs (timers.go)
-	ident   identState   // UNIQUE and DEBOUNCE options, tombstones (unique.go)
+	ident   identState   // the tombstones of UNIQUE ids (unique.go)
 	flow    flow         // DELAY.LIMIT's limits by queue name (limit.go)
 	jobs    jobs.Table   // every job: records, ids and payloads, the id index, side tables
 	queues  []queue
