@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/delayd/delayd/internal/testserver"
 )
 
 // feature is a column of the matrix: one thing every client is checked for.
@@ -219,7 +221,7 @@ func startEnv(t *testing.T, f feature) (*env, error) {
 			t.Logf("cluster output:\n%s", tc.output())
 			return nil, err
 		}
-		return &env{cluster: tc, addr: tc.nodes[0].addr(), addrs: tc.addrs(), log: &syncBuffer{}}, nil
+		return &env{cluster: tc, addr: tc.nodes[0].addr(), addrs: tc.addrs(), log: &testserver.Buffer{}}, nil
 	}
 	password := ""
 	if f.name == "auth" {
@@ -228,11 +230,11 @@ func startEnv(t *testing.T, f feature) (*env, error) {
 	srv, err := startServer(t.TempDir(), password)
 	if err != nil {
 		if srv != nil {
-			t.Logf("server output:\n%s", srv.out.String())
+			t.Logf("server output:\n%s", srv.Output())
 		}
 		return nil, err
 	}
-	return &env{srv: srv, addr: srv.addr(), addrs: []string{srv.addr()}, password: password, log: &syncBuffer{}}, nil
+	return &env{srv: srv, addr: srv.addr(), addrs: []string{srv.addr()}, password: password, log: &testserver.Buffer{}}, nil
 }
 
 // printMatrix logs the outcome of every cell that ran, as a table, and

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/delayd/delayd/internal/testserver"
 )
 
 // The cluster checks run against a delayd cluster of their own: three nodes
@@ -39,83 +41,30 @@ type testCluster struct {
 // every node lists all n and agrees on one master.
 func startCluster(dir string, n int) (*testCluster, error) {
 	tc := &testCluster{}
-	first, err := startNode(filepath.Join(dir, "node0"), "--cluster-bootstrap")
-	if first != nil {
-		tc.nodes = append(tc.nodes, first)
-	}
+	_, err := testserver.FormCluster(n, 15*time.Second, func(how ...string) (*testserver.Server, error) {
+		s, err := startNode(filepath.Join(dir, "node"+strconv.Itoa(len(tc.nodes))), how...)
+		if s == nil {
+			return nil, err
+		}
+		tc.nodes = append(tc.nodes, s)
+		return s.Server, err
+	})
 	if err != nil {
-		return tc, fmt.Errorf("node 0: %w", err)
-	}
-	if err := waitFor(10*time.Second, func() error {
-		_, err := tc.leader()
-		return err
-	}); err != nil {
-		return tc, fmt.Errorf("the bootstrap node did not become the leader: %w", err)
-	}
-	type started struct {
-		i   int
-		s   *server
-		err error
-	}
-	ch := make(chan started)
-	for i := 1; i < n; i++ {
-		go func() {
-			s, err := startNode(filepath.Join(dir, "node"+strconv.Itoa(i)), "--cluster-join", first.addr())
-			ch <- started{i, s, err}
-		}()
-	}
-	rest := make([]*server, n)
-	var errs []error
-	for i := 1; i < n; i++ {
-		r := <-ch
-		rest[r.i] = r.s
-		if r.err != nil {
-			errs = append(errs, fmt.Errorf("node %d: %w", r.i, r.err))
-		}
-	}
-	for _, s := range rest[1:] {
-		if s != nil {
-			tc.nodes = append(tc.nodes, s)
-		}
-	}
-	if len(errs) > 0 {
-		return tc, errors.Join(errs...)
+		return tc, err
 	}
 	return tc, tc.waitReady(15 * time.Second)
 }
 
 // startNode starts one cluster node with its own client and bus ports
-// (both free) and the election timeout of the brief's clusters (1 s),
-// retrying with new ports when another process took one meanwhile.
+// (both free) and the tests' election timeout (1 s), retrying with new
+// ports when another process took one meanwhile.
 func startNode(dir string, flags ...string) (*server, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	var err error
-	for attempt := 0; attempt < 3; attempt++ {
-		var port, bus int
-		if port, err = freePort(); err != nil {
-			return nil, err
-		}
-		if bus, err = freePort(); err != nil {
-			return nil, err
-		}
-		if bus == port {
-			continue
-		}
-		s := &server{port: port, dir: dir, out: &syncBuffer{}, extra: append([]string{
-			"--cluster-enabled", "yes",
-			"--cluster-bus-addr", "127.0.0.1:" + strconv.Itoa(bus),
-			"--cluster-election-timeout", "1000",
-		}, flags...)}
-		if err = s.start(); err == nil {
-			return s, nil
-		}
-		if !strings.Contains(s.out.String(), "address already in use") {
-			return s, err
-		}
-	}
-	return nil, err
+	return testserver.StartFresh(ports, 2, func(p []int) *server {
+		return newServer(p[0], dir, "", append(testserver.ClusterFlags(p[1]), flags...)...)
+	})
 }
 
 // waitFor polls f every 50 ms until it returns nil, or returns its last
@@ -232,7 +181,7 @@ func (tc *testCluster) killLeader() (string, error) {
 	tc.mu.Lock()
 	tc.killed = l
 	tc.mu.Unlock()
-	l.kill()
+	l.Kill()
 	return l.addr(), nil
 }
 
@@ -246,19 +195,10 @@ func (tc *testCluster) restartKilled() error {
 	if k == nil {
 		return errors.New("no node was killed")
 	}
-	// After a kill, another process's outgoing connection may hold the
-	// node's bus port for a moment: a start that finds it taken is tried
-	// again, a few times (the node is known by its bus address).
-	for try := 1; ; try++ {
-		before := len(k.out.String())
-		err := k.start()
-		if err == nil {
-			break
-		}
-		if try == 5 || !strings.Contains(k.out.String()[before:], "address already in use") {
-			return fmt.Errorf("restart %s: %w", k.addr(), err)
-		}
-		time.Sleep(500 * time.Millisecond)
+	// The harness's restart tries again while another process's outgoing
+	// connection holds the node's bus port (the node is known by it).
+	if _, err := k.Restart(); err != nil {
+		return fmt.Errorf("restart %s: %w", k.addr(), err)
 	}
 	tc.mu.Lock()
 	tc.killed = nil
@@ -308,7 +248,7 @@ func (tc *testCluster) stop() bool {
 func (tc *testCluster) output() string {
 	var b strings.Builder
 	for i, s := range tc.nodes {
-		fmt.Fprintf(&b, "--- node %d (%s):\n%s", i, s.addr(), s.out.String())
+		fmt.Fprintf(&b, "--- node %d (%s):\n%s", i, s.addr(), s.Output())
 	}
 	return b.String()
 }

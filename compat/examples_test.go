@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/delayd/delayd/internal/testserver"
 )
 
 // The programs of examples/ run as their users run them, against a real
@@ -195,7 +197,7 @@ func gracefulStop(t *testing.T, ex example, addr string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var stderr syncBuffer
+	var stderr testserver.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -279,7 +281,7 @@ func TestClusterExamples(t *testing.T) {
 			if err != nil {
 				skipOrFail(t, err)
 			}
-			out := &syncBuffer{}
+			out := &testserver.Buffer{}
 			worker.Stdout, worker.Stderr = out, out
 			if err := worker.Start(); err != nil {
 				t.Fatal(err)
@@ -375,7 +377,7 @@ func TestClusterExamplesStopWithClusterDown(t *testing.T) {
 			if err != nil {
 				skipOrFail(t, err)
 			}
-			out := &syncBuffer{}
+			out := &testserver.Buffer{}
 			worker.Stdout, worker.Stderr = out, out
 			if err := worker.Start(); err != nil {
 				t.Fatal(err)

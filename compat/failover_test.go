@@ -17,6 +17,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/rueidis"
+
+	"github.com/delayd/delayd/internal/testserver"
 )
 
 // TestFailoverResume times how long each client library's writes stop when
@@ -403,7 +405,7 @@ func scriptWriter(name string, stop <-chan struct{}, rec *ackRecord, interp stri
 	cmd := exec.Command(interp, args...)
 	cmd.Dir = filepath.Join(moduleRoot, "compat")
 	cmd.Env = append(os.Environ(), env...)
-	stderr := &syncBuffer{}
+	stderr := &testserver.Buffer{}
 	cmd.Stderr = stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {

@@ -2,12 +2,9 @@ package compat
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"fmt"
 	"io"
-	"math/rand/v2"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,6 +16,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/delayd/delayd/internal/testserver"
 )
 
 var (
@@ -49,12 +48,11 @@ func run(m *testing.M) int {
 	if !verbose {
 		redis.SetLogger(quietLogger{})
 	}
-	wd, err := os.Getwd()
-	if err != nil {
+	var err error
+	if moduleRoot, err = testserver.ModuleRoot(); err != nil {
 		fmt.Fprintln(os.Stderr, "compat:", err)
 		return 1
 	}
-	moduleRoot = filepath.Dir(wd)
 	switch target := os.Getenv("DELAYD_COMPAT_TARGET"); {
 	case target == "" || target == "delayd":
 	case filepath.Base(target) == "redis-server":
@@ -68,26 +66,13 @@ func run(m *testing.M) int {
 		fmt.Fprintf(os.Stderr, "compat: DELAYD_COMPAT_TARGET=%q: want delayd, redis-server or a path to redis-server\n", target)
 		return 1
 	}
-	if bin := os.Getenv("DELAYD_COMPAT_BIN"); bin != "" {
-		if serverBin, err = filepath.Abs(bin); err != nil {
-			fmt.Fprintln(os.Stderr, "compat:", err)
-			return 1
-		}
-		return m.Run()
-	}
-	tmp, err := os.MkdirTemp("", "delayd-compat-")
+	bin, remove, err := testserver.Binary("DELAYD_COMPAT_BIN", false)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "compat:", err)
 		return 1
 	}
-	defer os.RemoveAll(tmp)
-	serverBin = filepath.Join(tmp, "delayd")
-	build := exec.Command("go", "build", "-o", serverBin, ".")
-	build.Dir = moduleRoot
-	if out, err := build.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "compat: go build in %s failed: %v\n%s", moduleRoot, err, out)
-		return 1
-	}
+	defer remove()
+	serverBin = bin
 	return m.Run()
 }
 
@@ -96,242 +81,70 @@ type quietLogger struct{}
 
 func (quietLogger) Printf(context.Context, string, ...any) {}
 
-// syncBuffer collects a process's output.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
+// ports are this package's (integration_test and web/e2e have their own
+// ranges; see testserver's package comment).
+var ports = testserver.NewPorts(testserver.CompatPorts)
 
 // server is one delayd (or redis-server) process owned by one check.
-type server struct {
-	port     int
-	dir      string
-	password string
-	// extra are more flags (a cluster node's); the node's --cluster-*
-	// ports are part of them.
-	extra []string
-	out   *syncBuffer
+type server struct{ *testserver.Server }
 
-	mu   sync.Mutex
-	cmd  *exec.Cmd
-	done chan struct{}
-}
-
-// startServer starts the target on a free port of 127.0.0.1 with its own
-// data dir and the append-only log on (so a restart keeps the jobs), with
-// requirepass when password is set. Stop it with stop.
-func startServer(dir, password string) (*server, error) {
-	var err error
-	for attempt := 0; attempt < 3; attempt++ {
-		var port int
-		if port, err = freePort(); err != nil {
-			return nil, err
-		}
-		s := &server{port: port, dir: dir, password: password, out: &syncBuffer{}}
-		if err = s.start(); err == nil {
-			return s, nil
-		}
-		if !strings.Contains(s.out.String(), "address already in use") {
-			return s, err
-		}
-		// another process took the port between freePort and the bind
-	}
-	return nil, err
-}
-
-// freePort finds a free port on 127.0.0.1 below Linux's ephemeral range
-// (32768-60999), where outgoing connections take their local ports: a
-// killed cluster node restarted on its port could find it taken by one
-// (integration_test's freePortOn says more).
-//
-// It never hands out the same port twice in one test process. Checks run in
-// parallel, and a killed node's ports are free until its restart: another
-// check's cluster was given the killed leader's bus port in that window, so
-// the restart failed with "address already in use" and the other cluster's
-// node took Raft requests from the first cluster's (CI, rueidis/failover
-// beside node-redis/cluster). And it picks from 20000-26383, integration_test
-// from 26384-32767: go test runs the two packages' processes side by side.
-func freePort() (int, error) {
-	handed.Lock()
-	defer handed.Unlock()
-	var err error
-	for range 200 {
-		port := 20000 + rand.IntN(26384-20000)
-		if handed.ports[port] {
-			continue
-		}
-		var l net.Listener
-		if l, err = net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port))); err == nil {
-			l.Close()
-			handed.ports[port] = true
-			return port, nil
-		}
-	}
-	if err == nil {
-		err = fmt.Errorf("no port between 20000 and 26383 left to hand out")
-	}
-	return 0, err
-}
-
-// handed is every port freePort has given out in this process.
-var handed = struct {
-	sync.Mutex
-	ports map[int]bool
-}{ports: map[int]bool{}}
-
-func (s *server) args() []string {
-	port := strconv.Itoa(s.port)
+// newServer returns the target, not started, on port with its data dir
+// (also its working dir) and the append-only log on (so a restart keeps
+// the jobs), with requirepass when password is set, and extra flags (a
+// cluster node's, a TLS port) after the defaults.
+func newServer(port int, dir, password string, extra ...string) *server {
+	p := strconv.Itoa(port)
+	var args []string
 	if againstRedis {
-		a := []string{"--port", port, "--bind", "127.0.0.1", "--dir", s.dir, "--save", "",
+		args = []string{"--port", p, "--bind", "127.0.0.1", "--dir", dir, "--save", "",
 			"--appendonly", "yes", "--daemonize", "no", "--logfile", ""}
-		if s.password != "" {
-			a = append(a, "--requirepass", s.password)
-		}
-		return a
+	} else {
+		args = []string{"--bind", "127.0.0.1", "--http-addr", "", "--port", p, "--dir", dir, "--appendonly", "yes",
+			"--log-level", "warn", "--log-format", "json"}
 	}
-	a := []string{"--bind", "127.0.0.1", "--http-addr", "", "--port", port, "--dir", s.dir, "--appendonly", "yes",
-		"--log-level", "warn", "--log-format", "json"}
-	if s.password != "" {
-		a = append(a, "--requirepass", s.password)
-	}
-	return append(a, s.extra...)
-}
-
-func (s *server) start() error {
-	cmd := exec.Command(serverBin, s.args()...)
-	cmd.Dir = s.dir
-	cmd.Stdout, cmd.Stderr = s.out, s.out
-	for _, kv := range os.Environ() { // the machine's DELAYD_ settings never leak in
-		if !strings.HasPrefix(kv, "DELAYD_") {
-			cmd.Env = append(cmd.Env, kv)
-		}
-	}
-	if err := cmd.Start(); err != nil {
-		return err
-	}
-	done := make(chan struct{})
-	s.mu.Lock()
-	s.cmd, s.done = cmd, done
-	s.mu.Unlock()
-	go func() { _ = cmd.Wait(); close(done) }()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		select {
-		case <-done:
-			return fmt.Errorf("server exited before it answered PING on %s", s.addr())
-		default:
-		}
-		if pingOnce(s.addr(), s.password) {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			s.stop()
-			return fmt.Errorf("no reply to PING on %s within 10s", s.addr())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-// pingOnce reports whether a raw PING gets a reply other than LOADING. With
-// a password it authenticates first: a server still loading answers an
-// unauthenticated PING with -NOAUTH (authentication is checked before
-// loading, as Redis does), which said nothing about loading and let a
-// check start against a server that then answered LOADING (rueidis/auth,
-// once under load).
-func pingOnce(addr, password string) bool {
-	c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
-	if err != nil {
-		return false
-	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(time.Second))
-	req := "*1\r\n$4\r\nPING\r\n"
 	if password != "" {
-		req = fmt.Sprintf("*2\r\n$4\r\nAUTH\r\n$%d\r\n%s\r\n", len(password), password) + req
+		args = append(args, "--requirepass", password)
 	}
-	if _, err := c.Write([]byte(req)); err != nil {
-		return false
+	if !againstRedis {
+		args = append(args, extra...)
 	}
-	r := bufio.NewReader(c)
-	if password != "" {
-		if line, err := r.ReadString('\n'); err != nil || !strings.HasPrefix(line, "+") {
-			return false
-		}
-	}
-	line, err := r.ReadString('\n')
-	return err == nil && (strings.HasPrefix(line, "+") ||
-		strings.HasPrefix(line, "-") && !strings.HasPrefix(line, "-LOADING"))
+	return &server{testserver.New(serverBin, port, dir, args...)}
 }
 
-func (s *server) addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port)) }
+// startServer starts the target on a free port of 127.0.0.1 (see
+// newServer). Stop it with stop.
+func startServer(dir, password string) (*server, error) {
+	return testserver.StartFresh(ports, 1, func(p []int) *server { return newServer(p[0], dir, password) })
+}
 
-// stop sends SIGTERM, then SIGKILL after 5 s; it reports whether SIGTERM
-// was enough.
+func (s *server) addr() string { return s.Addr() }
+
+// stop sends SIGTERM, then SIGQUIT after 5 s (a goroutine dump in the
+// output); it reports whether SIGTERM was enough.
 func (s *server) stop() bool {
-	s.mu.Lock()
-	cmd, done := s.cmd, s.done
-	s.mu.Unlock()
-	if cmd == nil {
-		return true
-	}
-	_ = cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-done:
-		return true
-	case <-time.After(5 * time.Second):
-		_ = cmd.Process.Kill()
-		<-done
-		return false
-	}
-}
-
-// kill ends the server with SIGKILL, as a crash or a pulled plug would:
-// no clean shutdown, no goodbye to its clients or peers.
-func (s *server) kill() {
-	s.mu.Lock()
-	cmd, done := s.cmd, s.done
-	s.mu.Unlock()
-	if cmd == nil {
-		return
-	}
-	_ = cmd.Process.Kill()
-	<-done
+	_, ok := s.Stop(5 * time.Second)
+	return ok
 }
 
 // pause stops the server with SIGSTOP for d, then lets it go on (SIGCONT):
 // a process that froze (a long GC pause, a VM stall, a partition that
 // healed) and comes back believing what it believed before.
 func (s *server) pause(d time.Duration) {
-	s.mu.Lock()
-	cmd := s.cmd
-	s.mu.Unlock()
-	if cmd == nil {
+	if s.Signal(syscall.SIGSTOP) != nil {
 		return
 	}
-	_ = cmd.Process.Signal(syscall.SIGSTOP)
-	defer func() { _ = cmd.Process.Signal(syscall.SIGCONT) }()
+	defer func() { _ = s.Signal(syscall.SIGCONT) }()
 	time.Sleep(d)
 }
 
 // restart stops the server (SIGTERM) and starts it again on the same port
 // and dir, as an operator's restart does.
 func (s *server) restart() error {
-	if !s.stop() {
+	ok, err := s.Restart()
+	if !ok {
 		return fmt.Errorf("server did not exit within 5s of SIGTERM")
 	}
-	return s.start()
+	return err
 }
 
 // env is what a check gets: a running server of its own, or for a cluster
@@ -343,7 +156,7 @@ type env struct {
 	addrs    []string  // every node's address (the server's alone)
 	password string    // set for the AUTH check's server
 	tls      *tlsFiles // set for the TLS check's server; addr is its TLS port
-	log      *syncBuffer
+	log      *testserver.Buffer
 }
 
 // restart restarts the check's server.
@@ -368,7 +181,7 @@ func (e *env) output() string {
 	if e.cluster != nil {
 		return e.cluster.output()
 	}
-	return e.srv.out.String()
+	return e.srv.Output()
 }
 
 // logf notes a step; the notes are shown when the check fails.

@@ -5,13 +5,13 @@ import (
 	"fmt"
 	"net"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/rueidis"
 
+	"github.com/delayd/delayd/internal/testserver"
 	"github.com/delayd/delayd/tlsconf/tlstest"
 )
 
@@ -57,30 +57,22 @@ func startTLSEnv(t *testing.T) (*env, error) {
 	files.cert, files.key = client.Write(t, dir, "client")
 	files.client = client.TLS
 	files.caPool = &tls.Config{RootCAs: ca.Pool, ServerName: "127.0.0.1"}
-	var err error
-	for attempt := 0; attempt < 3; attempt++ {
-		var port, tlsPort int
-		if port, err = freePort(); err != nil {
-			return nil, err
-		}
-		if tlsPort, err = freePort(); err != nil {
-			return nil, err
-		}
-		s := &server{port: port, dir: dir, out: &syncBuffer{}, extra: []string{
+	var tlsPort int
+	s, err := testserver.StartFresh(ports, 2, func(p []int) *server {
+		tlsPort = p[1]
+		return newServer(p[0], dir, "",
 			"--tls-port", strconv.Itoa(tlsPort),
 			"--tls-cert-file", serverCert, "--tls-key-file", serverKey,
-			"--tls-ca-cert-file", files.ca, "--tls-auth-clients", "yes",
-		}}
-		if err = s.start(); err == nil {
-			addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(tlsPort))
-			return &env{srv: s, addr: addr, addrs: []string{addr}, tls: files, log: &syncBuffer{}}, nil
+			"--tls-ca-cert-file", files.ca, "--tls-auth-clients", "yes")
+	})
+	if err != nil {
+		if s != nil {
+			t.Logf("server output:\n%s", s.Output())
 		}
-		if !strings.Contains(s.out.String(), "address already in use") {
-			t.Logf("server output:\n%s", s.out.String())
-			return nil, err
-		}
+		return nil, err
 	}
-	return nil, err
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(tlsPort))
+	return &env{srv: s, addr: addr, addrs: []string{addr}, tls: files, log: &testserver.Buffer{}}, nil
 }
 
 func goRedisTLS(e *env) error {

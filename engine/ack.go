@@ -16,8 +16,7 @@ func (e *Engine) reserveAt(s uint32, deadline int64) {
 	j := e.jobs.At(s)
 	j.State = jobs.StateReserved
 	q := &e.queues[j.Queue]
-	q.reserved++
-	q.rd.reserve(&e.jobs.Slab, s)
+	q.Reserve(&e.jobs.Slab, s)
 	if q.watch != nil || e.trackAll {
 		e.changed(q)
 	}
@@ -94,21 +93,21 @@ func (e *Engine) exhausted(s uint32, logIt bool) uint64 {
 		return ticket
 	}
 	e.stats.DeadLettered++
-	e.queues[from].deadLettered++
+	e.queues[from].DeadLettered++
 	e.jobs.SetOrigin(s, &origin{Queue: []byte(e.queues[from].name), AckTimeout: int64(j.AckTimeout), Retry: int64(j.Retry), DeadLetter: dl})
 	payload := append([]byte(nil), e.jobs.Payload(j)...)
 	e.jobs.Delete(&e.queues[from].run, s, id)
-	e.queues[from].bytes -= jobs.DataSize(j)
+	e.queues[from].Bytes -= jobs.DataSize(j)
 	e.jobs.Arena.Free(j.Data, int(j.IDLen)+int(j.Plen()))
 	delete(e.jobs.DeadLetters, s)
 	j.Flags &^= jobs.FlagDL
 	e.jobs.DropIdent(s) // a new job of the dead-letter queue
 	j.AckTimeout, j.Retry = 0, -1
 	grp, prio := e.laneOf(s) // kept in the dead-letter queue, under its own limits
-	e.queues[from].rd.leave(&e.jobs.Slab, s)
+	e.queues[from].Order.Leave(&e.jobs.Slab, s)
 	to, _ := e.queueFor(dl, true)
 	j.Queue = to
-	e.joinLane(to, s, grp, prio)
+	e.queues[to].Join(&e.jobs.Slab, s, grp, prio)
 	if _, taken := e.jobs.Lookup(&e.queues[to].run, to, id); taken {
 		// Not time based, so replay makes the same id as the live server did.
 		e.lastSID++
@@ -126,7 +125,7 @@ func (e *Engine) exhausted(s uint32, logIt bool) uint64 {
 	} else {
 		j.Data = e.storeData(nil, payload)
 	}
-	e.queues[to].bytes += jobs.DataSize(j)
+	e.queues[to].Bytes += jobs.DataSize(j)
 	e.jobs.Insert(s, id)
 	e.seq++
 	j.Seq = e.seq
@@ -155,17 +154,17 @@ func (e *Engine) reserved(queueName, id []byte) (uint32, bool) {
 
 // Ack deletes reserved jobs and returns how many there were. O(1) per id.
 func (e *Engine) Ack(queueName []byte, ids [][]byte) (int, uint64, error) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	now, err := e.beginWrite()
+	wr, err := e.begin(0)
 	if err != nil {
 		return 0, 0, err
 	}
+	defer wr.end()
+	now := wr.now
 	var ticket uint64
 	n := 0
 	for _, id := range ids {
 		if s, ok := e.reserved(queueName, id); ok {
-			e.queues[e.jobs.At(s).Queue].acks++
+			e.queues[e.jobs.At(s).Queue].Acks++
 			e.observeAck(s, now)
 			r := e.recFor(opCancel, s)
 			ticket = e.logRec(&r)
@@ -192,18 +191,18 @@ func (e *Engine) NackReason(queueName, id []byte, delay int64, reason []byte) (b
 	if len(reason) > MaxReason {
 		return false, 0, ErrReasonTooLong
 	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	now, err := e.beginWrite()
+	wr, err := e.begin(0)
 	if err != nil {
 		return false, 0, err
 	}
+	defer wr.end()
+	now := wr.now
 	s, ok := e.reserved(queueName, id)
 	if !ok {
 		return false, 0, nil
 	}
 	e.stats.Nacked++
-	e.queues[e.jobs.At(s).Queue].nacks++
+	e.queues[e.jobs.At(s).Queue].Nacks++
 	e.detach(s)
 	due := now
 	if delay > 0 {
@@ -237,11 +236,11 @@ func (e *Engine) addRecOf(s uint32, flags byte) *rec {
 
 // Touch starts a reserved job's ack deadline again, from now. O(1).
 func (e *Engine) Touch(queueName, id []byte) (bool, uint64, error) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if _, err := e.beginWrite(); err != nil {
+	wr, err := e.begin(0)
+	if err != nil {
 		return false, 0, err
 	}
+	defer wr.end()
 	s, ok := e.reserved(queueName, id)
 	if !ok {
 		return false, 0, nil

@@ -236,7 +236,7 @@ func TestReservationSurvivesRestart(t *testing.T) {
 			deadlines[string(d.ID)] = j.AckDeadline
 		}
 		sleep(10 * time.Second)
-		e.WaitDurable(e.j.ticket)
+		e.WaitDurable(e.journal.Ticket())
 		e.Close()
 
 		sleep(20 * time.Second) // down for 20 s: 30 s of each ack timeout are left
@@ -274,7 +274,7 @@ func TestReservationSurvivesRestart(t *testing.T) {
 			t.Fatalf("%s handed out again before its deadline", d.ID)
 		}
 		// A restart right at the edge keeps the deadline too.
-		e.WaitDurable(e.j.ticket)
+		e.WaitDurable(e.journal.Ticket())
 		e.Close()
 		e = mustNew(t, logged(fs, FsyncAlways))
 		defer e.Close()
@@ -308,7 +308,7 @@ func TestReservationPastDeadlineExpiresAtStart(t *testing.T) {
 		addOpts(t, e, AddArgs{Retry: 0, Queue: b("q"), ID: b("done"), Payload: b("y"), AckTimeout: 1000, DeadLetter: b("dlq")})
 		e.Pop([][]byte{b("q")})
 		e.Pop([][]byte{b("q")})
-		e.WaitDurable(e.j.ticket)
+		e.WaitDurable(e.journal.Ticket())
 		e.Close()
 		sleep(5 * time.Second)
 		e = mustNew(t, logged(fs, FsyncAlways))

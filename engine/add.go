@@ -64,13 +64,12 @@ func (e *Engine) Add(a AddArgs) (AddResult, error) {
 	if len(a.Queue) > MaxKey || len(a.DeadLetter) > MaxKey {
 		return AddResult{}, ErrKeyTooLong
 	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if err := e.writable(); err != nil {
+	wr, err := e.begin(a.Mono)
+	if err != nil {
 		return AddResult{}, err
 	}
-	now, up := e.clockAt(a.Mono)
-	e.advanceLocked(now) // as replay does before applying the record
+	defer wr.end()
+	now, up := wr.now, wr.up
 	r := rec{op: opAdd, time: now, queue: a.Queue, id: a.ID, due: a.Due, payload: a.Payload,
 		ackTimeout: a.AckTimeout, retry: a.Retry, deadLetter: a.DeadLetter,
 		uniqueTTL: a.Unique, group: a.Group, priority: a.Priority}
@@ -116,7 +115,7 @@ func (e *Engine) Add(a AddArgs) (AddResult, error) {
 	// put, counting the add before a waiter can take the job (and the
 	// queue go with it).
 	qi, ready := e.place(&r, a.ID == nil, false)
-	e.queues[qi].added++
+	e.queues[qi].Added++
 	if ready {
 		e.serve(qi)
 	}
@@ -191,11 +190,11 @@ func (e *Engine) place(r *rec, fresh, pushed bool) (uint32, bool) {
 	j.SID = r.sid
 	j.IDLen = uint16(len(r.id))
 	j.Data = e.storeData(r.id, r.payload)
-	e.queues[qi].bytes += jobs.DataSize(j)
+	e.queues[qi].Bytes += jobs.DataSize(j)
 	j.Due, j.Seq, j.Deliveries = r.due, r.seq, r.deliveries
 	j.AckTimeout = uint32(min(max(r.ackTimeout, 0), 1<<32-1))
 	j.Retry = int32(min(max(r.retry, -1), 1<<31-1))
-	e.joinLane(qi, s, r.group, r.priority)
+	e.queues[qi].Join(&e.jobs.Slab, s, r.group, r.priority)
 	if r.deadLetter != nil {
 		j.Flags |= jobs.FlagDL
 		e.jobs.DeadLetters[s] = append([]byte(nil), r.deadLetter...)

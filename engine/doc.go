@@ -1,6 +1,8 @@
-// Package engine owns every job of delayd: the job index, the per-queue ready
-// lists, the clients blocked in pops, and the timer that drives the timing
-// wheel. Commands call it; it calls the wheel (and, for durability, the log).
+// Package engine owns every job of delayd: it holds the jobs (package jobs)
+// and the queues (package queue) under one lock, the clients blocked in
+// pops, and the timer that drives the timing wheel. Commands call it; it
+// calls the leaves, the wheel and, for durability, the journal (package
+// journal), whose steps its goroutines drive.
 //
 // # Model
 //
@@ -8,16 +10,18 @@
 // exactly one place: the wheel (delayed) or its queue's ready list (ready).
 // When its due time comes the engine moves it to the tail of the ready list
 // and hands it to the oldest waiter, if any. With PRIORITY and GROUP the
-// ready list is a ready order instead (ready.go: priorities, then groups in
-// turn), and DELAY.LIMIT can hold a queue's pops back (limit.go). Jobs of one queue become ready in
-// (due time, add order), whichever wheel level each went through: the wheel
-// sorts each batch it fires by (due, seq).
+// ready list is a ready order instead (queue.Order: priorities, then groups
+// in turn), and DELAY.LIMIT and DELAY.PAUSE can hold a queue's pops back:
+// every take asks queue.Queue.CanTake, which answers (ok, retryAt), and the
+// engine sets the timer for retryAt (limit.go). Jobs of one queue become
+// ready in (due time, add order), whichever wheel level each went through:
+// the wheel sorts each batch it fires by (due, seq).
 //
 // # State that is not jobs
 //
 // Recurring schedules (schedule.go), the tombstones of finished UNIQUE ids
-// (unique.go), DELAY.LIMIT's limits and DELAY.PAUSE's pauses (limit.go,
-// pause.go) are state like jobs:
+// (unique.go), DELAY.LIMIT's limits and DELAY.PAUSE's pauses (queue.Limits;
+// logged by limit.go and pause.go) are state like jobs:
 // logged as records that set it outright, replayed, and written by a
 // rewrite or a snapshot right after the meta record (stateRecs). Their
 // clocks (a schedule's next firing, a tombstone's end, a rate limit's next
@@ -63,6 +67,13 @@
 // busy process, which reads the timerfd late, each command's end checks the
 // deadline (Overdue).
 //
+// Every write takes one path: begin takes the lock, refuses the write if
+// writes are refused, and moves the wheel to the operation's time; its
+// records go to the journal (logRec) under the lock, in apply order; end
+// lets the lock go; the caller waits for the last record's ticket
+// (WaitDurable) before it replies. The journal has its own lock, taken
+// inside Engine.mu for O(1) per record and never the other way round.
+//
 // A transaction (Atomic) holds the mutex for all of its operations: an
 // Engine is a handle on the state, and the handle Atomic passes on skips
 // the lock its methods would take (engineLock), so every public method runs
@@ -80,9 +91,9 @@
 // # Replication
 //
 // In cluster mode (Options.Replicator) the engine is a leader or a follower
-// (replica.go). The leader applies writes as above and proposes each
-// group-commit batch of records instead of writing it to a log; a reply
-// waits until its batch commits. A follower applies committed batches as
+// (replica.go). The leader applies writes as above and the journal
+// proposes each group-commit batch of records instead of writing it to a
+// log; a reply waits until its batch commits. A follower applies committed batches as
 // replay applies the log, so its time is the leader's time in the records:
 // its own clock never moves a job, and it refuses writes and pops. The
 // leader logs the time its wheel advances to, so followers fire exactly

@@ -11,7 +11,9 @@ import (
 	"github.com/delayd/delayd/aof"
 	"github.com/delayd/delayd/finetimer"
 	"github.com/delayd/delayd/jobs"
+	"github.com/delayd/delayd/journal"
 	"github.com/delayd/delayd/latetrace"
+	"github.com/delayd/delayd/queue"
 	"github.com/delayd/delayd/schedule"
 	"github.com/delayd/delayd/wheel"
 )
@@ -118,21 +120,18 @@ func (o *Options) Validate() error {
 	return nil
 }
 
-// queue is a named ready list plus the clients blocked on it. It exists while
-// it holds a job in any state or a waiter; then it is freed.
-type queue struct {
-	name                     string
-	rd                       readyOrder // its ready jobs, in pop order (ready.go)
-	delayed, ready, reserved int
-	whead, wtail             *waitLink
-	nwait                    int
-	live                     bool
-	watch                    *watch       // non-nil while the name is watched or tracked (watch.go)
-	limit                    *limit       // non-nil while the name has a DELAY.LIMIT (limit.go)
-	bytes                    int64        // arena bytes of its jobs' ids and payloads (MEMORY USAGE)
-	run                      jobs.PushRun // the server ids of its list-pushed jobs (jobs/pushrun.go)
-	// Counters for DELAY.STATS; like the queue, they go when it empties.
-	added, deliveries, redeliveries, acks, nacks, expired, deadLettered uint64
+// queueEntry is a queue as the engine holds it: the queue's own state (its
+// ready order, counts, limit and counters: package queue), plus the name,
+// the clients blocked on it, its watch and its push run. It exists while it
+// holds a job in any state or a waiter; then it is freed.
+type queueEntry struct {
+	queue.Queue
+	name         string
+	whead, wtail *waitLink
+	nwait        int
+	live         bool
+	watch        *watch       // non-nil while the name is watched or tracked (watch.go)
+	run          jobs.PushRun // the server ids of its list-pushed jobs (jobs/pushrun.go)
 }
 
 // Engine owns every job and queue. See the package doc for the locking story.
@@ -179,12 +178,16 @@ type core struct {
 
 	mutex sync.Mutex // guards everything below; reached through Engine.mu
 
-	wheel   *wheel.Wheel
-	tm      wheel.Timers // the clocks that are not jobs (timers.go)
-	ident   identState   // the tombstones of UNIQUE ids (unique.go)
-	flow    flow         // DELAY.LIMIT's limits by queue name (limit.go)
-	jobs    jobs.Table   // every job: records, ids and payloads, the id index, side tables
-	queues  []queue
+	wheel  *wheel.Wheel
+	tm     wheel.Timers // the clocks that are not jobs (timers.go)
+	ident  identState   // the tombstones of UNIQUE ids (unique.go)
+	limits queue.Limits // DELAY.LIMIT's limits and DELAY.PAUSE's pauses by queue name (limit.go)
+	// freed lists queues whose waiters may be served because a reservation
+	// ended; served at the end of the operation that ended it (serveFreed),
+	// not in the middle of it.
+	freed   []uint32
+	jobs    jobs.Table // every job: records, ids and payloads, the id index, side tables
+	queues  []queueEntry
 	byName  map[string]uint32
 	lastQ   uint32 // queueFor's last find, +1 (0: none)
 	qfree   []uint32
@@ -221,14 +224,16 @@ type core struct {
 	// start is read from the monotonic clock alone (elapsed).
 	monoOnly bool
 
-	j    journal   // the append-only log, when on
-	repl replState // cluster mode (replica.go)
+	j       logState         // replay's state and the record buffers (journal.go)
+	journal *journal.Journal // the log: the file, or the Replicator in cluster mode; nil when off
+	repl    replState        // cluster mode's role and clock (replica.go)
 
 	wake    chan struct{}
 	fine    *finetimer.Timer // Options.FineTimer's timerfd, or nil
 	quit    chan struct{}    // stops the timer goroutine
 	done    chan struct{}
 	logQuit chan struct{} // stops the flusher
+	logDone chan struct{} // closed when the flusher (or, in cluster mode, the committer) is done
 }
 
 // Stats are counters since start.
@@ -274,18 +279,14 @@ func New(opts Options) (*Engine, error) {
 		quit:      make(chan struct{}),
 		done:      make(chan struct{}),
 		logQuit:   make(chan struct{}),
+		logDone:   make(chan struct{}),
 	}}
 	e.mu.m = &e.core.mutex
 	e.jobs.Init()
 	e.repl.now.Store(e.startMs)
 	e.repl.following.Store(opts.Follower)
 	if opts.Replicator != nil {
-		j := &e.j
-		j.kick = make(chan struct{}, 1)
-		j.done = make(chan struct{})
-		j.dcond = sync.NewCond(&j.dmu)
-		e.repl.inflight = make(chan inflight, 1024)
-		e.repl.pmu = make(chan struct{}, 1)
+		e.journal = e.newJournal()
 	}
 	if opts.AppendOnly {
 		if err := e.openLog(); err != nil {
@@ -588,7 +589,7 @@ func (e *Engine) advanceLocked(now int64) {
 		}
 		switch j.State {
 		case jobs.StateDelayed:
-			q.delayed--
+			q.Delayed--
 			e.stats.Fired++
 			e.pushReady(h, false)
 			if q.whead != nil && (len(e.toServe) == 0 || e.toServe[len(e.toServe)-1] != j.Queue) {
@@ -596,9 +597,8 @@ func (e *Engine) advanceLocked(now int64) {
 			}
 		case jobs.StateReserved:
 			// Like an operation in Kafka's purgatory whose timeout passed.
-			q.reserved--
-			e.unreserved(j.Queue, h)
-			q.expired++
+			e.unreserve(j.Queue, h)
+			q.Expired++
 			j.State = jobs.StateFree // the wheel already let go of it
 			e.stats.Expired++
 			e.jobs.SetReason(h, reasonAckTimeout)
@@ -670,10 +670,10 @@ func (e *Engine) Close() error {
 		default:
 			close(e.logQuit)
 		}
-		<-e.j.done
+		<-e.logDone
 		return nil
 	}
-	if e.j.log == nil {
+	if e.journal == nil {
 		return nil
 	}
 	select {
@@ -682,10 +682,8 @@ func (e *Engine) Close() error {
 	default:
 	}
 	close(e.logQuit)
-	<-e.j.done
-	e.j.wmu.Lock()
-	defer e.j.wmu.Unlock()
-	return e.j.log.Close()
+	<-e.logDone
+	return e.journal.Close()
 }
 
 // dropPages gives back the memory mapped outside the Go heap (the slab, the

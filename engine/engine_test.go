@@ -693,7 +693,7 @@ func TestRecordsStayUnderTheLogLimit(t *testing.T) {
 func waitRewrite(e *Engine) {
 	for {
 		e.mu.Lock()
-		running := e.j.rewriting
+		running := e.journal.Rewriting()
 		e.mu.Unlock()
 		if !running {
 			return

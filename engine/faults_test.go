@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/delayd/delayd/aof"
+	"github.com/delayd/delayd/journal"
 )
 
 // ackedAdds adds n delayed jobs to q and returns the ids whose write was
@@ -69,7 +70,7 @@ func TestFaultsFsyncEIOAlways(t *testing.T) {
 		defer e.Close()
 		acked := ackedAdds(t, e, "q", 50)
 		add(t, e, "r", 0, "ready")
-		e.WaitDurable(e.j.ticket)
+		e.WaitDurable(e.journal.Ticket())
 		acked = append(acked, ackedAdds(t, e, "q", 1)...)
 
 		fs.Inject(aof.Fault{Op: aof.OpSync, Path: "/data/" + LogFile, Err: syscall.EIO})
@@ -78,7 +79,7 @@ func TestFaultsFsyncEIOAlways(t *testing.T) {
 			t.Fatalf("write whose fsync failed: %v", err)
 		}
 		fs.ClearFaults() // the disk looks fine again: an fsync would now succeed, and prove nothing
-		sleep(5 * probeEvery)
+		sleep(5 * journal.ProbeEvery)
 		_, err := e.Add(AddArgs{Queue: b("q"), ID: b("refused"), Payload: b("y")})
 		if !errors.Is(err, ErrLog) || !strings.Contains(err.Error(), "input/output error") {
 			t.Fatalf("write after a failed fsync: %v, want it refused naming EIO", err)
@@ -138,7 +139,7 @@ func TestFaultsDiskFullResumes(t *testing.T) {
 				defer e.Close()
 				acked := ackedAdds(t, e, "q", 30)
 				add(t, e, "r", 0, "ready")
-				e.WaitDurable(e.j.ticket)
+				e.WaitDurable(e.journal.Ticket())
 				sleep(1100 * time.Millisecond)
 
 				fs.Inject(aof.Fault{Op: aof.OpWrite, Path: "/data/" + LogFile, Err: syscall.ENOSPC, Sticky: true})
@@ -149,7 +150,7 @@ func TestFaultsDiskFullResumes(t *testing.T) {
 				if _, ok := e.Get(b("q"), b("inflight")); ok {
 					t.Fatal("a write that did not reach the log was applied")
 				}
-				sleep(3 * probeEvery) // still full: the probes fail
+				sleep(3 * journal.ProbeEvery) // still full: the probes fail
 				_, err := e.Add(AddArgs{Queue: b("q"), ID: b("refused"), Payload: b("y")})
 				if !errors.Is(err, ErrLog) || !strings.Contains(err.Error(), "no space left on device") {
 					t.Fatalf("write while the disk is full: %v", err)
@@ -162,7 +163,7 @@ func TestFaultsDiskFullResumes(t *testing.T) {
 				}
 
 				fs.ClearFaults() // space is back
-				sleep(probeEvery)
+				sleep(journal.ProbeEvery)
 				acked = append(acked, ackedAdds(t, e, "q", 5)...)
 				if p := persistence(e); p["aof_last_write_status"] != "ok" {
 					t.Fatalf("INFO persistence after space came back: %v", p)

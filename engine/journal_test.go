@@ -8,13 +8,13 @@ import (
 	"os"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/delayd/delayd/aof"
 	"github.com/delayd/delayd/jobs"
+	"github.com/delayd/delayd/journal"
 )
 
 // dump renders the whole state that replay must reproduce: per queue, the
@@ -33,7 +33,7 @@ func dump(e *Engine) string {
 		qi := e.byName[name]
 		q := &e.queues[qi]
 		fmt.Fprintf(&sb, "%s: ready", name)
-		q.rd.each(&e.jobs.Slab, func(s uint32) bool {
+		q.Order.Each(&e.jobs.Slab, func(s uint32) bool {
 			j := e.jobs.At(s)
 			fmt.Fprintf(&sb, " %s=%s/%d", e.jobs.ID(j, &buf), e.jobs.Payload(j), j.Deliveries)
 			if g, p := e.laneOf(s); g != nil || p != 0 {
@@ -280,38 +280,12 @@ func (f slowSyncFile) Sync() error {
 	return f.File.Sync()
 }
 
-func TestGroupCommitSharesFsyncs(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		fs := aof.NewMemFS()
-		e := mustNew(t, logged(slowSyncFS{fs}, FsyncAlways))
-		defer e.Close()
-		before := fs.SyncCount("/data/" + LogFile)
-		// 100 writers at once, each waiting for its own write to be on disk,
-		// as 100 connections under appendfsync always do.
-		var wg sync.WaitGroup
-		for i := range 100 {
-			wg.Go(func() {
-				res, err := e.Add(AddArgs{Queue: b("q"), Delay: 1000, Payload: []byte(fmt.Sprint(i))})
-				if err != nil || e.WaitDurable(res.Ticket) != nil {
-					t.Error("write failed", err)
-				}
-			})
-		}
-		wg.Wait()
-		if n := fs.SyncCount("/data/"+LogFile) - before; n < 1 || n > 3 {
-			t.Fatalf("%d fsyncs for 100 concurrent writes, want them shared (1 to 3)", n)
-		} else {
-			t.Logf("%d fsyncs for 100 concurrent writes", n)
-		}
-	})
-}
-
 func TestFailedWriteIsNotApplied(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fs := aof.NewMemFS()
 		e := mustNew(t, logged(fs, FsyncEverySec))
 		addAt(t, e, "q", 0, "kept", "k")
-		e.WaitDurable(e.j.ticket)
+		e.WaitDurable(e.journal.Ticket())
 		_, w, _ := e.PopOrWait([][]byte{b("other")}, PopDelay) // a blocked client survives the reload
 
 		fs.Inject(aof.Fault{Op: aof.OpWrite, Path: "/data/" + LogFile}) // one write fails (disk full)
@@ -330,7 +304,7 @@ func TestFailedWriteIsNotApplied(t *testing.T) {
 		}
 		// The disk recovered: after a probe writes go on, and the blocked
 		// client still gets served.
-		sleep(probeEvery)
+		sleep(journal.ProbeEvery)
 		res, err = e.Add(AddArgs{Queue: b("other"), ID: b("next"), Payload: b("y")})
 		if err != nil || e.WaitDurable(res.Ticket) != nil {
 			t.Fatalf("write after recovery: %v", err)
@@ -357,7 +331,7 @@ func TestFailedFsyncRefusesWritesButServesPops(t *testing.T) {
 		e := mustNew(t, logged(fs, FsyncAlways))
 		defer e.Close()
 		add(t, e, "q", 0, "ready")
-		e.WaitDurable(e.j.ticket)
+		e.WaitDurable(e.journal.Ticket())
 		fs.Inject(aof.Fault{Op: aof.OpSync, Path: "/data/" + LogFile, Sticky: true})
 		res, _ := e.Add(AddArgs{Queue: b("q"), Payload: b("x")})
 		if err := e.WaitDurable(res.Ticket); !errors.Is(err, ErrLog) {
@@ -382,14 +356,7 @@ func TestRewriteUnderWritesKeepsState(t *testing.T) {
 		var ids []string
 		e := mustNew(t, exact(fs, FsyncEverySec))
 		churn(t, e, rng, 3000, &ids)
-		logSize := func() (size, base int64) {
-			e.j.wmu.Lock()
-			size = e.j.log.Size()
-			e.j.wmu.Unlock()
-			e.j.dmu.Lock()
-			defer e.j.dmu.Unlock()
-			return size, e.j.baseSize
-		}
+		logSize := e.journal.Sizes
 		sizeBefore, _ := logSize()
 		if err := e.Rewrite(); err != nil {
 			t.Fatal(err)
@@ -453,7 +420,7 @@ func TestFailedWriteAbandonsRewrite(t *testing.T) {
 		for i := range 2000 {
 			add(t, e, "q", 60_000, fmt.Sprint(i))
 		}
-		e.WaitDurable(e.j.ticket)
+		e.WaitDurable(e.journal.Ticket())
 		before := dump(e)
 		if err := e.Rewrite(); err != nil {
 			t.Fatal(err)

@@ -20,8 +20,8 @@ import (
 const scanChunk = 1024
 
 // isKey says whether queue q is a key: it holds a job. Called with mu held.
-func (q *queue) isKey() bool {
-	return q.live && q.delayed+q.ready+q.reserved > 0
+func (q *queueEntry) isKey() bool {
+	return q.live && q.Jobs() > 0
 }
 
 // Scan visits about count queue slots from cursor on and returns the names
@@ -70,12 +70,12 @@ func (e *Engine) Keys(match func(name string) bool) []string {
 // not reset: a server id is never made twice. O(queues + waiters) under the
 // lock; the memory the jobs held goes to the garbage collector.
 func (e *Engine) Flush() (uint64, error) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	now, err := e.beginWrite()
+	wr, err := e.begin(0)
 	if err != nil {
 		return 0, err
 	}
+	defer wr.end()
+	now := wr.now
 	r := rec{op: opFlush, time: now}
 	ticket := e.logRec(&r)
 	e.flushAll()
@@ -91,7 +91,7 @@ func (e *Engine) flushAll() {
 		}
 	}
 	waiting := e.parkedWaiters() // a follower's, or none at start-up
-	limits := e.flow.limits      // limits belong to names, not to jobs: FLUSHALL keeps them
+	limits := e.limits           // limits belong to names, not to jobs: FLUSHALL keeps them
 	if e.j.replaying {
 		now := e.wheel.Now()
 		e.resetState()
@@ -113,7 +113,7 @@ func (e *Engine) flushAll() {
 const (
 	indexEntryBytes = 8
 	wheelNodeBytes  = 32
-	queueBytes      = int64(unsafe.Sizeof(queue{})) + 48
+	queueBytes      = int64(unsafe.Sizeof(queueEntry{})) + 48
 )
 
 // MemoryUsage estimates the bytes a queue holds: its jobs' slab records,
@@ -128,8 +128,8 @@ func (e *Engine) MemoryUsage(name []byte) (int64, bool) {
 		return 0, false
 	}
 	q := &e.queues[qi]
-	held := int64(q.delayed + q.ready + q.reserved)
-	n := queueBytes + int64(len(q.name)) + q.bytes +
-		held*(int64(jobs.Size)+indexEntryBytes) + int64(q.delayed+q.reserved)*wheelNodeBytes
+	held := int64(q.Jobs())
+	n := queueBytes + int64(len(q.name)) + q.Bytes +
+		held*(int64(jobs.Size)+indexEntryBytes) + int64(q.Delayed+q.Reserved)*wheelNodeBytes
 	return n, true
 }

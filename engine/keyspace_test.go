@@ -87,12 +87,12 @@ func TestFlushKeepsWaitersAndIds(t *testing.T) {
 		last := add(t, e, "ready", 0, "x")
 		v := e.Watch(b("ready"))
 		w := waitFor(t, e, PopLeft, "blocked")
-		before := e.j.ticket
+		before := e.journal.Ticket()
 		if _, err := e.Flush(); err != nil {
 			t.Fatal(err)
 		}
-		if e.j.ticket != before+1 {
-			t.Fatalf("FLUSHALL logged %d records", e.j.ticket-before)
+		if e.journal.Ticket() != before+1 {
+			t.Fatalf("FLUSHALL logged %d records", e.journal.Ticket()-before)
 		}
 		if in := e.Info(); in.Jobs != 0 || in.Queues != 0 || len(e.Keys(nil)) != 0 {
 			t.Fatalf("after FLUSHALL: %+v", in)
@@ -113,7 +113,7 @@ func TestFlushKeepsWaitersAndIds(t *testing.T) {
 			t.Fatalf("the blocked client got %q after FLUSHALL", p)
 		}
 		want := dump(e)
-		e.WaitDurable(e.j.ticket)
+		e.WaitDurable(e.journal.Ticket())
 		e.Close()
 		e = mustNew(t, logged(fs, FsyncAlways))
 		if got := dump(e); got != want {

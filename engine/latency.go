@@ -3,8 +3,6 @@ package engine
 import (
 	"cmp"
 	"slices"
-
-	"github.com/delayd/delayd/jobs"
 )
 
 // Queue latency: how long the oldest ready job of a queue has waited, the
@@ -25,30 +23,9 @@ import (
 // those heads is taken, O(lanes), so a low-priority or a held group's job
 // waiting behind busier lanes shows. A job behind a head is not looked at.
 
-// oldestDue returns the due time of the oldest head of the ready order, and
-// whether there is a ready job.
-func (r *readyOrder) oldestDue(t *jobs.Slab) (int64, bool) {
-	if r.x == nil {
-		if r.head == 0 {
-			return 0, false
-		}
-		return t.At(r.head - 1).Due, true
-	}
-	var due int64
-	found := false
-	for i := range r.x.ls {
-		if h := r.x.ls[i].head; h != 0 {
-			if d := t.At(h - 1).Due; !found || d < due {
-				due, found = d, true
-			}
-		}
-	}
-	return due, found
-}
-
 // latency is queue qi's latency at now, in ms.
 func (e *Engine) latency(qi uint32, now int64) int64 {
-	due, ok := e.queues[qi].rd.oldestDue(&e.jobs.Slab)
+	due, ok := e.queues[qi].Order.OldestDue(&e.jobs.Slab)
 	if !ok {
 		return 0
 	}
@@ -72,13 +49,13 @@ func (e *Engine) Latencies(n int) (top []QueueLatency, most int64) {
 	now := e.nowMs()
 	for i := range e.queues {
 		q := &e.queues[i]
-		if !q.live || q.ready == 0 {
+		if !q.live || q.Ready == 0 {
 			continue
 		}
 		l := e.latency(uint32(i), now)
 		most = max(most, l)
 		if n > 0 {
-			top = append(top, QueueLatency{Name: q.name, Ready: q.ready, Latency: l})
+			top = append(top, QueueLatency{Name: q.name, Ready: q.Ready, Latency: l})
 		}
 	}
 	slices.SortFunc(top, func(a, b QueueLatency) int {

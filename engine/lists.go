@@ -32,12 +32,12 @@ func (e *Engine) PushAt(queueName []byte, payloads [][]byte, head bool, at time.
 	if len(queueName) > MaxKey {
 		return 0, 0, ErrKeyTooLong
 	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	now, err := e.beginWriteAt(at)
+	wr, err := e.begin(at)
 	if err != nil {
 		return 0, 0, err
 	}
+	defer wr.end()
+	now := wr.now
 	if e.opts.MaxJobs > 0 && e.njobs+len(payloads) > e.opts.MaxJobs {
 		return 0, 0, ErrMaxJobs
 	}
@@ -54,9 +54,9 @@ func (e *Engine) PushAt(queueName []byte, payloads [][]byte, head bool, at time.
 		ticket = e.logRec(&r)
 		qi, _ = e.place(&r, true, true)
 		e.stats.Added++
-		e.queues[qi].added++
+		e.queues[qi].Added++
 	}
-	n := e.queues[qi].ready
+	n := e.queues[qi].Ready
 	e.serve(qi) // the pops it logs follow every add record
 	return n, ticket, nil
 }
@@ -107,7 +107,7 @@ func (e *Engine) Len(queueName []byte) int {
 	defer e.mu.Unlock()
 	e.advanceLocked(e.nowMs())
 	if qi, ok := e.queueFor(queueName, false); ok {
-		return e.queues[qi].ready
+		return e.queues[qi].Ready
 	}
 	return 0
 }
@@ -122,7 +122,7 @@ func (e *Engine) Range(queueName []byte, start, stop int64) [][]byte {
 	if !ok {
 		return nil
 	}
-	n := int64(e.queues[qi].ready)
+	n := int64(e.queues[qi].Ready)
 	if start < 0 {
 		start = max(n+start, 0)
 	}
@@ -135,7 +135,7 @@ func (e *Engine) Range(queueName []byte, start, stop int64) [][]byte {
 	}
 	out := make([][]byte, 0, stop-start+1)
 	i := int64(0)
-	e.queues[qi].rd.each(&e.jobs.Slab, func(s uint32) bool {
+	e.queues[qi].Order.Each(&e.jobs.Slab, func(s uint32) bool {
 		if i >= start {
 			out = append(out, append([]byte(nil), e.jobs.Payload(e.jobs.At(s))...))
 		}
@@ -149,11 +149,11 @@ func (e *Engine) Range(queueName []byte, start, stop int64) [][]byte {
 // many of them held a job. Blocked clients stay blocked. The jobs are freed
 // in the background (lazyfree.go): O(1) per queue here.
 func (e *Engine) Del(names [][]byte) (int, uint64, error) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if _, err := e.beginWrite(); err != nil {
+	wr, err := e.begin(0)
+	if err != nil {
 		return 0, 0, err
 	}
+	defer wr.end()
 	var ticket uint64
 	n := 0
 	for _, name := range names {
@@ -162,7 +162,7 @@ func (e *Engine) Del(names [][]byte) (int, uint64, error) {
 			continue
 		}
 		q := &e.queues[qi]
-		if q.delayed+q.ready+q.reserved == 0 {
+		if q.Jobs() == 0 {
 			continue
 		}
 		n++
@@ -186,13 +186,13 @@ func (e *Engine) delQueue(name []byte, at int64) {
 		return
 	}
 	q := &e.queues[qi]
-	for s := q.rd.first(); s != 0; s = q.rd.first() {
+	for s := q.Order.First(); s != 0; s = q.Order.First() {
 		e.remove(s - 1)
 		if !q.live {
 			return
 		}
 	}
-	if q.delayed+q.ready+q.reserved > 0 { // held by a group limit, or not ready
+	if q.Jobs() > 0 { // held by a group limit, or not ready
 		for s := range e.jobs.Len() {
 			if j := e.jobs.At(s); j.State != jobs.StateFree && j.Queue == qi {
 				e.remove(uint32(s))
@@ -212,7 +212,7 @@ func (e *Engine) ExistsCount(names [][]byte) int {
 	n := 0
 	for _, name := range names {
 		if qi, ok := e.queueFor(name, false); ok {
-			if q := &e.queues[qi]; q.delayed+q.ready+q.reserved > 0 {
+			if q := &e.queues[qi]; q.Jobs() > 0 {
 				n++
 			}
 		}

@@ -11,7 +11,7 @@ import (
 // Numbers for /metrics and INFO lateness. The hot paths only count: a pop
 // adds its lateness and an ACK its ack time to fixed buckets under the lock
 // they already hold (a few compares and two adds), an fsync its duration
-// under the lock syncLog already takes. Everything else is read at scrape
+// under a lock of its own (journal.Env.Fsynced). Everything else is read at scrape
 // time, O(queues) under the lock, as INFO already is.
 
 // Histogram is a snapshot of a histogram (hist.Histogram).
@@ -87,7 +87,7 @@ func (e *Engine) Metrics(n int) Metrics {
 	m.AckTime = e.met.ackTime.Snapshot(hist.LatencyMs[:], time.Millisecond)
 	jobs := func(qi uint32) int {
 		q := &e.queues[qi]
-		return q.delayed + q.ready + q.reserved
+		return q.Jobs()
 	}
 	// better says a goes before b: more jobs, then the smaller name, so the
 	// choice is the same on every scrape while nothing changes.
@@ -101,10 +101,10 @@ func (e *Engine) Metrics(n int) Metrics {
 		if !q.live {
 			continue
 		}
-		m.Jobs.Delayed += q.delayed
-		m.Jobs.Ready += q.ready
-		m.Jobs.Reserved += q.reserved
-		if q.delayed+q.ready+q.reserved > 0 {
+		m.Jobs.Delayed += q.Delayed
+		m.Jobs.Ready += q.Ready
+		m.Jobs.Reserved += q.Reserved
+		if q.Jobs() > 0 {
 			m.Queues++
 		}
 		top.Offer(uint32(i))
@@ -123,7 +123,7 @@ func (e *Engine) Metrics(n int) Metrics {
 		inTop[qi] = true
 	}
 	for i := range e.queues {
-		if q := &e.queues[i]; q.live && q.ready > 0 && !inTop[uint32(i)] {
+		if q := &e.queues[i]; q.live && q.Ready > 0 && !inTop[uint32(i)] {
 			m.OtherLatency = max(m.OtherLatency, e.latency(uint32(i), now))
 		}
 	}
@@ -131,10 +131,10 @@ func (e *Engine) Metrics(n int) Metrics {
 }
 
 // stats are a queue's counts as DELAY.STATS shows them.
-func (q *queue) stats() QueueStats {
-	return QueueStats{Delayed: q.delayed, Ready: q.ready, Reserved: q.reserved, Added: q.added,
-		Deliveries: q.deliveries, Redeliveries: q.redeliveries, Acks: q.acks, Nacks: q.nacks,
-		Expired: q.expired, DeadLettered: q.deadLettered}
+func (q *queueEntry) stats() QueueStats {
+	return QueueStats{Delayed: q.Delayed, Ready: q.Ready, Reserved: q.Reserved, Added: q.Added,
+		Deliveries: q.Deliveries, Redeliveries: q.Redeliveries, Acks: q.Acks, Nacks: q.Nacks,
+		Expired: q.Expired, DeadLettered: q.DeadLettered}
 }
 
 // LogMetrics is what /metrics shows of the append-only log.
@@ -151,9 +151,10 @@ func (e *Engine) LogMetrics() LogMetrics {
 	if j.path == "" {
 		return LogMetrics{}
 	}
-	j.dmu.Lock()
-	defer j.dmu.Unlock()
-	return LogMetrics{On: true, Size: j.size, Rewrites: j.rewrites,
+	in := e.journal.Info()
+	j.fmu.Lock()
+	defer j.fmu.Unlock()
+	return LogMetrics{On: true, Size: in.Size, Rewrites: in.Rewrites,
 		Fsync: j.fsyncs.Snapshot(hist.FsyncUs[:], time.Microsecond)}
 }
 

@@ -33,11 +33,11 @@ func (e *Engine) Move(src, dst []byte, ends MoveEnds) (Delivery, bool, error) {
 	if len(dst) > MaxKey {
 		return Delivery{}, false, ErrKeyTooLong
 	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if _, err := e.beginWrite(); err != nil {
+	wr, err := e.begin(0)
+	if err != nil {
 		return Delivery{}, false, err
 	}
+	defer wr.end()
 	qi, ok := e.queueFor(src, false)
 	if !ok || !e.canTake(qi) {
 		return Delivery{}, false, nil
@@ -55,11 +55,11 @@ func (e *Engine) MoveOrWait(src, dst []byte, ends MoveEnds) (Delivery, *Waiter, 
 	if len(dst) > MaxKey {
 		return Delivery{}, nil, ErrKeyTooLong
 	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if _, err := e.beginWrite(); err != nil {
+	wr, err := e.begin(0)
+	if err != nil {
 		return Delivery{}, nil, err
 	}
+	defer wr.end()
 	if qi, ok := e.queueFor(src, false); ok && e.canTake(qi) {
 		d, to := e.moveFrom(qi, dst, ends)
 		e.serve(to)
@@ -132,7 +132,7 @@ func (e *Engine) relocate(s uint32, r *rec) uint32 {
 	oldID := e.jobs.ID(j, &buf)
 	if from != to || !bytes.Equal(oldID, newID) {
 		e.jobs.Delete(&e.queues[from].run, s, oldID)
-		e.queues[from].bytes -= jobs.DataSize(j)
+		e.queues[from].Bytes -= jobs.DataSize(j)
 		if !bytes.Equal(oldID, newID) {
 			payload := append([]byte(nil), e.jobs.Payload(j)...)
 			e.jobs.Arena.Free(j.Data, int(j.IDLen)+int(j.Plen()))
@@ -141,10 +141,10 @@ func (e *Engine) relocate(s uint32, r *rec) uint32 {
 			e.lastSID = max(e.lastSID, r.dsid)
 		}
 		grp, prio := e.laneOf(s)
-		e.queues[from].rd.leave(&e.jobs.Slab, s) // the job keeps its group and priority in dst
+		e.queues[from].Order.Leave(&e.jobs.Slab, s) // the job keeps its group and priority in dst
 		j.Queue = to
-		e.joinLane(to, s, grp, prio)
-		e.queues[to].bytes += jobs.DataSize(j)
+		e.queues[to].Join(&e.jobs.Slab, s, grp, prio)
+		e.queues[to].Bytes += jobs.DataSize(j)
 		e.jobs.Insert(s, newID)
 	}
 	j.Seq = r.seq
@@ -168,11 +168,11 @@ func (e *Engine) applyLMove(r *rec) {
 // all. Each removal is logged as a pop. It returns how many went. O(ready
 // jobs of the queue).
 func (e *Engine) Rem(name []byte, count int64, payload []byte) (int, uint64, error) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if _, err := e.beginWrite(); err != nil {
+	wr, err := e.begin(0)
+	if err != nil {
 		return 0, 0, err
 	}
+	defer wr.end()
 	qi, ok := e.queueFor(name, false)
 	if !ok {
 		return 0, 0, nil
@@ -184,7 +184,7 @@ func (e *Engine) Rem(name []byte, count int64, payload []byte) (int, uint64, err
 	}
 	// The matches in pop order (LRANGE's), then taken from the end asked.
 	var match []uint32
-	e.queues[qi].rd.each(&e.jobs.Slab, func(s uint32) bool {
+	e.queues[qi].Order.Each(&e.jobs.Slab, func(s uint32) bool {
 		if bytes.Equal(e.jobs.Payload(e.jobs.At(s)), payload) {
 			match = append(match, s)
 			return fromTail || limit == 0 || int64(len(match)) < limit

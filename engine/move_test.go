@@ -53,13 +53,13 @@ func TestMoveKeepsTheJob(t *testing.T) {
 		addOpts(t, e, AddArgs{Retry: -1, Queue: b("src"), ID: b("c"), Payload: b("C")})
 		addOpts(t, e, AddArgs{Retry: -1, Queue: b("dst"), ID: b("b"), Payload: b("other b")})
 
-		before := e.j.ticket
+		before := e.journal.Ticket()
 		d, ok, err := e.Move(b("src"), b("dst"), MoveEnds{FromRight: false, ToRight: true})
 		if err != nil || !ok || string(d.Payload) != "A" || string(d.ID) != "a" {
 			t.Fatalf("LMOVE src dst LEFT RIGHT: %+v %v %v", d, ok, err)
 		}
-		if e.j.ticket != before+1 {
-			t.Fatalf("a move logged %d records, want one", e.j.ticket-before)
+		if e.journal.Ticket() != before+1 {
+			t.Fatalf("a move logged %d records, want one", e.journal.Ticket()-before)
 		}
 		j, _ := e.Get(b("dst"), b("a"))
 		if j.State != "ready" || string(j.Payload) != "A" || j.Deliveries != 0 {
@@ -114,7 +114,7 @@ func TestMoveKeepsTheJob(t *testing.T) {
 		addOpts(t, e, AddArgs{Retry: -1, Queue: b("src"), ID: b("d"), Payload: b("D")})
 		e.Move(b("src"), b("x"), MoveEnds{})
 		want := dump(e)
-		e.WaitDurable(e.j.ticket)
+		e.WaitDurable(e.journal.Ticket())
 		e.Close()
 		e = mustNew(t, logged(fs, FsyncAlways))
 		if got := dump(e); got != want {
@@ -223,7 +223,7 @@ func TestRem(t *testing.T) {
 			t.Fatal("LREM of a missing key")
 		}
 		want := dump(e)
-		e.WaitDurable(e.j.ticket)
+		e.WaitDurable(e.journal.Ticket())
 		e.Close()
 		e = mustNew(t, logged(fs, FsyncAlways))
 		if got := dump(e); got != want {

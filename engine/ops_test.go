@@ -86,7 +86,7 @@ func TestOpsUpcomingOrderAndBound(t *testing.T) {
 				qi := e.byName["q"]
 				mine := func(s uint32) bool { j := e.jobs.At(s); return j.Queue == qi && j.State == jobs.StateDelayed }
 				walked, _ := e.wheel.Earliest(nil, n, -1, 0, mine)
-				scanned := e.scanEarliest(n, e.queues[qi].delayed, mine, mine, e.byDue)
+				scanned := e.scanEarliest(n, e.queues[qi].Delayed, mine, mine, e.byDue)
 				e.mu.Unlock()
 				if !slices.Equal(walked, scanned) || len(walked) != len(exp) {
 					t.Fatalf("%s, count %d: the walk and the scan differ", what, n)
@@ -173,7 +173,7 @@ func TestOpsPauseResume(t *testing.T) {
 		if e.Paused(b("q2")) || e.QueueStats(b("q2")).Paused {
 			t.Fatal("still paused")
 		}
-		if _, ok := e.flow.limits["q2"]; ok {
+		if e.limits.Of("q2") != nil {
 			t.Fatal("a resumed name with no limit left its registry entry")
 		}
 	})
@@ -685,7 +685,7 @@ func TestOpsChurnFollowersAndSnapshot(t *testing.T) {
 func opsWaitRewrite(e *Engine) {
 	for {
 		e.mu.Lock()
-		running := e.j.rewriting
+		running := e.journal.Rewriting()
 		e.mu.Unlock()
 		if !running {
 			return
@@ -735,7 +735,7 @@ func TestOpsReservedByDeadline(t *testing.T) {
 		qi := e.byName["q"]
 		mine := func(s uint32) bool { j := e.jobs.At(s); return j.Queue == qi && j.State == jobs.StateReserved }
 		walked, _ := e.wheel.Earliest(nil, 10, -1, 0, mine)
-		scanned := e.scanEarliest(10, e.queues[qi].reserved, mine, mine, e.byDeadline)
+		scanned := e.scanEarliest(10, e.queues[qi].Reserved, mine, mine, e.byDeadline)
 		e.mu.Unlock()
 		if !slices.Equal(walked, scanned) || len(walked) != 5 {
 			t.Fatalf("the walk %v and the scan %v differ", walked, scanned)

@@ -2,21 +2,23 @@ package engine
 
 import (
 	"encoding/binary"
-	"slices"
+
+	"github.com/delayd/delayd/queue"
 )
 
 // DELAY.PAUSE key / DELAY.RESUME key.
 //
 // A paused queue keeps its jobs and their timing (delayed jobs still
 // become ready when due, reservations still end) but hands nothing out:
-// every take is refused, as by a queue at its limit (canTake, the one gate
-// every pop and move passes), so a pop naming other keys takes from them,
-// and a blocked client stays blocked until RESUME serves it. ACK, NACK,
-// CANCEL, PEEK and the other commands that name a job work as before.
+// every take is refused, as by a queue at its limit (queue.Queue.CanTake,
+// the one gate every pop and move passes), so a pop naming other keys
+// takes from them, and a blocked client stays blocked until RESUME serves
+// it. ACK, NACK, CANCEL, PEEK and the other commands that name a job work
+// as before.
 //
 // Like a limit, a pause belongs to the queue's name, not to the queue (a
 // queue is freed when it empties): it lives in the limit registry
-// (limit.go) as a flag of the name's entry, which a name that is paused
+// (queue.Limits) as a flag of the name's entry, which a name that is paused
 // and has no limit holds with a zero spec. So FLUSHALL keeps it, as it
 // keeps limits, and a queue made while its name is paused starts paused.
 // It is logged when it changes, and written by rewrite and snapshot
@@ -48,12 +50,12 @@ func (e *Engine) SetPaused(name []byte, paused bool) (uint64, error) {
 	if len(name) > MaxKey {
 		return 0, ErrKeyTooLong
 	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	now, err := e.beginWrite()
+	wr, err := e.begin(0)
 	if err != nil {
 		return 0, err
 	}
+	defer wr.end()
+	now := wr.now
 	if e.pausedLocked(name) == paused {
 		return 0, nil
 	}
@@ -74,8 +76,8 @@ func (e *Engine) Paused(name []byte) bool {
 }
 
 func (e *Engine) pausedLocked(name []byte) bool {
-	l := e.flow.limits[string(name)]
-	return l != nil && l.paused
+	l := e.limits.Of(string(name))
+	return l != nil && l.Paused()
 }
 
 // applyPause applies a pause record, live or replayed: the name's flag is
@@ -83,24 +85,15 @@ func (e *Engine) pausedLocked(name []byte) bool {
 func (e *Engine) applyPause(r *rec) {
 	name := string(r.queue)
 	paused := r.flags == 1
-	l := e.flow.limits[name]
-	switch {
-	case l == nil && !paused:
+	l, ok := e.limits.SetPaused(name, paused)
+	if !ok {
 		return
-	case l == nil:
-		l = &limit{name: name}
-		e.registerLimit(l)
-	}
-	l.paused = paused
-	if !paused && l.spec.IsZero() {
-		e.unregisterLimit(l)
-		l = nil
 	}
 	qi, ok := e.byName[name]
 	if !ok {
 		return
 	}
-	e.queues[qi].limit = l
+	e.queues[qi].Limit = l
 	if !paused {
 		e.serve(qi)
 	}
@@ -110,14 +103,7 @@ func (e *Engine) applyPause(r *rec) {
 // a snapshot. Their order with limitRecs' does not matter: applyLimit keeps
 // an entry's flag and applyPause its spec.
 func (e *Engine) pauseRecs(out []rec, now int64) []rec {
-	var names []string
-	for name, l := range e.flow.limits {
-		if l.paused {
-			names = append(names, name)
-		}
-	}
-	slices.Sort(names) // the same state makes the same snapshot
-	for _, name := range names {
+	for _, name := range e.limits.Names((*queue.Limit).Paused) {
 		out = append(out, rec{op: opPause, time: now, queue: []byte(name), flags: 1})
 	}
 	return out

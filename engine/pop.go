@@ -13,11 +13,11 @@ import (
 // Cancel removes the named jobs of a queue, in any state, and returns how
 // many existed and the log ticket to wait for. O(1) per id.
 func (e *Engine) Cancel(queueName []byte, ids [][]byte) (int, uint64, error) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if _, err := e.beginWrite(); err != nil {
+	wr, err := e.begin(0)
+	if err != nil {
 		return 0, 0, err
 	}
+	defer wr.end()
 	var ticket uint64
 	n := 0
 	for _, id := range ids {
@@ -225,10 +225,10 @@ func (e *Engine) take(s uint32, plain bool, to *Scratch, up int64) Delivery {
 	j.Deliveries++
 	e.stats.Delivered++
 	q := &e.queues[j.Queue]
-	q.deliveries++
+	q.Deliveries++
 	if j.Deliveries > 1 {
 		e.stats.Redelivered++
-		q.redeliveries++
+		q.Redeliveries++
 	}
 	e.observeLateness(j)
 	d := Delivery{

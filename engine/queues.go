@@ -28,16 +28,16 @@ func (e *Engine) queueFor(name []byte, create bool) (uint32, bool) {
 		qi = e.qfree[n-1]
 		e.qfree = e.qfree[:n-1]
 	} else {
-		e.queues = append(e.queues, queue{})
+		e.queues = append(e.queues, queueEntry{})
 		qi = uint32(len(e.queues) - 1)
 	}
-	e.queues[qi] = queue{name: string(name), live: true, run: e.jobs.NewRun()}
+	e.queues[qi] = queueEntry{name: string(name), live: true, run: e.jobs.NewRun()}
 	e.byName[e.queues[qi].name] = qi
 	if len(e.watches) > 0 {
 		e.queues[qi].watch = e.watches[e.queues[qi].name]
 	}
-	if len(e.flow.limits) > 0 {
-		e.attachLimit(qi)
+	if e.limits.Len() > 0 {
+		e.queues[qi].SetLimit(e.limits.Of(e.queues[qi].name))
 	}
 	return qi, true
 }
@@ -46,11 +46,11 @@ func (e *Engine) queueFor(name []byte, create bool) (uint32, bool) {
 // nothing behind.
 func (e *Engine) releaseQueue(qi uint32) {
 	q := &e.queues[qi]
-	if !q.live || q.delayed+q.ready+q.reserved > 0 || q.nwait > 0 {
+	if !q.live || q.Jobs() > 0 || q.nwait > 0 {
 		return
 	}
 	delete(e.byName, q.name)
-	*q = queue{}
+	*q = queueEntry{}
 	e.qfree = append(e.qfree, qi)
 }
 
@@ -58,11 +58,11 @@ func (e *Engine) pushReady(s uint32, atHead bool) {
 	j := e.jobs.At(s)
 	q := &e.queues[j.Queue]
 	j.State = jobs.StateReady
-	q.ready++
+	q.Ready++
 	if q.watch != nil || e.trackAll {
 		e.changed(q)
 	}
-	q.rd.push(&e.jobs.Slab, s, atHead)
+	q.Order.Push(&e.jobs.Slab, s, atHead)
 }
 
 // markDelayed counts the job in slot s, just added to the wheel, as delayed.
@@ -70,7 +70,7 @@ func (e *Engine) markDelayed(s uint32) {
 	j := e.jobs.At(s)
 	q := &e.queues[j.Queue]
 	j.State = jobs.StateDelayed
-	q.delayed++
+	q.Delayed++
 	if q.watch != nil || e.trackAll {
 		e.changed(q)
 	}
@@ -78,8 +78,8 @@ func (e *Engine) markDelayed(s uint32) {
 
 func (e *Engine) unlinkReady(s uint32) {
 	q := &e.queues[e.jobs.At(s).Queue]
-	q.rd.unlink(&e.jobs.Slab, s)
-	q.ready--
+	q.Order.Unlink(&e.jobs.Slab, s)
+	q.Ready--
 }
 
 // detach takes a job out of wherever it is (wheel, ready list, reservation)
@@ -94,13 +94,12 @@ func (e *Engine) detach(s uint32) {
 	switch j.State {
 	case jobs.StateDelayed:
 		e.wheel.Remove(s)
-		q.delayed--
+		q.Delayed--
 	case jobs.StateReady:
 		e.unlinkReady(s)
 	case jobs.StateReserved:
 		e.wheel.Remove(s)
-		q.reserved--
-		e.unreserved(j.Queue, s)
+		e.unreserve(j.Queue, s)
 	}
 	j.State = jobs.StateFree
 }
@@ -112,8 +111,8 @@ func (e *Engine) remove(s uint32) {
 	qi := j.Queue
 	e.entomb(s, e.recNow()) // UNIQUE: from the time of the record that removes it
 	e.detach(s)
-	e.queues[qi].rd.leave(&e.jobs.Slab, s)
-	e.queues[qi].bytes -= jobs.DataSize(j)
+	e.queues[qi].Order.Leave(&e.jobs.Slab, s)
+	e.queues[qi].Bytes -= jobs.DataSize(j)
 	var id []byte // a server id is unfiled by number (jobs.Table.Delete)
 	if j.IDLen > 0 {
 		id = e.jobs.ID(j, &buf)

@@ -95,7 +95,7 @@ func (e *Engine) Peek(queueName []byte, count int) []Pair {
 	if count <= 0 {
 		return nil
 	}
-	e.queues[qi].rd.each(&e.jobs.Slab, func(s uint32) bool {
+	e.queues[qi].Order.Each(&e.jobs.Slab, func(s uint32) bool {
 		j := e.jobs.At(s)
 		out = append(out, Pair{
 			ID:      append([]byte(nil), e.jobs.ID(j, &buf)...),
@@ -115,7 +115,7 @@ func (e *Engine) Exists(queueName []byte) bool {
 		return false
 	}
 	q := &e.queues[qi]
-	return q.delayed+q.ready+q.reserved > 0
+	return q.Jobs() > 0
 }
 
 // Info is a snapshot for INFO and DBSIZE.
@@ -141,17 +141,17 @@ func (e *Engine) Info() Info {
 		if !q.live {
 			continue
 		}
-		if q.delayed+q.ready+q.reserved > 0 {
+		if q.Jobs() > 0 {
 			in.Queues++
 		}
-		in.Delayed += q.delayed
-		in.Ready += q.ready
-		in.Reserved += q.reserved
+		in.Delayed += q.Delayed
+		in.Ready += q.Ready
+		in.Reserved += q.Reserved
 	}
 	in.Waiters = e.stats.WaitersNow // clients, not client-key pairs
 	// The wheel's slab grows with the job slab; its node is about 32 bytes.
 	in.MemoryBytes = e.jobs.Bytes() + int64(e.jobs.Len())*32 + e.jobs.Arena.Footprint() +
-		e.jobs.IndexBytes() + runs + int64(cap(e.queues))*int64(unsafe.Sizeof(queue{}))
+		e.jobs.IndexBytes() + runs + int64(cap(e.queues))*int64(unsafe.Sizeof(queueEntry{}))
 	in.PayloadBytes = e.jobs.Arena.InUse
 	return in
 }

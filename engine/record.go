@@ -143,7 +143,7 @@ func (r *rec) encode(dst []byte) []byte {
 	dst = binary.AppendVarint(dst, r.time)
 	dst = appendBytes(dst, r.queue)
 	if r.op == opLimit {
-		return r.limit.append(dst)
+		return appendLimitSpec(dst, r.limit)
 	}
 	if r.op == opDel || r.op == opFlush {
 		return dst

@@ -10,6 +10,7 @@ import (
 
 	"github.com/delayd/delayd/aof"
 	"github.com/delayd/delayd/jobs"
+	"github.com/delayd/delayd/journal"
 )
 
 // Replication (cluster mode). The engine does not know Raft: it knows a
@@ -56,11 +57,8 @@ import (
 var ErrNotLeader = errors.New("this node is not the leader")
 
 // ErrNotCommitted is a write's answer in cluster mode when its batch did
-// not commit before leadership changed. It was applied on the old leader
-// only, which rebuilds without it; the new leader may still commit it (an
-// entry a leader appended can outlive it), so the client cannot know, and
-// retries: an add without an ID may then be there twice, never lost.
-var ErrNotCommitted = errors.New("the write may not have been committed: leadership changed")
+// not commit before leadership changed (journal.ErrNotCommitted).
+var ErrNotCommitted = journal.ErrNotCommitted
 
 // errLeading refuses ApplyBatch and Restore on a leader: its state is its
 // own writes, and a record applied under them would be applied twice or
@@ -69,57 +67,22 @@ var errLeading = errors.New("engine: committed records are applied on a follower
 
 // Proposal is a batch handed to consensus; Error blocks until it is
 // committed (nil) or failed. raft.ApplyFuture is one.
-type Proposal interface{ Error() error }
+type Proposal = journal.Proposal
 
-// Replicator takes the engine's batches in cluster mode. Propose must keep
-// the order of its calls, and may block (back pressure), but must return:
-// Rebuilt waits for a call in progress. The batch is the replicator's to
-// keep (the engine never reuses it). Each record in it is a uvarint length
-// then the record, as ApplyBatch reads them.
-type Replicator interface {
-	Propose(batch []byte) Proposal
-}
+// Replicator takes the engine's batches in cluster mode: the journal's
+// sink in place of the log file (journal.Replicator).
+type Replicator = journal.Replicator
 
-// replState is the engine's side of replication.
+// replState is the engine's side of replication: its role and its clock.
+// The batches in flight are the journal's.
 type replState struct {
-	// inFlight counts the batches proposed and not yet answered (guarded
-	// by journal.dmu); the flusher proposes no more than
-	// Options.ReplicaWindow at once, so that under load the records gather into fewer, larger
-	// entries (Raft's cost is per entry: encoding, the log store's
-	// B-tree, the state machine's call) instead of many small ones.
-	inFlight  int
 	following atomic.Bool // refuse writes; time is the replicated clock
-	// failed: a batch did not commit, so the state is ahead of the log
-	// until Rebuilt; writes are refused and nothing more is proposed.
-	failed atomic.Bool
 	// now is a follower's clock: the time of the last record applied. On a
 	// leader it is the floor its own clock never reads below.
 	now atomic.Int64
 	// lastTime is the latest time of a record applied (guarded by mu).
 	lastTime int64
-
-	// pmu is held by the flusher from deciding to propose a batch until
-	// Propose returns, and by Rebuilt, so that no batch of a dropped state
-	// is proposed once Rebuilt returns. A one-slot channel rather than a
-	// sync.Mutex: Propose may block, and a test's fake clock (synctest)
-	// sees a goroutine waiting on a channel as blocked, not on a mutex.
-	pmu chan struct{}
-	// stale is the last ticket given out before the last Rebuilt (guarded
-	// by j.dmu): batches up to it have been answered already.
-	stale    uint64
-	inflight chan inflight
 }
-
-type inflight struct {
-	p           Proposal
-	first, last uint64
-}
-
-// notProposed is the outcome of a batch the flusher did not propose: the
-// state it was applied to is being dropped.
-type notProposed struct{}
-
-func (notProposed) Error() error { return ErrNotCommitted }
 
 // Following reports whether the engine is a follower.
 func (e *Engine) Following() bool { return e.repl.following.Load() }
@@ -174,18 +137,7 @@ func (e *Engine) serveParked() {
 
 // Settled reports whether every write applied has been committed: no batch
 // is pending or in flight, so the state is exactly the committed log's.
-func (e *Engine) Settled() bool {
-	e.mu.Lock()
-	pending, last := len(e.j.pend) > 0, e.j.ticket
-	e.mu.Unlock()
-	if pending {
-		return false
-	}
-	j := &e.j
-	j.dmu.Lock()
-	defer j.dmu.Unlock()
-	return j.durable >= last && !e.repl.failed.Load()
-}
+func (e *Engine) Settled() bool { return e.journal.Settled() }
 
 // ApplyBatch applies one committed batch on a follower, as replay applies
 // the log. A malformed batch returns an error with the records before the
@@ -342,7 +294,7 @@ func (e *Engine) eachJob(fn func(s uint32, flags byte, deadline int64)) {
 		if !e.queues[qi].live {
 			continue // being freed (lazyfree.go)
 		}
-		e.queues[qi].rd.each(&e.jobs.Slab, func(s uint32) bool {
+		e.queues[qi].Order.Each(&e.jobs.Slab, func(s uint32) bool {
 			fn(s, flagReady, 0)
 			return true
 		})
@@ -375,104 +327,15 @@ func (e *Engine) replTime(now int64) {
 	e.logRec(&rec{op: opMeta, time: now, sid: e.lastSID, seq: e.seq})
 }
 
-// replFlusher is the flusher of cluster mode: it proposes each batch as one
-// entry and does not wait for it (consensus batches and pipelines them);
-// replCommitter waits for them in order and marks their tickets durable.
-// Once a batch has failed it proposes nothing more: those records were
-// applied to a state being dropped.
-func (e *Engine) replFlusher() {
-	j, r := &e.j, &e.repl
-	defer close(r.inflight)
-	for {
-		closing := false
-		select {
-		case <-j.kick:
-		case <-e.logQuit:
-			closing = true
-		}
-		// Wait for room in the window before taking the batch, so that
-		// the writes made meanwhile go out with it.
-		j.dmu.Lock()
-		for w := e.opts.ReplicaWindow; w > 0 && r.inFlight >= w && !r.failed.Load() && !closing; {
-			j.dcond.Wait()
-		}
-		j.dmu.Unlock()
-		e.mu.Lock()
-		batch, first, last := j.pend, j.pendFirst, j.ticket
-		j.pend = nil // the replicator keeps the batch: never reuse it
-		j.proposing = len(batch) > 0
-		e.mu.Unlock()
-		if len(batch) > 0 {
-			r.pmu <- struct{}{}
-			e.propose(batch, first, last)
-			<-r.pmu
-			e.mu.Lock()
-			j.proposing = false
-			e.mu.Unlock()
-		}
-		if closing {
-			return
-		}
-	}
-}
+// replFlusher is the flusher of cluster mode: the journal proposes each
+// batch as one entry and does not wait for it (consensus batches and
+// pipelines them); replCommitter waits for them in order and marks their
+// tickets durable.
+func (e *Engine) replFlusher() { e.journal.RunProposer(e.logQuit) }
 
-// propose hands one batch to the Replicator (or, once a batch has failed,
-// or for a state Rebuilt dropped, answers it ErrNotCommitted without
-// proposing it) and queues it for replCommitter. The caller holds pmu, so
-// batches are proposed in the order they were taken.
-func (e *Engine) propose(batch []byte, first, last uint64) {
-	j, r := &e.j, &e.repl
-	j.dmu.Lock()
-	r.inFlight++
-	dropped := r.failed.Load() || last <= r.stale
-	j.dmu.Unlock()
-	var p Proposal = notProposed{}
-	if !dropped {
-		p = e.opts.Replicator.Propose(batch)
-	}
-	r.inflight <- inflight{p, first, last}
-}
-
-// replCommitter marks tickets durable as their batches commit. A batch
-// that fails (leadership lost) fails its tickets and every one after it:
-// the state is ahead of the log now, writes are refused, and the cluster
-// layer rebuilds the engine from the committed log. The outcome of a batch
-// Rebuilt already answered changes nothing.
 func (e *Engine) replCommitter() {
-	j, r := &e.j, &e.repl
-	defer close(j.done)
-	for f := range r.inflight {
-		err := f.p.Error()
-		j.dmu.Lock()
-		r.inFlight--
-		switch {
-		case f.last <= r.stale:
-		case err != nil || r.failed.Load():
-			if !r.failed.Load() {
-				r.failed.Store(true)
-				j.lastErr = err
-				e.opts.Logger.Warn().Err(err).Uint64("first_ticket", f.first).Msg("replication: a batch did not commit; writes are refused until the node is rebuilt")
-			}
-			j.failTickets(f.first, f.last)
-		}
-		j.durable = max(j.durable, f.last)
-		j.dmu.Unlock()
-		j.dcond.Broadcast()
-	}
-}
-
-// failTickets records tickets first..last as failed, merged into the last
-// range when they follow it, so that a failure followed by many batches in
-// flight stays one range however many there were. Called with dmu held.
-func (j *journal) failTickets(first, last uint64) {
-	if n := len(j.failed); n > 0 && j.failed[n-1][1]+1 >= int64(first) {
-		j.failed[n-1][1] = max(j.failed[n-1][1], int64(last))
-		return
-	}
-	j.failed = append(j.failed, [2]int64{int64(first), int64(last)})
-	if len(j.failed) > 64 {
-		j.failed = j.failed[1:]
-	}
+	defer close(e.logDone)
+	e.journal.RunCommitter()
 }
 
 // Rebuilt clears the failure that refused writes after a batch did not
@@ -483,25 +346,10 @@ func (j *journal) failTickets(first, last uint64) {
 // waits on a state that is gone; and no batch of that state is proposed
 // after it returns. If the engine leads, parked clients are served.
 func (e *Engine) Rebuilt() {
-	j, r := &e.j, &e.repl
 	if e.opts.Replicator == nil {
 		return
 	}
-	r.pmu <- struct{}{} // a Propose in progress finishes first
-	e.mu.Lock()
-	last := j.ticket
-	j.pend = nil // applied to the state just dropped
-	e.mu.Unlock()
-	j.dmu.Lock()
-	r.stale = last
-	if j.durable < last {
-		j.failTickets(j.durable+1, last)
-		j.durable = last
-	}
-	r.failed.Store(false)
-	j.dmu.Unlock()
-	<-r.pmu
-	j.dcond.Broadcast()
+	e.journal.Rebuilt()
 
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -518,7 +366,7 @@ func (e *Engine) Rebuilt() {
 // batch leaves the state ahead of the log. Two atomic loads: it guards
 // every write and every serving of a blocked client.
 func (e *Engine) replWritable() error {
-	if e.repl.following.Load() || e.repl.failed.Load() {
+	if e.repl.following.Load() || (e.journal != nil && e.journal.ReplFailed()) {
 		return ErrNotLeader
 	}
 	return nil

@@ -103,11 +103,11 @@ func (e *Engine) RequeueDead(name, id, to []byte) (int, uint64, error) {
 	if len(to) > MaxKey {
 		return 0, 0, ErrKeyTooLong
 	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if _, err := e.beginWrite(); err != nil {
+	wr, err := e.begin(0)
+	if err != nil {
 		return 0, 0, err
 	}
+	defer wr.end()
 	qi, ok := e.queueFor(name, false)
 	if !ok {
 		return 0, 0, nil
@@ -118,7 +118,7 @@ func (e *Engine) RequeueDead(name, id, to []byte) (int, uint64, error) {
 			slots = append(slots, s)
 		}
 	} else {
-		e.queues[qi].rd.each(&e.jobs.Slab, func(s uint32) bool {
+		e.queues[qi].Order.Each(&e.jobs.Slab, func(s uint32) bool {
 			slots = append(slots, s)
 			return true
 		})

@@ -24,12 +24,12 @@ type RescheduleArgs struct {
 // ready list. It reports false (and changes nothing) when there is no such
 // job or it is reserved. O(1).
 func (e *Engine) Reschedule(a RescheduleArgs) (bool, uint64, error) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	now, err := e.beginWrite()
+	wr, err := e.begin(0)
 	if err != nil {
 		return false, 0, err
 	}
+	defer wr.end()
+	now := wr.now
 	s, ok := e.movable(a.Queue, a.ID, true)
 	if !ok {
 		return false, 0, nil
@@ -54,12 +54,12 @@ func (e *Engine) Reschedule(a RescheduleArgs) (bool, uint64, error) {
 // ready list in the order given, and returns how many moved. Ready and
 // reserved jobs, and ids with no job, are left alone. O(1) per id.
 func (e *Engine) Promote(queueName []byte, ids [][]byte) (int, uint64, error) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	now, err := e.beginWrite()
+	wr, err := e.begin(0)
 	if err != nil {
 		return 0, 0, err
 	}
+	defer wr.end()
+	now := wr.now
 	var ticket uint64
 	n := 0
 	qi := uint32(0)

@@ -96,12 +96,12 @@ func (e *Engine) Schedule(a ScheduleArgs) (uint64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("%w: %v", ErrBadSchedule, err)
 	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	now, err := e.beginWrite()
+	wr, err := e.begin(0)
 	if err != nil {
 		return 0, err
 	}
+	defer wr.end()
+	now := wr.now
 	st.Since = now
 	if old := e.sched.Get(schedule.Key{Queue: string(a.Queue), Name: string(a.Name)}); old != nil {
 		st.Replaces(&old.St)
@@ -121,12 +121,12 @@ func (e *Engine) Schedule(a ScheduleArgs) (uint64, error) {
 
 // Unschedule removes a schedule; the jobs it made stay. O(1).
 func (e *Engine) Unschedule(queue, name []byte) (bool, uint64, error) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	now, err := e.beginWrite()
+	wr, err := e.begin(0)
 	if err != nil {
 		return false, 0, err
 	}
+	defer wr.end()
+	now := wr.now
 	if e.sched.Get(schedule.Key{Queue: string(queue), Name: string(name)}) == nil {
 		return false, 0, nil
 	}
@@ -179,7 +179,7 @@ func (e *Engine) schedChanged(name string) {
 		return
 	}
 	if w := e.watches[name]; w != nil || e.trackAll {
-		e.changed(&queue{name: name, watch: w})
+		e.changed(&queueEntry{name: name, watch: w})
 	}
 }
 

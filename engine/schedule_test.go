@@ -78,7 +78,7 @@ func schedClose(t *testing.T, e *Engine) {
 	t.Helper()
 	synctest.Wait()
 	e.mu.Lock()
-	ticket := e.j.ticket
+	ticket := e.journal.Ticket()
 	e.mu.Unlock()
 	if err := e.WaitDurable(ticket); err != nil {
 		t.Fatal(err)

@@ -21,7 +21,7 @@ const (
 	timerFree     uint8 = iota
 	timerSchedule       // ref: the schedule's index (schedule.go)
 	timerTomb           // ref: the tombstone's key (unique.go)
-	timerLimit          // ref: the queue's limit index (limit.go)
+	timerLimit          // ref: the limit's ID (queue.Limits; limit.go)
 )
 
 // addTimer schedules a timer of this kind and ref at due (unix ms) and

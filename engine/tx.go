@@ -82,8 +82,7 @@ func (e *Engine) unitRec(b []byte) uint64 {
 	j.unit = binary.AppendUvarint(j.unit, uint64(len(b)))
 	j.unit = append(j.unit, b...)
 	if j.unitTicket == 0 {
-		j.ticket++
-		j.unitTicket = j.ticket
+		j.unitTicket = e.journal.NextTicket()
 	}
 	return j.unitTicket
 }
@@ -109,7 +108,7 @@ func (e *Engine) endUnit() uint64 {
 		j.scratch = binary.AppendUvarint(j.scratch, part)
 		j.scratch = append(j.scratch, more)
 		j.scratch = append(j.scratch, body[:n]...)
-		e.appendPend(j.scratch, t)
+		e.journal.AppendAt(j.scratch, t)
 		body = body[n:]
 		if more == 0 {
 			break

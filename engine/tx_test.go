@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/delayd/delayd/aof"
+	"github.com/delayd/delayd/journal"
 )
 
 // Isolation cannot be shown under synctest (a goroutine waiting for the
@@ -238,7 +239,7 @@ func TestUnitCutAtEveryOffsetIsAllOrNothing(t *testing.T) {
 				fs := aof.NewMemFS()
 				e := mustNew(t, logged(fs, FsyncAlways))
 				addAt(t, e, "pre", 0, "a", "x")
-				e.WaitDurable(e.j.ticket)
+				e.WaitDurable(e.journal.Ticket())
 				path := "/data/" + LogFile
 				head, _ := fs.ReadFile(path)
 				e.WaitDurable(runTx(t, e, n, b("payload")))
@@ -313,7 +314,7 @@ func TestFailedUnitWriteIsNotApplied(t *testing.T) {
 		e := mustNew(t, logged(fs, FsyncEverySec))
 		defer e.Close()
 		addAt(t, e, "pre", 0, "a", "x")
-		e.WaitDurable(e.j.ticket)
+		e.WaitDurable(e.journal.Ticket())
 		fs.Inject(aof.Fault{Op: aof.OpWrite, Path: "/data/" + LogFile})
 		if err := e.WaitDurable(runTx(t, e, 5, b("p"))); !errors.Is(err, ErrLog) {
 			t.Fatalf("wait after the unit's write failed: %v", err)
@@ -324,7 +325,7 @@ func TestFailedUnitWriteIsNotApplied(t *testing.T) {
 		if _, ok := e.Get(b("pre"), b("a")); !ok {
 			t.Fatal("the failed transaction's pop stayed applied")
 		}
-		sleep(probeEvery) // writes are refused until a probe of the log succeeds
+		sleep(journal.ProbeEvery) // writes are refused until a probe of the log succeeds
 		if err := e.WaitDurable(runTx(t, e, 5, b("p"))); err != nil {
 			t.Fatalf("transaction after the disk recovered: %v", err)
 		}
@@ -349,8 +350,8 @@ func TestUnitsDuringRewrite(t *testing.T) {
 		}
 		runTx(t, e, 10, b("during"))
 		waitRewrite(e)
-		if e.j.rewriteErr != nil {
-			t.Fatal(e.j.rewriteErr)
+		if e.journal.Info().RewriteErr != nil {
+			t.Fatal(e.journal.Info().RewriteErr)
 		}
 		before := dump(e)
 		e.Close()

@@ -128,9 +128,9 @@ func (e *Engine) earliestOf(queueName []byte, count int, state uint8, order func
 	if !ok || count <= 0 {
 		return nil
 	}
-	of := e.queues[qi].delayed
+	of := e.queues[qi].Delayed
 	if state == jobs.StateReserved {
-		of = e.queues[qi].reserved
+		of = e.queues[qi].Reserved
 	}
 	if of == 0 {
 		return nil

@@ -114,7 +114,7 @@ func (e *Engine) TrackAll(on bool) {
 // changed records a change to queue q, which has a registry entry unless
 // TrackAll is on. Called with mu held, by every place a job enters or
 // leaves a state.
-func (e *Engine) changed(q *queue) {
+func (e *Engine) changed(q *queueEntry) {
 	w := q.watch
 	if w == nil {
 		if e.onChange != nil {

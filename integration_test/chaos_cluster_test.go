@@ -162,12 +162,12 @@ func newChaosCluster(t *testing.T, n int) *chaosCluster {
 	}
 	first := c.nodes[0]
 	first.srv = newServer(t, first.port, nil, c.args(first, "bootstrap")...)
-	if err := first.srv.start(); err != nil {
+	if err := first.srv.Start(); err != nil {
 		t.Fatalf("node %s did not start: %v", first.name, err)
 	}
 	for _, node := range c.nodes[1:] {
 		node.srv = newServer(t, node.port, nil, c.args(node, first.Addr())...)
-		if err := node.srv.start(); err != nil {
+		if err := node.srv.Start(); err != nil {
 			t.Fatalf("node %s did not start: %v", node.name, err)
 		}
 	}
@@ -202,7 +202,7 @@ next:
 
 // info reads INFO section of a node that runs and is not paused.
 func (n *chaosNode) info(ctx context.Context, section string) (string, error) {
-	if !n.srv.running() || n.isPaused() {
+	if !n.srv.Running() || n.isPaused() {
 		return "", fmt.Errorf("%s is down", n.name)
 	}
 	return n.admin.Info(ctx, section).Result()
@@ -287,7 +287,7 @@ func (c *chaosCluster) healthy(all bool) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	for _, n := range c.nodes {
-		if !n.srv.running() || n.isPaused() {
+		if !n.srv.Running() || n.isPaused() {
 			return fmt.Errorf("%s is down", n.name)
 		}
 		text, err := n.admin.Do(ctx, "CLUSTER", "INFO").Text()
@@ -330,8 +330,8 @@ func (c *chaosCluster) kill9(n *chaosNode) {
 
 // restart starts n again on its data dir, as a member that knows its group.
 func (c *chaosCluster) restart(n *chaosNode) error {
-	n.srv.args = c.args(n, "")
-	return n.srv.start()
+	n.srv.Args = c.args(n, "")
+	return n.srv.Start()
 }
 
 func (c *chaosCluster) pause(n *chaosNode) {
@@ -384,6 +384,6 @@ func (c *chaosCluster) wipe(n *chaosNode) error {
 	if lerr != nil {
 		return lerr
 	}
-	n.srv.args = c.args(n, l.Addr())
-	return n.srv.start()
+	n.srv.Args = c.args(n, l.Addr())
+	return n.srv.Start()
 }

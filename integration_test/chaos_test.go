@@ -75,7 +75,7 @@ func TestChaos(t *testing.T) {
 	c.proxy.HealAll()
 	for _, node := range c.nodes {
 		c.resume(node)
-		if !node.srv.running() {
+		if !node.srv.Running() {
 			if err := c.restart(node); err != nil {
 				t.Errorf("restart %s after the faults: %v", node.name, err)
 			}
@@ -283,7 +283,7 @@ func (n *chaosNemesis) inject(ctx context.Context, fault string) error {
 		if err := c.wipe(f); err != nil {
 			n.noWipe = true
 			n.t.Logf("chaos: wipe of %s failed, no more wipes: %v", f.name, err)
-			if !f.srv.running() {
+			if !f.srv.Running() {
 				return fmt.Errorf("wiped %s did not come back: %w", f.name, err)
 			}
 		}
@@ -380,7 +380,7 @@ func TestChaosSingleNode(t *testing.T) {
 	time.Sleep(1500 * time.Millisecond)
 	s.Kill9()
 	time.Sleep(200 * time.Millisecond)
-	if err := s.start(); err != nil {
+	if err := s.Start(); err != nil {
 		t.Fatalf("restart after kill -9: %v", err)
 	}
 	time.Sleep(1500 * time.Millisecond)

@@ -612,7 +612,7 @@ func TestMonitorDisconnectsAClientThatDoesNotRead(t *testing.T) {
 		}
 	}
 	if !s.outputHas("did not read its pushes", 5*time.Second) {
-		t.Errorf("no log line about the disconnected client: %s", s.out.String())
+		t.Errorf("no log line about the disconnected client: %s", s.Output())
 	}
 }
 

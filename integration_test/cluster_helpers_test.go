@@ -5,7 +5,6 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"sort"
@@ -18,6 +17,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/delayd/delayd/internal/testserver"
 )
 
 // Cluster mode, with real processes: a group of delayd nodes on free ports
@@ -27,10 +28,8 @@ import (
 // wiped disk. Every helper here is prefixed cl (the chaos tests share the
 // package).
 
-// clElection is the Raft election timeout the tests run with, in ms. Not
-// much shorter: on a loaded 2-core machine a shorter one makes leadership
-// flap in the middle of a test. The leader's lease is half of it.
-const clElection = 1000
+// clElection is the Raft election timeout the tests run with, in ms.
+const clElection = testserver.ElectionMs
 
 // clOp bounds one command the cluster helpers send (a paused node would
 // otherwise hold a test for the client's whole read timeout).
@@ -67,10 +66,11 @@ type clNode struct {
 func clStart(t testing.TB, n int, extra ...string) *clCluster {
 	t.Helper()
 	cc := &clCluster{t: t, extra: extra}
-	first := cc.add(t, "--cluster-bootstrap")
-	cc.waitLeader(t, 15*time.Second, first)
-	for i := 1; i < n; i++ {
-		cc.add(t, "--cluster-join", first.Addr())
+	_, err := testserver.FormCluster(n, 20*time.Second, func(how ...string) (*testserver.Server, error) {
+		return cc.add(t, how...).server.Server, nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 	cc.waitFormed(t, 20*time.Second)
 	return cc
@@ -90,31 +90,26 @@ func (cc *clCluster) add(t testing.TB, how ...string) *clNode {
 // took them meanwhile).
 func (n *clNode) launch(t testing.TB, how ...string) {
 	t.Helper()
-	var lastErr error
-	for attempt := 0; attempt < 3; attempt++ {
-		port, bus := freePort(t), freePort(t)
-		s := newServer(t, port, nil, n.args(port, bus, how...)...)
-		s.tls = n.cc.tls
-		s, err := launchServer(s)
-		if err == nil {
-			n.setServer(t, s, bus)
-			return
-		}
-		lastErr = err
-		if !strings.Contains(s.out.String(), "address already in use") {
-			break
-		}
+	var bus int
+	s, err := testserver.StartFresh(ports, 2, func(p []int) *server {
+		bus = p[1]
+		s := newServer(t, p[0], nil, n.args(p[0], bus, how...)...)
+		s.TLS = n.cc.tls
+		return s
+	})
+	if err != nil {
+		t.Fatalf("node %d did not start: %v", n.idx, err)
 	}
-	t.Fatalf("node %d did not start: %v", n.idx, lastErr)
+	n.setServer(t, s, bus)
 }
 
 // spawnAgain starts the node again on its ports and dir with other flags,
 // without waiting for it to answer.
 func (n *clNode) spawnAgain(t testing.TB, how ...string) {
 	t.Helper()
-	s := newServer(t, n.port, nil, n.args(n.port, n.bus, how...)...)
-	s.tls = n.cc.tls
-	if err := s.spawn(); err != nil {
+	s := newServer(t, n.Port(), nil, n.args(n.Port(), n.bus, how...)...)
+	s.TLS = n.cc.tls
+	if err := s.Spawn(); err != nil {
 		t.Fatalf("node %d did not start again: %v", n.idx, err)
 	}
 	n.setServer(t, s, n.bus)
@@ -140,10 +135,8 @@ func (n *clNode) args(port, bus int, how ...string) []string {
 		"--dir", n.dir,
 		"--log-level", "info",
 		"--log-format", "json",
-		"--cluster-enabled", "yes",
-		"--cluster-bus-addr", net.JoinHostPort("127.0.0.1", strconv.Itoa(bus)),
-		"--cluster-election-timeout", strconv.Itoa(clElection),
 	}
+	args = append(args, testserver.ClusterFlags(bus)...)
 	args = append(args, ports...)
 	args = append(args, n.cc.extra...)
 	if n.cc.perNode != nil {
@@ -193,7 +186,7 @@ func (n *clNode) pause(t testing.TB) {
 	n.Signal(syscall.SIGSTOP)
 	n.mu.Lock()
 	n.paused = true
-	pid := n.cmd.Process.Pid
+	pid := n.Pid()
 	n.mu.Unlock()
 	clWait(t, 5*time.Second, fmt.Sprintf("%v stopped by SIGSTOP", n), func() (bool, string) {
 		return clStopped(pid)
@@ -233,11 +226,8 @@ func (n *clNode) resume(t testing.TB) {
 func (n *clNode) resumeIfPaused() {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if n.paused && n.server != nil && n.running() {
-		n.server.mu.Lock()
-		cmd := n.server.cmd
-		n.server.mu.Unlock()
-		_ = cmd.Process.Signal(syscall.SIGCONT)
+	if n.paused && n.server != nil && n.Running() {
+		_ = n.server.Server.Signal(syscall.SIGCONT)
 		n.paused = false
 	}
 }
@@ -246,7 +236,7 @@ func (n *clNode) resumeIfPaused() {
 func (n *clNode) live() bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	return n.server != nil && !n.paused && n.running()
+	return n.server != nil && !n.paused && n.Running()
 }
 
 // infoField reads one field of INFO section ("" when it cannot).
@@ -384,7 +374,7 @@ func (cc *clCluster) leaderNow() (*clNode, string) {
 		if n == leader {
 			continue
 		}
-		if p := n.infoField("replication", "master_port"); p != strconv.Itoa(leader.port) {
+		if p := n.infoField("replication", "master_port"); p != strconv.Itoa(leader.Port()) {
 			return nil, fmt.Sprintf("%v follows port %q, not the master %v", n, p, leader)
 		}
 	}

@@ -21,7 +21,7 @@ func TestClusterHealthyStartLogsNoWarn(t *testing.T) {
 
 	raftEvents := 0
 	for _, n := range cc.nodes {
-		for _, line := range strings.Split(n.out.String(), "\n") {
+		for _, line := range strings.Split(n.Output(), "\n") {
 			if !strings.HasPrefix(line, "{") {
 				continue
 			}

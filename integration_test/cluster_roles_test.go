@@ -81,7 +81,7 @@ func (rs *roleSampler) client(n *clNode) (*redis.Client, bool) {
 	n.mu.Lock()
 	s := n.server
 	n.mu.Unlock()
-	if s == nil || !s.running() {
+	if s == nil || !s.Running() {
 		return nil, false
 	}
 	c, ok := rs.clients[s]

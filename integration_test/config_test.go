@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/delayd/delayd/internal/testserver"
 )
 
 // SPEC "Running it": flags, environment, config file, their precedence, and
@@ -201,7 +203,7 @@ func runToExit(t *testing.T, env []string, args ...string) (int, string) {
 	cmd := exec.Command(binPath, args...)
 	cmd.Dir = t.TempDir()
 	cmd.Env = append(cleanEnv(), env...)
-	out := &syncBuffer{}
+	out := &testserver.Buffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

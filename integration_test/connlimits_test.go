@@ -238,7 +238,7 @@ func TestConnLimitsOutputBuffer(t *testing.T) {
 		if _, err := p.Exec(ctxT(t, 10*time.Second)); err != nil {
 			t.Fatalf("writer beside an unread MONITOR: %v", err)
 		}
-		if strings.Contains(s.out.String(), "did not read its pushes") {
+		if strings.Contains(s.Output(), "did not read its pushes") {
 			break
 		}
 	}
@@ -286,11 +286,7 @@ func isTimeoutErr(err error) bool {
 // resident memory.
 type procStats struct{ goroutines, fds, rssKB int }
 
-func (s *server) pid() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.cmd.Process.Pid
-}
+func (s *server) pid() int { return s.Pid() }
 
 func readProc(t *testing.T, s *server, httpAddr string) procStats {
 	t.Helper()

@@ -18,11 +18,7 @@ import (
 // pid, in single-node and cluster mode, and a kill -9 frees it at once.
 
 // lockPID is the pid of s's current process.
-func lockPID(s *server) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.cmd.Process.Pid
-}
+func lockPID(s *server) int { return s.Pid() }
 
 // lockRun runs the binary with args to its exit (bounded by limit) and
 // returns its combined output, exit code and how long it ran.
@@ -161,8 +157,8 @@ func TestDirLockFreeAfterKill9(t *testing.T) {
 		n := cc.nodes[0]
 		n.Kill9()
 		n.Restart() // fails the test unless it comes up
-		if strings.Contains(n.out.String(), "is in use") {
-			t.Errorf("restart after kill -9 was refused:\n%s", n.out.String())
+		if strings.Contains(n.Output(), "is in use") {
+			t.Errorf("restart after kill -9 was refused:\n%s", n.Output())
 		}
 	})
 }

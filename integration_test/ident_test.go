@@ -89,9 +89,9 @@ func TestIdentUniqueSurvivesRestartAndRewrite(t *testing.T) {
 
 // dir is the server's data dir (the value of --dir).
 func (s *server) dir(t *testing.T) string {
-	for i, a := range s.args {
-		if a == "--dir" && i+1 < len(s.args) {
-			return s.args[i+1]
+	for i, a := range s.Args {
+		if a == "--dir" && i+1 < len(s.Args) {
+			return s.Args[i+1]
 		}
 	}
 	t.Fatal("no --dir")

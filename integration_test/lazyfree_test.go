@@ -47,12 +47,10 @@ func TestLazyFreeDelBigQueue(t *testing.T) {
 	port := freePort(t)
 	s := startServerWith(t, port, env, append(args, "--port", strconv.Itoa(port))...)
 	if gctrace {
-		t.Cleanup(func() { t.Logf("server output:\n%s", s.out.String()) })
+		t.Cleanup(func() { t.Logf("server output:\n%s", s.Output()) })
 	}
 	if cpu != "" {
-		s.mu.Lock()
-		pid := s.cmd.Process.Pid
-		s.mu.Unlock()
+		pid := s.Pid()
 		if out, err := exec.Command("taskset", "-a", "-p", "-c", cpu, strconv.Itoa(pid)).CombinedOutput(); err != nil {
 			t.Fatalf("taskset: %v %s", err, out)
 		}
@@ -136,10 +134,10 @@ func TestLazyFreeDelBigQueue(t *testing.T) {
 	// The restart replays the fills: give a 3M-job log more than the
 	// harness's 10 s on a loaded machine.
 	s.Stop()
-	if err := s.spawn(); err != nil {
+	if err := s.Spawn(); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.waitReady(5 * time.Minute); err != nil {
+	if err := s.WaitReady(5 * time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	c = s.Client()

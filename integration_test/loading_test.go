@@ -75,7 +75,7 @@ func startLoading(t *testing.T, dir string) (*server, *rawConn) {
 	port := freePort(t)
 	s := newServer(t, port, nil, "--bind", "127.0.0.1", "--port", strconv.Itoa(port), "--dir", dir,
 		"--appendonly", "yes", "--auto-rewrite-percentage", "0", "--log-level", "info", "--log-format", "json")
-	if err := s.spawn(); err != nil {
+	if err := s.Spawn(); err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(10 * time.Second)
@@ -233,7 +233,7 @@ func TestLoadingAnswersWhileTheLogReplays(t *testing.T) {
 			t.Errorf("the server's log has no %s", want)
 		}
 	}
-	out := s.out.String()
+	out := s.Output()
 	if strings.Index(out, `"message":"delayd listening; loading the log"`) > strings.Index(out, `"message":"loading the log"`) {
 		t.Errorf("the server did not say it listens before the progress")
 	}
@@ -259,13 +259,13 @@ func TestLoadingSIGTERM(t *testing.T) {
 	if el := time.Since(start); el > 2*time.Second {
 		t.Errorf("SIGTERM while loading took %v to stop", el)
 	}
-	if out := s.out.String(); !strings.Contains(out, `"message":"delayd stopped while loading the log"`) {
+	if out := s.Output(); !strings.Contains(out, `"message":"delayd stopped while loading the log"`) {
 		t.Errorf("the log does not say the server stopped while loading:\n%s", out)
 	}
 	if after, _ := os.ReadFile(path); !bytes.Equal(after, before) {
 		t.Fatalf("stopping while loading changed the log (%d bytes, was %d)", len(after), len(before))
 	}
-	if err := s.start(); err != nil {
+	if err := s.Start(); err != nil {
 		t.Fatalf("restart: %v", err)
 	}
 	info, err := s.Client().Info(ctxT(t, 60*time.Second), "queues").Result()

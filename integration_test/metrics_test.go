@@ -254,7 +254,7 @@ func TestMetricsReadyzWhileLoading(t *testing.T) {
 	s := newServer(t, port, nil, "--bind", "127.0.0.1", "--port", strconv.Itoa(port), "--dir", dir,
 		"--appendonly", "yes", "--auto-rewrite-percentage", "0", "--http-addr", httpAddr,
 		"--log-level", "info", "--log-format", "json")
-	if err := s.spawn(); err != nil {
+	if err := s.Spawn(); err != nil {
 		t.Fatal(err)
 	}
 	// The HTTP side listens before the replay starts: the first answer is

@@ -260,7 +260,7 @@ func TestRedactPasswordsAndPayloads(t *testing.T) {
 
 	// The log, last: the server is stopped so every line is in.
 	s.Stop()
-	log := s.out.String()
+	log := s.Output()
 	noPayload["the log"] = log
 	if !strings.Contains(log, `"drop-1"`) {
 		t.Errorf("the log does not name the dropped job (drop-1):\n%s", log)

@@ -203,7 +203,7 @@ func TestScheduleCrashEverySecondJobOnce(t *testing.T) {
 		s.Kill9()
 		kills++
 		up = append(up, span{from, killed})
-		if err := s.start(); err != nil {
+		if err := s.Start(); err != nil {
 			t.Fatalf("restart %d: %v", kills, err)
 		}
 		from = time.Now()

@@ -250,7 +250,7 @@ func TestTLSReloadOnSIGHUP(t *testing.T) {
 	if s := old.ConnectionState().PeerCertificates[0].SerialNumber.Int64(); s != 100 {
 		t.Fatalf("old connection's serial %d", s)
 	}
-	if !e.s.running() {
+	if !e.s.Running() {
 		t.Fatal("SIGHUP stopped the server")
 	}
 }
@@ -292,7 +292,7 @@ func TestTLSOnlyAndStartErrors(t *testing.T) {
 	s := newServer(t, port, nil, "--bind", "127.0.0.1", "--http-addr", "", "--appendonly", "no",
 		"--dir", t.TempDir(), "--port", "0", "--tls-port", strconv.Itoa(port),
 		"--tls-cert-file", cert, "--tls-key-file", key, "--tls-ca-cert-file", caFile, "--tls-auth-clients", "no")
-	if err := s.spawn(); err != nil {
+	if err := s.Spawn(); err != nil {
 		t.Fatal(err)
 	}
 	cfg := &tls.Config{RootCAs: ca.Pool, ServerName: "127.0.0.1"}

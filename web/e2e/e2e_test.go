@@ -23,7 +23,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -35,17 +34,19 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/delayd/delayd/internal/testserver"
 )
 
 var require = os.Getenv("DELAYD_COMPAT_REQUIRE") == "1"
 
 // moduleRoot is the repository root (this package is <root>/web/e2e).
 func moduleRoot(t *testing.T) string {
-	wd, err := os.Getwd()
+	root, err := testserver.ModuleRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
-	return filepath.Dir(filepath.Dir(wd))
+	return root
 }
 
 // missing skips the test, or fails it when CI requires every tool.
@@ -77,115 +78,79 @@ func tools(t *testing.T) (nodeBin, chromium string) {
 	return nodeBin, chromium
 }
 
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
+// ports are this package's (integration_test and compat have their own
+// ranges; see testserver's package comment).
+var ports = testserver.NewPorts(testserver.E2EPorts)
 
 // server is the real binary, with the HTTP side on.
 type server struct {
+	*testserver.Server
 	addr, http string
-	cmd        *exec.Cmd
-	out        *syncBuffer
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-// buildBinary builds delayd once per test binary run.
+// built is the binary, built once per test binary run and only when a test
+// starts a server (every test may skip).
 var built struct {
-	once sync.Once
-	bin  string
-	err  error
-	out  []byte
+	once   sync.Once
+	bin    string
+	remove func()
+	err    error
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if built.remove != nil {
+		built.remove()
+	}
+	os.Exit(code)
 }
 
 func buildBinary(t *testing.T) string {
 	t.Helper()
-	built.once.Do(func() {
-		dir, err := os.MkdirTemp("", "delayd-e2e")
-		if err != nil {
-			built.err = err
-			return
-		}
-		built.bin = filepath.Join(dir, "delayd")
-		build := exec.Command("go", "build", "-o", built.bin, ".")
-		build.Dir = moduleRoot(t)
-		built.out, built.err = build.CombinedOutput()
-	})
+	built.once.Do(func() { built.bin, built.remove, built.err = testserver.Build(moduleRoot(t), false) })
 	if built.err != nil {
-		t.Fatalf("go build: %v\n%s", built.err, built.out)
+		t.Fatal(built.err)
 	}
 	return built.bin
 }
 
 func startServer(t *testing.T, extra ...string) *server {
 	t.Helper()
-	return startNode(t, func(port, hport int) []string {
+	return startNode(t, 0, func([]int) []string {
 		return append([]string{"--appendonly", "yes", "--appendfsync", "no"}, extra...)
 	})
 }
 
-// startNode starts the binary on free ports with the common flags plus
-// what flags returns for the ports chosen, and waits for /readyz.
-func startNode(t *testing.T, flags func(port, hport int) []string) *server {
+// startNode starts the binary on free ports, RESP and HTTP and extra ones
+// (a cluster node's bus), with the common flags plus what flags returns for
+// the extra ports, and waits for PING and then /readyz.
+func startNode(t *testing.T, extra int, flags func(extra []int) []string) *server {
 	t.Helper()
 	bin := buildBinary(t)
-	var lastErr error
-	for attempt := 0; attempt < 3; attempt++ {
-		port, hport := freePort(t), freePort(t)
-		s := &server{addr: fmt.Sprintf("127.0.0.1:%d", port), http: fmt.Sprintf("http://127.0.0.1:%d", hport), out: &syncBuffer{}}
-		dir := t.TempDir()
+	dir := t.TempDir()
+	s, err := testserver.StartFresh(ports, 2+extra, func(p []int) *server {
+		port, hport := p[0], p[1]
 		args := []string{"--bind", "127.0.0.1", "--port", strconv.Itoa(port),
 			"--http-addr", fmt.Sprintf("127.0.0.1:%d", hport), "--dir", dir,
 			"--log-format", "json", "--log-level", "warn"}
-		s.cmd = exec.Command(bin, append(args, flags(port, hport)...)...)
-		s.cmd.Dir = dir
-		s.cmd.Stdout, s.cmd.Stderr = s.out, s.out
-		for _, kv := range os.Environ() { // the machine's DELAYD_ settings never leak in
-			if !strings.HasPrefix(kv, "DELAYD_") {
-				s.cmd.Env = append(s.cmd.Env, kv)
-			}
+		ts := testserver.New(bin, port, dir, append(args, flags(p[2:])...)...)
+		ts.ReadyWithin = 20 * time.Second
+		return &server{Server: ts, addr: ts.Addr(), http: fmt.Sprintf("http://127.0.0.1:%d", hport)}
+	})
+	if err != nil {
+		if s != nil {
+			t.Logf("server output:\n%s", s.Output())
 		}
-		if err := s.cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		if lastErr = s.waitReady(20 * time.Second); lastErr == nil {
-			t.Cleanup(func() {
-				_ = s.cmd.Process.Kill()
-				_ = s.cmd.Wait()
-				if t.Failed() {
-					t.Logf("server %s output:\n%s", s.addr, s.out.String())
-				}
-			})
-			return s
-		}
-		_ = s.cmd.Process.Kill()
-		_ = s.cmd.Wait()
+		t.Fatalf("server did not start: %v", err)
 	}
-	t.Fatalf("server did not start: %v", lastErr)
-	return nil
+	testserver.Watch(t, s.Server, false)
+	if err := s.waitReady(20 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
 
+// waitReady waits until /readyz answers 200.
 func (s *server) waitReady(within time.Duration) error {
 	deadline := time.Now().Add(within)
 	for {
@@ -245,7 +210,7 @@ func runScript(t *testing.T, nodeBin, chromium string, s *server, rdb *redis.Cli
 	if err != nil {
 		t.Fatal(err)
 	}
-	var stderr syncBuffer
+	var stderr testserver.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -411,28 +376,16 @@ func TestDashboardFirstPageAtScale(t *testing.T) {
 // both others follow it.
 func startCluster(t *testing.T) []*server {
 	t.Helper()
-	node := func(how ...string) *server {
-		return startNode(t, func(port, hport int) []string {
-			return append([]string{"--cluster-enabled", "yes",
-				"--cluster-bus-addr", fmt.Sprintf("127.0.0.1:%d", freePort(t))}, how...)
-		})
+	var nodes []*server
+	_, err := testserver.FormCluster(3, 30*time.Second, func(how ...string) (*testserver.Server, error) {
+		s := startNode(t, 1, func(bus []int) []string { return append(testserver.ClusterFlags(bus[0]), how...) })
+		nodes = append(nodes, s)
+		return s.Server, nil
+	})
+	if err != nil {
+		t.Fatalf("the cluster did not form: %v", err)
 	}
-	nodes := []*server{node("--cluster-bootstrap")}
-	for range 2 {
-		nodes = append(nodes, node("--cluster-join", nodes[0].addr))
-	}
-	leader := client(t, nodes[0])
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		v, err := leader.Do(context.Background(), "INFO", "replication").Text()
-		if err == nil && strings.Contains(v, "role:master") && strings.Count(v, "state=online") == 2 {
-			return nodes
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the cluster did not form: %v %s", err, v)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	return nodes
 }
 
 // TestDashboardOnAFollower: a follower's pages show the leader's data

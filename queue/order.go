@@ -1,4 +1,4 @@
-package engine
+package queue
 
 import (
 	"math/bits"
@@ -36,14 +36,14 @@ import (
 // Groups and lanes are records in per-queue tables, freed when they hold no
 // job in any state (delayed and reserved jobs keep their lane, which says
 // where they go when they become ready again). A job's lane index is
-// job.lane. When only lane 0 remains and no group limit is set, the queue
-// drops back to the plain list.
+// jobs.Job.Lane. When only lane 0 remains and no group limit is set, the
+// queue drops back to the plain list.
 
 // nprio is the number of priorities: PRIORITY 0 to 9.
 const nprio = 10
 
-// readyOrder is a queue's ready jobs in the order pops take them.
-type readyOrder struct {
+// Order is a queue's ready jobs in the order pops take them.
+type Order struct {
 	head, tail uint32 // the plain list, slot+1, while x is nil
 	x          *lanes
 }
@@ -120,10 +120,10 @@ func listUnlink(t *jobs.Slab, head, tail *uint32, s uint32) {
 	j.Next, j.Prev = 0, 0
 }
 
-// push adds the ready job in slot s at the end of its lane (atHead: at the
+// Push adds the ready job in slot s at the end of its lane (atHead: at the
 // front, and its lane to the front of its ring, so it is the next a pop
 // takes if nothing has a higher priority). O(1).
-func (r *readyOrder) push(t *jobs.Slab, s uint32, atHead bool) {
+func (r *Order) Push(t *jobs.Slab, s uint32, atHead bool) {
 	if r.x == nil {
 		listPush(t, &r.head, &r.tail, s, atHead)
 		return
@@ -131,8 +131,8 @@ func (r *readyOrder) push(t *jobs.Slab, s uint32, atHead bool) {
 	r.x.push(t, s, atHead)
 }
 
-// unlink takes the ready job in slot s out of the order. O(1).
-func (r *readyOrder) unlink(t *jobs.Slab, s uint32) {
+// Unlink takes the ready job in slot s out of the order. O(1).
+func (r *Order) Unlink(t *jobs.Slab, s uint32) {
 	if r.x == nil {
 		listUnlink(t, &r.head, &r.tail, s)
 		return
@@ -140,19 +140,19 @@ func (r *readyOrder) unlink(t *jobs.Slab, s uint32) {
 	r.x.unlink(t, s)
 }
 
-// first is the job a pop from the head takes (slot+1; 0: none may be taken).
-func (r *readyOrder) first() uint32 {
+// First is the job a pop from the head takes (slot+1; 0: none may be taken).
+func (r *Order) First() uint32 {
 	if r.x == nil {
 		return r.head
 	}
 	return r.x.first()
 }
 
-// last is the job a pop from the tail (RPOP, LMOVE RIGHT) takes: the
+// Last is the job a pop from the tail (RPOP, LMOVE RIGHT) takes: the
 // newest job of the lowest priority, of the group last in that priority's
 // turn. With one group per priority that is exactly the end of LRANGE's
 // order; with several, it is the group served last in the current round.
-func (r *readyOrder) last() uint32 {
+func (r *Order) Last() uint32 {
 	if r.x == nil {
 		return r.tail
 	}
@@ -164,13 +164,35 @@ func (r *readyOrder) last() uint32 {
 	return x.ls[x.rings[p].tail-1].tail
 }
 
-// each calls fn for every ready job in the order pops from the head would
+// OldestDue returns the due time of the oldest head of the ready order, and
+// whether there is a ready job: the head of a plain list, or the oldest
+// of the lanes' heads, O(lanes) (the engine's queue latency).
+func (r *Order) OldestDue(t *jobs.Slab) (int64, bool) {
+	if r.x == nil {
+		if r.head == 0 {
+			return 0, false
+		}
+		return t.At(r.head - 1).Due, true
+	}
+	var due int64
+	found := false
+	for i := range r.x.ls {
+		if h := r.x.ls[i].head; h != 0 {
+			if d := t.At(h - 1).Due; !found || d < due {
+				due, found = d, true
+			}
+		}
+	}
+	return due, found
+}
+
+// Each calls fn for every ready job in the order pops from the head would
 // take them if nothing were added meanwhile: priorities from high to low;
 // within one, round-robin across the groups in ring order, then the groups
 // held at their GROUPCONCURRENCY limit, by name. It stops when fn returns
 // false.
 // O(jobs visited + lanes of the priorities visited).
-func (r *readyOrder) each(t *jobs.Slab, fn func(s uint32) bool) {
+func (r *Order) Each(t *jobs.Slab, fn func(s uint32) bool) {
 	if r.x == nil {
 		for s := r.head; s != 0; s = t.At(s - 1).Next {
 			if !fn(s - 1) {
@@ -222,7 +244,7 @@ func (r *readyOrder) each(t *jobs.Slab, fn func(s uint32) bool) {
 // join puts the job in slot s, new to this queue and in no list, in the
 // lane of its group and priority. reserved is the queue's count of reserved
 // jobs (all of the default group, if the lanes are made now). O(1).
-func (r *readyOrder) join(t *jobs.Slab, s uint32, grp []byte, prio uint8, reserved int) {
+func (r *Order) join(t *jobs.Slab, s uint32, grp []byte, prio uint8, reserved int) {
 	j := t.At(s)
 	j.Lane = 0
 	if len(grp) == 0 && prio == 0 {
@@ -247,11 +269,11 @@ func (r *readyOrder) join(t *jobs.Slab, s uint32, grp []byte, prio uint8, reserv
 	j.Lane = l
 }
 
-// leave takes the job in slot s, in no list, out of its lane's count: it
+// Leave takes the job in slot s, in no list, out of its lane's count: it
 // leaves the queue. It frees the lane and the group when they hold nothing
 // more, and drops back to the plain list when nothing but the default lane
 // is left. O(1).
-func (r *readyOrder) leave(t *jobs.Slab, s uint32) {
+func (r *Order) Leave(t *jobs.Slab, s uint32) {
 	j := t.At(s)
 	l := j.Lane
 	j.Lane = 0
@@ -283,8 +305,8 @@ func (r *readyOrder) leave(t *jobs.Slab, s uint32) {
 	}
 }
 
-// laneOf returns the group name and priority of the job in slot s.
-func (r *readyOrder) laneOf(t *jobs.Slab, s uint32) (string, uint8) {
+// LaneOf returns the group name and priority of the job in slot s.
+func (r *Order) LaneOf(t *jobs.Slab, s uint32) (string, uint8) {
 	l := t.At(s).Lane
 	if l == 0 || r.x == nil {
 		return "", 0
@@ -293,9 +315,9 @@ func (r *readyOrder) laneOf(t *jobs.Slab, s uint32) (string, uint8) {
 	return r.x.gs[ln.group].name, ln.prio
 }
 
-// reserve counts the job in slot s as reserved in its group, holding the
+// Reserve counts the job in slot s as reserved in its group, holding the
 // group when it reaches the group limit. O(1).
-func (r *readyOrder) reserve(t *jobs.Slab, s uint32) {
+func (r *Order) Reserve(t *jobs.Slab, s uint32) {
 	if r.x == nil {
 		return
 	}
@@ -308,9 +330,9 @@ func (r *readyOrder) reserve(t *jobs.Slab, s uint32) {
 	}
 }
 
-// unreserve undoes reserve; it says whether the job's group was held and
+// Unreserve undoes Reserve; it says whether the job's group was held and
 // may take jobs again.
-func (r *readyOrder) unreserve(t *jobs.Slab, s uint32) bool {
+func (r *Order) Unreserve(t *jobs.Slab, s uint32) bool {
 	if r.x == nil {
 		return false
 	}
@@ -330,7 +352,7 @@ func (r *readyOrder) unreserve(t *jobs.Slab, s uint32) bool {
 // setGroupCap sets the GROUPCONCURRENCY limit (0: none) and holds or
 // releases every group by it. reserved is the queue's count of reserved
 // jobs. O(groups).
-func (r *readyOrder) setGroupCap(n uint32, reserved int) {
+func (r *Order) setGroupCap(n uint32, reserved int) {
 	if n == 0 && r.x == nil {
 		return
 	}
@@ -356,7 +378,7 @@ func (r *readyOrder) setGroupCap(n uint32, reserved int) {
 
 // lanes returns the queue's lanes, making them from the plain list (which
 // becomes lane 0) the first time.
-func (r *readyOrder) lanes(reserved int) *lanes {
+func (r *Order) lanes(reserved int) *lanes {
 	if r.x != nil {
 		return r.x
 	}

@@ -1,0 +1,352 @@
+package journal
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/delayd/delayd/aof"
+)
+
+// The journal's tests drive it as its owner does: an owner with its own
+// lock appends records and answers Env (undoing on a failure, as the
+// engine reloads), and a test flusher runs the steps the engine's flusher
+// runs. Records are opaque bytes here; the engine's tests cover what they
+// mean.
+
+const path = "/data/delayd.aof"
+
+type owner struct {
+	mu       sync.Mutex
+	j        *Journal
+	failures []error
+	written  []int64
+}
+
+func newOwner(t *testing.T, fs aof.FS, fsync string, r Replicator) *owner {
+	t.Helper()
+	o := &owner{}
+	o.j = New(Options{FS: fs, Path: path, Fsync: fsync, Replicator: r}, Env{
+		Failed: func(first uint64, err error, fsyncErr bool) bool {
+			o.mu.Lock()
+			defer o.mu.Unlock()
+			o.failures = append(o.failures, err)
+			o.j.Undo(first, err, fsyncErr)
+			return o.j.Retrying()
+		},
+		Written: func(size int64) {
+			o.mu.Lock()
+			o.written = append(o.written, size)
+			o.mu.Unlock()
+		},
+		Fsynced: func(time.Duration) {},
+	})
+	if r == nil {
+		if err := o.j.Open(0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return o
+}
+
+// add appends one record under the owner's lock, as a write does.
+func (o *owner) add(s string) uint64 {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.j.Broken() {
+		return 0
+	}
+	return o.j.Append([]byte(s))
+}
+
+// flusher runs the flusher's loop until quit closes, then writes what is
+// left.
+func (o *owner) flusher(quit <-chan struct{}) {
+	for {
+		select {
+		case <-o.j.Kick():
+		case <-quit:
+			o.j.Write()
+			return
+		}
+		o.j.Write()
+	}
+}
+
+func records(t *testing.T, fs aof.FS) []string {
+	t.Helper()
+	var out []string
+	if _, err := aof.Replay(fs, path, func(p []byte) error {
+		out = append(out, string(p))
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// slowSyncFS makes every fsync take a millisecond of (fake) time, as a disk
+// does, so that writers arriving meanwhile queue up behind it.
+type slowSyncFS struct{ *aof.MemFS }
+
+type slowSyncFile struct{ aof.File }
+
+func (fs slowSyncFS) OpenFile(name string, flag int, perm os.FileMode) (aof.File, error) {
+	f, err := fs.MemFS.OpenFile(name, flag, perm)
+	if err != nil {
+		return nil, err
+	}
+	return slowSyncFile{f}, nil
+}
+
+func (f slowSyncFile) Sync() error {
+	time.Sleep(time.Millisecond)
+	return f.File.Sync()
+}
+
+func TestGroupCommitSharesFsyncs(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fs := aof.NewMemFS()
+		o := newOwner(t, slowSyncFS{fs}, FsyncAlways, nil)
+		before := fs.SyncCount(path)
+		quit := make(chan struct{})
+		go o.flusher(quit)
+		defer close(quit)
+		// 100 writers at once, each waiting for its own record to be on
+		// disk, as 100 connections under appendfsync always do.
+		var wg sync.WaitGroup
+		for i := range 100 {
+			wg.Go(func() {
+				if err := o.j.WaitDurable(o.add(fmt.Sprint(i))); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+		wg.Wait()
+		if n := fs.SyncCount(path) - before; n < 1 || n > 3 {
+			t.Fatalf("%d fsyncs for 100 concurrent writes, want them shared (1 to 3)", n)
+		}
+		if got := len(records(t, fs)); got != 100 {
+			t.Fatalf("%d records in the log, want 100", got)
+		}
+	})
+}
+
+// Under everysec and no a waiting client writes the batch itself: no
+// flusher runs here, and every wait still returns with its record written.
+func TestInlineWaiterWritesItsBatch(t *testing.T) {
+	for _, fsync := range []string{FsyncEverySec, FsyncNo} {
+		t.Run(fsync, func(t *testing.T) {
+			fs := aof.NewMemFS()
+			o := newOwner(t, fs, fsync, nil)
+			syncs := fs.SyncCount(path) // opening the log may fsync it
+			t1, t2 := o.add("a"), o.add("b")
+			if !o.j.Owed() {
+				t.Fatal("records pending with no writer woken are not owed")
+			}
+			if err := o.j.WaitDurable(t2); err != nil {
+				t.Fatal(err)
+			}
+			if err := o.j.WaitDurable(t1); err != nil {
+				t.Fatal(err)
+			}
+			if got := records(t, fs); !slices.Equal(got, []string{"a", "b"}) {
+				t.Fatalf("log holds %q", got)
+			}
+			if fs.SyncCount(path) != syncs {
+				t.Fatal("an inline write fsynced: that is the syncer's (everysec) or nobody's (no)")
+			}
+		})
+	}
+}
+
+// A failed write fails its batch and every ticket after it, refuses writes,
+// and a probe that succeeds ends it (a full disk).
+func TestFailedWriteIsUndoneUntilAProbeSucceeds(t *testing.T) {
+	fs := aof.NewMemFS()
+	o := newOwner(t, fs, FsyncNo, nil)
+	if err := o.j.WaitDurable(o.add("kept")); err != nil {
+		t.Fatal(err)
+	}
+	full := errors.New("no space left on device")
+	fs.Inject(aof.Fault{Op: aof.OpWrite, Path: path, Err: full, Sticky: true})
+	t1 := o.add("lost1")
+	t2 := o.add("lost2")
+	if err := o.j.WaitDurable(t2); !errors.Is(err, full) {
+		t.Fatalf("wait for a failed write: %v", err)
+	}
+	if err := o.j.WaitDurable(t1); !errors.Is(err, full) {
+		t.Fatalf("wait for the first record of a failed batch: %v", err)
+	}
+	if len(o.failures) != 1 || !errors.Is(o.j.Err(), full) || !o.j.Retrying() {
+		t.Fatalf("failures %v, Err %v, Retrying %v", o.failures, o.j.Err(), o.j.Retrying())
+	}
+	if o.add("refused") != 0 {
+		t.Fatal("a record appended while writes are refused got a ticket")
+	}
+	if ok, stop := o.j.Probe([]byte("probe")); ok || stop {
+		t.Fatalf("probe of a full disk: ok %v stop %v", ok, stop)
+	}
+	fs.ClearFaults()
+	if ok, _ := o.j.Probe([]byte("probe")); !ok {
+		t.Fatal("probe failed once the disk had room")
+	}
+	o.mu.Lock()
+	resumed := o.j.Resume()
+	o.mu.Unlock()
+	if !resumed || o.j.Err() != nil {
+		t.Fatalf("Resume %v, Err %v", resumed, o.j.Err())
+	}
+	if err := o.j.WaitDurable(o.add("after")); err != nil {
+		t.Fatal(err)
+	}
+	if got := records(t, fs); !slices.Equal(got, []string{"kept", "probe", "after"}) {
+		t.Fatalf("log holds %q", got)
+	}
+}
+
+// A failed fsync is never retried: the kernel may have dropped the pages.
+func TestFailedFsyncRefusesWritesForGood(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fs := aof.NewMemFS()
+		o := newOwner(t, fs, FsyncAlways, nil)
+		quit := make(chan struct{})
+		go o.flusher(quit)
+		defer close(quit)
+		fs.Inject(aof.Fault{Op: aof.OpSync, Path: path})
+		if err := o.j.WaitDurable(o.add("a")); !errors.Is(err, aof.ErrInjected) {
+			t.Fatalf("wait for a record whose fsync failed: %v", err)
+		}
+		if o.j.Err() == nil || o.j.Retrying() {
+			t.Fatalf("Err %v, Retrying %v: want refused for good", o.j.Err(), o.j.Retrying())
+		}
+	})
+}
+
+// A rewrite's new log holds its snapshot and then every record appended
+// since BeginRewrite, written or still pending when it switched.
+func TestRewriteTakesTheTail(t *testing.T) {
+	fs := aof.NewMemFS()
+	o := newOwner(t, fs, FsyncNo, nil)
+	o.j.WaitDurable(o.add("old"))
+	if err := o.j.BeginRewrite(); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.j.BeginRewrite(); !errors.Is(err, ErrRewriteRunning) {
+		t.Fatalf("a second rewrite: %v", err)
+	}
+	o.j.WaitDurable(o.add("written"))
+	pending := o.add("pending")
+	started := time.Now()
+	rw, err := o.j.Create(started)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rw.Append([]byte("snapshot"))
+	if err := rw.Install(); err != nil {
+		t.Fatal(err)
+	}
+	o.j.Finish(started, nil)
+	if err := o.j.WaitDurable(pending); err != nil {
+		t.Fatal(err)
+	}
+	if got := records(t, fs); !slices.Equal(got, []string{"snapshot", "written", "pending"}) {
+		t.Fatalf("log holds %q", got)
+	}
+	if in := o.j.Info(); in.Rewriting || in.Rewrites != 1 || in.BaseSize != in.Size {
+		t.Fatalf("after the rewrite: %+v", in)
+	}
+}
+
+// fakeRepl commits or fails each proposal when the test says.
+type fakeRepl struct {
+	mu    sync.Mutex
+	props []*fakeProp
+}
+
+type fakeProp struct {
+	batch []byte
+	done  chan struct{}
+	err   error
+}
+
+func (p *fakeProp) Error() error { <-p.done; return p.err }
+
+func (r *fakeRepl) Propose(b []byte) Proposal {
+	p := &fakeProp{batch: b, done: make(chan struct{})}
+	r.mu.Lock()
+	r.props = append(r.props, p)
+	r.mu.Unlock()
+	return p
+}
+
+func (r *fakeRepl) answer(err error) int {
+	r.mu.Lock()
+	props := r.props
+	r.props = nil
+	r.mu.Unlock()
+	for _, p := range props {
+		p.err = err
+		close(p.done)
+	}
+	return len(props)
+}
+
+// In cluster mode a ticket is durable when its batch commits; a batch that
+// fails fails its tickets and every later one until Rebuilt, which also
+// fails what was pending for the state being dropped.
+func TestReplicatedTickets(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := &fakeRepl{}
+		o := newOwner(t, nil, FsyncEverySec, r)
+		quit := make(chan struct{})
+		done := make(chan struct{})
+		go o.j.RunProposer(quit)
+		go func() { o.j.RunCommitter(); close(done) }()
+		defer func() { close(quit); r.answer(nil); <-done }()
+
+		t1 := o.add("a")
+		synctest.Wait()
+		r.answer(nil)
+		if err := o.j.WaitDurable(t1); err != nil {
+			t.Fatal(err)
+		}
+		if !o.j.Settled() {
+			t.Fatal("not settled with every batch committed")
+		}
+		t2 := o.add("b")
+		synctest.Wait()
+		t3 := o.add("c")
+		synctest.Wait()
+		lost := errors.New("leadership lost")
+		r.answer(lost)
+		for _, tk := range []uint64{t2, t3} {
+			if err := o.j.WaitDurable(tk); !errors.Is(err, ErrNotCommitted) {
+				t.Fatalf("ticket %d: %v, want ErrNotCommitted", tk, err)
+			}
+		}
+		if !o.j.ReplFailed() || o.j.Settled() {
+			t.Fatal("a failed batch left the journal settled")
+		}
+		t4 := o.add("d") // proposed nothing: answered ErrNotCommitted
+		synctest.Wait()
+		if err := o.j.WaitDurable(t4); !errors.Is(err, ErrNotCommitted) {
+			t.Fatalf("a batch after the failure: %v", err)
+		}
+		o.j.Rebuilt()
+		if o.j.ReplFailed() {
+			t.Fatal("still failed after Rebuilt")
+		}
+		t5 := o.add("e")
+		synctest.Wait()
+		r.answer(nil)
+		if err := o.j.WaitDurable(t5); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
