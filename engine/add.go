@@ -178,7 +178,7 @@ func (e *Engine) place(r *rec, fresh, pushed bool) (uint32, bool) {
 		}
 		if qi, ok := e.queueFor(r.queue, false); ok {
 			if s, ok := e.jobs.Lookup(&e.queues[qi].run, qi, id); ok {
-				e.dropIdent(s) // replaced, not ended: no tombstone
+				e.jobs.DropIdent(s) // replaced, not ended: no tombstone
 				e.remove(s)
 			}
 		}
@@ -199,11 +199,11 @@ func (e *Engine) place(r *rec, fresh, pushed bool) (uint32, bool) {
 		j.Flags |= jobs.FlagDL
 		e.jobs.DeadLetters[s] = append([]byte(nil), r.deadLetter...)
 	}
-	e.setIdent(s, r)
+	e.jobs.SetIdent(s, r.uniqueTTL, r.debounceUntil)
 	if r.origin != nil {
-		e.setOrigin(s, r.origin)
+		e.jobs.SetOrigin(s, r.origin)
 	}
-	e.setReason(s, r.reason)
+	e.jobs.SetReason(s, r.reason)
 	switch {
 	case e.j.deferIdx:
 		e.j.build.deferSid(r.sid, s) // replay.go: another goroutine inserts it

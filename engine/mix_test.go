@@ -31,7 +31,7 @@ func mixDump(e *Engine) string {
 	}
 	for _, r := range e.scheduleRecs(now) {
 		st := r.sched
-		fmt.Fprintf(&sb, "schedule %s/%s every=%d last=%d count=%d\n", r.queue, r.id, st.every, st.last, st.count)
+		fmt.Fprintf(&sb, "schedule %s/%s every=%d last=%d count=%d\n", r.queue, r.id, st.Every, st.Last, st.Count)
 	}
 	return sb.String()
 }

@@ -3,6 +3,8 @@ package engine
 import (
 	"encoding/binary"
 	"errors"
+
+	"github.com/delayd/delayd/schedule"
 )
 
 // The log holds effects, not requests (as Redis logs EXPIRE as PEXPIREAT):
@@ -119,7 +121,7 @@ type rec struct {
 
 	// limit: the queue's flow limit, all zero for none (limit.go).
 	limit LimitSpec
-	sched *schedRec // schedule: the schedule's own fields (schedule.go)
+	sched *schedule.Rec // schedule: the schedule's own fields (schedule/table.go)
 }
 
 func appendBytes(dst, b []byte) []byte {

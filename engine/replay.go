@@ -137,7 +137,7 @@ func (e *Engine) deferrable(r *rec) bool {
 	if dl, ok := e.wheel.NextDeadline(); ok && dl <= r.time {
 		return false
 	}
-	if dl, ok := e.nextTimer(); ok && dl <= r.time {
+	if dl, ok := e.tm.NextDeadline(); ok && dl <= r.time {
 		return false
 	}
 	return true

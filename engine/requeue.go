@@ -55,24 +55,6 @@ func (d *decoder) origin() *origin {
 	return o
 }
 
-// setOrigin gives the job in slot s its origin (a copy), or none.
-func (e *Engine) setOrigin(s uint32, o *origin) {
-	j := e.jobs.At(s)
-	if o == nil {
-		if j.Flags&jobs.FlagOrigin != 0 {
-			j.Flags &^= jobs.FlagOrigin
-			delete(e.jobs.Origins, s)
-		}
-		return
-	}
-	if e.jobs.Origins == nil {
-		e.jobs.Origins = make(map[uint32]*origin)
-	}
-	j.Flags |= jobs.FlagOrigin
-	e.jobs.Origins[s] = &origin{Queue: append([]byte{}, o.Queue...), AckTimeout: o.AckTimeout, Retry: o.Retry,
-		DeadLetter: clone(o.DeadLetter)}
-}
-
 func appendRequeue(dst []byte, r *rec) []byte {
 	dst = append(dst, opRequeue)
 	dst = binary.AppendVarint(dst, r.time)
@@ -215,7 +197,7 @@ func (e *Engine) requeueJob(s uint32, r *rec) uint32 {
 		j.Flags |= jobs.FlagDL
 		e.jobs.DeadLetters[s] = dl
 	}
-	e.setOrigin(s, nil)
+	e.jobs.SetOrigin(s, nil)
 	return to
 }
 
