@@ -39,7 +39,7 @@ func (e *Engine) reserveAt(s uint32, deadline int64) {
 // An expiry is not logged (replay derives it); a NACK is, as its effects,
 // logged before a waiter can take the job so that replay sees them in the
 // order they happened. It returns the ticket of the last record. A NACK's
-// reason, already the job's (setReason), rides its move record.
+// reason, already the job's (jobs.Table.SetReason), rides its move record.
 func (e *Engine) endDelivery(s uint32, now, due int64, logIt bool, reason []byte) uint64 {
 	defer e.serveFreed() // the reservation that ended may have made room
 	j := e.jobs.At(s)
@@ -97,14 +97,14 @@ func (e *Engine) exhausted(s uint32, logIt bool) uint64 {
 	}
 	e.stats.DeadLettered++
 	e.queues[from].DeadLettered++
-	e.setOrigin(s, &origin{Queue: []byte(e.queues[from].name), AckTimeout: int64(j.AckTimeout), Retry: int64(j.Retry), DeadLetter: dl})
+	e.jobs.SetOrigin(s, &origin{Queue: []byte(e.queues[from].name), AckTimeout: int64(j.AckTimeout), Retry: int64(j.Retry), DeadLetter: dl})
 	payload := append([]byte(nil), e.jobs.Payload(j)...)
 	e.jobs.Delete(&e.queues[from].run, s, id)
 	e.queues[from].Bytes -= jobs.DataSize(j)
 	e.jobs.Arena.Free(j.Data, int(j.IDLen)+int(j.Plen()))
 	delete(e.jobs.DeadLetters, s)
 	j.Flags &^= jobs.FlagDL
-	e.dropIdent(s) // a new job of the dead-letter queue
+	e.jobs.DropIdent(s) // a new job of the dead-letter queue
 	j.AckTimeout, j.Retry = 0, -1
 	grp, prio := e.laneOf(s) // kept in the dead-letter queue, under its own limits
 	e.queues[from].Order.Leave(&e.jobs.Slab, s)
@@ -211,7 +211,7 @@ func (e *Engine) NackReason(queueName, id []byte, delay int64, reason []byte) (b
 	if delay > 0 {
 		due = e.laterMs(delay)
 	}
-	e.setReason(s, reason)
+	e.jobs.SetReason(s, reason)
 	return true, e.endDelivery(s, now, due, true, reason), nil
 }
 
@@ -222,12 +222,14 @@ func (e *Engine) addRecOf(s uint32, flags byte) *record.Rec {
 	r.Due, r.Seq, r.Deliveries, r.Flags = j.Due, j.Seq, j.Deliveries, flags
 	r.Payload = e.jobs.Payload(j)
 	r.AckTimeout, r.Retry, r.DeadLetter = int64(j.AckTimeout), int64(j.Retry), e.jobs.DeadLetters[s]
-	e.identOf(s, &r)
+	if ji, ok := e.jobs.IdentOf(s); ok { // a rewrite keeps UNIQUE and DEBOUNCE
+		r.UniqueTTL, r.DebounceUntil = ji.UniqueTTL, ji.DebounceUntil
+	}
 	if j.Flags&jobs.FlagOrigin != 0 {
 		r.Origin = e.jobs.Origins[s]
 	}
 	if j.Flags&(jobs.FlagReason|jobs.FlagTimedOut) != 0 {
-		r.Reason = []byte(e.reasonOf(s))
+		r.Reason = []byte(e.jobs.Reason(s))
 	}
 	if j.Lane != 0 {
 		r.Group, r.Priority = e.laneOf(s)
@@ -273,7 +275,7 @@ func (e *Engine) applyMove(r *record.Rec) {
 	}
 	j := e.jobs.At(s)
 	j.Due = r.Due // a move sets the due time too (RESCHEDULE, PROMOTE)
-	e.setReason(s, r.Reason)
+	e.jobs.SetReason(s, r.Reason)
 	switch {
 	case r.Flags&record.FlagHead != 0:
 		e.pushReady(s, true)

@@ -182,7 +182,7 @@ func (e *Engine) place(r *record.Rec, fresh, pushed bool) (uint32, bool) {
 		}
 		if qi, ok := e.queueFor(r.Queue, false); ok {
 			if s, ok := e.jobs.Lookup(&e.queues[qi].run, qi, id); ok {
-				e.dropIdent(s) // replaced, not ended: no tombstone
+				e.jobs.DropIdent(s) // replaced, not ended: no tombstone
 				e.remove(s)
 			}
 		}
@@ -203,11 +203,11 @@ func (e *Engine) place(r *record.Rec, fresh, pushed bool) (uint32, bool) {
 		j.Flags |= jobs.FlagDL
 		e.jobs.DeadLetters[s] = append([]byte(nil), r.DeadLetter...)
 	}
-	e.setIdent(s, r)
+	e.jobs.SetIdent(s, r.UniqueTTL, r.DebounceUntil)
 	if r.Origin != nil {
-		e.setOrigin(s, r.Origin)
+		e.jobs.SetOrigin(s, r.Origin)
 	}
-	e.setReason(s, r.Reason)
+	e.jobs.SetReason(s, r.Reason)
 	switch {
 	case e.j.deferIdx:
 		e.j.build.deferSid(r.SID, s) // replay.go: another goroutine inserts it

@@ -29,9 +29,14 @@
 // record kinds and how they apply, its part of a rewrite, its reset and
 // its timer kind; apply, stateRecs, resetState and onTimer read that. Their
 // clocks (a schedule's next firing, a tombstone's end, a rate limit's next
-// token) ride a second timing wheel (timers.go), so a job's slot stays its
-// handle in the job wheel. Only a live leader fires schedules and spends
-// tokens; replay and followers apply the records the leader made.
+// token) ride a second timing wheel (wheel.Timers; their kinds and actions
+// in timers.go), so a job's slot stays its handle in the job wheel. Only a
+// live leader fires schedules and spends tokens; replay and followers apply
+// the records the leader made. The state itself lives in leaves that decide
+// and return: package schedule keeps the schedule table and says when each
+// fires next and which missed firings its MISFIRE policy owes; package jobs
+// keeps the tombstones (jobs.Tombs) and each job's UNIQUE and DEBOUNCE
+// options. The files here log, arm timers and apply.
 //
 // # Memory
 //
@@ -61,8 +66,8 @@
 // time.Timer until the wheel's next deadline, so an idle server does no work.
 // An add that is earlier than that deadline wakes it. With
 // Options.FineTimer (the server's setting) it sleeps on a Linux timerfd
-// instead, because the runtime's timers wake an idle process up to a
-// millisecond late (docs/decisions/timer-wakeup.md); in a
+// instead (package finetimer), because the runtime's timers wake an idle
+// process up to a millisecond late (docs/decisions/timer-wakeup.md); in a
 // busy process, which reads the timerfd late, each command's end checks the
 // deadline (Overdue).
 //

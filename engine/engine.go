@@ -9,9 +9,12 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/delayd/delayd/aof"
+	"github.com/delayd/delayd/finetimer"
 	"github.com/delayd/delayd/jobs"
 	"github.com/delayd/delayd/journal"
+	"github.com/delayd/delayd/latetrace"
 	"github.com/delayd/delayd/queue"
+	"github.com/delayd/delayd/schedule"
 	"github.com/delayd/delayd/wheel"
 )
 
@@ -176,8 +179,8 @@ type core struct {
 	mutex sync.Mutex // guards everything below; reached through Engine.mu
 
 	wheel  *wheel.Wheel
-	tm     timers       // the clocks that are not jobs (timers.go)
-	ident  identState   // UNIQUE and DEBOUNCE options, tombstones (unique.go)
+	tm     wheel.Timers // the clocks that are not jobs (timers.go)
+	ident  identState   // the tombstones of UNIQUE ids (unique.go)
 	limits queue.Limits // DELAY.LIMIT's limits and DELAY.PAUSE's pauses by queue name (limit.go)
 	// freed lists queues whose waiters may be served because a reservation
 	// ended; served at the end of the operation that ended it (serveFreed),
@@ -209,8 +212,8 @@ type core struct {
 	inTx    bool
 	txServe []uint32
 
-	sched schedules // recurring schedules (schedule.go)
-	lazy  lazyState // deleted queues being freed (lazyfree.go)
+	sched schedule.Table // recurring schedules (schedule.go)
+	lazy  lazyState      // deleted queues being freed (lazyfree.go)
 
 	start time.Time // monotonic base
 	// startMono is start on the Mono clock: a caller's Mono reading minus
@@ -226,8 +229,8 @@ type core struct {
 	repl    replState        // cluster mode's role and clock (replica.go)
 
 	wake    chan struct{}
-	fine    *fineTimer    // Options.FineTimer's timerfd, or nil
-	quit    chan struct{} // stops the timer goroutine
+	fine    *finetimer.Timer // Options.FineTimer's timerfd, or nil
+	quit    chan struct{}    // stops the timer goroutine
 	done    chan struct{}
 	logQuit chan struct{} // stops the flusher
 	logDone chan struct{} // closed when the flusher (or, in cluster mode, the committer) is done
@@ -312,7 +315,7 @@ func New(opts Options) (*Engine, error) {
 		go e.replCommitter()
 	}
 	if opts.FineTimer {
-		if ft, err := newFineTimer(); err == nil {
+		if ft, err := finetimer.New(); err == nil {
 			e.fine = ft
 		} else {
 			opts.Logger.Warn().Err(err).Msg("no fine timer: jobs may reach blocked clients up to a millisecond late")
@@ -445,8 +448,8 @@ func (e *Engine) run() {
 	t.Stop()
 	var fine <-chan struct{}
 	if e.fine != nil {
-		fine = e.fine.c
-		defer e.fine.close()
+		fine = e.fine.C
+		defer e.fine.Close()
 	}
 	var slept int64 // the deadline the last wake-up was for (latetrace)
 	// fineAt is the deadline the timerfd is armed for, until its expiry
@@ -469,10 +472,10 @@ func (e *Engine) run() {
 			}
 			e.advanceLocked(e.nowMs())
 			if traceOn {
-				traceAdvance(time.Since(t0))
+				latetrace.Advance(time.Since(t0))
 			}
 			dl, ok = e.wheel.NextDeadline()
-			if tdl, tok := e.nextTimer(); tok && (!ok || tdl < dl) {
+			if tdl, tok := e.tm.NextDeadline(); tok && (!ok || tdl < dl) {
 				dl, ok = tdl, true
 			}
 		}
@@ -483,7 +486,7 @@ func (e *Engine) run() {
 			d := e.until(dl)
 			if e.fine != nil {
 				if dl != fineAt {
-					e.fine.arm(d)
+					e.fine.Arm(d)
 					fineAt = dl
 				}
 				// The backstop for a busy process, whose run queue never
@@ -523,7 +526,7 @@ func (e *Engine) run() {
 			t.Stop()
 		case <-e.quit:
 			t.Stop()
-			traceDump()
+			latetrace.Dump()
 			return
 		}
 	}
@@ -598,7 +601,7 @@ func (e *Engine) advanceLocked(now int64) {
 			q.Expired++
 			j.State = jobs.StateFree // the wheel already let go of it
 			e.stats.Expired++
-			e.setReason(h, reasonAckTimeout)
+			e.jobs.SetReason(h, reasonAckTimeout)
 			e.endDelivery(h, now, 0, false, nil)
 		}
 	}
@@ -694,7 +697,5 @@ func (e *Engine) dropPages() {
 	if e.wheel != nil {
 		e.wheel.Free()
 	}
-	if e.tm.w != nil {
-		e.tm.w.Free()
-	}
+	e.tm.Free()
 }

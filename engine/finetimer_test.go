@@ -14,34 +14,6 @@ import (
 
 const realWait = 30 * time.Second
 
-func TestFineTimerFiresAndRearms(t *testing.T) {
-	ft, err := newFineTimer()
-	if runtime.GOOS != "linux" {
-		if err == nil {
-			t.Fatal("a fine timer outside Linux")
-		}
-		t.Skip("timerfd is Linux only")
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ft.close()
-	// A later arming replaces an earlier one: an hour, then now.
-	ft.arm(time.Hour)
-	ft.arm(0)
-	select {
-	case <-ft.c:
-	case <-time.After(realWait):
-		t.Fatal("the timer armed to fire now never fired")
-	}
-	ft.arm(time.Millisecond)
-	select {
-	case <-ft.c:
-	case <-time.After(realWait):
-		t.Fatal("the timer armed for a millisecond never fired")
-	}
-}
-
 // A blocked pop on an engine with FineTimer gets its job once it is due,
 // and never before its due millisecond.
 func TestFineTimerServesWaiterNotEarly(t *testing.T) {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/delayd/delayd/aof"
+	"github.com/delayd/delayd/hist"
 	"github.com/delayd/delayd/jobs"
 	"github.com/delayd/delayd/journal"
 	"github.com/delayd/delayd/record"
@@ -60,8 +61,8 @@ type logState struct {
 	unitOpen bool
 	unitNext uint64 // the part expected next
 
-	fmu    sync.Mutex // guards fsyncs
-	fsyncs hist       // the journal's fsync durations, µs (metrics.go)
+	fmu    sync.Mutex  // guards fsyncs
+	fsyncs hist.Counts // the journal's fsync durations, µs (metrics.go)
 }
 
 // newJournal makes the journal, its sink the log file or the Replicator,
@@ -369,7 +370,7 @@ func (e *Engine) syncer(req <-chan struct{}, done chan<- struct{}) {
 // fsynced counts an fsync's duration (journal.Env.Fsynced).
 func (e *Engine) fsynced(took time.Duration) {
 	e.j.fmu.Lock()
-	e.j.fsyncs.observe(fsyncBoundsUs[:], took.Microseconds())
+	e.j.fsyncs.Observe(hist.FsyncUs[:], took.Microseconds())
 	e.j.fmu.Unlock()
 }
 

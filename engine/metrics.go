@@ -1,10 +1,11 @@
 package engine
 
 import (
-	"slices"
 	"time"
 
+	"github.com/delayd/delayd/hist"
 	"github.com/delayd/delayd/jobs"
+	"github.com/delayd/delayd/topn"
 )
 
 // Numbers for /metrics and INFO lateness. The hot paths only count: a pop
@@ -13,62 +14,13 @@ import (
 // under a lock of its own (journal.Env.Fsynced). Everything else is read at scrape
 // time, O(queues) under the lock, as INFO already is.
 
-// latencyBoundsMs are the upper bounds, in ms, of the lateness and ack-time
-// histograms' buckets: 1-2-5 steps from a millisecond (what the wheel's
-// tick can show) to an hour (a backlog that workers never caught up with).
-var latencyBoundsMs = [...]int64{1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 30000, 60000, 300000, 3600000}
-
-// fsyncBoundsUs are the fsync histogram's bounds, in µs: from a fast SSD's
-// 100 µs to the 5 s of a disk that is going away (slow ones are logged
-// from 500 ms).
-var fsyncBoundsUs = [...]int64{100, 250, 500, 1000, 2500, 5000, 10000, 25000, 50000, 100000, 250000, 500000, 1000000, 5000000}
-
-// hist counts observations in fixed buckets: n[i] those at most bounds[i]
-// and above bounds[i-1]; the last, those above every bound. Not cumulative,
-// so an observation touches one bucket.
-type hist struct {
-	n   [20]uint64 // room for the longest bounds list, plus one (TestHistogramBounds)
-	sum int64
-}
-
-func (h *hist) observe(bounds []int64, v int64) {
-	v = max(v, 0)
-	i := 0
-	for i < len(bounds) && v > bounds[i] {
-		i++
-	}
-	h.n[i]++
-	h.sum += v
-}
-
-// snapshot renders h as a Histogram, bounds and sum in units of unit.
-func (h *hist) snapshot(bounds []int64, unit time.Duration) Histogram {
-	out := Histogram{Bounds: make([]time.Duration, len(bounds)), Counts: make([]uint64, len(bounds))}
-	var c uint64
-	for i, b := range bounds {
-		c += h.n[i]
-		out.Bounds[i] = time.Duration(b) * unit
-		out.Counts[i] = c
-	}
-	out.Count = c + h.n[len(bounds)]
-	out.Sum = time.Duration(h.sum) * unit
-	return out
-}
-
-// Histogram is a snapshot of a histogram, in the shape Prometheus wants:
-// Counts[i] is the number of observations at most Bounds[i] (cumulative),
-// Count all of them (the +Inf bucket), Sum their total.
-type Histogram struct {
-	Bounds []time.Duration
-	Counts []uint64
-	Count  uint64
-	Sum    time.Duration
-}
+// Histogram is a snapshot of a histogram (hist.Histogram).
+type Histogram = hist.Histogram
 
 // metrics are the engine's histograms, guarded by Engine.mu.
 type metrics struct {
-	lateness hist // first deliveries: hand-out minus due time, ms
-	ackTime  hist // ACK minus hand-out (or the last TOUCH), ms
+	lateness hist.Counts // first deliveries: hand-out minus due time, ms
+	ackTime  hist.Counts // ACK minus hand-out (or the last TOUCH), ms
 }
 
 // observeLateness records how late the job in slot s is handed out, on its
@@ -77,7 +29,7 @@ type metrics struct {
 // Called with mu held, from take.
 func (e *Engine) observeLateness(j *jobs.Job) {
 	if j.Deliveries == 1 {
-		e.met.lateness.observe(latencyBoundsMs[:], e.recNow()-j.Due)
+		e.met.lateness.Observe(hist.LatencyMs[:], e.recNow()-j.Due)
 	}
 }
 
@@ -87,7 +39,7 @@ func (e *Engine) observeLateness(j *jobs.Job) {
 // Called with mu held, from Ack.
 func (e *Engine) observeAck(s uint32, now int64) {
 	if dl, ok := e.wheel.Due(s); ok {
-		e.met.ackTime.observe(latencyBoundsMs[:], now-(dl-int64(e.jobs.At(s).AckTimeout)))
+		e.met.ackTime.Observe(hist.LatencyMs[:], now-(dl-int64(e.jobs.At(s).AckTimeout)))
 	}
 }
 
@@ -96,7 +48,7 @@ func (e *Engine) observeAck(s uint32, now int64) {
 func (e *Engine) Lateness() Histogram {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return e.met.lateness.snapshot(latencyBoundsMs[:], time.Millisecond)
+	return e.met.lateness.Snapshot(hist.LatencyMs[:], time.Millisecond)
 }
 
 // NamedQueueStats is one queue's row in Metrics.
@@ -131,8 +83,8 @@ func (e *Engine) Metrics(n int) Metrics {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	m := Metrics{Stats: e.stats, Waiters: e.stats.WaitersNow}
-	m.Lateness = e.met.lateness.snapshot(latencyBoundsMs[:], time.Millisecond)
-	m.AckTime = e.met.ackTime.snapshot(latencyBoundsMs[:], time.Millisecond)
+	m.Lateness = e.met.lateness.Snapshot(hist.LatencyMs[:], time.Millisecond)
+	m.AckTime = e.met.ackTime.Snapshot(hist.LatencyMs[:], time.Millisecond)
 	jobs := func(qi uint32) int {
 		q := &e.queues[qi]
 		return q.Jobs()
@@ -143,66 +95,31 @@ func (e *Engine) Metrics(n int) Metrics {
 		ja, jb := jobs(a), jobs(b)
 		return ja > jb || ja == jb && e.queues[a].name < e.queues[b].name
 	}
-	// A heap of the n best so far with the worst at the root: a queue that
-	// does not beat it costs one comparison.
-	top := make([]uint32, 0, min(max(n, 0), len(e.queues)))
+	top := topn.New(n, len(e.queues), better)
 	for i := range e.queues {
 		q := &e.queues[i]
 		if !q.live {
 			continue
 		}
-		qi := uint32(i)
 		m.Jobs.Delayed += q.Delayed
 		m.Jobs.Ready += q.Ready
 		m.Jobs.Reserved += q.Reserved
 		if q.Jobs() > 0 {
 			m.Queues++
 		}
-		switch {
-		case len(top) < n:
-			top = append(top, qi)
-			for c := len(top) - 1; c > 0; { // sift up
-				p := (c - 1) / 2
-				if !better(top[p], top[c]) {
-					break
-				}
-				top[p], top[c] = top[c], top[p]
-				c = p
-			}
-		case n > 0 && better(qi, top[0]):
-			top[0] = qi
-			for p := 0; ; { // sift down
-				w := p
-				if l := 2*p + 1; l < len(top) && better(top[w], top[l]) {
-					w = l
-				}
-				if r := 2*p + 2; r < len(top) && better(top[w], top[r]) {
-					w = r
-				}
-				if w == p {
-					break
-				}
-				top[p], top[w] = top[w], top[p]
-				p = w
-			}
-		}
+		top.Offer(uint32(i))
 	}
-	slices.SortFunc(top, func(a, b uint32) int {
-		if better(a, b) {
-			return -1
-		}
-		return 1 // live queues' names are unique: never equal
-	})
 	now := e.nowMs()
-	m.Top = make([]NamedQueueStats, len(top))
-	for i, qi := range top {
+	best := top.Sorted()
+	m.Top = make([]NamedQueueStats, len(best))
+	for i, qi := range best {
 		m.Top[i] = NamedQueueStats{Name: e.queues[qi].name, QueueStats: e.queues[qi].stats()}
 		m.Top[i].Paused = e.pausedLocked([]byte(e.queues[qi].name))
 		m.Top[i].Latency = e.latency(qi, now)
 	}
 	// The rest's oldest ready job: one more pass, over the queues with one.
-	inTop := make(map[uint32]bool, len(top))
-	for _, qi := range top {
+	inTop := make(map[uint32]bool, len(best))
+	for _, qi := range best {
 		inTop[qi] = true
 	}
 	for i := range e.queues {
@@ -238,12 +155,12 @@ func (e *Engine) LogMetrics() LogMetrics {
 	j.fmu.Lock()
 	defer j.fmu.Unlock()
 	return LogMetrics{On: true, Size: in.Size, Rewrites: in.Rewrites,
-		Fsync: j.fsyncs.snapshot(fsyncBoundsUs[:], time.Microsecond)}
+		Fsync: j.fsyncs.Snapshot(hist.FsyncUs[:], time.Microsecond)}
 }
 
 // EmptyLateness is the lateness histogram with nothing in it (INFO
 // lateness while the log loads).
 func EmptyLateness() Histogram {
-	var h hist
-	return h.snapshot(latencyBoundsMs[:], time.Millisecond)
+	var c hist.Counts
+	return c.Snapshot(hist.LatencyMs[:], time.Millisecond)
 }

@@ -9,31 +9,6 @@ import (
 	"github.com/delayd/delayd/aof"
 )
 
-func TestHistogramBounds(t *testing.T) {
-	var h hist
-	for _, bounds := range [][]int64{latencyBoundsMs[:], fsyncBoundsUs[:]} {
-		if len(bounds)+1 > len(h.n) {
-			t.Fatalf("%d bounds do not fit a hist of %d buckets", len(bounds), len(h.n))
-		}
-		for i := 1; i < len(bounds); i++ {
-			if bounds[i] <= bounds[i-1] {
-				t.Fatalf("bounds not increasing: %v", bounds)
-			}
-		}
-	}
-	for _, v := range []int64{-5, 0, 1, 2, 3, 3600000, 3600001} {
-		h.observe(latencyBoundsMs[:], v)
-	}
-	s := h.snapshot(latencyBoundsMs[:], time.Millisecond)
-	// -5 counts as 0; a value on a bound is in its bucket (le).
-	if s.Counts[0] != 3 || s.Counts[1] != 4 || s.Counts[2] != 5 || s.Counts[len(s.Counts)-1] != 6 || s.Count != 7 {
-		t.Fatalf("cumulative counts %v count %d", s.Counts, s.Count)
-	}
-	if s.Sum != time.Duration(0+1+2+3+3600000+3600001)*time.Millisecond || s.Bounds[0] != time.Millisecond {
-		t.Fatalf("sum %v bounds %v", s.Sum, s.Bounds)
-	}
-}
-
 func TestLatenessAndAckTime(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newEngine(t, Options{})

@@ -264,7 +264,7 @@ func (e *Engine) take(s uint32, plain bool, to *Scratch, up int64) Delivery {
 		}
 	}
 	if j.Flags&(jobs.FlagOrigin|jobs.FlagReason|jobs.FlagTimedOut) != 0 {
-		d.rare = &rareParts{origin: e.jobs.Origins[s], reason: e.reasonOf(s)}
+		d.rare = &rareParts{origin: e.jobs.Origins[s], reason: e.jobs.Reason(s)}
 	}
 	if j.AckTimeout > 0 && !plain {
 		e.unlinkReady(s)

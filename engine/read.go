@@ -49,7 +49,7 @@ func (e *Engine) Get(queueName, id []byte) (JobInfo, bool) {
 	if j.Flags&jobs.FlagOrigin != 0 {
 		info.Origin = append([]byte{}, e.jobs.Origins[s].Queue...)
 	}
-	info.Reason = e.reasonOf(s)
+	info.Reason = e.jobs.Reason(s)
 	return info, true
 }
 

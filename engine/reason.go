@@ -30,45 +30,12 @@ import "github.com/delayd/delayd/jobs"
 
 // ReasonAckTimeout is the failure reason a job gets when its reservation
 // expires without an ACK or NACK.
-const ReasonAckTimeout = "ack timeout"
+const ReasonAckTimeout = jobs.ReasonAckTimeout
 
 var reasonAckTimeout = []byte(ReasonAckTimeout)
 
 // MaxReason bounds a failure reason's length in bytes.
 const MaxReason = 1024
-
-// reasonOf returns the failure reason of the job in slot s, or "".
-func (e *Engine) reasonOf(s uint32) string {
-	j := e.jobs.At(s)
-	switch {
-	case j.Flags&jobs.FlagReason != 0:
-		return e.jobs.Reasons[s]
-	case j.Flags&jobs.FlagTimedOut != 0:
-		return ReasonAckTimeout
-	}
-	return ""
-}
-
-// setReason gives the job in slot s its failure reason; "" keeps the one it
-// has. The text is copied.
-func (e *Engine) setReason(s uint32, text []byte) {
-	if len(text) == 0 {
-		return
-	}
-	j := e.jobs.At(s)
-	if string(text) == ReasonAckTimeout {
-		if j.Flags&jobs.FlagReason != 0 {
-			delete(e.jobs.Reasons, s)
-		}
-		j.Flags = j.Flags&^jobs.FlagReason | jobs.FlagTimedOut
-		return
-	}
-	if e.jobs.Reasons == nil {
-		e.jobs.Reasons = make(map[uint32]string)
-	}
-	j.Flags = j.Flags&^jobs.FlagTimedOut | jobs.FlagReason
-	e.jobs.Reasons[s] = string(text)
-}
 
 // Reason returns the last failure reason of a job (a NACK's ERROR text, or
 // ReasonAckTimeout), and whether the job exists; "" when it has none. For
@@ -84,5 +51,5 @@ func (e *Engine) Reason(queueName, id []byte) (string, bool) {
 	if !ok {
 		return "", false
 	}
-	return e.reasonOf(s), true
+	return e.jobs.Reason(s), true
 }

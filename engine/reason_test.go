@@ -11,6 +11,10 @@ import (
 	"github.com/delayd/delayd/aof"
 )
 
+// reasonOf is the failure reason of the job in slot s (jobs.Table.Reason),
+// for the dumps of the log and replication tests.
+func (e *Engine) reasonOf(s uint32) string { return e.jobs.Reason(s) }
+
 func reasonIs(t *testing.T, e *Engine, q, id, want string) {
 	t.Helper()
 	got, ok := e.Reason(b(q), b(id))

@@ -139,7 +139,7 @@ func (e *Engine) deferrable(r *record.Rec) bool {
 	if dl, ok := e.wheel.NextDeadline(); ok && dl <= r.Time {
 		return false
 	}
-	if dl, ok := e.nextTimer(); ok && dl <= r.Time {
+	if dl, ok := e.tm.NextDeadline(); ok && dl <= r.Time {
 		return false
 	}
 	return true

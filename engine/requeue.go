@@ -37,24 +37,6 @@ import (
 // it.
 type origin = jobs.Origin
 
-// setOrigin gives the job in slot s its origin (a copy), or none.
-func (e *Engine) setOrigin(s uint32, o *origin) {
-	j := e.jobs.At(s)
-	if o == nil {
-		if j.Flags&jobs.FlagOrigin != 0 {
-			j.Flags &^= jobs.FlagOrigin
-			delete(e.jobs.Origins, s)
-		}
-		return
-	}
-	if e.jobs.Origins == nil {
-		e.jobs.Origins = make(map[uint32]*origin)
-	}
-	j.Flags |= jobs.FlagOrigin
-	e.jobs.Origins[s] = &origin{Queue: append([]byte{}, o.Queue...), AckTimeout: o.AckTimeout, Retry: o.Retry,
-		DeadLetter: clone(o.DeadLetter)}
-}
-
 // RequeueDead requeues the ready job id of a queue (every ready job with
 // id nil) to its origin queue or, with to not nil, to to. It returns how
 // many jobs moved and the log ticket to wait for. O(1) for one id; O(ready
@@ -157,7 +139,7 @@ func (e *Engine) requeueJob(s uint32, r *record.Rec) uint32 {
 		j.Flags |= jobs.FlagDL
 		e.jobs.DeadLetters[s] = dl
 	}
-	e.setOrigin(s, nil)
+	e.jobs.SetOrigin(s, nil)
 	return to
 }
 

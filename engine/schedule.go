@@ -1,11 +1,8 @@
 package engine
 
 import (
-	"cmp"
 	"errors"
 	"fmt"
-	"slices"
-	"strconv"
 
 	"github.com/delayd/delayd/record"
 	"github.com/delayd/delayd/schedule"
@@ -29,27 +26,24 @@ import (
 //
 // Arming happens where a replay ends (New, a reload after a failed log
 // write) and where a follower starts to lead (Lead, Rebuilt); Follow
-// disarms. Arming applies the schedule's MISFIRE policy to the firings whose
-// time passed while nobody fired them: skip (only the next future time),
-// once (one catch-up firing at the latest missed time), all (every missed
-// time in order, at most maxCatchUp). A live timer that fires late (the
-// process stalled) catches up every firing whose time has come, whatever
-// the policy: the server was up.
+// disarms. Arming makes the firings the schedule's MISFIRE policy owes for
+// the times that passed while nobody fired them (schedule.Sched.Owed). A
+// live timer that fires late (the process stalled) catches up every firing
+// whose time has come, whatever the policy: the server was up.
+//
+// Package schedule keeps the table of schedules and decides when each fires
+// next and which firings are owed; this file applies those decisions:
+// records, timers, and the jobs firings add.
 //
 // Records: record.Schedule (the whole state), record.Unschedule and
 // record.Fire; the schedule's name is the record's client id.
 
-// MISFIRE policies.
+// MISFIRE policies (schedule.MisfireSkip..).
 const (
-	MisfireSkip uint8 = iota
-	MisfireOnce
-	MisfireAll
+	MisfireSkip = schedule.MisfireSkip
+	MisfireOnce = schedule.MisfireOnce
+	MisfireAll  = schedule.MisfireAll
 )
-
-var misfireNames = [...]string{"skip", "once", "all"}
-
-// maxCatchUp bounds the catch-up firings of MISFIRE all at one arming.
-const maxCatchUp = 1000
 
 // MaxScheduleName bounds a schedule's name, so that name:T fits a job id.
 const MaxScheduleName = 200
@@ -72,153 +66,12 @@ type ScheduleArgs struct {
 }
 
 // ScheduleInfo is one schedule as DELAY.SCHEDULES shows it.
-type ScheduleInfo struct {
-	Queue, Name []byte
-	Spec        string // "CRON <expr> [TZ <zone>]" or "EVERY <ms>"
-	Next        int64  // the next fire time, -1 when none (past END)
-	Last        int64  // the last fire time, -1 when it never fired
-	Fired       uint64
-	Misfire     string
-	Start, End  int64 // 0: none
-}
-
-type schedKey struct{ queue, name string }
-
-// sched is one schedule: its state as its record carries it, the parsed
-// spec, and, while armed, its timer.
-type sched struct {
-	key        schedKey
-	st         record.Sched
-	payload    []byte
-	ackTimeout int64
-	retry      int64
-	deadLetter []byte
-	spec       *schedule.Spec // nil: the spec no longer parses (never fires)
-	ref        uint64         // the timer's ref
-	next       int64          // the next fire time; -1: none
-	timer      uint32
-	timed      bool
-}
-
-// schedules is every schedule of the engine. It owns the map and the refs;
-// the engine arms and fires.
-type schedules struct {
-	byKey   map[schedKey]*sched
-	byRef   map[uint64]*sched
-	lastRef uint64
-}
-
-func (ss *schedules) get(k schedKey) *sched { return ss.byKey[k] }
-
-// put stores s, replacing the schedule of the same key; it returns the one
-// replaced (its timer is the caller's to stop).
-func (ss *schedules) put(s *sched) *sched {
-	if ss.byKey == nil {
-		ss.byKey, ss.byRef = make(map[schedKey]*sched), make(map[uint64]*sched)
-	}
-	old := ss.byKey[s.key]
-	if old != nil {
-		delete(ss.byRef, old.ref)
-	}
-	ss.lastRef++
-	s.ref = ss.lastRef
-	ss.byKey[s.key], ss.byRef[s.ref] = s, s
-	return old
-}
-
-func (ss *schedules) remove(s *sched) {
-	delete(ss.byKey, s.key)
-	delete(ss.byRef, s.ref)
-}
-
-// sorted lists the schedules by (queue, name), so that arming and rewriting
-// happen in an order that does not depend on map iteration.
-func (ss *schedules) sorted() []*sched {
-	out := make([]*sched, 0, len(ss.byKey))
-	for _, s := range ss.byKey {
-		out = append(out, s)
-	}
-	slices.SortFunc(out, func(a, b *sched) int {
-		return cmp.Or(cmp.Compare(a.key.queue, b.key.queue), cmp.Compare(a.key.name, b.key.name))
-	})
-	return out
-}
-
-// parseSpec parses a schedule's spec as its record holds it.
-func parseSpec(st *record.Sched) (*schedule.Spec, error) {
-	if st.Every > 0 {
-		return schedule.Every(st.Every)
-	}
-	return schedule.Cron(string(st.Expr), string(st.Zone))
-}
-
-// specText renders the spec as DELAY.SCHEDULE took it.
-func specText(st *record.Sched) string {
-	if st.Every > 0 {
-		return "EVERY " + strconv.FormatInt(st.Every, 10)
-	}
-	s := "CRON " + string(st.Expr)
-	if len(st.Zone) > 0 {
-		s += " TZ " + string(st.Zone)
-	}
-	return s
-}
-
-// anchor is where EVERY's firings are counted from: START, or when the
-// spec was set.
-func (s *sched) anchor() int64 {
-	if s.st.Start > 0 {
-		return s.st.Start
-	}
-	return s.st.Since
-}
-
-// base is the time the next firing comes strictly after: the later of when
-// the spec was set, the last firing and just before START.
-func (s *sched) base() int64 {
-	return max(s.st.Since, s.st.Last, s.st.Start-1)
-}
-
-// nextAfter is the schedule's first fire time after t, within END.
-func (s *sched) nextAfter(t int64) (int64, bool) {
-	if s.spec == nil {
-		return 0, false
-	}
-	n, ok := s.spec.Next(t, s.anchor())
-	if !ok || (s.st.End > 0 && n > s.st.End) {
-		return 0, false
-	}
-	return n, true
-}
-
-// lastBefore is the latest fire time after base and before now, for
-// MISFIRE once: a window that doubles from one second finds it without
-// walking every missed time of a long downtime.
-func (s *sched) lastBefore(now int64) (int64, bool) {
-	base := s.base()
-	for w := int64(1000); ; w *= 2 {
-		from := max(base, now-w)
-		t, ok := s.nextAfter(from)
-		if ok && t < now {
-			for {
-				t2, ok := s.nextAfter(t)
-				if !ok || t2 >= now {
-					return t, true
-				}
-				t = t2
-			}
-		}
-		if from == base || w > 1<<50 {
-			return 0, false
-		}
-	}
-}
+type ScheduleInfo = schedule.Info
 
 // Schedule creates or replaces (by name) a recurring schedule of a queue.
-// Replacing keeps the last fire time and the count; it keeps EVERY's anchor
-// too when the spec and START are unchanged, so that a client that upserts
-// its schedules at every start changes nothing. O(1) plus the search for
-// the next fire time.
+// Replacing keeps the last fire time and the count, and EVERY's anchor when
+// the spec and START are unchanged (schedule.Rec.Replaces). O(1) plus the
+// search for the next fire time.
 func (e *Engine) Schedule(a ScheduleArgs) (uint64, error) {
 	if len(a.Name) == 0 || len(a.Name) > MaxScheduleName {
 		return 0, fmt.Errorf("%w: a schedule name is 1 to %d bytes", ErrBadSchedule, MaxScheduleName)
@@ -229,14 +82,7 @@ func (e *Engine) Schedule(a ScheduleArgs) (uint64, error) {
 	if len(a.Queue) > MaxKey || len(a.DeadLetter) > MaxKey {
 		return 0, ErrKeyTooLong
 	}
-	if a.End > 0 && a.End < a.Start {
-		return 0, fmt.Errorf("%w: END is before START", ErrBadSchedule)
-	}
-	st := record.Sched{Expr: []byte(a.Cron), Zone: []byte(a.Zone), Every: a.Every, Misfire: a.Misfire, Start: a.Start, End: a.End}
-	if a.Every > 0 {
-		st.Expr, st.Zone = nil, nil
-	}
-	spec, err := parseSpec(&st)
+	st, spec, err := schedule.NewRec(a.Cron, a.Zone, a.Every, a.Misfire, a.Start, a.End)
 	if err != nil {
 		return 0, fmt.Errorf("%w: %v", ErrBadSchedule, err)
 	}
@@ -247,15 +93,10 @@ func (e *Engine) Schedule(a ScheduleArgs) (uint64, error) {
 	defer wr.end()
 	now := wr.now
 	st.Since = now
-	if old := e.sched.get(schedKey{string(a.Queue), string(a.Name)}); old != nil {
-		st.Last, st.Count = old.st.Last, old.st.Count
-		if old.st.Every == st.Every && string(old.st.Expr) == string(st.Expr) &&
-			string(old.st.Zone) == string(st.Zone) && old.st.Start == st.Start {
-			st.Since = old.st.Since
-		}
+	if old := e.sched.Get(schedule.Key{Queue: string(a.Queue), Name: string(a.Name)}); old != nil {
+		st.Replaces(&old.St)
 	}
-	probe := sched{st: st, spec: spec}
-	if _, ok := spec.Next(max(now, probe.base()), probe.anchor()); !ok {
+	if !st.FiresAfter(spec, now) {
 		return 0, fmt.Errorf("%w: %v", ErrBadSchedule, schedule.ErrNever)
 	}
 	if a.AckTimeout < 0 {
@@ -276,7 +117,7 @@ func (e *Engine) Unschedule(queue, name []byte) (bool, uint64, error) {
 	}
 	defer wr.end()
 	now := wr.now
-	if e.sched.get(schedKey{string(queue), string(name)}) == nil {
+	if e.sched.Get(schedule.Key{Queue: string(queue), Name: string(name)}) == nil {
 		return false, 0, nil
 	}
 	r := record.Rec{Op: record.Unschedule, Time: now, Queue: queue, ID: name}
@@ -290,20 +131,7 @@ func (e *Engine) Unschedule(queue, name []byte) (bool, uint64, error) {
 func (e *Engine) Schedules(queue []byte, all bool) []ScheduleInfo {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	var out []ScheduleInfo
-	for _, s := range e.sched.sorted() {
-		if !all && s.key.queue != string(queue) {
-			continue
-		}
-		last := s.st.Last
-		if s.st.Count == 0 {
-			last = -1
-		}
-		out = append(out, ScheduleInfo{Queue: []byte(s.key.queue), Name: []byte(s.key.name), Spec: specText(&s.st),
-			Next: s.next, Last: last, Fired: s.st.Count, Misfire: misfireNames[s.st.Misfire%3],
-			Start: s.st.Start, End: s.st.End})
-	}
-	return out
+	return e.sched.List(queue, all)
 }
 
 // schedLive says whether this engine decides firings now: it is neither
@@ -315,24 +143,19 @@ func (e *Engine) schedLive() bool {
 // applySchedule applies a schedule record, live or replayed: the state is
 // set outright, and a live engine arms it.
 func (e *Engine) applySchedule(r *record.Rec) {
-	st := *r.Sched
-	st.Expr, st.Zone = clone(st.Expr), clone(st.Zone)
-	s := &sched{key: schedKey{string(r.Queue), string(r.ID)}, st: st, payload: clone(r.Payload),
-		ackTimeout: r.AckTimeout, retry: r.Retry, deadLetter: clone(r.DeadLetter), next: -1}
-	spec, err := parseSpec(&s.st)
+	s, err := schedule.NewSched(schedule.Key{Queue: string(r.Queue), Name: string(r.ID)}, r.Sched,
+		r.Payload, r.AckTimeout, r.Retry, r.DeadLetter)
 	if err != nil {
 		// Only a tz database without a zone it had can get here: keep
 		// the schedule, listed, but it cannot fire.
-		e.opts.Logger.Warn().Err(err).Str("queue", s.key.queue).Str("schedule", s.key.name).
+		e.opts.Logger.Warn().Err(err).Str("queue", s.Key.Queue).Str("schedule", s.Key.Name).
 			Msg("a logged schedule no longer parses: it will not fire")
-	} else {
-		s.spec = spec
 	}
-	if old := e.sched.put(s); old != nil {
+	if old := e.sched.Put(s); old != nil {
 		e.stopSchedTimer(old)
 	}
-	e.schedChanged(s.key.queue)
-	e.armSchedule(s, r.Time, s.st.Misfire)
+	e.schedChanged(s.Key.Queue)
+	e.armSchedule(s, r.Time, s.St.Misfire)
 }
 
 // schedChanged tells WATCH and client tracking that a queue's schedules
@@ -359,10 +182,10 @@ func clone(b []byte) []byte {
 
 // applyUnschedule applies an unschedule record.
 func (e *Engine) applyUnschedule(r *record.Rec) {
-	if s := e.sched.get(schedKey{string(r.Queue), string(r.ID)}); s != nil {
+	if s := e.sched.Get(schedule.Key{Queue: string(r.Queue), Name: string(r.ID)}); s != nil {
 		e.stopSchedTimer(s)
-		e.sched.remove(s)
-		e.schedChanged(s.key.queue)
+		e.sched.Remove(s)
+		e.schedChanged(s.Key.Queue)
 	}
 }
 
@@ -370,117 +193,99 @@ func (e *Engine) applyUnschedule(r *record.Rec) {
 // of that id exists) and the schedule's last fire time and count move. A
 // record not after the last firing was applied already. O(1).
 func (e *Engine) applyFire(r *record.Rec) {
-	s := e.sched.get(schedKey{string(r.Queue), string(r.ID)})
-	if s == nil || r.Due <= s.st.Last {
+	s := e.sched.Get(schedule.Key{Queue: string(r.Queue), Name: string(r.ID)})
+	if s == nil || r.Due <= s.St.Last {
 		return
 	}
-	s.st.Last = r.Due
-	s.st.Count++
+	s.St.Last = r.Due
+	s.St.Count++
 	if !e.schedLive() {
-		s.next = -1
-		if n, ok := s.nextAfter(s.base()); ok {
-			s.next = n
+		s.Next = -1
+		if n, ok := s.NextAfter(s.St.Base()); ok {
+			s.Next = n
 		}
 	}
-	id := fireID(r.ID, r.Due)
+	id := schedule.FireID(r.ID, r.Due)
 	if qi, ok := e.queueFor(r.Queue, false); ok {
 		if _, exists := e.jobs.Lookup(&e.queues[qi].run, qi, id); exists {
 			return
 		}
 	}
-	e.put(&record.Rec{Op: record.Add, Time: r.Time, Queue: r.Queue, ID: id, Due: r.Due, Seq: r.Seq, Payload: s.payload,
-		AckTimeout: s.ackTimeout, Retry: s.retry, DeadLetter: s.deadLetter}, true) // fresh: looked up just now
-}
-
-// fireID is the id of the job a firing at t makes: name:t.
-func fireID(name []byte, t int64) []byte {
-	id := make([]byte, 0, len(name)+21)
-	id = append(append(id, name...), ':')
-	return strconv.AppendInt(id, t, 10)
+	e.put(&record.Rec{Op: record.Add, Time: r.Time, Queue: r.Queue, ID: id, Due: r.Due, Seq: r.Seq, Payload: s.Payload,
+		AckTimeout: s.AckTimeout, Retry: s.Retry, DeadLetter: s.DeadLetter}, true) // fresh: looked up just now
 }
 
 // fireSchedule fires s at t: one record, applied. Called with mu held, by a
 // live engine only.
-func (e *Engine) fireSchedule(s *sched, t int64) {
+func (e *Engine) fireSchedule(s *schedule.Sched, t int64) {
 	e.seq++
-	r := record.Rec{Op: record.Fire, Time: e.recNow(), Queue: []byte(s.key.queue), ID: []byte(s.key.name), Due: t, Seq: e.seq}
+	r := record.Rec{Op: record.Fire, Time: e.recNow(), Queue: []byte(s.Key.Queue), ID: []byte(s.Key.Name), Due: t, Seq: e.seq}
 	e.logRec(&r)
 	e.applyFire(&r)
 }
 
-// armSchedule (re)arms s at now on a live engine: missed firings are
-// handled by policy, one due now fires at once, and a timer waits for the
-// next. An engine that is not live only computes the next fire time, for
-// DELAY.SCHEDULES. Called with mu held.
-func (e *Engine) armSchedule(s *sched, now int64, policy uint8) {
+// armSchedule (re)arms s at now on a live engine: the missed firings its
+// policy owes are made (Sched.Owed), one due now fires at once, and a timer
+// waits for the next. An engine that is not live only computes the next
+// fire time, for DELAY.SCHEDULES. Called with mu held.
+func (e *Engine) armSchedule(s *schedule.Sched, now int64, policy uint8) {
 	e.stopSchedTimer(s)
-	s.next = -1
+	s.Next = -1
 	if !e.schedLive() {
-		if n, ok := s.nextAfter(s.base()); ok {
-			s.next = n
+		if n, ok := s.NextAfter(s.St.Base()); ok {
+			s.Next = n
 		}
 		return
 	}
-	if first, ok := s.nextAfter(s.base()); ok && first < now {
-		switch policy {
-		case MisfireOnce:
-			if t, ok := s.lastBefore(now); ok {
-				e.fireSchedule(s, t)
-			}
-		case MisfireAll:
-			n := 0
-			for t, ok := first, true; ok && t < now; t, ok = s.nextAfter(t) {
-				if n == maxCatchUp {
-					e.opts.Logger.Warn().Str("queue", s.key.queue).Str("schedule", s.key.name).Int("fired", n).
-						Int64("skipped_from", t).Msg("MISFIRE all: more missed firings than the catch-up limit; the rest are skipped")
-					break
-				}
-				e.fireSchedule(s, t)
-				n++
-			}
-		}
+	owed, rest, capped := s.Owed(now, policy)
+	for _, t := range owed {
+		e.fireSchedule(s, t)
 	}
-	next, ok := s.nextAfter(max(s.base(), now-1))
+	if capped {
+		e.opts.Logger.Warn().Str("queue", s.Key.Queue).Str("schedule", s.Key.Name).Int("fired", len(owed)).
+			Int64("skipped_from", rest).Msg("MISFIRE all: more missed firings than the catch-up limit; the rest are skipped")
+	}
+	next, ok := s.NextAfter(max(s.St.Base(), now-1))
 	for n := 0; ok; n++ {
-		if n == maxCatchUp {
+		if n == schedule.MaxCatchUp {
 			// A period shorter than the tick: give the rest of this tick up.
-			next, ok = s.nextAfter(max(s.base(), now))
+			next, ok = s.NextAfter(max(s.St.Base(), now))
 			continue
 		}
 		if next > now {
-			if h, armed := e.addTimer(timerSchedule, s.ref, next); armed {
-				s.timer, s.timed, s.next = h, true, next
+			if h, armed := e.addTimer(timerSchedule, s.Ref, next); armed {
+				s.Timer, s.Timed, s.Next = h, true, next
 				return
 			}
 		}
 		// Due now (or not after the timer wheel's clock): fire at once.
 		e.fireSchedule(s, next)
-		next, ok = s.nextAfter(next)
+		next, ok = s.NextAfter(next)
 	}
 }
 
 // stopSchedTimer cancels s's timer, if it has one.
-func (e *Engine) stopSchedTimer(s *sched) {
-	if s.timed {
-		e.stopTimer(s.timer)
-		s.timed = false
+func (e *Engine) stopSchedTimer(s *schedule.Sched) {
+	if s.Timed {
+		e.stopTimer(s.Timer)
+		s.Timed = false
 	}
 }
 
 // onScheduleTimer fires the schedule whose timer came due, then arms it
 // again, catching up every firing whose time has come meanwhile.
 func (e *Engine) onScheduleTimer(ref uint64, now int64) {
-	s := e.sched.byRef[ref]
-	if s == nil || !s.timed {
+	s := e.sched.ByRef(ref)
+	if s == nil || !s.Timed {
 		return
 	}
-	s.timed = false // the wheel let go of the timer
+	s.Timed = false // the wheel let go of the timer
 	if !e.schedLive() || e.writable() != nil {
 		// Not deciding firings now (a failed batch, a broken log): arming
 		// again (Rebuilt, a restart) applies the MISFIRE policy.
 		return
 	}
-	e.fireSchedule(s, s.next)
+	e.fireSchedule(s, s.Next)
 	e.armSchedule(s, now, MisfireAll)
 }
 
@@ -495,8 +300,8 @@ func (e *Engine) armSchedules(catchUp bool) {
 		return
 	}
 	now := e.recNow()
-	for _, s := range e.sched.sorted() {
-		policy := s.st.Misfire
+	for _, s := range e.sched.Sorted() {
+		policy := s.St.Misfire
 		if catchUp {
 			policy = MisfireAll
 		}
@@ -506,25 +311,23 @@ func (e *Engine) armSchedules(catchUp bool) {
 
 // disarmSchedules stops every schedule's timer, on becoming a follower.
 func (e *Engine) disarmSchedules() {
-	for _, s := range e.sched.byKey {
+	for _, s := range e.sched.Sorted() {
 		e.stopSchedTimer(s)
 	}
 }
 
 // resetSchedules drops every schedule (resetState: FLUSHALL, a reload or a
 // rebuild). The timers went with the timer wheel.
-func (e *Engine) resetSchedules() {
-	e.sched = schedules{lastRef: e.sched.lastRef}
-}
+func (e *Engine) resetSchedules() { e.sched.Reset() }
 
 // scheduleRecs is every schedule as a record stamped now, for a rewrite or
 // a snapshot (stateRecs).
 func (e *Engine) scheduleRecs(now int64) []record.Rec {
 	var out []record.Rec
-	for _, s := range e.sched.sorted() {
-		st := s.st
-		out = append(out, record.Rec{Op: record.Schedule, Time: now, Queue: []byte(s.key.queue), ID: []byte(s.key.name),
-			Payload: s.payload, AckTimeout: s.ackTimeout, Retry: s.retry, DeadLetter: s.deadLetter, Sched: &st})
+	for _, s := range e.sched.Sorted() {
+		st := s.St
+		out = append(out, record.Rec{Op: record.Schedule, Time: now, Queue: []byte(s.Key.Queue), ID: []byte(s.Key.Name),
+			Payload: s.Payload, AckTimeout: s.AckTimeout, Retry: s.Retry, DeadLetter: s.DeadLetter, Sched: &st})
 	}
 	return out
 }

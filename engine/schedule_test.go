@@ -11,6 +11,7 @@ import (
 
 	"github.com/delayd/delayd/aof"
 	"github.com/delayd/delayd/record"
+	"github.com/delayd/delayd/schedule"
 )
 
 // Schedules run in the synctest bubble too: the fake clock starts at
@@ -159,7 +160,7 @@ func TestScheduleMisfire(t *testing.T) {
 		{MisfireOnce, []int64{13}},
 		{MisfireAll, []int64{4, 5, 6, 7, 8, 9, 10, 11, 12, 13}},
 	} {
-		t.Run(misfireNames[tc.policy], func(t *testing.T) {
+		t.Run(schedule.MisfireName(tc.policy), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				fs := aof.NewMemFS()
 				e := mustNew(t, logged(fs, FsyncAlways))

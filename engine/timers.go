@@ -8,8 +8,8 @@ import (
 // Timers are the engine's clocks that are not jobs: a recurring schedule's
 // next firing, the end of a finished unique id's tombstone, the moment a
 // rate-limited queue earns its next token. They ride a second timing wheel
-// whose handles index e.tm.recs, so a job's slot stays its handle in the
-// job wheel and neither slab grows for the other. The engine's one timer
+// (wheel.Timers) whose handles index a slab of (kind, ref), so a job's slot
+// stays its handle in the job wheel and neither slab grows for the other. The engine's one timer
 // goroutine sleeps until the earlier of the two wheels' deadlines, and
 // advanceLocked moves both: jobs first, then timers, so a timer firing at
 // t sees every job due by t already ready.
@@ -28,109 +28,48 @@ const (
 	timerLimit          // ref: the limit's ID (queue.Limits; limit.go)
 )
 
-// timer is one record of the timer slab.
-type timer struct {
-	kind uint8
-	ref  uint64
-}
-
-// timers is the second wheel and its slab of records.
-type timers struct {
-	w    *wheel.Wheel
-	recs []timer
-	free []uint32
-	buf  []uint32
-	seq  uint64
-}
-
 // addTimer schedules a timer of this kind and ref at due (unix ms) and
 // returns its handle; ok is false when due is not after the wheel's clock
 // (the caller acts at once instead). Called with mu held. O(1).
 func (e *Engine) addTimer(kind uint8, ref uint64, due int64) (uint32, bool) {
-	t := &e.tm
-	if t.w == nil {
+	if !e.tm.Started() {
 		now := e.opNow
 		if e.wheel != nil {
 			now = e.wheel.Now()
 		}
-		t.w = wheel.New(e.opts.Tick, now)
+		e.tm.Start(e.opts.Tick, now)
 	}
-	var h uint32
-	if n := len(t.free); n > 0 {
-		h = t.free[n-1]
-		t.free = t.free[:n-1]
-	} else {
-		t.recs = append(t.recs, timer{})
-		h = uint32(len(t.recs) - 1)
+	h, ok := e.tm.Add(wheel.Timer{Kind: kind, Ref: ref}, due)
+	if ok {
+		e.poke(due)
 	}
-	t.seq++
-	if !t.w.Add(h, due, t.seq) {
-		t.free = append(t.free, h)
-		return 0, false
-	}
-	t.recs[h] = timer{kind: kind, ref: ref}
-	e.poke(due)
-	return h, true
+	return h, ok
 }
 
 // stopTimer cancels a timer addTimer returned. O(1).
-func (e *Engine) stopTimer(h uint32) {
-	t := &e.tm
-	if t.w != nil && t.w.Remove(h) {
-		t.recs[h] = timer{}
-		t.free = append(t.free, h)
-	}
-}
-
-// timerDue is when a scheduled timer fires.
-func (e *Engine) timerDue(h uint32) (int64, bool) {
-	if e.tm.w == nil {
-		return 0, false
-	}
-	return e.tm.w.Due(h)
-}
-
-// nextTimer is the timer wheel's next deadline.
-func (e *Engine) nextTimer() (int64, bool) {
-	if e.tm.w == nil {
-		return 0, false
-	}
-	return e.tm.w.NextDeadline()
-}
+func (e *Engine) stopTimer(h uint32) { e.tm.Stop(h) }
 
 // advanceTimers fires every timer due by now, in (due, order set). Called
 // by advanceLocked after the job wheel moved.
 func (e *Engine) advanceTimers(now int64) {
-	t := &e.tm
-	if t.w == nil {
-		return
-	}
-	if dl, ok := t.w.NextDeadline(); !ok || dl > now {
-		t.w.Advance(now, nil) // keep the clock with the job wheel's
-		return
-	}
-	fired := t.w.Advance(now, t.buf[:0])
-	t.buf = nil // a timer's action may advance again (it should not)
+	fired := e.tm.Advance(now)
 	for _, h := range fired {
-		tr := t.recs[h]
-		t.recs[h] = timer{}
-		t.free = append(t.free, h)
-		e.onTimer(tr, now)
+		e.onTimer(e.tm.Take(h), now)
 	}
-	t.buf = fired[:0]
+	e.tm.Recycle(fired)
 }
 
 // onTimer runs a fired timer's action. Called with mu held.
-func (e *Engine) onTimer(t timer, now int64) {
-	if fire := timerOf[t.kind]; fire != nil {
-		fire(e, t.ref, now) // the kind's owner (features.go)
+func (e *Engine) onTimer(t wheel.Timer, now int64) {
+	if fire := timerOf[t.Kind]; fire != nil {
+		fire(e, t.Ref, now) // the kind's owner (features.go)
 	}
 }
 
 // resetTimers drops every timer (resetState: whatever they stood for is
 // rebuilt by replay or re-armed).
 func (e *Engine) resetTimers() {
-	e.tm = timers{}
+	e.tm = wheel.Timers{}
 }
 
 // stateRecs returns the records that recreate the engine's state that is

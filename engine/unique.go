@@ -2,10 +2,7 @@ package engine
 
 import (
 	"cmp"
-	"encoding/binary"
 	"slices"
-
-	"github.com/cespare/xxhash/v2"
 
 	"github.com/delayd/delayd/jobs"
 	"github.com/delayd/delayd/record"
@@ -18,10 +15,8 @@ import (
 // by DEL; not when an add replaces it), so a producer's late retry of a job
 // that already ran is a no-op. What is kept is a tombstone: a timer in the
 // timer wheel (timers.go) and an entry mapping a 64-bit hash of (queue, id)
-// to it, about 70 bytes in all and no copy of the id. The hash must be the
-// same in every process, since the log and a rewrite store it: xxhash, not
-// the index's maphash, whose seed is random per process. Two ids sharing a
-// hash would share a tombstone (one refused for the other's ttl); at 64
+// to it (jobs.Tombs, jobs.TombKey), about 70 bytes in all and no copy of the
+// id. Two ids sharing a hash would share a tombstone (one refused for the other's ttl); at 64
 // bits that takes billions of tombstones held at once.
 //
 // A tombstone is not logged when it is made: it starts at the time of the
@@ -40,87 +35,31 @@ import (
 //
 // Both are per-job options that few jobs use: they live in a side table by
 // slot (jobs.Table.Idents), flagged in Job.Flags (FlagUnique, FlagDebounce), so
-// the job record stays 64 bytes and jobs without them pay nothing.
+// the job record stays 64 bytes and jobs without them pay nothing. Package
+// jobs keeps them and the tombstones and decides what a job's end leaves
+// (Table.EndUnique); this file applies it: the timers, the records.
 
 // A tombstone is written by a rewrite or a snapshot as a record.Tomb.
 
-// identState is the engine's identity state.
+// identState is the engine's identity state: the tombstones.
 type identState struct {
-	tombs map[uint64]uint32 // tombstones: tombKey -> timer handle
+	tombs jobs.Tombs
 }
 
-// jobIdent is what a UNIQUE or DEBOUNCE job carries beyond its record
-// (jobs.Table.Idents).
+// jobIdent is what a UNIQUE or DEBOUNCE job carries beyond its record.
 type jobIdent = jobs.Ident
-
-// tombKey hashes (queue, id) for the tombstone table; the queue's length
-// goes first so that ("ab", "c") and ("a", "bc") differ.
-func tombKey(queue, id []byte) uint64 {
-	var n [binary.MaxVarintLen64]byte
-	var d xxhash.Digest
-	d.Reset()
-	d.Write(n[:binary.PutUvarint(n[:], uint64(len(queue)))])
-	d.Write(queue)
-	d.Write(id)
-	return d.Sum64()
-}
-
-// setIdent records an add record's UNIQUE and DEBOUNCE options for the job
-// in slot s (place). O(1).
-func (e *Engine) setIdent(s uint32, r *record.Rec) {
-	if r.UniqueTTL <= 0 && r.DebounceUntil == 0 {
-		return
-	}
-	if e.jobs.Idents == nil {
-		e.jobs.Idents = make(map[uint32]jobIdent)
-	}
-	j := e.jobs.At(s)
-	if r.UniqueTTL > 0 {
-		j.Flags |= jobs.FlagUnique
-	}
-	if r.DebounceUntil != 0 {
-		j.Flags |= jobs.FlagDebounce
-	}
-	e.jobs.Idents[s] = jobIdent{UniqueTTL: max(r.UniqueTTL, 0), DebounceUntil: r.DebounceUntil}
-}
-
-// dropIdent forgets the job's UNIQUE and DEBOUNCE options without leaving a
-// tombstone: the job is being replaced, or it starts over in a dead-letter
-// queue. O(1).
-func (e *Engine) dropIdent(s uint32) {
-	j := e.jobs.At(s)
-	if j.Flags&(jobs.FlagUnique|jobs.FlagDebounce) != 0 {
-		j.Flags &^= jobs.FlagUnique | jobs.FlagDebounce
-		delete(e.jobs.Idents, s)
-	}
-}
-
-// identOf fills the UNIQUE and DEBOUNCE fields of the add record r of the
-// job in slot s (addRecOf: a rewrite keeps them).
-func (e *Engine) identOf(s uint32, r *record.Rec) {
-	if e.jobs.At(s).Flags&(jobs.FlagUnique|jobs.FlagDebounce) != 0 {
-		ji := e.jobs.Idents[s]
-		r.UniqueTTL, r.DebounceUntil = ji.UniqueTTL, ji.DebounceUntil
-	}
-}
 
 // entomb leaves the tombstone of a UNIQUE job that ends at time at, and
 // forgets its UNIQUE option (so a later removal of the same slot does not
 // leave a second one). Called before the job's id and queue are gone. O(1).
 func (e *Engine) entomb(s uint32, at int64) {
-	j := e.jobs.At(s)
-	if j.Flags&jobs.FlagUnique == 0 {
+	ttl, ok := e.jobs.EndUnique(s)
+	if !ok {
 		return
 	}
 	var buf [jobs.SIDLen]byte
-	ttl := e.jobs.Idents[s].UniqueTTL
-	j.Flags &^= jobs.FlagUnique
-	if j.Flags&jobs.FlagDebounce == 0 {
-		delete(e.jobs.Idents, s)
-	} else {
-		e.jobs.Idents[s] = jobIdent{DebounceUntil: e.jobs.Idents[s].DebounceUntil}
-	}
-	e.setTomb(tombKey([]byte(e.queues[j.Queue].name), e.jobs.ID(j, &buf)), at+ttl)
+	j := e.jobs.At(s)
+	e.setTomb(jobs.TombKey([]byte(e.queues[j.Queue].name), e.jobs.ID(j, &buf)), at+ttl)
 }
 
 // entombEnded is entomb for a delivery that ended without an ACK and left no
@@ -140,49 +79,42 @@ func (e *Engine) entombEnded(s uint32, logged bool) {
 // setTomb keeps (queue, id) taken until end, unless a tombstone already
 // holds it longer. An end already past makes none. O(1).
 func (e *Engine) setTomb(key uint64, end int64) {
-	if h, ok := e.ident.tombs[key]; ok {
-		if due, ok := e.timerDue(h); ok && due >= end {
+	if h, ok := e.ident.tombs.Get(key); ok {
+		if due, ok := e.tm.Due(h); ok && due >= end {
 			return
 		}
 		e.stopTimer(h)
-		delete(e.ident.tombs, key)
+		e.ident.tombs.Delete(key)
 	}
-	h, ok := e.addTimer(timerTomb, key, end)
-	if !ok {
-		return
+	if h, ok := e.addTimer(timerTomb, key, end); ok {
+		e.ident.tombs.Put(key, h)
 	}
-	if e.ident.tombs == nil {
-		e.ident.tombs = make(map[uint64]uint32)
-	}
-	e.ident.tombs[key] = h
 }
 
 // tombEnded is the timer action of a tombstone whose time is up.
-func (e *Engine) tombEnded(key uint64) {
-	delete(e.ident.tombs, key)
-}
+func (e *Engine) tombEnded(key uint64) { e.ident.tombs.Delete(key) }
 
 // tombHeld says whether (queue, id) is still taken by a tombstone at now:
 // read from the tombstone's end, so it holds exactly until then whatever
 // the tick. O(1).
 func (e *Engine) tombHeld(queue, id []byte, now int64) bool {
-	if len(e.ident.tombs) == 0 {
+	if e.ident.tombs.Len() == 0 {
 		return false
 	}
-	h, ok := e.ident.tombs[tombKey(queue, id)]
+	h, ok := e.ident.tombs.Get(jobs.TombKey(queue, id))
 	if !ok {
 		return false
 	}
-	end, ok := e.timerDue(h)
+	end, ok := e.tm.Due(h)
 	return ok && end > now
 }
 
 // tombRecs are the records that recreate every tombstone (stateRecs), in
 // key order, so that two snapshots of the same state are the same bytes.
 func (e *Engine) tombRecs(now int64) []record.Rec {
-	out := make([]record.Rec, 0, len(e.ident.tombs))
-	for key, h := range e.ident.tombs {
-		if end, ok := e.timerDue(h); ok && end > now {
+	out := make([]record.Rec, 0, e.ident.tombs.Len())
+	for key, h := range e.ident.tombs.All() {
+		if end, ok := e.tm.Due(h); ok && end > now {
 			out = append(out, record.Rec{Op: record.Tomb, Time: now, SID: key, Due: end})
 		}
 	}
@@ -198,10 +130,11 @@ func (e *Engine) applyTomb(r *record.Rec) { e.setTomb(r.SID, r.Due) }
 // readd), or, for a new job or one that is not delayed, now (rounded up, as
 // relative times are) plus max-wait; the due time is capped by it.
 func (e *Engine) debounce(r *record.Rec, s uint32, readd bool, up, maxWait int64) {
-	if readd && e.jobs.At(s).Flags&jobs.FlagDebounce != 0 {
-		r.DebounceUntil = e.jobs.Idents[s].DebounceUntil
-	} else {
-		r.DebounceUntil = up + maxWait
+	r.DebounceUntil = up + maxWait
+	if readd {
+		if until, ok := e.jobs.DebounceUntil(s); ok {
+			r.DebounceUntil = until
+		}
 	}
 	r.Due = min(r.Due, r.DebounceUntil)
 }

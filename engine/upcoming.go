@@ -2,9 +2,9 @@ package engine
 
 import (
 	"cmp"
-	"slices"
 
 	"github.com/delayd/delayd/jobs"
+	"github.com/delayd/delayd/topn"
 )
 
 // DELAY.UPCOMING key [count] [AFTER due id]: the next delayed jobs of a
@@ -191,46 +191,18 @@ func (e *Engine) byDeadline(a, b uint32) int {
 // reading the slab in order and stopping after of jobs that keep accepts
 // (admit accepts only jobs keep does).
 func (e *Engine) scanEarliest(n, of int, keep, admit func(s uint32) bool, order func(a, b uint32) int) []uint32 {
-	before := func(a, b uint32) bool { return order(a, b) < 0 }
-	heap := make([]uint32, 0, min(n, of)) // a max-heap: heap[0] is the latest kept
+	top := topn.New(n, of, func(a, b uint32) bool { return order(a, b) < 0 })
 	seen := 0
 	for s := range e.jobs.Len() {
 		if !keep(s) {
 			continue
 		}
-		switch {
-		case !admit(s):
-		case len(heap) < n:
-			heap = append(heap, s)
-			for i := len(heap) - 1; i > 0; {
-				p := (i - 1) / 2
-				if !before(heap[p], heap[i]) {
-					break
-				}
-				heap[i], heap[p] = heap[p], heap[i]
-				i = p
-			}
-		case before(s, heap[0]):
-			heap[0] = s
-			for i := 0; ; {
-				l := 2*i + 1
-				if l >= len(heap) {
-					break
-				}
-				if r := l + 1; r < len(heap) && before(heap[l], heap[r]) {
-					l = r
-				}
-				if !before(heap[i], heap[l]) {
-					break
-				}
-				heap[i], heap[l] = heap[l], heap[i]
-				i = l
-			}
+		if admit(s) {
+			top.Offer(s)
 		}
 		if seen++; seen == of {
 			break
 		}
 	}
-	slices.SortFunc(heap, order)
-	return heap
+	return top.Sorted()
 }

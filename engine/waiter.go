@@ -1,5 +1,7 @@
 package engine
 
+import "github.com/delayd/delayd/latetrace"
+
 // Blocking pops follow Redis's design (blocked.c): pop first and park only if
 // every named queue is empty. Each queue keeps a FIFO of waiters and each
 // waiter knows its links, so unblocking is O(keys). A waiter is resolved
@@ -42,7 +44,7 @@ func (w *Waiter) Ready() <-chan struct{} { return w.ready }
 // without one (shutdown). Call it only after Ready fired.
 func (w *Waiter) Result() (Delivery, bool) {
 	if traceOn {
-		traceWoken(w)
+		latetrace.Woken(w, w.d.Ticket)
 	}
 	return w.d, w.got
 }

@@ -223,9 +223,13 @@ func TestClusterFailoverKeepsJobsAndReservations(t *testing.T) {
 		return r == "slave" && p == strconv.Itoa(leader.Port()), fmt.Sprintf("role %q master_port %q", r, p)
 	})
 	cc.waitCaughtUp(t, 15*time.Second, leader, old)
-	if got, err := clGet(old, old.roClient(), "{f}after", "after"); err != nil || got == nil {
-		t.Errorf("%v (restarted): READONLY DELAY.GET of a job written while it was down: %v %v", old, got, err)
-	}
+	// Caught up is the log's index (slave_repl_offset); the entries are
+	// applied to the engine a moment later, on Raft's state machine
+	// goroutine: wait for it, as the DELAY.STATS checks below do.
+	clWait(t, 5*time.Second, fmt.Sprintf("%v (restarted): READONLY DELAY.GET of a job written while it was down", old), func() (bool, string) {
+		got, err := clGet(old, old.roClient(), "{f}after", "after")
+		return err == nil && got != nil, fmt.Sprintf("%v %v", got, err)
+	})
 	if got, err := clGet(old, old.roClient(), "{f}keep", "k"); err != nil || got != nil {
 		t.Errorf("%v (restarted): job k was ACKed while it was down, it still shows %v %v", old, got, err)
 	}

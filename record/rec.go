@@ -5,6 +5,7 @@ import (
 
 	"github.com/delayd/delayd/jobs"
 	"github.com/delayd/delayd/queue"
+	"github.com/delayd/delayd/schedule"
 )
 
 // Flags of add, move and lmove: head puts the job at the head of its ready
@@ -37,10 +38,6 @@ const (
 	moveExtKnown = moveReason
 )
 
-// MaxMisfire is the last MISFIRE policy a schedule record may hold (skip,
-// once, all: the engine's MisfireSkip..MisfireAll).
-const MaxMisfire = 2
-
 // Rec is one record of any kind; which fields a kind uses is its layout
 // (op.go). Decoded byte strings alias the record's bytes.
 type Rec struct {
@@ -70,19 +67,8 @@ type Rec struct {
 	DSID          uint64       // lmove, requeue: the job's id in Dst (DID nil: a server id)
 	DID           []byte
 
-	Limit queue.Spec // limit: the name's flow limit, all zero for none
-	Sched *Sched     // schedule: the schedule's own fields
-}
-
-// Sched is the part of a schedule record Rec has no field for.
-type Sched struct {
-	Expr, Zone []byte
-	Every      int64
-	Misfire    uint8
-	Start, End int64
-	Since      int64 // when the spec was set: EVERY's anchor without START, and no firing is at or before it
-	Last       int64 // last fire time (0: none)
-	Count      uint64
+	Limit queue.Spec    // limit: the name's flow limit, all zero for none
+	Sched *schedule.Rec // schedule: the schedule's own fields
 }
 
 // Encode appends r to dst; r is of any kind but a unit (AppendUnit). The switch, not a table of functions, is the
@@ -387,7 +373,7 @@ func (d *Decoder) sched(r *Rec) {
 	}
 	switch r.Op {
 	case Schedule:
-		st := &Sched{}
+		st := &schedule.Rec{}
 		st.Expr = d.Bytes()
 		st.Zone = d.Bytes()
 		st.Every = d.Varint()
@@ -410,7 +396,7 @@ func (d *Decoder) sched(r *Rec) {
 		if len(st.Zone) == 0 {
 			st.Zone = nil
 		}
-		if d.Err == nil && (st.Misfire > MaxMisfire || (st.Every > 0) == (st.Expr != nil)) {
+		if d.Err == nil && (st.Misfire > schedule.MisfireAll || (st.Every > 0) == (st.Expr != nil)) {
 			d.Err = ErrBad
 		}
 		r.Sched = st

@@ -8,6 +8,7 @@ import (
 
 	"github.com/delayd/delayd/jobs"
 	"github.com/delayd/delayd/queue"
+	"github.com/delayd/delayd/schedule"
 )
 
 // golden is one record of every kind (two where a kind has a variant) and
@@ -40,10 +41,10 @@ var golden = []struct {
 		"0916016101016901620101695102"},
 	{Rec{Op: Flush, Time: 12, Queue: []byte{}}, "0a1800"},
 	{Rec{Op: Schedule, Time: 13, Queue: []byte("q"), ID: []byte("nightly"), Payload: []byte("p"), AckTimeout: -1, Retry: -1, DeadLetter: []byte("dl"),
-		Sched: &Sched{Expr: []byte("0 3 * * *"), Zone: []byte("Europe/Paris"), Misfire: 1, Start: 1, End: 2, Since: 3, Last: 4, Count: 5}},
+		Sched: &schedule.Rec{Expr: []byte("0 3 * * *"), Zone: []byte("Europe/Paris"), Misfire: 1, Start: 1, End: 2, Since: 3, Last: 4, Count: 5}},
 		"0b1a017101076e696768746c7909302033202a202a202a0c4575726f70652f5061726973000170010102646c010204060805"},
 	{Rec{Op: Schedule, Time: 13, Queue: []byte("q"), ID: []byte("every"), Payload: []byte("p"), AckTimeout: 100, Retry: 2,
-		Sched: &Sched{Every: 60000, Misfire: 2, Since: 3}},
+		Sched: &schedule.Rec{Every: 60000, Misfire: 2, Since: 3}},
 		"0b1a0171010565766572790000c0a9070170c8010400020000060000"},
 	{Rec{Op: Unschedule, Time: 14, Queue: []byte("q"), ID: []byte("nightly")}, "0c1c017101076e696768746c79"},
 	{Rec{Op: Fire, Time: 15, Queue: []byte("q"), ID: []byte("nightly"), Due: 1700000040000, Seq: 90}, "0d1e017101076e696768746c798091b0fef9625a"},

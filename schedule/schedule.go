@@ -1,7 +1,11 @@
-// Package schedule owns the time arithmetic of recurring schedules: parsing a
-// cron expression (with its time zone) or a fixed period, and finding the
-// next fire time after a given instant. It is a leaf: it imports nothing from
-// the project, keeps no state between calls and starts no goroutine.
+// Package schedule owns recurring schedules: their spec (a cron expression
+// with its time zone, or a fixed period), their table (Table: each
+// schedule's state as its record carries it, by (queue, name) and by timer
+// ref), and when they fire: the next fire time after an instant, and which
+// missed firings a MISFIRE policy owes when a schedule is armed (table.go).
+// It is a leaf: it imports nothing from the project and starts no
+// goroutine. It decides and returns; the engine, which holds one Table
+// under its lock, logs the records, sets the timers and adds the jobs.
 //
 // Cron expressions are parsed by github.com/robfig/cron/v3 (five fields, or
 // six with a leading seconds field; descriptors such as @hourly). The

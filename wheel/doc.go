@@ -1,6 +1,8 @@
 // Package wheel is a hierarchical timing wheel as a plain data structure:
 // it schedules small integer handles at millisecond due times and says
-// which are due when the caller moves its clock.
+// which are due when the caller moves its clock. Timers (timers.go) is a
+// wheel whose handles stand for a (kind, ref) the caller interprets: the
+// engine's clocks that are not jobs.
 //
 // It is the algorithm of Varghese and Lauck ("Hashed and Hierarchical
 // Timing Wheels: Data Structures for the Efficient Implementation of a

@@ -1,4 +1,4 @@
-package engine
+package finetimer
 
 import (
 	"os"
@@ -7,7 +7,7 @@ import (
 	"unsafe"
 )
 
-// fineTimer is a Linux timerfd read through the Go netpoller: a sleep with
+// Timer is a Linux timerfd read through the Go netpoller: a sleep with
 // the kernel's microsecond resolution that holds no thread and no P while
 // it waits. The Go runtime's own timers wake an idle process up to a
 // millisecond late: it sleeps in epoll_wait, whose timeout is whole
@@ -15,10 +15,14 @@ import (
 // up to 1 ms and truncates the rest), so a deadline at the start of a
 // millisecond is met on average half a millisecond after it. An fd event
 // ends epoll_wait at once.
-type fineTimer struct {
+type Timer struct {
+	// C receives one value per expiry read from the fd (buffered 1: an
+	// expiry while one is pending is one wake-up).
+	C <-chan struct{}
+	c chan struct{}
+
 	f  *os.File
 	rc syscall.RawConn
-	c  chan struct{} // one value per expiry read from the fd (buffered 1)
 }
 
 type itimerspec struct {
@@ -31,10 +35,10 @@ const (
 	tfdCloexec     = syscall.O_CLOEXEC
 )
 
-// newFineTimer opens the timerfd and starts the goroutine that turns its
-// expiries into values on c. It fails where timerfd is refused (old
-// kernels, seccomp); the engine then keeps the Go timer alone.
-func newFineTimer() (*fineTimer, error) {
+// New opens the timerfd and starts the goroutine that turns its expiries
+// into values on C. It fails where timerfd is refused (old kernels,
+// seccomp); the caller then keeps the Go timer alone.
+func New() (*Timer, error) {
 	fd, _, errno := syscall.Syscall(syscall.SYS_TIMERFD_CREATE, clockMonotonic, tfdNonblock|tfdCloexec, 0)
 	if errno != 0 {
 		return nil, os.NewSyscallError("timerfd_create", errno)
@@ -45,7 +49,8 @@ func newFineTimer() (*fineTimer, error) {
 		f.Close()
 		return nil, err
 	}
-	t := &fineTimer{f: f, rc: rc, c: make(chan struct{}, 1)}
+	c := make(chan struct{}, 1)
+	t := &Timer{C: c, c: c, f: f, rc: rc}
 	go t.read()
 	return t, nil
 }
@@ -62,7 +67,7 @@ func newFineTimer() (*fineTimer, error) {
 // read that would find nothing (EAGAIN) is skipped: one system call an
 // expiry. A new RawConn.Read would have to make it, since it clears the
 // poller's readiness mark before its first read (internal/poll's prepareRead).
-func (t *fineTimer) read() {
+func (t *Timer) read() {
 	var buf [8]byte
 	t.rc.Read(func(fd uintptr) bool {
 		_, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&buf[0])), 8)
@@ -72,7 +77,7 @@ func (t *fineTimer) read() {
 			return true // closed under us
 		default:
 			// An expiry, or an error no timerfd we arm can give: either
-			// wakes the engine, which at worst finds nothing due.
+			// wakes the caller, which at worst finds nothing due.
 			select {
 			case t.c <- struct{}{}:
 			default: // a wake-up is already pending; one is enough
@@ -82,10 +87,10 @@ func (t *fineTimer) read() {
 	})
 }
 
-// arm sets the timer to expire d from now, replacing any earlier arming; d
+// Arm sets the timer to expire d from now, replacing any earlier arming; d
 // at or below zero expires at once (a zero it_value would disarm it). One
 // system call, about a microsecond.
-func (t *fineTimer) arm(d time.Duration) {
+func (t *Timer) Arm(d time.Duration) {
 	if d <= 0 {
 		d = 1
 	}
@@ -95,5 +100,5 @@ func (t *fineTimer) arm(d time.Duration) {
 	})
 }
 
-// close stops the reader goroutine and releases the fd.
-func (t *fineTimer) close() { t.f.Close() }
+// Close stops the reader goroutine and releases the fd.
+func (t *Timer) Close() { t.f.Close() }
