@@ -72,8 +72,14 @@ func features() []feature {
 				{op: record.Meta, apply: (*Engine).applyMeta, rewrite: rewriteMeta},
 				{op: record.Del, apply: func(e *Engine, r *record.Rec) { e.delQueue(r.Queue, r.Time) }, rewrite: rewriteNever},
 				{op: record.Flush, apply: func(e *Engine, _ *record.Rec) { e.flushAll() }, rewrite: rewriteNever},
-				{op: record.Requeue, apply: (*Engine).applyRequeue, rewrite: rewriteNever},
 			},
+		},
+		{
+			// DELAY.REQUEUE (requeue.go): a job's origin travels in its add
+			// record and lives in jobs.Table's side tables, so it has no state
+			// or reset of its own.
+			name:  "requeue",
+			kinds: []kind{{op: record.Requeue, apply: (*Engine).applyRequeue, rewrite: rewriteNever}},
 		},
 		{
 			name:    "identity", // UNIQUE's tombstones (unique.go)

@@ -1,6 +1,10 @@
 package engine
 
 import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"strings"
 	"testing"
 
 	"github.com/delayd/delayd/record"
@@ -11,10 +15,11 @@ import (
 // record/ does not encode (record's TestEveryKindEncodes checks encode and
 // decode against golden bytes).
 func TestEveryKindRegistered(t *testing.T) {
-	// The kinds apply's switch (and replayRecord, for the unit) applies
-	// itself: a new kind registers an apply instead.
-	direct := map[byte]bool{record.Add: true, record.Cancel: true, record.Pop: true, record.Reserve: true,
-		record.Move: true, record.LMove: true, record.Unit: true}
+	// The kinds apply's switch applies itself, read from its source, and
+	// the unit, which replayRecord unframes: a new kind registers an apply
+	// instead.
+	direct := applySwitch(t)
+	direct[record.Unit] = true
 	reg := map[byte]kind{}
 	timers := map[uint8]string{}
 	for _, f := range features() {
@@ -59,4 +64,53 @@ func TestEveryKindRegistered(t *testing.T) {
 			t.Errorf("kind %s (op %d) has no registration in features()", k.Name, k.Op)
 		}
 	}
+}
+
+// applySwitch returns the record kinds named by the cases of apply's
+// switch (journal.go): the kinds it applies without their registration.
+func applySwitch(t *testing.T) map[byte]bool {
+	t.Helper()
+	f, err := parser.ParseFile(token.NewFileSet(), "journal.go", nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	direct := map[byte]bool{}
+	for _, d := range f.Decls {
+		fn, ok := d.(*ast.FuncDecl)
+		if !ok || fn.Name.Name != "apply" || fn.Recv == nil {
+			continue
+		}
+		ast.Inspect(fn.Body, func(n ast.Node) bool {
+			cc, ok := n.(*ast.CaseClause)
+			if !ok {
+				return true
+			}
+			for _, x := range cc.List {
+				sel, ok := x.(*ast.SelectorExpr)
+				if !ok {
+					t.Fatalf("apply: a case that is not record.<Kind>")
+				}
+				op, ok := opOf(sel.Sel.Name)
+				if !ok {
+					t.Fatalf("apply: case %s is no record kind", sel.Sel.Name)
+				}
+				direct[op] = true
+			}
+			return true
+		})
+	}
+	if len(direct) == 0 {
+		t.Fatal("apply's switch not found in journal.go")
+	}
+	return direct
+}
+
+// opOf maps a record constant's name (LMove) to its op.
+func opOf(name string) (byte, bool) {
+	for _, k := range record.Kinds {
+		if strings.EqualFold(k.Name, name) {
+			return k.Op, true
+		}
+	}
+	return 0, false
 }
