@@ -30,7 +30,7 @@
 // its timer kind; apply, stateRecs, resetState and onTimer read that. Their
 // clocks (a schedule's next firing, a tombstone's end, a rate limit's next
 // token) ride a second timing wheel (wheel.Timers; their kinds and actions
-// in timers.go), so a job's slot stays its handle in the job wheel. Only a
+// in timers.go, their owners in features.go), so a job's slot stays its handle in the job wheel. Only a
 // live leader fires schedules and spends tokens; replay and followers apply
 // the records the leader made. The state itself lives in leaves that decide
 // and return: package schedule keeps the schedule table and says when each
