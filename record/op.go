@@ -2,8 +2,9 @@ package record
 
 // The op-byte space: every record kind, in one place. The op is a record's
 // first byte and never changes meaning: a new kind takes the next free op
-// and adds a case to Rec.Encode and Rec.Decode, a row to Kinds, and a
-// registration in the engine (engine/features.go). Ops 18 to 255 are free.
+// and adds a case to Rec.Encode and Rec.Decode, a row to Kinds, a golden
+// record (record_test.go) and a registration in the engine
+// (engine/features.go). Ops 18 to 255 are free.
 //
 // Layouts: every record but tomb and unit starts with op, time (varint,
 // unix ms) and queue (bytes); idkind id follows where shown: idkind 0 is a
