@@ -1,6 +1,9 @@
 package engine
 
-import "github.com/delayd/delayd/jobs"
+import (
+	"github.com/delayd/delayd/jobs"
+	"github.com/delayd/delayd/record"
+)
 
 // At-least-once delivery. A pop of a job with an ack timeout reserves it and
 // puts its ack deadline in the same timing wheel that holds delayed jobs, as
@@ -48,9 +51,9 @@ func (e *Engine) endDelivery(s uint32, now, due int64, logIt bool, reason []byte
 	var ticket uint64
 	log := func(flags byte) {
 		if logIt {
-			r := e.recFor(opMove, s)
-			r.due, r.seq, r.deliveries, r.flags = j.Due, j.Seq, j.Deliveries, flags
-			r.reason = reason
+			r := e.recFor(record.Move, s)
+			r.Due, r.Seq, r.Deliveries, r.Flags = j.Due, j.Seq, j.Deliveries, flags
+			r.Reason = reason
 			ticket = e.logRec(&r)
 		}
 	}
@@ -62,7 +65,7 @@ func (e *Engine) endDelivery(s uint32, now, due int64, logIt bool, reason []byte
 		return ticket
 	}
 	e.pushReady(s, false)
-	log(flagReady)
+	log(record.FlagReady)
 	e.serve(j.Queue)
 	return ticket
 }
@@ -78,7 +81,7 @@ func (e *Engine) exhausted(s uint32, logIt bool) uint64 {
 	from := j.Queue
 	id := append([]byte(nil), e.jobs.ID(j, &buf)...)
 	if logIt {
-		r := e.recFor(opCancel, s) // the job leaves its queue...
+		r := e.recFor(record.Cancel, s) // the job leaves its queue...
 		ticket = e.logRec(&r)
 	}
 	e.entombEnded(s, logIt)
@@ -132,7 +135,7 @@ func (e *Engine) exhausted(s uint32, logIt bool) uint64 {
 	e.releaseQueue(from)
 	e.pushReady(s, false)
 	if logIt {
-		ticket = e.logRec(e.addRecOf(s, flagReady)) // ...and joins the dead-letter queue
+		ticket = e.logRec(e.addRecOf(s, record.FlagReady)) // ...and joins the dead-letter queue
 	}
 	e.serve(to)
 	return ticket
@@ -166,7 +169,7 @@ func (e *Engine) Ack(queueName []byte, ids [][]byte) (int, uint64, error) {
 		if s, ok := e.reserved(queueName, id); ok {
 			e.queues[e.jobs.At(s).Queue].Acks++
 			e.observeAck(s, now)
-			r := e.recFor(opCancel, s)
+			r := e.recFor(record.Cancel, s)
 			ticket = e.logRec(&r)
 			e.remove(s)
 			n++
@@ -213,23 +216,23 @@ func (e *Engine) NackReason(queueName, id []byte, delay int64, reason []byte) (b
 }
 
 // addRecOf is the add record that recreates the job in slot s as it is.
-func (e *Engine) addRecOf(s uint32, flags byte) *rec {
+func (e *Engine) addRecOf(s uint32, flags byte) *record.Rec {
 	j := e.jobs.At(s)
-	r := e.recFor(opAdd, s)
-	r.due, r.seq, r.deliveries, r.flags = j.Due, j.Seq, j.Deliveries, flags
-	r.payload = e.jobs.Payload(j)
-	r.ackTimeout, r.retry, r.deadLetter = int64(j.AckTimeout), int64(j.Retry), e.jobs.DeadLetters[s]
+	r := e.recFor(record.Add, s)
+	r.Due, r.Seq, r.Deliveries, r.Flags = j.Due, j.Seq, j.Deliveries, flags
+	r.Payload = e.jobs.Payload(j)
+	r.AckTimeout, r.Retry, r.DeadLetter = int64(j.AckTimeout), int64(j.Retry), e.jobs.DeadLetters[s]
 	if ji, ok := e.jobs.IdentOf(s); ok { // a rewrite keeps UNIQUE and DEBOUNCE
-		r.uniqueTTL, r.debounceUntil = ji.UniqueTTL, ji.DebounceUntil
+		r.UniqueTTL, r.DebounceUntil = ji.UniqueTTL, ji.DebounceUntil
 	}
 	if j.Flags&jobs.FlagOrigin != 0 {
-		r.origin = e.jobs.Origins[s]
+		r.Origin = e.jobs.Origins[s]
 	}
 	if j.Flags&(jobs.FlagReason|jobs.FlagTimedOut) != 0 {
-		r.reason = []byte(e.jobs.Reason(s))
+		r.Reason = []byte(e.jobs.Reason(s))
 	}
 	if j.Lane != 0 {
-		r.group, r.priority = e.laneOf(s)
+		r.Group, r.Priority = e.laneOf(s)
 	}
 	return &r
 }
@@ -251,33 +254,33 @@ func (e *Engine) Touch(queueName, id []byte) (bool, uint64, error) {
 	j.Seq = e.seq
 	deadline := e.laterMs(int64(j.AckTimeout))
 	e.reserveAt(s, deadline)
-	r := e.recFor(opReserve, s)
-	r.due, r.deliveries, r.seq = deadline, j.Deliveries, j.Seq
+	r := e.recFor(record.Reserve, s)
+	r.Due, r.Deliveries, r.Seq = deadline, j.Deliveries, j.Seq
 	return true, e.logRec(&r), nil
 }
 
 // applyReserve and applyMove replay the records of the same names: each sets
 // the job's state outright, so they also apply cleanly on top of a newer
 // snapshot of the job (a rewrite's tail).
-func (e *Engine) applyReserve(r *rec) {
+func (e *Engine) applyReserve(r *record.Rec) {
 	if s, ok := e.takeOut(r); ok {
-		e.reserveAt(s, r.due)
+		e.reserveAt(s, r.Due)
 	}
 }
 
-func (e *Engine) applyMove(r *rec) {
+func (e *Engine) applyMove(r *record.Rec) {
 	s, ok := e.takeOut(r)
 	if !ok {
 		return
 	}
 	j := e.jobs.At(s)
-	j.Due = r.due // a move sets the due time too (RESCHEDULE, PROMOTE)
-	e.jobs.SetReason(s, r.reason)
+	j.Due = r.Due // a move sets the due time too (RESCHEDULE, PROMOTE)
+	e.jobs.SetReason(s, r.Reason)
 	switch {
-	case r.flags&flagHead != 0:
+	case r.Flags&record.FlagHead != 0:
 		e.pushReady(s, true)
-	case r.flags&flagReady == 0 && r.due > r.time && e.wheel.Add(s, r.due, r.seq):
-		j.Due = r.due
+	case r.Flags&record.FlagReady == 0 && r.Due > r.Time && e.wheel.Add(s, r.Due, r.Seq):
+		j.Due = r.Due
 		e.markDelayed(s)
 		return
 	default:
@@ -288,26 +291,26 @@ func (e *Engine) applyMove(r *rec) {
 
 // takeOut finds the job a reserve or move record names, takes it out of
 // wherever it is, and gives it the record's deliveries and add order.
-func (e *Engine) takeOut(r *rec) (uint32, bool) {
+func (e *Engine) takeOut(r *record.Rec) (uint32, bool) {
 	s, ok := e.find(r)
 	if !ok {
 		return 0, false
 	}
 	e.detach(s)
 	j := e.jobs.At(s)
-	j.Deliveries, j.Seq = r.deliveries, r.seq
-	e.seq = max(e.seq, r.seq)
+	j.Deliveries, j.Seq = r.Deliveries, r.Seq
+	e.seq = max(e.seq, r.Seq)
 	return s, true
 }
 
 // find looks up the job a record names.
-func (e *Engine) find(r *rec) (uint32, bool) {
+func (e *Engine) find(r *record.Rec) (uint32, bool) {
 	var buf [jobs.SIDLen]byte
-	id := r.id
+	id := r.ID
 	if id == nil {
-		id = jobs.RenderSID(&buf, r.sid)
+		id = jobs.RenderSID(&buf, r.SID)
 	}
-	qi, ok := e.queueFor(r.queue, false)
+	qi, ok := e.queueFor(r.Queue, false)
 	if !ok {
 		return 0, false
 	}

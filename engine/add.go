@@ -1,7 +1,11 @@
 package engine
 
-import "github.com/delayd/delayd/jobs"
-import "time"
+import (
+	"time"
+
+	"github.com/delayd/delayd/jobs"
+	"github.com/delayd/delayd/record"
+)
 
 // Adding jobs: DELAY.ADD, DELAY.ADDAT, and the put that replay shares.
 
@@ -70,16 +74,16 @@ func (e *Engine) Add(a AddArgs) (AddResult, error) {
 	}
 	defer wr.end()
 	now, up := wr.now, wr.up
-	r := rec{op: opAdd, time: now, queue: a.Queue, id: a.ID, due: a.Due, payload: a.Payload,
-		ackTimeout: a.AckTimeout, retry: a.Retry, deadLetter: a.DeadLetter,
-		uniqueTTL: a.Unique, group: a.Group, priority: a.Priority}
+	r := record.Rec{Op: record.Add, Time: now, Queue: a.Queue, ID: a.ID, Due: a.Due, Payload: a.Payload,
+		AckTimeout: a.AckTimeout, Retry: a.Retry, DeadLetter: a.DeadLetter,
+		UniqueTTL: a.Unique, Group: a.Group, Priority: a.Priority}
 	if !a.At && a.Delay > 0 {
-		r.due = up + a.Delay
+		r.Due = up + a.Delay
 	} else if !a.At {
-		r.due = now
+		r.Due = now
 	}
-	if r.ackTimeout < 0 {
-		r.ackTimeout = e.opts.AckTimeout
+	if r.AckTimeout < 0 {
+		r.AckTimeout = e.opts.AckTimeout
 	}
 	if a.ID != nil && e.tombHeld(a.Queue, a.ID, now) {
 		return AddResult{}, nil // UNIQUE: a job with this id ended within its ttl (REPLACE too)
@@ -94,7 +98,7 @@ func (e *Engine) Add(a AddArgs) (AddResult, error) {
 				return AddResult{}, nil
 			}
 			if e.jobs.At(s).IDLen == 0 { // keep a server-made id in its compact form
-				r.id, r.sid = nil, e.jobs.At(s).SID
+				r.ID, r.SID = nil, e.jobs.At(s).SID
 			}
 		}
 	}
@@ -105,10 +109,10 @@ func (e *Engine) Add(a AddArgs) (AddResult, error) {
 		return AddResult{}, ErrMaxJobs
 	}
 	if a.ID == nil {
-		r.sid = e.newSID(a.Queue, now)
+		r.SID = e.newSID(a.Queue, now)
 	}
 	e.seq++
-	r.seq = e.seq
+	r.Seq = e.seq
 	// Logged before it is applied: if a waiter takes the job at once, its
 	// pop must follow the add in the log.
 	res := AddResult{Added: true, Ticket: e.logRec(&r)}
@@ -121,10 +125,10 @@ func (e *Engine) Add(a AddArgs) (AddResult, error) {
 	}
 	e.serveFreed()
 	a.Into.reset()
-	if r.id != nil {
-		res.ID = a.Into.hold(r.id)
+	if r.ID != nil {
+		res.ID = a.Into.hold(r.ID)
 	} else {
-		res.ID = a.Into.holdSID(r.sid)
+		res.ID = a.Into.holdSID(r.SID)
 	}
 	e.stats.Added++
 	return res, nil
@@ -153,7 +157,7 @@ func (e *Engine) newSID(queueName []byte, now int64) uint64 {
 // exists, and scheduled. Live adds and replay both come here, so replay
 // rebuilds exactly what was live. fresh says the id was just made, so there
 // is nothing to replace. O(1) plus any jobs that fall due.
-func (e *Engine) put(r *rec, fresh bool) {
+func (e *Engine) put(r *record.Rec, fresh bool) {
 	if qi, ready := e.place(r, fresh, false); ready {
 		e.serve(qi)
 	}
@@ -166,68 +170,68 @@ func (e *Engine) put(r *rec, fresh bool) {
 // fresh says its server id was just made (above every id filed), pushed
 // that a live list push made it; either way a server id goes to the
 // queue's push run (jobs/pushrun.go) rather than the sids table.
-func (e *Engine) place(r *rec, fresh, pushed bool) (uint32, bool) {
-	id := r.id // nil for a server id: jobs.Table.Insert files those by r.sid
+func (e *Engine) place(r *record.Rec, fresh, pushed bool) (uint32, bool) {
+	id := r.ID // nil for a server id: jobs.Table.Insert files those by r.sid
 	if id != nil && !e.jobs.SIDLike {
 		_, e.jobs.SIDLike = jobs.ParseSID(id)
 	}
 	if !fresh {
 		var buf [jobs.SIDLen]byte
 		if id == nil {
-			id = jobs.RenderSID(&buf, r.sid)
+			id = jobs.RenderSID(&buf, r.SID)
 		}
-		if qi, ok := e.queueFor(r.queue, false); ok {
+		if qi, ok := e.queueFor(r.Queue, false); ok {
 			if s, ok := e.jobs.Lookup(&e.queues[qi].run, qi, id); ok {
 				e.jobs.DropIdent(s) // replaced, not ended: no tombstone
 				e.remove(s)
 			}
 		}
 	}
-	qi, _ := e.queueFor(r.queue, true)
+	qi, _ := e.queueFor(r.Queue, true)
 	s := e.allocSlot()
 	j := e.jobs.At(s)
 	j.Queue = qi
-	j.SID = r.sid
-	j.IDLen = uint16(len(r.id))
-	j.Data = e.storeData(r.id, r.payload)
+	j.SID = r.SID
+	j.IDLen = uint16(len(r.ID))
+	j.Data = e.storeData(r.ID, r.Payload)
 	e.queues[qi].Bytes += jobs.DataSize(j)
-	j.Due, j.Seq, j.Deliveries = r.due, r.seq, r.deliveries
-	j.AckTimeout = uint32(min(max(r.ackTimeout, 0), 1<<32-1))
-	j.Retry = int32(min(max(r.retry, -1), 1<<31-1))
-	e.queues[qi].Join(&e.jobs.Slab, s, r.group, r.priority)
-	if r.deadLetter != nil {
+	j.Due, j.Seq, j.Deliveries = r.Due, r.Seq, r.Deliveries
+	j.AckTimeout = uint32(min(max(r.AckTimeout, 0), 1<<32-1))
+	j.Retry = int32(min(max(r.Retry, -1), 1<<31-1))
+	e.queues[qi].Join(&e.jobs.Slab, s, r.Group, r.Priority)
+	if r.DeadLetter != nil {
 		j.Flags |= jobs.FlagDL
-		e.jobs.DeadLetters[s] = append([]byte(nil), r.deadLetter...)
+		e.jobs.DeadLetters[s] = append([]byte(nil), r.DeadLetter...)
 	}
-	e.jobs.SetIdent(s, r.uniqueTTL, r.debounceUntil)
-	if r.origin != nil {
-		e.jobs.SetOrigin(s, r.origin)
+	e.jobs.SetIdent(s, r.UniqueTTL, r.DebounceUntil)
+	if r.Origin != nil {
+		e.jobs.SetOrigin(s, r.Origin)
 	}
-	e.jobs.SetReason(s, r.reason)
+	e.jobs.SetReason(s, r.Reason)
 	switch {
 	case e.j.deferIdx:
-		e.j.build.deferSid(r.sid, s) // replay.go: another goroutine inserts it
-	case (pushed || fresh) && id == nil && r.sid > e.queues[qi].run.Last():
+		e.j.build.deferSid(r.SID, s) // replay.go: another goroutine inserts it
+	case (pushed || fresh) && id == nil && r.SID > e.queues[qi].run.Last():
 		e.jobs.FileInRun(&e.queues[qi].run, s)
 	default:
 		e.jobs.Insert(s, id)
 	}
 	e.njobs++
-	e.lastSID = max(e.lastSID, r.sid)
-	e.seq = max(e.seq, r.seq)
+	e.lastSID = max(e.lastSID, r.SID)
+	e.seq = max(e.seq, r.Seq)
 	switch {
-	case r.flags&flagReserved != 0:
-		e.reserveAt(s, r.deadline)
+	case r.Flags&record.FlagReserved != 0:
+		e.reserveAt(s, r.Deadline)
 		return qi, false
-	case r.flags&flagHead != 0:
+	case r.Flags&record.FlagHead != 0:
 		e.pushReady(s, true)
-	case r.flags&flagReady == 0 && r.due > r.time && e.wheel.Add(s, r.due, r.seq):
+	case r.Flags&record.FlagReady == 0 && r.Due > r.Time && e.wheel.Add(s, r.Due, r.Seq):
 		e.markDelayed(s)
-		e.poke(r.due)
+		e.poke(r.Due)
 		return qi, false
 	default:
 		// Jobs already due in the wheel became ready before this one.
-		e.advanceLocked(r.time)
+		e.advanceLocked(r.Time)
 		e.pushReady(s, false)
 	}
 	return qi, true

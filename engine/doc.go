@@ -2,7 +2,8 @@
 // and the queues (package queue) under one lock, the clients blocked in
 // pops, and the timer that drives the timing wheel. Commands call it; it
 // calls the leaves, the wheel and, for durability, the journal (package
-// journal), whose steps its goroutines drive.
+// journal), whose steps its goroutines drive, with records of package
+// record.
 //
 // # Model
 //
@@ -22,11 +23,14 @@
 // Recurring schedules (schedule.go), the tombstones of finished UNIQUE ids
 // (unique.go), DELAY.LIMIT's limits and DELAY.PAUSE's pauses (queue.Limits;
 // logged by limit.go and pause.go) are state like jobs:
-// logged as records that set it outright, replayed, and written by a
-// rewrite or a snapshot right after the meta record (stateRecs). Their
+// logged as records that set it outright (package record), replayed, and
+// written by a rewrite or a snapshot right after the meta record
+// (stateRecs). Each such feature registers once, in features.go: its
+// record kinds and how they apply, its part of a rewrite, its reset and
+// its timer kind; apply, stateRecs, resetState and onTimer read that. Their
 // clocks (a schedule's next firing, a tombstone's end, a rate limit's next
 // token) ride a second timing wheel (wheel.Timers; their kinds and actions
-// in timers.go), so a job's slot stays its handle in the job wheel. Only a
+// in timers.go, their owners in features.go), so a job's slot stays its handle in the job wheel. Only a
 // live leader fires schedules and spends tokens; replay and followers apply
 // the records the leader made. The state itself lives in leaves that decide
 // and return: package schedule keeps the schedule table and says when each

@@ -12,6 +12,7 @@ import (
 
 	"github.com/delayd/delayd/aof"
 	"github.com/delayd/delayd/jobs"
+	"github.com/delayd/delayd/record"
 )
 
 // Every test runs inside a synctest bubble: time.Now and the engine's timer
@@ -682,8 +683,8 @@ func TestRecordsStayUnderTheLogLimit(t *testing.T) {
 		if _, _, err := e.Push(long, [][]byte{b("x")}, false); err != ErrKeyTooLong {
 			t.Fatalf("long list name: %v", err)
 		}
-		if r := (&rec{op: opAdd, queue: long[:MaxKey], id: long[:256], deadLetter: long[:MaxKey],
-			payload: make([]byte, MaxPayload)}).encode(nil); len(r) > aof.MaxRecordSize {
+		if r := (&record.Rec{Op: record.Add, Queue: long[:MaxKey], ID: long[:256], DeadLetter: long[:MaxKey],
+			Payload: make([]byte, MaxPayload)}).Encode(nil); len(r) > aof.MaxRecordSize {
 			t.Fatalf("the largest record is %d bytes, over aof.MaxRecordSize", len(r))
 		}
 	})

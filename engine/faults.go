@@ -2,6 +2,8 @@ package engine
 
 import (
 	"errors"
+
+	"github.com/delayd/delayd/record"
 )
 
 // What happens when the disk fails the journal (the journal package's
@@ -22,8 +24,8 @@ func (e *Engine) probeLog() bool {
 		e.mu.Unlock()
 		return true // nothing to probe, or nothing a probe could fix
 	}
-	r := rec{op: opMeta, time: e.nowMs(), sid: e.lastSID, seq: e.seq}
-	b := r.encode(nil)
+	r := record.Rec{Op: record.Meta, Time: e.nowMs(), SID: e.lastSID, Seq: e.seq}
+	b := r.Encode(nil)
 	e.mu.Unlock()
 
 	if ok, stop := jn.Probe(b); !ok {

@@ -13,6 +13,7 @@ import (
 	"github.com/delayd/delayd/hist"
 	"github.com/delayd/delayd/jobs"
 	"github.com/delayd/delayd/journal"
+	"github.com/delayd/delayd/record"
 )
 
 // The engine's side of the log. The journal package owns the pending
@@ -162,58 +163,39 @@ func (e *Engine) replayFile(l *Loading) (aof.Result, error) {
 
 // apply replays one record: time first moves to when it was applied.
 func (e *Engine) apply(p []byte) error {
-	var r rec
-	if err := r.decode(p); err != nil {
+	var r record.Rec
+	if err := r.Decode(p); err != nil {
 		return err
 	}
 	if e.wheel == nil {
-		e.wheel = e.newJobWheel(r.time)
+		e.wheel = e.newJobWheel(r.Time)
 	}
 	// A plain new add leaves its index insert to the builder (replay.go);
 	// any other record needs the index whole, before time moves.
 	deferred := e.deferrable(&r)
 	if !deferred {
 		e.syncSids()
-		defer e.raiseSidCeil(r.op)
+		defer e.raiseSidCeil(r.Op)
 	}
-	e.advanceLocked(r.time)
-	e.repl.lastTime = max(e.repl.lastTime, r.time)
-	switch r.op {
-	case opAdd:
+	e.advanceLocked(r.Time)
+	e.repl.lastTime = max(e.repl.lastTime, r.Time)
+	switch r.Op {
+	case record.Add:
 		// A server id above every one seen cannot be in the index yet (a
 		// client id could read as it only once jobs.Table.SIDLike is set).
 		e.j.deferIdx = deferred
-		e.put(&r, deferred || (r.id == nil && r.sid > e.lastSID && !e.jobs.SIDLike))
+		e.put(&r, deferred || (r.ID == nil && r.SID > e.lastSID && !e.jobs.SIDLike))
 		e.j.deferIdx = false
-	case opCancel, opPop:
+	case record.Cancel, record.Pop:
 		e.del(&r)
-	case opReserve:
+	case record.Reserve:
 		e.applyReserve(&r)
-	case opMove:
+	case record.Move:
 		e.applyMove(&r)
-	case opDel:
-		e.delQueue(r.queue, r.time)
-	case opLMove:
+	case record.LMove:
 		e.applyLMove(&r)
-	case opFlush:
-		e.flushAll()
-	case opTomb:
-		e.applyTomb(&r)
-	case opLimit:
-		e.applyLimit(&r)
-	case opPause:
-		e.applyPause(&r)
-	case opRequeue:
-		e.applyRequeue(&r)
-	case opSchedule:
-		e.applySchedule(&r)
-	case opUnschedule:
-		e.applyUnschedule(&r)
-	case opFire:
-		e.applyFire(&r)
-	case opMeta:
-		e.lastSID = max(e.lastSID, r.sid)
-		e.seq = max(e.seq, r.seq)
+	default:
+		e.applyRegistered(r) // every other kind, by its registration (features.go)
 	}
 	return nil
 }
@@ -224,10 +206,10 @@ func (e *Engine) resetState() {
 	e.dropPages()
 	e.wheel = nil
 	e.resetTimers()
-	e.resetFlow()
-	e.resetSchedules()
-	e.jobs.Reset()         // side tables by slot: slots are reused from 0
-	e.ident = identState{} // FLUSHALL drops tombstones too
+	for _, reset := range resetOf {
+		reset(e) // each feature's state (features.go): FLUSHALL drops tombstones too
+	}
+	e.jobs.Reset() // side tables by slot: slots are reused from 0
 	e.queues, e.qfree = nil, nil
 	e.byName = make(map[string]uint32)
 	e.njobs = 0
@@ -289,12 +271,12 @@ func (e *Engine) writable() error {
 
 // logRec appends r to the pending batch and returns its ticket (0 when the
 // log is off or broken). Called with mu held, in apply order.
-func (e *Engine) logRec(r *rec) uint64 {
+func (e *Engine) logRec(r *record.Rec) uint64 {
 	jn := e.journal
 	if jn == nil || e.j.replaying || jn.Broken() {
 		return 0
 	}
-	e.j.scratch = r.encode(e.j.scratch[:0])
+	e.j.scratch = r.Encode(e.j.scratch[:0])
 	if e.inTx {
 		return e.unitRec(e.j.scratch)
 	}
@@ -558,12 +540,12 @@ func (e *Engine) Rewrite() error {
 		}
 	}
 	snapTime := e.nowMs()
-	meta := rec{op: opMeta, time: snapTime, sid: e.lastSID, seq: e.seq}
+	meta := record.Rec{Op: record.Meta, Time: snapTime, SID: e.lastSID, Seq: e.seq}
 	// The state that is not jobs is small next to them (schedules, limits)
 	// or simple to encode (tombstones): it is encoded here, under the lock.
 	var state [][]byte
 	for _, r := range e.stateRecs(snapTime) {
-		state = append(state, r.encode(nil))
+		state = append(state, r.Encode(nil))
 	}
 	if err := jn.BeginRewrite(); err != nil {
 		return err
@@ -577,7 +559,7 @@ func (e *Engine) Rewrite() error {
 				return err
 			}
 			var buf []byte
-			rw.Append(meta.encode(nil))
+			rw.Append(meta.Encode(nil))
 			for _, b := range state {
 				rw.Append(b)
 			}
@@ -597,14 +579,14 @@ func (e *Engine) Rewrite() error {
 					var deadline int64
 					switch {
 					case jb.State == jobs.StateReserved:
-						flags = flagReserved
+						flags = record.FlagReserved
 						deadline, _ = e.wheel.Due(p.slot)
 					case p.ready && jb.State == jobs.StateReady:
-						flags = flagReady
+						flags = record.FlagReady
 					}
 					r := e.addRecOf(p.slot, flags)
-					r.time, r.deadline = snapTime, deadline
-					buf = r.encode(buf[:0])
+					r.Time, r.Deadline = snapTime, deadline
+					buf = r.Encode(buf[:0])
 					rw.Append(buf)
 				}
 				e.mu.Unlock()

@@ -88,10 +88,10 @@ func dump(e *Engine) string {
 		sb.WriteString("\n")
 	}
 	for _, r := range e.limitRecs(nil, 0) {
-		fmt.Fprintf(&sb, "limit %s=%+v\n", r.queue, r.limit)
+		fmt.Fprintf(&sb, "limit %s=%+v\n", r.Queue, r.Limit)
 	}
 	for _, r := range e.pauseRecs(nil, 0) {
-		fmt.Fprintf(&sb, "paused %s\n", r.queue)
+		fmt.Fprintf(&sb, "paused %s\n", r.Queue)
 	}
 	return sb.String()
 }

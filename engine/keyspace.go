@@ -4,6 +4,7 @@ import (
 	"unsafe"
 
 	"github.com/delayd/delayd/jobs"
+	"github.com/delayd/delayd/record"
 )
 
 // The keyspace: a queue is a key while it holds a job in any state. SCAN,
@@ -76,7 +77,7 @@ func (e *Engine) Flush() (uint64, error) {
 	}
 	defer wr.end()
 	now := wr.now
-	r := rec{op: opFlush, time: now}
+	r := record.Rec{Op: record.Flush, Time: now}
 	ticket := e.logRec(&r)
 	e.flushAll()
 	return ticket, nil

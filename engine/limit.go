@@ -1,11 +1,11 @@
 package engine
 
 import (
-	"encoding/binary"
 	"errors"
 	"slices"
 
 	"github.com/delayd/delayd/queue"
+	"github.com/delayd/delayd/record"
 )
 
 // ErrBadLimit is a LimitSpec out of range.
@@ -15,35 +15,18 @@ var ErrBadLimit = errors.New("limit out of range")
 //
 // What a limit means and how it gates a take is package queue's
 // (queue/limit.go). Here is what the engine does with it: it logs a limit
-// when it is set (record op 15, set outright, all zero = OFF) and writes
+// when it is set (record.Limit, set outright, all zero = OFF) and writes
 // it in a rewrite and a snapshot; it attaches a name's limit to its queue
 // when the queue is made; it sets the timer a refused RATE asks for
 // (timerLimit) and serves a queue's waiters when room frees (the timer, a
 // reservation's end, a new limit).
 //
-//	limit: op time queue concurrency rate per groupconcurrency (uvarints)
 
 // LimitSpec is a queue's flow limit; a zero field is no limit of that kind.
 type LimitSpec = queue.Spec
 
 // MaxLimit bounds every number of a LimitSpec.
 const MaxLimit = queue.MaxLimit
-
-func appendLimitSpec(dst []byte, s LimitSpec) []byte {
-	dst = binary.AppendUvarint(dst, uint64(s.Concurrency))
-	dst = binary.AppendUvarint(dst, uint64(s.Rate))
-	dst = binary.AppendUvarint(dst, uint64(s.Per))
-	return binary.AppendUvarint(dst, uint64(s.GroupConcurrency))
-}
-
-func (d *decoder) limitSpec() LimitSpec {
-	s := LimitSpec{Concurrency: int64(d.uvarint()), Rate: int64(d.uvarint()), Per: int64(d.uvarint()),
-		GroupConcurrency: int64(d.uvarint())}
-	if d.err == nil && !s.Valid() {
-		d.err = errBadRecord
-	}
-	return s
-}
 
 // canTake says whether a pop may take a job from queue qi now: it has a
 // ready job its order lets go and its limit has room. Called with mu held,
@@ -146,13 +129,13 @@ func (e *Engine) keepLimits(limits queue.Limits) {
 // applyLimit applies a limit record, live or replayed: the name's limit is
 // set outright, or removed when the record's spec is zero; then the
 // queue's waiters are served, if there is room now.
-func (e *Engine) applyLimit(r *rec) {
-	name := string(r.queue)
-	if l := e.limits.Of(name); l != nil && l.Armed && r.limit.IsZero() {
+func (e *Engine) applyLimit(r *record.Rec) {
+	name := string(r.Queue)
+	if l := e.limits.Of(name); l != nil && l.Armed && r.Limit.IsZero() {
 		e.stopTimer(l.Timer)
 		l.Armed = false
 	}
-	l, ok := e.limits.SetSpec(name, r.limit)
+	l, ok := e.limits.SetSpec(name, r.Limit)
 	if !ok {
 		return
 	}
@@ -166,9 +149,9 @@ func (e *Engine) applyLimit(r *rec) {
 
 // limitRecs appends a limit record for each limit, for a rewrite or a
 // snapshot.
-func (e *Engine) limitRecs(out []rec, now int64) []rec {
+func (e *Engine) limitRecs(out []record.Rec, now int64) []record.Rec {
 	for _, name := range e.limits.Names(func(l *queue.Limit) bool { return !l.Spec().IsZero() }) { // not only paused (pauseRecs)
-		out = append(out, rec{op: opLimit, time: now, queue: []byte(name), limit: e.limits.Of(name).Spec()})
+		out = append(out, record.Rec{Op: record.Limit, Time: now, Queue: []byte(name), Limit: e.limits.Of(name).Spec()})
 	}
 	return out
 }
@@ -188,7 +171,7 @@ func (e *Engine) SetLimit(name []byte, s LimitSpec) (uint64, error) {
 	}
 	defer wr.end()
 	now := wr.now
-	r := rec{op: opLimit, time: now, queue: name, limit: s}
+	r := record.Rec{Op: record.Limit, Time: now, Queue: name, Limit: s}
 	ticket := e.logRec(&r) // before serving, whose pops follow it
 	e.applyLimit(&r)
 	return ticket, nil

@@ -13,6 +13,7 @@ import (
 
 	"github.com/delayd/delayd/aof"
 	"github.com/delayd/delayd/jobs"
+	"github.com/delayd/delayd/record"
 )
 
 func flowLimit(t *testing.T, e *Engine, q string, s LimitSpec) {
@@ -521,21 +522,21 @@ func TestFlowInTransaction(t *testing.T) {
 }
 
 func TestFlowLimitRecord(t *testing.T) {
-	r := rec{op: opLimit, time: 1234, queue: b("q"), limit: LimitSpec{Concurrency: 3, Rate: 100, Per: 1000, GroupConcurrency: 2}}
-	enc := r.encode(nil)
-	var got rec
-	if err := got.decode(enc); err != nil || got.op != opLimit || got.time != 1234 || string(got.queue) != "q" || got.limit != r.limit {
+	r := record.Rec{Op: record.Limit, Time: 1234, Queue: b("q"), Limit: LimitSpec{Concurrency: 3, Rate: 100, Per: 1000, GroupConcurrency: 2}}
+	enc := r.Encode(nil)
+	var got record.Rec
+	if err := got.Decode(enc); err != nil || got.Op != record.Limit || got.Time != 1234 || string(got.Queue) != "q" || got.Limit != r.Limit {
 		t.Fatalf("decode: %+v %v", got, err)
 	}
-	off := rec{op: opLimit, time: 1, queue: b("q")}
-	if err := got.decode(off.encode(nil)); err != nil || !got.limit.IsZero() {
+	off := record.Rec{Op: record.Limit, Time: 1, Queue: b("q")}
+	if err := got.Decode(off.Encode(nil)); err != nil || !got.Limit.IsZero() {
 		t.Fatalf("OFF: %+v %v", got, err)
 	}
-	bad := rec{op: opLimit, time: 1, queue: b("q"), limit: LimitSpec{Rate: 5}} // RATE without its window
-	if err := got.decode(bad.encode(nil)); err == nil {
+	bad := record.Rec{Op: record.Limit, Time: 1, Queue: b("q"), Limit: LimitSpec{Rate: 5}} // RATE without its window
+	if err := got.Decode(bad.Encode(nil)); err == nil {
 		t.Fatal("a rate with no window decoded")
 	}
-	if err := got.decode(append(enc, 0)); err == nil {
+	if err := got.Decode(append(enc, 0)); err == nil {
 		t.Fatal("trailing bytes decoded")
 	}
 }

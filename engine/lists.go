@@ -1,7 +1,11 @@
 package engine
 
-import "github.com/delayd/delayd/jobs"
-import "time"
+import (
+	"time"
+
+	"github.com/delayd/delayd/jobs"
+	"github.com/delayd/delayd/record"
+)
 
 // The ready list of a queue answers Redis's list commands, so workers that
 // already pop Redis lists need no change: LPUSH/RPUSH add ready jobs with
@@ -42,15 +46,15 @@ func (e *Engine) PushAt(queueName []byte, payloads [][]byte, head bool, at time.
 		return 0, 0, ErrMaxJobs
 	}
 	var ticket uint64
-	flags := byte(flagReady)
+	flags := byte(record.FlagReady)
 	if head {
-		flags = flagHead
+		flags = record.FlagHead
 	}
 	var qi uint32
 	for _, p := range payloads {
 		e.seq++
-		r := rec{op: opAdd, time: now, queue: queueName, sid: e.newSID(queueName, now), due: now, seq: e.seq,
-			flags: flags, payload: p, ackTimeout: e.opts.AckTimeout, retry: -1}
+		r := record.Rec{Op: record.Add, Time: now, Queue: queueName, SID: e.newSID(queueName, now), Due: now, Seq: e.seq,
+			Flags: flags, Payload: p, AckTimeout: e.opts.AckTimeout, Retry: -1}
 		ticket = e.logRec(&r)
 		qi, _ = e.place(&r, true, true)
 		e.stats.Added++
@@ -166,9 +170,9 @@ func (e *Engine) Del(names [][]byte) (int, uint64, error) {
 			continue
 		}
 		n++
-		r := rec{op: opDel, time: e.recNow(), queue: name}
+		r := record.Rec{Op: record.Del, Time: e.recNow(), Queue: name}
 		ticket = e.logRec(&r)
-		e.delQueue(name, r.time)
+		e.delQueue(name, r.Time)
 	}
 	return n, ticket, nil
 }

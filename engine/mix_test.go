@@ -27,11 +27,11 @@ func mixDump(e *Engine) string {
 	defer e.mu.Unlock()
 	now := e.opNow
 	for _, r := range e.tombRecs(now) {
-		fmt.Fprintf(&sb, "tomb %x until %d\n", r.sid, r.due)
+		fmt.Fprintf(&sb, "tomb %x until %d\n", r.SID, r.Due)
 	}
 	for _, r := range e.scheduleRecs(now) {
-		st := r.sched
-		fmt.Fprintf(&sb, "schedule %s/%s every=%d last=%d count=%d\n", r.queue, r.id, st.Every, st.Last, st.Count)
+		st := r.Sched
+		fmt.Fprintf(&sb, "schedule %s/%s every=%d last=%d count=%d\n", r.Queue, r.ID, st.Every, st.Last, st.Count)
 	}
 	return sb.String()
 }

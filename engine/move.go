@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/delayd/delayd/jobs"
+	"github.com/delayd/delayd/record"
 )
 
 // Reliable list moves: LMOVE, BLMOVE, RPOPLPUSH, BRPOPLPUSH move a ready job
@@ -93,21 +94,21 @@ func (e *Engine) moveFrom(qi uint32, dst []byte, ends MoveEnds) (Delivery, uint3
 	j := e.jobs.At(s)
 	src := e.queues[qi].name
 	id := e.jobs.ID(j, &buf)
-	r := rec{op: opLMove, time: e.recNow(), queue: []byte(src), sid: j.SID, dst: dst, dsid: j.SID}
+	r := record.Rec{Op: record.LMove, Time: e.recNow(), Queue: []byte(src), SID: j.SID, Dst: dst, DSID: j.SID}
 	if j.IDLen > 0 {
-		r.id, r.did = id, id
+		r.ID, r.DID = id, id
 	}
 	if src != string(dst) {
 		if to, ok := e.queueFor(dst, false); ok {
 			if _, taken := e.jobs.Lookup(&e.queues[to].run, to, id); taken {
-				r.did, r.dsid = nil, e.newSID(dst, r.time)
+				r.DID, r.DSID = nil, e.newSID(dst, r.Time)
 			}
 		}
 	}
 	e.seq++
-	r.seq = e.seq
+	r.Seq = e.seq
 	if !ends.ToRight {
-		r.flags = flagHead
+		r.Flags = record.FlagHead
 	}
 	d := Delivery{Queue: []byte(src), Payload: append([]byte(nil), e.jobs.Payload(j)...), moved: true}
 	d.Ticket = e.logRec(&r) // encodes r before relocate frees the id it aliases
@@ -119,15 +120,15 @@ func (e *Engine) moveFrom(qi uint32, dst []byte, ends MoveEnds) (Delivery, uint3
 // relocate applies a move record to the ready job in slot s: the job leaves
 // its queue's ready list and joins dst's, with the record's id and add
 // order. Live moves and replay both come here. It returns dst's index.
-func (e *Engine) relocate(s uint32, r *rec) uint32 {
+func (e *Engine) relocate(s uint32, r *record.Rec) uint32 {
 	var buf, nbuf [jobs.SIDLen]byte
 	j := e.jobs.At(s)
 	from := j.Queue
 	e.detach(s)
-	to, _ := e.queueFor(r.dst, true) // may grow e.queues: no queue pointer is held here
-	newID := r.did
+	to, _ := e.queueFor(r.Dst, true) // may grow e.queues: no queue pointer is held here
+	newID := r.DID
 	if newID == nil {
-		newID = jobs.RenderSID(&nbuf, r.dsid)
+		newID = jobs.RenderSID(&nbuf, r.DSID)
 	}
 	oldID := e.jobs.ID(j, &buf)
 	if from != to || !bytes.Equal(oldID, newID) {
@@ -136,9 +137,9 @@ func (e *Engine) relocate(s uint32, r *rec) uint32 {
 		if !bytes.Equal(oldID, newID) {
 			payload := append([]byte(nil), e.jobs.Payload(j)...)
 			e.jobs.Arena.Free(j.Data, int(j.IDLen)+int(j.Plen()))
-			j.SID, j.IDLen = r.dsid, uint16(len(r.did))
-			j.Data = e.storeData(r.did, payload)
-			e.lastSID = max(e.lastSID, r.dsid)
+			j.SID, j.IDLen = r.DSID, uint16(len(r.DID))
+			j.Data = e.storeData(r.DID, payload)
+			e.lastSID = max(e.lastSID, r.DSID)
 		}
 		grp, prio := e.laneOf(s)
 		e.queues[from].Order.Leave(&e.jobs.Slab, s) // the job keeps its group and priority in dst
@@ -147,15 +148,15 @@ func (e *Engine) relocate(s uint32, r *rec) uint32 {
 		e.queues[to].Bytes += jobs.DataSize(j)
 		e.jobs.Insert(s, newID)
 	}
-	j.Seq = r.seq
-	e.seq = max(e.seq, r.seq)
-	e.pushReady(s, r.flags&flagHead != 0)
+	j.Seq = r.Seq
+	e.seq = max(e.seq, r.Seq)
+	e.pushReady(s, r.Flags&record.FlagHead != 0)
 	e.releaseQueue(from)
 	return to
 }
 
 // applyLMove replays a move record.
-func (e *Engine) applyLMove(r *rec) {
+func (e *Engine) applyLMove(r *record.Rec) {
 	s, ok := e.find(r)
 	if !ok || e.jobs.At(s).State != jobs.StateReady {
 		return
@@ -199,7 +200,7 @@ func (e *Engine) Rem(name []byte, count int64, payload []byte) (int, uint64, err
 	}
 	var ticket uint64
 	for _, s := range match {
-		r := e.recFor(opPop, s)
+		r := e.recFor(record.Pop, s)
 		ticket = e.logRec(&r) // encodes r before remove frees the id it aliases
 		e.remove(s)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/delayd/delayd/aof"
 	"github.com/delayd/delayd/jobs"
+	"github.com/delayd/delayd/record"
 )
 
 // Tests of the commands the dashboard's screens and buttons are views of:
@@ -253,7 +254,7 @@ func TestOpsPauseSurvivesRestartRewriteAndFlush(t *testing.T) {
 			t.Fatal(err)
 		}
 		opsWaitRewrite(e)
-		if n := countOps(t, fs, opPause); n != 2 {
+		if n := countOps(t, fs, record.Pause); n != 2 {
 			t.Fatalf("the rewritten log holds %d pause records, want 2", n)
 		}
 		restart()
@@ -503,12 +504,12 @@ func TestOpsRequeueIsOneRecordAndSurvives(t *testing.T) {
 		}
 		opsWaitRewrite(e)
 		restart("after a rewrite")
-		adds := countOps(t, fs, opAdd)
+		adds := countOps(t, fs, record.Add)
 		requeueOK(t, e, "dlq", "", "", 2)
-		if n := countOps(t, fs, opRequeue); n != 2 {
+		if n := countOps(t, fs, record.Requeue); n != 2 {
 			t.Fatalf("%d requeue records for 2 jobs", n)
 		}
-		if countOps(t, fs, opAdd) != adds || countOps(t, fs, opCancel) != 0 {
+		if countOps(t, fs, record.Add) != adds || countOps(t, fs, record.Cancel) != 0 {
 			t.Fatal("a requeue logged an add or a cancel")
 		}
 		restart("after requeue")
@@ -640,7 +641,7 @@ func TestOpsChurnRestartsAndRewrites(t *testing.T) {
 			}
 		}
 		e.Close()
-		if !sawOrigin || !sawPause || countOps(t, fs, opRequeue) == 0 {
+		if !sawOrigin || !sawPause || countOps(t, fs, record.Requeue) == 0 {
 			t.Fatalf("the churn checked too little: origin %v, pause %v", sawOrigin, sawPause)
 		}
 	})

@@ -1,9 +1,8 @@
 package engine
 
 import (
-	"encoding/binary"
-
 	"github.com/delayd/delayd/queue"
+	"github.com/delayd/delayd/record"
 )
 
 // DELAY.PAUSE key / DELAY.RESUME key.
@@ -24,24 +23,7 @@ import (
 // It is logged when it changes, and written by rewrite and snapshot
 // (stateRecs), so it survives restarts and moves with leadership:
 //
-//	pause: op time queue paused     (paused: one byte, 1 paused, 0 resumed)
-const opPause byte = 16
-
-func appendPause(dst []byte, r *rec) []byte {
-	dst = append(dst, opPause)
-	dst = binary.AppendVarint(dst, r.time)
-	dst = appendBytes(dst, r.queue)
-	return append(dst, r.flags)
-}
-
-func (r *rec) decodePause(b []byte) error {
-	d := decoder{b: b}
-	*r = rec{op: d.byte(), time: d.varint(), queue: d.bytes(), flags: d.byte()}
-	if d.err == nil && (r.flags > 1 || len(d.b) != 0) {
-		d.err = errBadRecord
-	}
-	return d.err
-}
+// (record.Pause).
 
 // SetPaused pauses (or resumes) a queue name and returns the log ticket to
 // wait for. Resuming serves the queue's blocked clients. A pause that
@@ -59,9 +41,9 @@ func (e *Engine) SetPaused(name []byte, paused bool) (uint64, error) {
 	if e.pausedLocked(name) == paused {
 		return 0, nil
 	}
-	r := rec{op: opPause, time: now, queue: name}
+	r := record.Rec{Op: record.Pause, Time: now, Queue: name}
 	if paused {
-		r.flags = 1
+		r.Flags = 1
 	}
 	ticket := e.logRec(&r) // before serving, whose pops follow it
 	e.applyPause(&r)
@@ -82,9 +64,9 @@ func (e *Engine) pausedLocked(name []byte) bool {
 
 // applyPause applies a pause record, live or replayed: the name's flag is
 // set outright; a resumed queue's waiters are served.
-func (e *Engine) applyPause(r *rec) {
-	name := string(r.queue)
-	paused := r.flags == 1
+func (e *Engine) applyPause(r *record.Rec) {
+	name := string(r.Queue)
+	paused := r.Flags == 1
 	l, ok := e.limits.SetPaused(name, paused)
 	if !ok {
 		return
@@ -102,9 +84,9 @@ func (e *Engine) applyPause(r *rec) {
 // pauseRecs appends a pause record for each paused name, for a rewrite or
 // a snapshot. Their order with limitRecs' does not matter: applyLimit keeps
 // an entry's flag and applyPause its spec.
-func (e *Engine) pauseRecs(out []rec, now int64) []rec {
+func (e *Engine) pauseRecs(out []record.Rec, now int64) []record.Rec {
 	for _, name := range e.limits.Names((*queue.Limit).Paused) {
-		out = append(out, rec{op: opPause, time: now, queue: []byte(name), flags: 1})
+		out = append(out, record.Rec{Op: record.Pause, Time: now, Queue: []byte(name), Flags: 1})
 	}
 	return out
 }

@@ -5,6 +5,7 @@ import (
 	"unsafe"
 
 	"github.com/delayd/delayd/jobs"
+	"github.com/delayd/delayd/record"
 )
 
 // Removing and popping jobs: DELAY.CANCEL, the pops, and handing a
@@ -26,7 +27,7 @@ func (e *Engine) Cancel(queueName []byte, ids [][]byte) (int, uint64, error) {
 			break // the last job went and the queue with it
 		}
 		if s, ok := e.jobs.Lookup(&e.queues[qi].run, qi, id); ok {
-			r := e.recFor(opCancel, s)
+			r := e.recFor(record.Cancel, s)
 			ticket = e.logRec(&r) // encodes r before remove frees the id it aliases
 			e.remove(s)
 			n++
@@ -41,24 +42,24 @@ func (e *Engine) Cancel(queueName []byte, ids [][]byte) (int, uint64, error) {
 // is encoded (or dropped, with the log off) before the lock is let go, and
 // encoding only reads it, so its queue is a view of the queue's name rather
 // than a copy: a pop or an ack then allocates nothing for its record.
-func (e *Engine) recFor(op byte, s uint32) rec {
+func (e *Engine) recFor(op byte, s uint32) record.Rec {
 	j := e.jobs.At(s)
 	name := e.queues[j.Queue].name
-	r := rec{op: op, time: e.recNow(), queue: unsafe.Slice(unsafe.StringData(name), len(name)), sid: j.SID}
+	r := record.Rec{Op: op, Time: e.recNow(), Queue: unsafe.Slice(unsafe.StringData(name), len(name)), SID: j.SID}
 	if j.IDLen > 0 {
-		r.id = e.jobs.Arena.Bytes(j.Data, int(j.IDLen))
+		r.ID = e.jobs.Arena.Bytes(j.Data, int(j.IDLen))
 	}
 	return r
 }
 
 // del applies a cancel or pop record.
-func (e *Engine) del(r *rec) {
+func (e *Engine) del(r *record.Rec) {
 	var buf [jobs.SIDLen]byte
-	id := r.id
+	id := r.ID
 	if id == nil {
-		id = jobs.RenderSID(&buf, r.sid)
+		id = jobs.RenderSID(&buf, r.SID)
 	}
-	if qi, ok := e.queueFor(r.queue, false); ok {
+	if qi, ok := e.queueFor(r.Queue, false); ok {
 		if s, ok := e.jobs.Lookup(&e.queues[qi].run, qi, id); ok {
 			e.remove(s)
 		}
@@ -270,16 +271,16 @@ func (e *Engine) take(s uint32, plain bool, to *Scratch, up int64) Delivery {
 		e.seq++
 		j.Seq = e.seq
 		d.Reserved = true
-		r := e.recFor(opReserve, s)
+		r := e.recFor(record.Reserve, s)
 		if up == 0 {
 			_, up = e.clock()
 		}
-		r.due, r.deliveries, r.seq = up+int64(j.AckTimeout), j.Deliveries, j.Seq
-		e.reserveAt(s, r.due)
+		r.Due, r.Deliveries, r.Seq = up+int64(j.AckTimeout), j.Deliveries, j.Seq
+		e.reserveAt(s, r.Due)
 		d.Ticket = e.logRec(&r)
 		return d
 	}
-	r := e.recFor(opPop, s)
+	r := e.recFor(record.Pop, s)
 	d.Ticket = e.logRec(&r) // encodes r before remove frees the id it aliases
 	e.remove(s)
 	return d
@@ -355,8 +356,8 @@ func (e *Engine) Requeue(d Delivery) bool {
 			// Still reserved by the delivery that failed: back to the head.
 			e.detach(s)
 			j.Deliveries = deliveries
-			r := e.recFor(opMove, s)
-			r.due, r.seq, r.deliveries, r.flags = j.Due, j.Seq, deliveries, flagHead
+			r := e.recFor(record.Move, s)
+			r.Due, r.Seq, r.Deliveries, r.Flags = j.Due, j.Seq, deliveries, record.FlagHead
 			e.logRec(&r)
 			e.pushReady(s, true)
 			e.serve(qi)
@@ -367,18 +368,18 @@ func (e *Engine) Requeue(d Delivery) bool {
 	if d.Reserved {
 		return false // acknowledged or expired meanwhile
 	}
-	r := rec{op: opAdd, time: e.recNow(), queue: d.Queue, sid: d.sid, due: d.Due,
-		seq: d.seq, deliveries: deliveries, flags: flagHead, payload: d.Payload,
-		ackTimeout: int64(d.ackTimeout), retry: int64(d.retry), deadLetter: d.deadLetter,
-		uniqueTTL: d.ident.UniqueTTL, debounceUntil: d.ident.DebounceUntil, priority: d.priority}
+	r := record.Rec{Op: record.Add, Time: e.recNow(), Queue: d.Queue, SID: d.sid, Due: d.Due,
+		Seq: d.seq, Deliveries: deliveries, Flags: record.FlagHead, Payload: d.Payload,
+		AckTimeout: int64(d.ackTimeout), Retry: int64(d.retry), DeadLetter: d.deadLetter,
+		UniqueTTL: d.ident.UniqueTTL, DebounceUntil: d.ident.DebounceUntil, Priority: d.priority}
 	if d.group != nil {
-		r.group = *d.group
+		r.Group = *d.group
 	}
 	if d.rare != nil {
-		r.origin, r.reason = d.rare.origin, []byte(d.rare.reason)
+		r.Origin, r.Reason = d.rare.origin, []byte(d.rare.reason)
 	}
 	if d.sid == 0 {
-		r.id = d.ID
+		r.ID = d.ID
 	}
 	e.logRec(&r) // before put, which may hand the job to a waiter
 	e.put(&r, false)

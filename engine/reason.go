@@ -1,7 +1,6 @@
 package engine
 
 import "github.com/delayd/delayd/jobs"
-import "encoding/binary"
 
 // Failure reasons: DELAY.NACK key id [delay-ms] [ERROR text].
 //
@@ -18,10 +17,10 @@ import "encoding/binary"
 // million jobs reserved costs nothing when those reservations expire.
 //
 // In the log the reason travels:
-//   - in the add record's tail (extReason), so a rewrite, a snapshot and a
+//   - in the add record's tail (record's extReason), so a rewrite, a snapshot and a
 //     dead-lettering (whose add record recreates the job in its new queue)
 //     keep it;
-//   - in the move record's optional tail (moveReason): a NACK is one move
+//   - in the move record's optional tail (record's moveReason): a NACK is one move
 //     record that also sets the reason. A move without the tail (an older
 //     log; RESCHEDULE, PROMOTE, a delivery taken back) leaves it alone.
 //
@@ -38,13 +37,6 @@ var reasonAckTimeout = []byte(ReasonAckTimeout)
 // MaxReason bounds a failure reason's length in bytes.
 const MaxReason = 1024
 
-// The move record's optional tail: a uvarint of these bits, then each field
-// whose bit is set. No bit set: no tail (older logs read unchanged).
-const (
-	moveReason   = 1 << 0 // bytes reason
-	moveExtKnown = moveReason
-)
-
 // Reason returns the last failure reason of a job (a NACK's ERROR text, or
 // ReasonAckTimeout), and whether the job exists; "" when it has none. For
 // the dashboard, as DELAY.GET shows it. O(1).
@@ -60,29 +52,4 @@ func (e *Engine) Reason(queueName, id []byte) (string, bool) {
 		return "", false
 	}
 	return e.jobs.Reason(s), true
-}
-
-// appendMoveExt appends the move record's optional tail.
-func (r *rec) appendMoveExt(dst []byte) []byte {
-	if len(r.reason) == 0 {
-		return dst
-	}
-	dst = binary.AppendUvarint(dst, moveReason)
-	return appendBytes(dst, r.reason)
-}
-
-// moveExt reads the move record's optional tail, if there is one; only the
-// canonical form (a bit for a field that is set).
-func (d *decoder) moveExt(r *rec) {
-	if d.err != nil || len(d.b) == 0 {
-		return
-	}
-	bits := d.uvarint()
-	if bits == 0 || bits&^moveExtKnown != 0 {
-		d.err = errBadRecord
-		return
-	}
-	if r.reason = d.bytes(); d.err == nil && len(r.reason) == 0 {
-		d.err = errBadRecord
-	}
 }

@@ -1,5 +1,7 @@
 package engine
 
+import "github.com/delayd/delayd/record"
+
 // Replay's second core: the server-id index is built beside the replay.
 //
 // Profiling a start-up replay of 10M pending jobs put half of its time in
@@ -129,15 +131,15 @@ func (e *Engine) stopSidBuilder() {
 // one, with no client id that could read as one, and nothing due by its
 // time in either wheel (a firing can end reservations, which deletes from
 // the index). Anything else must sync first.
-func (e *Engine) deferrable(r *rec) bool {
+func (e *Engine) deferrable(r *record.Rec) bool {
 	b := e.j.build
-	if b == nil || r.op != opAdd || r.id != nil || e.jobs.SIDLike || r.sid <= b.ceil || e.wheel == nil {
+	if b == nil || r.Op != record.Add || r.ID != nil || e.jobs.SIDLike || r.SID <= b.ceil || e.wheel == nil {
 		return false
 	}
-	if dl, ok := e.wheel.NextDeadline(); ok && dl <= r.time {
+	if dl, ok := e.wheel.NextDeadline(); ok && dl <= r.Time {
 		return false
 	}
-	if dl, ok := e.tm.NextDeadline(); ok && dl <= r.time {
+	if dl, ok := e.tm.NextDeadline(); ok && dl <= r.Time {
 		return false
 	}
 	return true
@@ -155,7 +157,7 @@ func (e *Engine) syncSids() {
 // raiseSidCeil notes, after a record applied without the builder, that the
 // index may now hold any server id made so far. A meta record makes none.
 func (e *Engine) raiseSidCeil(op byte) {
-	if b := e.j.build; b != nil && op != opMeta {
+	if b := e.j.build; b != nil && op != record.Meta {
 		b.ceil = max(b.ceil, e.lastSID)
 	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/delayd/delayd/aof"
 	"github.com/delayd/delayd/jobs"
+	"github.com/delayd/delayd/record"
 )
 
 // The server-id index is built on another goroutine during replay
@@ -120,16 +121,16 @@ func TestReplayAddOfATakenIdBelowTheHighestReplaces(t *testing.T) {
 			t.Fatal(err)
 		}
 		now := time.Now().UnixMilli()
-		for i, r := range []rec{
-			{op: opMeta, time: now, sid: 100, seq: 10}, // a rewrite's: ids up to 100 were made
-			{op: opAdd, time: now, queue: []byte("q"), sid: 50, due: now + 1000, seq: 1, payload: []byte("old"), retry: -1},
-			{op: opAdd, time: now, queue: []byte("q"), sid: 70, due: now + 2000, seq: 2, payload: []byte("b"), retry: -1},
-			{op: opAdd, time: now, queue: []byte("q"), sid: 50, due: now + 3000, seq: 3, payload: []byte("new"), retry: -1},
+		for i, r := range []record.Rec{
+			{Op: record.Meta, Time: now, SID: 100, Seq: 10}, // a rewrite's: ids up to 100 were made
+			{Op: record.Add, Time: now, Queue: []byte("q"), SID: 50, Due: now + 1000, Seq: 1, Payload: []byte("old"), Retry: -1},
+			{Op: record.Add, Time: now, Queue: []byte("q"), SID: 70, Due: now + 2000, Seq: 2, Payload: []byte("b"), Retry: -1},
+			{Op: record.Add, Time: now, Queue: []byte("q"), SID: 50, Due: now + 3000, Seq: 3, Payload: []byte("new"), Retry: -1},
 		} {
 			if i > 0 {
-				r.ackTimeout = -1
+				r.AckTimeout = -1
 			}
-			w.Append(r.encode(nil))
+			w.Append(r.Encode(nil))
 		}
 		if err := w.Close(); err != nil {
 			t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 	"github.com/delayd/delayd/aof"
 	"github.com/delayd/delayd/jobs"
 	"github.com/delayd/delayd/journal"
+	"github.com/delayd/delayd/record"
 )
 
 // Replication (cluster mode). The engine does not know Raft: it knows a
@@ -155,7 +156,7 @@ func (e *Engine) ApplyBatch(b []byte) error {
 	for len(b) > 0 {
 		n, k := binary.Uvarint(b)
 		if k <= 0 || n > uint64(len(b)-k) {
-			return errBadRecord
+			return record.ErrBad
 		}
 		if err := e.replayRecord(b[k : k+int(n)]); err != nil {
 			return err
@@ -226,7 +227,7 @@ func (e *Engine) Restore(r io.Reader) error {
 			break
 		}
 		if n > aof.MaxRecordSize {
-			return fmt.Errorf("snapshot: %w", errBadRecord)
+			return fmt.Errorf("snapshot: %w", record.ErrBad)
 		}
 		if uint64(cap(buf)) < n {
 			buf = make([]byte, n)
@@ -267,19 +268,19 @@ func (e *Engine) snapshotLocked() []byte {
 		now = e.nowMs() // just Reset: no job
 	}
 	var out, buf []byte
-	put := func(r *rec) {
-		buf = r.encode(buf[:0])
+	put := func(r *record.Rec) {
+		buf = r.Encode(buf[:0])
 		out = binary.AppendUvarint(out, uint64(len(buf)))
 		out = append(out, buf...)
 	}
-	put(&rec{op: opMeta, time: now, sid: e.lastSID, seq: e.seq})
+	put(&record.Rec{Op: record.Meta, Time: now, SID: e.lastSID, Seq: e.seq})
 	for _, r := range e.stateRecs(now) {
 		put(&r)
 	}
 	if e.wheel != nil {
 		e.eachJob(func(s uint32, flags byte, deadline int64) {
 			r := e.addRecOf(s, flags)
-			r.time, r.deadline = now, deadline
+			r.Time, r.Deadline = now, deadline
 			put(r)
 		})
 	}
@@ -295,7 +296,7 @@ func (e *Engine) eachJob(fn func(s uint32, flags byte, deadline int64)) {
 			continue // being freed (lazyfree.go)
 		}
 		e.queues[qi].Order.Each(&e.jobs.Slab, func(s uint32) bool {
-			fn(s, flagReady, 0)
+			fn(s, record.FlagReady, 0)
 			return true
 		})
 	}
@@ -308,7 +309,7 @@ func (e *Engine) eachJob(fn func(s uint32, flags byte, deadline int64)) {
 			fn(uint32(s), 0, 0)
 		case jobs.StateReserved:
 			deadline, _ := e.wheel.Due(uint32(s))
-			fn(uint32(s), flagReserved, deadline)
+			fn(uint32(s), record.FlagReserved, deadline)
 		}
 	}
 }
@@ -324,7 +325,7 @@ func (e *Engine) replTime(now int64) {
 	if e.opts.Replicator == nil || e.repl.following.Load() {
 		return
 	}
-	e.logRec(&rec{op: opMeta, time: now, sid: e.lastSID, seq: e.seq})
+	e.logRec(&record.Rec{Op: record.Meta, Time: now, SID: e.lastSID, Seq: e.seq})
 }
 
 // replFlusher is the flusher of cluster mode: the journal proposes each

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/delayd/delayd/record"
 )
 
 // Replication when a batch does not commit: writes are refused, tickets
@@ -136,10 +138,10 @@ func TestRebuildFailsPendingTickets(t *testing.T) {
 		for _, p := range ln.r.take() {
 			p.err = nil
 			eachRecord(p.batch, func(rb []byte) {
-				var r rec
-				if err := r.decode(rb); err == nil && r.op == opAdd {
-					proposed = append(proposed, string(r.payload))
-					if string(r.payload) == "B" {
+				var r record.Rec
+				if err := r.Decode(rb); err == nil && r.Op == record.Add {
+					proposed = append(proposed, string(r.Payload))
+					if string(r.Payload) == "B" {
 						p.err = errLost // B fails late: its outcome no longer matters
 					}
 				}

@@ -248,10 +248,10 @@ func replDump(e *Engine) string {
 		}
 	}
 	for _, r := range e.limitRecs(nil, 0) {
-		fmt.Fprintf(&sb, "limit %s=%+v\n", r.queue, r.limit)
+		fmt.Fprintf(&sb, "limit %s=%+v\n", r.Queue, r.Limit)
 	}
 	for _, r := range e.pauseRecs(nil, 0) {
-		fmt.Fprintf(&sb, "paused %s\n", r.queue)
+		fmt.Fprintf(&sb, "paused %s\n", r.Queue)
 	}
 	fmt.Fprintf(&sb, "jobs=%d lastSID=%d seq=%d\n", e.njobs, e.lastSID, e.seq)
 	return sb.String()

@@ -1,10 +1,10 @@
 package engine
 
 import (
-	"encoding/binary"
 	"slices"
 
 	"github.com/delayd/delayd/jobs"
+	"github.com/delayd/delayd/record"
 )
 
 // DELAY.REQUEUE key id|ALL [to-key]: dead-lettered jobs go back to work.
@@ -14,7 +14,7 @@ import (
 // ack.go). What it had is kept as its origin: the queue it came from and
 // those three options. Few jobs are dead-lettered, so the origin lives in a
 // side table by slot (jobs.Table.Origins, flagged jobs.FlagOrigin; the job record
-// stays 64 bytes), and it travels in the add record's tail (extOrigin), so
+// stays 64 bytes), and it travels in the add record's tail (record's extOrigin), so
 // replay, rewrite, snapshot and a delivery handed back (Requeue) keep it.
 // A job keeps it wherever it goes (LMOVE), until it is requeued or ends.
 //
@@ -29,71 +29,13 @@ import (
 // Each job is one record, never a cancel plus an add, so a crash cannot
 // lose or double it. It names the job, where it goes and what it gets:
 //
-//	requeue: op time queue idkind id dst idkind id seq acktimeout retry deadletter
-//
-// and replays as a move (relocate, move.go) that then sets the options.
-const opRequeue byte = 17
+// (record.Requeue), and replays as a move (relocate, move.go) that then
+// sets the options.
 
 // origin is where a dead-lettered job came from, and the options it had
 // there (jobs.Table.Origins). Never changed once made: a Delivery may share
 // it.
 type origin = jobs.Origin
-
-// appendOrigin writes o as the add record's extOrigin field.
-func appendOrigin(dst []byte, o *origin) []byte {
-	dst = appendBytes(dst, o.Queue)
-	dst = binary.AppendVarint(dst, o.AckTimeout)
-	dst = binary.AppendVarint(dst, o.Retry)
-	return appendBytes(dst, o.DeadLetter)
-}
-
-func (d *decoder) origin() *origin {
-	o := &origin{Queue: d.bytes(), AckTimeout: d.varint(), Retry: d.varint(), DeadLetter: d.bytes()}
-	if len(o.DeadLetter) == 0 {
-		o.DeadLetter = nil
-	}
-	return o
-}
-
-func appendRequeue(dst []byte, r *rec) []byte {
-	dst = append(dst, opRequeue)
-	dst = binary.AppendVarint(dst, r.time)
-	dst = appendBytes(dst, r.queue)
-	dst = appendID(dst, r.sid, r.id)
-	dst = appendBytes(dst, r.dst)
-	dst = appendID(dst, r.dsid, r.did)
-	dst = binary.AppendUvarint(dst, r.seq)
-	dst = binary.AppendVarint(dst, r.ackTimeout)
-	dst = binary.AppendVarint(dst, r.retry)
-	return appendBytes(dst, r.deadLetter)
-}
-
-func appendID(dst []byte, sid uint64, id []byte) []byte {
-	if id == nil {
-		dst = append(dst, 0)
-		return binary.AppendUvarint(dst, sid)
-	}
-	dst = append(dst, 1)
-	return appendBytes(dst, id)
-}
-
-func (r *rec) decodeRequeue(b []byte) error {
-	d := decoder{b: b}
-	*r = rec{op: d.byte(), time: d.varint(), queue: d.bytes()}
-	r.sid, r.id = d.id()
-	r.dst = d.bytes()
-	r.dsid, r.did = d.id()
-	r.seq = d.uvarint()
-	r.ackTimeout = d.varint()
-	r.retry = d.varint()
-	if r.deadLetter = d.bytes(); len(r.deadLetter) == 0 {
-		r.deadLetter = nil
-	}
-	if d.err == nil && len(d.b) != 0 {
-		d.err = errBadRecord
-	}
-	return d.err
-}
 
 // RequeueDead requeues the ready job id of a queue (every ready job with
 // id nil) to its origin queue or, with to not nil, to to. It returns how
@@ -147,48 +89,48 @@ func (e *Engine) RequeueDead(name, id, to []byte) (int, uint64, error) {
 
 // requeueRec builds the requeue record of the ready job in slot s, to to
 // or, with to nil, to its origin; ok is false when it has neither.
-func (e *Engine) requeueRec(s uint32, to []byte) (rec, bool) {
+func (e *Engine) requeueRec(s uint32, to []byte) (record.Rec, bool) {
 	var buf [jobs.SIDLen]byte
 	j := e.jobs.At(s)
 	o := e.jobs.Origins[s] // nil without jobs.FlagOrigin
 	if to == nil && o == nil {
-		return rec{}, false
+		return record.Rec{}, false
 	}
 	src := e.queues[j.Queue].name
-	r := rec{op: opRequeue, time: e.recNow(), queue: []byte(src), sid: j.SID, dst: to, dsid: j.SID,
-		ackTimeout: int64(j.AckTimeout), retry: int64(j.Retry), deadLetter: e.jobs.DeadLetters[s]}
+	r := record.Rec{Op: record.Requeue, Time: e.recNow(), Queue: []byte(src), SID: j.SID, Dst: to, DSID: j.SID,
+		AckTimeout: int64(j.AckTimeout), Retry: int64(j.Retry), DeadLetter: e.jobs.DeadLetters[s]}
 	if o != nil {
-		r.ackTimeout, r.retry, r.deadLetter = o.AckTimeout, o.Retry, o.DeadLetter
+		r.AckTimeout, r.Retry, r.DeadLetter = o.AckTimeout, o.Retry, o.DeadLetter
 		if to == nil {
-			r.dst = o.Queue
+			r.Dst = o.Queue
 		}
 	}
 	id := e.jobs.ID(j, &buf)
 	if j.IDLen > 0 {
-		r.id, r.did = id, id
+		r.ID, r.DID = id, id
 	}
-	if src != string(r.dst) {
-		if t, ok := e.queueFor(r.dst, false); ok {
+	if src != string(r.Dst) {
+		if t, ok := e.queueFor(r.Dst, false); ok {
 			if _, taken := e.jobs.Lookup(&e.queues[t].run, t, id); taken {
-				r.did, r.dsid = nil, e.newSID(r.dst, r.time)
+				r.DID, r.DSID = nil, e.newSID(r.Dst, r.Time)
 			}
 		}
 	}
 	e.seq++
-	r.seq = e.seq
+	r.Seq = e.seq
 	return r, true
 }
 
 // requeueJob applies a requeue record to the ready job in slot s, live or
 // replayed, and returns its new queue's index (whose waiters the caller
 // serves).
-func (e *Engine) requeueJob(s uint32, r *rec) uint32 {
+func (e *Engine) requeueJob(s uint32, r *record.Rec) uint32 {
 	to := e.relocate(s, r) // r.flags is 0: the tail of the ready list
 	j := e.jobs.At(s)
 	j.Deliveries = 0
-	j.AckTimeout = uint32(min(max(r.ackTimeout, 0), 1<<32-1))
-	j.Retry = int32(min(max(r.retry, -1), 1<<31-1))
-	dl := clone(r.deadLetter) // before the old one goes: r may alias it
+	j.AckTimeout = uint32(min(max(r.AckTimeout, 0), 1<<32-1))
+	j.Retry = int32(min(max(r.Retry, -1), 1<<31-1))
+	dl := clone(r.DeadLetter) // before the old one goes: r may alias it
 	if j.Flags&jobs.FlagDL != 0 {
 		j.Flags &^= jobs.FlagDL
 		delete(e.jobs.DeadLetters, s)
@@ -202,7 +144,7 @@ func (e *Engine) requeueJob(s uint32, r *rec) uint32 {
 }
 
 // applyRequeue replays a requeue record.
-func (e *Engine) applyRequeue(r *rec) {
+func (e *Engine) applyRequeue(r *record.Rec) {
 	s, ok := e.find(r)
 	if !ok || e.jobs.At(s).State != jobs.StateReady {
 		return

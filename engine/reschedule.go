@@ -1,6 +1,9 @@
 package engine
 
-import "github.com/delayd/delayd/jobs"
+import (
+	"github.com/delayd/delayd/jobs"
+	"github.com/delayd/delayd/record"
+)
 
 // Moving a job in time by its id: DELAY.RESCHEDULE, DELAY.RESCHEDULEAT,
 // DELAY.PROMOTE. The job stays where it is stored (same slot, id, payload,
@@ -110,14 +113,14 @@ func (e *Engine) moveTo(s uint32, now, due int64) (uint64, bool) {
 	e.detach(s)
 	e.seq++
 	j.Seq, j.Due = e.seq, due
-	r := e.recFor(opMove, s)
-	r.due, r.seq, r.deliveries = due, j.Seq, j.Deliveries
+	r := e.recFor(record.Move, s)
+	r.Due, r.Seq, r.Deliveries = due, j.Seq, j.Deliveries
 	if due > now && e.wheel.Add(s, due, j.Seq) {
 		e.markDelayed(s)
 		e.poke(due)
 		return e.logRec(&r), false
 	}
-	r.flags = flagReady
+	r.Flags = record.FlagReady
 	ticket := e.logRec(&r)
 	e.pushReady(s, false)
 	return ticket, true

@@ -1,10 +1,10 @@
 package engine
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 
+	"github.com/delayd/delayd/record"
 	"github.com/delayd/delayd/schedule"
 )
 
@@ -35,18 +35,8 @@ import (
 // next and which firings are owed; this file applies those decisions:
 // records, timers, and the jobs firings add.
 //
-// Records (see record.go for the common prefix; the id is the schedule's
-// name, a client id):
-//
-//	schedule:   op time queue 1 name expr zone every payload acktimeout retry
-//	            deadletter misfire start end since last count   (the whole state)
-//	unschedule: op time queue 1 name
-//	fire:       op time queue 1 name firetime seq               (seq: the job's add order)
-const (
-	opSchedule   byte = 11
-	opUnschedule byte = 12
-	opFire       byte = 13
-)
+// Records: record.Schedule (the whole state), record.Unschedule and
+// record.Fire; the schedule's name is the record's client id.
 
 // MISFIRE policies (schedule.MisfireSkip..).
 const (
@@ -112,8 +102,8 @@ func (e *Engine) Schedule(a ScheduleArgs) (uint64, error) {
 	if a.AckTimeout < 0 {
 		a.AckTimeout = e.opts.AckTimeout
 	}
-	r := rec{op: opSchedule, time: now, queue: a.Queue, id: a.Name, payload: a.Payload,
-		ackTimeout: a.AckTimeout, retry: a.Retry, deadLetter: a.DeadLetter, sched: &st}
+	r := record.Rec{Op: record.Schedule, Time: now, Queue: a.Queue, ID: a.Name, Payload: a.Payload,
+		AckTimeout: a.AckTimeout, Retry: a.Retry, DeadLetter: a.DeadLetter, Sched: &st}
 	ticket := e.logRec(&r)
 	e.applySchedule(&r)
 	return ticket, nil
@@ -130,7 +120,7 @@ func (e *Engine) Unschedule(queue, name []byte) (bool, uint64, error) {
 	if e.sched.Get(schedule.Key{Queue: string(queue), Name: string(name)}) == nil {
 		return false, 0, nil
 	}
-	r := rec{op: opUnschedule, time: now, queue: queue, id: name}
+	r := record.Rec{Op: record.Unschedule, Time: now, Queue: queue, ID: name}
 	ticket := e.logRec(&r)
 	e.applyUnschedule(&r)
 	return true, ticket, nil
@@ -152,9 +142,9 @@ func (e *Engine) schedLive() bool {
 
 // applySchedule applies a schedule record, live or replayed: the state is
 // set outright, and a live engine arms it.
-func (e *Engine) applySchedule(r *rec) {
-	s, err := schedule.NewSched(schedule.Key{Queue: string(r.queue), Name: string(r.id)}, r.sched,
-		r.payload, r.ackTimeout, r.retry, r.deadLetter)
+func (e *Engine) applySchedule(r *record.Rec) {
+	s, err := schedule.NewSched(schedule.Key{Queue: string(r.Queue), Name: string(r.ID)}, r.Sched,
+		r.Payload, r.AckTimeout, r.Retry, r.DeadLetter)
 	if err != nil {
 		// Only a tz database without a zone it had can get here: keep
 		// the schedule, listed, but it cannot fire.
@@ -165,7 +155,7 @@ func (e *Engine) applySchedule(r *rec) {
 		e.stopSchedTimer(old)
 	}
 	e.schedChanged(s.Key.Queue)
-	e.armSchedule(s, r.time, s.St.Misfire)
+	e.armSchedule(s, r.Time, s.St.Misfire)
 }
 
 // schedChanged tells WATCH and client tracking that a queue's schedules
@@ -191,8 +181,8 @@ func clone(b []byte) []byte {
 }
 
 // applyUnschedule applies an unschedule record.
-func (e *Engine) applyUnschedule(r *rec) {
-	if s := e.sched.Get(schedule.Key{Queue: string(r.queue), Name: string(r.id)}); s != nil {
+func (e *Engine) applyUnschedule(r *record.Rec) {
+	if s := e.sched.Get(schedule.Key{Queue: string(r.Queue), Name: string(r.ID)}); s != nil {
 		e.stopSchedTimer(s)
 		e.sched.Remove(s)
 		e.schedChanged(s.Key.Queue)
@@ -202,12 +192,12 @@ func (e *Engine) applyUnschedule(r *rec) {
 // applyFire applies a fire record: the job name:T is created (unless a job
 // of that id exists) and the schedule's last fire time and count move. A
 // record not after the last firing was applied already. O(1).
-func (e *Engine) applyFire(r *rec) {
-	s := e.sched.Get(schedule.Key{Queue: string(r.queue), Name: string(r.id)})
-	if s == nil || r.due <= s.St.Last {
+func (e *Engine) applyFire(r *record.Rec) {
+	s := e.sched.Get(schedule.Key{Queue: string(r.Queue), Name: string(r.ID)})
+	if s == nil || r.Due <= s.St.Last {
 		return
 	}
-	s.St.Last = r.due
+	s.St.Last = r.Due
 	s.St.Count++
 	if !e.schedLive() {
 		s.Next = -1
@@ -215,21 +205,21 @@ func (e *Engine) applyFire(r *rec) {
 			s.Next = n
 		}
 	}
-	id := schedule.FireID(r.id, r.due)
-	if qi, ok := e.queueFor(r.queue, false); ok {
+	id := schedule.FireID(r.ID, r.Due)
+	if qi, ok := e.queueFor(r.Queue, false); ok {
 		if _, exists := e.jobs.Lookup(&e.queues[qi].run, qi, id); exists {
 			return
 		}
 	}
-	e.put(&rec{op: opAdd, time: r.time, queue: r.queue, id: id, due: r.due, seq: r.seq, payload: s.Payload,
-		ackTimeout: s.AckTimeout, retry: s.Retry, deadLetter: s.DeadLetter}, true) // fresh: looked up just now
+	e.put(&record.Rec{Op: record.Add, Time: r.Time, Queue: r.Queue, ID: id, Due: r.Due, Seq: r.Seq, Payload: s.Payload,
+		AckTimeout: s.AckTimeout, Retry: s.Retry, DeadLetter: s.DeadLetter}, true) // fresh: looked up just now
 }
 
 // fireSchedule fires s at t: one record, applied. Called with mu held, by a
 // live engine only.
 func (e *Engine) fireSchedule(s *schedule.Sched, t int64) {
 	e.seq++
-	r := rec{op: opFire, time: e.recNow(), queue: []byte(s.Key.Queue), id: []byte(s.Key.Name), due: t, seq: e.seq}
+	r := record.Rec{Op: record.Fire, Time: e.recNow(), Queue: []byte(s.Key.Queue), ID: []byte(s.Key.Name), Due: t, Seq: e.seq}
 	e.logRec(&r)
 	e.applyFire(&r)
 }
@@ -332,79 +322,12 @@ func (e *Engine) resetSchedules() { e.sched.Reset() }
 
 // scheduleRecs is every schedule as a record stamped now, for a rewrite or
 // a snapshot (stateRecs).
-func (e *Engine) scheduleRecs(now int64) []rec {
-	var out []rec
+func (e *Engine) scheduleRecs(now int64) []record.Rec {
+	var out []record.Rec
 	for _, s := range e.sched.Sorted() {
 		st := s.St
-		out = append(out, rec{op: opSchedule, time: now, queue: []byte(s.Key.Queue), id: []byte(s.Key.Name),
-			payload: s.Payload, ackTimeout: s.AckTimeout, retry: s.Retry, deadLetter: s.DeadLetter, sched: &st})
+		out = append(out, record.Rec{Op: record.Schedule, Time: now, Queue: []byte(s.Key.Queue), ID: []byte(s.Key.Name),
+			Payload: s.Payload, AckTimeout: s.AckTimeout, Retry: s.Retry, DeadLetter: s.DeadLetter, Sched: &st})
 	}
 	return out
-}
-
-// appendSched appends the body of a schedule or fire record.
-func (r *rec) appendSched(dst []byte) []byte {
-	switch r.op {
-	case opSchedule:
-		st := r.sched
-		dst = appendBytes(dst, st.Expr)
-		dst = appendBytes(dst, st.Zone)
-		dst = binary.AppendVarint(dst, st.Every)
-		dst = appendBytes(dst, r.payload)
-		dst = binary.AppendVarint(dst, r.ackTimeout)
-		dst = binary.AppendVarint(dst, r.retry)
-		dst = appendBytes(dst, r.deadLetter)
-		dst = append(dst, st.Misfire)
-		dst = binary.AppendVarint(dst, st.Start)
-		dst = binary.AppendVarint(dst, st.End)
-		dst = binary.AppendVarint(dst, st.Since)
-		dst = binary.AppendVarint(dst, st.Last)
-		dst = binary.AppendUvarint(dst, st.Count)
-	case opFire:
-		dst = binary.AppendVarint(dst, r.due)
-		dst = binary.AppendUvarint(dst, r.seq)
-	}
-	return dst
-}
-
-// sched reads the body of a schedule or fire record; the name must be a
-// client id.
-func (d *decoder) sched(r *rec) {
-	if r.id == nil {
-		d.err = errBadRecord
-		return
-	}
-	switch r.op {
-	case opSchedule:
-		st := &schedule.Rec{}
-		st.Expr = d.bytes()
-		st.Zone = d.bytes()
-		st.Every = d.varint()
-		r.payload = d.bytes()
-		r.ackTimeout = d.varint()
-		r.retry = d.varint()
-		r.deadLetter = d.bytes()
-		st.Misfire = d.byte()
-		st.Start = d.varint()
-		st.End = d.varint()
-		st.Since = d.varint()
-		st.Last = d.varint()
-		st.Count = d.uvarint()
-		if len(r.deadLetter) == 0 {
-			r.deadLetter = nil
-		}
-		if len(st.Expr) == 0 {
-			st.Expr = nil
-		}
-		if len(st.Zone) == 0 {
-			st.Zone = nil
-		}
-		if d.err == nil && (st.Misfire > MisfireAll || (st.Every > 0) == (st.Expr != nil)) {
-			d.err = errBadRecord
-		}
-		r.sched = st
-	case opFire:
-		r.due = d.varint()
-		r.seq = d.uvarint()
-	}
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/delayd/delayd/aof"
+	"github.com/delayd/delayd/record"
 	"github.com/delayd/delayd/schedule"
 )
 
@@ -385,7 +386,7 @@ func TestScheduleReplayAndRewriteKeepState(t *testing.T) {
 		}
 		synctest.Wait()
 		schedClose(t, e)
-		if n := countOps(t, fs, opFire); n != 0 {
+		if n := countOps(t, fs, record.Fire); n != 0 {
 			t.Fatalf("the rewritten log holds %d fire records", n)
 		}
 		e = mustNew(t, logged(fs, FsyncAlways))
@@ -439,9 +440,9 @@ func TestScheduleFireRecordAppliedTwiceFiresOnce(t *testing.T) {
 		schedMust(t, e, ScheduleArgs{Queue: b("q"), Name: b("s"), Every: 1000, Payload: b("p")})
 		addAt(t, e, "q", s0, fmt.Sprintf("s:%d", s0+2000), "mine") // someone took the id of the second firing
 		sleep(1000 * time.Millisecond)
-		fire := rec{op: opFire, time: s0 + 1000, queue: b("q"), id: b("s"), due: s0 + 1000, seq: 999}
+		fire := record.Rec{Op: record.Fire, Time: s0 + 1000, Queue: b("q"), ID: b("s"), Due: s0 + 1000, Seq: 999}
 		e.mu.Lock()
-		if err := e.apply(fire.encode(nil)); err != nil {
+		if err := e.apply(fire.Encode(nil)); err != nil {
 			t.Fatal(err)
 		}
 		e.mu.Unlock()

@@ -1,6 +1,9 @@
 package engine
 
-import "github.com/delayd/delayd/wheel"
+import (
+	"github.com/delayd/delayd/record"
+	"github.com/delayd/delayd/wheel"
+)
 
 // Timers are the engine's clocks that are not jobs: a recurring schedule's
 // next firing, the end of a finished unique id's tombstone, the moment a
@@ -11,7 +14,8 @@ import "github.com/delayd/delayd/wheel"
 // advanceLocked moves both: jobs first, then timers, so a timer firing at
 // t sees every job due by t already ready.
 //
-// What a timer means is its kind and ref; onTimer dispatches. Whether a
+// What a timer means is its kind and ref; the kind's feature owns it
+// (features.go), and onTimer dispatches to it. Whether a
 // kind is armed on replay or only by a live leader is the kind's business
 // (a schedule fires only where firings are decided; a tombstone's end is
 // derived from the time its job ended, live and on replay alike).
@@ -57,13 +61,8 @@ func (e *Engine) advanceTimers(now int64) {
 
 // onTimer runs a fired timer's action. Called with mu held.
 func (e *Engine) onTimer(t wheel.Timer, now int64) {
-	switch t.Kind {
-	case timerTomb:
-		e.tombEnded(t.Ref)
-	case timerLimit:
-		e.limitTimer(t.Ref)
-	case timerSchedule:
-		e.onScheduleTimer(t.Ref, now)
+	if fire := timerOf[t.Kind]; fire != nil {
+		fire(e, t.Ref, now) // the kind's owner (features.go)
 	}
 }
 
@@ -74,14 +73,13 @@ func (e *Engine) resetTimers() {
 }
 
 // stateRecs returns the records that recreate the engine's state that is
-// not jobs (schedules, tombstones, limits), stamped now, for a log rewrite
-// and a cluster snapshot; they go right after the meta record, before any
-// job. Called with mu held.
-func (e *Engine) stateRecs(now int64) []rec {
-	var out []rec
-	out = append(out, e.tombRecs(now)...)
-	out = e.limitRecs(out, now)
-	out = e.pauseRecs(out, now)
-	out = append(out, e.scheduleRecs(now)...)
+// not jobs (each feature's state: tombstones, limits, pauses, schedules;
+// features.go), stamped now, for a log rewrite and a cluster snapshot; they
+// go right after the meta record, before any job. Called with mu held.
+func (e *Engine) stateRecs(now int64) []record.Rec {
+	var out []record.Rec
+	for _, state := range stateOf {
+		out = state(e, out, now)
+	}
 	return out
 }

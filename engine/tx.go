@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/delayd/delayd/aof"
+	"github.com/delayd/delayd/record"
 )
 
 // Transactions. MULTI/EXEC runs a list of commands with no other client's
@@ -26,7 +27,7 @@ import (
 //     unit too.
 //
 // When the function returns, the unit is appended to the pending batch as
-// one framed record (see record.go, op unit), split into parts when it is
+// one framed record (record.Unit), split into parts when it is
 // larger than one log record may be; the last part is the commit.
 
 // ErrInTransaction is returned by the methods that cannot run inside Atomic:
@@ -104,10 +105,7 @@ func (e *Engine) endUnit() uint64 {
 		if n < len(body) {
 			more = 1
 		}
-		j.scratch = append(j.scratch[:0], opUnit)
-		j.scratch = binary.AppendUvarint(j.scratch, part)
-		j.scratch = append(j.scratch, more)
-		j.scratch = append(j.scratch, body[:n]...)
+		j.scratch = record.AppendUnit(j.scratch[:0], part, more, body[:n])
 		e.journal.AppendAt(j.scratch, t)
 		body = body[n:]
 		if more == 0 {
@@ -132,21 +130,20 @@ func (e *Engine) endUnit() uint64 {
 // logged more after them) are dropped by whatever record comes next, and at
 // the end of the file.
 func (e *Engine) replayRecord(p []byte) error {
-	if len(p) == 0 || p[0] != opUnit {
+	if len(p) == 0 || p[0] != record.Unit {
 		e.dropTornUnit()
 		return e.apply(p)
 	}
-	d := decoder{b: p[1:]}
-	part, more := d.uvarint(), d.byte()
-	if d.err != nil || more > 1 {
-		return errBadRecord
+	part, more, body, err := record.DecodeUnit(p)
+	if err != nil {
+		return err
 	}
 	j := &e.j
 	switch {
 	case part == 0:
 		e.dropTornUnit()
 		if more == 0 {
-			return e.applyUnit(d.b) // the usual case: a unit in one record, no copy
+			return e.applyUnit(body) // the usual case: a unit in one record, no copy
 		}
 	case !j.unitOpen || part != j.unitNext:
 		// A part whose predecessor is missing cannot commit anything.
@@ -155,11 +152,11 @@ func (e *Engine) replayRecord(p []byte) error {
 		return nil
 	}
 	j.unitOpen, j.unitNext = true, part+1
-	j.unitBuf = append(j.unitBuf, d.b...)
+	j.unitBuf = append(j.unitBuf, body...)
 	if more == 1 {
 		return nil
 	}
-	err := e.applyUnit(j.unitBuf)
+	err = e.applyUnit(j.unitBuf)
 	j.unitOpen, j.unitBuf = false, j.unitBuf[:0]
 	return err
 }
@@ -179,11 +176,11 @@ func (e *Engine) dropTornUnit() {
 // then the record. The whole body is checked before any record applies, so
 // a malformed unit changes nothing.
 func (e *Engine) applyUnit(body []byte) error {
-	var r rec
+	var r record.Rec
 	for b := body; len(b) > 0; {
 		n, k := binary.Uvarint(b)
-		if k <= 0 || n == 0 || n > uint64(len(b)-k) || r.decode(b[k:k+int(n)]) != nil {
-			return errBadRecord
+		if k <= 0 || n == 0 || n > uint64(len(b)-k) || r.Decode(b[k:k+int(n)]) != nil {
+			return record.ErrBad
 		}
 		b = b[k+int(n):]
 	}

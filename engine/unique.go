@@ -2,10 +2,10 @@ package engine
 
 import (
 	"cmp"
-	"encoding/binary"
 	"slices"
 
 	"github.com/delayd/delayd/jobs"
+	"github.com/delayd/delayd/record"
 )
 
 // Job identity beyond the job's life: UNIQUE and DEBOUNCE on DELAY.ADD.
@@ -23,7 +23,7 @@ import (
 // record that removed its job (its time field), live and on replay alike,
 // and for an expiry (not logged either) at the reservation's deadline. Its
 // end is derived the same way, so nothing is logged when it ends. Only a
-// log rewrite and a cluster snapshot write tombstones outright (opTomb,
+// log rewrite and a cluster snapshot write tombstones outright (record.Tomb,
 // through stateRecs), since the jobs whose removals made them are not in
 // them. FLUSHALL drops every tombstone, as it drops every job.
 //
@@ -39,12 +39,7 @@ import (
 // jobs keeps them and the tombstones and decides what a job's end leaves
 // (Table.EndUnique); this file applies it: the timers, the records.
 
-// opTomb is a tombstone, written by a rewrite or a snapshot:
-//
-//	tomb: op time key end        (key: uvarint, the (queue, id) hash; end: varint unix ms)
-//
-// In rec, key is carried in sid and end in due.
-const opTomb byte = 14
+// A tombstone is written by a rewrite or a snapshot as a record.Tomb.
 
 // identState is the engine's identity state: the tombstones.
 type identState struct {
@@ -116,50 +111,30 @@ func (e *Engine) tombHeld(queue, id []byte, now int64) bool {
 
 // tombRecs are the records that recreate every tombstone (stateRecs), in
 // key order, so that two snapshots of the same state are the same bytes.
-func (e *Engine) tombRecs(now int64) []rec {
-	out := make([]rec, 0, e.ident.tombs.Len())
+func (e *Engine) tombRecs(now int64) []record.Rec {
+	out := make([]record.Rec, 0, e.ident.tombs.Len())
 	for key, h := range e.ident.tombs.All() {
 		if end, ok := e.tm.Due(h); ok && end > now {
-			out = append(out, rec{op: opTomb, time: now, sid: key, due: end})
+			out = append(out, record.Rec{Op: record.Tomb, Time: now, SID: key, Due: end})
 		}
 	}
-	slices.SortFunc(out, func(a, b rec) int { return cmp.Compare(a.sid, b.sid) })
+	slices.SortFunc(out, func(a, b record.Rec) int { return cmp.Compare(a.SID, b.SID) })
 	return out
 }
 
 // applyTomb replays a tombstone record.
-func (e *Engine) applyTomb(r *rec) { e.setTomb(r.sid, r.due) }
-
-// appendTomb encodes a tombstone record (rec.encode).
-func appendTomb(dst []byte, r *rec) []byte {
-	dst = append(dst, opTomb)
-	dst = binary.AppendVarint(dst, r.time)
-	dst = binary.AppendUvarint(dst, r.sid)
-	return binary.AppendVarint(dst, r.due)
-}
-
-// decodeTomb decodes a tombstone record (rec.decode).
-func (r *rec) decodeTomb(b []byte) error {
-	d := decoder{b: b}
-	*r = rec{op: d.byte(), time: d.varint()}
-	r.sid = d.uvarint()
-	r.due = d.varint()
-	if d.err == nil && len(d.b) != 0 {
-		d.err = errBadRecord
-	}
-	return d.err
-}
+func (e *Engine) applyTomb(r *record.Rec) { e.setTomb(r.SID, r.Due) }
 
 // debounce computes the add record r of a DEBOUNCE add (a.Debounce > 0):
 // the limit is the one of the delayed job being re-added (slot s, when
 // readd), or, for a new job or one that is not delayed, now (rounded up, as
 // relative times are) plus max-wait; the due time is capped by it.
-func (e *Engine) debounce(r *rec, s uint32, readd bool, up, maxWait int64) {
-	r.debounceUntil = up + maxWait
+func (e *Engine) debounce(r *record.Rec, s uint32, readd bool, up, maxWait int64) {
+	r.DebounceUntil = up + maxWait
 	if readd {
 		if until, ok := e.jobs.DebounceUntil(s); ok {
-			r.debounceUntil = until
+			r.DebounceUntil = until
 		}
 	}
-	r.due = min(r.due, r.debounceUntil)
+	r.Due = min(r.Due, r.DebounceUntil)
 }

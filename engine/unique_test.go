@@ -10,6 +10,7 @@ import (
 
 	"github.com/delayd/delayd/aof"
 	"github.com/delayd/delayd/jobs"
+	"github.com/delayd/delayd/record"
 )
 
 // identAdd adds a job with a client id and reports whether it was added.
@@ -329,16 +330,16 @@ func TestDebouncePushesOutUpToMaxWait(t *testing.T) {
 // The tombstone record reads back to itself, and a cut or padded one is
 // refused.
 func TestUniqueTombRecordRoundTrip(t *testing.T) {
-	r := rec{op: opTomb, time: 1_700_000_000_000, sid: jobs.TombKey(b("q"), b("id")), due: 1_700_000_060_000}
-	enc := r.encode(nil)
-	var got rec
-	if err := got.decode(enc); err != nil || got.op != opTomb || got.time != r.time || got.sid != r.sid || got.due != r.due {
+	r := record.Rec{Op: record.Tomb, Time: 1_700_000_000_000, SID: jobs.TombKey(b("q"), b("id")), Due: 1_700_000_060_000}
+	enc := r.Encode(nil)
+	var got record.Rec
+	if err := got.Decode(enc); err != nil || got.Op != record.Tomb || got.Time != r.Time || got.SID != r.SID || got.Due != r.Due {
 		t.Fatalf("decoded %+v, %v", got, err)
 	}
-	if err := got.decode(enc[:len(enc)-1]); err == nil {
+	if err := got.Decode(enc[:len(enc)-1]); err == nil {
 		t.Fatal("a cut tombstone record decoded")
 	}
-	if err := got.decode(append(enc, 0)); err == nil {
+	if err := got.Decode(append(enc, 0)); err == nil {
 		t.Fatal("a padded tombstone record decoded")
 	}
 }
@@ -349,7 +350,7 @@ func identTombs(e *Engine) string {
 	defer e.mu.Unlock()
 	var sb bytes.Buffer
 	for _, r := range e.tombRecs(e.opNow) {
-		fmt.Fprintf(&sb, "%x:%d ", r.sid, r.due)
+		fmt.Fprintf(&sb, "%x:%d ", r.SID, r.Due)
 	}
 	return sb.String()
 }
