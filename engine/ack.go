@@ -17,7 +17,7 @@ func (e *Engine) reserveAt(s uint32, deadline int64) {
 	j.State = jobs.StateReserved
 	q := &e.queues[j.Queue]
 	q.Reserve(&e.jobs.Slab, s)
-	if q.watch != nil || e.trackAll {
+	if q.watch != nil || e.watches.All {
 		e.changed(q)
 	}
 	if !e.wheel.Add(s, deadline, j.Seq) {

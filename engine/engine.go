@@ -130,7 +130,7 @@ type queueEntry struct {
 	whead, wtail *waitLink
 	nwait        int
 	live         bool
-	watch        *watch       // non-nil while the name is watched or tracked (watch.go)
+	watch        *queue.Watch // non-nil while the name is watched or tracked (watch.go)
 	run          jobs.PushRun // the server ids of its list-pushed jobs (jobs/pushrun.go)
 }
 
@@ -197,16 +197,14 @@ type core struct {
 	fired   []uint32
 	toServe []uint32 // advanceLocked's queues with waiters and newly ready jobs
 
-	armed        int64             // deadline the timer goroutine sleeps until, or 0
-	fineDue      atomic.Int64      // armed's instant on Mono's clock while the timerfd alone waits for it, or 0 (Overdue)
-	opNow        int64             // the time of the last advanceLocked, which every operation begins with: its records carry it (recNow)
-	watches      map[string]*watch // names watched or tracked (watch.go)
-	onChange     func(name string)
-	trackAll     bool // call onChange for every queue's changes (TrackAll)
-	trackAllRefs int  // TrackAll(true) calls not yet undone
-	closed       bool
-	stats        Stats
-	met          metrics // lateness and ack-time histograms (metrics.go)
+	armed    int64         // deadline the timer goroutine sleeps until, or 0
+	fineDue  atomic.Int64  // armed's instant on Mono's clock while the timerfd alone waits for it, or 0 (Overdue)
+	opNow    int64         // the time of the last advanceLocked, which every operation begins with: its records carry it (recNow)
+	watches  queue.Watches // names watched or tracked, and TrackAll (watch.go)
+	onChange func(name string)
+	closed   bool
+	stats    Stats
+	met      metrics // lateness and ack-time histograms (metrics.go)
 	// inTx is set while Atomic runs: records go to the unit, and queues
 	// whose waiters a write would serve wait in txServe until it ends.
 	inTx    bool

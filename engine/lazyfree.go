@@ -75,7 +75,7 @@ type doomedQueue struct {
 // on the name and the jobs with UNIQUE or DEBOUNCE (of any queue).
 func (e *Engine) doom(qi uint32, at int64) {
 	q := &e.queues[qi]
-	if q.watch != nil || e.trackAll {
+	if q.watch != nil || e.watches.All {
 		e.changed(q) // once for the queue, as WATCH and tracking want
 	}
 	if len(e.jobs.Idents) > 0 {

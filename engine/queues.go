@@ -33,8 +33,8 @@ func (e *Engine) queueFor(name []byte, create bool) (uint32, bool) {
 	}
 	e.queues[qi] = queueEntry{name: string(name), live: true, run: e.jobs.NewRun()}
 	e.byName[e.queues[qi].name] = qi
-	if len(e.watches) > 0 {
-		e.queues[qi].watch = e.watches[e.queues[qi].name]
+	if e.watches.Len() > 0 {
+		e.queues[qi].watch = e.watches.Lookup(e.queues[qi].name)
 	}
 	if e.limits.Len() > 0 {
 		e.queues[qi].SetLimit(e.limits.Of(e.queues[qi].name))
@@ -59,7 +59,7 @@ func (e *Engine) pushReady(s uint32, atHead bool) {
 	q := &e.queues[j.Queue]
 	j.State = jobs.StateReady
 	q.Ready++
-	if q.watch != nil || e.trackAll {
+	if q.watch != nil || e.watches.All {
 		e.changed(q)
 	}
 	q.Order.Push(&e.jobs.Slab, s, atHead)
@@ -71,7 +71,7 @@ func (e *Engine) markDelayed(s uint32) {
 	q := &e.queues[j.Queue]
 	j.State = jobs.StateDelayed
 	q.Delayed++
-	if q.watch != nil || e.trackAll {
+	if q.watch != nil || e.watches.All {
 		e.changed(q)
 	}
 }
@@ -88,7 +88,7 @@ func (e *Engine) unlinkReady(s uint32) {
 func (e *Engine) detach(s uint32) {
 	j := e.jobs.At(s)
 	q := &e.queues[j.Queue]
-	if (q.watch != nil || e.trackAll) && q.live { // a doomed queue's name is another queue's now
+	if (q.watch != nil || e.watches.All) && q.live { // a doomed queue's name is another queue's now
 		e.changed(q)
 	}
 	switch j.State {
