@@ -122,7 +122,7 @@ func (e *Engine) remove(s uint32) {
 	if e.queues[qi].live {
 		e.njobs--
 	} else {
-		e.lazy.pending-- // DEL counted it out already (lazyfree.go)
+		e.lazy.Pending-- // DEL counted it out already (lazyfree.go)
 	}
 	e.releaseQueue(qi)
 }
