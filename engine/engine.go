@@ -126,12 +126,11 @@ func (o *Options) Validate() error {
 // holds a job in any state or a waiter; then it is freed.
 type queueEntry struct {
 	queue.Queue
-	name         string
-	whead, wtail *waitLink
-	nwait        int
-	live         bool
-	watch        *queue.Watch // non-nil while the name is watched or tracked (watch.go)
-	run          jobs.PushRun // the server ids of its list-pushed jobs (jobs/pushrun.go)
+	name    string
+	waiters queue.Waiters[*Waiter] // the clients blocked on it, oldest first (waiter.go)
+	live    bool
+	watch   *queue.Watch // non-nil while the name is watched or tracked (watch.go)
+	run     jobs.PushRun // the server ids of its list-pushed jobs (jobs/pushrun.go)
 }
 
 // Engine owns every job and queue. See the package doc for the locking story.
@@ -590,7 +589,7 @@ func (e *Engine) advanceLocked(now int64) {
 			q.Delayed--
 			e.stats.Fired++
 			e.pushReady(h, false)
-			if q.whead != nil && (len(e.toServe) == 0 || e.toServe[len(e.toServe)-1] != j.Queue) {
+			if q.waiters.Len() > 0 && (len(e.toServe) == 0 || e.toServe[len(e.toServe)-1] != j.Queue) {
 				e.toServe = append(e.toServe, j.Queue)
 			}
 		case jobs.StateReserved:
@@ -635,8 +634,8 @@ func (e *Engine) Stop() {
 	e.closed = true
 	for i := range e.queues {
 		q := &e.queues[i]
-		for l := q.whead; l != nil; l = q.whead {
-			e.resolve(l.w, false)
+		for l := q.waiters.First(); l != nil; l = q.waiters.First() {
+			e.resolve(l.W, false)
 		}
 	}
 	freer := e.lazy.done // it ends at its next batch (lazyfree.go)

@@ -430,11 +430,11 @@ func (e *Engine) parkedWaiters() []parked {
 	var waiting []parked
 	for i := range e.queues {
 		q := &e.queues[i]
-		if !q.live || q.whead == nil {
+		if !q.live || q.waiters.Len() == 0 {
 			continue
 		}
 		p := parked{name: q.name}
-		for l := q.whead; l != nil; l = l.next {
+		for l := q.waiters.First(); l != nil; l = l.Next() {
 			p.links = append(p.links, l)
 		}
 		waiting = append(waiting, p)

@@ -65,17 +65,10 @@ func (e *Engine) doom(qi uint32, at int64) {
 	q.live, q.watch, q.Limit = false, nil, nil
 	e.njobs -= n
 	e.lazy.Doom(qi, n)
-	if q.whead != nil {
+	if q.waiters.Len() > 0 {
 		// Blocked clients stay blocked, now on a new queue of the name.
-		head, tail, nw := q.whead, q.wtail, q.nwait
-		q.whead, q.wtail, q.nwait = nil, nil, 0
-		name := []byte(q.name)
-		nq, _ := e.queueFor(name, true) // may grow e.queues: q is stale from here
-		for l := head; l != nil; l = l.next {
-			l.q = nq
-		}
-		nqq := &e.queues[nq]
-		nqq.whead, nqq.wtail, nqq.nwait = head, tail, nw
+		nq, _ := e.queueFor([]byte(q.name), true) // may grow e.queues: q is stale from here
+		e.queues[nq].waiters = e.queues[qi].waiters.Move(nq)
 	}
 	if !e.lazy.running {
 		e.lazy.running = true

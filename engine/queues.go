@@ -46,7 +46,7 @@ func (e *Engine) queueFor(name []byte, create bool) (uint32, bool) {
 // nothing behind.
 func (e *Engine) releaseQueue(qi uint32) {
 	q := &e.queues[qi]
-	if !q.live || q.Jobs() > 0 || q.nwait > 0 {
+	if !q.live || q.Jobs() > 0 || q.waiters.Len() > 0 {
 		return
 	}
 	delete(e.byName, q.name)
