@@ -149,20 +149,14 @@ func (e *Engine) RequeueDead(name, id, to []byte) (int, uint64, error) {
 // or, with to nil, to its origin; ok is false when it has neither.
 func (e *Engine) requeueRec(s uint32, to []byte) (rec, bool) {
 	var buf [jobs.SIDLen]byte
-	j := e.jobs.At(s)
-	o := e.jobs.Origins[s] // nil without jobs.FlagOrigin
-	if to == nil && o == nil {
+	dst, ackTimeout, retry, deadLetter, ok := e.jobs.Requeue(s, to)
+	if !ok {
 		return rec{}, false
 	}
+	j := e.jobs.At(s)
 	src := e.queues[j.Queue].name
-	r := rec{op: opRequeue, time: e.recNow(), queue: []byte(src), sid: j.SID, dst: to, dsid: j.SID,
-		ackTimeout: int64(j.AckTimeout), retry: int64(j.Retry), deadLetter: e.jobs.DeadLetters[s]}
-	if o != nil {
-		r.ackTimeout, r.retry, r.deadLetter = o.AckTimeout, o.Retry, o.DeadLetter
-		if to == nil {
-			r.dst = o.Queue
-		}
-	}
+	r := rec{op: opRequeue, time: e.recNow(), queue: []byte(src), sid: j.SID, dst: dst, dsid: j.SID,
+		ackTimeout: ackTimeout, retry: retry, deadLetter: deadLetter}
 	id := e.jobs.ID(j, &buf)
 	if j.IDLen > 0 {
 		r.id, r.did = id, id
@@ -184,20 +178,7 @@ func (e *Engine) requeueRec(s uint32, to []byte) (rec, bool) {
 // serves).
 func (e *Engine) requeueJob(s uint32, r *rec) uint32 {
 	to := e.relocate(s, r) // r.flags is 0: the tail of the ready list
-	j := e.jobs.At(s)
-	j.Deliveries = 0
-	j.AckTimeout = uint32(min(max(r.ackTimeout, 0), 1<<32-1))
-	j.Retry = int32(min(max(r.retry, -1), 1<<31-1))
-	dl := clone(r.deadLetter) // before the old one goes: r may alias it
-	if j.Flags&jobs.FlagDL != 0 {
-		j.Flags &^= jobs.FlagDL
-		delete(e.jobs.DeadLetters, s)
-	}
-	if dl != nil {
-		j.Flags |= jobs.FlagDL
-		e.jobs.DeadLetters[s] = dl
-	}
-	e.jobs.SetOrigin(s, nil)
+	e.jobs.Requeued(s, r.ackTimeout, r.retry, r.deadLetter)
 	return to
 }
 
