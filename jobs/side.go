@@ -106,3 +106,21 @@ func (t *Table) Requeued(s uint32, ackTimeout, retry int64, deadLetter []byte) {
 	}
 	t.SetOrigin(s, nil)
 }
+
+// DeadLetter makes the job in slot s, out of deliveries in the queue named
+// from, a plain job of its dead-letter queue, whose name it returns (ok
+// false: it has none, and nothing changed). The job remembers where it came
+// from and with what options (its origin), and has no ack timeout, retry
+// limit, dead-letter queue, UNIQUE or DEBOUNCE any more. O(1).
+func (t *Table) DeadLetter(s uint32, from []byte) (dl []byte, ok bool) {
+	if dl, ok = t.DeadLetters[s]; !ok {
+		return nil, false
+	}
+	j := t.At(s)
+	t.SetOrigin(s, &Origin{Queue: from, AckTimeout: int64(j.AckTimeout), Retry: int64(j.Retry), DeadLetter: dl})
+	delete(t.DeadLetters, s)
+	j.Flags &^= FlagDL
+	t.DropIdent(s)
+	j.AckTimeout, j.Retry = 0, -1
+	return dl, true
+}

@@ -39,3 +39,47 @@ func TestRequeueTakesTheOriginsOptions(t *testing.T) {
 		t.Fatal("options not clamped, or the dead-letter queue kept")
 	}
 }
+
+// TestDeadLetterKeepsTheOrigin: a job out of deliveries with a dead-letter
+// queue becomes a plain job that remembers where it came from; one with
+// none is left as it was.
+func TestDeadLetterKeepsTheOrigin(t *testing.T) {
+	tb := newTable(t)
+	run := tb.NewRun()
+	none := add(tb, &run, 0, []byte("n"), 0, nil)
+	if _, ok := tb.DeadLetter(none, []byte("work")); ok {
+		t.Fatal("a job with no dead-letter queue was dead-lettered")
+	}
+	s := add(tb, &run, 0, []byte("d"), 0, nil)
+	j := tb.At(s)
+	j.AckTimeout, j.Retry, j.Flags = 700, 4, j.Flags|FlagDL
+	tb.DeadLetters[s] = []byte("dlq")
+	tb.SetIdent(s, 1000, 0)
+	dl, ok := tb.DeadLetter(s, []byte("work"))
+	if !ok || string(dl) != "dlq" {
+		t.Fatalf("dead letter %q %v", dl, ok)
+	}
+	o := tb.Origins[s]
+	if o == nil || string(o.Queue) != "work" || o.AckTimeout != 700 || o.Retry != 4 || string(o.DeadLetter) != "dlq" {
+		t.Fatalf("origin %+v", o)
+	}
+	if j.AckTimeout != 0 || j.Retry != -1 || j.Flags&(FlagDL|FlagUnique|FlagDebounce) != 0 || tb.DeadLetters[s] != nil {
+		t.Fatalf("options left: %d %d flags %b", j.AckTimeout, j.Retry, j.Flags)
+	}
+}
+
+// TestFreeSIDSkipsClientIDs: a client id that reads as the next server id
+// makes the server take the one after it.
+func TestFreeSIDSkipsClientIDs(t *testing.T) {
+	tb := newTable(t)
+	run := tb.NewRun()
+	var buf [SIDLen]byte
+	add(tb, &run, 0, append([]byte(nil), RenderSID(&buf, 5)...), 0, nil)
+	tb.SIDLike = true
+	if got := tb.FreeSID(&run, 0, 5); got != 6 {
+		t.Fatalf("FreeSID from 5 = %d, want 6", got)
+	}
+	if got := tb.FreeSID(&run, 1, 5); got != 5 {
+		t.Fatalf("in another queue: %d, want 5", got)
+	}
+}
