@@ -101,13 +101,11 @@ func (o *Options) Validate() error {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	switch o.Fsync {
-	case "":
-		o.Fsync = FsyncEverySec
-	case FsyncAlways, FsyncEverySec, FsyncNo:
-	default:
-		return fmt.Errorf("appendfsync: %q is not always, everysec or no", o.Fsync)
+	f, err := journal.FsyncPolicy(o.Fsync)
+	if err != nil {
+		return err
 	}
+	o.Fsync = f
 	if o.Replicator != nil && o.AppendOnly {
 		return fmt.Errorf("a replicated engine keeps no append-only log of its own")
 	}

@@ -59,6 +59,7 @@ package journal
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -74,6 +75,18 @@ const (
 	FsyncEverySec = "everysec"
 	FsyncNo       = "no"
 )
+
+// FsyncPolicy checks an appendfsync setting and returns it, or the default
+// (everysec) when it is empty.
+func FsyncPolicy(s string) (string, error) {
+	switch s {
+	case "":
+		return FsyncEverySec, nil
+	case FsyncAlways, FsyncEverySec, FsyncNo:
+		return s, nil
+	}
+	return "", fmt.Errorf("appendfsync: %q is not always, everysec or no", s)
+}
 
 var (
 	// ErrNotCommitted is a write's answer in cluster mode when its batch
