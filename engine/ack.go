@@ -20,7 +20,7 @@ func (e *Engine) reserveAt(s uint32, deadline int64) {
 	j.State = jobs.StateReserved
 	q := &e.queues[j.Queue]
 	q.Reserve(&e.jobs.Slab, s)
-	if q.watch != nil || e.trackAll {
+	if q.watch != nil || e.watches.All {
 		e.changed(q)
 	}
 	if !e.wheel.Add(s, deadline, j.Seq) {
@@ -85,7 +85,7 @@ func (e *Engine) exhausted(s uint32, logIt bool) uint64 {
 		ticket = e.logRec(&r)
 	}
 	e.entombEnded(s, logIt)
-	dl, ok := e.jobs.DeadLetters[s]
+	dl, ok := e.jobs.DeadLetter(s, []byte(e.queues[from].name))
 	if !ok {
 		if !e.j.replaying {
 			e.opts.Logger.Warn().Bytes("queue", []byte(e.queues[from].name)).Bytes("id", id).
@@ -97,15 +97,10 @@ func (e *Engine) exhausted(s uint32, logIt bool) uint64 {
 	}
 	e.stats.DeadLettered++
 	e.queues[from].DeadLettered++
-	e.jobs.SetOrigin(s, &origin{Queue: []byte(e.queues[from].name), AckTimeout: int64(j.AckTimeout), Retry: int64(j.Retry), DeadLetter: dl})
 	payload := append([]byte(nil), e.jobs.Payload(j)...)
 	e.jobs.Delete(&e.queues[from].run, s, id)
 	e.queues[from].Bytes -= jobs.DataSize(j)
 	e.jobs.Arena.Free(j.Data, int(j.IDLen)+int(j.Plen()))
-	delete(e.jobs.DeadLetters, s)
-	j.Flags &^= jobs.FlagDL
-	e.jobs.DropIdent(s) // a new job of the dead-letter queue
-	j.AckTimeout, j.Retry = 0, -1
 	grp, prio := e.laneOf(s) // kept in the dead-letter queue, under its own limits
 	e.queues[from].Order.Leave(&e.jobs.Slab, s)
 	to, _ := e.queueFor(dl, true)
@@ -113,15 +108,9 @@ func (e *Engine) exhausted(s uint32, logIt bool) uint64 {
 	e.queues[to].Join(&e.jobs.Slab, s, grp, prio)
 	if _, taken := e.jobs.Lookup(&e.queues[to].run, to, id); taken {
 		// Not time based, so replay makes the same id as the live server did.
-		e.lastSID++
-		for {
-			if _, taken := e.jobs.Lookup(&e.queues[to].run, to, jobs.RenderSID(&buf, e.lastSID)); !taken {
-				break
-			}
-			e.lastSID++
-		}
+		e.lastSID = e.jobs.FreeSID(&e.queues[to].run, to, e.lastSID+1)
 		j.SID, j.IDLen = e.lastSID, 0
-		id = append(id[:0], buf[:]...)
+		id = append(id[:0], jobs.RenderSID(&buf, e.lastSID)...)
 	}
 	if j.IDLen > 0 {
 		j.Data = e.storeData(id, payload)

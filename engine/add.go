@@ -142,13 +142,7 @@ func (e *Engine) newSID(queueName []byte, now int64) uint64 {
 	}
 	// A client may have chosen this very string as its own id.
 	if qi, ok := e.queueFor(queueName, false); ok {
-		var buf [jobs.SIDLen]byte
-		for {
-			if _, taken := e.jobs.Lookup(&e.queues[qi].run, qi, jobs.RenderSID(&buf, e.lastSID)); !taken {
-				break
-			}
-			e.lastSID++
-		}
+		e.lastSID = e.jobs.FreeSID(&e.queues[qi].run, qi, e.lastSID)
 	}
 	return e.lastSID
 }

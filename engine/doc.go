@@ -38,6 +38,16 @@
 // keeps the tombstones (jobs.Tombs) and each job's UNIQUE and DEBOUNCE
 // options. The files here log, arm timers and apply.
 //
+// Other state that is not the coordinator's lives in leaves too, and the
+// engine applies what they decide: the names watched by WATCH and client
+// tracking (queue.Watches; watch.go calls the change hook), each queue's
+// FIFO of parked clients (queue.Waiters; waiter.go serves them), the
+// deleted queues being freed and the pace of freeing (queue.Doomed;
+// lazyfree.go runs the freer), the order and cursor of DELAY.UPCOMING and
+// DELAY.RESERVED (jobs.Listing; upcoming.go walks the wheel), a requeued
+// job's target and options (jobs.Table.Requeue), and a transaction's unit
+// and its parts (journal.Unit, journal.Gather; tx.go).
+//
 // # Memory
 //
 // Jobs live in package jobs (a jobs.Table, e.jobs): a paged slab of
@@ -82,7 +92,8 @@
 // Engine is a handle on the state, and the handle Atomic passes on skips
 // the lock its methods would take (engineLock), so every public method runs
 // inside a transaction unchanged, at the cost of one branch. Inside it time
-// stands still and the log gathers its records into one unit (tx.go).
+// stands still and the log gathers its records into one unit (journal.Unit,
+// tx.go).
 //
 // # Time
 //

@@ -101,13 +101,11 @@ func (o *Options) Validate() error {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	switch o.Fsync {
-	case "":
-		o.Fsync = FsyncEverySec
-	case FsyncAlways, FsyncEverySec, FsyncNo:
-	default:
-		return fmt.Errorf("appendfsync: %q is not always, everysec or no", o.Fsync)
+	f, err := journal.FsyncPolicy(o.Fsync)
+	if err != nil {
+		return err
 	}
+	o.Fsync = f
 	if o.Replicator != nil && o.AppendOnly {
 		return fmt.Errorf("a replicated engine keeps no append-only log of its own")
 	}
@@ -126,12 +124,11 @@ func (o *Options) Validate() error {
 // holds a job in any state or a waiter; then it is freed.
 type queueEntry struct {
 	queue.Queue
-	name         string
-	whead, wtail *waitLink
-	nwait        int
-	live         bool
-	watch        *watch       // non-nil while the name is watched or tracked (watch.go)
-	run          jobs.PushRun // the server ids of its list-pushed jobs (jobs/pushrun.go)
+	name    string
+	waiters queue.Waiters[*Waiter] // the clients blocked on it, oldest first (waiter.go)
+	live    bool
+	watch   *queue.Watch // non-nil while the name is watched or tracked (watch.go)
+	run     jobs.PushRun // the server ids of its list-pushed jobs (jobs/pushrun.go)
 }
 
 // Engine owns every job and queue. See the package doc for the locking story.
@@ -197,16 +194,14 @@ type core struct {
 	fired   []uint32
 	toServe []uint32 // advanceLocked's queues with waiters and newly ready jobs
 
-	armed        int64             // deadline the timer goroutine sleeps until, or 0
-	fineDue      atomic.Int64      // armed's instant on Mono's clock while the timerfd alone waits for it, or 0 (Overdue)
-	opNow        int64             // the time of the last advanceLocked, which every operation begins with: its records carry it (recNow)
-	watches      map[string]*watch // names watched or tracked (watch.go)
-	onChange     func(name string)
-	trackAll     bool // call onChange for every queue's changes (TrackAll)
-	trackAllRefs int  // TrackAll(true) calls not yet undone
-	closed       bool
-	stats        Stats
-	met          metrics // lateness and ack-time histograms (metrics.go)
+	armed    int64         // deadline the timer goroutine sleeps until, or 0
+	fineDue  atomic.Int64  // armed's instant on Mono's clock while the timerfd alone waits for it, or 0 (Overdue)
+	opNow    int64         // the time of the last advanceLocked, which every operation begins with: its records carry it (recNow)
+	watches  queue.Watches // names watched or tracked, and TrackAll (watch.go)
+	onChange func(name string)
+	closed   bool
+	stats    Stats
+	met      metrics // lateness and ack-time histograms (metrics.go)
 	// inTx is set while Atomic runs: records go to the unit, and queues
 	// whose waiters a write would serve wait in txServe until it ends.
 	inTx    bool
@@ -592,7 +587,7 @@ func (e *Engine) advanceLocked(now int64) {
 			q.Delayed--
 			e.stats.Fired++
 			e.pushReady(h, false)
-			if q.whead != nil && (len(e.toServe) == 0 || e.toServe[len(e.toServe)-1] != j.Queue) {
+			if q.waiters.Len() > 0 && (len(e.toServe) == 0 || e.toServe[len(e.toServe)-1] != j.Queue) {
 				e.toServe = append(e.toServe, j.Queue)
 			}
 		case jobs.StateReserved:
@@ -637,8 +632,8 @@ func (e *Engine) Stop() {
 	e.closed = true
 	for i := range e.queues {
 		q := &e.queues[i]
-		for l := q.whead; l != nil; l = q.whead {
-			e.resolve(l.w, false)
+		for l := q.waiters.First(); l != nil; l = q.waiters.First() {
+			e.resolve(l.W, false)
 		}
 	}
 	freer := e.lazy.done // it ends at its next batch (lazyfree.go)

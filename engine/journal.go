@@ -52,14 +52,8 @@ type logState struct {
 	replayed     int   // records the start-up replay applied (INFO)
 	scratch      []byte
 
-	// A transaction's unit (tx.go): its records while Atomic runs, and its
-	// ticket once it logged one.
-	unit       []byte
-	unitTicket uint64
-	// Replay's gathering of a unit logged in parts.
-	unitBuf  []byte
-	unitOpen bool
-	unitNext uint64 // the part expected next
+	unit   journal.Unit   // a transaction's records while Atomic runs (tx.go)
+	gather journal.Gather // replay's gathering of a unit logged in parts
 
 	fmu    sync.Mutex  // guards fsyncs
 	fsyncs hist.Counts // the journal's fsync durations, µs (metrics.go)
@@ -138,7 +132,7 @@ func (e *Engine) replayFile(l *Loading) (aof.Result, error) {
 	defer func() { j.replaying = false }()
 	start := time.Now()
 	n := 0
-	j.unitOpen, j.unitBuf = false, nil
+	j.gather.Reset()
 	defer e.dropTornUnit()
 	e.startSidBuilder(j.presizeFor)
 	j.presizeFor = 0 // a reload's index grows as it must
@@ -418,11 +412,11 @@ func (e *Engine) parkedWaiters() []parked {
 	var waiting []parked
 	for i := range e.queues {
 		q := &e.queues[i]
-		if !q.live || q.whead == nil {
+		if !q.live || q.waiters.Len() == 0 {
 			continue
 		}
 		p := parked{name: q.name}
-		for l := q.whead; l != nil; l = l.next {
+		for l := q.waiters.First(); l != nil; l = l.Next() {
 			p.links = append(p.links, l)
 		}
 		waiting = append(waiting, p)

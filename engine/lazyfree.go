@@ -1,7 +1,11 @@
 package engine
 
-import "github.com/delayd/delayd/jobs"
-import "time"
+import (
+	"time"
+
+	"github.com/delayd/delayd/jobs"
+	"github.com/delayd/delayd/queue"
+)
 
 // Lazy free: DEL (and UNLINK, its twin) of a big queue must not hold the
 // lock for the whole of it (a second for 3M jobs), as Redis's lazyfree
@@ -11,7 +15,7 @@ import "time"
 // live: no lookup, SCAN, INFO count, metric or waiter reaches it, since
 // each goes by name or skips queues that are not live. A goroutine then
 // frees its jobs in batches of a bounded hold of the lock, sleeping a
-// millisecond between them (lazyPause), and frees the queue's index when
+// millisecond between them, and frees the queue's index when
 // it is empty, never before: a client id's index entry hashes (queue
 // index, id), so while the index is doomed no new queue can share it.
 //
@@ -27,47 +31,18 @@ import "time"
 //   - server ids stay in the sids table until their job is freed: harmless, since
 //     a server id is never made twice and lookup checks the job's queue.
 //
+// The list of doomed queues and the pace of freeing (a batch's bounds, the
+// pause between batches) are queue.Doomed's; the goroutine and the freeing
+// are the engine's.
+//
 // FLUSHALL needs none of this: it drops the state whole (resetState), the
 // slab holds no pointers, and Go's concurrent collector reclaims the rest.
 
-// The bounds of one batch: jobs freed, slab slots looked at for the
-// queue's jobs outside its ready list, and time, for a slow machine.
-const (
-	lazyBatch = 4096
-	lazyScan  = 1 << 16
-	lazyHold  = 250 * time.Microsecond
-	// lazyPause is the freer's sleep between batches. A client's write
-	// used to pass the lock twice (its command, then the flusher taking
-	// the batch; the journal now takes it under its own lock), and with a
-	// short pause the freer took the lock back between
-	// the two: at 50 µs other clients' median round trip was 3-4 times
-	// the baseline and, with the server on one CPU of a loaded machine,
-	// p99 10-50 ms against 2-5 ms, since a process that keeps its CPU busy
-	// is the one the OS makes wait. At 1 ms a round trip fits between two
-	// batches and the figures during a free match those without one
-	// (docs/benchmarks.md); the price is a free 3-4 times slower (3M jobs:
-	// about 17 s on the loaded 2-core machine), memory the freer gives
-	// back later but no client waits for.
-	lazyPause = time.Millisecond
-)
-
-// lazyState is the doomed queues and their freer.
+// lazyState is the doomed queues (queue.Doomed) and their freer.
 type lazyState struct {
-	queues  []doomedQueue // oldest first
-	pending int           // jobs of doomed queues not yet freed (INFO lazyfree_pending_objects)
+	queue.Doomed
 	running bool          // the freer goroutine runs
 	done    chan struct{} // closed when it ends (Stop waits)
-	maxHold time.Duration // the longest hold of the lock by one batch
-	batches int           // batches run, and the most jobs one freed (tests)
-	maxFree int
-}
-
-// doomedQueue is a queue being freed; scan is the next slab slot to look at
-// for its jobs that are not in its ready order (delayed, reserved, held by
-// a group's cap).
-type doomedQueue struct {
-	qi   uint32
-	scan uint32
 }
 
 // doom detaches queue qi from its name and leaves its jobs to the freer
@@ -75,7 +50,7 @@ type doomedQueue struct {
 // on the name and the jobs with UNIQUE or DEBOUNCE (of any queue).
 func (e *Engine) doom(qi uint32, at int64) {
 	q := &e.queues[qi]
-	if q.watch != nil || e.trackAll {
+	if q.watch != nil || e.watches.All {
 		e.changed(q) // once for the queue, as WATCH and tracking want
 	}
 	if len(e.jobs.Idents) > 0 {
@@ -89,19 +64,11 @@ func (e *Engine) doom(qi uint32, at int64) {
 	delete(e.byName, q.name)
 	q.live, q.watch, q.Limit = false, nil, nil
 	e.njobs -= n
-	e.lazy.pending += n
-	e.lazy.queues = append(e.lazy.queues, doomedQueue{qi: qi})
-	if q.whead != nil {
+	e.lazy.Doom(qi, n)
+	if q.waiters.Len() > 0 {
 		// Blocked clients stay blocked, now on a new queue of the name.
-		head, tail, nw := q.whead, q.wtail, q.nwait
-		q.whead, q.wtail, q.nwait = nil, nil, 0
-		name := []byte(q.name)
-		nq, _ := e.queueFor(name, true) // may grow e.queues: q is stale from here
-		for l := head; l != nil; l = l.next {
-			l.q = nq
-		}
-		nqq := &e.queues[nq]
-		nqq.whead, nqq.wtail, nqq.nwait = head, tail, nw
+		nq, _ := e.queueFor([]byte(q.name), true) // may grow e.queues: q is stale from here
+		e.queues[nq].waiters = e.queues[qi].waiters.Move(nq)
 	}
 	if !e.lazy.running {
 		e.lazy.running = true
@@ -116,19 +83,16 @@ func (e *Engine) lazyFree(done chan struct{}) {
 	h := &Engine{core: e.core, mu: engineLock{m: &e.core.mutex}} // never a transaction's handle
 	for {
 		h.mu.Lock()
-		if len(h.lazy.queues) == 0 || h.closed {
+		if h.lazy.Len() == 0 || h.closed {
 			h.lazy.running = false
 			h.mu.Unlock()
 			return
 		}
 		start := time.Now()
 		n := h.freeSome(start)
-		h.lazy.maxHold = max(h.lazy.maxHold, time.Since(start))
-		h.lazy.batches++
-		h.lazy.maxFree = max(h.lazy.maxFree, n)
-
+		h.lazy.Ran(n, time.Since(start))
 		h.mu.Unlock()
-		time.Sleep(lazyPause)
+		time.Sleep(queue.Pause)
 	}
 }
 
@@ -136,13 +100,10 @@ func (e *Engine) lazyFree(done chan struct{}) {
 // itself once it holds none, and returns how many jobs it freed. Called
 // with mu held.
 func (e *Engine) freeSome(start time.Time) int {
-	d := &e.lazy.queues[0]
-	q := &e.queues[d.qi]
-	over := func(n int) bool {
-		return n >= lazyBatch || n&63 == 63 && time.Since(start) > lazyHold
-	}
+	qi, scan := e.lazy.Oldest()
+	q := &e.queues[qi]
 	n := 0
-	for !over(n) {
+	for !queue.Over(n, start) {
 		s := q.Order.First()
 		if s == 0 {
 			break
@@ -151,21 +112,21 @@ func (e *Engine) freeSome(start time.Time) int {
 		n++
 	}
 	if q.Order.First() == 0 && q.Jobs() > 0 {
-		end := min(d.scan+lazyScan, e.jobs.Len())
-		for ; d.scan < end && !over(n); d.scan++ {
-			if j := e.jobs.At(d.scan); j.State != jobs.StateFree && j.Queue == d.qi {
-				e.remove(d.scan)
+		end := min(*scan+queue.Scan, e.jobs.Len())
+		for ; *scan < end && !queue.Over(n, start); *scan++ {
+			if j := e.jobs.At(*scan); j.State != jobs.StateFree && j.Queue == qi {
+				e.remove(*scan)
 				n++
 			}
 		}
-		if d.scan >= e.jobs.Len() {
-			d.scan = 0 // not reached with jobs left: no job joins a doomed queue
+		if *scan >= e.jobs.Len() {
+			*scan = 0 // not reached with jobs left: no job joins a doomed queue
 		}
 	}
 	if q.Jobs() == 0 {
 		*q = queueEntry{}
-		e.qfree = append(e.qfree, d.qi)
-		e.lazy.queues = e.lazy.queues[1:]
+		e.qfree = append(e.qfree, qi)
+		e.lazy.Freed()
 	}
 	return n
 }
@@ -188,6 +149,4 @@ func (e *Engine) dropFired(s uint32) {
 
 // resetLazy forgets the doomed queues (resetState: their indices mean
 // nothing now); a running freer finds nothing and ends.
-func (e *Engine) resetLazy() {
-	e.lazy.queues, e.lazy.pending = nil, 0
-}
+func (e *Engine) resetLazy() { e.lazy.Reset() }

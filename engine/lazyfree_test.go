@@ -8,12 +8,13 @@ import (
 	"time"
 
 	"github.com/delayd/delayd/aof"
+	"github.com/delayd/delayd/queue"
 )
 
 func lazyPending(e *Engine) (pending, doomed int) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return e.lazy.pending, len(e.lazy.queues)
+	return e.lazy.Pending, e.lazy.Len()
 }
 
 // lazyFill gives queue q ready, delayed (due in 1 s) and reserved jobs
@@ -204,7 +205,7 @@ func TestLazyFreeBoundsTheLockHold(t *testing.T) {
 			t.Error("del")
 		}
 		took = time.Since(start)
-		if p := tx.lazy.pending; p < 300_000 {
+		if p := tx.lazy.Pending; p < 300_000 {
 			t.Errorf("DEL freed %d jobs itself, want them left to the freer", 301_000-p)
 		}
 	})
@@ -216,11 +217,11 @@ func TestLazyFreeBoundsTheLockHold(t *testing.T) {
 	}
 	freed := time.Since(start)
 	e.mu.Lock()
-	hold, batches, most := e.lazy.maxHold, e.lazy.batches, e.lazy.maxFree
+	hold, batches, most := e.lazy.MaxHold, e.lazy.Batches, e.lazy.MaxFree
 	e.mu.Unlock()
 	t.Logf("301000 jobs: DEL %v, freed in %v by %d batches, longest hold %v, most jobs in one %d", took, freed, batches, hold, most)
-	if most > lazyBatch || batches < 301_000/lazyBatch {
-		t.Fatalf("%d batches, one freed %d jobs: want at most %d each", batches, most, lazyBatch)
+	if most > queue.Batch || batches < 301_000/queue.Batch {
+		t.Fatalf("%d batches, one freed %d jobs: want at most %d each", batches, most, queue.Batch)
 	}
 	if e.Info().Jobs != 0 {
 		t.Fatal("jobs left")

@@ -82,7 +82,7 @@ func (e *Engine) limitTimer(ref uint64) {
 // waiters are served once the operation is done.
 func (e *Engine) unreserve(qi, s uint32) {
 	q := &e.queues[qi]
-	if room := q.Unreserve(&e.jobs.Slab, s); room && q.whead != nil {
+	if room := q.Unreserve(&e.jobs.Slab, s); room && q.waiters.Len() > 0 {
 		if !slices.Contains(e.freed, qi) { // a few queues at most: bounded by the queues with waiters
 			e.freed = append(e.freed, qi)
 		}

@@ -73,7 +73,7 @@ func (e *Engine) MoveOrWait(src, dst []byte, ends MoveEnds) (Delivery, *Waiter, 
 	w := &Waiter{ready: make(chan struct{}, 1), links: make([]waitLink, 1),
 		move: &moveTo{dst: append([]byte(nil), dst...), ends: ends}}
 	qi, _ := e.queueFor(src, true)
-	w.links[0].w = w
+	w.links[0].W = w
 	e.park(&w.links[0], qi)
 	e.stats.WaitersNow++
 	return Delivery{}, w, nil

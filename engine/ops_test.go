@@ -85,9 +85,9 @@ func TestOpsUpcomingOrderAndBound(t *testing.T) {
 				// slab: both answer the same.
 				e.mu.Lock()
 				qi := e.byName["q"]
-				mine := func(s uint32) bool { j := e.jobs.At(s); return j.Queue == qi && j.State == jobs.StateDelayed }
-				walked, _ := e.wheel.Earliest(nil, n, -1, 0, mine)
-				scanned := e.scanEarliest(n, e.queues[qi].Delayed, mine, mine, e.byDue)
+				l := jobs.Listing{T: &e.jobs, Queue: qi, State: jobs.StateDelayed}
+				walked, _ := e.wheel.Earliest(nil, n, -1, 0, l.Mine)
+				scanned := l.Scan(n, e.queues[qi].Delayed, nil)
 				e.mu.Unlock()
 				if !slices.Equal(walked, scanned) || len(walked) != len(exp) {
 					t.Fatalf("%s, count %d: the walk and the scan differ", what, n)
@@ -734,9 +734,10 @@ func TestOpsReservedByDeadline(t *testing.T) {
 		}
 		e.mu.Lock()
 		qi := e.byName["q"]
-		mine := func(s uint32) bool { j := e.jobs.At(s); return j.Queue == qi && j.State == jobs.StateReserved }
-		walked, _ := e.wheel.Earliest(nil, 10, -1, 0, mine)
-		scanned := e.scanEarliest(10, e.queues[qi].Reserved, mine, mine, e.byDeadline)
+		l := jobs.Listing{T: &e.jobs, Queue: qi, State: jobs.StateReserved,
+			Deadline: func(s uint32) int64 { d, _ := e.wheel.Due(s); return d }}
+		walked, _ := e.wheel.Earliest(nil, 10, -1, 0, l.Mine)
+		scanned := l.Scan(10, e.queues[qi].Reserved, nil)
 		e.mu.Unlock()
 		if !slices.Equal(walked, scanned) || len(walked) != 5 {
 			t.Fatalf("the walk %v and the scan %v differ", walked, scanned)

@@ -33,8 +33,8 @@ func (e *Engine) queueFor(name []byte, create bool) (uint32, bool) {
 	}
 	e.queues[qi] = queueEntry{name: string(name), live: true, run: e.jobs.NewRun()}
 	e.byName[e.queues[qi].name] = qi
-	if len(e.watches) > 0 {
-		e.queues[qi].watch = e.watches[e.queues[qi].name]
+	if e.watches.Len() > 0 {
+		e.queues[qi].watch = e.watches.Lookup(e.queues[qi].name)
 	}
 	if e.limits.Len() > 0 {
 		e.queues[qi].SetLimit(e.limits.Of(e.queues[qi].name))
@@ -46,7 +46,7 @@ func (e *Engine) queueFor(name []byte, create bool) (uint32, bool) {
 // nothing behind.
 func (e *Engine) releaseQueue(qi uint32) {
 	q := &e.queues[qi]
-	if !q.live || q.Jobs() > 0 || q.nwait > 0 {
+	if !q.live || q.Jobs() > 0 || q.waiters.Len() > 0 {
 		return
 	}
 	delete(e.byName, q.name)
@@ -59,7 +59,7 @@ func (e *Engine) pushReady(s uint32, atHead bool) {
 	q := &e.queues[j.Queue]
 	j.State = jobs.StateReady
 	q.Ready++
-	if q.watch != nil || e.trackAll {
+	if q.watch != nil || e.watches.All {
 		e.changed(q)
 	}
 	q.Order.Push(&e.jobs.Slab, s, atHead)
@@ -71,7 +71,7 @@ func (e *Engine) markDelayed(s uint32) {
 	q := &e.queues[j.Queue]
 	j.State = jobs.StateDelayed
 	q.Delayed++
-	if q.watch != nil || e.trackAll {
+	if q.watch != nil || e.watches.All {
 		e.changed(q)
 	}
 }
@@ -88,7 +88,7 @@ func (e *Engine) unlinkReady(s uint32) {
 func (e *Engine) detach(s uint32) {
 	j := e.jobs.At(s)
 	q := &e.queues[j.Queue]
-	if (q.watch != nil || e.trackAll) && q.live { // a doomed queue's name is another queue's now
+	if (q.watch != nil || e.watches.All) && q.live { // a doomed queue's name is another queue's now
 		e.changed(q)
 	}
 	switch j.State {
@@ -122,7 +122,7 @@ func (e *Engine) remove(s uint32) {
 	if e.queues[qi].live {
 		e.njobs--
 	} else {
-		e.lazy.pending-- // DEL counted it out already (lazyfree.go)
+		e.lazy.Pending-- // DEL counted it out already (lazyfree.go)
 	}
 	e.releaseQueue(qi)
 }

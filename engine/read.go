@@ -133,7 +133,7 @@ type Info struct {
 func (e *Engine) Info() Info {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	in := Info{Jobs: e.njobs, Stats: e.stats, LazyfreePending: e.lazy.pending}
+	in := Info{Jobs: e.njobs, Stats: e.stats, LazyfreePending: e.lazy.Pending}
 	var runs int64
 	for i := range e.queues {
 		q := &e.queues[i]

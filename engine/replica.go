@@ -130,7 +130,7 @@ func (e *Engine) Lead() {
 // just arrived in each. Called with mu held. O(queues).
 func (e *Engine) serveParked() {
 	for qi := range e.queues { // serving may add queues: they have no waiters
-		if q := &e.queues[qi]; q.live && q.whead != nil {
+		if q := &e.queues[qi]; q.live && q.waiters.Len() > 0 {
 			e.serve(uint32(qi))
 		}
 	}

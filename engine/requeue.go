@@ -91,20 +91,14 @@ func (e *Engine) RequeueDead(name, id, to []byte) (int, uint64, error) {
 // or, with to nil, to its origin; ok is false when it has neither.
 func (e *Engine) requeueRec(s uint32, to []byte) (record.Rec, bool) {
 	var buf [jobs.SIDLen]byte
-	j := e.jobs.At(s)
-	o := e.jobs.Origins[s] // nil without jobs.FlagOrigin
-	if to == nil && o == nil {
+	dst, ackTimeout, retry, deadLetter, ok := e.jobs.Requeue(s, to)
+	if !ok {
 		return record.Rec{}, false
 	}
+	j := e.jobs.At(s)
 	src := e.queues[j.Queue].name
-	r := record.Rec{Op: record.Requeue, Time: e.recNow(), Queue: []byte(src), SID: j.SID, Dst: to, DSID: j.SID,
-		AckTimeout: int64(j.AckTimeout), Retry: int64(j.Retry), DeadLetter: e.jobs.DeadLetters[s]}
-	if o != nil {
-		r.AckTimeout, r.Retry, r.DeadLetter = o.AckTimeout, o.Retry, o.DeadLetter
-		if to == nil {
-			r.Dst = o.Queue
-		}
-	}
+	r := record.Rec{Op: record.Requeue, Time: e.recNow(), Queue: []byte(src), SID: j.SID, Dst: dst, DSID: j.SID,
+		AckTimeout: ackTimeout, Retry: retry, DeadLetter: deadLetter}
 	id := e.jobs.ID(j, &buf)
 	if j.IDLen > 0 {
 		r.ID, r.DID = id, id
@@ -126,20 +120,7 @@ func (e *Engine) requeueRec(s uint32, to []byte) (record.Rec, bool) {
 // serves).
 func (e *Engine) requeueJob(s uint32, r *record.Rec) uint32 {
 	to := e.relocate(s, r) // r.flags is 0: the tail of the ready list
-	j := e.jobs.At(s)
-	j.Deliveries = 0
-	j.AckTimeout = uint32(min(max(r.AckTimeout, 0), 1<<32-1))
-	j.Retry = int32(min(max(r.Retry, -1), 1<<31-1))
-	dl := clone(r.DeadLetter) // before the old one goes: r may alias it
-	if j.Flags&jobs.FlagDL != 0 {
-		j.Flags &^= jobs.FlagDL
-		delete(e.jobs.DeadLetters, s)
-	}
-	if dl != nil {
-		j.Flags |= jobs.FlagDL
-		e.jobs.DeadLetters[s] = dl
-	}
-	e.jobs.SetOrigin(s, nil)
+	e.jobs.Requeued(s, r.AckTimeout, r.Retry, r.DeadLetter)
 	return to
 }
 

@@ -163,12 +163,12 @@ func (e *Engine) applySchedule(r *record.Rec) {
 // is stale. The queue may hold no job (then it has no queue struct).
 func (e *Engine) schedChanged(name string) {
 	if qi, ok := e.byName[name]; ok {
-		if q := &e.queues[qi]; q.watch != nil || e.trackAll {
+		if q := &e.queues[qi]; q.watch != nil || e.watches.All {
 			e.changed(q)
 		}
 		return
 	}
-	if w := e.watches[name]; w != nil || e.trackAll {
+	if w := e.watches.Lookup(name); w != nil || e.watches.All {
 		e.changed(&queueEntry{name: name, watch: w})
 	}
 }

@@ -78,57 +78,15 @@ func (e *Engine) Atomic(fn func(tx *Engine)) (ticket uint64, err error) {
 
 // unitRec appends a record made inside Atomic to the unit and returns the
 // unit's ticket, taken at its first record. Called with mu held.
-func (e *Engine) unitRec(b []byte) uint64 {
-	j := &e.j
-	j.unit = binary.AppendUvarint(j.unit, uint64(len(b)))
-	j.unit = append(j.unit, b...)
-	if j.unitTicket == 0 {
-		j.unitTicket = e.journal.NextTicket()
-	}
-	return j.unitTicket
-}
+func (e *Engine) unitRec(b []byte) uint64 { return e.j.unit.Add(e.journal, b) }
 
-// endUnit appends the unit, if anything was logged, to the pending batch as
-// one record, or as parts with the last one the commit when it is larger
-// than unitPartMax. Every part carries the unit's ticket, so no reply of the
-// transaction leaves before the commit is written. O(size of the unit).
-func (e *Engine) endUnit() uint64 {
-	j := &e.j
-	t := j.unitTicket
-	if t == 0 {
-		return 0
-	}
-	body := j.unit
-	for part := uint64(0); ; part++ {
-		n := min(len(body), unitPartMax)
-		more := byte(0)
-		if n < len(body) {
-			more = 1
-		}
-		j.scratch = record.AppendUnit(j.scratch[:0], part, more, body[:n])
-		e.journal.AppendAt(j.scratch, t)
-		body = body[n:]
-		if more == 0 {
-			break
-		}
-	}
-	if cap(j.unit) > 1<<20 {
-		j.unit = nil // do not keep a big transaction's buffer
-	} else {
-		j.unit = j.unit[:0]
-	}
-	if cap(j.scratch) > 1<<20 {
-		j.scratch = nil
-	}
-	j.unitTicket = 0
-	return t
-}
+// endUnit appends the unit, if anything was logged, to the pending batch
+// (journal.Unit) and returns its ticket. Called with mu held.
+func (e *Engine) endUnit() uint64 { return e.j.unit.End(e.journal, unitPartMax) }
 
 // replayRecord applies one record of the log file. A unit's parts are
-// gathered until its commit, then its records are applied in order; parts
-// whose commit never came (a crash tore the unit, and a restart may have
-// logged more after them) are dropped by whatever record comes next, and at
-// the end of the file.
+// gathered until its commit (journal.Gather), then its records are applied
+// in order.
 func (e *Engine) replayRecord(p []byte) error {
 	if len(p) == 0 || p[0] != record.Unit {
 		e.dropTornUnit()
@@ -138,38 +96,29 @@ func (e *Engine) replayRecord(p []byte) error {
 	if err != nil {
 		return err
 	}
-	j := &e.j
-	switch {
-	case part == 0:
+	if part == 0 {
 		e.dropTornUnit()
-		if more == 0 {
-			return e.applyUnit(body) // the usual case: a unit in one record, no copy
-		}
-	case !j.unitOpen || part != j.unitNext:
-		// A part whose predecessor is missing cannot commit anything.
+	}
+	body, done, orphan := e.j.gather.Part(part, more == 1, body)
+	if orphan {
 		e.dropTornUnit()
 		e.opts.Logger.Warn().Uint64("part", part).Msg("log: a transaction part without its start dropped")
 		return nil
 	}
-	j.unitOpen, j.unitNext = true, part+1
-	j.unitBuf = append(j.unitBuf, body...)
-	if more == 1 {
+	if !done {
 		return nil
 	}
-	err = e.applyUnit(j.unitBuf)
-	j.unitOpen, j.unitBuf = false, j.unitBuf[:0]
+	err = e.applyUnit(body)
+	e.j.gather.Applied()
 	return err
 }
 
 // dropTornUnit forgets the parts of a unit whose commit did not follow.
 func (e *Engine) dropTornUnit() {
-	j := &e.j
-	if !j.unitOpen {
-		return
+	if torn, parts, n := e.j.gather.Torn(); torn {
+		e.opts.Logger.Warn().Uint64("parts", parts).Int("bytes", n).
+			Msg("log: a transaction torn by a crash was dropped whole (its commit was never written)")
 	}
-	e.opts.Logger.Warn().Uint64("parts", j.unitNext).Int("bytes", len(j.unitBuf)).
-		Msg("log: a transaction torn by a crash was dropped whole (its commit was never written)")
-	j.unitOpen, j.unitNext, j.unitBuf = false, 0, j.unitBuf[:0]
 }
 
 // applyUnit applies the records of a committed unit, each a uvarint length

@@ -1,6 +1,9 @@
 package engine
 
-import "github.com/delayd/delayd/latetrace"
+import (
+	"github.com/delayd/delayd/latetrace"
+	"github.com/delayd/delayd/queue"
+)
 
 // Blocking pops follow Redis's design (blocked.c): pop first and park only if
 // every named queue is empty. Each queue keeps a FIFO of waiters and each
@@ -30,11 +33,8 @@ type Waiter struct {
 	one [1]waitLink
 }
 
-type waitLink struct {
-	w          *Waiter
-	q          uint32
-	prev, next *waitLink
-}
+// waitLink is a waiter's place in one queue's FIFO (queue.Waiters).
+type waitLink = queue.WaitLink[*Waiter]
 
 // Ready is signalled once when the waiter is served or released by shutdown;
 // then Result tells which.
@@ -108,7 +108,7 @@ func (e *Engine) wait(names [][]byte, mode PopMode) (*Waiter, error) {
 	}
 	for i, name := range names {
 		qi, _ := e.queueFor(name, true)
-		w.links[i].w = w
+		w.links[i].W = w
 		e.park(&w.links[i], qi)
 	}
 	e.stats.WaitersNow++
@@ -116,17 +116,7 @@ func (e *Engine) wait(names [][]byte, mode PopMode) (*Waiter, error) {
 }
 
 // park appends a waiter's link to the tail of queue qi's FIFO. O(1).
-func (e *Engine) park(l *waitLink, qi uint32) {
-	q := &e.queues[qi]
-	l.q, l.prev, l.next = qi, q.wtail, nil
-	if q.wtail != nil {
-		q.wtail.next = l
-	} else {
-		q.whead = l
-	}
-	q.wtail = l
-	q.nwait++
-}
+func (e *Engine) park(l *waitLink, qi uint32) { e.queues[qi].waiters.Park(l, qi) }
 
 // CancelWait ends a wait that timed out or whose client left. If the waiter
 // was served in the meantime, it returns that job: the caller either replies
@@ -145,7 +135,7 @@ func (e *Engine) CancelWait(w *Waiter) (Delivery, bool) {
 // transaction it only notes the queue: Atomic serves it at the end.
 func (e *Engine) serve(qi uint32) {
 	if e.inTx {
-		if e.queues[qi].whead != nil {
+		if e.queues[qi].waiters.Len() > 0 {
 			e.txServe = append(e.txServe, qi)
 		}
 		return
@@ -164,12 +154,12 @@ func (e *Engine) serveWaiters(qi uint32) {
 	}
 	for {
 		q := &e.queues[qi]
-		if q.whead == nil || e.replWritable() != nil || !e.canTake(qi) {
+		if q.waiters.Len() == 0 || e.replWritable() != nil || !e.canTake(qi) {
 			// A follower (or a leader that must be rebuilt) serves no one:
 			// the pop would be a record no leader made.
 			return
 		}
-		w := q.whead.w
+		w := q.waiters.First().W
 		if w.allow != nil && !w.allow() {
 			w.refused = true
 			e.resolve(w, false)
@@ -196,22 +186,10 @@ func (e *Engine) resolve(w *Waiter, got bool) {
 	w.done, w.got = true, got
 	for i := range w.links {
 		l := &w.links[i]
-		q := &e.queues[l.q]
-		if l.prev != nil {
-			l.prev.next = l.next
-		} else {
-			q.whead = l.next
-		}
-		if l.next != nil {
-			l.next.prev = l.prev
-		} else {
-			q.wtail = l.prev
-		}
-		l.prev, l.next = nil, nil
-		q.nwait--
+		e.queues[l.Q].waiters.Unlink(l)
 	}
 	for i := range w.links {
-		e.releaseQueue(w.links[i].q)
+		e.releaseQueue(w.links[i].Q)
 	}
 	e.stats.WaitersNow--
 	if traceOn && got {

@@ -1,40 +1,27 @@
 package engine
 
-// Watching queues. WATCH (optimistic transactions) and CLIENT TRACKING
-// (client-side caching) both need to know when a queue changes, including
-// the changes no command makes: a job firing from the wheel, a reservation
-// expiring. Only names that someone watches or tracks are registered, so a
-// queue nobody watches pays one nil check per change, and a name can be
-// watched while its queue does not exist (it is attached when the queue is
-// made, as Redis lets a client WATCH a missing key).
+import "github.com/delayd/delayd/queue"
 
-// watch is the registry entry of one watched or tracked name.
-type watch struct {
-	version uint64 // bumped on every change to the queue
-	refs    int    // WATCHes holding the name
-	tracked bool   // a tracking client read it since its last change
-}
+// Watching queues for WATCH and CLIENT TRACKING: the table of watched names
+// and their versions is queue.Watches; the engine attaches an entry to the
+// queue of its name (queueEntry.watch), records every change under its
+// lock, and calls the change hook.
 
 // Watch registers a WATCH of the named queue and returns its version; the
 // caller compares it with Version later and must call Unwatch once. O(1).
 func (e *Engine) Watch(name []byte) uint64 {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	w := e.watchFor(name)
-	w.refs++
-	return w.version
+	return e.watchFor(name).Hold()
 }
 
 // Unwatch drops a WATCH taken with Watch. O(1).
 func (e *Engine) Unwatch(name []byte) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	w, ok := e.watches[string(name)]
-	if !ok {
-		return
+	if e.watches.Release(name) {
+		e.unwatched(string(name))
 	}
-	w.refs--
-	e.dropIfIdle(string(name), w)
 }
 
 // Version is the named queue's version: it differs from what Watch returned
@@ -43,8 +30,8 @@ func (e *Engine) Version(name []byte) uint64 {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.advanceLocked(e.nowMs()) // a job due by now has fired: that is a change
-	if w, ok := e.watches[string(name)]; ok {
-		return w.version
+	if w := e.watches.Lookup(string(name)); w != nil {
+		return w.Version
 	}
 	return 0
 }
@@ -55,7 +42,7 @@ func (e *Engine) Version(name []byte) uint64 {
 func (e *Engine) Track(name []byte) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.watchFor(name).tracked = true
+	e.watchFor(name).Track()
 }
 
 // SetOnChange sets the hook called when a tracked queue changes (see Track).
@@ -67,34 +54,6 @@ func (e *Engine) SetOnChange(fn func(name string)) {
 	e.onChange = fn
 }
 
-// watchFor returns the registry entry of name, making it (and attaching it
-// to the queue, if the queue exists) when there is none. Called with mu held.
-func (e *Engine) watchFor(name []byte) *watch {
-	if w, ok := e.watches[string(name)]; ok {
-		return w
-	}
-	if e.watches == nil {
-		e.watches = make(map[string]*watch)
-	}
-	w := &watch{}
-	e.watches[string(name)] = w
-	if qi, ok := e.byName[string(name)]; ok {
-		e.queues[qi].watch = w
-	}
-	return w
-}
-
-// dropIfIdle forgets an entry nobody holds any more. Called with mu held.
-func (e *Engine) dropIfIdle(name string, w *watch) {
-	if w.refs > 0 || w.tracked {
-		return
-	}
-	delete(e.watches, name)
-	if qi, ok := e.byName[name]; ok {
-		e.queues[qi].watch = nil
-	}
-}
-
 // TrackAll makes every change to every queue call the change hook, watched
 // or not: CLIENT TRACKING's BCAST mode is told of changes to keys nobody
 // read. Calls count: each TrackAll(true) is undone by one TrackAll(false),
@@ -103,46 +62,52 @@ func (e *Engine) dropIfIdle(name string, w *watch) {
 func (e *Engine) TrackAll(on bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if on {
-		e.trackAllRefs++
-	} else if e.trackAllRefs > 0 {
-		e.trackAllRefs--
-	}
-	e.trackAll = e.trackAllRefs > 0
+	e.watches.TrackAll(on)
 }
 
-// changed records a change to queue q, which has a registry entry unless
-// TrackAll is on. Called with mu held, by every place a job enters or
-// leaves a state.
+// watchFor returns the entry of name, making it (and attaching it to the
+// queue, if the queue exists) when there is none. Called with mu held.
+func (e *Engine) watchFor(name []byte) *queue.Watch {
+	w, made := e.watches.For(name)
+	if made {
+		if qi, ok := e.byName[string(name)]; ok {
+			e.queues[qi].watch = w
+		}
+	}
+	return w
+}
+
+// unwatched detaches the entry of name, gone from the table, from its
+// queue. Called with mu held.
+func (e *Engine) unwatched(name string) {
+	if qi, ok := e.byName[name]; ok {
+		e.queues[qi].watch = nil
+	}
+}
+
+// changed records a change to queue q, which has an entry unless TrackAll
+// is on. Called with mu held, by every place a job enters or leaves a
+// state, behind the test q.watch != nil || e.watches.All.
 func (e *Engine) changed(q *queueEntry) {
-	w := q.watch
-	if w == nil {
-		if e.onChange != nil {
-			e.onChange(q.name)
-		}
-		return
+	tell, dropped := e.watches.Changed(q.name, q.watch)
+	if tell && e.onChange != nil {
+		e.onChange(q.name)
 	}
-	w.version++
-	if w.tracked || e.trackAll {
-		w.tracked = false
-		if e.onChange != nil {
-			e.onChange(q.name)
-		}
+	if dropped {
+		e.unwatched(q.name)
 	}
-	e.dropIfIdle(q.name, w)
 }
 
 // changedAll records a change to every watched name: the engine's state was
 // rebuilt (a reload after a failed log write) and any of them may differ.
 func (e *Engine) changedAll() {
-	for name, w := range e.watches {
-		w.version++
-		if w.tracked {
-			w.tracked = false
-			if e.onChange != nil {
-				e.onChange(name)
-			}
+	tell, dropped := e.watches.ChangedAll()
+	if e.onChange != nil {
+		for _, name := range tell {
+			e.onChange(name)
 		}
-		e.dropIfIdle(name, w)
+	}
+	for _, name := range dropped {
+		e.unwatched(name)
 	}
 }

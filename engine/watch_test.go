@@ -38,8 +38,8 @@ func TestWatchVersionMovesOnEveryChange(t *testing.T) {
 			t.Fatal("a change to another queue moved q's version")
 		}
 		e.Unwatch(b("q"))
-		if len(e.watches) != 0 {
-			t.Fatalf("registry keeps %d names after the last Unwatch", len(e.watches))
+		if e.watches.Len() != 0 {
+			t.Fatalf("registry keeps %d names after the last Unwatch", e.watches.Len())
 		}
 	})
 }
@@ -75,8 +75,8 @@ func TestTrackCallsTheHookOncePerRead(t *testing.T) {
 		if len(got) != 2 {
 			t.Fatalf("hook calls %q, want two", got)
 		}
-		if len(e.watches) != 0 {
-			t.Fatalf("registry keeps %d names after the tracked change", len(e.watches))
+		if e.watches.Len() != 0 {
+			t.Fatalf("registry keeps %d names after the tracked change", e.watches.Len())
 		}
 		if e.queues != nil && len(e.byName) != 0 {
 			t.Fatal("an empty queue was kept")

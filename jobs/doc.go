@@ -2,7 +2,8 @@
 // 64-byte pointer-free job record and its states, the paged slab of records
 // addressed by slot, the arena of ids and payloads, the free slot list, the
 // id index (server ids, client ids, and the push runs of list-pushed jobs),
-// and the side tables by slot that hold what only a few jobs have.
+// the side tables by slot that hold what only a few jobs have, and the
+// order and cursor of a listing of one queue's delayed or reserved jobs.
 //
 // It is a leaf: no goroutines, no import of the engine, and no callbacks.
 // A Table answers and changes its own state; the engine, which holds one

@@ -53,3 +53,16 @@ func ParseSID(b []byte) (uint64, bool) {
 	}
 	return n, true
 }
+
+// FreeSID returns the first server id from sid on that no job of queue q
+// (run: its push run) has as its id: a client may have chosen that very
+// string as its own. O(1) unless one did.
+func (t *Table) FreeSID(run *PushRun, q uint32, sid uint64) uint64 {
+	var buf [SIDLen]byte
+	for {
+		if _, taken := t.Lookup(run, q, RenderSID(&buf, sid)); !taken {
+			return sid
+		}
+		sid++
+	}
+}

@@ -1,8 +1,9 @@
 // Package journal owns delayd's write-ahead side: the pending batch of
 // records and their tickets, group commit to a sink (the append-only log
 // file, or in cluster mode a Replicator's proposals), the fsync policies,
-// durable waits, and what a failed write or fsync leaves behind (the
-// disk-full probe, the refusal of writes).
+// durable waits, what a failed write or fsync leaves behind (the
+// disk-full probe, the refusal of writes), and a transaction's unit: its
+// records logged as one, in parts if it is big, and gathered on replay.
 //
 // It knows nothing of jobs or of the engine that owns it. Its owner
 // encodes records, appends them in apply order under its own lock
@@ -58,6 +59,7 @@ package journal
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -73,6 +75,18 @@ const (
 	FsyncEverySec = "everysec"
 	FsyncNo       = "no"
 )
+
+// FsyncPolicy checks an appendfsync setting and returns it, or the default
+// (everysec) when it is empty.
+func FsyncPolicy(s string) (string, error) {
+	switch s {
+	case "":
+		return FsyncEverySec, nil
+	case FsyncAlways, FsyncEverySec, FsyncNo:
+		return s, nil
+	}
+	return "", fmt.Errorf("appendfsync: %q is not always, everysec or no", s)
+}
 
 var (
 	// ErrNotCommitted is a write's answer in cluster mode when its batch

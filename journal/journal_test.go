@@ -350,3 +350,14 @@ func TestReplicatedTickets(t *testing.T) {
 		}
 	})
 }
+
+func TestFsyncPolicy(t *testing.T) {
+	for in, want := range map[string]string{"": FsyncEverySec, FsyncAlways: FsyncAlways, FsyncEverySec: FsyncEverySec, FsyncNo: FsyncNo} {
+		if got, err := FsyncPolicy(in); err != nil || got != want {
+			t.Fatalf("FsyncPolicy(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+	if _, err := FsyncPolicy("sometimes"); err == nil || err.Error() != `appendfsync: "sometimes" is not always, everysec or no` {
+		t.Fatalf("FsyncPolicy(sometimes): %v", err)
+	}
+}
