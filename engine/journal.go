@@ -508,31 +508,20 @@ func (e *Engine) Rewrite() error {
 	if err := e.writable(); err != nil {
 		return err
 	}
-	// The plan: every job, in the order replay must see it: each ready list
-	// in order, then the rest. Each is written as it is when its chunk is
-	// copied; records logged meanwhile go to the tail, and since every record
-	// sets a state outright, the tail applied on top converges on the live
-	// state. A job that became ready since the plan is still written as
-	// delayed, so replay's wheel orders it by (due, add order).
+	// The plan: every job, in the order replay must see it (eachJob). Each
+	// is written as it is when its chunk is copied; records logged meanwhile
+	// go to the tail, and since every record sets a state outright, the
+	// tail applied on top converges on the live state. A job that became
+	// ready since the plan is still written as delayed, so replay's wheel
+	// orders it by (due, add order).
 	type entry struct {
 		slot  uint32
 		ready bool
 	}
 	plan := make([]entry, 0, e.njobs)
-	for qi := range e.queues {
-		if !e.queues[qi].live {
-			continue // being freed (lazyfree.go): its DEL is logged
-		}
-		e.queues[qi].Order.Each(&e.jobs.Slab, func(s uint32) bool {
-			plan = append(plan, entry{s, true})
-			return true
-		})
-	}
-	for s := range e.jobs.Len() {
-		if jb := e.jobs.At(s); (jb.State == jobs.StateDelayed || jb.State == jobs.StateReserved) && e.queues[jb.Queue].live {
-			plan = append(plan, entry{uint32(s), false})
-		}
-	}
+	e.eachJob(func(s uint32, flags byte, _ int64) {
+		plan = append(plan, entry{s, flags == record.FlagReady})
+	})
 	snapTime := e.nowMs()
 	meta := record.Rec{Op: record.Meta, Time: snapTime, SID: e.lastSID, Seq: e.seq}
 	// The state that is not jobs is small next to them (schedules, limits)
