@@ -24,16 +24,10 @@ type Options struct {
 	// Tick is the wheel's level-0 tick in milliseconds (default 1). A job is
 	// ready at the end of the tick holding its due time, never before.
 	Tick int64
-	// FineTimer wakes the timer goroutine on a kernel timer with
-	// microsecond resolution (Linux's timerfd, through the netpoller)
-	// instead of the Go runtime's timer; in a busy process the commands
-	// it runs wake it (Overdue). The runtime's timers wake an idle process
-	// up to a millisecond late (its epoll_wait takes whole milliseconds),
-	// and that was most of the time between a job's due millisecond and a
-	// blocked worker getting it.
-	// Off by default because tests run the engine on testing/synctest's fake
-	// clock, which only the runtime's timers follow; the server turns it on.
-	// Elsewhere than Linux it does nothing.
+	// FineTimer wakes the timer goroutine on a Linux timerfd instead of the
+	// runtime's timer, which wakes an idle process up to a millisecond late
+	// (docs/decisions/timer-wakeup.md). Off by default: tests run on
+	// testing/synctest's fake clock, which only the runtime's timers follow.
 	FineTimer bool
 	// MaxPayload bounds one payload in bytes (default 4 MiB; exactly this
 	// size is accepted).
@@ -423,20 +417,11 @@ func (e *Engine) clockAt(at time.Duration) (now, up int64) {
 // Now returns the engine's current unix time in milliseconds.
 func (e *Engine) Now() int64 { return e.nowMs() }
 
-// run is the goroutine that drives time: it sleeps until the wheel's next
-// deadline, then advances the wheel by elapsed time. With no job delayed it
-// sleeps until woken: an idle server does no work.
-//
-// A deadline is the first nanosecond of the due millisecond (until), and
-// the wheel fires a job in the first advance whose floored now reaches its
-// due millisecond, so the wake-up itself is the only lateness the engine
-// adds. The runtime's timer is exact while the process is busy (the
-// scheduler checks timers at every switch and runs the woken goroutine
-// next) but up to a millisecond late when it is idle. With
-// Options.FineTimer a timerfd replaces it: exact when idle, but behind the
-// run queue when busy (netpoll is polled when the run queue empties), so
-// there the commands that keep the process busy wake it (Overdue), and
-// every write advances the wheel itself.
+// run is the goroutine that drives time: it sleeps until the earlier of the
+// wheels' next deadlines (the first nanosecond of the due millisecond), then
+// advances them by elapsed time; with nothing delayed it sleeps until woken.
+// How it wakes, and why commands are the backstop of a busy process
+// (Overdue): docs/decisions/timer-wakeup.md.
 func (e *Engine) run() {
 	defer close(e.done)
 	t := time.NewTimer(time.Hour)
