@@ -1,14 +1,12 @@
 package engine
 
 import (
-	"bufio"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"sync/atomic"
 
-	"github.com/delayd/delayd/aof"
 	"github.com/delayd/delayd/jobs"
 	"github.com/delayd/delayd/journal"
 	"github.com/delayd/delayd/record"
@@ -173,7 +171,7 @@ func (e *Engine) Reset() {
 // After an error the state is partial: Reset it before anything else.
 // O(jobs).
 func (e *Engine) Restore(r io.Reader) error {
-	br := bufio.NewReaderSize(r, 1<<20)
+	sr := record.NewSnapReader(r)
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if !e.repl.following.Load() {
@@ -181,33 +179,13 @@ func (e *Engine) Restore(r io.Reader) error {
 	}
 	e.j.replaying = true
 	defer e.endApply()
-	var buf []byte
 	for {
-		n, err := binary.ReadUvarint(br)
-		if err == io.EOF {
-			err = io.ErrUnexpectedEOF // no end mark: cut short
-		}
+		buf, err := sr.Next()
 		if err != nil {
 			return fmt.Errorf("snapshot: %w", err)
 		}
-		if n == 0 { // the end mark
-			if _, err := br.ReadByte(); err != io.EOF {
-				return fmt.Errorf("snapshot: data after its end")
-			}
+		if buf == nil { // the end mark
 			break
-		}
-		if n > aof.MaxRecordSize {
-			return fmt.Errorf("snapshot: %w", record.ErrBad)
-		}
-		if uint64(cap(buf)) < n {
-			buf = make([]byte, n)
-		}
-		buf = buf[:n]
-		if _, err := io.ReadFull(br, buf); err != nil {
-			if err == io.EOF {
-				err = io.ErrUnexpectedEOF
-			}
-			return fmt.Errorf("snapshot: %w", err)
 		}
 		if err := e.replayRecord(buf); err != nil {
 			return fmt.Errorf("snapshot: %w", err)
@@ -240,8 +218,7 @@ func (e *Engine) snapshotLocked() []byte {
 	var out, buf []byte
 	put := func(r *record.Rec) {
 		buf = r.Encode(buf[:0])
-		out = binary.AppendUvarint(out, uint64(len(buf)))
-		out = append(out, buf...)
+		out = record.AppendSnap(out, buf)
 	}
 	put(&record.Rec{Op: record.Meta, Time: now, SID: e.lastSID, Seq: e.seq})
 	for _, r := range e.stateRecs(now) {
@@ -254,7 +231,7 @@ func (e *Engine) snapshotLocked() []byte {
 			put(r)
 		})
 	}
-	return append(out, 0)
+	return record.EndSnap(out)
 }
 
 // eachJob calls fn for every job in the order replay must see them: each
