@@ -125,13 +125,9 @@ type queueEntry struct {
 	run     jobs.PushRun // the server ids of its list-pushed jobs (jobs/pushrun.go)
 }
 
-// Engine owns every job and queue. See the package doc for the locking story.
-//
-// An Engine is a handle on the state. The one New returns takes the state's
-// lock in every public method; the handle Atomic passes to its function
-// runs inside the lock Atomic already holds (see engineLock), so the same
-// methods serve both, and a method written with the usual
-// e.mu.Lock(); defer e.mu.Unlock() works inside a transaction unchanged.
+// Engine owns every job and queue (the package doc says how it locks). It
+// is a handle on the state: the one New returns takes the lock in every
+// public method; the one Atomic passes skips it (engineLock).
 type Engine struct {
 	*core
 	mu engineLock
@@ -586,14 +582,9 @@ func (e *Engine) advanceLocked(now int64) {
 		}
 	}
 	e.fired = fired[:0]
-	// Waiters are served once every job that fired is ready, not job by
-	// job: a blocked DELAY.MPOP ... COUNT n then takes up to n of the jobs
-	// due in this tick, as a blocked BLMPOP takes up to n of the elements
-	// one LPUSH adds, where serving each job as it fired handed one job to
-	// each of n waiters (docs/decisions/blocking.md). Single pops are served in the same order either
-	// way: the ready list is FIFO and the queues are served in the order
-	// their first job fired. A queue listed twice is served twice; the
-	// second finds no one to serve.
+	// Waiters are served once every fired job is ready, so a blocked MPOP
+	// COUNT n takes up to n of a tick's jobs (docs/decisions/blocking.md);
+	// single pops are served in the same order either way.
 	for _, qi := range e.toServe {
 		e.serve(qi)
 	}
