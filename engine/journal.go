@@ -294,71 +294,17 @@ func (e *Engine) writeOwed() {
 	}
 }
 
-// flusher is the group commit loop: it runs the journal's steps. It exits
-// when the engine closes, after writing and fsyncing everything pending.
+// flusher is the goroutine of the journal's group commit loop
+// (journal.RunFlusher), and under everysec it starts the syncer's. It
+// exits when the engine closes, after writing and fsyncing everything.
 func (e *Engine) flusher() {
-	jn := e.journal
 	defer close(e.logDone)
-	var tick <-chan time.Time
 	var syncReq, syncDone chan struct{} // to and from the syncer (everysec)
-	if e.opts.Fsync != FsyncAlways {
-		t := time.NewTicker(time.Second)
-		defer t.Stop()
-		tick = t.C
-	}
 	if e.opts.Fsync == FsyncEverySec {
 		syncReq, syncDone = make(chan struct{}, 1), make(chan struct{})
-		go e.syncer(syncReq, syncDone)
+		go e.journal.RunSyncer(syncReq, syncDone, e.fsyncFailed)
 	}
-	var probe <-chan time.Time // armed while a full disk refuses writes
-	for {
-		closing := false
-		select {
-		case <-jn.Kick():
-		case <-tick:
-			if syncReq != nil && jn.StartSync() {
-				syncReq <- struct{}{} // the syncer is idle: never blocks
-			}
-			if !jn.Owed() {
-				continue
-			}
-			// Records nobody was woken to write: their client left
-			// before it waited for them. Write them now.
-		case <-probe:
-			probe = nil
-			if !e.probeLog() {
-				probe = time.After(journal.ProbeEvery)
-			}
-			continue
-		case <-e.logQuit:
-			closing = true
-		}
-		if jn.Write() && probe == nil {
-			probe = time.After(journal.ProbeEvery)
-		}
-		if closing {
-			if syncReq != nil {
-				close(syncReq) // the fsync in flight ends first
-				<-syncDone
-			}
-			jn.SyncIfDirty()
-			return
-		}
-	}
-}
-
-// syncer runs everysec's fsyncs, one per request, away from the flusher;
-// it ends when req is closed, after the fsync in flight.
-func (e *Engine) syncer(req <-chan struct{}, done chan<- struct{}) {
-	defer close(done)
-	for range req {
-		if err := e.journal.Sync(); err != nil {
-			// Writes already acknowledged may not be on disk, and the page
-			// cache's state is unknown: stop acknowledging.
-			e.fsyncFailed(err)
-		}
-		e.journal.SyncDone()
-	}
+	e.journal.RunFlusher(e.logQuit, syncReq, syncDone, e.probeLog)
 }
 
 // fsynced counts an fsync's duration (journal.Env.Fsynced).
