@@ -82,14 +82,13 @@ func (e *Engine) openLog() error {
 			return err
 		}
 	}
-	if l := o.Loading; l != nil {
-		l.start.Store(time.Now().UnixNano())
-	}
+	var total int64
 	if st, err := j.fs.Stat(j.path); err == nil {
-		j.presizeFor = st.Size() // presize.go
-		if o.Loading != nil {
-			o.Loading.total.Store(st.Size())
-		}
+		total = st.Size()
+		j.presizeFor = total // presize.go
+	}
+	if o.Loading != nil {
+		o.Loading.Begin(total)
 	}
 	res, err := e.replayFile(o.Loading)
 	var ce *aof.CorruptError
@@ -145,8 +144,7 @@ func (e *Engine) replayFile(l *Loading) (aof.Result, error) {
 		return nil
 	}, e.replayProgress(l, &n, start))
 	if l != nil {
-		l.loaded.Store(res.Size)
-		l.records.Store(int64(n))
+		l.Done(res.Size, int64(n))
 	}
 	if n > 0 && !errors.Is(err, ErrLoadAborted) {
 		e.opts.Logger.Info().Int("records", n).Int("jobs", e.njobs).Dur("took_ms", time.Since(start)).
