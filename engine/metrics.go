@@ -87,14 +87,10 @@ func (e *Engine) Metrics(n int) Metrics {
 	m := Metrics{Stats: e.stats, Waiters: e.stats.WaitersNow}
 	m.Lateness = e.met.lateness.Snapshot(hist.LatencyMs[:], time.Millisecond)
 	m.AckTime = e.met.ackTime.Snapshot(hist.LatencyMs[:], time.Millisecond)
-	jobs := func(qi uint32) int {
-		q := &e.queues[qi]
-		return q.Jobs()
-	}
 	// better says a goes before b: more jobs, then the smaller name, so the
 	// choice is the same on every scrape while nothing changes.
 	better := func(a, b uint32) bool {
-		ja, jb := jobs(a), jobs(b)
+		ja, jb := e.queues[a].Jobs(), e.queues[b].Jobs()
 		return ja > jb || ja == jb && e.queues[a].name < e.queues[b].name
 	}
 	top := topn.New(n, len(e.queues), better)

@@ -59,16 +59,13 @@ func (e *Engine) MoveOrWait(src, dst []byte, ends MoveEnds) (Delivery, *Waiter, 
 		e.serve(to)
 		return d, nil, nil
 	}
-	if e.mu.held {
-		// Inside a transaction a blocking move is LMOVE, as in Redis.
-		return Delivery{}, nil, ErrInTransaction
+	// Inside a transaction a blocking move is LMOVE, as in Redis (wait
+	// refuses with ErrInTransaction).
+	w, err := e.wait([][]byte{src}, PopDelay)
+	if err != nil {
+		return Delivery{}, nil, err
 	}
-	w := &Waiter{ready: make(chan struct{}, 1), links: make([]waitLink, 1),
-		move: &moveTo{dst: append([]byte(nil), dst...), ends: ends}}
-	qi, _ := e.queueFor(src, true)
-	w.links[0].W = w
-	e.park(&w.links[0], qi)
-	e.stats.WaitersNow++
+	w.move = &moveTo{dst: append([]byte(nil), dst...), ends: ends}
 	return Delivery{}, w, nil
 }
 
