@@ -16,14 +16,11 @@ import (
 	"github.com/delayd/delayd/record"
 )
 
-// The engine's side of the log. The journal package owns the pending
-// batch, its tickets, group commit, the fsync policies, durable waits and
-// what a failed write leaves (docs/decisions/journal-leaf.md). The engine
-// encodes each record and appends it in apply order under its lock
-// (logRec), runs the goroutines that drive the journal's steps (flusher,
-// syncer; replFlusher and replCommitter in cluster mode), and does what
-// only it can: replay the log into its state, reload that state when a
-// write failed (logFailed), walk its state for a rewrite or a snapshot.
+// The engine's side of the log (docs/decisions/journal-leaf.md): it appends
+// each record in apply order under its lock (logRec), runs the journal's
+// loops on its goroutines, and does what only it can: replay the log into
+// its state, reload it when a write failed (logFailed), and walk it for a
+// rewrite or a snapshot.
 
 // LogFile is the log's name inside the data directory.
 const LogFile = "delayd.aof"
