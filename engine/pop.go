@@ -93,8 +93,8 @@ type Delivery struct {
 	ackTimeout uint32
 	retry      int32
 	deadLetter []byte
-	ident      jobIdent // UNIQUE, DEBOUNCE (unique.go)
-	group      *[]byte  // a pointer keeps Delivery in its allocation size class
+	ident      jobs.Ident // UNIQUE, DEBOUNCE (unique.go)
+	group      *[]byte    // a pointer keeps Delivery in its allocation size class
 	// rare: a dead-lettered job's origin (requeue.go) and a failure
 	// reason (reason.go), behind one pointer, as group, so Delivery stays
 	// in its allocation size class. Ticket moved up so Deliveries packs
@@ -104,7 +104,7 @@ type Delivery struct {
 
 // rareParts are the parts of a delivered job few jobs have.
 type rareParts struct {
-	origin *origin
+	origin *jobs.Origin // never changed once made: shared with the table
 	reason string
 }
 

@@ -14,11 +14,6 @@ import (
 // job, never a cancel plus an add, and applies it as a move (relocate,
 // move.go) that then sets the options.
 
-// origin is where a dead-lettered job came from, and the options it had
-// there (jobs.Table.Origins). Never changed once made: a Delivery may share
-// it.
-type origin = jobs.Origin
-
 // RequeueDead requeues the ready job id of a queue (every ready job with
 // id nil) to its origin queue or, with to not nil, to to. It returns how
 // many jobs moved and the log ticket to wait for. O(1) for one id; O(ready

@@ -20,9 +20,6 @@ type identState struct {
 	tombs jobs.Tombs
 }
 
-// jobIdent is what a UNIQUE or DEBOUNCE job carries beyond its record.
-type jobIdent = jobs.Ident
-
 // entomb leaves the tombstone of a UNIQUE job that ends at time at, and
 // forgets its UNIQUE option (so a later removal of the same slot does not
 // leave a second one). Called before the job's id and queue are gone. O(1).
