@@ -5,13 +5,10 @@ import (
 	"github.com/delayd/delayd/record"
 )
 
-// At-least-once delivery. A pop of a job with an ack timeout reserves it and
-// puts its ack deadline in the same timing wheel that holds delayed jobs, as
-// Kafka's purgatory holds a delayed operation: the reservation completes
-// early (ACK deletes the job, NACK sends it back, TOUCH starts the deadline
-// again) or expires (the wheel fires it and the job goes back to the tail of
-// its ready list). A job is in one place at a time, so one wheel entry per
-// job serves both its due time and its ack deadline. All O(1).
+// At-least-once delivery: a reservation's ack deadline sits in the job
+// wheel, as Kafka's purgatory holds a delayed operation; it completes early
+// (ACK, NACK, TOUCH) or expires when the wheel fires it. A job is in one
+// place at a time, so one wheel entry serves its due time and its deadline.
 
 // reserveAt makes the job in slot s reserved until deadline. The job must be
 // out of every list (detached).

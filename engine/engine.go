@@ -24,16 +24,10 @@ type Options struct {
 	// Tick is the wheel's level-0 tick in milliseconds (default 1). A job is
 	// ready at the end of the tick holding its due time, never before.
 	Tick int64
-	// FineTimer wakes the timer goroutine on a kernel timer with
-	// microsecond resolution (Linux's timerfd, through the netpoller)
-	// instead of the Go runtime's timer; in a busy process the commands
-	// it runs wake it (Overdue). The runtime's timers wake an idle process
-	// up to a millisecond late (its epoll_wait takes whole milliseconds),
-	// and that was most of the time between a job's due millisecond and a
-	// blocked worker getting it.
-	// Off by default because tests run the engine on testing/synctest's fake
-	// clock, which only the runtime's timers follow; the server turns it on.
-	// Elsewhere than Linux it does nothing.
+	// FineTimer wakes the timer goroutine on a Linux timerfd instead of the
+	// runtime's timer, which wakes an idle process up to a millisecond late
+	// (docs/decisions/timer-wakeup.md). Off by default: tests run on
+	// testing/synctest's fake clock, which only the runtime's timers follow.
 	FineTimer bool
 	// MaxPayload bounds one payload in bytes (default 4 MiB; exactly this
 	// size is accepted).
@@ -131,13 +125,9 @@ type queueEntry struct {
 	run     jobs.PushRun // the server ids of its list-pushed jobs (jobs/pushrun.go)
 }
 
-// Engine owns every job and queue. See the package doc for the locking story.
-//
-// An Engine is a handle on the state. The one New returns takes the state's
-// lock in every public method; the handle Atomic passes to its function
-// runs inside the lock Atomic already holds (see engineLock), so the same
-// methods serve both, and a method written with the usual
-// e.mu.Lock(); defer e.mu.Unlock() works inside a transaction unchanged.
+// Engine owns every job and queue (the package doc says how it locks). It
+// is a handle on the state: the one New returns takes the lock in every
+// public method; the one Atomic passes skips it (engineLock).
 type Engine struct {
 	*core
 	mu engineLock
@@ -423,20 +413,11 @@ func (e *Engine) clockAt(at time.Duration) (now, up int64) {
 // Now returns the engine's current unix time in milliseconds.
 func (e *Engine) Now() int64 { return e.nowMs() }
 
-// run is the goroutine that drives time: it sleeps until the wheel's next
-// deadline, then advances the wheel by elapsed time. With no job delayed it
-// sleeps until woken: an idle server does no work.
-//
-// A deadline is the first nanosecond of the due millisecond (until), and
-// the wheel fires a job in the first advance whose floored now reaches its
-// due millisecond, so the wake-up itself is the only lateness the engine
-// adds. The runtime's timer is exact while the process is busy (the
-// scheduler checks timers at every switch and runs the woken goroutine
-// next) but up to a millisecond late when it is idle. With
-// Options.FineTimer a timerfd replaces it: exact when idle, but behind the
-// run queue when busy (netpoll is polled when the run queue empties), so
-// there the commands that keep the process busy wake it (Overdue), and
-// every write advances the wheel itself.
+// run is the goroutine that drives time: it sleeps until the earlier of the
+// wheels' next deadlines (the first nanosecond of the due millisecond), then
+// advances them by elapsed time; with nothing delayed it sleeps until woken.
+// How it wakes, and why commands are the backstop of a busy process
+// (Overdue): docs/decisions/timer-wakeup.md.
 func (e *Engine) run() {
 	defer close(e.done)
 	t := time.NewTimer(time.Hour)
@@ -601,14 +582,9 @@ func (e *Engine) advanceLocked(now int64) {
 		}
 	}
 	e.fired = fired[:0]
-	// Waiters are served once every job that fired is ready, not job by
-	// job: a blocked DELAY.MPOP ... COUNT n then takes up to n of the jobs
-	// due in this tick, as a blocked BLMPOP takes up to n of the elements
-	// one LPUSH adds, where serving each job as it fired handed one job to
-	// each of n waiters (docs/decisions/blocking.md). Single pops are served in the same order either
-	// way: the ready list is FIFO and the queues are served in the order
-	// their first job fired. A queue listed twice is served twice; the
-	// second finds no one to serve.
+	// Waiters are served once every fired job is ready, so a blocked MPOP
+	// COUNT n takes up to n of a tick's jobs (docs/decisions/blocking.md);
+	// single pops are served in the same order either way.
 	for _, qi := range e.toServe {
 		e.serve(qi)
 	}

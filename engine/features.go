@@ -3,15 +3,10 @@ package engine
 import "github.com/delayd/delayd/record"
 
 // Features register here, once each: the record kinds a feature logs and
-// how each is applied, what it writes into a log rewrite or a cluster
-// snapshot, how it resets, and the timer kind it owns. apply, stateRecs,
-// resetState and onTimer read the tables init builds from this list; a
-// feature never adds a case to them. Adding a record kind is a row in
-// record.Kinds (with its encoding) and a kind here; TestEveryKindRegistered
-// fails until both are there.
-//
-// The order is the order stateRecs writes in: it is part of what a rewrite
-// writes, so a new feature goes at the end.
+// how each applies, its part of a rewrite or snapshot, its reset, and its
+// timer kind; apply, stateRecs, resetState and onTimer read the tables init
+// builds (docs/architecture.md, "Adding a record kind"). The order is the
+// order stateRecs writes in, so a new feature goes at the end.
 
 // rewrite says how a record kind's effect reaches a log rewrite or a
 // snapshot, which replace the log with the state it built.

@@ -16,14 +16,11 @@ import (
 	"github.com/delayd/delayd/record"
 )
 
-// The engine's side of the log. The journal package owns the pending
-// batch, its tickets, group commit, the fsync policies, durable waits and
-// what a failed write leaves (docs/decisions/journal-leaf.md). The engine
-// encodes each record and appends it in apply order under its lock
-// (logRec), runs the goroutines that drive the journal's steps (flusher,
-// syncer; replFlusher and replCommitter in cluster mode), and does what
-// only it can: replay the log into its state, reload that state when a
-// write failed (logFailed), walk its state for a rewrite or a snapshot.
+// The engine's side of the log (docs/decisions/journal-leaf.md): it appends
+// each record in apply order under its lock (logRec), runs the journal's
+// loops on its goroutines, and does what only it can: replay the log into
+// its state, reload it when a write failed (logFailed), and walk it for a
+// rewrite or a snapshot.
 
 // LogFile is the log's name inside the data directory.
 const LogFile = "delayd.aof"
@@ -82,14 +79,13 @@ func (e *Engine) openLog() error {
 			return err
 		}
 	}
-	if l := o.Loading; l != nil {
-		l.start.Store(time.Now().UnixNano())
-	}
+	var total int64
 	if st, err := j.fs.Stat(j.path); err == nil {
-		j.presizeFor = st.Size() // presize.go
-		if o.Loading != nil {
-			o.Loading.total.Store(st.Size())
-		}
+		total = st.Size()
+		j.presizeFor = total // presize.go
+	}
+	if o.Loading != nil {
+		o.Loading.Begin(total)
 	}
 	res, err := e.replayFile(o.Loading)
 	var ce *aof.CorruptError
@@ -145,8 +141,7 @@ func (e *Engine) replayFile(l *Loading) (aof.Result, error) {
 		return nil
 	}, e.replayProgress(l, &n, start))
 	if l != nil {
-		l.loaded.Store(res.Size)
-		l.records.Store(int64(n))
+		l.Done(res.Size, int64(n))
 	}
 	if n > 0 && !errors.Is(err, ErrLoadAborted) {
 		e.opts.Logger.Info().Int("records", n).Int("jobs", e.njobs).Dur("took_ms", time.Since(start)).
@@ -294,71 +289,17 @@ func (e *Engine) writeOwed() {
 	}
 }
 
-// flusher is the group commit loop: it runs the journal's steps. It exits
-// when the engine closes, after writing and fsyncing everything pending.
+// flusher is the goroutine of the journal's group commit loop
+// (journal.RunFlusher), and under everysec it starts the syncer's. It
+// exits when the engine closes, after writing and fsyncing everything.
 func (e *Engine) flusher() {
-	jn := e.journal
 	defer close(e.logDone)
-	var tick <-chan time.Time
 	var syncReq, syncDone chan struct{} // to and from the syncer (everysec)
-	if e.opts.Fsync != FsyncAlways {
-		t := time.NewTicker(time.Second)
-		defer t.Stop()
-		tick = t.C
-	}
 	if e.opts.Fsync == FsyncEverySec {
 		syncReq, syncDone = make(chan struct{}, 1), make(chan struct{})
-		go e.syncer(syncReq, syncDone)
+		go e.journal.RunSyncer(syncReq, syncDone, e.fsyncFailed)
 	}
-	var probe <-chan time.Time // armed while a full disk refuses writes
-	for {
-		closing := false
-		select {
-		case <-jn.Kick():
-		case <-tick:
-			if syncReq != nil && jn.StartSync() {
-				syncReq <- struct{}{} // the syncer is idle: never blocks
-			}
-			if !jn.Owed() {
-				continue
-			}
-			// Records nobody was woken to write: their client left
-			// before it waited for them. Write them now.
-		case <-probe:
-			probe = nil
-			if !e.probeLog() {
-				probe = time.After(journal.ProbeEvery)
-			}
-			continue
-		case <-e.logQuit:
-			closing = true
-		}
-		if jn.Write() && probe == nil {
-			probe = time.After(journal.ProbeEvery)
-		}
-		if closing {
-			if syncReq != nil {
-				close(syncReq) // the fsync in flight ends first
-				<-syncDone
-			}
-			jn.SyncIfDirty()
-			return
-		}
-	}
-}
-
-// syncer runs everysec's fsyncs, one per request, away from the flusher;
-// it ends when req is closed, after the fsync in flight.
-func (e *Engine) syncer(req <-chan struct{}, done chan<- struct{}) {
-	defer close(done)
-	for range req {
-		if err := e.journal.Sync(); err != nil {
-			// Writes already acknowledged may not be on disk, and the page
-			// cache's state is unknown: stop acknowledging.
-			e.fsyncFailed(err)
-		}
-		e.journal.SyncDone()
-	}
+	e.journal.RunFlusher(e.logQuit, syncReq, syncDone, e.probeLog)
 }
 
 // fsynced counts an fsync's duration (journal.Env.Fsynced).
@@ -397,57 +338,6 @@ func (e *Engine) reloadLocked() error {
 	e.repark(waiting)
 	e.armSchedules(true)
 	return err
-}
-
-// parked is the FIFO of blocked clients of one queue, kept across a reset
-// of the engine's state (reloadLocked, FLUSHALL).
-type parked struct {
-	name  string
-	links []*waitLink
-}
-
-// parkedWaiters lists every queue's waiters, in FIFO order. O(queues +
-// waiters).
-func (e *Engine) parkedWaiters() []parked {
-	var waiting []parked
-	for i := range e.queues {
-		q := &e.queues[i]
-		if !q.live || q.waiters.Len() == 0 {
-			continue
-		}
-		p := parked{name: q.name}
-		for l := q.waiters.First(); l != nil; l = l.Next() {
-			p.links = append(p.links, l)
-		}
-		waiting = append(waiting, p)
-	}
-	return waiting
-}
-
-// repark puts the waiters parkedWaiters listed back in their queues, in the
-// same order, after a reset; then jobs due by now fire and serve them, and
-// the timer goroutine re-reads its deadline.
-func (e *Engine) repark(waiting []parked) {
-	e.parkAgain(waiting)
-	e.advanceLocked(e.nowMs())
-	for _, p := range waiting {
-		if qi, ok := e.queueFor([]byte(p.name), false); ok {
-			e.serve(qi)
-		}
-	}
-	e.armed = 0
-	e.poke(0)
-}
-
-// parkAgain is repark without serving anyone: for a replay, which moves
-// time only to its records' times, and a follower, which serves no one.
-func (e *Engine) parkAgain(waiting []parked) {
-	for _, p := range waiting {
-		qi, _ := e.queueFor([]byte(p.name), true)
-		for _, l := range p.links {
-			e.park(l, qi)
-		}
-	}
 }
 
 // WaitDurable blocks until the record with this ticket is in the log (and on
@@ -508,31 +398,20 @@ func (e *Engine) Rewrite() error {
 	if err := e.writable(); err != nil {
 		return err
 	}
-	// The plan: every job, in the order replay must see it: each ready list
-	// in order, then the rest. Each is written as it is when its chunk is
-	// copied; records logged meanwhile go to the tail, and since every record
-	// sets a state outright, the tail applied on top converges on the live
-	// state. A job that became ready since the plan is still written as
-	// delayed, so replay's wheel orders it by (due, add order).
+	// The plan: every job, in the order replay must see it (eachJob). Each
+	// is written as it is when its chunk is copied; records logged meanwhile
+	// go to the tail, and since every record sets a state outright, the
+	// tail applied on top converges on the live state. A job that became
+	// ready since the plan is still written as delayed, so replay's wheel
+	// orders it by (due, add order).
 	type entry struct {
 		slot  uint32
 		ready bool
 	}
 	plan := make([]entry, 0, e.njobs)
-	for qi := range e.queues {
-		if !e.queues[qi].live {
-			continue // being freed (lazyfree.go): its DEL is logged
-		}
-		e.queues[qi].Order.Each(&e.jobs.Slab, func(s uint32) bool {
-			plan = append(plan, entry{s, true})
-			return true
-		})
-	}
-	for s := range e.jobs.Len() {
-		if jb := e.jobs.At(s); (jb.State == jobs.StateDelayed || jb.State == jobs.StateReserved) && e.queues[jb.Queue].live {
-			plan = append(plan, entry{uint32(s), false})
-		}
-	}
+	e.eachJob(func(s uint32, flags byte, _ int64) {
+		plan = append(plan, entry{s, flags == record.FlagReady})
+	})
 	snapTime := e.nowMs()
 	meta := record.Rec{Op: record.Meta, Time: snapTime, SID: e.lastSID, Seq: e.seq}
 	// The state that is not jobs is small next to them (schedules, limits)

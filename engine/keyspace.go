@@ -7,15 +7,11 @@ import (
 	"github.com/delayd/delayd/record"
 )
 
-// The keyspace: a queue is a key while it holds a job in any state. SCAN,
-// KEYS, DBSIZE and INFO keyspace list or count such queues; FLUSHDB and
-// FLUSHALL remove every job; MEMORY USAGE estimates one queue's bytes.
-//
-// SCAN's cursor is a queue's index in e.queues: a queue keeps its index for
-// as long as it exists (indices are reused only after a queue is freed), so a
-// key present for a whole scan is returned at least once, however queues
-// come and go meanwhile; a key that comes and goes may be returned or not,
-// as in Redis. Long walks take the lock a chunk at a time.
+// The keyspace: a queue is a key while it holds a job in any state (SCAN,
+// KEYS, DBSIZE, INFO keyspace, FLUSHDB, FLUSHALL, MEMORY USAGE). SCAN's
+// cursor is a queue's index, kept while the queue lives, so a key present
+// for a whole scan is returned at least once (docs/decisions/lists-keyspace.md).
+// Long walks take the lock a chunk at a time.
 
 // scanChunk bounds the queue slots one hold of the lock visits.
 const scanChunk = 1024

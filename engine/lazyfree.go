@@ -7,36 +7,14 @@ import (
 	"github.com/delayd/delayd/queue"
 )
 
-// Lazy free: DEL (and UNLINK, its twin) of a big queue must not hold the
-// lock for the whole of it (a second for 3M jobs), as Redis's lazyfree
-// frees a big key's value away from its main thread. DEL detaches the
-// queue from its name instead: the name is free at once (an add to it
-// makes a new queue, with a new index), and the old queue, doomed, is not
-// live: no lookup, SCAN, INFO count, metric or waiter reaches it, since
-// each goes by name or skips queues that are not live. A goroutine then
-// frees its jobs in batches of a bounded hold of the lock, sleeping a
-// millisecond between them, and frees the queue's index when
-// it is empty, never before: a client id's index entry hashes (queue
-// index, id), so while the index is doomed no new queue can share it.
-//
-// What the batches must not change is what the log says: the DEL record
-// is one record and replay applies it synchronously (delQueue), so a live
-// engine with a queue being freed must behave as if the queue were gone:
-//   - its delayed jobs never fire and its reservations never expire (no
-//     dead-lettering, no redelivery): advanceLocked drops them (dropFired);
-//   - UNIQUE tombstones are made at DEL time, with the DEL record's time,
-//     as replay makes them: an add of the same id right after the DEL is
-//     refused live as on replay;
-//   - a log rewrite and a cluster snapshot skip doomed jobs;
-//   - server ids stay in the sids table until their job is freed: harmless, since
-//     a server id is never made twice and lookup checks the job's queue.
-//
-// The list of doomed queues and the pace of freeing (a batch's bounds, the
-// pause between batches) are queue.Doomed's; the goroutine and the freeing
-// are the engine's.
-//
-// FLUSHALL needs none of this: it drops the state whole (resetState), the
-// slab holds no pointers, and Go's concurrent collector reclaims the rest.
+// Lazy free (docs/decisions/lazy-free.md): DEL detaches a queue from its
+// name in O(1), and a goroutine frees its jobs in batches. The DEL record
+// is one record, applied at once on replay, so a live engine with a queue
+// being freed behaves as if it were gone: its delayed jobs never fire nor
+// its reservations expire (dropFired), its tombstones are made at DEL time,
+// a rewrite and a snapshot skip it. The doomed queues and the pace of
+// freeing are queue.Doomed's; the goroutine and the freeing are the
+// engine's. FLUSHALL needs none of this: it drops the state whole.
 
 // lazyState is the doomed queues (queue.Doomed) and their freer.
 type lazyState struct {

@@ -12,16 +12,12 @@ import (
 var ErrBadLimit = errors.New("limit out of range")
 
 // DELAY.LIMIT key [CONCURRENCY n] [RATE n per-ms] [GROUPCONCURRENCY n] | OFF.
-//
 // What a limit means and how it gates a take is package queue's
-// (queue/limit.go). Here is what the engine does with it: it logs a limit
-// when it is set (record.Limit, set outright, all zero = OFF) and writes
-// it in a rewrite and a snapshot; it attaches a name's limit to its queue
-// when the queue is made; it sets the timer a refused RATE asks for
-// (timerLimit) and serves a queue's waiters when room frees (the timer, a
-// reservation's end, a new limit).
-//
-
+// (queue/limit.go). The engine logs a limit when it is set (record.Limit,
+// set outright, all zero = OFF) and writes it in a rewrite and a snapshot;
+// attaches a name's limit to its queue when the queue is made; sets the
+// timer a refused RATE asks for (timerLimit); and serves a queue's waiters
+// when room frees (the timer, a reservation's end, a new limit).
 // LimitSpec is a queue's flow limit; a zero field is no limit of that kind.
 type LimitSpec = queue.Spec
 

@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"cmp"
+	"slices"
 	"time"
 
 	"github.com/delayd/delayd/hist"
@@ -85,14 +87,10 @@ func (e *Engine) Metrics(n int) Metrics {
 	m := Metrics{Stats: e.stats, Waiters: e.stats.WaitersNow}
 	m.Lateness = e.met.lateness.Snapshot(hist.LatencyMs[:], time.Millisecond)
 	m.AckTime = e.met.ackTime.Snapshot(hist.LatencyMs[:], time.Millisecond)
-	jobs := func(qi uint32) int {
-		q := &e.queues[qi]
-		return q.Jobs()
-	}
 	// better says a goes before b: more jobs, then the smaller name, so the
 	// choice is the same on every scrape while nothing changes.
 	better := func(a, b uint32) bool {
-		ja, jb := jobs(a), jobs(b)
+		ja, jb := e.queues[a].Jobs(), e.queues[b].Jobs()
 		return ja > jb || ja == jb && e.queues[a].name < e.queues[b].name
 	}
 	top := topn.New(n, len(e.queues), better)
@@ -113,9 +111,8 @@ func (e *Engine) Metrics(n int) Metrics {
 	best := top.Sorted()
 	m.Top = make([]NamedQueueStats, len(best))
 	for i, qi := range best {
-		m.Top[i] = NamedQueueStats{Name: e.queues[qi].name, QueueStats: e.queues[qi].stats()}
+		m.Top[i] = NamedQueueStats{Name: e.queues[qi].name, QueueStats: e.queues[qi].Stats(&e.jobs.Slab, now)}
 		m.Top[i].Paused = e.pausedLocked([]byte(e.queues[qi].name))
-		m.Top[i].Latency = e.latency(qi, now)
 	}
 	// The rest's oldest ready job: one more pass, over the queues with one.
 	inTop := make(map[uint32]bool, len(best))
@@ -124,17 +121,10 @@ func (e *Engine) Metrics(n int) Metrics {
 	}
 	for i := range e.queues {
 		if q := &e.queues[i]; q.live && q.Ready > 0 && !inTop[uint32(i)] {
-			m.OtherLatency = max(m.OtherLatency, e.latency(uint32(i), now))
+			m.OtherLatency = max(m.OtherLatency, q.Latency(&e.jobs.Slab, now))
 		}
 	}
 	return m
-}
-
-// stats are a queue's counts as DELAY.STATS shows them.
-func (q *queueEntry) stats() QueueStats {
-	return QueueStats{Delayed: q.Delayed, Ready: q.Ready, Reserved: q.Reserved, Added: q.Added,
-		Deliveries: q.Deliveries, Redeliveries: q.Redeliveries, Acks: q.Acks, Nacks: q.Nacks,
-		Expired: q.Expired, DeadLettered: q.DeadLettered}
 }
 
 // LogMetrics is what /metrics shows of the append-only log.
@@ -163,4 +153,36 @@ func (e *Engine) LogMetrics() LogMetrics {
 func EmptyLateness() Histogram {
 	var c hist.Counts
 	return c.Snapshot(hist.LatencyMs[:], time.Millisecond)
+}
+
+// QueueLatency is a queue's latency, in ms.
+type QueueLatency struct {
+	Name    string
+	Ready   int   // its ready jobs
+	Latency int64 // ms
+}
+
+// Latencies returns the n queues with the oldest ready jobs, the oldest
+// first (ties by name), and the largest latency of all queues, in ms.
+// Queues with no ready job are left out. O(Q log Q) in the queues with a
+// ready job, plus the lanes of queues with priorities or groups.
+func (e *Engine) Latencies(n int) (top []QueueLatency, most int64) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	now := e.nowMs()
+	for i := range e.queues {
+		q := &e.queues[i]
+		if !q.live || q.Ready == 0 {
+			continue
+		}
+		l := q.Latency(&e.jobs.Slab, now)
+		most = max(most, l)
+		if n > 0 {
+			top = append(top, QueueLatency{Name: q.name, Ready: q.Ready, Latency: l})
+		}
+	}
+	slices.SortFunc(top, func(a, b QueueLatency) int {
+		return cmp.Or(cmp.Compare(b.Latency, a.Latency), cmp.Compare(a.Name, b.Name))
+	})
+	return top[:min(len(top), n)], most
 }

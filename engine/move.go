@@ -10,16 +10,9 @@ import (
 
 // Reliable list moves: LMOVE, BLMOVE, RPOPLPUSH, BRPOPLPUSH move a ready job
 // from one queue's ready list to another's, and LREM removes ready jobs by
-// payload, so that a list worker can park a job in its own processing queue
-// and remove it when done (Redis's reliable-queue pattern).
-//
-// A move is one log record (opLMove), never a pop plus an add: a crash
-// between those two would lose the job. The job keeps its id, payload, due
-// time, deliveries, ack timeout, retry limit and dead-letter queue; if its id
-// is taken in the destination it gets a new server id there, as a
-// dead-lettered job does. A move is not a delivery: the job stays stored, in
-// a ready list, so nothing counts it or expires it; a DELAY.POP from the
-// destination later reserves it with its own ack timeout.
+// payload (Redis's reliable-queue pattern). A move is one log record
+// (record.LMove), never a pop plus an add, and not a delivery: what the job
+// keeps is in docs/decisions/lists-keyspace.md.
 
 // MoveEnds says which end of the source a move takes the job from and
 // which end of the destination it puts it at (LEFT: head, RIGHT: tail).
@@ -66,16 +59,13 @@ func (e *Engine) MoveOrWait(src, dst []byte, ends MoveEnds) (Delivery, *Waiter, 
 		e.serve(to)
 		return d, nil, nil
 	}
-	if e.mu.held {
-		// Inside a transaction a blocking move is LMOVE, as in Redis.
-		return Delivery{}, nil, ErrInTransaction
+	// Inside a transaction a blocking move is LMOVE, as in Redis (wait
+	// refuses with ErrInTransaction).
+	w, err := e.wait([][]byte{src}, PopDelay)
+	if err != nil {
+		return Delivery{}, nil, err
 	}
-	w := &Waiter{ready: make(chan struct{}, 1), links: make([]waitLink, 1),
-		move: &moveTo{dst: append([]byte(nil), dst...), ends: ends}}
-	qi, _ := e.queueFor(src, true)
-	w.links[0].W = w
-	e.park(&w.links[0], qi)
-	e.stats.WaitersNow++
+	w.move = &moveTo{dst: append([]byte(nil), dst...), ends: ends}
 	return Delivery{}, w, nil
 }
 

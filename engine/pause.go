@@ -5,25 +5,11 @@ import (
 	"github.com/delayd/delayd/record"
 )
 
-// DELAY.PAUSE key / DELAY.RESUME key.
-//
-// A paused queue keeps its jobs and their timing (delayed jobs still
-// become ready when due, reservations still end) but hands nothing out:
-// every take is refused, as by a queue at its limit (queue.Queue.CanTake,
-// the one gate every pop and move passes), so a pop naming other keys
-// takes from them, and a blocked client stays blocked until RESUME serves
-// it. ACK, NACK, CANCEL, PEEK and the other commands that name a job work
-// as before.
-//
-// Like a limit, a pause belongs to the queue's name, not to the queue (a
-// queue is freed when it empties): it lives in the limit registry
-// (queue.Limits) as a flag of the name's entry, which a name that is paused
-// and has no limit holds with a zero spec. So FLUSHALL keeps it, as it
-// keeps limits, and a queue made while its name is paused starts paused.
-// It is logged when it changes, and written by rewrite and snapshot
-// (stateRecs), so it survives restarts and moves with leadership:
-//
-// (record.Pause).
+// DELAY.PAUSE key / DELAY.RESUME key (docs/decisions/flow-control.md). A
+// paused queue keeps its jobs and their timing but every take is refused,
+// as at a limit (queue.Queue.CanTake). Like a limit, a pause belongs to the
+// name: a flag of the name's entry in queue.Limits, logged when it changes
+// (record.Pause) and written by a rewrite and a snapshot.
 
 // SetPaused pauses (or resumes) a queue name and returns the log ticket to
 // wait for. Resuming serves the queue's blocked clients. A pause that

@@ -93,8 +93,8 @@ type Delivery struct {
 	ackTimeout uint32
 	retry      int32
 	deadLetter []byte
-	ident      jobIdent // UNIQUE, DEBOUNCE (unique.go)
-	group      *[]byte  // a pointer keeps Delivery in its allocation size class
+	ident      jobs.Ident // UNIQUE, DEBOUNCE (unique.go)
+	group      *[]byte    // a pointer keeps Delivery in its allocation size class
 	// rare: a dead-lettered job's origin (requeue.go) and a failure
 	// reason (reason.go), behind one pointer, as group, so Delivery stays
 	// in its allocation size class. Ticket moved up so Deliveries packs
@@ -104,7 +104,7 @@ type Delivery struct {
 
 // rareParts are the parts of a delivered job few jobs have.
 type rareParts struct {
-	origin *origin
+	origin *jobs.Origin // never changed once made: shared with the table
 	reason string
 }
 
@@ -287,17 +287,11 @@ func (e *Engine) take(s uint32, plain bool, to *Scratch, up int64) Delivery {
 }
 
 // warmNext prefetches what the next pop from the same end of j's list will
-// read, as j, at that end, is taken. Jobs sit in the slab, and payloads in
-// the arena, in the order they were added, so the jobs of one list among
-// many (workers popping 1,000 queues) are far apart: each pop missed the
-// cache three times, on the job, on its payload, and on the neighbour whose
-// link it rewrites, and a profile of LPOP over 1,000 keys had those misses
-// as a fifth of the server's CPU. Redis's listpack keeps a list's elements
-// side by side and misses far less. Here the pop of j reads j's neighbour n
-// (warmed by the pop before, so in cache) and prefetches n's payload and
-// n's own neighbour, what the next pop will take and relink, in the time
-// this pop and the ones of other lists take. A pop from the middle of a
-// list (LREM, a lane of a fair queue) warms nothing.
+// read, as j is taken: j's neighbour n (in cache from the pop before) gives
+// n's payload and n's own neighbour, what the next pop takes and relinks.
+// The jobs of one list among many are far apart in the slab; those misses
+// were a fifth of LPOP's CPU over 1,000 keys (docs/decisions/pop-path.md).
+// A pop from the middle of a list (LREM, a fair queue's lane) warms nothing.
 func (e *Engine) warmNext(j *jobs.Job) {
 	n, head := j.Next, true
 	if j.Prev != 0 {

@@ -1,7 +1,11 @@
 package engine
 
-import "github.com/delayd/delayd/jobs"
-import "unsafe"
+import (
+	"unsafe"
+
+	"github.com/delayd/delayd/jobs"
+	"github.com/delayd/delayd/queue"
+)
 
 // Reading: DELAY.GET, DELAY.STATS, DELAY.PEEK, EXISTS, INFO.
 
@@ -54,14 +58,8 @@ func (e *Engine) Get(queueName, id []byte) (JobInfo, bool) {
 }
 
 // QueueStats counts a queue's jobs by state, and what happened to them while
-// the queue existed.
-type QueueStats struct {
-	Delayed, Ready, Reserved int
-	Paused                   bool  // DELAY.PAUSE: a name's, so also when the queue is empty
-	Latency                  int64 // ms the oldest ready job has waited since its due time, 0 with none (latency.go)
-
-	Added, Deliveries, Redeliveries, Acks, Nacks, Expired, DeadLettered uint64
-}
+// the queue existed (queue.Stats).
+type QueueStats = queue.Stats
 
 // QueueStats returns the counts of one queue (zeros when it does not exist).
 func (e *Engine) QueueStats(queueName []byte) QueueStats {
@@ -71,9 +69,8 @@ func (e *Engine) QueueStats(queueName []byte) QueueStats {
 	if !ok {
 		return QueueStats{Paused: e.pausedLocked(queueName)}
 	}
-	st := e.queues[qi].stats()
+	st := e.queues[qi].Stats(&e.jobs.Slab, e.nowMs())
 	st.Paused = e.pausedLocked(queueName)
-	st.Latency = e.latency(qi, e.nowMs())
 	return st
 }
 

@@ -2,28 +2,12 @@ package engine
 
 import "github.com/delayd/delayd/record"
 
-// Replay's second core: the server-id index is built beside the replay.
-//
-// Profiling a start-up replay of 10M pending jobs put half of its time in
-// one line, the write of each server id into the sids table: the map is hundreds of
-// MB, so every insert is a cache and TLB miss (more so in a VM), and the
-// rest of an add (slab record, arena, wheel) costs less than that one miss.
-// Yet nothing reads the index while a log of adds replays: an add whose
-// server id is above every id indexed so far cannot replace a job, so it
-// needs no lookup. Such adds hand (sid, slot) to a builder goroutine in
-// batches and go on; the builder owns the sids table until the applier needs it
-// again. Every other record (a cancel, an ack, a pop, a move, an add that
-// may replace a job, any record before which a job fires or a timer runs)
-// first waits until the builder has caught up (sync), and is then applied
-// as it always was, with the index complete. So the index is exactly the
-// one a serial replay builds at every point where it is read; only its
-// writes are moved to the other core, in the same order.
-//
-// The builder exists only inside replayFile (start-up, and a reload after
-// a disk error); a follower applying committed batches inserts as it goes.
-// Waiting for it costs a channel round trip, once per record that needs
-// the index: a log of adds and acks interleaved syncs often and gains
-// little, a log of pending jobs (the slow case: a big backlog) gains most.
+// Replay's second core: the server-id index is built beside the replay
+// (docs/decisions/replay.md). An add whose server id is above every id
+// indexed so far cannot replace a job, so it hands (sid, slot) to a builder
+// goroutine; every other record first waits for the builder (sync), so the
+// index is the serial replay's wherever it is read. Only inside replayFile;
+// a follower applying committed batches inserts as it goes.
 
 // sidBatch is how many inserts go to the builder at once: enough that the
 // channel handoff costs nothing per job, small enough to stay in cache.

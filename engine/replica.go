@@ -1,58 +1,26 @@
 package engine
 
 import (
-	"bufio"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"sync/atomic"
 
-	"github.com/delayd/delayd/aof"
 	"github.com/delayd/delayd/jobs"
 	"github.com/delayd/delayd/journal"
 	"github.com/delayd/delayd/record"
 )
 
-// Replication (cluster mode). The engine does not know Raft: it knows a
-// Replicator, which takes its batches of records where the append-only log
-// would, and it can be a leader or a follower.
-//
-// The leader decides. It applies each write to its own state as in single
-// node mode (so the job a pop takes, reservation deadlines and server ids
-// are decided once, by the leader's clock), and its flusher proposes each
-// group-commit batch as one entry. A reply waits for its ticket as before;
-// in cluster mode a ticket is durable when its batch is committed. The
-// leader's state is therefore ahead of the committed log by the batches in
-// flight ("speculative"): Settled says when it is not, which is when a
-// snapshot of it is exact.
-//
-// A follower applies committed batches with ApplyBatch, as replay applies
-// the log: each record first moves the wheel to the leader's time in it, so
-// jobs fire and reservations expire exactly as on the leader, and no
-// follower's own clock moves a job (its clock reads the time of the last
-// record it applied). For that to hold, the leader's time moves its jobs
-// only through records too: whenever its wheel advances (its timer, a read)
-// it logs the time first (a meta record), so followers fire what it fired
-// when it fired it, their reads are not stale while no client writes, and a
-// leader that steps down holds nothing its followers do not. A follower
-// refuses writes and pops with ErrNotLeader and never serves a blocked
-// client (that would take a job no record took).
-//
-// Leadership moves by Follow and Lead. The new leader's clock never reads
-// before the last time it replicated, whatever the machines' clocks say, so
-// nothing it adds is due before what it inherited; jobs due while no node
-// led become ready at Lead (late, never early).
-//
-// A leader whose batch fails (leadership lost) may hold effects that never
-// commit: from then on it refuses writes and proposes nothing more, and the
-// cluster layer rebuilds it from a snapshot and the committed log (Reset,
-// Restore, ApplyBatch), then calls Rebuilt. Every ticket given out before
-// Rebuilt that had not committed fails with ErrNotCommitted, and no batch of
-// the dropped state is proposed after it; a batch proposed before it may
-// still commit (Raft may keep an entry its leader gave up on): the cluster
-// layer applies such an entry with ApplyBatch like any other, since the
-// rebuilt state does not hold it.
+// Replication (cluster mode; docs/decisions/replication.md). The engine
+// does not know Raft: it knows a Replicator, the journal's sink in place of
+// the log file. The leader decides and applies as a single node does, so
+// its state runs ahead of the committed log by the batches in flight
+// (Settled says when it does not). A follower applies committed batches
+// with ApplyBatch as replay applies the log, its clock the time of the last
+// record applied; so that it fires what the leader fired, the leader logs
+// the time its wheel advances to (replTime). A new leader's clock never
+// reads before the last time it replicated.
 
 // ErrNotLeader refuses a write or a pop on a follower.
 var ErrNotLeader = errors.New("this node is not the leader")
@@ -203,7 +171,7 @@ func (e *Engine) Reset() {
 // After an error the state is partial: Reset it before anything else.
 // O(jobs).
 func (e *Engine) Restore(r io.Reader) error {
-	br := bufio.NewReaderSize(r, 1<<20)
+	sr := record.NewSnapReader(r)
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if !e.repl.following.Load() {
@@ -211,33 +179,13 @@ func (e *Engine) Restore(r io.Reader) error {
 	}
 	e.j.replaying = true
 	defer e.endApply()
-	var buf []byte
 	for {
-		n, err := binary.ReadUvarint(br)
-		if err == io.EOF {
-			err = io.ErrUnexpectedEOF // no end mark: cut short
-		}
+		buf, err := sr.Next()
 		if err != nil {
 			return fmt.Errorf("snapshot: %w", err)
 		}
-		if n == 0 { // the end mark
-			if _, err := br.ReadByte(); err != io.EOF {
-				return fmt.Errorf("snapshot: data after its end")
-			}
+		if buf == nil { // the end mark
 			break
-		}
-		if n > aof.MaxRecordSize {
-			return fmt.Errorf("snapshot: %w", record.ErrBad)
-		}
-		if uint64(cap(buf)) < n {
-			buf = make([]byte, n)
-		}
-		buf = buf[:n]
-		if _, err := io.ReadFull(br, buf); err != nil {
-			if err == io.EOF {
-				err = io.ErrUnexpectedEOF
-			}
-			return fmt.Errorf("snapshot: %w", err)
 		}
 		if err := e.replayRecord(buf); err != nil {
 			return fmt.Errorf("snapshot: %w", err)
@@ -270,8 +218,7 @@ func (e *Engine) snapshotLocked() []byte {
 	var out, buf []byte
 	put := func(r *record.Rec) {
 		buf = r.Encode(buf[:0])
-		out = binary.AppendUvarint(out, uint64(len(buf)))
-		out = append(out, buf...)
+		out = record.AppendSnap(out, buf)
 	}
 	put(&record.Rec{Op: record.Meta, Time: now, SID: e.lastSID, Seq: e.seq})
 	for _, r := range e.stateRecs(now) {
@@ -284,7 +231,7 @@ func (e *Engine) snapshotLocked() []byte {
 			put(r)
 		})
 	}
-	return append(out, 0)
+	return record.EndSnap(out)
 }
 
 // eachJob calls fn for every job in the order replay must see them: each

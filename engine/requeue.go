@@ -7,35 +7,12 @@ import (
 	"github.com/delayd/delayd/record"
 )
 
-// DELAY.REQUEUE key id|ALL [to-key]: dead-lettered jobs go back to work.
-//
-// A job out of deliveries starts over in its dead-letter queue as a plain
-// job: no ack timeout, no retry limit, no dead-letter queue (exhausted,
-// ack.go). What it had is kept as its origin: the queue it came from and
-// those three options. Few jobs are dead-lettered, so the origin lives in a
-// side table by slot (jobs.Table.Origins, flagged jobs.FlagOrigin; the job record
-// stays 64 bytes), and it travels in the add record's tail (record's extOrigin), so
-// replay, rewrite, snapshot and a delivery handed back (Requeue) keep it.
-// A job keeps it wherever it goes (LMOVE), until it is requeued or ends.
-//
-// REQUEUE makes ready jobs of key (one by id, or every one) ready jobs of
-// their origin queue, or of to-key, at the tail, with their origin's
-// options (a job with no origin, moved to to-key, keeps its own), their
-// deliveries back at 0, their group and priority, and their id unless it
-// is taken there (then a new server id, as a move gives). Delayed and
-// reserved jobs of key are left: a reserved one is being worked on. A job
-// with no origin and no to-key is left too.
-//
-// Each job is one record, never a cancel plus an add, so a crash cannot
-// lose or double it. It names the job, where it goes and what it gets:
-//
-// (record.Requeue), and replays as a move (relocate, move.go) that then
-// sets the options.
-
-// origin is where a dead-lettered job came from, and the options it had
-// there (jobs.Table.Origins). Never changed once made: a Delivery may share
-// it.
-type origin = jobs.Origin
+// DELAY.REQUEUE key id|ALL [to-key]: dead-lettered jobs go back to work
+// (docs/decisions/operating-queues.md). A dead letter's origin and where a
+// requeue sends it are jobs.Table's (DeadLetter, Requeue, Requeued;
+// docs/decisions/requeue-options.md); this file logs one record.Requeue per
+// job, never a cancel plus an add, and applies it as a move (relocate,
+// move.go) that then sets the options.
 
 // RequeueDead requeues the ready job id of a queue (every ready job with
 // id nil) to its origin queue or, with to not nil, to to. It returns how

@@ -8,32 +8,12 @@ import (
 	"github.com/delayd/delayd/schedule"
 )
 
-// Recurring schedules: DELAY.SCHEDULE, DELAY.UNSCHEDULE, DELAY.SCHEDULES.
-//
-// A schedule is state, like a job: keyed by (queue, name), logged, replayed,
-// rewritten and replicated. Each firing at fire time T adds a ready job to
-// the queue whose id is name:T (T in unix ms, due T), so a firing repeated
-// after a crash or a failover is the same job, never a second one.
-//
-// Only a live leader decides firings: an engine that is neither replaying
-// nor following arms one timer per schedule in the timer wheel (timers.go)
-// and, when it fires, logs one fire record. Applying that record (live, on
-// replay, on a follower) does all of the firing: it creates the job from the
-// schedule's stored payload and options, unless a job of that id exists,
-// and sets the schedule's last fire time and count. A fire record whose time
-// is not after the schedule's last fire changes nothing, so a record applied
-// twice (a rewrite's tail over its snapshot) fires once.
-//
-// Arming happens where a replay ends (New, a reload after a failed log
-// write) and where a follower starts to lead (Lead, Rebuilt); Follow
-// disarms. Arming makes the firings the schedule's MISFIRE policy owes for
-// the times that passed while nobody fired them (schedule.Sched.Owed). A
-// live timer that fires late (the process stalled) catches up every firing
-// whose time has come, whatever the policy: the server was up.
-//
-// Package schedule keeps the table of schedules and decides when each fires
-// next and which firings are owed; this file applies those decisions:
-// records, timers, and the jobs firings add.
+// Recurring schedules: DELAY.SCHEDULE, DELAY.UNSCHEDULE, DELAY.SCHEDULES
+// (docs/decisions/schedules.md). Package schedule keeps the table and
+// decides when each fires next and which firings are owed; this file
+// applies those decisions: records, timers, and the jobs firings add. Only
+// a live leader arms timers; a firing is one idempotent fire record, whose
+// application (live, replayed, followed) creates the job name:T.
 //
 // Records: record.Schedule (the whole state), record.Unschedule and
 // record.Fire; the schedule's name is the record's client id.

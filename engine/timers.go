@@ -5,20 +5,12 @@ import (
 	"github.com/delayd/delayd/wheel"
 )
 
-// Timers are the engine's clocks that are not jobs: a recurring schedule's
-// next firing, the end of a finished unique id's tombstone, the moment a
-// rate-limited queue earns its next token. They ride a second timing wheel
-// (wheel.Timers) whose handles index a slab of (kind, ref), so a job's slot
-// stays its handle in the job wheel and neither slab grows for the other. The engine's one timer
-// goroutine sleeps until the earlier of the two wheels' deadlines, and
-// advanceLocked moves both: jobs first, then timers, so a timer firing at
-// t sees every job due by t already ready.
-//
-// What a timer means is its kind and ref; the kind's feature owns it
-// (features.go), and onTimer dispatches to it. Whether a
-// kind is armed on replay or only by a live leader is the kind's business
-// (a schedule fires only where firings are decided; a tombstone's end is
-// derived from the time its job ended, live and on replay alike).
+// Timers are the engine's clocks that are not jobs (a schedule's firing, a
+// tombstone's end, a rate limit's next token), on a second wheel
+// (wheel.Timers; docs/decisions/timer-set.md) so a job's slot stays its
+// handle in the job wheel. advanceLocked moves the job wheel first, so a
+// timer firing at t sees every job due by t ready. A kind's feature owns
+// it (features.go) and decides whether it is armed on replay.
 
 // Timer kinds.
 const (

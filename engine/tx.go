@@ -8,26 +8,13 @@ import (
 	"github.com/delayd/delayd/record"
 )
 
-// Transactions. MULTI/EXEC runs a list of commands with no other client's
-// command and no timer work in between, and the log holds them as one unit:
-// after a crash all of it is there or none of it.
-//
-// Atomic takes the lock once and hands its function a handle whose methods
-// run inside that lock (engineLock), so EXEC runs the very handlers a lone
-// command runs. While it runs:
-//
-//   - time stands still (the handle's clock reads the instant Atomic began,
-//     after the wheel was advanced to it), so no job fires and no
-//     reservation expires between two commands of the transaction;
-//   - records go to a unit buffer instead of the pending batch, and every
-//     write inside gets the unit's one ticket;
-//   - blocked clients a write would serve are served when the function
-//     returns, as Redis serves them after EXEC (an RPUSH followed by LLEN
-//     inside one transaction sees the job it pushed). Their pops are in the
-//     unit too.
-//
-// When the function returns, the unit is appended to the pending batch as
-// one framed record (record.Unit), split into parts when it is
+// Transactions (docs/decisions/transactions.md): MULTI/EXEC runs its
+// commands under one hold of the lock, through a handle whose methods skip
+// it (engineLock), so EXEC runs the very handlers a lone command runs. Time
+// stands still inside; the records gather in a unit (journal.Unit), logged
+// when the function returns as one framed record.Unit, in parts past
+// unitPartMax, the last the commit; blocked clients a write would serve are
+// served then, as Redis serves them after EXEC.
 // larger than one log record may be; the last part is the commit.
 
 // ErrInTransaction is returned by the methods that cannot run inside Atomic:

@@ -8,46 +8,17 @@ import (
 	"github.com/delayd/delayd/record"
 )
 
-// Job identity beyond the job's life: UNIQUE and DEBOUNCE on DELAY.ADD.
-//
-// UNIQUE ttl keeps a finished job's id taken for ttl ms after the job ends
-// (acked, cancelled, dead-lettered, dropped, popped at most once, or removed
-// by DEL; not when an add replaces it), so a producer's late retry of a job
-// that already ran is a no-op. What is kept is a tombstone: a timer in the
-// timer wheel (timers.go) and an entry mapping a 64-bit hash of (queue, id)
-// to it (jobs.Tombs, jobs.TombKey), about 70 bytes in all and no copy of the
-// id. Two ids sharing a hash would share a tombstone (one refused for the other's ttl); at 64
-// bits that takes billions of tombstones held at once.
-//
-// A tombstone is not logged when it is made: it starts at the time of the
-// record that removed its job (its time field), live and on replay alike,
-// and for an expiry (not logged either) at the reservation's deadline. Its
-// end is derived the same way, so nothing is logged when it ends. Only a
-// log rewrite and a cluster snapshot write tombstones outright (record.Tomb,
-// through stateRecs), since the jobs whose removals made them are not in
-// them. FLUSHALL drops every tombstone, as it drops every job.
-//
-// DEBOUNCE max-wait: re-adding an id that is still delayed replaces the job
-// (payload, options, due time) but never puts its due time past the first
-// add's time plus max-wait: the limit, an absolute time, travels in the add
-// record (debounceUntil) and stays with the job, so a replay and a rewrite
-// keep it.
-//
-// Both are per-job options that few jobs use: they live in a side table by
-// slot (jobs.Table.Idents), flagged in Job.Flags (FlagUnique, FlagDebounce), so
-// the job record stays 64 bytes and jobs without them pay nothing. Package
-// jobs keeps them and the tombstones and decides what a job's end leaves
-// (Table.EndUnique); this file applies it: the timers, the records.
-
-// A tombstone is written by a rewrite or a snapshot as a record.Tomb.
+// Job identity beyond the job's life: UNIQUE's tombstones and DEBOUNCE's
+// cap (docs/decisions/identity.md). Package jobs keeps the per-job options
+// and the tombstones and decides what a job's end leaves
+// (jobs.Table.EndUnique); this file applies it: the timers, the records.
+// A tombstone is derived from the record that ended its job, never logged,
+// except by a rewrite or a snapshot (record.Tomb, through stateRecs).
 
 // identState is the engine's identity state: the tombstones.
 type identState struct {
 	tombs jobs.Tombs
 }
-
-// jobIdent is what a UNIQUE or DEBOUNCE job carries beyond its record.
-type jobIdent = jobs.Ident
 
 // entomb leaves the tombstone of a UNIQUE job that ends at time at, and
 // forgets its UNIQUE option (so a later removal of the same slot does not

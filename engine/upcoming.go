@@ -26,18 +26,12 @@ type Upcoming struct {
 const upcomingWalkShare = 64
 
 // Upcoming returns up to count delayed jobs of a queue, the next to become
-// ready first (by due time, then add order: the order they will be ready
-// in). Nothing keeps a queue's delayed jobs in order, or even together: the
-// one wheel holds every queue's, unsorted within a bucket. So it walks the
-// wheel's buckets in time order keeping the count earliest of the queue's
-// jobs in a bounded heap (wheel.Earliest), which stops once no later bucket
-// can hold an earlier one, or once it has seen every delayed job of the
-// queue; that visits only the jobs of every queue due before the count-th
-// of this one. When that would be more than one job slot in
-// upcomingWalkShare (the queue's jobs are few, or due late, among many
-// others'), it scans the slab in order into the same kind of heap instead.
-// Cost: O(min(J, S/64) log count), J the jobs visited and S the job slots,
-// plus O(S) when the walk gives up; never a sort of all the queue's jobs.
+// ready first (by due time, then add order). One wheel holds every queue's
+// jobs, unsorted within a bucket, so it walks the buckets in time order into
+// a bounded heap (wheel.Earliest) and falls back on a slab scan past one job
+// slot in upcomingWalkShare (docs/decisions/operating-queues.md). Cost:
+// O(min(J, S/64) log count), J the jobs visited and S the job slots, plus
+// O(S) when the walk gives up.
 func (e *Engine) Upcoming(queueName []byte, count int) []Upcoming {
 	return e.UpcomingAfter(queueName, count, nil)
 }

@@ -197,3 +197,54 @@ func (e *Engine) resolve(w *Waiter, got bool) {
 	}
 	w.ready <- struct{}{}
 }
+
+// parked is the FIFO of blocked clients of one queue, kept across a reset
+// of the engine's state (reloadLocked, FLUSHALL).
+type parked struct {
+	name  string
+	links []*waitLink
+}
+
+// parkedWaiters lists every queue's waiters, in FIFO order. O(queues +
+// waiters).
+func (e *Engine) parkedWaiters() []parked {
+	var waiting []parked
+	for i := range e.queues {
+		q := &e.queues[i]
+		if !q.live || q.waiters.Len() == 0 {
+			continue
+		}
+		p := parked{name: q.name}
+		for l := q.waiters.First(); l != nil; l = l.Next() {
+			p.links = append(p.links, l)
+		}
+		waiting = append(waiting, p)
+	}
+	return waiting
+}
+
+// repark puts the waiters parkedWaiters listed back in their queues, in the
+// same order, after a reset; then jobs due by now fire and serve them, and
+// the timer goroutine re-reads its deadline.
+func (e *Engine) repark(waiting []parked) {
+	e.parkAgain(waiting)
+	e.advanceLocked(e.nowMs())
+	for _, p := range waiting {
+		if qi, ok := e.queueFor([]byte(p.name), false); ok {
+			e.serve(qi)
+		}
+	}
+	e.armed = 0
+	e.poke(0)
+}
+
+// parkAgain is repark without serving anyone: for a replay, which moves
+// time only to its records' times, and a follower, which serves no one.
+func (e *Engine) parkAgain(waiting []parked) {
+	for _, p := range waiting {
+		qi, _ := e.queueFor([]byte(p.name), true)
+		for _, l := range p.links {
+			e.park(l, qi)
+		}
+	}
+}

@@ -361,3 +361,35 @@ func TestFsyncPolicy(t *testing.T) {
 		t.Fatalf("FsyncPolicy(sometimes): %v", err)
 	}
 }
+
+// The flusher's tick writes records nobody waited for and hands everysec's
+// fsync to the syncer; closing quit writes the rest and ends both loops.
+func TestRunFlusherEverySec(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fs := aof.NewMemFS()
+		o := newOwner(t, fs, FsyncEverySec, nil)
+		before := fs.SyncCount(path)
+		quit := make(chan struct{})
+		req, done := make(chan struct{}, 1), make(chan struct{})
+		go o.j.RunSyncer(req, done, func(err error) { t.Error(err) })
+		ended := make(chan struct{})
+		go func() {
+			o.j.RunFlusher(quit, req, done, func() bool { return true })
+			close(ended)
+		}()
+		o.add("a")
+		o.j.Settle(false) // nobody waits: the record is owed to the flusher
+		time.Sleep(1500 * time.Millisecond)
+		synctest.Wait()
+		if got := records(t, fs); len(got) != 1 || fs.SyncCount(path) == before {
+			t.Fatalf("after a tick: records %q, fsyncs %d", got, fs.SyncCount(path)-before)
+		}
+		o.add("b")
+		close(quit)
+		<-ended
+		<-done
+		if got := records(t, fs); len(got) != 2 {
+			t.Fatalf("after quit: records %q", got)
+		}
+	})
+}

@@ -359,4 +359,15 @@ func TestLaneOfAndOldestDue(t *testing.T) {
 	if due, ok := f.q.Order.OldestDue(&f.slab); !ok || due != 20 {
 		t.Fatalf("oldest due %d %v, want 20", due, ok)
 	}
+	// Latency counts from the oldest head's due time, never below 0.
+	if l := f.q.Latency(&f.slab, 35); l != 15 {
+		t.Fatalf("latency at 35: %d, want 15", l)
+	}
+	if l := f.q.Latency(&f.slab, 10); l != 0 {
+		t.Fatalf("latency before due: %d, want 0", l)
+	}
+	f.q.Added = 7
+	if st := f.q.Stats(&f.slab, 35); st.Latency != 15 || st.Added != 7 || st.Ready != f.q.Ready {
+		t.Fatalf("stats: %+v", st)
+	}
 }
