@@ -494,3 +494,31 @@ func (i memInfo) Mode() os.FileMode {
 func (i memInfo) ModTime() time.Time { return time.Time{} }
 func (i memInfo) IsDir() bool        { return i.dir }
 func (i memInfo) Sys() any           { return nil }
+
+// SlowSync returns m with every file's Sync taking d first, as a disk's
+// fsync does, so that writers arriving meanwhile queue up behind it (the
+// group commit tests). Inside a testing/synctest bubble d is fake time.
+func SlowSync(m *MemFS, d time.Duration) FS { return slowSyncFS{m, d} }
+
+type slowSyncFS struct {
+	*MemFS
+	d time.Duration
+}
+
+type slowSyncFile struct {
+	File
+	d time.Duration
+}
+
+func (fs slowSyncFS) OpenFile(name string, flag int, perm os.FileMode) (File, error) {
+	f, err := fs.MemFS.OpenFile(name, flag, perm)
+	if err != nil {
+		return nil, err
+	}
+	return slowSyncFile{f, fs.d}, nil
+}
+
+func (f slowSyncFile) Sync() error {
+	time.Sleep(f.d)
+	return f.File.Sync()
+}

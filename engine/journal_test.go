@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -261,25 +260,6 @@ func TestCrashUnderAlwaysLosesNoAcknowledgedWrite(t *testing.T) {
 	})
 }
 
-// slowSyncFS makes every fsync take a millisecond of (fake) time, as a disk
-// does, so that writers arriving meanwhile queue up behind it.
-type slowSyncFS struct{ *aof.MemFS }
-
-type slowSyncFile struct{ aof.File }
-
-func (fs slowSyncFS) OpenFile(name string, flag int, perm os.FileMode) (aof.File, error) {
-	f, err := fs.MemFS.OpenFile(name, flag, perm)
-	if err != nil {
-		return nil, err
-	}
-	return slowSyncFile{f}, nil
-}
-
-func (f slowSyncFile) Sync() error {
-	time.Sleep(time.Millisecond)
-	return f.File.Sync()
-}
-
 func TestFailedWriteIsNotApplied(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fs := aof.NewMemFS()
@@ -416,7 +396,7 @@ func TestCorruptLogRefusesToStartUnlessRepaired(t *testing.T) {
 func TestFailedWriteAbandonsRewrite(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fs := aof.NewMemFS()
-		e := mustNew(t, exact(slowSyncFS{fs}, FsyncEverySec))
+		e := mustNew(t, exact(aof.SlowSync(fs, time.Millisecond), FsyncEverySec))
 		for i := range 2000 {
 			add(t, e, "q", 60_000, fmt.Sprint(i))
 		}

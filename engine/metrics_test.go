@@ -106,7 +106,7 @@ func TestMetricsTopQueues(t *testing.T) {
 func TestLogMetrics(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fs := aof.NewMemFS()
-		e := mustNew(t, logged(slowSyncFS{fs}, FsyncAlways))
+		e := mustNew(t, logged(aof.SlowSync(fs, time.Millisecond), FsyncAlways))
 		defer e.Close()
 		res, err := e.Add(AddArgs{Queue: b("q"), Delay: 1000, Payload: b("x")})
 		if err != nil || e.WaitDurable(res.Ticket) != nil {

@@ -3,7 +3,6 @@ package journal
 import (
 	"errors"
 	"fmt"
-	"os"
 	"slices"
 	"sync"
 	"testing"
@@ -90,29 +89,10 @@ func records(t *testing.T, fs aof.FS) []string {
 	return out
 }
 
-// slowSyncFS makes every fsync take a millisecond of (fake) time, as a disk
-// does, so that writers arriving meanwhile queue up behind it.
-type slowSyncFS struct{ *aof.MemFS }
-
-type slowSyncFile struct{ aof.File }
-
-func (fs slowSyncFS) OpenFile(name string, flag int, perm os.FileMode) (aof.File, error) {
-	f, err := fs.MemFS.OpenFile(name, flag, perm)
-	if err != nil {
-		return nil, err
-	}
-	return slowSyncFile{f}, nil
-}
-
-func (f slowSyncFile) Sync() error {
-	time.Sleep(time.Millisecond)
-	return f.File.Sync()
-}
-
 func TestGroupCommitSharesFsyncs(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fs := aof.NewMemFS()
-		o := newOwner(t, slowSyncFS{fs}, FsyncAlways, nil)
+		o := newOwner(t, aof.SlowSync(fs, time.Millisecond), FsyncAlways, nil)
 		before := fs.SyncCount(path)
 		quit := make(chan struct{})
 		go o.flusher(quit)
