@@ -72,6 +72,10 @@ func run(args, environ []string, stderr io.Writer) int {
 			return 1
 		}
 		defer lk.Release() // after the log is closed (defers run last first)
+		if err := checkDirMode(cfg.Dir, cfg.ClusterEnabled); err != nil {
+			log.Error().Str("dir", cfg.Dir).Msg(err.Error())
+			return 1
+		}
 	}
 	if path := envOf(environ, "DELAYD_CPUPROFILE"); path != "" {
 		// For benchmarks: a CPU profile of the whole run, written at stop.
@@ -434,4 +438,27 @@ func newLogger(cfg config, out io.Writer) zerolog.Logger {
 		out = zerolog.ConsoleWriter{Out: out, NoColor: !tty, TimeFormat: time.RFC3339, FormatPrepare: roundDurations}
 	}
 	return zerolog.New(out).Level(level).With().Timestamp().Logger()
+}
+
+// checkDirMode refuses a data directory written in the other mode: a
+// cluster node reads only its Raft data (raft/), a single node only its log
+// (delayd.aof), so either started on the other's directory would come up
+// empty and say nothing, its jobs still on disk beside it.
+func checkDirMode(dir string, cluster bool) error {
+	if abs, err := filepath.Abs(dir); err == nil {
+		dir = abs
+	}
+	if cluster {
+		if fi, err := os.Stat(filepath.Join(dir, engine.LogFile)); err == nil && fi.Size() > 0 {
+			return fmt.Errorf("data directory %s holds a single-node log (%s, %d bytes) that a cluster node does not read; "+
+				"start the cluster node on another directory, or move %s away to start it empty",
+				dir, engine.LogFile, fi.Size(), engine.LogFile)
+		}
+		return nil
+	}
+	if fi, err := os.Stat(filepath.Join(dir, "raft")); err == nil && fi.IsDir() {
+		return fmt.Errorf("data directory %s holds a cluster node's Raft data (raft/) that a single node does not read; "+
+			"start it with --cluster-enabled yes, or use another directory", dir)
+	}
+	return nil
 }

@@ -162,3 +162,54 @@ func TestDirLockFreeAfterKill9(t *testing.T) {
 		}
 	})
 }
+
+// A data directory written in one mode and started in the other used to
+// come up empty and say nothing (a cluster node reads only raft/, a single
+// node only delayd.aof), the jobs still on disk beside it. Now the start is
+// refused in one line that names the directory, what it holds and the way
+// out, and the jobs are still there for the right mode.
+func TestDirModeMismatchRefused(t *testing.T) {
+	t.Parallel()
+	t.Run("single-node log, cluster start", func(t *testing.T) {
+		t.Parallel()
+		s := startServer(t, "--appendonly", "yes", "--appendfsync", "always")
+		dir := durDir(t, s)
+		durAddMany(t, s.Client(), "q", 600000, 50)
+		s.Stop()
+
+		port, bus := freePort(t), freePort(t)
+		out, code, _ := lockRun(t, 20*time.Second, "--bind", "127.0.0.1", "--http-addr", "",
+			"--port", strconv.Itoa(port), "--dir", dir, "--log-level", "info", "--log-format", "json",
+			"--cluster-enabled", "yes", "--cluster-bootstrap",
+			"--cluster-bus-addr", net.JoinHostPort("127.0.0.1", strconv.Itoa(bus)))
+		abs, _ := filepath.Abs(dir)
+		want := fmt.Sprintf("data directory %s holds a single-node log (delayd.aof, ", abs)
+		if code == 0 || !strings.Contains(out, want) || strings.Count(strings.TrimSpace(out), "\n") != 0 {
+			t.Fatalf("cluster start on a single node's directory: exit %d, output:\n%s\nwant one line with %q", code, out, want)
+		}
+		s.Restart()
+		expectStats(t, s.Client(), "q", 50, 0, 0)
+	})
+	t.Run("cluster data, single-node start", func(t *testing.T) {
+		t.Parallel()
+		cc := clStart(t, 1)
+		n := cc.nodes[0]
+		if _, err := n.do(n.client(), "DELAY.ADD", "q", 600000, "x"); err != nil {
+			t.Fatalf("DELAY.ADD: %v", err)
+		}
+		n.Stop()
+
+		port := freePort(t)
+		out, code, _ := lockRun(t, 20*time.Second, "--bind", "127.0.0.1", "--http-addr", "",
+			"--port", strconv.Itoa(port), "--dir", n.dir, "--appendonly", "yes",
+			"--log-level", "info", "--log-format", "json")
+		abs, _ := filepath.Abs(n.dir)
+		want := fmt.Sprintf("data directory %s holds a cluster node's Raft data (raft/)", abs)
+		if code == 0 || !strings.Contains(out, want) || strings.Count(strings.TrimSpace(out), "\n") != 0 {
+			t.Fatalf("single-node start on a cluster node's directory: exit %d, output:\n%s\nwant one line with %q", code, out, want)
+		}
+		n.Restart()
+		cc.waitLeader(t, 15*time.Second, n)
+		expectStats(t, n.client(), "q", 1, 0, 0)
+	})
+}
