@@ -38,8 +38,10 @@ func main() {
 }
 
 func run(args, environ []string, stderr io.Writer) int {
-	if len(args) > 0 && args[0] == "check-log" {
-		return checkLog(args[1:], stderr)
+	if len(args) > 0 {
+		if sub, ok := subcommands[args[0]]; ok {
+			return sub(args[1:], stderr)
+		}
 	}
 	for _, a := range args {
 		if a == "--version" || a == "-version" {
