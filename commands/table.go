@@ -290,7 +290,7 @@ var table = []*Command{
 		Args:       []Arg{key("key"), integer("cursor"), opt(tok("COUNT", integer("count")))},
 		Handler:    cmdScanJobs},
 	{Name: "delay.import", Arity: -5, Flags: Write | Fast, FirstKey: 1, LastKey: 1, Step: 1, Group: "delay", Since: "0.3.0",
-		Summary:    "Writes a job as another server had it (delayd import): with its id, due time (now or past: ready now, at the tail), options, DELIVERIES count, a dead letter's ORIGIN queue and options (retry -1: unlimited; dead-letter-key \"\": none) and last failure reason (ERROR); replies the id, or nil if the queue holds that id already, which changes nothing.",
+		Summary:    "Writes a job as another server had it (delayd import): with its id, due time (now or past: ready now, at the tail), options, DELIVERIES count, a dead letter's ORIGIN queue and options (ack-timeout-ms -1: the default; retry -1: unlimited; dead-letter-key \"\": none) and last failure reason (ERROR); replies the id, or nil if the queue holds that id already, which changes nothing.",
 		Complexity: "O(1)",
 		Args: []Arg{key("key"), str("id"), integer("unix-ms"), str("payload"),
 			opt(tok("ACKTIMEOUT", integer("ms"))), opt(tok("RETRY", integer("n"))), opt(tok("DEADLETTER", key("dead-letter-key"))),

@@ -162,8 +162,8 @@ func cmdImport(d *Dispatcher, c *Client, args [][]byte) {
 			a.Deliveries = uint32(n)
 		case "ORIGIN":
 			o := &jobs.Origin{Queue: v[0]}
-			if o.AckTimeout, ok = intIn(v[1], 0, maxAckTimeout); !ok {
-				return errAckTimeout
+			if o.AckTimeout, ok = intIn(v[1], -1, maxAckTimeout); !ok {
+				return errOriginAckTimeout
 			}
 			if o.Retry, ok = parseInt(v[2]); !ok || o.Retry < -1 || o.Retry > maxRetry {
 				return errOriginRetry
@@ -198,6 +198,7 @@ func cmdImport(d *Dispatcher, c *Client, args [][]byte) {
 }
 
 const (
-	errDeliveries  = "ERR DELIVERIES must be an integer from 0 to 4294967295"
-	errOriginRetry = "ERR ORIGIN's retry must be an integer from -1 (unlimited) to 2147483647"
+	errDeliveries       = "ERR DELIVERIES must be an integer from 0 to 4294967295"
+	errOriginAckTimeout = "ERR ORIGIN's ack timeout must be a number of ms from -1 (the default) to 4294967295"
+	errOriginRetry      = "ERR ORIGIN's retry must be an integer from -1 (unlimited) to 2147483647"
 )

@@ -31,7 +31,7 @@ func TestScanAndImportErrors(t *testing.T) {
 		{[]string{"DELAY.IMPORT", "q", "j", "0", "p", "DELIVERIES", "-1"}, "-" + errDeliveries},
 		{[]string{"DELAY.IMPORT", "q", "j", "0", "p", "RETRY", "-1"}, "-" + errRetry},
 		{[]string{"DELAY.IMPORT", "q", "j", "0", "p", "ORIGIN", "w", "0", "-1"}, "-ERR syntax error: option 'ORIGIN' needs 4 values"},
-		{[]string{"DELAY.IMPORT", "q", "j", "0", "p", "ORIGIN", "w", "-5", "-1", ""}, "-" + errAckTimeout},
+		{[]string{"DELAY.IMPORT", "q", "j", "0", "p", "ORIGIN", "w", "-5", "-1", ""}, "-" + errOriginAckTimeout},
 		{[]string{"DELAY.IMPORT", "q", "j", "0", "p", "ORIGIN", "w", "0", "-2", ""}, "-" + errOriginRetry},
 		{[]string{"DELAY.IMPORT", "q", "j", "0", "p", "ERROR", ""}, "-" + errReason},
 		{[]string{"DELAY.IMPORT", "q", "j", "0", "p", "PRIORITY", "10"}, "-" + errPriority},

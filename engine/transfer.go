@@ -99,7 +99,7 @@ type ImportArgs struct {
 	DeadLetter         []byte
 	Group              []byte
 	Priority           uint8
-	Origin             *jobs.Origin // a dead-lettered job's queue and options before; nil: none
+	Origin             *jobs.Origin // a dead-lettered job's queue and options before (AckTimeout -1: the default); nil: none
 	Reason             []byte       // its last failure reason; nil: none
 	Mono               time.Duration
 }
@@ -141,6 +141,9 @@ func (e *Engine) Import(a ImportArgs) (added bool, ticket uint64, err error) {
 		Group: a.Group, Priority: a.Priority, Origin: a.Origin, Reason: a.Reason}
 	if r.AckTimeout < 0 {
 		r.AckTimeout = e.opts.AckTimeout
+	}
+	if o := a.Origin; o != nil && o.AckTimeout < 0 {
+		r.Origin = &jobs.Origin{Queue: o.Queue, AckTimeout: e.opts.AckTimeout, Retry: o.Retry, DeadLetter: o.DeadLetter}
 	}
 	var buf [jobs.SIDLen]byte
 	if sid, ok := jobs.ParseSID(a.ID); ok && string(jobs.RenderSID(&buf, sid)) == string(a.ID) {
