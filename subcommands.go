@@ -8,4 +8,6 @@ import "io"
 // 2 bad usage. One line per verb; its code lives in its own file.
 var subcommands = map[string]func(args []string, stderr io.Writer) int{
 	"check-log": checkLog,
+	"export":    exportCmd,
+	"import":    importCmd,
 }
