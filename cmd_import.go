@@ -91,15 +91,31 @@ func runImport(args []string, stdin io.Reader, stderr io.Writer) int {
 	prog := &transfer.Progress{Out: stderr, TTY: isTerminal(stderr), What: "import", TotalBytes: size}
 	prog.Start()
 	im := transfer.NewImporter(ctx, c, prog)
-	var rep *fromredis.Report
-	if *from != "" {
-		rp, rerr := readFromRedis(ctx, fromredis.Options{URL: *from, Format: *format, Queues: *queues, Prefix: *prefix}, im.Add)
-		rep, err = &rp, rerr
-	} else {
-		err = transfer.ReadLines(r, *skip, im, prog)
+	type result struct {
+		rep *fromredis.Report // --from-redis only
+		err error
 	}
-	if cerr := im.Close(); err == nil {
-		err = cerr
+	read := make(chan result, 1)
+	go func() {
+		if *from != "" {
+			rp, err := readFromRedis(ctx, fromredis.Options{URL: *from, Format: *format, Queues: *queues, Prefix: *prefix}, im.Add)
+			read <- result{&rp, err}
+			return
+		}
+		read <- result{nil, transfer.ReadLines(r, *skip, im, prog)}
+	}()
+	var rep *fromredis.Report
+	select {
+	case res := <-read:
+		rep, err = res.rep, res.err
+		if cerr := im.Close(); err == nil {
+			err = cerr
+		}
+	case <-ctx.Done():
+		// Interrupted. The reader may be blocked on its input (a pipe
+		// that says nothing): it is left, and the resume point is the
+		// batches done by now.
+		err = context.Cause(ctx)
 	}
 	prog.Stop()
 
