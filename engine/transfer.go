@@ -60,6 +60,7 @@ func (e *Engine) ScanJobs(queueName []byte, cursor uint64, count int) (next uint
 		return 0, nil
 	}
 	end := min(n, cursor+uint64(max(count*scanVisit, scanMinVisit)))
+	out = make([]ScanJob, 0, min(count, e.queues[qi].Jobs()))
 	s := cursor
 	for ; s < end && len(out) < count; s++ {
 		j := e.jobs.At(uint32(s))
