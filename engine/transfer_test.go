@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"bytes"
 	"cmp"
 	"fmt"
 	"math/rand/v2"
@@ -234,6 +235,38 @@ func TestImportCopiesScannedJobs(t *testing.T) {
 			t.Fatal(err)
 		}
 		check("replayed", newEngine(t, logged(fs, FsyncAlways)))
+	})
+}
+
+// Imported on a cluster's leader, the jobs are the same on its follower
+// and in a snapshot restored elsewhere: an import is an add record.
+func TestImportFollowerAndSnapshot(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		src := newEngine(t, Options{})
+		addOpts(t, src, AddArgs{Queue: b("q"), ID: b("a"), Payload: b("p"), AckTimeout: 60_000, Retry: 2, Group: b("g")})
+		addOpts(t, src, AddArgs{Queue: b("q"), Payload: b("sid"), Delay: 5000, AckTimeout: -1, Retry: -1, DeadLetter: b("dlq")})
+		addOpts(t, src, AddArgs{Queue: b("w"), ID: b("d"), Payload: b("d"), AckTimeout: 100, Retry: 0, DeadLetter: b("q")})
+		mustPop(t, src, "w")
+		nackReason(t, src, "w", "d", 0, "boom")
+		mustPop(t, src, "q")
+		all := scanAll(t, src, "q", 10, func() {})
+
+		g := newGroup(t, 2, Options{}, nil)
+		ln := g.nodes[0]
+		if n := importAll(t, ln.e, all); n != 3 {
+			t.Fatalf("imported %d of 3", n)
+		}
+		g.sync(ln) // the follower holds the leader's state, or it fails
+		x := newEngine(t, Options{Replicator: &fakeRepl{closed: true}, Follower: true})
+		if err := x.Restore(bytes.NewReader(ln.e.Snapshot())); err != nil {
+			t.Fatal(err)
+		}
+		if replDump(x) != replDump(ln.e) {
+			t.Fatalf("the restored state differs:\n%s", diffLines(replDump(ln.e), replDump(x)))
+		}
+		if j, ok := x.Get(b("q"), b("d")); !ok || string(j.Origin) != "w" || j.Reason != "boom" || j.Deliveries != 1 {
+			t.Fatalf("the dead letter on a restored copy: %+v %v", j, ok)
+		}
 	})
 }
 
