@@ -9,7 +9,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"strconv"
 	"syscall"
 
 	"github.com/spf13/pflag"
@@ -129,6 +128,3 @@ func (f *clientFlags) server() (transfer.Server, error) {
 	s.TLS = cfg
 	return s, nil
 }
-
-// itoa is strconv.FormatInt for the messages.
-func itoa(n int64) string { return strconv.FormatInt(n, 10) }

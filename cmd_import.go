@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -146,7 +147,7 @@ func reasons(m map[string]int64) string {
 	}
 	var rs []string
 	for _, k := range slices.Sorted(maps.Keys(m)) {
-		rs = append(rs, k+": "+itoa(m[k]))
+		rs = append(rs, k+": "+strconv.FormatInt(m[k], 10))
 	}
 	return " (" + strings.Join(rs, "; ") + ")"
 }
