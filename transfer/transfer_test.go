@@ -5,8 +5,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"reflect"
+	"regexp"
 	"strings"
 	"testing"
+	"time"
 )
 
 // A DELAY.SCAN job becomes a line and the line the DELAY.IMPORT that
@@ -120,5 +122,31 @@ func TestCountsLine(t *testing.T) {
 	c := Counts{Read: 10, Added: 6, Existed: 2, Failed: 2, Reasons: map[string]int64{"OOM max-jobs reached (5)": 1, "no id": 1}}
 	if got, want := c.String(), "read 10, added 6, already there 2, failed 2 (OOM max-jobs reached (5): 1; no id: 1)"; got != want {
 		t.Errorf("%s\nwant %s", got, want)
+	}
+}
+
+// On a terminal the progress is a bar redrawn in place with jobs, jobs/s
+// and ETA, ended by a newline; elsewhere a plain line each time.
+func TestProgressLines(t *testing.T) {
+	var tty, plain bytes.Buffer
+	p := &Progress{Out: &tty, TTY: true, What: "import", TotalBytes: 1000}
+	p.start = time.Now().Add(-2 * time.Second)
+	p.Jobs.Store(500)
+	p.Bytes.Store(250)
+	p.show(false)
+	if got := tty.String(); !regexp.MustCompile(`^\r\x1b\[K\[=======       +\] import: 500 jobs, 2\d\d jobs/s, ETA [56]s$`).MatchString(got) {
+		t.Errorf("bar: %q", got)
+	}
+	tty.Reset()
+	p.show(true)
+	if got := tty.String(); !strings.HasSuffix(got, " jobs/s\n") || strings.Contains(got, "ETA") {
+		t.Errorf("the last bar: %q", got)
+	}
+	q := &Progress{Out: &plain, What: "export", Total: 4000}
+	q.start = time.Now().Add(-time.Second)
+	q.Jobs.Store(1000)
+	q.show(false)
+	if got := plain.String(); !regexp.MustCompile(`^export: 1000/4000 jobs, \d+ jobs/s, ETA 3s\n$`).MatchString(got) {
+		t.Errorf("plain: %q", got)
 	}
 }
