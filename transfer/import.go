@@ -63,12 +63,15 @@ type item struct {
 }
 
 // Importer writes jobs to a server through DELAY.IMPORT, pipelined. Add
-// jobs in order, then Close. Not safe for concurrent Adds.
+// jobs in order, then Close. Adds may come from several goroutines (a
+// reader of another system may read queues in parallel); the jobs of a
+// queue keep the order in which they were added.
 type Importer struct {
 	c    redis.UniversalClient
 	prog *Progress
 	seed maphash.Seed
 
+	bmu   sync.Mutex // guards batch, and the order of batches into ch
 	batch []item
 	ch    chan []item
 	quit  chan struct{} // closed when the sender has stopped
@@ -100,6 +103,8 @@ func (im *Importer) Add(j Job) error {
 func (im *Importer) Fault(why string) error { return im.add(item{fault: why}) }
 
 func (im *Importer) add(it item) error {
+	im.bmu.Lock()
+	defer im.bmu.Unlock()
 	select {
 	case <-im.quit:
 		return im.err
@@ -127,6 +132,8 @@ func (im *Importer) flush() error {
 
 // Close sends what is left and waits for every reply.
 func (im *Importer) Close() error {
+	im.bmu.Lock()
+	defer im.bmu.Unlock()
 	err := im.flush()
 	close(im.ch)
 	<-im.quit
