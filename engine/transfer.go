@@ -159,5 +159,6 @@ func (e *Engine) Import(a ImportArgs) (added bool, ticket uint64, err error) {
 		e.serve(qi)
 	}
 	e.serveFreed()
+	e.stats.Added++
 	return true, ticket, nil
 }
