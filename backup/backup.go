@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"os"
+	"path/filepath"
 
 	"github.com/delayd/delayd/record"
 )
@@ -347,4 +349,35 @@ func Check(r io.Reader) (Header, Counts, error) {
 			ErrDamaged, br.h.Records, br.h.Jobs, c.Records, c.Jobs())
 	}
 	return br.h, c, nil
+}
+
+// WriteFile writes a backup file atomically: to path.tmp, fsynced, renamed
+// over path, and the directory fsynced, so path is always a whole backup
+// (the last one, or this one).
+func WriteFile(path string, file []byte) error {
+	tmp := path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(file)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	d, err := os.Open(filepath.Dir(path))
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
 }
