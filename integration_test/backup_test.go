@@ -162,7 +162,7 @@ func TestBackupRestoreSingleNode(t *testing.T) {
 		}
 	}
 	chain(t, c2,
-		cmd(nil, "DELAY.GET", "q", "late"),                           // after the backup: not in it
+		cmd(nil, "DELAY.GET", "q", "late"),                             // after the backup: not in it
 		cmd(nil, "DELAY.ADD", "q", 0, "again", "ID", "u", "UNIQUE", 1), // the tombstone holds the id
 	)
 }
@@ -338,17 +338,26 @@ func TestBackupRestoreCluster(t *testing.T) {
 			t.Fatalf("reservation %s: had %v, restored %v (%v)", id, want, got, err)
 		}
 	}
-	chain(t, nlc,
-		cmd(wantSchedules, "DELAY.SCHEDULES", "{b}s"),
-		cmd(wantLimit, "DELAY.LIMIT", "{b}q"),
-	)
+	if got := showValue(do(t, nlc, "DELAY.SCHEDULES", "{b}s")); got != wantSchedules {
+		t.Fatalf("schedules: had %s, restored %s", wantSchedules, got)
+	}
+	if got := showValue(do(t, nlc, "DELAY.LIMIT", "{b}q")); got != wantLimit {
+		t.Fatalf("limit: had %s, restored %s", wantLimit, got)
+	}
 	// The nodes that joined hold it too: they got it as Raft's snapshot.
-	want := showValue(do(t, nlc, "DELAY.STATS", "{b}load"))
+	counts := func(v any) string {
+		st := fields(t, "DELAY.STATS", v)
+		return fmt.Sprint(st["delayed"], st["ready"], st["reserved"])
+	}
+	want := counts(do(t, nlc, "DELAY.STATS", "{b}load"))
 	for _, n := range nc.followers(nl) {
 		clWait(t, 10*time.Second, fmt.Sprintf("%v holding the restored jobs", n), func() (bool, string) {
 			v, err := n.do(n.roClient(), "DELAY.STATS", "{b}load")
-			got := showValue(v)
-			return err == nil && got == want, fmt.Sprint(got, err)
+			if err != nil {
+				return false, err.Error()
+			}
+			got := counts(v)
+			return got == want, "delayed, ready, reserved " + got + ", the leader's " + want
 		})
 	}
 }
