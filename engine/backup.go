@@ -40,9 +40,10 @@ func (e *Engine) Backup(prefix int) (Capture, error) {
 	if e.opts.Replicator != nil {
 		return Capture{}, errors.New("engine: a cluster node's backup is taken on the leader (BackupLeader)")
 	}
+	buf := e.captureBuf(prefix)
 	e.mu.Lock()
 	start := time.Now()
-	c := Capture{Data: e.appendSnapshot(make([]byte, prefix, prefix+e.snapshotSizeHint()))}
+	c := Capture{Data: e.appendSnapshot(buf)}
 	ticket := e.journal.Ticket()
 	c.Held = time.Since(start)
 	e.mu.Unlock()
@@ -64,12 +65,13 @@ func (e *Engine) BackupLeader(prefix int, timeout time.Duration, at func() (uint
 	var c Capture
 	var err error
 	var start time.Time
+	buf := e.captureBuf(prefix)
 	held := e.quiesce(timeout, func() {
 		start = time.Now()
 		if c.Index, err = at(); err != nil {
 			return
 		}
-		c.Data = e.appendSnapshot(make([]byte, prefix, prefix+e.snapshotSizeHint()))
+		c.Data = e.appendSnapshot(buf)
 		c.Held = time.Since(start)
 	})
 	if err == nil && !held {
@@ -85,8 +87,19 @@ func (e *Engine) BackupLeader(prefix int, timeout time.Duration, at func() (uint
 	return c, nil
 }
 
-// snapshotSizeHint guesses a snapshot's size from the jobs' count, so the
-// capture grows its buffer rarely under the lock. Called with mu held.
-func (e *Engine) snapshotSizeHint() int {
-	return min(e.njobs*64+4096, 1<<30)
+// captureBuf returns the buffer a capture appends to: prefix zero bytes,
+// and room for a snapshot of the jobs there are now (64 bytes a job, more
+// than most take), its pages touched here, outside the lock: the first
+// write to fresh memory is a page fault, and a capture under the lock would
+// otherwise take one every 4 KiB while writes wait.
+func (e *Engine) captureBuf(prefix int) []byte {
+	e.mu.Lock()
+	n := e.njobs
+	e.mu.Unlock()
+	b := make([]byte, prefix, prefix+min(n*64+4096, 1<<30))
+	room := b[:cap(b)]
+	for i := 0; i < len(room); i += 4096 {
+		room[i] = 0
+	}
+	return b
 }

@@ -229,9 +229,10 @@ func (e *Engine) appendSnapshot(out []byte) []byte {
 	}
 	if e.wheel != nil {
 		e.eachJob(func(s uint32, flags byte, deadline int64) {
-			r := e.addRecOf(s, flags)
+			r := e.addRec(s, flags)
 			r.Time, r.Deadline = now, deadline
-			put(r)
+			buf = r.Encode(buf[:0])
+			out = record.AppendSnap(out, buf)
 		})
 	}
 	return record.EndSnap(out)
