@@ -87,7 +87,8 @@ func TestBackupRestoreSingleNode(t *testing.T) {
 	for i := range 200 {
 		do(t, c, "DELAY.ADD", "bulk", i%3*100000, fmt.Sprint("p", i), "ID", fmt.Sprint("j", i))
 	}
-	jobs := map[string][]string{"q": {"a", "b", "u"}, "r": {"c", "d"}}
+	sid := do(t, c, "DELAY.ADD", "q", 0, "server id").(string)
+	jobs := map[string][]string{"q": {"a", "b", "u", sid}, "r": {"c", "d"}}
 	for i := range 200 {
 		jobs["bulk"] = append(jobs["bulk"], fmt.Sprint("j", i))
 	}
@@ -97,14 +98,14 @@ func TestBackupRestoreSingleNode(t *testing.T) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, "b.backup")
 	out, code := delaydCLI(t, "backup", "--addr", s.Addr(), "-o", file)
-	if code != 0 || !strings.Contains(out, "ok: 204 jobs") {
+	if code != 0 || !strings.Contains(out, "ok: 205 jobs") {
 		t.Fatalf("delayd backup: exit %d: %s", code, out)
 	}
 	// A write after the backup's reply is not in it.
 	chain(t, c, cmd("late", "DELAY.ADD", "q", 0, "after", "ID", "late"))
 
 	out, code = delaydCLI(t, "check-backup", file)
-	for _, want := range []string{"ok", "mode: single", "jobs: 204", "reserved: 1", "schedules: 1", "limits: 1", "pauses: 1", "tombstones: 1"} {
+	for _, want := range []string{"ok", "mode: single", "jobs: 205", "reserved: 1", "schedules: 1", "limits: 1", "pauses: 1", "tombstones: 1"} {
 		if code != 0 || !strings.Contains(out, want) {
 			t.Fatalf("check-backup: exit %d, no %q in:\n%s", code, want, out)
 		}
@@ -118,7 +119,7 @@ func TestBackupRestoreSingleNode(t *testing.T) {
 		if b, err := cmd.CombinedOutput(); err != nil {
 			t.Fatalf("redis-cli --rdb: %v: %s", err, b)
 		}
-		if out, code := delaydCLI(t, "check-backup", rdb); code != 0 || !strings.Contains(out, "jobs: 205") {
+		if out, code := delaydCLI(t, "check-backup", rdb); code != 0 || !strings.Contains(out, "jobs: 206") {
 			t.Fatalf("redis-cli --rdb's file: exit %d: %s", code, out)
 		}
 	}
@@ -150,7 +151,7 @@ func TestBackupRestoreSingleNode(t *testing.T) {
 	}
 
 	fresh := filepath.Join(dir, "restored")
-	if out, code := delaydCLI(t, "restore", "--dir", fresh, file); code != 0 || !strings.Contains(out, "restored 204 jobs") {
+	if out, code := delaydCLI(t, "restore", "--dir", fresh, file); code != 0 || !strings.Contains(out, "restored 205 jobs") {
 		t.Fatalf("restore: exit %d: %s", code, out)
 	}
 	s2 := startServer(t, "--appendonly", "yes", "--dir", fresh)
@@ -165,6 +166,32 @@ func TestBackupRestoreSingleNode(t *testing.T) {
 		cmd(nil, "DELAY.GET", "q", "late"),                             // after the backup: not in it
 		cmd(nil, "DELAY.ADD", "q", 0, "again", "ID", "u", "UNIQUE", 1), // the tombstone holds the id
 	)
+	// Server ids go on after the restored ones, never reusing one.
+	if next := do(t, c2, "DELAY.ADD", "q", 0, "next").(string); next == sid {
+		t.Fatalf("a new job took the restored job's server id %s", sid)
+	}
+	if got := before["get q "+sid]; after["get q "+sid] != got {
+		t.Fatalf("the job of server id %s: %s, restored %s", sid, got, after["get q "+sid])
+	}
+}
+
+// TestBackupAuth: delayd backup authenticates as the server's clients do,
+// and says in one line why it could not.
+func TestBackupAuth(t *testing.T) {
+	s := startServer(t, "--requirepass", "s3cret")
+	file := filepath.Join(t.TempDir(), "f.backup")
+	if out, code := delaydCLI(t, "backup", "--addr", s.Addr(), "-o", file); code != 1 || !strings.Contains(out, "NOAUTH") || strings.Count(out, "\n") != 1 {
+		t.Fatalf("without a password: exit %d: %q", code, out)
+	}
+	if _, err := os.Stat(file); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a refused backup left %s: %v", file, err)
+	}
+	if out, code := delaydCLI(t, "backup", "--addr", s.Addr(), "--password", "wrong", "-o", file); code != 1 || !strings.Contains(out, "WRONGPASS") {
+		t.Fatalf("a wrong password: exit %d: %q", code, out)
+	}
+	if out, code := delaydCLI(t, "backup", "--addr", s.Addr(), "--password", "s3cret", "-o", file); code != 0 || !strings.Contains(out, "ok: 0 jobs") {
+		t.Fatalf("with the password: exit %d: %q", code, out)
+	}
 }
 
 // bkAdd is one acknowledged (or failed) add of the load.
