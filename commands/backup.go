@@ -112,9 +112,9 @@ func cmdBgsave(d *Dispatcher, c *Client, args [][]byte) {
 	b.mu.Unlock()
 	start := time.Now()
 	file, _ := d.captureBackup(c)
-	if file == nil {
+	if file == nil { // refused (MOVED, a busy leader): no save was attempted
 		b.mu.Lock()
-		b.running, b.lastErr = false, errors.New("capture refused")
+		b.running = false
 		b.mu.Unlock()
 		return
 	}
