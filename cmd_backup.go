@@ -78,15 +78,35 @@ type dialer struct {
 
 // fetch asks addr for a backup and writes it to path, following MOVED to a
 // cluster's leader (a few hops: leadership may move meanwhile).
+// A leader busy with writes that do not commit (TRYAGAIN), or an election
+// (CLUSTERDOWN), is asked again after a pause, until the deadline.
 func (d dialer) fetch(addr, path string) (backup.Header, int64, error) {
+	first := addr
 	for hop := 0; ; hop++ {
 		h, size, moved, err := d.fetchOnce(addr, path)
-		if moved == "" || hop == 5 {
+		switch {
+		case err == nil || hop == 20:
+			return h, size, err
+		case moved != "":
+			addr = moved
+		case retryable(err) && time.Now().Add(time.Second).Before(d.deadline):
+			time.Sleep(500 * time.Millisecond)
+			addr = first // the leader may have changed
+		default:
 			return h, size, err
 		}
-		addr = moved
 	}
 }
+
+func retryable(err error) bool {
+	var re replyError
+	return errors.As(err, &re) && (strings.HasPrefix(string(re), "TRYAGAIN") || strings.HasPrefix(string(re), "CLUSTERDOWN"))
+}
+
+// replyError is an error reply, without its '-'.
+type replyError string
+
+func (e replyError) Error() string { return string(e) }
 
 func (d dialer) fetchOnce(addr, path string) (h backup.Header, size int64, moved string, err error) {
 	conn, err := d.dial(addr)
@@ -102,8 +122,11 @@ func (d dialer) fetchOnce(addr, path string) (h backup.Header, size int64, moved
 	if f := strings.Fields(line); len(f) == 3 && f[0] == "-MOVED" {
 		return h, 0, f[2], fmt.Errorf("%s: %s", addr, line[1:])
 	}
+	if strings.HasPrefix(line, "-") {
+		return h, 0, "", fmt.Errorf("%s: SYNC: %w", addr, replyError(line[1:]))
+	}
 	if !strings.HasPrefix(line, "$") {
-		return h, 0, "", fmt.Errorf("%s: SYNC: %s", addr, strings.TrimPrefix(line, "-"))
+		return h, 0, "", fmt.Errorf("%s: SYNC: unexpected reply %q", addr, line)
 	}
 	n, err := strconv.ParseInt(line[1:], 10, 64)
 	if err != nil || n < 0 {

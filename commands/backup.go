@@ -71,6 +71,10 @@ func (d *Dispatcher) captureBackup(c *Client) ([]byte, backup.Header) {
 		c.W.Error(d.notLeader(0))
 		return nil, h
 	}
+	if errors.Is(err, engine.ErrBackupBusy) {
+		c.W.Error("TRYAGAIN " + err.Error()) // as a write whose commit did not come
+		return nil, h
+	}
 	if err != nil {
 		c.W.Error("ERR " + err.Error())
 		return nil, h

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/delayd/delayd/backup"
+	"github.com/delayd/delayd/engine"
 )
 
 func TestBackupCommands(t *testing.T) {
@@ -102,3 +103,25 @@ func TestBackupOnFollower(t *testing.T) {
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// busyLeader is a leader whose backups find no settled moment.
+type busyLeader struct{ *fakeCluster }
+
+func (busyLeader) Backup(int, time.Duration) (engine.Capture, error) {
+	return engine.Capture{}, engine.ErrBackupBusy
+}
+
+// A leader that found no settled moment answers TRYAGAIN (delayd backup
+// asks again); a ClusterView without backups says so.
+func TestBackupOnBusyLeader(t *testing.T) {
+	n := newNode(t, nil)
+	n.d.opts.Cluster = busyLeader{newFake(idL, idL)}
+	c := n.client()
+	if got := n.do(c, "SYNC"); !strings.HasPrefix(got, "-TRYAGAIN ") {
+		t.Fatalf("SYNC on a busy leader: %q", got)
+	}
+	n.d.opts.Cluster = newFake(idL, idL)
+	if got := n.do(c, "SYNC"); got != "-ERR this cluster node cannot take backups" {
+		t.Fatalf("SYNC without backups: %q", got)
+	}
+}
