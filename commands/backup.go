@@ -33,12 +33,12 @@ const backupTimeout = 5 * time.Second
 
 // backupState is BGSAVE's progress and outcome, for LASTSAVE and INFO.
 type backupState struct {
-	mu       sync.Mutex
-	running  bool      // guarded by mu
-	lastOK   time.Time // guarded by mu: the last successful save's capture
-	lastErr  error     // guarded by mu
+	mu       sync.Mutex // guards the fields below
+	running  bool
+	lastOK   time.Time // the last successful save's capture
+	lastErr  error     // the last save's outcome
 	lastTook time.Duration
-	lastHeld time.Duration // the last capture's lock hold
+	lastHeld time.Duration // the last capture's lock hold (BGSAVE or SYNC)
 	saves    int64
 }
 
@@ -50,8 +50,8 @@ type clusterBackup interface {
 // captureBackup captures and seals a backup file, or writes the refusal
 // (MOVED on a follower) and returns nil.
 func (d *Dispatcher) captureBackup(c *Client) ([]byte, backup.Header) {
-	h := backup.Header{Mode: backup.Single, Server: d.opts.Version}
-	var cap engine.Capture
+	h := backup.Header{Mode: backup.Single, Server: d.opts.Version, Created: time.Now().UnixMilli()}
+	var got engine.Capture
 	var err error
 	if cl := d.opts.Cluster; cl != nil {
 		h.Mode = backup.Cluster
@@ -62,10 +62,10 @@ func (d *Dispatcher) captureBackup(c *Client) ([]byte, backup.Header) {
 		case !ok:
 			err = errors.New("this cluster node cannot take backups")
 		default:
-			cap, err = cb.Backup(backup.HeaderSize, backupTimeout)
+			got, err = cb.Backup(backup.HeaderSize, backupTimeout)
 		}
 	} else {
-		cap, err = d.engineFor(c).Backup(backup.HeaderSize)
+		got, err = d.engineFor(c).Backup(backup.HeaderSize)
 	}
 	if errors.Is(err, engine.ErrNotLeader) {
 		c.W.Error(d.notLeader(0))
@@ -79,17 +79,17 @@ func (d *Dispatcher) captureBackup(c *Client) ([]byte, backup.Header) {
 		c.W.Error("ERR " + err.Error())
 		return nil, h
 	}
-	h.Created, h.Index = time.Now().UnixMilli(), cap.Index
-	file, h, err := backup.Seal(cap.Data, h)
+	h.Index = got.Index
+	file, h, err := backup.Seal(got.Data, h)
 	if err != nil {
 		c.W.Error("ERR " + err.Error())
 		return nil, h
 	}
 	d.backups.mu.Lock()
-	d.backups.lastHeld = cap.Held
+	d.backups.lastHeld = got.Held
 	d.backups.mu.Unlock()
 	d.opts.Log.Info().Int64("client", c.ID).Uint64("jobs", h.Jobs).Uint64("index", h.Index).Int("bytes", len(file)).
-		Dur("held_ms", cap.Held).Msg("backup captured")
+		Dur("held_ms", got.Held).Msg("backup captured")
 	return file, h
 }
 
