@@ -388,3 +388,17 @@ func TestBackupRestoreCluster(t *testing.T) {
 		})
 	}
 }
+
+// TestBackupTLS: delayd backup over mutual TLS with redis-cli's flags.
+func TestBackupTLS(t *testing.T) {
+	e := startTLS(t, "yes")
+	file := filepath.Join(t.TempDir(), "f.backup")
+	if out, code := delaydCLI(t, "backup", "--addr", e.addr(), "--tls", "--cacert", e.caFile, "-o", file); code != 1 {
+		t.Fatalf("without a client certificate: exit %d: %q", code, out)
+	}
+	out, code := delaydCLI(t, "backup", "--addr", e.addr(), "--tls", "--cacert", e.caFile,
+		"--cert", e.clientCert, "--key", e.clientKey, "-o", file)
+	if code != 0 || !strings.Contains(out, "ok: 0 jobs") {
+		t.Fatalf("over TLS: exit %d: %q", code, out)
+	}
+}
