@@ -402,3 +402,49 @@ func TestBackupTLS(t *testing.T) {
 		t.Fatalf("over TLS: exit %d: %q", code, out)
 	}
 }
+
+// TestBackupAcrossModes: a single node's backup restores as a cluster, and
+// that cluster's backup as a single node: the records are the same.
+func TestBackupAcrossModes(t *testing.T) {
+	s := startServer(t)
+	c := s.Client()
+	chain(t, c,
+		cmd("a", "DELAY.ADD", "{m}q", 3600000, "kept", "ID", "a", "RETRY", 3),
+		cmd("OK", "DELAY.LIMIT", "{m}q", "CONCURRENCY", 2),
+	)
+	want := showValue(do(t, c, "DELAY.GET", "{m}q", "a"))
+	dir := t.TempDir()
+	single := filepath.Join(dir, "single.backup")
+	if out, code := delaydCLI(t, "backup", "--addr", s.Addr(), "-o", single); code != 0 {
+		t.Fatalf("backup: exit %d: %s", code, out)
+	}
+
+	node := filepath.Join(dir, "node")
+	if out, code := delaydCLI(t, "restore", "--cluster", "--dir", node, single); code != 0 {
+		t.Fatalf("restore --cluster: exit %d: %s", code, out)
+	}
+	cc := &clCluster{t: t}
+	n := &clNode{cc: cc, dir: node}
+	cc.nodes = append(cc.nodes, n)
+	n.launch(t, "--cluster-bootstrap")
+	cc.waitLeader(t, 20*time.Second, n)
+	if got := showValue(do(t, n.client(), "DELAY.GET", "{m}q", "a")); got != want {
+		t.Fatalf("as a cluster: had %s, restored %s", want, got)
+	}
+	clustered := filepath.Join(dir, "cluster.backup")
+	if out, code := delaydCLI(t, "backup", "--addr", n.Addr(), "-o", clustered); code != 0 || !strings.Contains(out, "Raft index") {
+		t.Fatalf("backup of the cluster: exit %d: %s", code, out)
+	}
+
+	back := filepath.Join(dir, "back")
+	if out, code := delaydCLI(t, "restore", "--dir", back, clustered); code != 0 {
+		t.Fatalf("restore: exit %d: %s", code, out)
+	}
+	s2 := startServer(t, "--appendonly", "yes", "--dir", back)
+	c2 := s2.Client()
+	if got := showValue(do(t, c2, "DELAY.GET", "{m}q", "a")); got != want {
+		t.Fatalf("back as a single node: had %s, restored %s", want, got)
+	}
+	chain(t, c2, cmd([]any{"concurrency", int64(2), "rate", int64(0), "per_ms", int64(0), "group_concurrency", int64(0), "reserved", int64(0), "tokens", int64(-1)},
+		"DELAY.LIMIT", "{m}q"))
+}
