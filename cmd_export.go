@@ -2,9 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -78,53 +75,36 @@ func runExport(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// clientFlags are how export and import reach a server.
+// clientFlags are how export and import reach a server: the flags and the
+// variable of delayd backup.
 type clientFlags struct {
-	addr, user, pass             *string
-	tls, insecure                *bool
-	cacert, cert, key, tlsServer *string
+	addr, user, pass      *string
+	tls, insecure         *bool
+	cacert, cert, keyFile *string
 }
 
 func connFlags(fs *pflag.FlagSet) *clientFlags {
 	return &clientFlags{
-		addr:      fs.String("addr", "127.0.0.1:6379", "host:port of the server (any node of a cluster)"),
-		user:      fs.String("user", "", "ACL user (default: the default user)"),
-		pass:      fs.String("pass", "", "password (default: $DELAYD_AUTH)"),
-		tls:       fs.Bool("tls", false, "connect with TLS"),
-		insecure:  fs.Bool("insecure", false, "with --tls: do not verify the server's certificate"),
-		cacert:    fs.String("cacert", "", "with --tls: CA certificate file to verify the server with"),
-		cert:      fs.String("cert", "", "with --tls: client certificate file"),
-		key:       fs.String("key", "", "with --tls: client private key file"),
-		tlsServer: fs.String("sni", "", "with --tls: server name to verify (default: the host of --addr)"),
+		addr:     fs.String("addr", "127.0.0.1:6380", "the server's host:port (any node of a cluster)"),
+		user:     fs.String("user", "", "ACL user (AUTH user password)"),
+		pass:     fs.String("password", "", "password (requirepass, or the user's); also $DELAYD_PASSWORD"),
+		tls:      fs.Bool("tls", false, "connect with TLS"),
+		cacert:   fs.String("cacert", "", "PEM CA certificates to verify the server with (TLS)"),
+		cert:     fs.String("cert", "", "PEM client certificate (TLS, tls-auth-clients yes)"),
+		keyFile:  fs.String("key", "", "PEM private key of --cert"),
+		insecure: fs.Bool("insecure", false, "do not verify the server's certificate (TLS)"),
 	}
 }
 
 func (f *clientFlags) server() (transfer.Server, error) {
 	s := transfer.Server{Addr: *f.addr, User: *f.user, Password: *f.pass}
 	if s.Password == "" {
-		s.Password = os.Getenv("DELAYD_AUTH")
+		s.Password = os.Getenv("DELAYD_PASSWORD")
 	}
-	if !*f.tls {
-		return s, nil
+	if *f.tls {
+		var err error
+		s.TLS, err = clientTLS(*f.cacert, *f.cert, *f.keyFile, *f.insecure) // cmd_backup.go
+		return s, err
 	}
-	cfg := &tls.Config{InsecureSkipVerify: *f.insecure, ServerName: *f.tlsServer, MinVersion: tls.VersionTLS12}
-	if *f.cacert != "" {
-		pem, err := os.ReadFile(*f.cacert)
-		if err != nil {
-			return s, err
-		}
-		cfg.RootCAs = x509.NewCertPool()
-		if !cfg.RootCAs.AppendCertsFromPEM(pem) {
-			return s, errors.New(*f.cacert + ": no certificate in it")
-		}
-	}
-	if *f.cert != "" || *f.key != "" {
-		pair, err := tls.LoadX509KeyPair(*f.cert, *f.key)
-		if err != nil {
-			return s, err
-		}
-		cfg.Certificates = []tls.Certificate{pair}
-	}
-	s.TLS = cfg
 	return s, nil
 }

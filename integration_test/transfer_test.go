@@ -339,7 +339,7 @@ func TestSingleNodeToCluster(t *testing.T) {
 }
 
 // TestExportImportAuth: both verbs log in as a client does, with --user and
-// --pass or the password in DELAYD_AUTH, and without it stop at once with
+// --password or the password in DELAYD_PASSWORD, and without it stop at once with
 // the server's refusal.
 func TestExportImportAuth(t *testing.T) {
 	t.Parallel()
@@ -352,15 +352,15 @@ func TestExportImportAuth(t *testing.T) {
 	if _, errs, code := xferRun(t, nil, "export", "--addr", a.Addr()); code != 1 || !strings.Contains(errs, "NOAUTH") {
 		t.Fatalf("export without a password: exit %d: %s", code, errs)
 	}
-	out, errs, code := xferRun(t, nil, "export", "--addr", a.Addr(), "--user", "default", "--pass", "pw-a")
+	out, errs, code := xferRun(t, nil, "export", "--addr", a.Addr(), "--user", "default", "--password", "pw-a")
 	if code != 0 {
-		t.Fatalf("export with --pass: exit %d: %s", code, errs)
+		t.Fatalf("export with --password: exit %d: %s", code, errs)
 	}
 	cmd := exec.Command(binPath, "import", "--addr", b.Addr())
-	cmd.Env = append(cleanEnv(), "DELAYD_AUTH=pw-b")
+	cmd.Env = append(cleanEnv(), "DELAYD_PASSWORD=pw-b")
 	cmd.Stdin = strings.NewReader(out)
 	if got, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(got), "added 1,") {
-		t.Fatalf("import with DELAYD_AUTH: %v: %s", err, got)
+		t.Fatalf("import with DELAYD_PASSWORD: %v: %s", err, got)
 	}
 	cb := b.Client(func(o *redis.Options) { o.Password = "pw-b" })
 	if v, err := cb.Do(context.Background(), "DELAY.GET", "q", "j").Result(); err != nil || fields(t, "j", v)["payload"] != "x" {
