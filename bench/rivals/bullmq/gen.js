@@ -11,9 +11,9 @@
 // BullMQ's own "delayed" event.
 //
 //   node gen.js --port 6379 --n 500000 --out b.tsv              fill, then exit
-//   node gen.js --port ... --from 500000 --keep --out k.tsv     add until stdin closes
+//   node gen.js --port ... --from 500000 --keep --n 0 --out k.tsv   add until stdin closes ("adding" on stdout once it does)
 //   node gen.js --port ... --retries 100 --out r.tsv            jobs failed once, waiting for their retry
-//   node gen.js --port ... --schedulers 2 --n 0                 repeatable jobs (job schedulers)
+//   node gen.js --port ... --schedulers 2 --n 0                     repeatable jobs (job schedulers)
 const fs = require('node:fs');
 const { Queue, Worker, QueueEvents } = require('bullmq');
 
@@ -72,6 +72,7 @@ async function keepAdding(queues, from) {
   const perTick = Math.max(1, Math.round(args.rate / 100));
   for (let i = from; !stopped && (args.n === 0 || i < from + args.n); i += perTick) {
     await fill(queues, i, perTick);
+    if (i === from) process.stdout.write('adding\n'); // the test starts reading now
     await new Promise((r) => setTimeout(r, 10));
   }
 }
@@ -116,8 +117,9 @@ async function main() {
   }
   for (let k = 0; k < args.schedulers; k++) {
     // A repeatable job: BullMQ keeps its next run as a delayed job with an
-    // id of its own making ("repeat:..."); the reader must leave it.
-    await queues.get(`q${k % args.queues}`).upsertJobScheduler(`every-hour-${k}`, { every: 3600 * 1000 }, { name: 'digest', data: {} });
+    // id of its own making ("repeat:..."); the reader must leave it. A cron
+    // pattern, because "every" runs the first at once (not delayed).
+    await queues.get(`q${k % args.queues}`).upsertJobScheduler(`nightly-${k}`, { pattern: `${k % 60} 3 * * *` }, { name: 'digest', data: {} });
   }
   if (args.keep) await keepAdding(queues, args.from);
   else await fill(queues, args.from, args.n);

@@ -10,7 +10,7 @@
 // asynq's Inspector says it runs next.
 //
 //	asynqgen -addr 127.0.0.1:6379 -n 500000 -out a.tsv             # fill, then exit
-//	asynqgen -addr ... -from 500000 -keep -out b.tsv               # add until stdin closes
+//	asynqgen -addr ... -from 500000 -keep -n 0 -out b.tsv          # add until stdin closes; "adding" on stdout once it does
 //	asynqgen -addr ... -retries 100 -out r.tsv                     # tasks failed once, waiting in the retry set
 package main
 
@@ -130,6 +130,9 @@ func main() {
 				if err := add(int(i)); err != nil {
 					once.Do(func() { firstErr = err })
 					return
+				}
+				if *keep && i == int64(*from) {
+					fmt.Println("adding") // the test starts reading now
 				}
 			}
 		}()
