@@ -241,7 +241,7 @@ func TestBullMQWrittenByBullMQ(t *testing.T) {
 		func(out string) *gen {
 			return startGen(t, dir, "node", "gen.js", "--port", port, "--from", testJobs, "--keep", "--n", "0", "--rate", "2000", "--out", out)
 		},
-		[]string{"q0", "q1", "retryq"},
+		[]string{"bq0", "bq1", "bretryq"},
 		func(w want) int64 {
 			if w.retry > 1 {
 				return w.retry - 1

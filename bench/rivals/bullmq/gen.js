@@ -39,7 +39,7 @@ const spread = (i) => Math.imul(i + 1, 0x9e3779b1) >>> 0;
 const base = Date.now() + 2 * 3600 * 1000;
 
 function job(i) {
-  const q = `q${i % args.queues}`;
+  const q = `bq${i % args.queues}`; // not asynqgen's q0: both go to one delayd in bench/import_redis.sh
   // A block of jobs due the same ms, so that the reader's paging must get
   // through ties; the rest spread over two days to the ms.
   const due = i % 50 === 0 ? base : base + (spread(i) % (48 * 3600 * 1000));
@@ -77,12 +77,12 @@ async function keepAdding(queues, from) {
   }
 }
 
-// failOnce adds jobs to queue retryq with 3 attempts and a fixed hour of
+// failOnce adds jobs to queue bretryq with 3 attempts and a fixed hour of
 // backoff, and lets a Worker fail each once: BullMQ moves it back to the
 // delayed set with attemptsMade 1, due an hour after the failure, the time
 // its "delayed" event tells.
 async function failOnce(from, n) {
-  const q = 'retryq';
+  const q = 'bretryq';
   const queue = new Queue(q, { connection, prefix: args.prefix });
   const events = new QueueEvents(q, { connection, prefix: args.prefix });
   await events.waitUntilReady();
@@ -113,13 +113,13 @@ async function main() {
   }
   const queues = new Map();
   for (let k = 0; k < args.queues; k++) {
-    queues.set(`q${k}`, new Queue(`q${k}`, { connection, prefix: args.prefix }));
+    queues.set(`bq${k}`, new Queue(`bq${k}`, { connection, prefix: args.prefix }));
   }
   for (let k = 0; k < args.schedulers; k++) {
     // A repeatable job: BullMQ keeps its next run as a delayed job with an
     // id of its own making ("repeat:..."); the reader must leave it. A cron
     // pattern, because "every" runs the first at once (not delayed).
-    await queues.get(`q${k % args.queues}`).upsertJobScheduler(`nightly-${k}`, { pattern: `${k % 60} 3 * * *` }, { name: 'digest', data: {} });
+    await queues.get(`bq${k % args.queues}`).upsertJobScheduler(`nightly-${k}`, { pattern: `${k % 60} 3 * * *` }, { name: 'digest', data: {} });
   }
   if (args.keep) await keepAdding(queues, args.from);
   else await fill(queues, args.from, args.n);
