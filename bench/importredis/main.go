@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"log"
 	"os"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -36,9 +37,18 @@ func main() {
 	check := flag.Bool("check", false, "check the manifests instead of importing")
 	all := flag.String("all", "", "with -check: manifests whose every job delayd must hold")
 	some := flag.String("some", "", "with -check: manifests whose jobs delayd may hold (added during the import); those it holds must be right")
+	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the import here")
 	flag.Parse()
 	if *check {
 		os.Exit(checkManifests(*to, split(*all), split(*some)))
+	}
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err != nil {
+			log.Fatal(err)
+		}
+		pprof.StartCPUProfile(f)
+		defer pprof.StopCPUProfile()
 	}
 	start := time.Now()
 	var wg sync.WaitGroup

@@ -25,7 +25,7 @@ func TestPagerWhileTheSetChanges(t *testing.T) {
 		t.Skip("starts redis-server")
 	}
 	ctx := context.Background()
-	rdb := redis.NewClient(&redis.Options{Addr: startRedis(t)})
+	rdb := redis.NewClient(&redis.Options{Addr: startRedis(t), Protocol: 2}) // as Read makes it
 	defer rdb.Close()
 	rng := rand.New(rand.NewPCG(1, 2))
 	const key = "z"

@@ -18,9 +18,10 @@ type entry struct {
 	value  float64
 }
 
-// pageScript returns the page of a sorted set that follows the entry
-// (ARGV[2] score, ARGV[3] member) read last, or the first page without
-// them: ARGV[1] entries at most, as member, score pairs.
+// tiesScript returns the entries of a sorted set after the one read last,
+// ARGV[2] score and ARGV[3] member, that have the same score: ARGV[1] at
+// most, as member, score pairs. Those after them, of higher score, come
+// from a plain ZRANGE BYSCORE sent in the same round trip (see next).
 //
 // It finds where to go on by (score, member) and not by rank, because the
 // old system keeps adding and removing while we read: an entry removed
@@ -32,10 +33,8 @@ type entry struct {
 // the first one after ours: O(log n · log k) for k ties. Ties are the rule
 // in asynq's sets, scored in whole seconds. The comparison is by bytes,
 // written out, because Lua's < on strings follows the server's locale.
-//
-// One script is one atomic step of the server, so the counts and the page
-// come from one state of the set.
-var pageScript = redis.NewScript(`
+// The score goes back to Redis as the text Redis gave, so it is exact.
+var tiesScript = redis.NewScript(`
 local function after(a, b)
   if a == b then return false end
   for i = 1, math.min(#a, #b) do
@@ -44,19 +43,16 @@ local function after(a, b)
   end
   return #a > #b
 end
-local key, n = KEYS[1], tonumber(ARGV[1])
-local start = 0
-if ARGV[2] then
-  local s, m = ARGV[2], ARGV[3]
-  local lo = redis.call('ZCOUNT', key, '-inf', '(' .. s)
-  local hi = lo + redis.call('ZCOUNT', key, s, s)
-  while lo < hi do
-    local mid = math.floor((lo + hi) / 2)
-    if after(redis.call('ZRANGE', key, mid, mid)[1], m) then hi = mid else lo = mid + 1 end
-  end
-  start = lo
+local key, n, s, m = KEYS[1], tonumber(ARGV[1]), ARGV[2], ARGV[3]
+local lo = redis.call('ZCOUNT', key, '-inf', '(' .. s)
+local hi = lo + redis.call('ZCOUNT', key, s, s)
+local last = hi - 1
+while lo < hi do
+  local mid = math.floor((lo + hi) / 2)
+  if after(redis.call('ZRANGE', key, mid, mid)[1], m) then hi = mid else lo = mid + 1 end
 end
-return redis.call('ZRANGE', key, start, start + n - 1, 'WITHSCORES')
+if lo > last then return {} end
+return redis.call('ZRANGE', key, lo, math.min(last, lo + n - 1), 'WITHSCORES')
 `)
 
 // pager reads one sorted set in pages, in (score, member) order, up to the
@@ -97,13 +93,39 @@ func (p *pager) next(ctx context.Context) ([]entry, error) {
 	if p.done {
 		return nil, nil
 	}
-	argv := []any{p.size}
-	if p.last != nil {
-		argv = append(argv, p.last.score, p.last.member)
-	}
-	raw, err := pageScript.Run(ctx, p.rdb, []string{p.key}, argv...).StringSlice()
-	if err != nil {
-		return nil, fmt.Errorf("fromredis: reading %s: %w", p.key, err)
+	// One round trip: the ties after the last entry read (a script), and
+	// the entries of higher score (a plain ZRANGE, whose reply Redis
+	// writes without going through Lua). An entry added between the two
+	// at the last score is missed, as one added just after the read would
+	// be: a second run brings it.
+	var raw []string
+	if p.last == nil {
+		v, err := p.rdb.Do(ctx, "ZRANGE", p.key, 0, p.size-1, "WITHSCORES").StringSlice()
+		if err != nil {
+			return nil, fmt.Errorf("fromredis: reading %s: %w", p.key, err)
+		}
+		raw = v
+	} else {
+		pipe := p.rdb.Pipeline()
+		ties := tiesScript.EvalSha(ctx, pipe, []string{p.key}, p.size, p.last.score, p.last.member)
+		higher := pipe.Do(ctx, "ZRANGE", p.key, "("+p.last.score, "+inf", "BYSCORE", "LIMIT", 0, p.size, "WITHSCORES")
+		if _, err := pipe.Exec(ctx); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+			if err := tiesScript.Load(ctx, p.rdb).Err(); err != nil {
+				return nil, fmt.Errorf("fromredis: loading the script: %w", err)
+			}
+			return p.next(ctx)
+		} else if err != nil {
+			return nil, fmt.Errorf("fromredis: reading %s: %w", p.key, err)
+		}
+		t, err := ties.StringSlice()
+		if err != nil {
+			return nil, fmt.Errorf("fromredis: reading %s: %w", p.key, err)
+		}
+		h, err := higher.StringSlice()
+		if err != nil {
+			return nil, fmt.Errorf("fromredis: reading %s: %w", p.key, err)
+		}
+		raw = append(t, h[:min(len(h), 2*p.size-len(t))]...)
 	}
 	page := make([]entry, 0, len(raw)/2)
 	for i := 0; i+1 < len(raw); i += 2 {

@@ -125,6 +125,9 @@ func Read(ctx context.Context, opts Options, emit func(transfer.Job) error) (Rep
 	if err != nil {
 		return rep, fmt.Errorf("%w: %v", errOptions, err)
 	}
+	// RESP2, where a score comes as the text Redis wrote (17 significant
+	// digits, exact), which the pager gives back to Redis as a bound.
+	ropts.Protocol = 2
 	rdb := redis.NewClient(ropts)
 	defer rdb.Close()
 
@@ -136,18 +139,58 @@ func Read(ctx context.Context, opts Options, emit func(transfer.Job) error) (Rep
 		rep.Skipped++
 		rep.Reasons[reason]++
 	}
-	var emitErr error
-	add := func(j transfer.Job) {
-		if emitErr != nil {
-			return
+	// One goroutine reads ahead, pages and job hashes, while this one
+	// hands the jobs of the page before to emit: the old Redis and the
+	// caller's writes to delayd wait on each other only when one of them
+	// is two pages behind.
+	ctx, cancel := context.WithCancel(ctx)
+	pages := make(chan readPage, 2)
+	defer func() {
+		cancel()
+		for range pages { // until the reader has stopped, before rdb.Close
 		}
-		if j.Due < opts.After {
-			skip(ReasonBeforeCut)
-			return
+	}()
+	go readAhead(ctx, rdb, f, &opts, groups, pages)
+	for p := range pages {
+		if p.err != nil {
+			return rep, p.err
 		}
-		if emitErr = emit(j); emitErr == nil {
+		for _, r := range p.skips {
+			skip(r)
+		}
+		for _, j := range p.jobs {
+			if j.Due < opts.After {
+				skip(ReasonBeforeCut)
+				continue
+			}
+			if err := emit(j); err != nil {
+				return rep, err
+			}
 			rep.Read++
 			rep.Queues[j.Queue]++
+		}
+	}
+	return rep, nil
+}
+
+// readPage is what readAhead made of one page: its jobs, the reasons of
+// the entries it skipped, or the error that ended the read.
+type readPage struct {
+	jobs  []transfer.Job
+	skips []string
+	err   error
+}
+
+// readAhead reads every group's sets page by page into out, and closes it
+// at the end, after an error, or once ctx is done.
+func readAhead(ctx context.Context, rdb *redis.Client, f format, opts *Options, groups [][]set, out chan<- readPage) {
+	defer close(out)
+	send := func(p readPage) bool {
+		select {
+		case out <- p:
+			return p.err == nil
+		case <-ctx.Done():
+			return false
 		}
 	}
 	batch := make([]item, 0, opts.PageSize)
@@ -158,7 +201,8 @@ func Read(ctx context.Context, opts Options, emit func(transfer.Job) error) (Rep
 			for len(batch) < opts.PageSize {
 				it, ok, err := s.next(ctx)
 				if err != nil {
-					return rep, err
+					send(readPage{err: err})
+					return
 				}
 				if !ok {
 					break
@@ -168,15 +212,18 @@ func Read(ctx context.Context, opts Options, emit func(transfer.Job) error) (Rep
 			if len(batch) == 0 {
 				break
 			}
-			if err := f.jobs(ctx, rdb, &opts, batch, add, skip); err != nil {
-				return rep, err
+			p := readPage{jobs: make([]transfer.Job, 0, len(batch))}
+			err := f.jobs(ctx, rdb, opts, batch,
+				func(j transfer.Job) { p.jobs = append(p.jobs, j) },
+				func(r string) { p.skips = append(p.skips, r) })
+			if err != nil {
+				p = readPage{err: err}
 			}
-			if emitErr != nil {
-				return rep, emitErr
+			if !send(p) {
+				return
 			}
 		}
 	}
-	return rep, nil
 }
 
 // stream reads the sets of one group as one sequence in (score, member)
