@@ -2,6 +2,7 @@ package fromredis
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -94,19 +95,25 @@ func (asynqFormat) jobs(ctx context.Context, rdb *redis.Client, o *Options, batc
 //	{"type":"email:send","payload":{"to":"a@b.c"}}
 //	{"type":"img:resize","payload_base64":"CgRmb28=","headers":{"k":"v"}}
 func asynqEnvelope(t taskMessage) []byte {
-	env := struct {
-		Type          string            `json:"type"`
-		Payload       json.RawMessage   `json:"payload,omitempty"`
-		PayloadBase64 []byte            `json:"payload_base64,omitempty"`
-		Headers       map[string]string `json:"headers,omitempty"`
-	}{Type: t.typ, Headers: t.headers}
-	if json.Valid(t.payload) {
-		env.Payload = t.payload
-	} else {
-		env.PayloadBase64 = t.payload
+	b := make([]byte, 0, len(t.typ)+len(t.payload)+24)
+	b = append(b, `{"type":`...)
+	b = appendJSONString(b, t.typ)
+	switch {
+	case len(t.payload) == 0:
+	case json.Valid(t.payload):
+		b = append(b, `,"payload":`...)
+		b = append(b, t.payload...)
+	default:
+		b = append(b, `,"payload_base64":"`...)
+		b = base64.StdEncoding.AppendEncode(b, t.payload)
+		b = append(b, '"')
 	}
-	b, _ := json.Marshal(env) // cannot fail: strings, valid JSON and bytes
-	return b
+	if len(t.headers) > 0 {
+		h, _ := json.Marshal(t.headers) // strings always marshal
+		b = append(b, `,"headers":`...)
+		b = append(b, h...)
+	}
+	return append(b, '}')
 }
 
 // taskMessage is what delayd takes of asynq's TaskMessage.

@@ -40,7 +40,7 @@ func (bullmqFormat) sets(ctx context.Context, rdb *redis.Client, o *Options) ([]
 		// BullMQ keeps no list of its queues: a queue is the keys under
 		// its name. SCAN is O(keys) in all, in steps that never block the
 		// server for long.
-		iter := rdb.ScanType(ctx, 0, prefix+":*:delayed", 1000, "zset").Iterator()
+		iter := rdb.ScanType(ctx, 0, prefix+":*:delayed", 10000, "zset").Iterator()
 		for iter.Next(ctx) {
 			k := iter.Val()
 			found = append(found, k[len(prefix)+1:len(k)-len(":delayed")])
@@ -97,11 +97,8 @@ func (bullmqFormat) jobs(ctx context.Context, rdb *redis.Client, o *Options, bat
 		}
 		// attempts counts every run, the first too (0 or absent: one run);
 		// delayd's RETRY counts the runs after the first.
-		var jo struct {
-			Attempts int64 `json:"attempts"`
-		}
-		if json.Unmarshal([]byte(opts), &jo) == nil && jo.Attempts > 1 {
-			j.Retry = jo.Attempts - 1
+		if a := bullmqAttempts(opts); a > 1 {
+			j.Retry = a - 1
 		}
 		if n, err := strconv.ParseUint(atm, 10, 32); err == nil {
 			j.Deliveries = uint32(n)
@@ -121,18 +118,48 @@ func (bullmqFormat) jobs(ctx context.Context, rdb *redis.Client, o *Options, bat
 // stored it (JSON).
 //
 //	{"name":"email:send","data":{"to":"a@b.c"}}
+//
+// It is written by hand, not by json.Marshal, which would compact the data
+// a second time after json.Valid: a fifth of the reader's CPU at 1M jobs.
 func bullmqEnvelope(name, data string) []byte {
-	env := struct {
-		Name string          `json:"name"`
-		Data json.RawMessage `json:"data,omitempty"`
-	}{Name: name}
-	if json.Valid([]byte(data)) {
-		env.Data = json.RawMessage(data)
-	} else if data != "" {
+	b := make([]byte, 0, len(name)+len(data)+20)
+	b = append(b, `{"name":`...)
+	b = appendJSONString(b, name)
+	switch {
+	case json.Valid([]byte(data)):
+		b = append(b, `,"data":`...)
+		b = append(b, data...)
+	case data != "":
 		// Not written by BullMQ's Queue.add (it stringifies); kept as a
 		// JSON string rather than lost.
-		env.Data, _ = json.Marshal(data)
+		b = append(b, `,"data":`...)
+		b = appendJSONString(b, data)
 	}
-	b, _ := json.Marshal(env)
-	return b
+	return append(b, '}')
+}
+
+// appendJSONString appends s as a JSON string.
+func appendJSONString(b []byte, s string) []byte {
+	q, _ := json.Marshal(s) // a string always marshals
+	return append(b, q...)
+}
+
+// bullmqAttempts is opts.attempts, found without decoding the whole of
+// opts (stack traces of earlier failures aside, opts is the biggest field
+// read); nested objects of opts (backoff, repeat) have no such key.
+func bullmqAttempts(opts string) int64 {
+	i := strings.Index(opts, `"attempts":`)
+	if i < 0 {
+		return 0
+	}
+	rest := opts[i+len(`"attempts":`):]
+	n := 0
+	for n < len(rest) && rest[n] >= '0' && rest[n] <= '9' {
+		n++
+	}
+	a, err := strconv.ParseInt(rest[:n], 10, 64)
+	if err != nil {
+		return 0
+	}
+	return a
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
@@ -191,6 +192,7 @@ func TestZset(t *testing.T) {
 	defer rdb.Close()
 	rdb.ZAdd(ctx, "jobs:ms", redis.Z{Score: 1796000000123, Member: `{"a":1}`}, redis.Z{Score: 1796000000124, Member: "\xff\x00binary"})
 	rdb.ZAdd(ctx, "jobs:s", redis.Z{Score: 1796000000.5, Member: "x"})
+	rdb.ZAdd(ctx, "sidekiq:schedule", redis.Z{Score: 1, Member: `{"jid":"` + strings.Repeat("j", 257) + `","queue":"q"}`})
 	read := func(o Options) (map[string]transfer.Job, Report) {
 		got := map[string]transfer.Job{}
 		rep, err := Read(ctx, o, func(j transfer.Job) error {
@@ -224,6 +226,9 @@ func TestZset(t *testing.T) {
 	c, rep := read(Options{URL: "redis://" + addr, Format: "zset", Queues: []string{"jobs:ms"}, After: 1796000000124})
 	if len(c) != 1 || rep.Reasons[ReasonBeforeCut] != 1 {
 		t.Errorf("After: %v %+v", c, rep)
+	}
+	if got, rep := read(Options{URL: "redis://" + addr, Format: "sidekiq", Prefix: "sidekiq"}); len(got) != 0 || rep.Reasons[ReasonLongID] != 1 {
+		t.Errorf("an id of 257 bytes: %v %+v", got, rep)
 	}
 	if _, err := Read(ctx, Options{URL: "redis://" + addr, Format: "zset"}, nil); err == nil {
 		t.Error("zset without keys: no error")
@@ -276,6 +281,29 @@ func TestDecodeTaskMessage(t *testing.T) {
 	for _, bad := range [][]byte{b[:len(b)-3], []byte("not protobuf at all"), nil} {
 		if _, err := decodeTaskMessage(bad); err == nil {
 			t.Errorf("%q decoded", bad)
+		}
+	}
+}
+
+func TestBullMQFields(t *testing.T) {
+	for opts, want := range map[string]int64{
+		`{"attempts":3,"backoff":{"delay":3600000,"type":"fixed"}}`: 3,
+		`{"timestamp":1796058793720,"delay":3600001,"attempts":0}`:  0,
+		`{"jobId":"x"}`:   0,
+		`{"attempts":12}`: 12,
+		``:                0,
+	} {
+		if got := bullmqAttempts(opts); got != want {
+			t.Errorf("attempts of %s: %d, want %d", opts, got, want)
+		}
+	}
+	for _, c := range []struct{ name, data, want string }{
+		{"email:send", `{"to":"a@b.c"}`, `{"name":"email:send","data":{"to":"a@b.c"}}`},
+		{`we"ird`, `not json`, `{"name":"we\"ird","data":"not json"}`},
+		{"n", "", `{"name":"n"}`},
+	} {
+		if got := string(bullmqEnvelope(c.name, c.data)); got != c.want {
+			t.Errorf("envelope %s, want %s", got, c.want)
 		}
 	}
 }

@@ -47,7 +47,11 @@ type Report struct {
 const (
 	ReasonGone      = "gone before it was read: the old system ran, moved or deleted it"
 	ReasonBeforeCut = "due before --after: left to the old system"
+	ReasonLongID    = "an id longer than delayd's 256 bytes"
 )
+
+// maxID is the longest id delayd takes (docs/decisions/ids.md).
+const maxID = 256
 
 var errOptions = errors.New("fromredis: bad options")
 
@@ -161,6 +165,10 @@ func Read(ctx context.Context, opts Options, emit func(transfer.Job) error) (Rep
 		for _, j := range p.jobs {
 			if j.Due < opts.After {
 				skip(ReasonBeforeCut)
+				continue
+			}
+			if len(j.ID) > maxID {
+				skip(ReasonLongID)
 				continue
 			}
 			if err := emit(j); err != nil {
