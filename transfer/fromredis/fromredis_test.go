@@ -3,6 +3,7 @@ package fromredis
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strconv"
@@ -229,6 +230,13 @@ func TestZset(t *testing.T) {
 	}
 	if got, rep := read(Options{URL: "redis://" + addr, Format: "sidekiq", Prefix: "sidekiq"}); len(got) != 0 || rep.Reasons[ReasonLongID] != 1 {
 		t.Errorf("an id of 257 bytes: %v %+v", got, rep)
+	}
+	stop := errors.New("the caller's own")
+	n := 0
+	rep, err := Read(ctx, Options{URL: "redis://" + addr, Format: "zset", Queues: []string{"jobs:ms", "jobs:s"}, PageSize: 1},
+		func(transfer.Job) error { n++; return stop })
+	if !errors.Is(err, stop) || n != 1 || rep.Read != 0 {
+		t.Errorf("an emit error: %v after %d calls, report %+v; want it back after the first", err, n, rep)
 	}
 	if _, err := Read(ctx, Options{URL: "redis://" + addr, Format: "zset"}, nil); err == nil {
 		t.Error("zset without keys: no error")
