@@ -119,8 +119,11 @@ func (w *writer) emit(j transfer.Job) error {
 		payload = string(b)
 	}
 	args := []any{"DELAY.ADDAT", j.Queue, j.Due, payload, "ID", j.ID}
-	if j.Retry > 0 {
+	switch {
+	case j.Retry > 0:
 		args = append(args, "RETRY", j.Retry)
+	case j.Retry == -1: // transfer.Job's "no redelivery"
+		args = append(args, "RETRY", 0)
 	}
 	if j.AckTimeout > 0 {
 		args = append(args, "ACKTIMEOUT", j.AckTimeout)

@@ -71,7 +71,7 @@ func (asynqFormat) jobs(ctx context.Context, rdb *redis.Client, o *Options, batc
 			Queue:      it.set.queue,
 			ID:         t.id,
 			Due:        ms(it.value, 1000),
-			Retry:      int64(t.retry),
+			Retry:      retryOf(int64(t.retry)),
 			Deliveries: uint32(max(t.retried, 0)),
 			Error:      t.errorMsg,
 		}
@@ -86,6 +86,15 @@ func (asynqFormat) jobs(ctx context.Context, rdb *redis.Client, o *Options, batc
 		add(j)
 	}
 	return nil
+}
+
+// retryOf is a library's count of runs after the first as a Job's Retry,
+// where 0 is the server's default (unlimited) and not "none".
+func retryOf(n int64) int64 {
+	if n <= 0 {
+		return noRetry
+	}
+	return n
 }
 
 // asynqEnvelope is the payload a worker gets in place of asynq's Task: its

@@ -95,11 +95,9 @@ func (bullmqFormat) jobs(ctx context.Context, rdb *redis.Client, o *Options, bat
 			Due:   int64(math.Floor(it.value / bullmqScoreShift)),
 			Error: failed,
 		}
-		// attempts counts every run, the first too (0 or absent: one run);
-		// delayd's RETRY counts the runs after the first.
-		if a := bullmqAttempts(opts); a > 1 {
-			j.Retry = a - 1
-		}
+		// attempts counts every run, the first too (0 or absent: one run,
+		// BullMQ's default); delayd's RETRY counts the runs after the first.
+		j.Retry = retryOf(bullmqAttempts(opts) - 1)
 		if n, err := strconv.ParseUint(atm, 10, 32); err == nil {
 			j.Deliveries = uint32(n)
 		}

@@ -153,7 +153,7 @@ func TestSidekiqLayout(t *testing.T) {
 		{"default", "aaaaaaaaaaaaaaaaaaaaaaaa", 1795999999999, 25, 3, "boom", retried.At},
 		{"mail", "0b1e4f8d7e6a5c4b3a291807", 1796000000001, 5, 0, "", jobs[1].At},
 		{"default", "b4a577edbccf1d805744efa9", 1796000000123, 25, 0, "", jobs[0].At},
-		{"default", "ffffffffffffffffffffffff", 1796000001000, 0, 0, "", jobs[2].At},
+		{"default", "ffffffffffffffffffffffff", 1796000001000, -1, 0, "", jobs[2].At},
 	}
 	if len(got) != len(want) {
 		t.Fatalf("got %d jobs %+v, want %d", len(got), got, len(want))

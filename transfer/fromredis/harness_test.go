@@ -114,8 +114,11 @@ func (s *sink) emit(j transfer.Job) error {
 		payload = string(b)
 	}
 	args := []any{"DELAY.ADDAT", j.Queue, j.Due, payload, "ID", j.ID}
-	if j.Retry > 0 {
+	switch {
+	case j.Retry > 0:
 		args = append(args, "RETRY", j.Retry)
+	case j.Retry == noRetry:
+		args = append(args, "RETRY", 0)
 	}
 	if j.AckTimeout > 0 {
 		args = append(args, "ACKTIMEOUT", j.AckTimeout)

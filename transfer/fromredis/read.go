@@ -35,6 +35,10 @@ type Options struct {
 	PageSize int
 }
 
+// noRetry is transfer.Job's Retry for "no redelivery" (DELAY.ADD's RETRY
+// 0); a Retry of 0 asks for the server's default, unlimited.
+const noRetry = -1
+
 // Report counts what Read did.
 type Report struct {
 	Read    int64            // jobs handed to emit

@@ -64,8 +64,10 @@ func (sidekiqFormat) jobs(_ context.Context, _ *redis.Client, o *Options, batch 
 		switch {
 		case string(sj.Retry) == "true", len(sj.Retry) == 0:
 			j.Retry = sidekiqMaxRetries
-		case json.Unmarshal(sj.Retry, &n) == nil && n > 0:
-			j.Retry = n
+		case json.Unmarshal(sj.Retry, &n) == nil:
+			j.Retry = retryOf(n)
+		default: // false
+			j.Retry = noRetry
 		}
 		// retry_count is 0 after the first failure (job_retry.rb).
 		if sj.RetryCount != nil {
