@@ -59,8 +59,10 @@ return redis.call('ZRANGE', key, lo, math.min(last, lo + n - 1), 'WITHSCORES')
 // last entry it held when the pager began: a snapshot's end, so a read
 // ends even while producers add faster than it reads. Entries added or
 // removed meanwhile before that end are seen or not, depending on whether
-// they were there when their page was read; none is seen twice, and none
-// that stayed in the set the whole time is missed.
+// they were there when their page was read. Pages only move forward in
+// (score, member), so an entry that stayed in the set the whole time is
+// seen exactly once; one the old system removes and adds back further on
+// (a BullMQ job that failed and waits for its retry) may be seen again.
 type pager struct {
 	rdb  redis.UniversalClient
 	key  string

@@ -110,9 +110,12 @@ type item struct {
 // each, in due order within a queue. It stops at the first error of emit.
 //
 // It only reads, so it may run while the old system runs: it reads each
-// set in pages from a snapshot of its end (see pager), and a job the old
-// system moves meanwhile is read or not, never twice. Run again, it reads
-// the same jobs with the same ids, which delayd's ID option makes harmless.
+// set in pages up to a snapshot of its end (see pager). A job that stays
+// in its set is read once; one the old system takes meanwhile is read or
+// not; one it moves from set to set (asynq's scheduled to retry) may be
+// read in both, under its one id, and delayd keeps the first. Run again,
+// it reads the same jobs with the same ids, which delayd's ID option makes
+// harmless.
 func Read(ctx context.Context, opts Options, emit func(transfer.Job) error) (Report, error) {
 	rep := Report{Reasons: map[string]int64{}, Queues: map[string]int64{}}
 	if err := opts.validate(); err != nil {
