@@ -11,8 +11,10 @@
 #   bench/import_redis.sh            # N=500000
 #   N=5000 bench/import_redis.sh
 #
-# Needs go, node/npm, redis-server and redis-cli. Until `delayd import
-# --from-redis` is merged it drives transfer/fromredis with bench/importredis.
+# Needs go, node/npm, redis-server and redis-cli. The import is `delayd import
+# --from-redis`, one process per library side by side, where the binary has
+# it, and else bench/importredis (the same reader, its own pipelined writer);
+# IMPORTER=driver picks the driver anyway.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${N:-500000}
@@ -65,8 +67,26 @@ pids+=($!)
 exec 7>"$work/stopa" 8>"$work/stopb"
 until grep -q adding "$work/keepa.out" && grep -q adding "$work/keepb.out"; do sleep 0.05; done
 
+import_all() {
+  local t0 t1
+  t0=$(date +%s.%N)
+  if [ "${IMPORTER:-}" != driver ] && "$work/delayd" import --help 2>&1 | grep -q -- --from-redis; then
+    local ps=()
+    for f in asynq bullmq; do
+      "$work/delayd" import --addr "127.0.0.1:$DPORT" --from-redis "redis://127.0.0.1:$RPORT" --format $f 2>&1 |
+        grep -v 'jobs/s' | sed "s/^/$f: /" &
+      ps+=($!)
+    done
+    wait "${ps[@]}"
+  else
+    "$work/importredis" -from "redis://127.0.0.1:$RPORT" -format asynq,bullmq -to "127.0.0.1:$DPORT"
+  fi
+  t1=$(date +%s.%N)
+  awk -v a="$t0" -v b="$t1" 'BEGIN{printf "import of both took %.2f s\n", b-a}'
+}
+
 echo "importing while both producers add $RATE jobs a second each"
-"$work/importredis" -from "redis://127.0.0.1:$RPORT" -format asynq,bullmq -to "127.0.0.1:$DPORT"
+import_all
 exec 7>&- 8>&-
 wait "${pids[@]:2}"
 
@@ -75,5 +95,5 @@ all="$work/asynq.tsv,$work/asynq-retry.tsv,$work/bullmq.tsv,$work/bullmq-retry.t
 some="$work/asynq-during.tsv,$work/bullmq-during.tsv"
 "$work/importredis" -check -to "127.0.0.1:$DPORT" -all "$all" -some "$some"
 echo "second pass (the producers stopped): every job, once"
-"$work/importredis" -from "redis://127.0.0.1:$RPORT" -format asynq,bullmq -to "127.0.0.1:$DPORT"
+import_all
 "$work/importredis" -check -to "127.0.0.1:$DPORT" -all "$all,$some"
