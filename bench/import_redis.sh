@@ -70,7 +70,9 @@ until grep -q adding "$work/keepa.out" && grep -q adding "$work/keepb.out"; do s
 import_all() {
   local t0 t1
   t0=$(date +%s.%N)
-  if [ "${IMPORTER:-}" != driver ] && "$work/delayd" import --help 2>&1 | grep -q -- --from-redis; then
+  local help
+  help=$("$work/delayd" import --help 2>&1 || true)
+  if [ "${IMPORTER:-}" != driver ] && [[ $help == *--from-redis* ]]; then
     local ps=()
     for f in asynq bullmq; do
       "$work/delayd" import --addr "127.0.0.1:$DPORT" --from-redis "redis://127.0.0.1:$RPORT" --format $f 2>&1 |
