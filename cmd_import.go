@@ -43,13 +43,20 @@ func runImport(args []string, stdin io.Reader, stderr io.Writer) int {
 	format := fs.String("format", "", "with --from-redis: asynq, bullmq, sidekiq or zset")
 	queues := fs.StringArray("queue", nil, "with --from-redis: a queue of the library (zset: a key) to read; repeat for more (default: every one found)")
 	prefix := fs.String("prefix", "", "with --from-redis: the library's key prefix, where it has one (BullMQ: bull)")
+	after := fs.Int64("after", 0, "with --from-redis: leave jobs due before this unix ms to the old system (a cut-over's first pass)")
+	raw := fs.Bool("raw", false, "with --from-redis: the payload is the library's payload alone, without the envelope naming the task type")
+	scoreUnit := fs.String("score-unit", "", "with --from-redis --format zset: the scores' unit, ms (default) or s")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
 	usage := ""
 	switch {
-	case *from == "" && (*format != "" || len(*queues) > 0 || *prefix != ""):
-		usage = "--format, --queue and --prefix go with --from-redis"
+	case *from == "" && (*format != "" || len(*queues) > 0 || *prefix != "" || *after != 0 || *raw || *scoreUnit != ""):
+		usage = "--format, --queue, --prefix, --after, --raw and --score-unit go with --from-redis"
+	case *scoreUnit != "" && (*format != "zset" || (*scoreUnit != "ms" && *scoreUnit != "s")):
+		usage = "--score-unit is ms or s, with --format zset"
+	case *after < 0:
+		usage = "--after is a unix time in ms, 0 or more"
 	case *from != "" && !slices.Contains([]string{"asynq", "bullmq", "sidekiq", "zset"}, *format):
 		usage = "--from-redis needs --format asynq, bullmq, sidekiq or zset"
 	case *from != "" && (*skip != 0 || *in != "-"):
@@ -99,7 +106,10 @@ func runImport(args []string, stdin io.Reader, stderr io.Writer) int {
 	read := make(chan result, 1)
 	go func() {
 		if *from != "" {
-			rp, err := readFromRedis(ctx, fromredis.Options{URL: *from, Format: *format, Queues: *queues, Prefix: *prefix}, im.Add)
+			rp, err := readFromRedis(ctx, fromredis.Options{
+				URL: *from, Format: *format, Queues: *queues, Prefix: *prefix,
+				After: *after, Raw: *raw, ScoreUnit: *scoreUnit,
+			}, im.Add)
 			read <- result{&rp, err}
 			return
 		}

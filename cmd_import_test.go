@@ -72,11 +72,12 @@ func TestImportFromRedisFlagsReachRead(t *testing.T) {
 	}
 	var stderr bytes.Buffer
 	code := runImport([]string{"--addr", addr, "--from-redis", "redis://u:p@10.0.0.1:6380/2", "--format", "asynq",
-		"--queue", "emails", "--queue", "sms", "--prefix", "x"}, strings.NewReader(""), &stderr)
+		"--queue", "emails", "--queue", "sms", "--prefix", "x", "--after", "1700000000000", "--raw"}, strings.NewReader(""), &stderr)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr.String())
 	}
-	want := fromredis.Options{URL: "redis://u:p@10.0.0.1:6380/2", Format: "asynq", Queues: []string{"emails", "sms"}, Prefix: "x"}
+	want := fromredis.Options{URL: "redis://u:p@10.0.0.1:6380/2", Format: "asynq", Queues: []string{"emails", "sms"}, Prefix: "x",
+		After: 1700000000000, Raw: true}
 	if !reflect.DeepEqual(opts, want) {
 		t.Errorf("Read got %+v, want %+v", opts, want)
 	}
@@ -99,6 +100,11 @@ func TestImportUsage(t *testing.T) {
 		{"--from-redis", "redis://x", "--format", "celery"},
 		{"--from-redis", "redis://x", "--format", "zset", "--skip", "5"},
 		{"--skip", "-1"},
+		{"--raw"},
+		{"--after", "5"},
+		{"--from-redis", "redis://x", "--format", "asynq", "--score-unit", "s"},
+		{"--from-redis", "redis://x", "--format", "zset", "--score-unit", "us"},
+		{"--from-redis", "redis://x", "--format", "zset", "--after", "-1"},
 		{"--bogus"},
 	} {
 		var stderr bytes.Buffer
