@@ -121,7 +121,8 @@ func (e *Engine) exhausted(s uint32, logIt bool) uint64 {
 	e.releaseQueue(from)
 	e.pushReady(s, false)
 	if logIt {
-		ticket = e.logRec(e.addRecOf(s, record.FlagReady)) // ...and joins the dead-letter queue
+		r := e.addRec(s, record.FlagReady)
+		ticket = e.logRec(&r) // ...and joins the dead-letter queue
 	}
 	e.serve(to)
 	return ticket
@@ -201,14 +202,9 @@ func (e *Engine) NackReason(queueName, id []byte, delay int64, reason []byte) (b
 	return true, e.endDelivery(s, now, due, true, reason), nil
 }
 
-// addRecOf is the add record that recreates the job in slot s as it is.
-func (e *Engine) addRecOf(s uint32, flags byte) *record.Rec {
-	r := e.addRec(s, flags)
-	return &r
-}
-
-// addRec is addRecOf by value: a snapshot encodes a million of them, and a
-// Rec on the heap each was a fifth of its time.
+// addRec is the add record that recreates the job in slot s as it is. By
+// value: a snapshot or a rewrite encodes a million of them, and a Rec on the
+// heap each was a fifth of a snapshot's time.
 func (e *Engine) addRec(s uint32, flags byte) record.Rec {
 	j := e.jobs.At(s)
 	r := e.recFor(record.Add, s)

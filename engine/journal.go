@@ -457,7 +457,7 @@ func (e *Engine) Rewrite() error {
 					case p.ready && jb.State == jobs.StateReady:
 						flags = record.FlagReady
 					}
-					r := e.addRecOf(p.slot, flags)
+					r := e.addRec(p.slot, flags)
 					r.Time, r.Deadline = snapTime, deadline
 					buf = r.Encode(buf[:0])
 					rw.Append(buf)

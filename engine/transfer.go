@@ -75,14 +75,13 @@ func (e *Engine) ScanJobs(queueName []byte, cursor uint64, count int) (next uint
 	return s, out
 }
 
-// scanJob is DELAY.SCAN's view of the job in slot s. Called with mu held.
+// scanJob is DELAY.SCAN's view of the job in slot s: its add record (what
+// a rewrite keeps of it) read for the options. Called with mu held.
 func (e *Engine) scanJob(s uint32, queueName []byte) ScanJob {
-	j := e.jobs.At(s)
-	sj := ScanJob{JobInfo: e.infoOf(s, queueName), Seq: j.Seq,
-		AckTimeout: int64(j.AckTimeout), Retry: int64(j.Retry)}
-	sj.DeadLetter = bytes.Clone(e.jobs.DeadLetters[s])
-	if j.Flags&jobs.FlagOrigin != 0 {
-		o := e.jobs.Origins[s]
+	r := e.addRec(s, 0)
+	sj := ScanJob{JobInfo: e.infoOf(s, queueName), Seq: r.Seq,
+		AckTimeout: r.AckTimeout, Retry: r.Retry, DeadLetter: bytes.Clone(r.DeadLetter)}
+	if o := r.Origin; o != nil {
 		sj.OriginOpts = jobs.Origin{AckTimeout: o.AckTimeout, Retry: o.Retry, DeadLetter: bytes.Clone(o.DeadLetter)}
 	}
 	return sj
