@@ -51,6 +51,12 @@ func newBlock(c *Client, eng *engine.Engine, w *engine.Waiter, timeout time.Dura
 	c.mu.Lock()
 	c.blocked = b
 	c.mu.Unlock()
+	// The engine parked w while it led; if it has followed since, the role
+	// change's UnblockAll may have run before c was findable here, and a
+	// waiter on a follower is never served: end it as UnblockAll would.
+	if eng.Following() {
+		c.unblock(ErrUnblockedRole)
+	}
 	return b
 }
 

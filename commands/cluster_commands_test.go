@@ -394,3 +394,29 @@ func TestClusterShardsTLSOnly(t *testing.T) {
 		t.Errorf("CLUSTER SHARDS, TLS only: %q", got)
 	}
 }
+
+// A pop the engine parked while it led, but that the connection registers
+// only after the engine followed (and so after the role change's
+// UnblockAll), is ended with the role change error all the same: a waiter
+// on a follower is never served, and would otherwise wait out its timeout.
+func TestBlockAfterStepDownUnblocked(t *testing.T) {
+	n := newNode(t, newFake(idL, idL))
+	a := n.client()
+	_, w, err := n.eng.PopOrWait([][]byte{[]byte("foo")}, engine.PopDelay)
+	if err != nil || w == nil {
+		t.Fatalf("PopOrWait on an empty queue: waiter %v, %v", w, err)
+	}
+	n.eng.Follow()
+	if got := n.d.UnblockAll(ErrUnblockedRole); got != 0 {
+		t.Fatalf("UnblockAll found %d pops before the client registered its block", got)
+	}
+	blk := newBlock(a, n.eng, w, 0, engine.PopDelay)
+	select {
+	case msg := <-blk.Unblocked():
+		if msg != ErrUnblockedRole {
+			t.Fatalf("unblocked with %q, want the role change error", msg)
+		}
+	default:
+		t.Fatal("a block registered on a follower was left waiting")
+	}
+}
