@@ -174,7 +174,7 @@ if v2:
     cmd("DELAY.ADDAT", "{g}u", 1000, "x", "ID", "u2", "UNIQUE", 10 * 365 * 86400000, "ACKTIMEOUT", 60000)
     pop("{g}u")
     cmd("DELAY.ACK", "{g}u", "u2")
-    add("{g}b", FAR, "p-b1", "b1", "DEBOUNCE", 1000)
+    add("{g}b", FAR, "p-b1", "b1", "DEBOUNCE", 100 * 365 * 86400000)  # the wait caps the due time
     add("{g}grp", 1000, "p-g1", "g1", "GROUP", "tenant-a", "PRIORITY", 5)
     add("{g}grp", 1001, "p-g2", "g2", "GROUP", "tenant-b")
     add("{g}m", FAR, "p-m1", "m1")
