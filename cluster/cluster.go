@@ -92,9 +92,9 @@ type Cluster struct {
 	// version it reads (askVersion; the in-process tests, which run no
 	// RESP server, answer for it).
 	versionOf func(addr string) (int, error)
-	quit     chan struct{}
-	wg       sync.WaitGroup
-	stopOnce sync.Once
+	quit      chan struct{}
+	wg        sync.WaitGroup
+	stopOnce  sync.Once
 }
 
 // New opens the node's stores and its Raft transport (listening on the bus
@@ -326,6 +326,7 @@ func (c *Cluster) becomeLeader() {
 	if c.r().State() != raft.Leader {
 		return
 	}
+	c.raiseAlone()
 	f := c.fsm
 	f.mu.Lock()
 	if !c.settled() {

@@ -124,6 +124,21 @@ func (c *Cluster) raiseGate() {
 	}
 }
 
+// raiseAlone raises the version of a group of this node alone (one just
+// bootstrapped, or a single node's data upgraded) before it takes its
+// first write, so that a new cluster never refuses what its binary writes.
+// Called by a new leader before it leads.
+func (c *Cluster) raiseAlone() {
+	f := c.r().GetConfiguration()
+	if c.Version() >= FormatVersion || f.Error() != nil || len(f.Configuration().Servers) != 1 {
+		return
+	}
+	data := binary.AppendUvarint([]byte{entryVersion}, FormatVersion)
+	if err := c.r().Apply(data, 10*time.Second).Error(); err != nil {
+		c.log.Warn().Err(err).Msg("cluster: raising the cluster's version failed; the gate loop tries again")
+	}
+}
+
 // memberAddr is where member id's clients connect, as far as this node
 // knows ("" when it does not).
 func (c *Cluster) memberAddr(id string) string {
