@@ -21,6 +21,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/delayd/delayd/aof"
 	"github.com/delayd/delayd/internal/testserver"
 )
 
@@ -634,4 +635,46 @@ func buildRelease(t *testing.T, commit string) string {
 		t.Fatal(err)
 	}
 	return bin
+}
+
+// Downgrades are refused, and say why: a log holding a record of a kind
+// this binary does not know (what it will be for the next release's log)
+// stops the start with a line naming a newer delayd, not damage: --repair
+// has nothing to cut.
+func TestUpgradeNewerLogRefused(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, "--appendonly", "yes", "--appendfsync", "always")
+	c := s.Client()
+	expect(t, c, "a1", "DELAY.ADD", "{g}q", 3600000, "p", "ID", "a1")
+	dir := s.dir(t)
+	s.Stop()
+	path := filepath.Join(dir, "delayd.aof")
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := aof.OpenAppend(aof.OS, path, fi.Size())
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Append([]byte{200, 2, 1, 'q'}) // op 200 at time 1 on queue q: no kind this binary knows
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	if err := s.Spawn(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-s.Exited():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the server started on a log of a newer delayd")
+	}
+	out := s.Output()
+	if s.ExitCode() != 1 || !strings.Contains(out, "records of a newer delayd") || !strings.Contains(out, "a newer delayd wrote it") {
+		t.Errorf("exit %d; want 1 and a line naming a newer delayd:\n%s", s.ExitCode(), out)
+	}
+	if i := strings.LastIndex(out, "records of a newer delayd"); strings.Contains(out[i:], "--repair") {
+		t.Errorf("a log of a newer delayd is called damage:\n%s", out)
+	}
 }
