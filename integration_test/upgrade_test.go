@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -337,7 +338,8 @@ func canon(v any) string {
 const previousRelease, previousCommit = "0.2.0", "316f31d"
 
 // A rolling upgrade from the previous release, as docs/operations.md says
-// to do one: a 3-node cluster of 0.2.0 under a producer, each follower in
+// to do one: a 3-node cluster of 0.2.0 (one node of this binary joined it)
+// under a producer, each follower in
 // turn stopped with SIGTERM and started on this binary, then the leader
 // (which hands over). Along the way, the rule's edges: while a node of the
 // old release is still a member the cluster's version stays 2, so a new
@@ -353,12 +355,16 @@ func TestUpgradeRollingFromPrevious(t *testing.T) {
 	cc := &clCluster{t: t}
 	first := upStart(t, cc, oldBin, "--cluster-bootstrap")
 	cc.waitLeader(t, 20*time.Second, first)
-	for range 2 {
-		upStart(t, cc, oldBin, "--cluster-join", first.Addr())
-	}
+	upStart(t, cc, oldBin, "--cluster-join", first.Addr())
+	// A node of this binary may join a cluster of the old one: it reads
+	// what the old leader writes, and raises nothing.
+	joiner := upStart(t, cc, binPath, "--cluster-join", first.Addr())
 	leader := cc.waitFormed(t, 30*time.Second)
 	if v := leader.clusterInfo("delayd_node_version"); v != "" {
 		t.Fatalf("the %s binary says delayd_node_version:%s: it is not the old release", previousRelease, v)
+	}
+	if v := joiner.clusterInfo("delayd_cluster_version"); v != "2" {
+		t.Errorf("a new node in a %s cluster says delayd_cluster_version:%s, want 2", previousRelease, v)
 	}
 
 	var addrs []string
@@ -421,12 +427,18 @@ func TestUpgradeRollingFromPrevious(t *testing.T) {
 	final = cc.waitLeader(t, 15*time.Second, nil)
 	cc.waitCaughtUp(t, 20*time.Second, final, cc.nodes...)
 	missing := 0
-	c := final.client()
-	for _, id := range acked {
-		got, err := clGet(final, c, "{up}q", id)
-		if err != nil || got == nil {
+	pipe := final.client().Pipeline()
+	gets := make([]*redis.Cmd, len(acked))
+	for i, id := range acked {
+		gets[i] = pipe.Do(context.Background(), "DELAY.GET", "{up}q", id)
+	}
+	if _, err := pipe.Exec(ctxT(t, 30*time.Second)); err != nil && !errors.Is(err, redis.Nil) {
+		t.Fatalf("DELAY.GET of the acknowledged adds: %v", err)
+	}
+	for i, g := range gets {
+		if v, err := g.Result(); err != nil || v == nil {
 			if missing++; missing <= 5 {
-				t.Errorf("acknowledged add %s is not in the cluster after the upgrade: %v %v", id, got, err)
+				t.Errorf("acknowledged add %s is not in the cluster after the upgrade: %v %v", acked[i], v, err)
 			}
 		}
 	}
@@ -535,35 +547,40 @@ func stopNode(t *testing.T, n *clNode) {
 	}
 }
 
-// producer adds jobs with ids p0, p1, ... to one queue through a cluster
-// client, and keeps the ids the cluster acknowledged.
+// producer adds jobs with ids w.0, w.1, ... to one queue from a few
+// writers w through a cluster client, and keeps the ids the cluster
+// acknowledged.
 type producer struct {
 	mu    sync.Mutex
 	acked []string
 	stopc context.CancelFunc
-	done  chan struct{}
+	wg    sync.WaitGroup
 }
+
+const producerWriters = 4
 
 func startProducer(rc *redis.ClusterClient, key string) *producer {
 	ctx, cancel := context.WithCancel(context.Background())
-	p := &producer{stopc: cancel, done: make(chan struct{})}
-	go func() {
-		defer close(p.done)
-		for i := 0; ctx.Err() == nil; i++ {
-			id := "p" + strconv.Itoa(i)
-			cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-			err := rc.Do(cctx, "DELAY.ADD", key, 3600000, "p", "ID", id).Err()
-			cancel()
-			if err != nil {
-				time.Sleep(10 * time.Millisecond) // not acknowledged: in or not, nothing is asked of it
-				continue
+	p := &producer{stopc: cancel}
+	for w := range producerWriters {
+		p.wg.Add(1)
+		go func() {
+			defer p.wg.Done()
+			for i := 0; ctx.Err() == nil; i++ {
+				id := strconv.Itoa(w) + "." + strconv.Itoa(i)
+				cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+				err := rc.Do(cctx, "DELAY.ADD", key, 3600000, "p", "ID", id).Err()
+				cancel()
+				if err != nil {
+					time.Sleep(10 * time.Millisecond) // not acknowledged: in or not, nothing is asked of it
+					continue
+				}
+				p.mu.Lock()
+				p.acked = append(p.acked, id)
+				p.mu.Unlock()
 			}
-			p.mu.Lock()
-			p.acked = append(p.acked, id)
-			p.mu.Unlock()
-			time.Sleep(2 * time.Millisecond)
-		}
-	}()
+		}()
+	}
 	return p
 }
 
@@ -585,7 +602,7 @@ func (p *producer) wait(t *testing.T, n int) {
 // stop stops the producer and returns the ids acknowledged.
 func (p *producer) stop() []string {
 	p.stopc()
-	<-p.done
+	p.wg.Wait()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return append([]string(nil), p.acked...)
