@@ -257,10 +257,10 @@ func (c *Cluster) Close() error {
 
 // Propose hands one engine batch to Raft (engine.Replicator).
 func (c *Cluster) Propose(batch []byte) engine.Proposal {
-	if c.fsm.version.Load() < FormatVersion {
+	if v := c.fsm.version.Load(); v < FormatVersion {
 		// Members of an older delayd (downgrade.go); never fails on what
 		// the engine makes: if it did, they would fail on it anyway.
-		if b, err := downgrade(batch); err == nil {
+		if b, err := downgrade(batch, v); err == nil {
 			batch = b
 		} else {
 			c.log.Error().Err(err).Msg("cluster: a batch could not be written for the cluster's older members")

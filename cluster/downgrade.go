@@ -19,19 +19,22 @@ import (
 // low, and one atomic load per batch once it is raised.
 
 // downgrade returns the records of b (each a uvarint length then the
-// record; a snapshot's end mark, a zero length, is kept) as a version 2
-// node reads them, b itself when none had to change.
-func downgrade(b []byte) ([]byte, error) {
-	out, changed, err := downgradeFramed(nil, b)
+// record; a snapshot's end mark, a zero length, is kept) as a node of
+// format version v reads them, b itself when none had to change.
+func downgrade(b []byte, v uint32) ([]byte, error) {
+	if v >= FormatVersion {
+		return b, nil
+	}
+	out, changed, err := downgradeFramed(nil, b, v)
 	if err != nil || !changed {
 		return b, err
 	}
 	return out, nil
 }
 
-// downgradeFramed appends the records of b, downgraded, to out and says
-// whether any changed.
-func downgradeFramed(out, b []byte) ([]byte, bool, error) {
+// downgradeFramed appends the records of b, downgraded to version v, to
+// out and says whether any changed.
+func downgradeFramed(out, b []byte, v uint32) ([]byte, bool, error) {
 	changed := false
 	var unit []byte // the body of a unit whose commit is not read yet
 	partMax := 0
@@ -58,7 +61,7 @@ func downgradeFramed(out, b []byte) ([]byte, bool, error) {
 			if more == 1 {
 				continue
 			}
-			inner, ch, err := downgradeFramed(nil, unit)
+			inner, ch, err := downgradeFramed(nil, unit, v)
 			if err != nil {
 				return nil, false, err
 			}
@@ -66,10 +69,10 @@ func downgradeFramed(out, b []byte) ([]byte, bool, error) {
 			out = appendUnitParts(out, inner, max(partMax, 1))
 			continue
 		}
-		if need := opSince[p[0]]; need > minFormat {
-			return nil, false, fmt.Errorf("a %s record, which a version %d member cannot read", record.Name(p[0]), minFormat)
+		if need := opSince[p[0]]; need > v {
+			return nil, false, fmt.Errorf("a %s record, which a version %d member cannot read", record.Name(p[0]), v)
 		}
-		rec, ch, err := downgradeRec(p)
+		rec, ch, err := downgradeRec(p, v)
 		if err != nil {
 			return nil, false, err
 		}
@@ -80,10 +83,11 @@ func downgradeFramed(out, b []byte) ([]byte, bool, error) {
 	return out, changed, nil
 }
 
-// downgradeRec returns record p without the fields of version 3, p itself
-// when it has none.
-func downgradeRec(p []byte) ([]byte, bool, error) {
-	if p[0] != record.Add && p[0] != record.Move {
+// downgradeRec returns record p without the fields a version v node does
+// not read, p itself when it has none. A field a later version adds to a
+// kind older members read is left out here, under its version.
+func downgradeRec(p []byte, v uint32) ([]byte, bool, error) {
+	if v >= 3 || (p[0] != record.Add && p[0] != record.Move) {
 		return p, false, nil
 	}
 	var r record.Rec

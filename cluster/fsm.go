@@ -148,7 +148,7 @@ func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 	version := f.version.Load()
 	if version < FormatVersion {
 		var err error
-		if data, err = downgrade(data); err != nil {
+		if data, err = downgrade(data, version); err != nil {
 			return nil, fmt.Errorf("snapshot for version %d members: %w", version, err)
 		}
 	}

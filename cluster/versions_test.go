@@ -49,7 +49,7 @@ func TestDowngradeLeavesOutVersion3Fields(t *testing.T) {
 	cancel := (&record.Rec{Op: record.Cancel, Time: 8, Queue: []byte("q"), ID: []byte("a")}).Encode(nil)
 
 	same := framed(plainAdd, cancel)
-	if got, err := downgrade(same); err != nil || &got[0] != &same[0] {
+	if got, err := downgrade(same, 2); err != nil || &got[0] != &same[0] {
 		t.Fatalf("a batch with nothing of version 3 was rewritten (err %v)", err)
 	}
 
@@ -57,7 +57,7 @@ func TestDowngradeLeavesOutVersion3Fields(t *testing.T) {
 	body := framed(cancel, nack.Encode(nil))
 	cut := len(body) / 2
 	batch := framed(deadAdd.Encode(nil), record.AppendUnit(nil, 0, 1, body[:cut]), record.AppendUnit(nil, 1, 0, body[cut:]), plainAdd)
-	got, err := downgrade(batch)
+	got, err := downgrade(batch, 2)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,13 +96,13 @@ func TestDowngradeLeavesOutVersion3Fields(t *testing.T) {
 
 	// A snapshot's end mark is kept.
 	snap := record.EndSnap(record.AppendSnap(nil, deadAdd.Encode(nil)))
-	if got, err := downgrade(snap); err != nil || got[len(got)-1] != 0 || len(unframe(t, got[:len(got)-1])) != 1 {
+	if got, err := downgrade(snap, 2); err != nil || got[len(got)-1] != 0 || len(unframe(t, got[:len(got)-1])) != 1 {
 		t.Errorf("snapshot downgraded to %x, %v", got, err)
 	}
 
 	// A kind version 2 cannot read is never sent (Allows refused it).
 	pause := (&record.Rec{Op: record.Pause, Time: 9, Queue: []byte("q"), Flags: 1}).Encode(nil)
-	if _, err := downgrade(framed(pause)); err == nil {
+	if _, err := downgrade(framed(pause), 2); err == nil {
 		t.Error("a pause record was written for version 2 members")
 	}
 }
@@ -174,5 +174,15 @@ func TestSnapshotHeaderVersions(t *testing.T) {
 	other := append([]byte{0}, binary.AppendUvarint(nil, snapshotFraming+1)...)
 	if _, _, err := readSnapshotHeader(bufio.NewReader(bytes.NewReader(other))); err == nil {
 		t.Error("a snapshot of another framing was read")
+	}
+}
+
+// At the cluster's version nothing is left out.
+func TestDowngradeAtTheVersionIsNone(t *testing.T) {
+	nack := (&record.Rec{Op: record.Move, Time: 7, Queue: []byte("q"), ID: []byte("c"), Reason: []byte("r")}).Encode(nil)
+	pause := (&record.Rec{Op: record.Pause, Time: 9, Queue: []byte("q"), Flags: 1}).Encode(nil)
+	b := framed(nack, pause)
+	if got, err := downgrade(b, FormatVersion); err != nil || !bytes.Equal(got, b) {
+		t.Fatalf("downgraded to the binary's own version: %x, %v", got, err)
 	}
 }
