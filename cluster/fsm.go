@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/delayd/delayd/record"
 )
 
 // Entry kinds: the first byte of every Raft entry's data.
@@ -75,6 +77,9 @@ func (f *fsm) Apply(l *raft.Log) any {
 			return nil // this leader applied it when it made it
 		}
 		if err := f.c.eng.ApplyBatch(l.Data[1:]); err != nil {
+			if errors.Is(err, record.ErrNewer) {
+				return f.tooOld(err, l.Index)
+			}
 			// The log is the truth; a batch that does not apply is a bug
 			// that would make this node diverge: say so loudly.
 			f.c.log.Error().Err(err).Uint64("index", l.Index).Msg("cluster: a committed batch did not apply")
@@ -94,7 +99,9 @@ func (f *fsm) Apply(l *raft.Log) any {
 		f.mmu.Unlock()
 		f.cacheMembers()
 	case entryVersion:
-		return f.applyVersion(l.Data[1:])
+		if err := f.applyVersion(l.Data[1:]); err != nil {
+			return f.tooOld(err, l.Index)
+		}
 	}
 	return nil
 }

@@ -199,14 +199,25 @@ func (f *fsm) applyVersion(b []byte) error {
 		return errors.New("cluster: malformed version entry")
 	}
 	if v > FormatVersion {
-		// Never raised without this node saying it reads it: a log from a
-		// newer cluster, which this binary must not serve.
+		// Never raised without this node saying it reads it: this binary
+		// was put back under a cluster of a newer one.
 		return fmt.Errorf("cluster: the cluster's version is %d, above the %d this delayd reads: run a newer delayd", v, FormatVersion)
 	}
 	if old := f.raise(uint32(v)); old < uint32(v) {
 		f.c.log.Info().Uint64("version", v).Uint32("was", old).Msg("cluster: the cluster's version was raised: every node reads its formats")
 	}
 	return nil
+}
+
+// tooOld stops this node on an entry its binary cannot read (a newer
+// delayd's: the cluster's version rose past it, and it was rolled back):
+// applying the rest would diverge from the group, so it takes no further
+// part, as a failed rebuild does, and says what to run.
+func (f *fsm) tooOld(err error, index uint64) error {
+	f.c.log.Error().Err(err).Uint64("index", index).Int("node_version", FormatVersion).
+		Msg("cluster: the cluster's log holds what a newer delayd wrote; this node stops taking part: start it with that delayd")
+	go f.c.Close()
+	return err
 }
 
 // raise sets the version to at least v and returns what it was.

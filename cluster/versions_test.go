@@ -7,7 +7,9 @@ import (
 	"encoding/json"
 	"errors"
 	"testing"
+	"time"
 
+	"github.com/hashicorp/raft"
 	"github.com/rs/zerolog"
 
 	"github.com/delayd/delayd/jobs"
@@ -184,5 +186,44 @@ func TestDowngradeAtTheVersionIsNone(t *testing.T) {
 	b := framed(nack, pause)
 	if got, err := downgrade(b, FormatVersion); err != nil || !bytes.Equal(got, b) {
 		t.Fatalf("downgraded to the binary's own version: %x, %v", got, err)
+	}
+}
+
+// A node put back under a cluster of a newer delayd (a fake next version
+// here) stops taking part at the first entry it cannot read, rather than
+// go on with a state that is no longer the group's.
+func TestOlderNodeStopsOnNewerEntries(t *testing.T) {
+	// The leader applies a version entry as every node does (it stops
+	// first, here); an engine batch it made, it applied when it made it.
+	for _, c := range []struct {
+		name      string
+		entry     []byte
+		leaderToo bool
+	}{
+		{"a version entry past this binary's", binary.AppendUvarint([]byte{entryVersion}, FormatVersion+1), true},
+		{"a record kind this binary does not know", append([]byte{entryEngine}, framed([]byte{200, 2, 1, 'q'})...), false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			nodes := startGroup(t, 2)
+			leader := leaderOf(t, nodes)
+			var follower *testNode
+			for _, n := range nodes {
+				if n != leader {
+					follower = n
+				}
+			}
+			waitFor(t, 10*time.Second, "the follower in the group", func() bool { return follower.c.r().LastIndex() >= leader.c.r().LastIndex() })
+			if err := leader.c.r().Apply(c.entry, 5*time.Second).Error(); err != nil {
+				t.Fatal(err)
+			}
+			stops := follower
+			if c.leaderToo {
+				stops = leader
+			}
+			waitFor(t, 10*time.Second, "the node to stop", func() bool { return stops.c.r().State() == raft.Shutdown })
+			if !c.leaderToo && leader.c.r().State() == raft.Shutdown {
+				t.Error("the leader stopped on its own batch")
+			}
+		})
 	}
 }
