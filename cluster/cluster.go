@@ -88,6 +88,10 @@ type Cluster struct {
 	onRole func(leading bool)
 
 	gateKick chan struct{} // gateLoop looks now (versions.go)
+	// gateMu orders raising the version with adding a member: a node
+	// checked against the old version is in the configuration before the
+	// version rises, and is asked too.
+	gateMu sync.Mutex
 	// versionOf asks the node whose clients connect at addr which format
 	// version it reads (askVersion; the in-process tests, which run no
 	// RESP server, answer for it).

@@ -34,6 +34,8 @@ func (c *Cluster) Join(id, busAddr, addr string) error {
 	if c.r().State() != raft.Leader {
 		return c.forward("JOIN", id, busAddr, addr)
 	}
+	c.gateMu.Lock()
+	defer c.gateMu.Unlock()
 	if err := c.checkJoiner(id, addr); err != nil {
 		return err
 	}

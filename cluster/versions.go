@@ -36,7 +36,7 @@ const (
 	FormatVersion   = 3 // what this binary reads, and writes once the cluster's version is raised to it
 	minFormat       = 2 // the version of a cluster (or a node) that names none
 	entryVersion    = 3 // Raft entry kind: the cluster's version raised, a uvarint
-	snapshotFraming = 1 // the framing of a versioned Raft snapshot (versionedSnapshot)
+	snapshotFraming = 1 // the framing of a versioned Raft snapshot (appendSnapshotHeader)
 )
 
 // opSince is the format version that brought a record kind, for the kinds
@@ -99,6 +99,8 @@ func (c *Cluster) kickGate() {
 // A member that does not answer (down, restarting) holds the gate where it
 // is: it may come back on the old binary.
 func (c *Cluster) raiseGate() {
+	c.gateMu.Lock()
+	defer c.gateMu.Unlock()
 	f := c.r().GetConfiguration()
 	if f.Error() != nil {
 		return
