@@ -227,3 +227,30 @@ func TestOlderNodeStopsOnNewerEntries(t *testing.T) {
 		})
 	}
 }
+
+// What a leader pays per batch while the cluster's version is below its
+// own: a batch of 128 plain adds (decoded, none rewritten), and one of 128
+// NACKs with reasons (each rewritten).
+func BenchmarkDowngrade(b *testing.B) {
+	var plain, reasons [][]byte
+	for i := range 128 {
+		id := []byte{'j', byte(i)}
+		plain = append(plain, (&record.Rec{Op: record.Add, Time: 5, Queue: []byte("queue"), ID: id, Due: 9, Seq: uint64(i),
+			Payload: make([]byte, 64), Retry: -1}).Encode(nil))
+		reasons = append(reasons, (&record.Rec{Op: record.Move, Time: 7, Queue: []byte("queue"), ID: id, Due: 7, Seq: uint64(i),
+			Deliveries: 1, Flags: record.FlagReady, Reason: []byte("connection refused")}).Encode(nil))
+	}
+	for _, c := range []struct {
+		name  string
+		batch []byte
+	}{{"adds", framed(plain...)}, {"nacks-with-reasons", framed(reasons...)}} {
+		b.Run(c.name, func(b *testing.B) {
+			b.SetBytes(int64(len(c.batch)))
+			for b.Loop() {
+				if _, err := downgrade(c.batch, 2); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
