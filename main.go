@@ -459,7 +459,9 @@ func checkDirMode(dir string, cluster bool) error {
 	if cluster {
 		if fi, err := os.Stat(filepath.Join(dir, engine.LogFile)); err == nil && fi.Size() > 0 {
 			return fmt.Errorf("data directory %s holds a single-node log (%s, %d bytes) that a cluster node does not read; "+
-				"start the cluster node on another directory, or move %s away to start it empty",
+				"start the cluster node on another directory and move the jobs across with "+
+				"`delayd export --addr <single node> | delayd import --addr <cluster node>` (docs/operations.md), "+
+				"or move %s away to start it empty",
 				dir, engine.LogFile, fi.Size(), engine.LogFile)
 		}
 		return nil

@@ -7,5 +7,10 @@ import "io"
 // arguments after its name and returns the exit status: 0 done, 1 failed,
 // 2 bad usage. One line per verb; its code lives in its own file.
 var subcommands = map[string]func(args []string, stderr io.Writer) int{
-	"check-log": checkLog,
+	"check-log":    checkLog,
+	"backup":       backupCmd,
+	"restore":      restoreCmd,
+	"check-backup": checkBackup,
+	"export":       exportCmd,
+	"import":       importCmd,
 }

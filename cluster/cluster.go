@@ -83,6 +83,11 @@ type Cluster struct {
 	unacked atomic.Int64
 	lost    atomic.Bool
 
+	// restorePath is a backup's snapshot to install once this node leads
+	// (backup.go); "" when none waits. Set by Start, read and cleared by
+	// the follow goroutine.
+	restorePath string
+
 	// OnRoleChange is called (from one goroutine, in order) when this node
 	// starts or stops leading; main unblocks blocked clients on false.
 	onRole func(leading bool)
@@ -196,6 +201,13 @@ func (c *Cluster) Start(eng *engine.Engine, onRole func(leading bool)) error {
 	if err != nil {
 		return err
 	}
+	has, err := raft.HasExistingState(c.store, c.stable, c.snaps)
+	if err != nil {
+		return err
+	}
+	if err := c.checkRestore(has); err != nil {
+		return err
+	}
 	r, err := raft.NewRaft(rc, c.fsm, logs, c.stable, c.snaps, c.trans)
 	if err != nil {
 		return fmt.Errorf("raft: %w", err)
@@ -203,10 +215,6 @@ func (c *Cluster) Start(eng *engine.Engine, onRole func(leading bool)) error {
 	c.rp.Store(r)
 	c.watchLeader(r)
 	if c.cfg.Bootstrap {
-		has, err := raft.HasExistingState(c.store, c.stable, c.snaps)
-		if err != nil {
-			return err
-		}
 		if !has {
 			f := r.BootstrapCluster(raft.Configuration{Servers: []raft.Server{{
 				Suffrage: raft.Voter, ID: raft.ServerID(c.id), Address: raft.ServerAddress(c.cfg.AnnounceBusAddr),
@@ -330,6 +338,15 @@ func (c *Cluster) becomeLeader() {
 	if c.r().State() != raft.Leader {
 		return
 	}
+	if c.restorePath != "" {
+		if err := c.restorePending(); err != nil {
+			// Taking writes on an empty state would hide the backup.
+			c.log.Error().Err(err).Msg("cluster: the restore failed; this node stops")
+			go c.Close()
+			return
+		}
+	}
+	// After a restore: its snapshot holds no version, the entry after it does.
 	c.raiseAlone()
 	f := c.fsm
 	f.mu.Lock()

@@ -169,6 +169,7 @@ type Dispatcher struct {
 	subscribers atomic.Int64     // INFO pubsub_clients (tracking.go)
 	aclDenied   [4]atomic.Uint64 // INFO acl_access_denied_auth, _cmd, _key, _channel
 	ops         opsSampler       // INFO instantaneous_ops_per_sec (metrics.go)
+	backups     backupState      // BGSAVE, LASTSAVE, INFO rdb_* (backup.go)
 
 	mu      sync.Mutex
 	clients map[int64]*Client // guarded by mu; for CLIENT LIST

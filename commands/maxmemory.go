@@ -24,6 +24,7 @@ const errOOM = "OOM command not allowed when used memory > 'maxmemory'."
 // denyOOM names the commands that add jobs: Redis's denyoom flag.
 var denyOOM = map[string]bool{
 	"delay.add": true, "delay.addat": true, "rpush": true, "lpush": true, "delay.schedule": true, "cron": true,
+	"delay.import": true,
 }
 
 // memSampleEvery bounds how stale the heap figure may be. Reading it is

@@ -310,7 +310,7 @@ func cmdInfo(d *Dispatcher, c *Client, args [][]byte) {
 		{"lazyfree_pending_objects", strconv.Itoa(in.LazyfreePending)}, // jobs of deleted queues not freed yet
 		{"gc_cycles", strconv.FormatUint(uint64(ms.NumGC), 10)},
 	})
-	section("Persistence", d.persistence(eng))
+	section("Persistence", append(d.persistence(eng), d.backups.info()...))
 	section("Stats", [][2]string{
 		{"total_connections_received", itoa(d.TotalConns.Load())},
 		{"total_commands_processed", itoa(d.commandsRun.Load())},

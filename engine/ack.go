@@ -203,6 +203,13 @@ func (e *Engine) NackReason(queueName, id []byte, delay int64, reason []byte) (b
 
 // addRecOf is the add record that recreates the job in slot s as it is.
 func (e *Engine) addRecOf(s uint32, flags byte) *record.Rec {
+	r := e.addRec(s, flags)
+	return &r
+}
+
+// addRec is addRecOf by value: a snapshot encodes a million of them, and a
+// Rec on the heap each was a fifth of its time.
+func (e *Engine) addRec(s uint32, flags byte) record.Rec {
 	j := e.jobs.At(s)
 	r := e.recFor(record.Add, s)
 	r.Due, r.Seq, r.Deliveries, r.Flags = j.Due, j.Seq, j.Deliveries, flags
@@ -220,7 +227,7 @@ func (e *Engine) addRecOf(s uint32, flags byte) *record.Rec {
 	if j.Lane != 0 {
 		r.Group, r.Priority = e.laneOf(s)
 	}
-	return &r
+	return r
 }
 
 // Touch starts a reserved job's ack deadline again, from now. O(1).

@@ -34,9 +34,16 @@ func (e *Engine) Get(queueName, id []byte) (JobInfo, bool) {
 	if !ok {
 		return JobInfo{}, false
 	}
+	return e.infoOf(s, queueName), true
+}
+
+// infoOf is DELAY.GET's view of the job in slot s of the named queue, all
+// of it copied. Called with mu held.
+func (e *Engine) infoOf(s uint32, queueName []byte) JobInfo {
 	j := e.jobs.At(s)
+	var buf [jobs.SIDLen]byte
 	info := JobInfo{
-		ID:         append([]byte(nil), id...),
+		ID:         append([]byte(nil), e.jobs.ID(j, &buf)...),
 		Queue:      append([]byte(nil), queueName...),
 		Payload:    append([]byte(nil), e.jobs.Payload(j)...),
 		State:      jobs.StateNames[j.State],
@@ -54,7 +61,7 @@ func (e *Engine) Get(queueName, id []byte) (JobInfo, bool) {
 		info.Origin = append([]byte{}, e.jobs.Origins[s].Queue...)
 	}
 	info.Reason = e.jobs.Reason(s)
-	return info, true
+	return info
 }
 
 // QueueStats counts a queue's jobs by state, and what happened to them while

@@ -208,14 +208,17 @@ func (e *Engine) Snapshot() []byte {
 	return e.snapshotLocked()
 }
 
-func (e *Engine) snapshotLocked() []byte {
+func (e *Engine) snapshotLocked() []byte { return e.appendSnapshot(nil) }
+
+// appendSnapshot appends the snapshot to out. Called with mu held.
+func (e *Engine) appendSnapshot(out []byte) []byte {
 	var now int64
 	if e.wheel != nil {
 		now = e.wheel.Now()
 	} else {
 		now = e.nowMs() // just Reset: no job
 	}
-	var out, buf []byte
+	var buf []byte
 	put := func(r *record.Rec) {
 		buf = r.Encode(buf[:0])
 		out = record.AppendSnap(out, buf)
@@ -226,9 +229,10 @@ func (e *Engine) snapshotLocked() []byte {
 	}
 	if e.wheel != nil {
 		e.eachJob(func(s uint32, flags byte, deadline int64) {
-			r := e.addRecOf(s, flags)
+			r := e.addRec(s, flags)
 			r.Time, r.Deadline = now, deadline
-			put(r)
+			buf = r.Encode(buf[:0])
+			out = record.AppendSnap(out, buf)
 		})
 	}
 	return record.EndSnap(out)

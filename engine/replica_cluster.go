@@ -38,6 +38,11 @@ func (e *Engine) Drain() { e.journal.Drain() }
 // that takes longer than timeout, a batch fails, or the engine follows.
 // Writes wait for one commit round plus the snapshot's encoding.
 func (e *Engine) Quiesce(timeout time.Duration, fn func(snapshot []byte)) bool {
+	return e.quiesce(timeout, func() { fn(e.snapshotLocked()) })
+}
+
+// quiesce is Quiesce calling fn under the lock once the engine is settled.
+func (e *Engine) quiesce(timeout time.Duration, fn func()) bool {
 	if e.opts.Replicator == nil || e.mu.held {
 		return false
 	}
@@ -56,6 +61,6 @@ func (e *Engine) Quiesce(timeout time.Duration, fn func(snapshot []byte)) bool {
 	if e.repl.following.Load() || !jn.Quiesce(deadline) {
 		return false
 	}
-	fn(e.snapshotLocked())
+	fn()
 	return true
 }

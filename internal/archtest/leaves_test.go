@@ -14,7 +14,7 @@ const module = "github.com/delayd/delayd"
 // calling back: the engine applies their effects. A leaf not yet written is
 // skipped, so the entry enforces the rule from the day the package lands.
 var leaves = []string{
-	"wheel", "aof", "offheap", "glob", "schedule", "jobs", "finetimer", "latetrace", "hist", "topn",
+	"wheel", "aof", "offheap", "glob", "schedule", "jobs", "finetimer", "latetrace", "hist", "topn", "backup",
 	"queue", "record", "journal",
 }
 
