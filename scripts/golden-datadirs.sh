@@ -25,7 +25,9 @@ cd "$(dirname "$0")/.."
 root=$(pwd)
 out=${OUT:-$root/integration_test/testdata/upgrade}
 
-# The releases (CHANGELOG.md says which commit each is).
+# The releases (CHANGELOG.md says which commit each is). A new release adds
+# itself here once it is cut, runs this script for it alone, and commits its
+# two directories: TestUpgradeGoldenDataDirs reads every one it finds.
 declare -A commits=([0.1.0]=b57442e [0.2.0]=316f31d)
 versions=("$@")
 [ ${#versions[@]} -gt 0 ] || versions=(0.1.0 0.2.0)
