@@ -64,6 +64,9 @@ func TestUpgradeGoldenDataDirs(t *testing.T) {
 			s := startOnDir(t, g.Mode, dir)
 			c := s.Client()
 			expired := checkGolden(t, c, g)
+			if expired > 0 {
+				t.Logf("%d reservations of %s had passed their ack deadline: checked as the ready jobs they became", expired, name)
+			}
 
 			// It goes on: a write, a pop, a feature the release did not
 			// have; a rewrite (single node); a restart; all of it kept.

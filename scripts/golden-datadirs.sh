@@ -5,6 +5,9 @@
 #   scripts/golden-datadirs.sh              # every release: 0.1.0 and 0.2.0
 #   scripts/golden-datadirs.sh 0.2.0        # one
 #   OUT=/tmp/golden scripts/golden-datadirs.sh   # elsewhere than the testdata
+#   GOLDEN_ACK_MS=3000 OUT=/tmp/g scripts/golden-datadirs.sh 0.2.0
+#                                           # reservations that expire at once: the test's
+#                                           # path for a directory older than its deadlines
 #
 # For each release it builds the binary from its commit (git archive of it,
 # then go build: the module cache or proxy must have its modules), runs it
@@ -74,7 +77,7 @@ run() {
   "$work/delayd-$v" "${args[@]}" >"$work/$v-$mode.log" 2>&1 &
   pid=$!
   "$py" - "$port" "$v" "$mode" "${commits[$v]}" "$out/$v-$mode.json" <<'PY'
-import base64, json, sys, time
+import base64, json, os, sys, time
 import redis
 
 port, version, mode, commit, out = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5]
@@ -91,7 +94,7 @@ else:
     sys.exit(f"{version} {mode}: no server on {port}")
 
 FAR = 4102444800000      # 2100-01-01, a due time no test outlives
-ACK = 3153600000         # the longest ack timeout the releases take (~36 days)
+ACK = int(os.environ.get("GOLDEN_ACK_MS", 3153600000))  # the longest ack timeout the releases take (~36 days)
 ids = []                 # (queue, id) of every job the JSON describes
 
 def cmd(*a):
