@@ -357,7 +357,7 @@ const previousRelease, previousCommit = "0.2.0", "316f31d"
 // node runs this binary the version is raised to 3 and DELAY.PAUSE works;
 // and a node of the old release that asks to join then is refused with a
 // message that says why. Every add the cluster acknowledged is there at the
-// end.
+// end, and every job a worker's ACK removed is gone.
 func TestUpgradeRollingFromPrevious(t *testing.T) {
 	t.Parallel()
 	oldBin := buildRelease(t, previousCommit)
@@ -385,8 +385,14 @@ func TestUpgradeRollingFromPrevious(t *testing.T) {
 		ClusterStateReloadInterval: 200 * time.Millisecond,
 	})
 	defer rc.Close()
-	pr := startProducer(rc, "{up}q")
+	pr := startProducer(rc, "{up}q", 3600000)
 	defer pr.stop()
+	// And a queue that workers drain as they go: adds due at once, popped
+	// with an ack timeout and acknowledged.
+	work := startProducer(rc, "{up}w", 0, "ACKTIMEOUT", 5000)
+	defer work.stop()
+	wk := startWorkers(rc, "{up}w")
+	defer wk.stop()
 	pr.wait(t, 50)
 
 	// Followers first: each comes back on this binary while the old
@@ -433,33 +439,70 @@ func TestUpgradeRollingFromPrevious(t *testing.T) {
 	stopNode(t, stray)
 
 	acked := pr.stop()
+	added := work.stop()
+	done, unsure := wk.stop()
 	final = cc.waitLeader(t, 15*time.Second, nil)
 	cc.waitCaughtUp(t, 20*time.Second, final, cc.nodes...)
+	present := func(key string, ids []string) []bool {
+		pipe := final.client().Pipeline()
+		gets := make([]*redis.Cmd, len(ids))
+		for i, id := range ids {
+			gets[i] = pipe.Do(context.Background(), "DELAY.GET", key, id)
+		}
+		if _, err := pipe.Exec(ctxT(t, 30*time.Second)); err != nil && !errors.Is(err, redis.Nil) {
+			t.Fatalf("DELAY.GET of %d jobs of %s: %v", len(ids), key, err)
+		}
+		out := make([]bool, len(ids))
+		for i, g := range gets {
+			v, err := g.Result()
+			out[i] = err == nil && v != nil
+		}
+		return out
+	}
 	missing := 0
-	pipe := final.client().Pipeline()
-	gets := make([]*redis.Cmd, len(acked))
-	for i, id := range acked {
-		gets[i] = pipe.Do(context.Background(), "DELAY.GET", "{up}q", id)
-	}
-	if _, err := pipe.Exec(ctxT(t, 30*time.Second)); err != nil && !errors.Is(err, redis.Nil) {
-		t.Fatalf("DELAY.GET of the acknowledged adds: %v", err)
-	}
-	for i, g := range gets {
-		if v, err := g.Result(); err != nil || v == nil {
+	for i, ok := range present("{up}q", acked) {
+		if !ok {
 			if missing++; missing <= 5 {
-				t.Errorf("acknowledged add %s is not in the cluster after the upgrade: %v %v", acked[i], v, err)
+				t.Errorf("acknowledged add %s is not in the cluster after the upgrade", acked[i])
 			}
 		}
 	}
 	if missing > 0 {
 		t.Fatalf("%d of %d acknowledged adds lost across the rolling upgrade", missing, len(acked))
 	}
+	// The workers' queue: a job whose ACK was answered 1 is gone; every
+	// other acknowledged add is there, ready or reserved (an ACK that got
+	// no answer may or may not have been applied: not asked).
+	isDone := map[string]bool{}
+	for _, id := range done {
+		isDone[id] = true
+	}
+	var left []string
+	for _, id := range added {
+		if !isDone[id] && !unsure[id] {
+			left = append(left, id)
+		}
+	}
+	for i, ok := range present("{up}w", done) {
+		if ok {
+			t.Errorf("job %s, acknowledged by a worker (ACK answered 1), is back after the upgrade", done[i])
+		}
+	}
+	for i, ok := range present("{up}w", left) {
+		if !ok {
+			t.Errorf("job %s, added and never acknowledged by a worker, is gone after the upgrade", left[i])
+		}
+	}
+	if len(done) < 50 {
+		t.Errorf("the workers acknowledged %d jobs across the upgrade: too few to say anything", len(done))
+	}
 	for _, n := range cc.nodes {
 		if strings.Contains(n.Output(), "did not apply") {
 			t.Errorf("%v failed to apply a committed entry:\n%s", n, n.Output())
 		}
 	}
-	t.Logf("%d acknowledged adds across the rolling upgrade from %s, all present", len(acked), previousRelease)
+	t.Logf("%d acknowledged adds across the rolling upgrade from %s, all present; workers' queue: %d added, %d acknowledged by workers (gone), %d left (there), %d ACKs unanswered",
+		len(acked), previousRelease, len(added), len(done), len(left), len(unsure))
 }
 
 // mixedProbe checks a new leader with a follower of the old release: what
@@ -568,7 +611,7 @@ type producer struct {
 
 const producerWriters = 4
 
-func startProducer(rc *redis.ClusterClient, key string) *producer {
+func startProducer(rc *redis.ClusterClient, key string, delay int64, opts ...any) *producer {
 	ctx, cancel := context.WithCancel(context.Background())
 	p := &producer{stopc: cancel}
 	for w := range producerWriters {
@@ -578,7 +621,7 @@ func startProducer(rc *redis.ClusterClient, key string) *producer {
 			for i := 0; ctx.Err() == nil; i++ {
 				id := strconv.Itoa(w) + "." + strconv.Itoa(i)
 				cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-				err := rc.Do(cctx, "DELAY.ADD", key, 3600000, "p", "ID", id).Err()
+				err := rc.Do(cctx, append([]any{"DELAY.ADD", key, delay, "p", "ID", id}, opts...)...).Err()
 				cancel()
 				if err != nil {
 					time.Sleep(10 * time.Millisecond) // not acknowledged: in or not, nothing is asked of it
@@ -606,6 +649,60 @@ func (p *producer) wait(t *testing.T, n int) {
 		c := p.count()
 		return c >= n, fmt.Sprintf("%d acknowledged", c)
 	})
+}
+
+// workers pop jobs of one queue through a cluster client and ACK them,
+// keeping the ids whose ACK was answered 1 (done) and those whose ACK got
+// no answer (unsure: applied or not).
+type workers struct {
+	mu     sync.Mutex
+	done   []string
+	unsure map[string]bool
+	stopc  context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+func startWorkers(rc *redis.ClusterClient, key string) *workers {
+	ctx, cancel := context.WithCancel(context.Background())
+	w := &workers{stopc: cancel, unsure: map[string]bool{}}
+	for range 2 {
+		w.wg.Add(1)
+		go func() {
+			defer w.wg.Done()
+			for ctx.Err() == nil {
+				cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+				v, err := rc.Do(cctx, "DELAY.POP", key, 1).Slice()
+				cancel()
+				if err != nil || len(v) != 3 {
+					if err != nil && !errors.Is(err, redis.Nil) {
+						time.Sleep(10 * time.Millisecond)
+					}
+					continue
+				}
+				id, _ := v[1].(string)
+				cctx, cancel = context.WithTimeout(ctx, 3*time.Second)
+				n, err := rc.Do(cctx, "DELAY.ACK", key, id).Int()
+				cancel()
+				w.mu.Lock()
+				switch {
+				case err == nil && n == 1:
+					w.done = append(w.done, id)
+				case err != nil:
+					w.unsure[id] = true
+				}
+				w.mu.Unlock()
+			}
+		}()
+	}
+	return w
+}
+
+func (w *workers) stop() (done []string, unsure map[string]bool) {
+	w.stopc()
+	w.wg.Wait()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]string(nil), w.done...), w.unsure
 }
 
 // stop stops the producer and returns the ids acknowledged.
