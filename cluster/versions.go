@@ -68,22 +68,56 @@ func (c *Cluster) Allows(op byte) error {
 
 // gateLoop raises the cluster's version while this node leads and the
 // version is below this binary's: at once when it starts leading or a node
-// joins (gateKick), and every 2 s while a member still runs older.
+// joins (gateKick), and every 2 s while a member still runs older. Once it
+// is raised, it asks the members every 10 s, to name a node started again
+// on an older binary (which fails on the first record it cannot read).
 func (c *Cluster) gateLoop() {
 	defer c.wg.Done()
 	t := time.NewTicker(2 * time.Second)
 	defer t.Stop()
-	for {
+	told := map[string]int{} // members named stale, with the version they said
+	for tick := 0; ; tick++ {
 		select {
 		case <-c.quit:
 			return
 		case <-t.C:
 		case <-c.gateKick:
 		}
-		if c.Writable() && c.Version() < FormatVersion {
+		switch {
+		case !c.Writable():
+		case c.Version() < FormatVersion:
 			c.raiseGate()
+		case tick%5 == 0:
+			stale := c.staleMembers(c.versionOf)
+			for id, v := range stale {
+				if told[id] != v {
+					c.log.Error().Str("id", id).Int("node_version", v).Int("cluster_version", c.Version()).
+						Msg("cluster: a member runs an older delayd than the cluster's version: it cannot read the log; start it on this release")
+				}
+			}
+			told = stale
 		}
 	}
+}
+
+// staleMembers asks every other member its format version (by ask) and
+// returns those below the cluster's, with what they said. A member that
+// does not answer is not named: it may be down.
+func (c *Cluster) staleMembers(ask func(addr string) (int, error)) map[string]int {
+	f := c.r().GetConfiguration()
+	if f.Error() != nil {
+		return nil
+	}
+	out := map[string]int{}
+	for _, s := range f.Configuration().Servers {
+		if string(s.ID) == c.id {
+			continue
+		}
+		if v, err := ask(c.memberAddr(string(s.ID))); err == nil && v < c.Version() {
+			out[string(s.ID)] = v
+		}
+	}
+	return out
 }
 
 // kickGate asks gateLoop to look now.

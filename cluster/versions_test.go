@@ -254,3 +254,31 @@ func BenchmarkDowngrade(b *testing.B) {
 		})
 	}
 }
+
+// Once the version is raised, a member that says an older one (started
+// again on an older binary) is named; one that does not answer is not.
+func TestStaleMembersNamed(t *testing.T) {
+	nodes := startGroup(t, 3)
+	leader := leaderOf(t, nodes)
+	waitFor(t, 10*time.Second, "the version raised", func() bool { return leader.c.Version() == FormatVersion })
+	var old, down string
+	for _, n := range nodes {
+		if n == leader {
+			continue
+		}
+		waitFor(t, 10*time.Second, "the members' addresses", func() bool { return leader.c.memberAddr(n.c.ID()) != "" })
+		if old == "" {
+			old = n.c.ID()
+		} else {
+			down = n.c.ID()
+		}
+	}
+	says := map[string]func() (int, error){
+		leader.c.memberAddr(old):  func() (int, error) { return minFormat, nil },
+		leader.c.memberAddr(down): func() (int, error) { return 0, errors.New("connection refused") },
+	}
+	got := leader.c.staleMembers(func(addr string) (int, error) { return says[addr]() })
+	if len(got) != 1 || got[old] != minFormat {
+		t.Fatalf("stale members %v, want only %s at %d", got, old, minFormat)
+	}
+}
