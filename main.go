@@ -29,6 +29,7 @@ import (
 	"github.com/delayd/delayd/commands"
 	"github.com/delayd/delayd/dirlock"
 	"github.com/delayd/delayd/engine"
+	"github.com/delayd/delayd/record"
 	"github.com/delayd/delayd/resp"
 	"github.com/delayd/delayd/web"
 )
@@ -285,6 +286,11 @@ func run(args, environ []string, stderr io.Writer) int {
 	case o := <-open:
 		if o.err != nil {
 			srv.Close(time.Second)
+			if errors.Is(o.err, record.ErrNewer) { // not damage: nothing for --repair to cut
+				log.Error().Err(o.err).Msg("cannot start: the append-only log holds records of a newer delayd")
+				fmt.Fprintln(stderr, "delayd:", o.err)
+				return 1
+			}
 			log.Error().Err(o.err).Msg("cannot start: loading the append-only log failed (start with --repair to cut a damaged log at the damage)")
 			fmt.Fprintln(stderr, "delayd:", o.err)
 			return 1

@@ -92,9 +92,18 @@ type Cluster struct {
 	// starts or stops leading; main unblocks blocked clients on false.
 	onRole func(leading bool)
 
-	quit     chan struct{}
-	wg       sync.WaitGroup
-	stopOnce sync.Once
+	gateKick chan struct{} // gateLoop looks now (versions.go)
+	// gateMu orders raising the version with adding a member: a node
+	// checked against the old version is in the configuration before the
+	// version rises, and is asked too.
+	gateMu sync.Mutex
+	// versionOf asks the node whose clients connect at addr which format
+	// version it reads (askVersion; the in-process tests, which run no
+	// RESP server, answer for it).
+	versionOf func(addr string) (int, error)
+	quit      chan struct{}
+	wg        sync.WaitGroup
+	stopOnce  sync.Once
 }
 
 // New opens the node's stores and its Raft transport (listening on the bus
@@ -158,6 +167,9 @@ func New(cfg Config) (*Cluster, error) {
 		return nil, fmt.Errorf("cluster bus %s: %w", cfg.BusAddr, err)
 	}
 	c.fsm = &fsm{c: c, members: make(map[string]member), cacheDir: dir}
+	c.fsm.version.Store(minFormat)
+	c.gateKick = make(chan struct{}, 1)
+	c.versionOf = c.askVersion
 	c.cachedMembers = loadMembersCache(dir)
 	return c, nil
 }
@@ -221,6 +233,8 @@ func (c *Cluster) Start(eng *engine.Engine, onRole func(leading bool)) error {
 	}
 	c.wg.Add(1)
 	go c.snapshotLoop()
+	c.wg.Add(1)
+	go c.gateLoop()
 	if c.cfg.Fsync == "everysec" {
 		c.wg.Add(1)
 		go c.syncLoop()
@@ -255,6 +269,15 @@ func (c *Cluster) Close() error {
 
 // Propose hands one engine batch to Raft (engine.Replicator).
 func (c *Cluster) Propose(batch []byte) engine.Proposal {
+	if v := c.fsm.version.Load(); v < FormatVersion {
+		// Members of an older delayd (downgrade.go); never fails on what
+		// the engine makes: if it did, they would fail on it anyway.
+		if b, err := downgrade(batch, v); err == nil {
+			batch = b
+		} else {
+			c.log.Error().Err(err).Msg("cluster: a batch could not be written for the cluster's older members")
+		}
+	}
 	data := make([]byte, 0, len(batch)+1)
 	data = append(append(data, entryEngine), batch...)
 	f := c.r().Apply(data, 0)
@@ -323,6 +346,8 @@ func (c *Cluster) becomeLeader() {
 			return
 		}
 	}
+	// After a restore: its snapshot holds no version, the entry after it does.
+	c.raiseAlone()
 	f := c.fsm
 	f.mu.Lock()
 	if !c.settled() {
@@ -337,6 +362,7 @@ func (c *Cluster) becomeLeader() {
 		c.onRole(true)
 	}
 	c.announceSelf()
+	c.kickGate()
 }
 
 // stepDown makes the engine a follower. Writes in flight fail (their

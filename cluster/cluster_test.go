@@ -61,6 +61,7 @@ func startNode(t testing.TB, cfg Config) *testNode {
 	if err != nil {
 		t.Fatal(err)
 	}
+	c.versionOf = func(string) (int, error) { return FormatVersion, nil } // no RESP server to ask
 	eng, err := engine.New(engine.Options{Replicator: c, Follower: true, ReplicaWindow: ReplicaWindow, Logger: cfg.Logger})
 	if err != nil {
 		t.Fatal(err)

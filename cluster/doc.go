@@ -8,5 +8,6 @@
 // entries as replay applies the log. Snapshots are the engine's encoded jobs.
 // A leader that loses leadership with entries in flight rebuilds its engine
 // from its last snapshot and the committed log, since those entries may never
-// commit.
+// commit. While nodes of an older release are members, the cluster's format
+// version holds the leader to what they read (versions.go).
 package cluster

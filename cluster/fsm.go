@@ -2,21 +2,24 @@ package cluster
 
 import (
 	"bufio"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/delayd/delayd/record"
 )
 
 // Entry kinds: the first byte of every Raft entry's data.
 const (
 	entryEngine byte = 1 // an engine batch: records, each a uvarint length then the record
 	entryMember byte = 2 // a member's addresses (JSON member)
+	// entryVersion (versions.go), 3: the cluster's version raised.
 )
 
 // member is what Raft's configuration does not hold: where a node's clients
@@ -45,6 +48,10 @@ type fsm struct {
 	mmu     sync.Mutex
 	members map[string]member // guarded by mmu
 
+	// version is the cluster's format version, the gate (versions.go):
+	// raised by a version entry or a versioned snapshot, never lowered.
+	version atomic.Uint32
+
 	// cacheDir holds the members' file (memberscache.go), rewritten under
 	// mu whenever members change; "" writes none.
 	cacheDir string
@@ -70,6 +77,9 @@ func (f *fsm) Apply(l *raft.Log) any {
 			return nil // this leader applied it when it made it
 		}
 		if err := f.c.eng.ApplyBatch(l.Data[1:]); err != nil {
+			if errors.Is(err, record.ErrNewer) {
+				return f.tooOld(err, l.Index)
+			}
 			// The log is the truth; a batch that does not apply is a bug
 			// that would make this node diverge: say so loudly.
 			f.c.log.Error().Err(err).Uint64("index", l.Index).Msg("cluster: a committed batch did not apply")
@@ -88,6 +98,10 @@ func (f *fsm) Apply(l *raft.Log) any {
 		}
 		f.mmu.Unlock()
 		f.cacheMembers()
+	case entryVersion:
+		if err := f.applyVersion(l.Data[1:]); err != nil {
+			return f.tooOld(err, l.Index)
+		}
 	}
 	return nil
 }
@@ -138,13 +152,20 @@ func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 			return nil, errSnapshotBusy
 		}
 	}
+	version := f.version.Load()
+	if version < FormatVersion {
+		var err error
+		if data, err = downgrade(data, version); err != nil {
+			return nil, fmt.Errorf("snapshot for version %d members: %w", version, err)
+		}
+	}
 	f.mmu.Lock()
 	ms, err := json.Marshal(f.members)
 	f.mmu.Unlock()
 	if err != nil {
 		return nil, err
 	}
-	return &snapshot{members: ms, data: data}, nil
+	return &snapshot{header: appendSnapshotHeader(nil, version, ms), data: data}, nil
 }
 
 // Restore replaces the state with a snapshot's (at start, or one the
@@ -169,17 +190,11 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 // members.
 func (f *fsm) restoreFrom(r io.Reader) (map[string]member, error) {
 	br := bufio.NewReaderSize(r, 1<<16)
-	n, err := binary.ReadUvarint(br)
+	version, buf, err := readSnapshotHeader(br)
 	if err != nil {
 		return nil, fmt.Errorf("snapshot header: %w", err)
 	}
-	if n > 64<<20 {
-		return nil, errors.New("snapshot header: too large")
-	}
-	buf := make([]byte, n)
-	if _, err := io.ReadFull(br, buf); err != nil {
-		return nil, fmt.Errorf("snapshot header: %w", err)
-	}
+	f.raise(version)
 	ms := make(map[string]member)
 	if err := json.Unmarshal(buf, &ms); err != nil {
 		return nil, fmt.Errorf("snapshot header: %w", err)
@@ -254,18 +269,15 @@ func (f *fsm) rebuildOnce() error {
 	return nil
 }
 
+// snapshot is the members' header (appendSnapshotHeader) and the engine's
+// records.
 type snapshot struct {
-	members, data []byte
+	header, data []byte
 }
 
 func (s *snapshot) Persist(sink raft.SnapshotSink) error {
 	err := func() error {
-		var hdr [binary.MaxVarintLen64]byte
-		k := binary.PutUvarint(hdr[:], uint64(len(s.members)))
-		if _, err := sink.Write(hdr[:k]); err != nil {
-			return err
-		}
-		if _, err := sink.Write(s.members); err != nil {
+		if _, err := sink.Write(s.header); err != nil {
 			return err
 		}
 		_, err := sink.Write(s.data)

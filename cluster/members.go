@@ -34,6 +34,11 @@ func (c *Cluster) Join(id, busAddr, addr string) error {
 	if c.r().State() != raft.Leader {
 		return c.forward("JOIN", id, busAddr, addr)
 	}
+	c.gateMu.Lock()
+	defer c.gateMu.Unlock()
+	if err := c.checkJoiner(id, addr); err != nil {
+		return err
+	}
 	if f := c.r().GetConfiguration(); f.Error() == nil {
 		for _, s := range f.Configuration().Servers {
 			if string(s.Address) == busAddr && string(s.ID) != id {
@@ -48,7 +53,9 @@ func (c *Cluster) Join(id, busAddr, addr string) error {
 		return err
 	}
 	c.log.Info().Str("id", id).Str("bus", busAddr).Str("addr", addr).Msg("cluster: node added")
-	return c.proposeMember(member{ID: id, Addr: addr, BusAddr: busAddr})
+	err := c.proposeMember(member{ID: id, Addr: addr, BusAddr: busAddr})
+	c.kickGate()
+	return err
 }
 
 // Forget removes node id from the group (CLUSTER FORGET).

@@ -36,6 +36,13 @@ var shardID = func() string {
 	return hex.EncodeToString(sum[:])
 }()
 
+// versioned is a ClusterView with a version gate (cluster.Cluster; the
+// tests' fakes have none).
+type versioned interface {
+	Version() int
+	NodeVersion() int
+}
+
 type clusterSub struct {
 	arity int // counts CLUSTER and the subcommand; negative: at least
 	run   func(d *Dispatcher, c *Client, cl ClusterView, args [][]byte)
@@ -185,6 +192,12 @@ func clusterInfo(d *Dispatcher, c *Client, cl ClusterView, args [][]byte) {
 		{"total_cluster_links_buffer_limit_exceeded", "0"},
 	} {
 		sb.WriteString(f[0] + ":" + f[1] + "\r\n")
+	}
+	if v, ok := cl.(versioned); ok {
+		// The version gate (cluster/versions.go): what the cluster writes,
+		// and what this node reads, which the leader asks here.
+		sb.WriteString("delayd_cluster_version:" + strconv.Itoa(v.Version()) + "\r\n")
+		sb.WriteString("delayd_node_version:" + strconv.Itoa(v.NodeVersion()) + "\r\n")
 	}
 	c.W.Verbatim(sb.String())
 }

@@ -27,6 +27,9 @@ func (e *Engine) SetPaused(name []byte, paused bool) (uint64, error) {
 	if e.pausedLocked(name) == paused {
 		return 0, nil
 	}
+	if err := e.gateAllows(record.Pause); err != nil {
+		return 0, err
+	}
 	r := record.Rec{Op: record.Pause, Time: now, Queue: name}
 	if paused {
 		r.Flags = 1

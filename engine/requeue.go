@@ -27,6 +27,9 @@ func (e *Engine) RequeueDead(name, id, to []byte) (int, uint64, error) {
 		return 0, 0, err
 	}
 	defer wr.end()
+	if err := e.gateAllows(record.Requeue); err != nil {
+		return 0, 0, err
+	}
 	qi, ok := e.queueFor(name, false)
 	if !ok {
 		return 0, 0, nil

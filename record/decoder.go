@@ -3,11 +3,18 @@ package record
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
 )
 
 // ErrBad is a record that does not parse, or parses to a form Encode never
 // writes.
 var ErrBad = errors.New("malformed log record")
+
+// ErrNewer is a record of a kind, or with a tail bit, that this version
+// does not know: a newer delayd wrote it, and this one must not guess
+// (docs/decisions/versions.md). It is an ErrBad too; unlike damage, no
+// --repair is called for: the newer binary reads it.
+var ErrNewer = fmt.Errorf("%w: a record kind or field this delayd does not know; a newer delayd wrote it: run that one (or newer)", ErrBad)
 
 // AppendBytes appends b as a uvarint length then the bytes.
 func AppendBytes(dst, b []byte) []byte {

@@ -3,8 +3,10 @@ package record
 // The op-byte space: every record kind, in one place. The op is a record's
 // first byte and never changes meaning: a new kind takes the next free op
 // and adds a case to Rec.Encode and Rec.Decode, a row to Kinds, a golden
-// record (record_test.go) and a registration in the engine
-// (engine/features.go). Ops 18 to 255 are free.
+// record (record_test.go), a registration in the engine
+// (engine/features.go) and the format version that brought it
+// (cluster/versions.go), since a release before it reads it as ErrNewer.
+// Ops 18 to 255 are free.
 //
 // Layouts: every record but tomb and unit starts with op, time (varint,
 // unix ms) and queue (bytes); idkind id follows where shown: idkind 0 is a

@@ -294,7 +294,7 @@ func (r *Rec) Decode(b []byte) error {
 		d.sched(r)
 	case Cancel, Pop, Del, Flush, Limit:
 	default:
-		d.Err = ErrBad
+		d.Err = ErrNewer
 	}
 	return d.end()
 }
@@ -314,7 +314,7 @@ func (d *Decoder) ext(r *Rec) {
 	}
 	bits := d.Uvarint()
 	if bits&^extKnown != 0 {
-		d.Err = ErrBad
+		d.Err = ErrNewer
 		return
 	}
 	if bits&extUnique != 0 {
@@ -355,7 +355,11 @@ func (d *Decoder) moveExt(r *Rec) {
 		return
 	}
 	bits := d.Uvarint()
-	if bits == 0 || bits&^moveExtKnown != 0 {
+	if bits&^moveExtKnown != 0 {
+		d.Err = ErrNewer
+		return
+	}
+	if bits == 0 {
 		d.Err = ErrBad
 		return
 	}
