@@ -32,47 +32,24 @@ type ScanJob struct {
 	OriginOpts jobs.Origin
 }
 
-// scanVisit bounds a page's walk: at most this many job slots visited per
-// job asked for, so a page of a queue that holds few of the slab's slots
-// comes back short (even empty, with a cursor to go on from) rather than
-// holding the lock for a walk of the whole slab.
-const scanVisit = 16
-
-// scanMinVisit is the fewest slots a page may visit: a page of count 1
-// still makes progress through a sparse slab.
-const scanMinVisit = 4096
-
-// ScanJobs returns the jobs of a queue in job slots [cursor, next) and the
-// cursor of the next page, 0 once the walk has passed the last slot. It
-// visits at most max(count×scanVisit, scanMinVisit) slots and returns at
-// most count jobs. A job lives in one slot from its add to its end, through
-// every state, so a job present for the whole scan is returned exactly
-// once; one added or ended meanwhile may or may not be. Slot numbers are
-// one engine's: a cursor means nothing after a restart, or on another node
-// of a cluster. O(visited slots).
+// ScanJobs returns up to count jobs of a queue from the job slot cursor
+// on, and the cursor of the next page (0: done), as jobs.Table.Scan walks
+// them: a job present for the whole scan is returned exactly once. Slot
+// numbers are one engine's: a cursor means nothing after a restart, or on
+// another node of a cluster. O(visited slots), bounded.
 func (e *Engine) ScanJobs(queueName []byte, cursor uint64, count int) (next uint64, out []ScanJob) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.advanceLocked(e.nowMs()) // the states a pop would see
 	qi, ok := e.queueFor(queueName, false)
-	n := uint64(e.jobs.Len())
-	if !ok || count <= 0 || cursor >= n {
+	if !ok {
 		return 0, nil
 	}
-	end := min(n, cursor+uint64(max(count*scanVisit, scanMinVisit)))
-	out = make([]ScanJob, 0, min(count, e.queues[qi].Jobs()))
-	s := cursor
-	for ; s < end && len(out) < count; s++ {
-		j := e.jobs.At(uint32(s))
-		if j.Queue != qi || j.State == jobs.StateFree {
-			continue
-		}
-		out = append(out, e.scanJob(uint32(s), queueName))
-	}
-	if s >= n {
-		s = 0
-	}
-	return s, out
+	out = make([]ScanJob, 0, max(0, min(count, e.queues[qi].Jobs())))
+	next = e.jobs.Scan(qi, cursor, count, func(s uint32) {
+		out = append(out, e.scanJob(s, queueName))
+	})
+	return next, out
 }
 
 // scanJob is DELAY.SCAN's view of the job in slot s: its add record (what

@@ -110,13 +110,13 @@ func TestScanJobsEveryJobOnce(t *testing.T) {
 func TestScanJobsBoundedWalk(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newEngine(t, Options{})
-		for range 3 * scanMinVisit {
+		for range 3 * jobs.ScanMinVisit {
 			add(t, e, "big", 1000, "x")
 		}
 		add(t, e, "small", 1000, "x")
 		next, page := e.ScanJobs(b("small"), 0, 1)
-		if len(page) != 0 || next != scanMinVisit {
-			t.Fatalf("first page: %d jobs, next %d; want none, next %d", len(page), next, scanMinVisit)
+		if len(page) != 0 || next != jobs.ScanMinVisit {
+			t.Fatalf("first page: %d jobs, next %d; want none, next %d", len(page), next, jobs.ScanMinVisit)
 		}
 		if got := scanAll(t, e, "small", 1, func() {}); len(got) != 1 {
 			t.Fatalf("the whole scan found %d jobs", len(got))
