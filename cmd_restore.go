@@ -191,27 +191,18 @@ func restoreSnapshot(r *backup.Reader, path string) error {
 		if _, err := bw.Write(record.EndSnap(nil)); err != nil {
 			return err
 		}
-		if err := bw.Flush(); err != nil {
-			return err
-		}
-		return f.Sync()
+		return bw.Flush()
 	}()
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
 	if err == nil {
-		err = os.Rename(tmp, path)
+		err = aof.Install(aof.OS, tmp, path)
 	}
 	if err != nil {
 		os.Remove(tmp)
-		return err
 	}
-	d, err := os.Open(filepath.Dir(path))
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
+	return err
 }
 
 // checkBackup is "delayd check-backup FILE": it verifies a backup file whole

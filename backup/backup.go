@@ -7,8 +7,8 @@ import (
 	"hash/crc32"
 	"io"
 	"os"
-	"path/filepath"
 
+	"github.com/delayd/delayd/aof"
 	"github.com/delayd/delayd/record"
 )
 
@@ -356,28 +356,12 @@ func Check(r io.Reader) (Header, Counts, error) {
 // (the last one, or this one).
 func WriteFile(path string, file []byte) error {
 	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(file)
+	err := os.WriteFile(tmp, file, 0o600)
 	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
+		err = aof.Install(aof.OS, tmp, path)
 	}
 	if err != nil {
 		os.Remove(tmp)
-		return err
 	}
-	d, err := os.Open(filepath.Dir(path))
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
+	return err
 }
