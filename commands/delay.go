@@ -223,34 +223,26 @@ func (d *Dispatcher) replyBool(c *Client, ok bool, ticket uint64, err error) {
 	}
 }
 
-func cmdGet(d *Dispatcher, c *Client, args [][]byte) {
-	j, ok := d.engineFor(c).Get(args[1], args[2])
-	if !ok {
-		c.W.Null()
-		return
+// jobInfoLen is how many fields writeJobInfo writes for j.
+func jobInfoLen(j *engine.JobInfo, withQueue bool) int {
+	n := 5
+	for _, has := range []bool{withQueue, j.AckDeadline != 0, j.Group != nil, j.Priority != 0, j.Origin != nil, j.Reason != ""} {
+		if has {
+			n++
+		}
 	}
-	n := 6
-	if j.AckDeadline != 0 {
-		n++
-	}
-	if j.Group != nil {
-		n++
-	}
-	if j.Priority != 0 {
-		n++
-	}
-	if j.Origin != nil {
-		n++
-	}
-	if j.Reason != "" {
-		n++
-	}
-	w := c.W
-	w.Map(n)
+	return n
+}
+
+// writeJobInfo writes a job's fields as DELAY.GET shows them, field and
+// value each; withQueue false leaves out the queue (DELAY.SCAN's key).
+func writeJobInfo(w Writer, j *engine.JobInfo, withQueue bool) {
 	w.BulkString("id")
 	w.Bulk(j.ID)
-	w.BulkString("queue")
-	w.Bulk(j.Queue)
+	if withQueue {
+		w.BulkString("queue")
+		w.Bulk(j.Queue)
+	}
 	w.BulkString("state")
 	w.BulkString(j.State)
 	w.BulkString("due")
@@ -279,6 +271,16 @@ func cmdGet(d *Dispatcher, c *Client, args [][]byte) {
 		w.BulkString("error")
 		w.BulkString(j.Reason)
 	}
+}
+
+func cmdGet(d *Dispatcher, c *Client, args [][]byte) {
+	j, ok := d.engineFor(c).Get(args[1], args[2])
+	if !ok {
+		c.W.Null()
+		return
+	}
+	c.W.Map(jobInfoLen(&j, true))
+	writeJobInfo(c.W, &j, true)
 }
 
 func cmdStats(d *Dispatcher, c *Client, args [][]byte) {

@@ -285,7 +285,7 @@ var table = []*Command{
 		Args:       []Arg{key("key")},
 		Handler:    cmdResume},
 	{Name: "delay.scan", Arity: -3, Flags: ReadOnly, FirstKey: 1, LastKey: 1, Step: 1, Group: "delay", Since: "0.3.0",
-		Summary:    "Iterates over a queue's jobs in every state, as SCAN does over keys: replies [next-cursor, [job, ...]], each job a map of id, state, due, payload, deliveries, seq, ack_timeout, retry, and ack_deadline, deadletter, group, priority, origin (with origin_ack_timeout, origin_retry, origin_deadletter) and error when it has them; start with cursor 0, stop when it comes back 0. A job present for the whole iteration is returned exactly once; a page may hold fewer than count jobs, even none. COUNT defaults to 100, at most 10000.",
+		Summary:    "Iterates over a queue's jobs in every state, as SCAN does over keys: replies [next-cursor, [job, ...]], each job a map of DELAY.GET's fields but the queue (id, state, due, payload, deliveries, and ack_deadline, group, priority, origin and error when it has them), then seq, ack_timeout, retry, and deadletter and a dead letter's origin_ack_timeout, origin_retry, origin_deadletter when it has them; start with cursor 0, stop when it comes back 0. A job present for the whole iteration is returned exactly once; a page may hold fewer than count jobs, even none. COUNT defaults to 100, at most 10000.",
 		Complexity: "O(N) for every call, where N is the job slots visited: at most 16 times count, and 4096 at least; O(S) for a complete iteration, where S is the job slots of every queue",
 		Args:       []Arg{key("key"), integer("cursor"), opt(tok("COUNT", integer("count")))},
 		Handler:    cmdScanJobs},

@@ -49,58 +49,33 @@ func cmdScanJobs(d *Dispatcher, c *Client, args [][]byte) {
 }
 
 // writeScanJob writes one job of a DELAY.SCAN page: DELAY.GET's fields but
-// the queue (the key), and seq, ack_timeout, retry, deadletter and a dead
+// the queue (the key), then seq, ack_timeout, retry, deadletter and a dead
 // letter's origin options.
 func writeScanJob(c *Client, j *engine.ScanJob) {
-	n := 8
-	for _, has := range []bool{j.AckDeadline != 0, j.DeadLetter != nil, j.Group != nil, j.Priority != 0, j.Reason != ""} {
-		if has {
-			n++
-		}
+	n := jobInfoLen(&j.JobInfo, false) + 3
+	if j.DeadLetter != nil {
+		n++
 	}
 	if j.Origin != nil {
-		n += 3
+		n += 2
 		if j.OriginOpts.DeadLetter != nil {
 			n++
 		}
 	}
 	w := c.W
 	w.Map(n)
-	w.BulkString("id")
-	w.Bulk(j.ID)
-	w.BulkString("state")
-	w.BulkString(j.State)
-	w.BulkString("due")
-	w.Int(j.Due)
-	w.BulkString("payload")
-	w.Bulk(j.Payload)
-	w.BulkString("deliveries")
-	w.Int(int64(j.Deliveries))
+	writeJobInfo(w, &j.JobInfo, false)
 	w.BulkString("seq")
 	w.Int(int64(j.Seq))
 	w.BulkString("ack_timeout")
 	w.Int(j.AckTimeout)
 	w.BulkString("retry")
 	w.Int(j.Retry)
-	if j.AckDeadline != 0 {
-		w.BulkString("ack_deadline")
-		w.Int(j.AckDeadline)
-	}
 	if j.DeadLetter != nil {
 		w.BulkString("deadletter")
 		w.Bulk(j.DeadLetter)
 	}
-	if j.Group != nil {
-		w.BulkString("group")
-		w.Bulk(j.Group)
-	}
-	if j.Priority != 0 {
-		w.BulkString("priority")
-		w.Int(int64(j.Priority))
-	}
 	if j.Origin != nil {
-		w.BulkString("origin")
-		w.Bulk(j.Origin)
 		w.BulkString("origin_ack_timeout")
 		w.Int(j.OriginOpts.AckTimeout)
 		w.BulkString("origin_retry")
@@ -109,10 +84,6 @@ func writeScanJob(c *Client, j *engine.ScanJob) {
 			w.BulkString("origin_deadletter")
 			w.Bulk(j.OriginOpts.DeadLetter)
 		}
-	}
-	if j.Reason != "" {
-		w.BulkString("error")
-		w.BulkString(j.Reason)
 	}
 }
 

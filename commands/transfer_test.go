@@ -51,8 +51,8 @@ func TestImportThenScan(t *testing.T) {
 		{"DELAY.IMPORT q j 1000 p DELIVERIES 3 ACKTIMEOUT 0 RETRY 2 GROUP g PRIORITY 4 ERROR boom ORIGIN w 500 -1 wdl", "$j"},
 		{"DELAY.IMPORT q j 1000 other", "_"},
 		{"DELAY.GET q j", "*20 $id $j $queue $q $state $ready $due :1000 $payload $p $deliveries :3 $group $g $priority :4 $origin $w $error $boom"},
-		{"DELAY.SCAN q 0", "*2 $0 *1 *30 $id $j $state $ready $due :1000 $payload $p $deliveries :3 $seq :1 $ack_timeout :0 $retry :2 " +
-			"$group $g $priority :4 $origin $w $origin_ack_timeout :500 $origin_retry :-1 $origin_deadletter $wdl $error $boom"},
+		{"DELAY.SCAN q 0", "*2 $0 *1 *30 $id $j $state $ready $due :1000 $payload $p $deliveries :3 $group $g $priority :4 $origin $w $error $boom " +
+			"$seq :1 $ack_timeout :0 $retry :2 $origin_ack_timeout :500 $origin_retry :-1 $origin_deadletter $wdl"},
 		{"DELAY.IMPORT q 0000000000000000 999999999999999 p DEADLETTER dlq", "$0000000000000000"},
 		{"DELAY.SCAN q 0 COUNT 1", "*2 $1 *1 *30 $id $j …"},
 		{"DELAY.SCAN q 1 COUNT 1", "*2 $0 *1 *18 $id $0000000000000000 $state $delayed $due :999999999999999 $payload $p $deliveries :0 $seq :2 $ack_timeout :0 $retry :-1 $deadletter $dlq"},
