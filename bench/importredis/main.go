@@ -1,75 +1,30 @@
-// Command importredis drives transfer/fromredis for bench/import_redis.sh
-// until `delayd import --from-redis` is at hand: it reads one or more
-// formats from a Redis server, all at once, and sends each job to delayd
-// as DELAY.ADDAT queue due payload ID id [RETRY n] [ACKTIMEOUT ms],
-// pipelined; or, with -check, checks that delayd holds the jobs of the
-// generators' manifests with their due times.
+// Command importredis checks, for bench/import_redis.sh, that delayd holds
+// the jobs of the generators' manifests (bench/rivals's asynqgen and
+// BullMQ's gen.js) once each, with their ids and due times; the import
+// itself is `delayd import --from-redis`.
 //
-//	importredis -from redis://127.0.0.1:6379 -format asynq,bullmq -to 127.0.0.1:6380
-//	importredis -check -to 127.0.0.1:6380 -all a.tsv,b.tsv -some k.tsv
+//	importredis -to 127.0.0.1:6380 -all a.tsv,b.tsv -some k.tsv
 package main
 
 import (
 	"bufio"
 	"context"
-	"encoding/base64"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"log"
 	"os"
-	"runtime/pprof"
 	"strconv"
 	"strings"
-	"sync"
-	"time"
 
 	"github.com/redis/go-redis/v9"
-
-	"github.com/delayd/delayd/transfer"
-	"github.com/delayd/delayd/transfer/fromredis"
 )
 
 func main() {
-	from := flag.String("from", "redis://127.0.0.1:6379", "the Redis server to read")
-	formats := flag.String("format", "asynq", "formats to read at once, comma-separated")
 	to := flag.String("to", "127.0.0.1:6380", "delayd's address")
-	check := flag.Bool("check", false, "check the manifests instead of importing")
-	all := flag.String("all", "", "with -check: manifests whose every job delayd must hold")
-	some := flag.String("some", "", "with -check: manifests whose jobs delayd may hold (added during the import); those it holds must be right")
-	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the import here")
+	all := flag.String("all", "", "manifests whose every job delayd must hold")
+	some := flag.String("some", "", "manifests whose jobs delayd may hold (added during the import); those it holds must be right")
 	flag.Parse()
-	if *check {
-		os.Exit(checkManifests(*to, split(*all), split(*some)))
-	}
-	if *cpuprofile != "" {
-		f, err := os.Create(*cpuprofile)
-		if err != nil {
-			log.Fatal(err)
-		}
-		pprof.StartCPUProfile(f)
-		defer pprof.StopCPUProfile()
-	}
-	start := time.Now()
-	var wg sync.WaitGroup
-	for _, f := range split(*formats) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			w := newWriter(*to)
-			rep, err := fromredis.Read(context.Background(), fromredis.Options{URL: *from, Format: f}, w.emit)
-			if err == nil {
-				err = w.close()
-			}
-			if err != nil {
-				log.Fatalf("%s: %v", f, err)
-			}
-			b, _ := json.Marshal(rep)
-			fmt.Printf("%s: %s in %.2f s\n", f, b, time.Since(start).Seconds())
-		}()
-	}
-	wg.Wait()
-	fmt.Printf("all: %.2f s\n", time.Since(start).Seconds())
+	os.Exit(checkManifests(*to, split(*all), split(*some)))
 }
 
 func split(s string) []string {
@@ -79,69 +34,7 @@ func split(s string) []string {
 	return strings.Split(s, ",")
 }
 
-// writer pipelines DELAY.ADDATs in batches of 1000, a batch in flight
-// while the next fills, so that reading the old system and writing delayd
-// overlap.
-type writer struct {
-	c     *redis.Client
-	pipe  redis.Pipeliner
-	n     int
-	out   chan redis.Pipeliner
-	done  chan error
-	first error
-}
-
-func newWriter(addr string) *writer {
-	w := &writer{c: redis.NewClient(&redis.Options{Addr: addr, Protocol: 2}), out: make(chan redis.Pipeliner, 2), done: make(chan error, 1)}
-	w.pipe = w.c.Pipeline()
-	go func() {
-		var first error
-		for p := range w.out {
-			cmds, _ := p.Exec(context.Background())
-			for _, c := range cmds {
-				if err := c.Err(); err != nil && err != redis.Nil && first == nil {
-					first = err // redis.Nil: the id was there, nothing changed
-				}
-			}
-		}
-		w.done <- first
-	}()
-	return w
-}
-
-func (w *writer) emit(j transfer.Job) error {
-	payload := j.Payload
-	if j.PayloadBase64 != "" {
-		b, err := base64.StdEncoding.DecodeString(j.PayloadBase64)
-		if err != nil {
-			return err
-		}
-		payload = string(b)
-	}
-	args := []any{"DELAY.ADDAT", j.Queue, j.Due, payload, "ID", j.ID}
-	switch {
-	case j.Retry > 0:
-		args = append(args, "RETRY", j.Retry)
-	case j.Retry == -1: // transfer.Job's "no redelivery"
-		args = append(args, "RETRY", 0)
-	}
-	if j.AckTimeout > 0 {
-		args = append(args, "ACKTIMEOUT", j.AckTimeout)
-	}
-	w.pipe.Do(context.Background(), args...)
-	if w.n++; w.n%1000 == 0 {
-		w.out <- w.pipe
-		w.pipe = w.c.Pipeline()
-	}
-	return nil
-}
-
-func (w *writer) close() error {
-	w.out <- w.pipe
-	close(w.out)
-	return <-w.done
-}
-
+// want is one line of a manifest: a job the generator made.
 type want struct {
 	queue, id string
 	due       int64
