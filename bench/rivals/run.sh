@@ -43,8 +43,7 @@ trap 'exit 130' INT TERM
 (cd "$root" && go build -o "$bin/delayd" .)
 (cd "$here" && go build -o "$bin/rivals" .)
 if [[ ",$SYSTEMS," == *,bullmq,* ]] && [ ! -d "$here/bullmq/node_modules/bullmq" ]; then
-  (cd "$here/bullmq" && { npm ci --no-audit --no-fund --loglevel=error 2>/dev/null ||
-    npm install --no-audit --no-fund --no-save --loglevel=error; })  # npm 11 ci trips over other platforms' optional packages (msgpackr-extract)
+  (cd "$here/bullmq" && npm ci --no-audit --no-fund --loglevel=error)
 fi
 [ -n "$OUT" ] && case "$OUT" in /*) ;; *) OUT="$root/$OUT" ;; esac
 
