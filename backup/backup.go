@@ -256,9 +256,6 @@ func NewReader(r io.Reader) (*Reader, error) {
 	return br, nil
 }
 
-// Header is the file's header.
-func (r *Reader) Header() Header { return r.h }
-
 // Next returns the next record, valid until the next call, or nil at the
 // end, once the body's end, the trailer's checksum and the end of the file
 // have checked out.

@@ -153,13 +153,6 @@ func (e *Engine) schedChanged(name string) {
 	}
 }
 
-func clone(b []byte) []byte {
-	if b == nil {
-		return nil
-	}
-	return append([]byte(nil), b...)
-}
-
 // applyUnschedule applies an unschedule record.
 func (e *Engine) applyUnschedule(r *record.Rec) {
 	if s := e.sched.Get(schedule.Key{Queue: string(r.Queue), Name: string(r.ID)}); s != nil {

@@ -24,7 +24,6 @@ package integration
 import (
 	"bytes"
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"os"
@@ -154,9 +153,6 @@ func freePortOn(t testing.TB, ip string) int {
 func cleanEnv() []string { return testserver.CleanEnv() }
 
 func pingOnce(addr string) bool { return testserver.Ping(addr) }
-
-// pingOnceTLS is pingOnce over TLS with cfg (nil: plain TCP).
-func pingOnceTLS(addr string, cfg *tls.Config) bool { return testserver.PingAuth(addr, cfg, "") }
 
 // Signal sends sig to the process.
 func (s *server) Signal(sig os.Signal) {

@@ -143,19 +143,6 @@ func (s *sink) flush() error {
 	return err
 }
 
-// read runs Read into s and flushes.
-func (s *sink) read(t testing.TB, o Options) Report {
-	t.Helper()
-	rep, err := Read(context.Background(), o, s.emit)
-	if err == nil {
-		err = s.flush()
-	}
-	if err != nil {
-		t.Fatalf("Read: %v (report %+v)", err, rep)
-	}
-	return rep
-}
-
 // want is one line of a generator's manifest.
 type want struct {
 	queue, id string
