@@ -107,7 +107,9 @@ await_node() { # await_node N: wait until node N answers, or exit saying why it 
       exit 1
     fi
     if command -v redis-cli >/dev/null; then
-      redis-cli -p "$p" PING >/dev/null 2>&1 && return
+      # Bounded: whatever holds the port may accept and never answer (the
+      # node exited on "address already in use"; the next turn sees it).
+      timeout 1 redis-cli -p "$p" PING >/dev/null 2>&1 && return
     else
       sleep 1 # no way to ask it; it did not exit at once
       return
