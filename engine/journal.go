@@ -9,7 +9,6 @@ import (
 	"runtime/debug"
 	"sync"
 	"time"
-	"unsafe"
 
 	"github.com/delayd/delayd/aof"
 	"github.com/delayd/delayd/hist"
@@ -389,13 +388,6 @@ func (e *Engine) Rewrite() error {
 		return ErrInTransaction // its goroutine needs the lock this handle holds
 	}
 	e.mu.Lock()
-	n, running := e.njobs, e.journal != nil && e.journal.Rewriting()
-	e.mu.Unlock()
-	if running {
-		return ErrRewriteRunning // before the plan's allocation: every batch written asks (maybeAutoRewrite)
-	}
-	plan := rewritePlan(n)
-	e.mu.Lock()
 	defer e.mu.Unlock()
 	jn := e.journal
 	if jn == nil || !jn.HasLog() {
@@ -413,8 +405,13 @@ func (e *Engine) Rewrite() error {
 	// tail applied on top converges on the live state. A job that became
 	// ready since the plan is still written as delayed, so replay's wheel
 	// orders it by (due, add order).
+	type entry struct {
+		slot  uint32
+		ready bool
+	}
+	plan := make([]entry, 0, e.njobs)
 	e.eachJob(func(s uint32, flags byte, _ int64) {
-		plan = append(plan, planEntry{s, flags == record.FlagReady})
+		plan = append(plan, entry{s, flags == record.FlagReady})
 	})
 	snapTime := e.nowMs()
 	meta := record.Rec{Op: record.Meta, Time: snapTime, SID: e.lastSID, Seq: e.seq}
@@ -481,25 +478,6 @@ func (e *Engine) Rewrite() error {
 		e.opts.Logger.Info().Int("jobs", len(plan)).Dur("took_ms", time.Since(started)).Msg("log rewritten")
 	}()
 	return nil
-}
-
-// rewritePlan returns an empty slice with room for a rewrite's plan of n
-// jobs and some to spare, its pages touched. It is made before the rewrite
-// takes the lock: at 500k jobs the make alone held the lock for 17 ms
-// (page faults on 4 MB fresh from the OS, the collector's assist for it),
-// seven times the walk that fills it. A plan that outgrows it still works.
-func rewritePlan(n int) []planEntry {
-	plan := make([]planEntry, n+n/8+1024)
-	for i := 0; i < len(plan); i += 4096 / int(unsafe.Sizeof(planEntry{})) {
-		plan[i] = planEntry{} // a fresh span is not cleared by make: fault its pages in here
-	}
-	return plan[:0]
-}
-
-// planEntry is one job of a rewrite's plan.
-type planEntry struct {
-	slot  uint32
-	ready bool
 }
 
 // rewriteChunk is how many jobs a rewrite copies per hold of the lock:
