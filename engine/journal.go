@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"runtime/debug"
 	"sync"
 	"time"
@@ -436,14 +437,13 @@ func (e *Engine) Rewrite() error {
 			for _, b := range state {
 				rw.Append(b)
 			}
-			const chunk = 1024
-			for i := 0; i < len(plan); i += chunk {
+			for i := 0; i < len(plan); i += rewriteChunk {
 				e.mu.Lock()
 				if jn.Aborted() { // the engine was reloaded: the plan's slots mean nothing now
 					e.mu.Unlock()
 					break
 				}
-				for _, p := range plan[i:min(i+chunk, len(plan))] {
+				for _, p := range plan[i:min(i+rewriteChunk, len(plan))] {
 					jb := e.jobs.At(p.slot)
 					if jb.State == jobs.StateFree || !e.queues[jb.Queue].live {
 						continue // gone since the plan (or being freed): the tail says how
@@ -463,6 +463,7 @@ func (e *Engine) Rewrite() error {
 					rw.Append(buf)
 				}
 				e.mu.Unlock()
+				rewriteYield()
 				if err := rw.Spill(); err != nil {
 					return err
 				}
@@ -478,6 +479,19 @@ func (e *Engine) Rewrite() error {
 	}()
 	return nil
 }
+
+// rewriteChunk is how many jobs a rewrite copies per hold of the lock:
+// about 100 µs of encoding.
+const rewriteChunk = 1024
+
+// rewriteYield is called by a rewrite between its chunks, without the
+// lock. Letting go of the lock is not enough: with one P (GOMAXPROCS 1,
+// a server pinned to one CPU) the goroutines it wakes only run when the
+// rewrite's goroutine blocks or is preempted, every 10 ms, and then most
+// likely mid-chunk with the lock held, so a rewrite of 500k jobs stalled
+// every client for 20-40 ms at a time. Gosched puts the rewrite behind
+// every runnable goroutine once per chunk. A variable for its test.
+var rewriteYield = runtime.Gosched
 
 // Persistence returns the INFO persistence fields.
 func (e *Engine) Persistence() [][2]string {

@@ -498,3 +498,48 @@ func TestUnclaimedRecordsAreWrittenByTheTick(t *testing.T) {
 		}
 	})
 }
+
+// A rewrite lets go of the lock and yields after each chunk it copies:
+// with one P, a client woken by the unlock would otherwise wait until the
+// rewrite's goroutine is preempted, most likely mid-chunk with the lock
+// held (20-40 ms at a time for 500k jobs). Each yield finds the lock free
+// and a write made there lands in the new log.
+func TestRewriteYieldsBetweenChunks(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fs := aof.NewMemFS()
+		e := mustNew(t, exact(fs, FsyncEverySec))
+		const jobs = 3*rewriteChunk + 10
+		for i := range jobs {
+			add(t, e, "q", 60_000, fmt.Sprint(i))
+		}
+		yields, held := 0, 0
+		defer func(f func()) { rewriteYield = f }(rewriteYield)
+		rewriteYield = func() {
+			yields++
+			if !e.mu.m.TryLock() {
+				held++
+				return
+			}
+			e.mu.m.Unlock()
+			add(t, e, "mid", 1000, fmt.Sprint("during chunk ", yields))
+		}
+		if err := e.Rewrite(); err != nil {
+			t.Fatal(err)
+		}
+		waitRewrite(e)
+		if want := (jobs + rewriteChunk - 1) / rewriteChunk; yields < want || held != 0 {
+			e.Close()
+			t.Fatalf("rewrite of %d jobs yielded %d times (want %d), %d of them holding the lock", jobs, yields, want, held)
+		}
+		before := dump(e)
+		e.Close()
+		e = mustNew(t, exact(fs, FsyncEverySec))
+		defer e.Close()
+		if after := dump(e); after != before {
+			t.Fatalf("state after rewrite and restart differs\nbefore:\n%s\nafter:\n%s", before, after)
+		}
+		if s := e.QueueStats(b("mid")); s.Delayed != yields {
+			t.Fatalf("writes made between chunks: %d after restart, want %d", s.Delayed, yields)
+		}
+	})
+}
