@@ -46,6 +46,9 @@ func (d *Dispatcher) add(c *Client, args [][]byte, a engine.AddArgs) {
 		if ok {
 			return msg
 		}
+		if msg, ok := laneOption(name, v, &a.Group, &a.Priority); ok {
+			return msg
+		}
 		switch name {
 		case "ID":
 			a.ID = v[0]
@@ -62,17 +65,6 @@ func (d *Dispatcher) add(c *Client, args [][]byte, a engine.AddArgs) {
 			if a.Debounce, ok = intIn(v[0], 1, maxTime); !ok {
 				return errDebounce
 			}
-		case "GROUP":
-			if len(v[0]) == 0 || len(v[0]) > 256 {
-				return errGroup
-			}
-			a.Group = v[0]
-		case "PRIORITY":
-			n, ok := intIn(v[0], 0, 9)
-			if !ok {
-				return errPriority
-			}
-			a.Priority = uint8(n)
 		}
 		return ""
 	})

@@ -93,6 +93,28 @@ func jobOption(name string, v [][]byte, ackTimeout, retry *int64, deadLetter *[]
 	return "", true
 }
 
+// laneOption reads the options that place a job in a queue's lanes (GROUP,
+// PRIORITY), as jobOption does: DELAY.ADD and DELAY.IMPORT give them one
+// range and one message.
+func laneOption(name string, v [][]byte, group *[]byte, priority *uint8) (msg string, ok bool) {
+	switch name {
+	case "GROUP":
+		if len(v[0]) == 0 || len(v[0]) > 256 {
+			return errGroup, true
+		}
+		*group = v[0]
+	case "PRIORITY":
+		n, ok := intIn(v[0], 0, 9)
+		if !ok {
+			return errPriority, true
+		}
+		*priority = uint8(n)
+	default:
+		return "", false
+	}
+	return "", true
+}
+
 // intIn parses an option's value, an integer from lo to hi.
 func intIn(v []byte, lo, hi int64) (int64, bool) {
 	n, ok := parseInt(v)

@@ -113,18 +113,10 @@ func cmdImport(d *Dispatcher, c *Client, args [][]byte) {
 		if ok {
 			return msg
 		}
+		if msg, ok := laneOption(name, v, &a.Group, &a.Priority); ok {
+			return msg
+		}
 		switch name {
-		case "GROUP":
-			if len(v[0]) == 0 || len(v[0]) > 256 {
-				return errGroup
-			}
-			a.Group = v[0]
-		case "PRIORITY":
-			n, ok := intIn(v[0], 0, 9)
-			if !ok {
-				return errPriority
-			}
-			a.Priority = uint8(n)
 		case "DELIVERIES":
 			n, ok := intIn(v[0], 0, 1<<32-1)
 			if !ok {
