@@ -68,7 +68,7 @@ var subcommandSpecs = map[string]subcommandSpec{
 	"client": {group: "connection",
 		plain: []string{"caching", "getname", "getredir", "help", "id", "info", "no-touch", "reply", "setinfo", "setname", "tracking", "trackinginfo"},
 		admin: []string{"kill", "list", "no-evict", "unblock"}},
-	"cluster": {plain: []string{"countkeysinslot", "getkeysinslot", "help", "info", "keyslot", "myid", "myshardid", "nodes", "shards", "slots"},
+	"cluster": {plain: []string{"countkeysinslot", "getkeysinslot", "groups", "help", "info", "keyslot", "myid", "myshardid", "nodes", "shards", "slots"},
 		admin: []string{"forget", "join", "meet"}},
 	"command": {group: "connection", plain: []string{"count", "docs", "getkeys", "info", "list"}},
 	"config":  {admin: []string{"get", "resetstat", "rewrite", "set"}},

@@ -29,12 +29,15 @@ import (
 // would be taken: ioredis drops every connection on it and redis-py 4.3
 // raises IndexError.
 
-// shardID is the one shard's id (CLUSTER MYSHARDID, SHARDS): the same on
-// every node, as Redis's shard id is on a master and its replicas.
-var shardID = func() string {
-	sum := sha1.Sum([]byte("delayd shard 0"))
+// shardIDOf is group g's shard id (CLUSTER MYSHARDID): the same on every
+// node, as Redis's shard id is on a master and its replicas; shardID is
+// the one of a one-group cluster.
+var shardID = shardIDOf(0)
+
+func shardIDOf(g int) string {
+	sum := sha1.Sum([]byte("delayd shard " + strconv.Itoa(g)))
 	return hex.EncodeToString(sum[:])
-}()
+}
 
 // versioned is a ClusterView with a version gate (cluster.Cluster; the
 // tests' fakes have none).
@@ -54,7 +57,7 @@ func init() {
 	clusterSubs = map[string]clusterSub{
 		"info":            {2, clusterInfo},
 		"myid":            {2, func(d *Dispatcher, c *Client, cl ClusterView, args [][]byte) { c.W.BulkString(cl.Self().ID) }},
-		"myshardid":       {2, func(d *Dispatcher, c *Client, cl ClusterView, args [][]byte) { c.W.BulkString(shardID) }},
+		"myshardid":       {2, func(d *Dispatcher, c *Client, cl ClusterView, args [][]byte) { c.W.BulkString(shardIDOf(d.opts.Group)) }},
 		"nodes":           {2, clusterNodes},
 		"slots":           {2, clusterSlots},
 		"shards":          {2, clusterShards},
@@ -64,6 +67,7 @@ func init() {
 		"meet":            {-4, clusterMeet},
 		"forget":          {3, clusterForget},
 		"join":            {5, clusterJoin},
+		"groups":          {2, clusterGroups},
 		"help":            {2, func(d *Dispatcher, c *Client, cl ClusterView, args [][]byte) { writeHelp(c.W, "CLUSTER", clusterHelp) }},
 	}
 }
@@ -75,6 +79,8 @@ var clusterHelp = []string{
 	"    Remove a node from the cluster.",
 	"GETKEYSINSLOT <slot> <count>",
 	"    Return key names stored by current node in a slot.",
+	"GROUPS",
+	"    Return the Raft groups: each one's number, the address this node serves it at, and its slot ranges.",
 	"INFO",
 	"    Return information about the cluster.",
 	"JOIN <node-id> <bus-addr> <client-addr>",
@@ -125,6 +131,61 @@ type shardView struct {
 	replicas  []cluster.Node
 }
 
+// groupShard is one group's shard, with what the views need beside it.
+type groupShard struct {
+	shardView
+	cl     ClusterView // the group's view; nil: not started on this node
+	ranges [][2]int
+}
+
+// shards lists the cluster's shards, one per group in group order, each
+// with its slots; with one group, the one shard of all slots. A group this
+// address does not serve shows this node as a member like any other: this
+// address is not that member.
+func (d *Dispatcher) shards(cl ClusterView) []groupShard {
+	gs := d.opts.Groups
+	if gs == nil {
+		return []groupShard{{shardView: shard(cl), cl: cl, ranges: [][2]int{{0, Slots - 1}}}}
+	}
+	out := make([]groupShard, gs.Count())
+	for g := range out {
+		out[g].ranges = gs.Ranges(g)
+		v := cl
+		if g != d.opts.Group {
+			v = gs.View(g)
+		}
+		if v == nil {
+			continue
+		}
+		out[g].cl, out[g].shardView = v, shard(v)
+		if g != d.opts.Group {
+			out[g].master.Self = false
+			for i := range out[g].replicas {
+				out[g].replicas[i].Self = false
+			}
+		}
+	}
+	return out
+}
+
+// allKnown says whether every shard has a leader taking writes.
+func allKnown(shards []groupShard) bool {
+	for _, s := range shards {
+		if !s.known {
+			return false
+		}
+	}
+	return true
+}
+
+// slotRange writes a range as CLUSTER NODES does: "5" or "0-5460".
+func slotRange(r [2]int) string {
+	if r[0] == r[1] {
+		return strconv.Itoa(r[0])
+	}
+	return strconv.Itoa(r[0]) + "-" + strconv.Itoa(r[1])
+}
+
 // shard is the shard now: the leader as master and the other members, in
 // Nodes' order, as its replicas. Both come from one Nodes call: a leader
 // elected between two calls would be listed twice, or not at all.
@@ -169,11 +230,44 @@ func offset(cl ClusterView, n cluster.Node) uint64 {
 	return n.Match
 }
 
+// clusterInfo is CLUSTER INFO. With several groups: ok only while every
+// group has a leader; the slots of the groups that have one are ok, the
+// others' fail; each group's members are known nodes (one address each);
+// the size is the number of groups; the current epoch the highest term.
 func clusterInfo(d *Dispatcher, c *Client, cl ClusterView, args [][]byte) {
 	master, known := cl.Leader()
-	state, ok, failed, myEpoch := "ok", Slots, 0, master.ConfigEpoch
+	myEpoch := master.ConfigEpoch
 	if !known {
-		state, ok, failed, myEpoch = "fail", 0, Slots, 0
+		myEpoch = 0
+	}
+	ok, nodes, size, epoch := 0, 0, 1, cl.Term()
+	if gs := d.opts.Groups; gs == nil {
+		if known {
+			ok = Slots
+		}
+		nodes = len(cl.Nodes())
+	} else {
+		size = gs.Count()
+		for g := 0; g < size; g++ {
+			v := cl
+			if g != d.opts.Group {
+				v = gs.View(g)
+			}
+			if v == nil {
+				continue
+			}
+			nodes += len(v.Nodes())
+			epoch = max(epoch, v.Term())
+			if _, known := v.Leader(); known {
+				for _, r := range gs.Ranges(g) {
+					ok += r[1] - r[0] + 1
+				}
+			}
+		}
+	}
+	state := "ok"
+	if ok < Slots {
+		state = "fail"
 	}
 	var sb strings.Builder
 	for _, f := range [][2]string{
@@ -181,10 +275,10 @@ func clusterInfo(d *Dispatcher, c *Client, cl ClusterView, args [][]byte) {
 		{"cluster_slots_assigned", strconv.Itoa(Slots)},
 		{"cluster_slots_ok", strconv.Itoa(ok)},
 		{"cluster_slots_pfail", "0"},
-		{"cluster_slots_fail", strconv.Itoa(failed)},
-		{"cluster_known_nodes", strconv.Itoa(len(cl.Nodes()))},
-		{"cluster_size", "1"},
-		{"cluster_current_epoch", strconv.FormatUint(cl.Term(), 10)},
+		{"cluster_slots_fail", strconv.Itoa(Slots - ok)},
+		{"cluster_known_nodes", strconv.Itoa(nodes)},
+		{"cluster_size", strconv.Itoa(size)},
+		{"cluster_current_epoch", strconv.FormatUint(epoch, 10)},
 		{"cluster_my_epoch", strconv.FormatUint(myEpoch, 10)},
 		// Raft's traffic is not counted in Redis's message types.
 		{"cluster_stats_messages_sent", "0"},
@@ -210,150 +304,206 @@ func clusterInfo(d *Dispatcher, c *Client, cl ClusterView, args [][]byte) {
 // flags: myself, master or slave, fail? for a member the leader has not
 // heard from lately (or the master this node lost), nofailover for a
 // non-voter (it cannot be elected). A replica shows its master's config
-// epoch, as in Redis; a replica of no known master shows "-" for it.
+// epoch, as in Redis; a replica of no known master shows "-" for it. With
+// several groups, each group's members follow one another, a group this
+// node has not started yet shows nothing.
 func clusterNodes(d *Dispatcher, c *Client, cl ClusterView, args [][]byte) {
-	v := shard(cl)
-	master := v.master
 	now := time.Now()
 	var sb strings.Builder
-	line := func(n cluster.Node, isMaster bool) {
-		host, port := hostPort(n.Addr)
-		_, bus := hostPort(n.BusAddr)
-		sb.WriteString(n.ID + " " + host + ":" + strconv.Itoa(port) + "@" + strconv.Itoa(bus) + " ")
-		var flags []string
-		if n.Self {
-			flags = append(flags, "myself")
+	for _, v := range d.shards(cl) {
+		master := v.master
+		line := func(n cluster.Node, isMaster bool) {
+			host, port := hostPort(n.Addr)
+			_, bus := hostPort(n.BusAddr)
+			sb.WriteString(n.ID + " " + host + ":" + strconv.Itoa(port) + "@" + strconv.Itoa(bus) + " ")
+			var flags []string
+			if n.Self {
+				flags = append(flags, "myself")
+			}
+			if isMaster {
+				flags = append(flags, "master")
+			} else {
+				flags = append(flags, "slave")
+			}
+			if !n.Self && !n.Connected {
+				flags = append(flags, "fail?")
+			}
+			if !n.Voter {
+				flags = append(flags, "nofailover")
+			}
+			sb.WriteString(strings.Join(flags, ","))
+			if isMaster || !v.hasMaster {
+				sb.WriteString(" -")
+			} else {
+				sb.WriteString(" " + master.ID)
+			}
+			var pong int64 // Redis shows 0 for itself
+			if !n.Self && (n.Connected || n.LastHeard > 0) {
+				pong = now.Add(-n.LastHeard).UnixMilli()
+			}
+			sb.WriteString(" 0 " + strconv.FormatInt(pong, 10) + " " + strconv.FormatUint(master.ConfigEpoch, 10))
+			if n.Self || n.Connected {
+				sb.WriteString(" connected")
+			} else {
+				sb.WriteString(" disconnected")
+			}
+			if isMaster {
+				for _, r := range v.ranges {
+					sb.WriteString(" " + slotRange(r))
+				}
+			}
+			sb.WriteByte('\n')
 		}
-		if isMaster {
-			flags = append(flags, "master")
-		} else {
-			flags = append(flags, "slave")
+		if v.hasMaster {
+			line(master, true)
 		}
-		if !n.Self && !n.Connected {
-			flags = append(flags, "fail?")
+		for _, n := range v.replicas {
+			line(n, false)
 		}
-		if !n.Voter {
-			flags = append(flags, "nofailover")
-		}
-		sb.WriteString(strings.Join(flags, ","))
-		if isMaster || !v.hasMaster {
-			sb.WriteString(" -")
-		} else {
-			sb.WriteString(" " + master.ID)
-		}
-		var pong int64 // Redis shows 0 for itself
-		if !n.Self && (n.Connected || n.LastHeard > 0) {
-			pong = now.Add(-n.LastHeard).UnixMilli()
-		}
-		sb.WriteString(" 0 " + strconv.FormatInt(pong, 10) + " " + strconv.FormatUint(master.ConfigEpoch, 10))
-		if n.Self || n.Connected {
-			sb.WriteString(" connected")
-		} else {
-			sb.WriteString(" disconnected")
-		}
-		if isMaster {
-			sb.WriteString(" 0-" + strconv.Itoa(Slots-1))
-		}
-		sb.WriteByte('\n')
-	}
-	if v.hasMaster {
-		line(master, true)
-	}
-	for _, n := range v.replicas {
-		line(n, false)
 	}
 	c.W.Verbatim(sb.String())
 }
 
-// clusterSlots is CLUSTER SLOTS: one range, 0-16383, its master first,
-// then the replicas a client may read from (READONLY): those the leader
-// hears from. Each node is [ip, port, id, {}] as Redis 7 writes it (the map
-// holds a hostname when one is announced; delayd announces addresses).
-// While no leader is known it answers CLUSTERDOWN (the header comment).
+// clusterSlots is CLUSTER SLOTS: each group's slot ranges, its master
+// first, then the replicas a client may read from (READONLY): those the
+// leader hears from. Each node is [ip, port, id, {}] as Redis 7 writes it
+// (the map holds a hostname when one is announced; delayd announces
+// addresses). While any group knows no leader it answers CLUSTERDOWN (the
+// header comment).
 func clusterSlots(d *Dispatcher, c *Client, cl ClusterView, args [][]byte) {
-	v := shard(cl)
-	if !v.known {
+	shards := d.shards(cl)
+	if !allKnown(shards) {
 		c.W.Error(errClusterDown)
 		return
 	}
-	nodes := []cluster.Node{v.master}
-	for _, n := range v.replicas {
-		if n.Connected {
-			nodes = append(nodes, n)
-		}
+	n := 0
+	for _, v := range shards {
+		n += len(v.ranges)
 	}
 	w := c.W
-	w.Array(1)
-	w.Array(2 + len(nodes))
-	w.Int(0)
-	w.Int(Slots - 1)
-	for _, n := range nodes {
-		host, port := hostPort(n.Addr)
-		w.Array(4)
-		w.BulkString(host)
-		w.Int(int64(port))
-		w.BulkString(n.ID)
-		w.Map(0)
+	w.Array(n)
+	for _, v := range shards {
+		nodes := []cluster.Node{v.master}
+		for _, n := range v.replicas {
+			if n.Connected {
+				nodes = append(nodes, n)
+			}
+		}
+		for _, r := range v.ranges {
+			w.Array(2 + len(nodes))
+			w.Int(int64(r[0]))
+			w.Int(int64(r[1]))
+			for _, n := range nodes {
+				host, port := hostPort(n.Addr)
+				w.Array(4)
+				w.BulkString(host)
+				w.Int(int64(port))
+				w.BulkString(n.ID)
+				w.Map(0)
+			}
+		}
 	}
 }
 
-// clusterShards is CLUSTER SHARDS: one shard, {slots: [0, 16383], nodes:
-// [...]}, each node a map as Redis 7's addNodeDetailsToShardReply writes
-// it. health is fail for a member the leader has not heard from, loading
-// for a replica that holds nothing yet, else online (rueidis skips nodes
-// that are not online). While no leader is known it answers CLUSTERDOWN.
+// clusterShards is CLUSTER SHARDS: one shard per group, {slots: [start,
+// end, ...], nodes: [...]}, each node a map as Redis 7's
+// addNodeDetailsToShardReply writes it. health is fail for a member the
+// leader has not heard from, loading for a replica that holds nothing yet,
+// else online (rueidis skips nodes that are not online). While any group
+// knows no leader it answers CLUSTERDOWN.
 func clusterShards(d *Dispatcher, c *Client, cl ClusterView, args [][]byte) {
-	v := shard(cl)
-	if !v.known {
+	shards := d.shards(cl)
+	if !allKnown(shards) {
 		c.W.Error(errClusterDown)
 		return
 	}
-	master, replicas := v.master, v.replicas
 	w := c.W
-	w.Array(1)
-	w.Map(2)
-	w.BulkString("slots")
-	w.Array(2)
-	w.Int(0)
-	w.Int(Slots - 1)
-	w.BulkString("nodes")
-	w.Array(1 + len(replicas))
-	node := func(n cluster.Node, isMaster bool) {
-		host, port := hostPort(n.Addr)
-		off := offset(cl, n)
-		role, health := "master", "online"
-		if !isMaster {
-			role = "replica"
+	w.Array(len(shards))
+	for _, v := range shards {
+		master, replicas := v.master, v.replicas
+		w.Map(2)
+		w.BulkString("slots")
+		w.Array(2 * len(v.ranges))
+		for _, r := range v.ranges {
+			w.Int(int64(r[0]))
+			w.Int(int64(r[1]))
 		}
-		switch {
-		case !n.Self && !n.Connected:
-			health = "fail"
-		case !isMaster && off == 0:
-			health = "loading"
+		w.BulkString("nodes")
+		w.Array(1 + len(replicas))
+		node := func(n cluster.Node, isMaster bool) {
+			host, port := hostPort(n.Addr)
+			off := offset(v.cl, n)
+			role, health := "master", "online"
+			if !isMaster {
+				role = "replica"
+			}
+			switch {
+			case !n.Self && !n.Connected:
+				health = "fail"
+			case !isMaster && off == 0:
+				health = "loading"
+			}
+			w.Map(7)
+			w.BulkString("id")
+			w.BulkString(n.ID)
+			if d.opts.ClusterTLS {
+				w.BulkString("tls-port")
+			} else {
+				w.BulkString("port")
+			}
+			w.Int(int64(port))
+			w.BulkString("ip")
+			w.BulkString(host)
+			w.BulkString("endpoint")
+			w.BulkString(host)
+			w.BulkString("role")
+			w.BulkString(role)
+			w.BulkString("replication-offset")
+			w.Int(int64(off))
+			w.BulkString("health")
+			w.BulkString(health)
 		}
-		w.Map(7)
-		w.BulkString("id")
-		w.BulkString(n.ID)
-		if d.opts.ClusterTLS {
-			w.BulkString("tls-port")
-		} else {
-			w.BulkString("port")
+		node(master, true)
+		for _, n := range replicas {
+			node(n, false)
 		}
-		w.Int(int64(port))
-		w.BulkString("ip")
-		w.BulkString(host)
-		w.BulkString("endpoint")
-		w.BulkString(host)
-		w.BulkString("role")
-		w.BulkString(role)
-		w.BulkString("replication-offset")
-		w.Int(int64(off))
-		w.BulkString("health")
-		w.BulkString(health)
 	}
-	node(master, true)
-	for _, n := range replicas {
-		node(n, false)
+}
+
+// clusterGroups is CLUSTER GROUPS, delayd's own: per Raft group, [number,
+// the address this node serves it at, [start, end, ...]]. A node that
+// joins reads it to start the same groups (docs/decisions/raft-groups.md);
+// with one group it is that group, at this address, with every slot.
+func clusterGroups(d *Dispatcher, c *Client, cl ClusterView, args [][]byte) {
+	gs := d.opts.Groups
+	if gs == nil {
+		c.W.Array(1)
+		c.W.Array(3)
+		c.W.Int(0)
+		c.W.BulkString(cl.Self().Addr)
+		c.W.Array(2)
+		c.W.Int(0)
+		c.W.Int(Slots - 1)
+		return
+	}
+	c.W.Array(gs.Count())
+	for g := 0; g < gs.Count(); g++ {
+		v, addr := cl, ""
+		if g != d.opts.Group {
+			v = gs.View(g)
+		}
+		if v != nil {
+			addr = v.Self().Addr
+		}
+		ranges := gs.Ranges(g)
+		c.W.Array(3)
+		c.W.Int(int64(g))
+		c.W.BulkString(addr)
+		c.W.Array(2 * len(ranges))
+		for _, r := range ranges {
+			c.W.Int(int64(r[0]))
+			c.W.Int(int64(r[1]))
+		}
 	}
 }
 

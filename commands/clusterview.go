@@ -38,3 +38,20 @@ type ClusterView interface {
 	Join(id, busAddr, addr string) error
 	Forget(id string) error
 }
+
+// Groups is, on a node whose cluster splits the slots over several Raft
+// groups (--cluster-groups), every group as this node sees it. Each group
+// has its own address and dispatcher on the node; the dispatcher's
+// Options.Cluster is its group's view and Options.Group its number. Nil
+// with one group, and then everything answers as it always did.
+type Groups interface {
+	// Count is how many groups the slots are split over.
+	Count() int
+	// Owner is the group owning slot; O(1), on the routing path.
+	Owner(slot int) int
+	// Ranges lists group g's slots as inclusive [start, end] ranges.
+	Ranges(g int) [][2]int
+	// View is group g as this node sees it; nil while this node has not
+	// started it.
+	View(g int) ClusterView
+}

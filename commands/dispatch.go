@@ -134,6 +134,11 @@ type Options struct {
 	// Cluster is the Raft group this node belongs to (--cluster-enabled);
 	// nil for a single node, which then answers exactly as without it.
 	Cluster ClusterView
+	// Groups, with several Raft groups, is every group of the cluster, and
+	// Group the one this dispatcher's address serves (Cluster is its view);
+	// nil with one group (docs/decisions/raft-groups.md).
+	Groups Groups
+	Group  int
 	// ClusterTLS says the nodes' announced client ports are TLS ports (a
 	// TLS-only cluster, port 0): CLUSTER SHARDS then names them tls-port,
 	// as Redis does for a node without a plain port.

@@ -6,13 +6,16 @@ import (
 )
 
 // Routing in cluster mode, as Redis Cluster's getNodeByQuery and
-// processCommand do it. One shard holds all 16384 slots, so the node a
-// command belongs on is always the leader; slots still matter because
-// clients compute them, and because a command whose keys hash to different
-// slots is refused, as Redis refuses it (a later version may then split the
-// slots over several groups without breaking any client).
+// processCommand do it. Each Raft group is a shard and each of a node's
+// groups has its own address (docs/decisions/raft-groups.md): a command
+// belongs on the leader of its keys' group. With one group (the default)
+// that is always the leader; slots still matter because clients compute
+// them, and because a command whose keys hash to different slots is
+// refused, as Redis refuses it: so a command never spans groups.
 //
 //   - Keys in different slots: CROSSSLOT.
+//   - Keys of another group's slot: MOVED to that group's leader, or
+//     CLUSTERDOWN while it has none.
 //   - No keys (PING, INFO, CLUSTER, SCAN, DBSIZE, ...): runs here, except a
 //     write (FLUSHALL, FLUSHDB) on a node that is not the writable leader,
 //     which gets READONLY, as a Redis replica answers a keyless write.
@@ -70,6 +73,10 @@ func (d *Dispatcher) route(c *Client, cmd *Command, args [][]byte) bool {
 			return false
 		}
 		return true
+	case d.opts.Groups != nil && d.opts.Groups.Owner(slot) != d.opts.Group:
+		// Another group's slot: its leader's address serves it, and this
+		// address is not its replica, so READONLY does not keep it here.
+		msg = d.otherGroup(slot)
 	case cl.Writable():
 		return true
 	default:
@@ -105,6 +112,18 @@ func (d *Dispatcher) notLeader(slot int) string {
 	}
 	if leader, ok := cl.Leader(); ok && !leader.Self && leader.Addr != "" {
 		return moved(slot, leader.Addr)
+	}
+	return errClusterDown
+}
+
+// otherGroup is the answer for a key of a group this address does not
+// serve: MOVED to that group's leader, CLUSTERDOWN while it has none (or
+// this node has not started the group yet).
+func (d *Dispatcher) otherGroup(slot int) string {
+	if v := d.opts.Groups.View(d.opts.Groups.Owner(slot)); v != nil {
+		if leader, ok := v.Leader(); ok && leader.Addr != "" {
+			return moved(slot, leader.Addr)
+		}
 	}
 	return errClusterDown
 }

@@ -1,0 +1,199 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Several Raft groups on one node (docs/decisions/raft-groups.md): each
+// group is a Cluster of its own, with its own engine, directory, node id
+// and addresses; a SlotMap says which group owns which slot. The map is
+// static for now: the slots split evenly when the cluster is bootstrapped,
+// kept in the data dir, learned by joiners from a member.
+
+// Slots is the number of hash slots, as in Redis Cluster.
+const Slots = 16384
+
+// MaxGroups bounds --cluster-groups: each group costs a Raft instance, an
+// engine and two ports per node.
+const MaxGroups = 64
+
+// SlotMap says which group owns each slot.
+type SlotMap struct {
+	n     int
+	owner [Slots]uint8
+}
+
+// EvenSlots splits the slots in order over n groups: group g owns
+// g*Slots/n up to (g+1)*Slots/n - 1.
+func EvenSlots(n int) *SlotMap {
+	m := &SlotMap{n: n}
+	for g := 0; g < n; g++ {
+		for s := g * Slots / n; s < (g+1)*Slots/n; s++ {
+			m.owner[s] = uint8(g)
+		}
+	}
+	return m
+}
+
+// Groups is how many groups the slots are split over.
+func (m *SlotMap) Groups() int { return m.n }
+
+// Owner is the group owning slot (0 <= slot < Slots). O(1).
+func (m *SlotMap) Owner(slot int) int { return int(m.owner[slot]) }
+
+// Ranges lists group g's slots as inclusive [start, end] ranges, in order.
+func (m *SlotMap) Ranges(g int) [][2]int {
+	var out [][2]int
+	for s := 0; s < Slots; s++ {
+		if int(m.owner[s]) != g {
+			continue
+		}
+		if k := len(out) - 1; k >= 0 && out[k][1] == s-1 {
+			out[k][1] = s
+		} else {
+			out = append(out, [2]int{s, s})
+		}
+	}
+	return out
+}
+
+// GroupDir is where group g keeps its Raft data: group 0 in the node's
+// dir, as a one-group node always did; the others in dir/group-g.
+func GroupDir(dir string, g int) string {
+	if g == 0 {
+		return dir
+	}
+	return filepath.Join(dir, "group-"+strconv.Itoa(g))
+}
+
+// ShiftPort is addr with its port moved by off: group g's addresses are
+// the node's shifted by g times the port step. "" stays "".
+func ShiftPort(addr string, off int) (string, error) {
+	if addr == "" || off == 0 {
+		return addr, nil
+	}
+	host, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", err
+	}
+	port, err := strconv.Atoi(p)
+	if err != nil {
+		return "", fmt.Errorf("%s: port %q: %w", addr, p, err)
+	}
+	if port+off < 1 || port+off > 65535 {
+		return "", fmt.Errorf("%s: port %d + %d is not a TCP port", addr, port, off)
+	}
+	return net.JoinHostPort(host, strconv.Itoa(port+off)), nil
+}
+
+// groupsFile holds how many groups the node's cluster has, and, on a node
+// that joined, the addresses it joined each group through.
+const groupsFile = "cluster-groups"
+
+// Layout is what groupsFile says: the number of groups and, for a node
+// that joined, the member's address for each group (one per line after
+// the count).
+type Layout struct {
+	Groups int
+	Join   []string
+}
+
+// ReadLayout reads dir's groupsFile; ok is false when there is none (a
+// node that never ran several groups: one group).
+func ReadLayout(dir string) (l Layout, ok bool, err error) {
+	b, err := os.ReadFile(filepath.Join(dir, groupsFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return Layout{Groups: 1}, false, nil
+	}
+	if err != nil {
+		return l, false, err
+	}
+	lines := strings.Fields(string(b))
+	if len(lines) == 0 {
+		return l, false, fmt.Errorf("%s: empty", filepath.Join(dir, groupsFile))
+	}
+	n, err := strconv.Atoi(lines[0])
+	if err != nil || n < 1 || n > MaxGroups {
+		return l, false, fmt.Errorf("%s: %q is not a number of groups", filepath.Join(dir, groupsFile), lines[0])
+	}
+	return Layout{Groups: n, Join: lines[1:]}, true, nil
+}
+
+// WriteLayout writes dir's groupsFile (a new file renamed over the old,
+// fsynced: a node that forgot its groups would start with one).
+func WriteLayout(dir string, l Layout) error {
+	s := strconv.Itoa(l.Groups) + "\n"
+	for _, a := range l.Join {
+		s += a + "\n"
+	}
+	tmp := filepath.Join(dir, groupsFile+".tmp")
+	f, err := os.Create(tmp)
+	if err != nil {
+		return err
+	}
+	if _, err := f.WriteString(s); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp, filepath.Join(dir, groupsFile))
+}
+
+// HasState reports whether dir holds a group's Raft data (a node that has
+// run in a cluster).
+func HasState(dir string) bool {
+	_, err := os.Stat(filepath.Join(dir, "raft", "raft.db"))
+	return err == nil
+}
+
+// AskLayout asks the member whose clients connect at addr how many groups
+// the cluster has and where that member serves each (CLUSTER GROUPS, one
+// [group, addr, slot ranges] per group). A member that does not know the
+// subcommand is a delayd of one group.
+func AskLayout(ctx context.Context, addr, password string) (Layout, error) {
+	cl := redis.NewClient(&redis.Options{
+		Addr: addr, Password: password, MaxRetries: -1, DialTimeout: 2 * time.Second,
+		ReadTimeout: 5 * time.Second, Protocol: 2, DisableIdentity: true,
+	})
+	defer cl.Close()
+	groups, err := cl.Do(ctx, "CLUSTER", "GROUPS").Slice()
+	if err != nil {
+		if strings.Contains(err.Error(), "unknown subcommand") {
+			return Layout{Groups: 1}, nil
+		}
+		return Layout{}, err
+	}
+	if len(groups) < 1 || len(groups) > MaxGroups {
+		return Layout{}, fmt.Errorf("CLUSTER GROUPS from %s: %d groups", addr, len(groups))
+	}
+	l := Layout{Groups: len(groups), Join: make([]string, len(groups))}
+	for i, g := range groups {
+		f, ok := g.([]any)
+		if !ok || len(f) < 2 {
+			return Layout{}, fmt.Errorf("CLUSTER GROUPS from %s: group %d malformed", addr, i)
+		}
+		id, _ := f[0].(int64)
+		a, _ := f[1].(string)
+		if int(id) != i || a == "" {
+			return Layout{}, fmt.Errorf("CLUSTER GROUPS from %s: group %d malformed", addr, i)
+		}
+		l.Join[i] = a
+	}
+	return l, nil
+}

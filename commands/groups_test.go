@@ -1,0 +1,170 @@
+package commands
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/delayd/delayd/cluster"
+	"github.com/delayd/delayd/engine"
+)
+
+// fakeGroups is three groups over three nodes, the slots split evenly; this
+// process is member 0 of each, at its own address per group.
+type fakeGroups struct {
+	m     *cluster.SlotMap
+	views []*fakeCluster
+}
+
+func (g *fakeGroups) Count() int             { return g.m.Groups() }
+func (g *fakeGroups) Owner(slot int) int     { return g.m.Owner(slot) }
+func (g *fakeGroups) Ranges(i int) [][2]int  { return g.m.Ranges(i) }
+func (g *fakeGroups) View(i int) ClusterView { return g.views[i] }
+
+// groupID is member i's node id in group g: one id per address.
+func groupID(g, i int) string { return fmt.Sprintf("%039x%d", g, i) }
+
+// newGroupFake is group g seen from member 0, led by member leader (-1:
+// none known); group g's addresses are the nodes' ports + 100*g.
+func newGroupFake(g, leader int) *fakeCluster {
+	fc := &fakeCluster{self: groupID(g, 0), term: uint64(10 + g), index: 5}
+	if leader >= 0 {
+		fc.leader = groupID(g, leader)
+		fc.writable = leader == 0
+	}
+	for i := 0; i < 3; i++ {
+		fc.members = append(fc.members, cluster.Node{
+			ID: groupID(g, i), Addr: fmt.Sprintf("10.0.0.%d:%d", i+1, 7000+100*g),
+			BusAddr: fmt.Sprintf("10.0.0.%d:%d", i+1, 17000+100*g), Voter: true, Connected: true, Match: 5,
+			ConfigEpoch: uint64(10 + g),
+		})
+	}
+	return fc
+}
+
+// keyOf finds a key whose slot group g owns.
+func keyOf(m *cluster.SlotMap, g int) string {
+	for i := 0; ; i++ {
+		k := fmt.Sprint("q", i)
+		if m.Owner(KeySlot(k)) == g {
+			return k
+		}
+	}
+}
+
+// A node serving group 1 of three: it runs its group's keys, sends the
+// others' to their leaders, and shows one shard per group.
+func TestSeveralGroups(t *testing.T) {
+	m := cluster.EvenSlots(3)
+	gs := &fakeGroups{m: m, views: []*fakeCluster{newGroupFake(0, 1), newGroupFake(1, 0), newGroupFake(2, -1)}}
+	eng, err := engine.New(engine.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { eng.Close() })
+	n := &node{t: t, d: New(Options{Engine: eng, Config: map[string]string{}, Cluster: gs.views[1], Groups: gs, Group: 1}), eng: eng}
+	c := n.client()
+	k0, k1, k2 := keyOf(m, 0), keyOf(m, 1), keyOf(m, 2)
+
+	for _, s := range [][2]string{
+		{"RPUSH " + k1 + " x", ":1"},
+		{"LLEN " + k1, ":1"},
+		{"RPUSH " + k0 + " x", fmt.Sprintf("-MOVED %d 10.0.0.2:7000", KeySlot(k0))},
+		{"RPUSH " + k2 + " x", down},
+		{"DBSIZE", ":1"},
+		{"RPOPLPUSH " + k1 + " " + k0, cross},
+		{"CLUSTER SLOTS", down},
+		{"CLUSTER SHARDS", down},
+		{"CLUSTER MYSHARDID", "$" + shardIDOf(1)},
+		{"CLUSTER GROUPS", "*3 *3 :0 $10.0.0.1:7000 *2 :0 :5460 *3 :1 $10.0.0.1:7100 *2 :5461 :10921 *3 :2 $10.0.0.1:7200 *2 :10922 :16383"},
+	} {
+		if got := n.do(c, strings.Fields(s[0])...); got != s[1] {
+			t.Errorf("%s: %q, want %q", s[0], got, s[1])
+		}
+	}
+	// A READONLY client still goes to another group's leader: this address
+	// is no replica of it.
+	n.do(c, "READONLY")
+	if got, want := n.do(c, "LLEN", k0), fmt.Sprintf("-MOVED %d 10.0.0.2:7000", KeySlot(k0)); got != want {
+		t.Errorf("READONLY LLEN of group 0: %q, want %q", got, want)
+	}
+	info := n.do(c, "CLUSTER", "INFO")
+	for _, f := range []string{"cluster_state:fail", "cluster_slots_ok:10922", "cluster_slots_fail:5462", "cluster_known_nodes:9", "cluster_size:3", "cluster_current_epoch:12", "cluster_my_epoch:11"} {
+		if !strings.Contains(info, f+"\r\n") {
+			t.Errorf("CLUSTER INFO lacks %s: %q", f, info)
+		}
+	}
+
+	gs.views[2].set(func(f *fakeCluster) { f.leader = groupID(2, 2) })
+	if got, want := n.do(c, "RPUSH", k2, "x"), fmt.Sprintf("-MOVED %d 10.0.0.3:7200", KeySlot(k2)); got != want {
+		t.Errorf("RPUSH of group 2: %q, want %q", got, want)
+	}
+	if info := n.do(c, "CLUSTER", "INFO"); !strings.Contains(info, "cluster_state:ok\r\n") || !strings.Contains(info, "cluster_slots_ok:16384\r\n") {
+		t.Errorf("CLUSTER INFO with every group led: %q", info)
+	}
+	slots := n.do(c, "CLUSTER", "SLOTS")
+	for _, want := range []string{
+		"*3 *5 :0 :5460 *4 $10.0.0.2 :7000 $" + groupID(0, 1) + " *0 *4 $10.0.0.1 :7000",
+		"*5 :5461 :10921 *4 $10.0.0.1 :7100 $" + groupID(1, 0),
+		"*5 :10922 :16383 *4 $10.0.0.3 :7200 $" + groupID(2, 2),
+	} {
+		if !strings.Contains(slots, want) {
+			t.Errorf("CLUSTER SLOTS lacks %q: %q", want, slots)
+		}
+	}
+	if shards := n.do(c, "CLUSTER", "SHARDS"); !strings.HasPrefix(shards, "*3 *4 $slots *2 :0 :5460 $nodes *3") {
+		t.Errorf("CLUSTER SHARDS: %q", shards)
+	}
+	nodes := strings.TrimPrefix(n.do(c, "CLUSTER", "NODES"), "=")
+	lines := strings.Split(strings.TrimSuffix(nodes, "\n"), "\n")
+	if len(lines) != 9 {
+		t.Fatalf("CLUSTER NODES: %d lines, want 9: %q", len(lines), nodes)
+	}
+	masterOf := map[string]string{}
+	for g, lead := range []int{1, 0, 2} {
+		for i := 0; i < 3; i++ {
+			masterOf[groupID(g, i)] = groupID(g, lead)
+		}
+	}
+	masters, myself := 0, 0
+	for _, l := range lines {
+		f := strings.Fields(l)
+		if strings.Contains(f[2], "myself") {
+			myself++
+			if f[0] != groupID(1, 0) || f[2] != "myself,master" || f[8] != "5461-10921" {
+				t.Errorf("myself line: %q", l)
+			}
+		}
+		if strings.Contains(f[2], "master") {
+			masters++
+		} else if f[3] != masterOf[f[0]] {
+			t.Errorf("replica of another group's master: %q", l)
+		}
+	}
+	if masters != 3 || myself != 1 {
+		t.Errorf("CLUSTER NODES: %d masters, %d myself: %q", masters, myself, nodes)
+	}
+}
+
+func TestEvenSlots(t *testing.T) {
+	for _, n := range []int{1, 2, 3, 7, 64} {
+		m := cluster.EvenSlots(n)
+		total := 0
+		for g := 0; g < n; g++ {
+			for _, r := range m.Ranges(g) {
+				total += r[1] - r[0] + 1
+				for s := r[0]; s <= r[1]; s++ {
+					if m.Owner(s) != g {
+						t.Fatalf("n=%d: slot %d in group %d's ranges, owned by %d", n, s, g, m.Owner(s))
+					}
+				}
+			}
+			if rs := m.Ranges(g); len(rs) != 1 {
+				t.Errorf("n=%d group %d: %d ranges", n, g, len(rs))
+			}
+		}
+		if total != Slots {
+			t.Errorf("n=%d: %d slots", n, total)
+		}
+	}
+}
