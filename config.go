@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"github.com/delayd/delayd/cluster"
 	"github.com/delayd/delayd/commands"
 	"github.com/delayd/delayd/resp"
 	"io"
@@ -65,6 +66,8 @@ type config struct {
 	ClusterAck             string
 	ClusterElectionTimeout int64
 	ClusterSnapshotEntries int64
+	ClusterGroups          int
+	ClusterGroupPortStep   int
 }
 
 // settings are the flags, with their defaults and help; config.yaml and the
@@ -113,6 +116,8 @@ var settings = []struct {
 	{"cluster-ack", "quorum", "answer writes after a majority holds them (quorum) or the leader applied them (leader)"},
 	{"cluster-election-timeout", "1000", "Raft heartbeat and election timeout in ms; the leader's lease is half"},
 	{"cluster-snapshot-entries", "8192", "Raft entries between snapshots"},
+	{"cluster-groups", "1", "Raft groups the slots are split over, when this node bootstraps the cluster (1 to 64)"},
+	{"cluster-group-port-step", "100", "group g listens on port + g*step, its bus on bus port + g*step"},
 }
 
 // boolFlags are settings given as bare flags (--repair), not flag=value.
@@ -290,6 +295,11 @@ func loadConfig(args []string, environ []string, stderr io.Writer) (config, erro
 	c.ClusterAck = oneOf("cluster-ack", "quorum", "leader")
 	c.ClusterElectionTimeout = num("cluster-election-timeout", 50)
 	c.ClusterSnapshotEntries = num("cluster-snapshot-entries", 16)
+	c.ClusterGroups = int(num("cluster-groups", 1))
+	c.ClusterGroupPortStep = int(num("cluster-group-port-step", 1))
+	if c.ClusterGroups > cluster.MaxGroups {
+		bad("cluster-groups", "at most %d", cluster.MaxGroups)
+	}
 	if c.MaxPayloadBytes > 64<<20 {
 		// One job is one log record, and a record holds at most 64 MiB.
 		bad("max-payload-bytes", "at most 67108864 (64 MiB)")
@@ -321,6 +331,10 @@ func loadConfig(args []string, environ []string, stderr io.Writer) (config, erro
 		}
 		if c.ClusterAnnounceAddr == "" {
 			c.ClusterAnnounceAddr = net.JoinHostPort(host, strconv.Itoa(port))
+		}
+		if c.ClusterGroups > 1 && c.Port == 0 {
+			// Each group has its own plain port (docs/decisions/raft-groups.md).
+			errs = append(errs, errors.New("cluster-groups: several groups need a plain port; a TLS-only cluster (port 0) runs one group"))
 		}
 		if c.ClusterAnnounceBusAddr == "" {
 			h, p, err := net.SplitHostPort(c.ClusterBusAddr)
@@ -364,6 +378,8 @@ func (c config) view() map[string]string {
 		"cluster-join":              c.ClusterJoin,
 		"cluster-ack":               c.ClusterAck,
 		"cluster-election-timeout":  strconv.FormatInt(c.ClusterElectionTimeout, 10),
+		"cluster-groups":            strconv.Itoa(c.ClusterGroups),
+		"cluster-group-port-step":   strconv.Itoa(c.ClusterGroupPortStep),
 		"bind":                      c.Bind,
 		"port":                      strconv.Itoa(c.Port),
 		"dir":                       c.Dir,

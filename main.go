@@ -9,6 +9,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -103,9 +104,15 @@ func run(args, environ []string, stderr io.Writer) int {
 	defer handleSIGHUP(log, tlsStore)()
 	// In cluster mode the node's stores and bus come first: the commands
 	// answer the cluster protocol from the start.
-	var clu *cluster.Cluster
+	var (
+		clu      *cluster.Cluster
+		ccfg     cluster.Config
+		layout   cluster.Layout
+		discover bool        // a first join: ask the member how many groups there are
+		gv       *groupsView // several groups (main_groups.go); nil: one
+	)
 	if cfg.ClusterEnabled {
-		clu, err = cluster.New(cluster.Config{
+		ccfg = cluster.Config{
 			Dir:               cfg.Dir,
 			NodeID:            cfg.ClusterNodeID,
 			BusAddr:           cfg.ClusterBusAddr,
@@ -120,11 +127,25 @@ func run(args, environ []string, stderr io.Writer) int {
 			SnapshotThreshold: uint64(cfg.ClusterSnapshotEntries),
 			TLS:               clusterTLS(cfg, tlsStore), // main_tls.go
 			Logger:            log,
-		})
+		}
+		clu, err = cluster.New(ccfg)
+		if err == nil {
+			var has bool
+			if has, err = clu.HasState(); err == nil {
+				layout, discover, err = groupLayout(cfg, has)
+			}
+			if err != nil {
+				clu.Close()
+			}
+		}
 		if err != nil {
 			log.Error().Err(err).Msg("cannot start the cluster node")
 			fmt.Fprintln(stderr, "delayd:", err)
 			return 1
+		}
+		if layout.Groups > 1 || discover {
+			gv = newGroupsView(layout.Groups)
+			gv.clusters[0].Store(clu)
 		}
 		log.Info().Str("id", clu.ID()).Str("bus", cfg.ClusterBusAddr).Str("announce", cfg.ClusterAnnounceAddr).
 			Msg("cluster mode: the Raft log is the durability")
@@ -133,7 +154,7 @@ func run(args, environ []string, stderr io.Writer) int {
 	// get LOADING (they retry on it) and INFO says how far the load got.
 	loading := new(engine.Loading)
 	stop := make(chan string, 1)
-	disp := commands.New(commands.Options{
+	dopts := commands.Options{
 		Loading:     loading,
 		RequirePass: cfg.RequirePass,
 		ACLFile:     cfg.ACLFile,
@@ -158,7 +179,11 @@ func run(args, environ []string, stderr io.Writer) int {
 		// Without a plain port the announced client address is the TLS
 		// port (config.go), and every node of a working group is alike.
 		ClusterTLS: clu != nil && cfg.Port == 0,
-	})
+	}
+	if gv != nil {
+		dopts.Groups = gv
+	}
+	disp := commands.New(dopts)
 	if err := disp.LoadACLFile(); err != nil {
 		// As Redis: a bad aclfile stops the start rather than run open.
 		log.Error().Err(err).Msg("cannot load the aclfile")
@@ -166,11 +191,12 @@ func run(args, environ []string, stderr io.Writer) int {
 		return 1
 	}
 	addr, tlsAddr := listenAddrs(cfg)
-	srv, err := resp.Listen(resp.Options{Addr: addr, TLSAddr: tlsAddr, TLS: tlsOf(tlsStore),
+	ropts := resp.Options{Addr: addr, TLSAddr: tlsAddr, TLS: tlsOf(tlsStore),
 		MaxClients: cfg.MaxClients, Dispatcher: disp, Log: log,
 		IdleTimeout: time.Duration(cfg.Timeout) * time.Second,
 		OutputLimit: cfg.OutputLimit,
-	})
+	}
+	srv, err := resp.Listen(ropts)
 	if err != nil {
 		log.Error().Err(err).Str("addr", addr).Str("tls_addr", tlsAddr).Msg("cannot listen")
 		return 1
@@ -203,6 +229,9 @@ func run(args, environ []string, stderr io.Writer) int {
 				if !ready.Load() {
 					return false, "loading"
 				}
+				if gv != nil && !gv.allLed() {
+					return false, "no leader known"
+				}
 				if clu != nil {
 					if _, ok := clu.Leader(); !ok {
 						return false, "no leader known"
@@ -234,33 +263,55 @@ func run(args, environ []string, stderr io.Writer) int {
 
 	start := time.Now()
 	type opened struct {
-		eng *engine.Engine
-		err error
+		groups []*group // one, unless the cluster has several groups
+		err    error
 	}
 	open := make(chan opened, 1)
+	discoverCtx, stopDiscover := context.WithCancel(context.Background())
+	defer stopDiscover()
 	go func() {
 		if clu != nil {
-			eng, err := engine.New(engine.Options{
-				Tick:          cfg.Tick,
-				FineTimer:     true,
-				MaxPayload:    cfg.MaxPayloadBytes,
-				MaxJobs:       cfg.MaxJobs,
-				AckTimeout:    cfg.AckTimeout,
-				Logger:        log,
-				Replicator:    clu,
-				Follower:      true,
-				ReplicaWindow: cluster.ReplicaWindow,
-			})
-			if err == nil {
-				err = clu.Start(eng, func(leading bool) {
-					if !leading {
-						// As Redis answers clients blocked on a master that
-						// becomes a replica: their libraries retry elsewhere.
-						disp.UnblockAll(commands.ErrUnblockedRole)
-					}
-				})
+			groups := []*group{{clu: clu, disp: disp, srv: srv}}
+			l, err := layout, error(nil)
+			if discover {
+				if l, err = discoverLayout(discoverCtx, cfg, log); err == nil {
+					gv.m.Store(cluster.EvenSlots(l.Groups))
+				}
 			}
-			open <- opened{eng, err}
+			for g := 1; err == nil && g < l.Groups; g++ {
+				join := ""
+				if g < len(l.Join) {
+					join = l.Join[g]
+				}
+				var gr *group
+				if gr, err = startGroupFront(ccfg, dopts, ropts, cfg, gv, g, join, log); err == nil {
+					groups = append(groups, gr)
+				}
+			}
+			for i := 0; err == nil && i < len(groups); i++ {
+				gr := groups[i]
+				gr.eng, err = engine.New(engine.Options{
+					Tick:          cfg.Tick,
+					FineTimer:     true,
+					MaxPayload:    cfg.MaxPayloadBytes,
+					MaxJobs:       cfg.MaxJobs,
+					AckTimeout:    cfg.AckTimeout,
+					Logger:        log,
+					Replicator:    gr.clu,
+					Follower:      true,
+					ReplicaWindow: cluster.ReplicaWindow,
+				})
+				if err == nil {
+					err = gr.clu.Start(gr.eng, func(leading bool) {
+						if !leading {
+							// As Redis answers clients blocked on a master that
+							// becomes a replica: their libraries retry elsewhere.
+							gr.disp.UnblockAll(commands.ErrUnblockedRole)
+						}
+					})
+				}
+			}
+			open <- opened{groups, err}
 			return
 		}
 		eng, err := engine.New(engine.Options{
@@ -278,7 +329,7 @@ func run(args, environ []string, stderr io.Writer) int {
 			Logger:         log,
 			Loading:        loading,
 		})
-		open <- opened{eng, err}
+		open <- opened{[]*group{{disp: disp, srv: srv, eng: eng}}, err}
 	}()
 
 	var why string
@@ -295,7 +346,9 @@ func run(args, environ []string, stderr io.Writer) int {
 			fmt.Fprintln(stderr, "delayd:", o.err)
 			return 1
 		}
-		disp.SetEngine(o.eng)
+		for _, gr := range o.groups {
+			gr.disp.SetEngine(gr.eng)
+		}
 		ready.Store(true)
 		log.Info().
 			Str("version", version).
@@ -316,7 +369,7 @@ func run(args, environ []string, stderr io.Writer) int {
 			why = s.String()
 		case why = <-stop:
 		}
-		return stopServer(log, srv, o.eng, clu, why)
+		return stopServer(log, o.groups, why)
 	case s := <-sigs:
 		why = s.String()
 	case why = <-stop:
@@ -326,11 +379,12 @@ func run(args, environ []string, stderr io.Writer) int {
 	// it has not finished), close the connections, and wait for it.
 	start = time.Now()
 	loading.Abort()
+	stopDiscover()
 	srv.Close(2 * time.Second)
 	o := <-open
 	switch {
 	case o.err == nil: // it finished just as the stop came
-		return stopServer(log, srv, o.eng, clu, why)
+		return stopServer(log, o.groups, why)
 	case !errors.Is(o.err, engine.ErrLoadAborted):
 		log.Error().Err(o.err).Msg("loading the append-only log failed")
 		fmt.Fprintln(stderr, "delayd:", o.err)
@@ -344,20 +398,34 @@ func run(args, environ []string, stderr io.Writer) int {
 
 // stopServer stops gracefully: no new clients; blocked clients get a null
 // reply (the engine releases them); replies in flight go out; then the log.
-func stopServer(log zerolog.Logger, srv *resp.Server, eng *engine.Engine, clu *cluster.Cluster, why string) int {
+func stopServer(log zerolog.Logger, groups []*group, why string) int {
 	start := time.Now()
-	srv.StopAccepting()
-	eng.Stop()
-	srv.Close(2 * time.Second)
-	if clu != nil {
-		// After the connections: their replies wait for commits.
-		if err := clu.Close(); err != nil {
-			log.Warn().Err(err).Msg("stopping raft")
+	for _, gr := range groups {
+		gr.srv.StopAccepting()
+	}
+	for _, gr := range groups {
+		gr.eng.Stop()
+	}
+	for _, gr := range groups {
+		gr.srv.Close(2 * time.Second)
+	}
+	for _, gr := range groups {
+		if gr.clu != nil {
+			// After the connections: their replies wait for commits.
+			if err := gr.clu.Close(); err != nil {
+				log.Warn().Err(err).Msg("stopping raft")
+			}
 		}
 	}
-	if err := eng.Close(); err != nil {
-		log.Error().Err(err).Msg("closing the append-only log")
-		return 1
+	code := 0
+	for _, gr := range groups {
+		if err := gr.eng.Close(); err != nil {
+			log.Error().Err(err).Msg("closing the append-only log")
+			code = 1
+		}
+	}
+	if code != 0 {
+		return code
 	}
 	log.Info().Str("reason", why).Dur("took_ms", time.Since(start)).Msg("delayd stopped")
 	return 0

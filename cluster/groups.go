@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hashicorp/raft"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -155,11 +156,11 @@ func WriteLayout(dir string, l Layout) error {
 	return os.Rename(tmp, filepath.Join(dir, groupsFile))
 }
 
-// HasState reports whether dir holds a group's Raft data (a node that has
-// run in a cluster).
-func HasState(dir string) bool {
-	_, err := os.Stat(filepath.Join(dir, "raft", "raft.db"))
-	return err == nil
+// HasState reports whether this node holds Raft state: a log, a snapshot,
+// a term. A node that joins asks how many groups there are before it
+// starts, so a node that has none never joined anything.
+func (c *Cluster) HasState() (bool, error) {
+	return raft.HasExistingState(c.store, c.stable, c.snaps)
 }
 
 // AskLayout asks the member whose clients connect at addr how many groups

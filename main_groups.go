@@ -1,0 +1,197 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/delayd/delayd/cluster"
+	"github.com/delayd/delayd/commands"
+	"github.com/delayd/delayd/engine"
+	"github.com/delayd/delayd/resp"
+)
+
+// A node of a cluster whose slots are split over several Raft groups runs
+// one group per (process, group) address (docs/decisions/raft-groups.md):
+// group g has its own Cluster, engine, dispatcher and listener, on the
+// node's ports + g * --cluster-group-port-step. Group 0 is what a
+// one-group node always was.
+
+// group is one Raft group as this process runs it.
+type group struct {
+	clu  *cluster.Cluster
+	disp *commands.Dispatcher
+	srv  *resp.Server
+	eng  *engine.Engine // nil until opened
+}
+
+// groupsView is the cluster's groups as every dispatcher sees them
+// (commands.Groups): the slot map, and each group's Cluster once started.
+type groupsView struct {
+	m        atomic.Pointer[cluster.SlotMap]
+	clusters [cluster.MaxGroups]atomic.Pointer[cluster.Cluster]
+}
+
+func newGroupsView(n int) *groupsView {
+	gv := new(groupsView)
+	gv.m.Store(cluster.EvenSlots(n))
+	return gv
+}
+
+func (gv *groupsView) Count() int            { return gv.m.Load().Groups() }
+func (gv *groupsView) Owner(slot int) int    { return gv.m.Load().Owner(slot) }
+func (gv *groupsView) Ranges(g int) [][2]int { return gv.m.Load().Ranges(g) }
+func (gv *groupsView) View(g int) commands.ClusterView {
+	if c := gv.clusters[g].Load(); c != nil {
+		return c
+	}
+	return nil // not a typed nil: the commands test for nil
+}
+
+// allLed says whether every group of gv knows a leader taking writes.
+func (gv *groupsView) allLed() bool {
+	for g := 0; g < gv.Count(); g++ {
+		c := gv.clusters[g].Load()
+		if c == nil {
+			return false
+		}
+		if _, ok := c.Leader(); !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// groupLayout is how many groups this node runs, and through which member
+// address each is joined, as far as the node can tell before it asks
+// anyone: discover is true for a node that joins for the first time, which
+// asks its --cluster-join address (discoverLayout). has says whether group
+// 0 holds Raft state already.
+func groupLayout(cfg config, has bool) (l cluster.Layout, discover bool, err error) {
+	l, ok, err := cluster.ReadLayout(cfg.Dir)
+	if err != nil {
+		return l, false, err
+	}
+	switch {
+	case ok:
+		if cfg.ClusterBootstrap && cfg.ClusterGroups > 1 && cfg.ClusterGroups != l.Groups {
+			return l, false, fmt.Errorf("cluster-groups %d: this node's cluster has %d groups; the number is set when the cluster is bootstrapped", cfg.ClusterGroups, l.Groups)
+		}
+		return l, false, nil
+	case has:
+		// A node of a one-group cluster, from before groups or not.
+		if cfg.ClusterBootstrap && cfg.ClusterGroups > 1 {
+			return l, false, fmt.Errorf("cluster-groups %d: this node's data dir holds a one-group cluster; the number is set when the cluster is bootstrapped", cfg.ClusterGroups)
+		}
+		return cluster.Layout{Groups: 1}, false, nil
+	case cfg.ClusterBootstrap:
+		l = cluster.Layout{Groups: cfg.ClusterGroups}
+		if l.Groups > 1 {
+			err = cluster.WriteLayout(cfg.Dir, l)
+		}
+		return l, false, err
+	case cfg.ClusterJoin != "":
+		return cluster.Layout{Groups: 1}, true, nil
+	}
+	// Waits to be added by CLUSTER MEET: one group.
+	return cluster.Layout{Groups: 1}, false, nil
+}
+
+// discoverLayout asks the --cluster-join address how many groups the
+// cluster has and where that member serves each, until it answers (nodes
+// started together ask before the bootstrap node listens), then keeps the
+// answer in the data dir. Meanwhile the node answers LOADING.
+func discoverLayout(ctx context.Context, cfg config, log zerolog.Logger) (cluster.Layout, error) {
+	for attempt := 0; ; attempt++ {
+		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		l, err := cluster.AskLayout(actx, cfg.ClusterJoin, cfg.RequirePass)
+		cancel()
+		if err == nil {
+			if l.Groups > 1 {
+				if err := cluster.WriteLayout(cfg.Dir, l); err != nil {
+					return l, err
+				}
+				log.Info().Int("groups", l.Groups).Str("via", cfg.ClusterJoin).Msg("cluster: the slots are split over several Raft groups; joining each")
+			}
+			return l, nil
+		}
+		if attempt%10 == 0 {
+			ev := log.Info()
+			if attempt >= 20 {
+				ev = log.Warn()
+			}
+			ev.Err(err).Str("via", cfg.ClusterJoin).Msg("cluster: asking the member for its groups failed; retrying")
+		}
+		select {
+		case <-ctx.Done():
+			return l, engine.ErrLoadAborted
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+// groupConfig is group g's cluster settings: the node's, its addresses
+// shifted by g steps, its own directory and node id, joined through join.
+func groupConfig(base cluster.Config, cfg config, g int, join string, log zerolog.Logger) (cluster.Config, error) {
+	if g == 0 {
+		return base, nil
+	}
+	off := g * cfg.ClusterGroupPortStep
+	c := base
+	c.Dir = cluster.GroupDir(cfg.Dir, g)
+	c.NodeID = "" // one id per address, kept in the group's dir
+	c.Join = join
+	c.Logger = log
+	var err error
+	for _, a := range []*string{&c.BusAddr, &c.AnnounceAddr, &c.AnnounceBusAddr} {
+		if *a, err = cluster.ShiftPort(*a, off); err != nil {
+			return c, fmt.Errorf("group %d: %w", g, err)
+		}
+	}
+	return c, nil
+}
+
+// startGroupFront creates group g's Cluster, dispatcher and listener (not
+// its engine): what group 0 gets before the log loads, for a group this
+// node learns of later.
+func startGroupFront(base cluster.Config, dopts commands.Options, ropts resp.Options, cfg config, gv *groupsView,
+	g int, join string, log zerolog.Logger) (*group, error) {
+	glog := log.With().Int("group", g).Logger()
+	cc, err := groupConfig(base, cfg, g, join, glog)
+	if err != nil {
+		return nil, err
+	}
+	clu, err := cluster.New(cc)
+	if err != nil {
+		return nil, fmt.Errorf("group %d: %w", g, err)
+	}
+	port := cfg.Port + g*cfg.ClusterGroupPortStep
+	dopts.Cluster, dopts.Groups, dopts.Group, dopts.Port = clu, gv, g, port
+	dopts.Loading = new(engine.Loading)
+	dopts.Log = glog
+	disp := commands.New(dopts)
+	if err := disp.LoadACLFile(); err != nil {
+		clu.Close()
+		return nil, err
+	}
+	ropts.Addr, ropts.TLSAddr, ropts.TLS = net.JoinHostPort(cfg.Bind, strconv.Itoa(port)), "", nil
+	ropts.Dispatcher, ropts.Log = disp, glog
+	srv, err := resp.Listen(ropts)
+	if err != nil {
+		clu.Close()
+		return nil, fmt.Errorf("group %d: %w", g, err)
+	}
+	go func() {
+		if err := srv.Serve(); err != nil {
+			glog.Error().Err(err).Msg("serve")
+		}
+	}()
+	gv.clusters[g].Store(clu)
+	glog.Info().Str("addr", srv.Addr().String()).Str("id", clu.ID()).Str("bus", cc.BusAddr).Msg("cluster group listening")
+	return &group{clu: clu, disp: disp, srv: srv}, nil
+}
