@@ -279,3 +279,49 @@ func (c *Cluster) snapshotLoop() {
 		c.log.Info().Dur("held_ms", time.Since(start)).Uint64("index", r.AppliedIndex()).Msg("cluster: leader snapshot taken")
 	}
 }
+
+// Failover makes this node its group's leader (CLUSTER FAILOVER sent to a
+// replica, Redis's manual failover): it asks the leader to hand over, and
+// Raft's leadership transfer lets it catch up with the log first, so no
+// committed write is lost. A node that leads already is refused, as a
+// Redis master is.
+func (c *Cluster) Failover() error {
+	r := c.r()
+	if r == nil {
+		return errNoLeader
+	}
+	if r.State() == raft.Leader {
+		return errors.New("ERR You should send CLUSTER FAILOVER to a replica")
+	}
+	return c.forward("HANDOVER", c.id)
+}
+
+// HandOver makes node id the leader (CLUSTER HANDOVER, what Failover asks
+// the leader); on a follower it is passed on to the leader. It returns once
+// this leader stepped down.
+func (c *Cluster) HandOver(id string) error {
+	r := c.r()
+	if r == nil {
+		return errNoLeader
+	}
+	if r.State() != raft.Leader {
+		return c.forward("HANDOVER", id)
+	}
+	if id == c.id {
+		return nil
+	}
+	f := r.GetConfiguration()
+	if err := f.Error(); err != nil {
+		return err
+	}
+	for _, s := range f.Configuration().Servers {
+		if string(s.ID) == id {
+			if s.Suffrage != raft.Voter {
+				return fmt.Errorf("ERR node %s cannot be elected", id)
+			}
+			c.log.Info().Str("to", id).Msg("cluster: handing leadership over")
+			return r.LeadershipTransferToServer(s.ID, s.Address).Error()
+		}
+	}
+	return fmt.Errorf("ERR Unknown node %s", id)
+}

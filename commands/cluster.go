@@ -68,6 +68,8 @@ func init() {
 		"forget":          {3, clusterForget},
 		"join":            {5, clusterJoin},
 		"groups":          {2, clusterGroups},
+		"failover":        {-2, clusterFailover},
+		"handover":        {3, clusterHandOver},
 		"help":            {2, func(d *Dispatcher, c *Client, cl ClusterView, args [][]byte) { writeHelp(c.W, "CLUSTER", clusterHelp) }},
 	}
 }
@@ -75,12 +77,16 @@ func init() {
 var clusterHelp = []string{
 	"COUNTKEYSINSLOT <slot>",
 	"    Return the number of keys in <slot>.",
+	"FAILOVER [FORCE|TAKEOVER]",
+	"    Promote current replica node to being a master.",
 	"FORGET <node-id>",
 	"    Remove a node from the cluster.",
 	"GETKEYSINSLOT <slot> <count>",
 	"    Return key names stored by current node in a slot.",
 	"GROUPS",
 	"    Return the Raft groups: each one's number, the address this node serves it at, and its slot ranges.",
+	"HANDOVER <node-id>",
+	"    Make <node-id> the leader of its Raft group (what FAILOVER sends the leader).",
 	"INFO",
 	"    Return information about the cluster.",
 	"JOIN <node-id> <bus-addr> <client-addr>",
@@ -468,6 +474,63 @@ func clusterShards(d *Dispatcher, c *Client, cl ClusterView, args [][]byte) {
 			node(n, false)
 		}
 	}
+}
+
+// failoverer is a ClusterView that hands leadership over on demand
+// (cluster.Cluster; the tests' fakes have none).
+type failoverer interface {
+	Failover() error
+	HandOver(id string) error
+}
+
+// clusterFailover is CLUSTER FAILOVER [FORCE|TAKEOVER] sent to a replica:
+// the group's leader hands leadership over to it once it holds the whole
+// log (Raft's leadership transfer), so unlike Redis's FORCE and TAKEOVER
+// it never loses a write; both options are taken and mean the same. It
+// answers once the old leader stepped down; the new one takes writes a
+// moment later, as after any election.
+func clusterFailover(d *Dispatcher, c *Client, cl ClusterView, args [][]byte) {
+	if len(args) > 3 || (len(args) == 3 && !strings.EqualFold(string(args[2]), "force") && !strings.EqualFold(string(args[2]), "takeover")) {
+		c.W.Error(errSyntax)
+		return
+	}
+	f, ok := cl.(failoverer)
+	if !ok {
+		c.W.Error("ERR CLUSTER FAILOVER is not supported here")
+		return
+	}
+	if err := f.Failover(); err != nil {
+		c.W.Error(codedErr(err))
+		return
+	}
+	c.W.Status("OK")
+}
+
+// clusterHandOver is CLUSTER HANDOVER node-id, delayd's own: the leader
+// hands leadership over to node-id (what FAILOVER sends it); a follower
+// passes it on to the leader.
+func clusterHandOver(d *Dispatcher, c *Client, cl ClusterView, args [][]byte) {
+	f, ok := cl.(failoverer)
+	if !ok {
+		c.W.Error("ERR CLUSTER HANDOVER is not supported here")
+		return
+	}
+	if err := f.HandOver(string(args[2])); err != nil {
+		c.W.Error(codedErr(err))
+		return
+	}
+	c.W.Status("OK")
+}
+
+// codedErr is err's line as it is when it starts with an error code (ERR,
+// CLUSTERDOWN, a leader's own reply passed on), else as ErrorLine words it.
+func codedErr(err error) string {
+	s := err.Error()
+	code, _, _ := strings.Cut(s, " ")
+	if len(code) >= 3 && strings.Trim(code, "ABCDEFGHIJKLMNOPQRSTUVWXYZ") == "" {
+		return s
+	}
+	return ErrorLine(err)
 }
 
 // clusterGroups is CLUSTER GROUPS, delayd's own: per Raft group, [number,
