@@ -274,7 +274,7 @@ func run(args, environ []string, stderr io.Writer) int {
 			groups := []*group{{clu: clu, disp: disp, srv: srv}}
 			l, err := layout, error(nil)
 			if discover {
-				if l, err = discoverLayout(discoverCtx, cfg, log); err == nil {
+				if l, err = discoverLayout(discoverCtx, clu, cfg, log); err == nil {
 					gv.m.Store(cluster.EvenSlots(l.Groups))
 				}
 			}

@@ -106,10 +106,10 @@ func groupLayout(cfg config, has bool) (l cluster.Layout, discover bool, err err
 // cluster has and where that member serves each, until it answers (nodes
 // started together ask before the bootstrap node listens), then keeps the
 // answer in the data dir. Meanwhile the node answers LOADING.
-func discoverLayout(ctx context.Context, cfg config, log zerolog.Logger) (cluster.Layout, error) {
+func discoverLayout(ctx context.Context, clu *cluster.Cluster, cfg config, log zerolog.Logger) (cluster.Layout, error) {
 	for attempt := 0; ; attempt++ {
 		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		l, err := cluster.AskLayout(actx, cfg.ClusterJoin, cfg.RequirePass)
+		l, err := clu.AskLayout(actx, cfg.ClusterJoin)
 		cancel()
 		if err == nil {
 			if l.Groups > 1 {

@@ -9,10 +9,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/hashicorp/raft"
-	"github.com/redis/go-redis/v9"
 )
 
 // Several Raft groups on one node (docs/decisions/raft-groups.md): each
@@ -165,13 +163,11 @@ func (c *Cluster) HasState() (bool, error) {
 
 // AskLayout asks the member whose clients connect at addr how many groups
 // the cluster has and where that member serves each (CLUSTER GROUPS, one
-// [group, addr, slot ranges] per group). A member that does not know the
-// subcommand is a delayd of one group.
-func AskLayout(ctx context.Context, addr, password string) (Layout, error) {
-	cl := redis.NewClient(&redis.Options{
-		Addr: addr, Password: password, MaxRetries: -1, DialTimeout: 2 * time.Second,
-		ReadTimeout: 5 * time.Second, Protocol: 2, DisableIdentity: true,
-	})
+// [group, addr, slot ranges] per group), as this node's Join would reach
+// it (password, TLS). A member that does not know the subcommand is a
+// delayd of one group.
+func (c *Cluster) AskLayout(ctx context.Context, addr string) (Layout, error) {
+	cl := c.client(addr)
 	defer cl.Close()
 	groups, err := cl.Do(ctx, "CLUSTER", "GROUPS").Slice()
 	if err != nil {
