@@ -71,3 +71,36 @@ func (p *Ports) Take(ip string) (int, error) {
 
 // Local is Take on 127.0.0.1, where the servers listen.
 func (p *Ports) Local() (int, error) { return p.Take("127.0.0.1") }
+
+// TakeRun returns a port p such that p, p+step, ... (n ports) are all free
+// on ip and never handed out before, and hands them all out: a node of a
+// cluster of several groups listens on its port + g*step for each group g.
+func (p *Ports) TakeRun(ip string, n, step int) (int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for range 200 {
+		first := p.first + rand.IntN(p.last-p.first+1-(n-1)*step)
+		ok := true
+		for i := 0; ok && i < n; i++ {
+			port := first + i*step
+			if p.handed[port] {
+				ok = false
+				break
+			}
+			l, err := net.Listen("tcp", net.JoinHostPort(ip, strconv.Itoa(port)))
+			if err != nil {
+				ok = false
+				break
+			}
+			l.Close()
+		}
+		if !ok {
+			continue
+		}
+		for i := 0; i < n; i++ {
+			p.handed[first+i*step] = true
+		}
+		return first, nil
+	}
+	return 0, fmt.Errorf("no %d free ports %d apart on %s between %d and %d", n, step, ip, p.first, p.last)
+}
