@@ -143,6 +143,11 @@ func raftLevel(msg string, args []any, level hclog.Level) hclog.Level {
 		// A vote refused is the election working: a node that just joined
 		// or restarted with a stale log asks, and the up-to-date say no.
 		return hclog.Debug
+	case "peer has newer term, stopping replication":
+		// The leader learns a follower moved to a newer term: after a
+		// hand-over (CLUSTER FAILOVER, a graceful stop) that is the plan;
+		// an election the leader missed is told by the nodes that held it.
+		return hclog.Info
 	case "failed to decode incoming command":
 		// The bus read loop ends so when this node stops its transport.
 		if e, ok := argOf(args, "error").(error); ok && errors.Is(e, raft.ErrTransportShutdown) {

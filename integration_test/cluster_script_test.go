@@ -211,3 +211,99 @@ func TestClusterScriptNodeFails(t *testing.T) {
 		t.Errorf("start reports a cluster:\n%s", out)
 	}
 }
+
+// RAFT_GROUPS=3: the slots over three Raft groups, each led by its own
+// node once start returns; a killed node's group fails over to another,
+// and the node comes back as a replica in every group.
+func TestClusterScriptGroups(t *testing.T) {
+	t.Parallel()
+	cliPath(t)
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	script := filepath.Join(filepath.Dir(wd), "scripts", "cluster.sh")
+	var base int
+	for range 50 {
+		base = 12000 + rand.IntN(3700)
+		free := true
+		for n := 1; n <= 3 && free; n++ {
+			for _, p := range []int{base + n, base + n + 100, base + n + 200, base + n + 1000, base + n + 10000, base + n + 10100, base + n + 10200} {
+				ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
+				if err != nil {
+					free = false
+					break
+				}
+				ln.Close()
+			}
+		}
+		if free {
+			break
+		}
+	}
+	data := t.TempDir()
+	env := append(cleanEnv(), "BASE_PORT="+strconv.Itoa(base), "DATA="+data, "DELAYD_BIN="+binPath, "RAFT_GROUPS=3")
+	run := func(args ...string) string {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, "bash", append([]string{script}, args...)...)
+		cmd.Env = env
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("cluster.sh %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return string(out)
+	}
+	t.Cleanup(func() {
+		stop := exec.Command("bash", script, "stop")
+		stop.Env = env
+		_ = stop.Run()
+	})
+
+	run("start")
+	line := regexp.MustCompile(`(?m)^node (\d)  port \d+  (?:pid \d+  roles by group: (\S+) (\S+) (\S+)|stopped)$`)
+	roles := func() map[int][]string {
+		m := map[int][]string{}
+		for _, f := range line.FindAllStringSubmatch(run("status"), -1) {
+			n, _ := strconv.Atoi(f[1])
+			m[n] = f[2:]
+			if f[2] == "" {
+				m[n] = nil
+			}
+		}
+		return m
+	}
+	want := "map[1:[master slave slave] 2:[slave master slave] 3:[slave slave master]]"
+	if got := fmt.Sprint(roles()); got != want {
+		t.Fatalf("status after start: %s, want %s", got, want)
+	}
+	for n := 1; n <= 3; n++ {
+		b, err := os.ReadFile(filepath.Join(data, strconv.Itoa(base+n), "delayd.out"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range strings.Split(string(b), "\n") {
+			if strings.Contains(l, `"level":"warn"`) || strings.Contains(l, `"level":"error"`) {
+				t.Errorf("node %d logged on a healthy start: %s", n, l)
+			}
+		}
+	}
+	out, err := exec.Command("redis-cli", "--cluster", "check", "127.0.0.1:"+strconv.Itoa(base+1)).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "[OK] All 16384 slots covered.") || strings.Contains(string(out), "[ERR]") {
+		t.Errorf("redis-cli --cluster check: %v\n%s", err, out)
+	}
+
+	run("kill-node", "2")
+	clWait(t, 20*time.Second, "group 1 led by node 1 or 3 after node 2's kill", func() (bool, string) {
+		r := roles()
+		return r[2] == nil && len(r[1]) == 3 && len(r[3]) == 3 && (r[1][1] == "master") != (r[3][1] == "master") &&
+			r[1][0] == "master" && r[3][2] == "master", fmt.Sprint(r)
+	})
+	run("start-node", "2")
+	clWait(t, 20*time.Second, "node 2 back as a replica of every group", func() (bool, string) {
+		r := roles()
+		return fmt.Sprint(r[2]) == "[slave slave slave]", fmt.Sprint(r)
+	})
+	run("stop")
+}

@@ -10,24 +10,31 @@
 #   scripts/cluster.sh start-node 2   # start node 2 again from its data
 #   scripts/cluster.sh stop           # SIGTERM every node
 #   BASE_PORT=7100 NODES=5 scripts/cluster.sh start   # ports 7101-7105
+#   RAFT_GROUPS=3 scripts/cluster.sh start   # the slots split over 3 Raft groups,
+#                                     # group g of node N on port 7000+N+100*g,
+#                                     # group g led by node g+1 (CLUSTER FAILOVER)
 #
 # Node N (1..NODES) listens on BASE_PORT+N; node 1 forms the group, the
 # others join it. Extra arguments after start or start-node go to the nodes
 # (e.g. --cluster-ack leader). A node started again keeps its id and log in
-# DATA/<port>; delete DATA for a new cluster. Each node writes its log to
-# DATA/<port>/delayd.out and its pid to DATA/<port>/delayd.pid. The binary
+# DATA/<port>; delete DATA for a new cluster. With RAFT_GROUPS, "leader" is
+# group 0's, and status shows each node's role in every group. Each node
+# writes its log to DATA/<port>/delayd.out and its pid to
+# DATA/<port>/delayd.pid. The binary
 # is built into DATA/bin, unless DELAYD_BIN names one to run. The script
-# keeps no settings: give every call the same BASE_PORT, NODES and DATA
-# (export them).
+# keeps no settings: give every call the same BASE_PORT, NODES, RAFT_GROUPS
+# and DATA (export them).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 nodes=${NODES:-3}
 base=${BASE_PORT:-7000}
 data=${DATA:-./cluster-data}
 bin=${DELAYD_BIN:-$data/bin/delayd}
+groups=${RAFT_GROUPS:-1} # not GROUPS: bash's own
+step=100                 # --cluster-group-port-step
 
 usage() {
-  sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//' >&2
+  sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//' >&2
   exit 2
 }
 
@@ -83,8 +90,12 @@ start_node() { # start_node N [flags...]
   fi
   mkdir -p "$data/$p"
   local args=(--port "$p" --dir "$data/$p" --cluster-enabled yes --http-addr "127.0.0.1:$((p + 1000))")
+  if [ "$groups" -gt 1 ]; then
+    args+=(--cluster-group-port-step "$step")
+  fi
   if [ "$n" -eq 1 ]; then
     args+=(--cluster-bootstrap) # forms the group on the first start; a no-op after
+    [ "$groups" -gt 1 ] && args+=(--cluster-groups "$groups") # read once, at the bootstrap
   else
     args+=(--cluster-join "127.0.0.1:$((base + 1))") # asks node 1; a member already is let be
   fi
@@ -142,10 +153,35 @@ status() {
       echo "node $n  port $p  stopped"
       continue
     fi
+    if [ "$groups" -gt 1 ]; then
+      local roles="" g
+      for g in $(seq 0 $((groups - 1))); do
+        role=""
+        command -v redis-cli >/dev/null &&
+          role=$(redis-cli -p $((p + g * step)) INFO replication 2>/dev/null | tr -d '\r' | sed -n 's/^role://p')
+        roles+="${roles:+ }${role:-?}"
+      done
+      echo "node $n  port $p  pid $pid  roles by group: $roles"
+      continue
+    fi
     if command -v redis-cli >/dev/null; then
       role=$(redis-cli -p "$p" INFO replication 2>/dev/null | tr -d '\r' | sed -n 's/^role://p')
     fi
     echo "node $n  port $p  pid $pid  role ${role:-?}"
+  done
+}
+
+spread() { # group g's leader to node g%NODES+1: node 1 bootstrapped them all
+  [ "$groups" -gt 1 ] || return 0
+  local g n
+  for g in $(seq 1 $((groups - 1))); do
+    n=$((g % nodes + 1))
+    [ "$n" -eq 1 ] && continue
+    for _ in $(seq 50); do
+      [ "$(redis-cli -p $((base + n + g * step)) INFO replication 2>/dev/null | tr -d '\r' | sed -n 's/^role://p')" = master ] && break
+      redis-cli -p $((base + n + g * step)) CLUSTER FAILOVER >/dev/null 2>&1 || true
+      sleep 0.2
+    done
   done
 }
 
@@ -161,12 +197,14 @@ start)
   for n in $(seq 2 "$nodes"); do await_node "$n"; done
   if command -v redis-cli >/dev/null; then
     for _ in $(seq 100); do
-      [ "$(redis-cli -p $((base + 1)) CLUSTER NODES 2>/dev/null | grep -c connected)" -ge "$nodes" ] && break
+      [ "$(redis-cli -p $((base + 1)) CLUSTER NODES 2>/dev/null | grep -c connected)" -ge $((nodes * groups)) ] && break
       sleep 0.2
     done
+    spread
     redis-cli -p $((base + 1)) CLUSTER NODES
   fi
   echo "delayd cluster: $nodes nodes on ports $((base + 1))-$((base + nodes)); scripts/cluster.sh stop stops it"
+  [ "$groups" -gt 1 ] && echo "$groups Raft groups: group g of node N on port $((base))+N+$step*g"
   seeds=""
   for n in $(seq "$nodes"); do seeds+="${seeds:+,}127.0.0.1:$((base + n))"; done
   echo "for the cluster examples: export DELAYD_CLUSTER=$seeds"
