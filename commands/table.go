@@ -463,7 +463,7 @@ var table = []*Command{
 		Handler: cmdUnwatch},
 
 	{Name: "cluster", Arity: -2, Flags: Loading, Group: "cluster", Since: "3.0.0",
-		Summary: "Cluster mode: INFO, MYID, MYSHARDID, NODES, SLOTS, SHARDS (one shard of all 16384 slots: the Raft leader as master, followers as replicas), KEYSLOT key, COUNTKEYSINSLOT slot, GETKEYSINSLOT slot count, MEET ip port [bus-port], FORGET node-id, JOIN node-id bus-addr client-addr, HELP.", Complexity: "O(1); NODES, SLOTS, SHARDS O(N) nodes; COUNTKEYSINSLOT, GETKEYSINSLOT O(queues)",
+		Summary: "Cluster mode: INFO, MYID, MYSHARDID, NODES, SLOTS, SHARDS (one shard per Raft group: its leader as master, followers as replicas), KEYSLOT key, COUNTKEYSINSLOT slot, GETKEYSINSLOT slot count, MEET ip port [bus-port], FORGET node-id, JOIN node-id bus-addr client-addr, FAILOVER [FORCE|TAKEOVER] (on a replica: its group's leadership handed to it), HANDOVER node-id, GROUPS (each group's slots and this node's address for it), HELP.", Complexity: "O(1); NODES, SLOTS, SHARDS O(N) nodes; COUNTKEYSINSLOT, GETKEYSINSLOT O(queues)",
 		Args: []Arg{str("subcommand"), opt(many(str("arg")))}, Handler: cmdCluster},
 	{Name: "readonly", Arity: 1, Flags: Fast | Loading, Group: "cluster", Since: "3.0.0",
 		Summary: "Cluster mode: a follower serves this connection's reads, from state that may lag the leader's, instead of redirecting them.", Complexity: "O(1)",
