@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"sort"
@@ -27,6 +28,18 @@ import (
 // clusterSize is the number of nodes of a check's cluster: the smallest
 // group that survives the loss of its leader.
 const clusterSize = 3
+
+// clusterGroups is how many Raft groups a check's cluster splits the slots
+// over (docs/decisions/raft-groups.md): DELAYD_COMPAT_GROUPS, default 1.
+// With several, node i serves group g at its port + g, group g is led by
+// node g (CLUSTER FAILOVER), and "the leader" is group 0's, on node 0.
+var clusterGroups = func() int {
+	n, err := strconv.Atoi(os.Getenv("DELAYD_COMPAT_GROUPS"))
+	if err != nil || n < 1 {
+		return 1
+	}
+	return n
+}()
 
 // testCluster is a delayd cluster owned by one check.
 type testCluster struct {
@@ -52,7 +65,39 @@ func startCluster(dir string, n int) (*testCluster, error) {
 	if err != nil {
 		return tc, err
 	}
+	if err := tc.spread(); err != nil {
+		return tc, err
+	}
 	return tc, tc.waitReady(15 * time.Second)
+}
+
+// spread moves group g's leadership to node g (node 0 bootstrapped them
+// all), once every group has all its members.
+func (tc *testCluster) spread() error {
+	for g := 1; g < clusterGroups && g < len(tc.nodes); g++ {
+		addr := groupAddr(tc.nodes[g].addr(), g)
+		err := waitFor(15*time.Second, func() error {
+			reply, err := ask(addr, "INFO", "replication")
+			if text, _ := reply.(string); err == nil && strings.Contains(text, "role:master\r\n") {
+				return nil
+			}
+			if _, err := ask(addr, "CLUSTER", "FAILOVER"); err != nil {
+				return fmt.Errorf("CLUSTER FAILOVER at %s: %w", addr, err)
+			}
+			return errors.New("not master yet")
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// groupAddr is where the node whose group 0 is at addr serves group g.
+func groupAddr(addr string, g int) string {
+	host, p, _ := net.SplitHostPort(addr)
+	port, _ := strconv.Atoi(p)
+	return net.JoinHostPort(host, strconv.Itoa(port+g))
 }
 
 // startNode starts one cluster node with its own client and bus ports
@@ -62,9 +107,32 @@ func startNode(dir string, flags ...string) (*server, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	return testserver.StartFresh(ports, 2, func(p []int) *server {
-		return newServer(p[0], dir, "", append(testserver.ClusterFlags(p[1]), flags...)...)
-	})
+	if clusterGroups == 1 {
+		return testserver.StartFresh(ports, 2, func(p []int) *server {
+			return newServer(p[0], dir, "", append(testserver.ClusterFlags(p[1]), flags...)...)
+		})
+	}
+	for _, f := range flags {
+		if f == "--cluster-bootstrap" {
+			flags = append(flags, "--cluster-groups", strconv.Itoa(clusterGroups))
+			break
+		}
+	}
+	for try := 0; ; try++ {
+		port, err := ports.TakeRun("127.0.0.1", clusterGroups, 1)
+		if err != nil {
+			return nil, err
+		}
+		bus, err := ports.TakeRun("127.0.0.1", clusterGroups, 1)
+		if err != nil {
+			return nil, err
+		}
+		args := append(testserver.ClusterFlags(bus), "--cluster-group-port-step", "1")
+		s := newServer(port, dir, "", append(args, flags...)...)
+		if err = s.Start(); err == nil || !errors.Is(err, testserver.ErrPortTaken) || try == 5 {
+			return s, err
+		}
+	}
 }
 
 // waitFor polls f every 50 ms until it returns nil, or returns its last
@@ -128,8 +196,8 @@ func (tc *testCluster) waitReady(timeout time.Duration) error {
 			}
 			text, _ := reply.(string)
 			lines := strings.Split(strings.TrimSpace(text), "\n")
-			if len(lines) != len(tc.nodes) {
-				return fmt.Errorf("CLUSTER NODES on %s lists %d nodes, want %d:\n%s", s.addr(), len(lines), len(tc.nodes), text)
+			if len(lines) != len(tc.nodes)*clusterGroups {
+				return fmt.Errorf("CLUSTER NODES on %s lists %d nodes, want %d:\n%s", s.addr(), len(lines), len(tc.nodes)*clusterGroups, text)
 			}
 			for _, l := range lines {
 				f := strings.Fields(l)
@@ -144,8 +212,8 @@ func (tc *testCluster) waitReady(timeout time.Duration) error {
 				}
 			}
 		}
-		if len(masters) != 1 {
-			return fmt.Errorf("the nodes name %d masters, want one: %v", len(masters), masters)
+		if len(masters) != clusterGroups {
+			return fmt.Errorf("the nodes name %d masters, want %d: %v", len(masters), clusterGroups, masters)
 		}
 		leader, err := tc.leader()
 		if err != nil {

@@ -486,8 +486,8 @@ func rueidisCluster(e *env) error {
 		return err
 	}
 	defer c.Close()
-	if n := len(c.Nodes()); n != clusterSize {
-		return fmt.Errorf("the client knows %d nodes, want %d (is it a cluster client?)", n, clusterSize)
+	if n := len(c.Nodes()); n != clusterSize*clusterGroups {
+		return fmt.Errorf("the client knows %d nodes, want %d (is it a cluster client?)", n, clusterSize*clusterGroups)
 	}
 	arb := func(cmd, key string, args ...string) rueidis.Completed {
 		return c.B().Arbitrary(cmd).Keys(key).Args(args...).Build()
