@@ -276,6 +276,9 @@ func run(args, environ []string, stderr io.Writer) int {
 			if discover {
 				if l, err = discoverLayout(discoverCtx, clu, cfg, log); err == nil {
 					gv.m.Store(cluster.EvenSlots(l.Groups))
+					if len(l.Join) > 0 && l.Join[0] != "" {
+						clu.JoinThrough(l.Join[0])
+					}
 				}
 			}
 			for g := 1; err == nil && g < l.Groups; g++ {

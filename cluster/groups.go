@@ -194,3 +194,9 @@ func (c *Cluster) AskLayout(ctx context.Context, addr string) (Layout, error) {
 	}
 	return l, nil
 }
+
+// JoinThrough makes addr the member Start asks to add this node: a node
+// that learned the groups of its cluster joins group 0 through that
+// member's group-0 address, whichever of its addresses --cluster-join
+// named. Only before Start.
+func (c *Cluster) JoinThrough(addr string) { c.cfg.Join = addr }
