@@ -47,6 +47,10 @@ type testCluster struct {
 
 	mu     sync.Mutex
 	killed *server // the node killLeader ended, until restartKilled
+
+	// slot, with several groups, picks the group whose leader the
+	// failover checks kill (group); 0: the checks' usual queues'.
+	slot int
 }
 
 // startCluster starts n nodes in dir: the first bootstraps the group and
@@ -219,22 +223,29 @@ func (tc *testCluster) waitReady(timeout time.Duration) error {
 		if err != nil {
 			return err
 		}
-		if a := groupAddr(leader.addr(), queueGroup()); !masters[a] {
+		if a := groupAddr(leader.addr(), tc.group()); !masters[a] {
 			return fmt.Errorf("the nodes name %v master, but %s leads", masters, a)
 		}
 		return nil
 	})
 }
 
-// queueGroup is the group owning the checks' queues, jobs (slot 9631) and
-// idle (8010); 0 with one group. The failover checks kill its leader.
-func queueGroup() int { return 9631 * clusterGroups / 16384 }
+// group is, with several groups, the group whose leader is "the leader"
+// the failover checks kill: the one owning tc.slot, by default that of the
+// checks' queues jobs (slot 9631) and idle (8010); 0 with one group.
+func (tc *testCluster) group() int {
+	slot := tc.slot
+	if slot == 0 {
+		slot = 9631
+	}
+	return slot * clusterGroups / 16384
+}
 
 // leader is the live node whose INFO replication says role:master (with
-// several groups, at its address for queueGroup).
+// several groups, at its address for tc.group()).
 func (tc *testCluster) leader() (*server, error) {
 	for _, s := range tc.live() {
-		reply, err := ask(groupAddr(s.addr(), queueGroup()), "INFO", "replication")
+		reply, err := ask(groupAddr(s.addr(), tc.group()), "INFO", "replication")
 		if err != nil {
 			continue
 		}

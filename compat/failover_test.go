@@ -61,6 +61,7 @@ func TestFailoverResume(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	tc.slot = 15557 // with several groups, kill the leader of the writers' queues ({fo})
 	rec := &ackRecord{acks: map[string][]ack{}, errs: map[string][]string{}}
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
@@ -202,7 +203,7 @@ func TestFailoverResume(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := redis.NewClient(&redis.Options{Addr: leader.addr(), Protocol: 2, MaxRetries: -1})
+	c := redis.NewClient(&redis.Options{Addr: groupAddr(leader.addr(), tc.group()), Protocol: 2, MaxRetries: -1})
 	defer c.Close()
 	for _, w := range writers {
 		ids := rec.ids(w)

@@ -186,7 +186,7 @@ func redisCLIFailover(e *env) error {
 	}
 	blocked := make(chan string, 1)
 	go func() {
-		out, _ := redisCLI(e, groupAddr(leader.addr(), queueGroup()), "DELAY.POP", "idle", "10")
+		out, _ := redisCLI(e, groupAddr(leader.addr(), e.cluster.group()), "DELAY.POP", "idle", "10")
 		blocked <- out
 	}()
 	time.Sleep(300 * time.Millisecond) // the pop is blocked by now
