@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -423,9 +424,18 @@ func follower(e *env) (string, error) {
 		return "", err
 	}
 	for _, a := range e.addrs {
-		if a != l.addr() {
-			return a, nil
+		if a == l.addr() {
+			continue
 		}
+		if clusterGroups > 1 {
+			// Nor group 0's leader: orders (slot 105), the cluster checks'
+			// queue, is in group 0, and the failover checks' leader leads
+			// another group.
+			if r, err := ask(a, "INFO", "replication"); err != nil || strings.Contains(fmt.Sprint(r), "role:master\r\n") {
+				continue
+			}
+		}
+		return a, nil
 	}
 	return "", fmt.Errorf("no follower")
 }

@@ -64,6 +64,7 @@ func redisCLICluster(e *env) error {
 	if _, err := redisCLIBin(); err != nil {
 		return err
 	}
+	e.cluster.slot = 105 // orders: with several groups, its group's leader is the one MOVED names
 	leader, err := e.cluster.leader()
 	if err != nil {
 		return err
