@@ -50,4 +50,5 @@
 //	DELAYD_COMPAT_VERBOSE=1        show server and script output of passing checks too
 //	DELAYD_FAILOVER_KILLS=n        leader kills of TestFailoverResume (default 3; the documented run: 20)
 //	DELAYD_FAILOVER_SETTINGS=defaults  TestFailoverResume with the libraries' defaults only, reported, not judged
+//	DELAYD_COMPAT_GROUPS=n         the cluster checks against n Raft groups (--cluster-groups), each led by its own node
 package compat
