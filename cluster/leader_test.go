@@ -86,3 +86,39 @@ func TestLastLeaderDuringElection(t *testing.T) {
 		t.Error("LastLeader names a node once a new leader is known")
 	}
 }
+
+// CLUSTER FAILOVER's work on the leader: leadership goes to the node named,
+// which takes writes once it caught up; the old leader follows it; the
+// leader refuses a failover asked of itself and an unknown node.
+func TestHandOver(t *testing.T) {
+	nodes := startGroup(t, 3)
+	leader := leaderOf(t, nodes)
+	var to *testNode
+	for _, n := range nodes {
+		if n != leader {
+			to = n
+		}
+	}
+	if err := leader.c.Failover(); err == nil || err.Error() != "ERR You should send CLUSTER FAILOVER to a replica" {
+		t.Errorf("Failover on the leader: %v", err)
+	}
+	if err := leader.c.HandOver("nosuch"); err == nil || err.Error() != "ERR Unknown node nosuch" {
+		t.Errorf("HandOver to an unknown node: %v", err)
+	}
+	add(t, nodes, "q", "before", 0)
+	if err := leader.c.HandOver(to.c.ID()); err != nil {
+		t.Fatalf("HandOver: %v", err)
+	}
+	waitFor(t, 10*time.Second, "the node handed to to take writes", func() bool {
+		return to.c.Writable() && !leader.c.Writable()
+	})
+	if got := leaderOf(t, nodes); got != to {
+		t.Fatalf("leader after the hand-over: %s, want %s", got.c.ID(), to.c.ID())
+	}
+	add(t, nodes, "q", "after", 0)
+	for _, id := range []string{"before", "after"} {
+		if _, ok := to.eng.Get([]byte("q"), []byte(id)); !ok {
+			t.Errorf("the new leader lacks job %s", id)
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package commands
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -166,5 +167,52 @@ func TestEvenSlots(t *testing.T) {
 		if total != Slots {
 			t.Errorf("n=%d: %d slots", n, total)
 		}
+	}
+}
+
+// failFake is a fakeCluster that hands leadership over (cluster.Cluster's
+// Failover and HandOver).
+type failFake struct {
+	*fakeCluster
+	calls []string
+	err   error
+}
+
+func (f *failFake) Failover() error          { f.calls = append(f.calls, "failover"); return f.err }
+func (f *failFake) HandOver(id string) error { f.calls = append(f.calls, "handover "+id); return f.err }
+
+func TestClusterFailover(t *testing.T) {
+	n := newNode(t, newFake(idA, idL))
+	c := n.client()
+	if got := n.do(c, "CLUSTER", "FAILOVER"); got != "-ERR CLUSTER FAILOVER is not supported here" {
+		t.Errorf("without hand-over: %q", got)
+	}
+	ff := &failFake{fakeCluster: newFake(idA, idL)}
+	eng, err := engine.New(engine.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { eng.Close() })
+	n = &node{t: t, d: New(Options{Engine: eng, Config: map[string]string{}, Cluster: ff}), eng: eng}
+	c = n.client()
+	for _, s := range [][2]string{
+		{"CLUSTER FAILOVER", "+OK"},
+		{"CLUSTER FAILOVER force", "+OK"},
+		{"CLUSTER FAILOVER TAKEOVER", "+OK"},
+		{"CLUSTER FAILOVER now", "-" + errSyntax},
+		{"CLUSTER FAILOVER force now", "-" + errSyntax},
+		{"CLUSTER HANDOVER " + idB, "+OK"},
+	} {
+		if got := n.do(c, strings.Fields(s[0])...); got != s[1] {
+			t.Errorf("%s: %q, want %q", s[0], got, s[1])
+		}
+	}
+	if got, want := strings.Join(ff.calls, "; "), "failover; failover; failover; handover "+idB; got != want {
+		t.Errorf("calls: %q, want %q", got, want)
+	}
+	// The leader's own refusal is passed on as it is, not as ERR ERR.
+	ff.err = errors.New("ERR You should send CLUSTER FAILOVER to a replica")
+	if got := n.do(c, "CLUSTER", "FAILOVER"); got != "-ERR You should send CLUSTER FAILOVER to a replica" {
+		t.Errorf("refused: %q", got)
 	}
 }
