@@ -304,8 +304,13 @@ func (tc *testCluster) pauseLeader() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	l.pause(pauseFor)
-	return l.addr(), tc.waitReady(15 * time.Second)
+	return l.addr(), tc.pauseNode(l)
+}
+
+// pauseNode freezes s for pauseFor, as pauseLeader freezes the leader.
+func (tc *testCluster) pauseNode(s *server) error {
+	s.pause(pauseFor)
+	return tc.waitReady(15 * time.Second)
 }
 
 // stop stops every node (SIGTERM) and reports whether each exited within

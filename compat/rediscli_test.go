@@ -181,17 +181,35 @@ func redisCLIFailover(e *env) error {
 	// A worker blocked on a leader that froze and comes back to find itself
 	// deposed is answered UNBLOCKED, as Redis answers the clients blocked on
 	// a master that turns replica.
-	leader, err := e.cluster.leader()
-	if err != nil {
-		return err
+	// Under load leadership can move between finding the leader and the pop
+	// reaching it; the pop is then answered at once (MOVED, CLUSTERDOWN)
+	// instead of blocking, and the check starts again on the new leader.
+	var leader *server
+	var blocked chan string
+	for try := 1; ; try++ {
+		if leader, err = e.cluster.leader(); err != nil {
+			return err
+		}
+		blocked = make(chan string, 1)
+		go func(addr string) {
+			out, _ := redisCLI(e, addr, "DELAY.POP", "idle", "10")
+			blocked <- out
+		}(groupAddr(leader.addr(), e.cluster.group()))
+		time.Sleep(300 * time.Millisecond) // the pop is blocked by now
+		select {
+		case out := <-blocked:
+			if try == 3 {
+				return fmt.Errorf("a DELAY.POP sent to the leader %s did not block, 3 times: %q", leader.addr(), out)
+			}
+			e.logf("the pop sent to %s did not block (%q): leadership moved; again", leader.addr(), out)
+			continue
+		default:
+		}
+		break
 	}
-	blocked := make(chan string, 1)
-	go func() {
-		out, _ := redisCLI(e, groupAddr(leader.addr(), e.cluster.group()), "DELAY.POP", "idle", "10")
-		blocked <- out
-	}()
-	time.Sleep(300 * time.Millisecond) // the pop is blocked by now
-	if _, err := e.cluster.pauseLeader(); err != nil {
+	// Freeze the node the pop is blocked on, even if it has just lost the
+	// lead: either way it must answer UNBLOCKED once it knows it follows.
+	if err := e.cluster.pauseNode(leader); err != nil {
 		return err
 	}
 	select {
