@@ -10,6 +10,7 @@ The leader is killed by the Go test that started the cluster
 Otherwise it kills the leader itself, by the process id INFO gives (the
 nodes run on this machine)."""
 
+import logging
 import os
 import signal
 import sys
@@ -23,6 +24,8 @@ from support import CLUSTER, WorkerProcess, need_cluster, wait_for  # first: it 
 import redis
 
 import delayd
+
+logging.getLogger("redis.cluster").setLevel(logging.CRITICAL)  # it logs each retried error with a traceback
 
 
 def leader_addr():
