@@ -128,6 +128,7 @@ class Worker:
         #: Counters: jobs done, failed (NACKed), discarded (SkipRetry),
         #: acks the server answered 0 to (the reservation had expired).
         self.counts = {"done": 0, "failed": 0, "discarded": 0, "acks_lost": 0}
+        self._count_lock = threading.Lock()  # handler threads count side by side
         self._control: "queuemod.SimpleQueue[str]" = queuemod.SimpleQueue()
         self._jobs: "queuemod.SimpleQueue[Optional[Job]]" = queuemod.SimpleQueue()
         self._flush: "queuemod.SimpleQueue[Optional[_Group]]" = queuemod.SimpleQueue()
@@ -206,6 +207,8 @@ class Worker:
         self._control.put("stop")
         if not self._started:
             return
+        if threading.current_thread() in self._threads:
+            wait = False  # a handler or hook of this worker: waiting would wait for itself
         if not self._in_run:
             if wait:
                 self._shutdown()
@@ -360,7 +363,8 @@ class Worker:
         if lost > 0:
             # The reservation expired and the job went to another worker (or
             # will): at-least-once, the handler may run twice.
-            self.counts["acks_lost"] += lost
+            with self._count_lock:
+                self.counts["acks_lost"] += lost
             self.log.warning("delayd: %d of %d acks of %s came after the job's ack timeout", lost, len(ids), q)
 
     def _outage(self, outage: Outage, e: BaseException, what: str) -> None:
@@ -442,14 +446,16 @@ class Worker:
             self.handlers[job.queue](job)
         except SkipRetry as e:
             del g.running[key]
-            self.counts["discarded"] += 1
+            with self._count_lock:
+                self.counts["discarded"] += 1
             self.log.info("delayd: %r discarded: %s", job, e)
             self._finished(job, g)
             self._hook(self.on_job_failed, job, e, None)
             return
         except Exception as e:
             del g.running[key]
-            self.counts["failed"] += 1
+            with self._count_lock:
+                self.counts["failed"] += 1
             self.log.error("delayd: %r failed:\n%s", job, "".join(traceback.format_exception(type(e), e,
                                                                                             e.__traceback__)))
             retry_in = self._retry_in(job, e)
@@ -459,7 +465,8 @@ class Worker:
             self._hook(self.on_job_failed, job, e, retry_in)
             return
         del g.running[key]
-        self.counts["done"] += 1
+        with self._count_lock:
+            self.counts["done"] += 1
         self._finished(job, g)
         if self.on_job_done is not None:
             self._hook(self.on_job_done, job, time.monotonic() - job._started)
