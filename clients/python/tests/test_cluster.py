@@ -109,3 +109,64 @@ class FailoverTest(unittest.TestCase):
         finally:
             stop.set()
             w.close()
+
+
+@need_cluster
+class ClusterSlotsTest(unittest.TestCase):
+    def test_workers_on_queues_of_two_slots(self):
+        """Queues of two hash slots, each fetched from its slot's node: the
+        sync and the asyncio worker each do every job once."""
+        import asyncio
+
+        import redis.asyncio
+
+        import delayd.aio
+
+        rc = delayd.connect_cluster(CLUSTER, decode_responses=True, socket_timeout=3)
+        c = delayd.Client(rc)
+        tag = uuid.uuid4().hex[:6]
+        qs = [f"{{a{tag}}}:q", f"{{b{tag}}}:q"]
+        self.assertNotEqual(rc.keyslot(qs[0]), rc.keyslot(qs[1]))
+        for q in qs:
+            for i in range(30):
+                c.add(q, f"p{i}", id=f"s{i}", ack_timeout=30)
+        seen = []
+        w = delayd.Worker(rc, concurrency=4)
+        for q in qs:
+            w.handle(q, lambda job: seen.append((job.queue, job.id)))
+        t = threading.Thread(target=w.run, kwargs={"install_signals": False}, daemon=True)
+        t.start()
+        try:
+            wait_for(lambda: f"{len(seen)} of 60 done", lambda: len(seen) == 60)
+            wait_for("not acked", lambda: all(c.stats(q)["reserved"] == 0 and c.stats(q)["ready"] == 0 for q in qs))
+        finally:
+            w.stop()
+            t.join(10)
+        self.assertEqual(sorted(seen), sorted((q, f"s{i}") for q in qs for i in range(30)))
+
+        for q in qs:
+            for i in range(30):
+                c.add(q, f"p{i}", id=f"a{i}", ack_timeout=30)
+        aseen = []
+
+        async def main():
+            h, p = CLUSTER.split(",")[0].rsplit(":", 1)
+            arc = redis.asyncio.cluster.RedisCluster(host=h, port=int(p), decode_responses=True)
+            aw = delayd.aio.Worker(arc, concurrency=4)
+
+            async def handle(job):
+                aseen.append((job.queue, job.id))
+                if len(aseen) == 60:
+                    aw.stop()
+
+            for q in qs:
+                aw.handle(q, handle)
+            await asyncio.wait_for(aw.run(install_signals=False), 30)
+            ac = delayd.aio.Client(arc)
+            for q in qs:
+                st = await ac.stats(q)
+                self.assertEqual((st.get("ready", 0), st.get("reserved", 0)), (0, 0), st)
+            await arc.close()
+
+        asyncio.run(main())
+        self.assertEqual(sorted(aseen), sorted((q, f"a{i}") for q in qs for i in range(30)))
