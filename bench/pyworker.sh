@@ -11,6 +11,7 @@
 #
 #   bench/pyworker.sh                              # 100k jobs; modes sync:8, aio:8, sync:1
 #   JOBS=20000 MODES=aio:8 SYSTEMS= bench/pyworker.sh   # the Python worker alone
+#   JOBS=20000 RIVALS_ARGS="-burst-lead 60s" bench/pyworker.sh   # on a loaded machine: fills that end before the due time
 #
 # Needs go, /usr/bin/python3 with redis-py, taskset, and for the rivals what
 # bench/rivals/run.sh needs.
@@ -37,7 +38,8 @@ trap 'exit 130' INT TERM
 
 if [ -n "$SYSTEMS" ]; then
   echo "== rivals: $SYSTEMS, burst, $JOBS jobs"
-  SYSTEMS=$SYSTEMS CASES=burst JOBS=$JOBS "$here/rivals/run.sh" | tee "$tmp/rivals.txt" | grep -E '^[0-9:]+ +(asynq|bullmq)' || true
+  # shellcheck disable=SC2086 # RIVALS_ARGS is a list of flags
+  SYSTEMS=$SYSTEMS CASES=burst JOBS=$JOBS "$here/rivals/run.sh" ${RIVALS_ARGS:-} | tee "$tmp/rivals.txt" | grep -E '^[0-9:]+ +(asynq|bullmq)' || true
 fi
 
 (cd "$root" && go build -o "$tmp/delayd" .)
