@@ -10,7 +10,7 @@ import logging
 import signal
 import time
 import traceback
-from typing import Any, Awaitable, Callable, Dict, List, Optional, Tuple, Union
+from typing import Any, Awaitable, Callable, Dict, List, Optional, Tuple
 
 import redis.asyncio as aredis
 

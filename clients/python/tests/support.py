@@ -22,7 +22,6 @@ sys.path.insert(0, os.path.dirname(HERE))  # the delayd package, when PYTHONPATH
 
 import redis  # noqa: E402
 
-import delayd  # noqa: E402
 
 ADDR = os.environ.get("DELAYD_TEST_ADDR", "")
 CLUSTER = os.environ.get("DELAYD_TEST_CLUSTER", "")
