@@ -318,9 +318,10 @@ class Worker:
             q = text(got[0])
             now_ms = int(time.time() * 1000)
             g.inflight += len(got[1])
+            spawn, run = asyncio.get_running_loop().create_task, self._run
             for id, payload in got[1]:
                 job = Job(q, id, payload, g, now_ms)
-                job._task = asyncio.ensure_future(self._run(job))
+                job._task = spawn(run(job))
 
     @staticmethod
     def _merge(g: _Group, acks: Dict[str, List[Any]]) -> None:
