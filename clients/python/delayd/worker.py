@@ -189,14 +189,14 @@ class Worker:
         self._started = True
         self._groups = self._group_queues()
         spawn = self._spawn
-        for g in self._groups:
-            spawn(self._fetch_loop, g, f"delayd-fetch-{g.queues[0]}")
         # One job at a time needs no pool: the fetcher runs it, and saves
         # two thread switches a job.
         self._inline = self.concurrency == 1 and len(self._groups) == 1
         if not self._inline:
             for i in range(self.concurrency):
                 spawn(self._pool_loop, None, f"delayd-handler-{i}")
+        for g in self._groups:
+            spawn(self._fetch_loop, g, f"delayd-fetch-{g.queues[0]}")
         spawn(self._heartbeat_loop, None, "delayd-heartbeat")
         spawn(self._flush_loop, None, "delayd-acks")
 
