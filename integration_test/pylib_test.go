@@ -35,6 +35,7 @@ var pyTests = []string{
 	"test_batches_by_free_slots_and_acks_with_next_fetch",
 	"test_producer_options",
 	"test_aio_worker",
+	"test_aio_heartbeat",
 	"test_raw_worker_example",
 }
 

@@ -222,6 +222,8 @@ class Worker:
             heartbeat.cancel()
             for s in installed:
                 loop.remove_signal_handler(s)
+            for client in self._nodes.values():  # the per-node clients of a cluster
+                await client.close()
             self.log.info("delayd: stopped")
 
     def _group_queues(self) -> List[_Group]:

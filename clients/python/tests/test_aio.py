@@ -98,6 +98,32 @@ class AioWorkerTest(unittest.TestCase):
 
         asyncio.run(main())
 
+    def test_aio_heartbeat(self):
+        """A job running 2.2x its ack timeout keeps its reservation while
+        the heartbeat TOUCHes it."""
+        async def main():
+            r = aclient()
+            c = delayd.aio.Client(r)
+            q = queue("aiobeat")
+            await c.add(q, "x", id="slow", ack_timeout=2.5)
+            runs, stats = [], []
+            w = delayd.aio.Worker(r, concurrency=2)
+
+            @w.handler(q)
+            async def slow(job):
+                runs.append(job.id)
+                await asyncio.sleep(5.5)
+                stats.append(await c.stats(q))
+                w.stop()
+
+            await asyncio.wait_for(w.run(install_signals=False), 20)
+            self.assertEqual(runs, ["slow"])
+            self.assertEqual((stats[0]["expired"], stats[0]["redeliveries"], stats[0]["reserved"]), (0, 0, 1))
+            self.assertIsNone(await c.get(q, "slow"))
+            await r.close()
+
+        asyncio.run(main())
+
 
 if __name__ == "__main__":
     unittest.main()
