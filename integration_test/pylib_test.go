@@ -36,6 +36,7 @@ var pyTests = []string{
 	"test_producer_options",
 	"test_aio_worker",
 	"test_aio_heartbeat",
+	"test_aio_sigterm_finishes_running_takes_nothing_more",
 	"test_raw_worker_example",
 }
 

@@ -192,12 +192,21 @@ class StopTest(unittest.TestCase):
     def test_sigterm_finishes_running_takes_nothing_more(self):
         """SIGTERM: the two running jobs finish and are acked, no other job
         is taken, the process exits 0."""
+        self.sigterm(aio=False)
+
+    def test_aio_sigterm_finishes_running_takes_nothing_more(self):
+        """The same with delayd.aio.Worker: run() installs the handler on the
+        loop."""
+        self.sigterm(aio=True)
+
+    def sigterm(self, aio):
         r = client()
         c = delayd.Client(r)
         q = queue("stop")
         for i in range(5):
             c.add(q, "x", id=f"j{i}", ack_timeout=30)
-        p = WorkerProcess(DELAYD_TEST_ADDR=os.environ["DELAYD_TEST_ADDR"], QUEUE=q, SLEEP=1.5, CONCURRENCY=2)
+        p = WorkerProcess(DELAYD_TEST_ADDR=os.environ["DELAYD_TEST_ADDR"], QUEUE=q, SLEEP=1.5, CONCURRENCY=2,
+                          AIO=int(aio))
         try:
             started = wait_for(lambda: p.output(), lambda: len(p.seen("started")) == 2 and p.seen("started"))
             p.proc.send_signal(signal.SIGTERM)

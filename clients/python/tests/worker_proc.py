@@ -3,8 +3,9 @@ CONCURRENCY handlers, each job taking SLEEP seconds, and prints "started
 <id>" when a handler begins, "done <id> <deliveries>" when it returns (the
 job's deliveries read with DELAY.GET at its start, when DELIVERIES=1), and
 "exit" when run() returned. DELAYD_TEST_ADDR or DELAYD_TEST_CLUSTER name the
-server."""
+server; AIO=1 runs delayd.aio.Worker instead of delayd.Worker."""
 
+import asyncio
 import logging
 import os
 import sys
@@ -26,8 +27,8 @@ else:
     host, port = os.environ["DELAYD_TEST_ADDR"].rsplit(":", 1)
     r = redis.Redis(host=host, port=int(port), decode_responses=True, socket_timeout=3)
 c = delayd.Client(r)
-w = delayd.Worker(r, concurrency=int(os.environ.get("CONCURRENCY", "1")),
-                  shutdown_timeout=float(os.environ.get("SHUTDOWN_TIMEOUT", "30")))
+concurrency = int(os.environ.get("CONCURRENCY", "1"))
+shutdown_timeout = float(os.environ.get("SHUTDOWN_TIMEOUT", "30"))
 
 
 def out(line):
@@ -35,20 +36,43 @@ def out(line):
     sys.stdout.flush()
 
 
-@w.handler(q)
-def handle(job):
-    deliveries = -1
+def deliveries_of(job):
     if report:
         for _ in range(100):  # a failover may be under way
             try:
-                deliveries = (c.get(job.queue, job.id) or {}).get("deliveries", -1)
-                break
+                return (c.get(job.queue, job.id) or {}).get("deliveries", -1)
             except Exception:
                 time.sleep(0.1)
-    out(f"started {job.id}")
-    time.sleep(sleep)
-    out(f"done {job.id} {deliveries}")
+    return -1
 
 
-w.run()
+if os.environ.get("AIO") == "1":
+    import redis.asyncio
+
+    import delayd.aio
+
+    async def main():
+        ar = redis.asyncio.Redis(host=host, port=int(port), decode_responses=True, socket_timeout=3)
+        aw = delayd.aio.Worker(ar, concurrency=concurrency, shutdown_timeout=shutdown_timeout)
+
+        @aw.handler(q)
+        async def handle(job):
+            out(f"started {job.id}")
+            await asyncio.sleep(sleep)
+            out(f"done {job.id} -1")
+
+        await aw.run()
+
+    asyncio.run(main())
+else:
+    w = delayd.Worker(r, concurrency=concurrency, shutdown_timeout=shutdown_timeout)
+
+    @w.handler(q)
+    def handle(job):
+        deliveries = deliveries_of(job)
+        out(f"started {job.id}")
+        time.sleep(sleep)
+        out(f"done {job.id} {deliveries}")
+
+    w.run()
 out("exit")
