@@ -452,7 +452,8 @@ class Worker:
             self._finished(job, g)
             self._hook(self.on_job_failed, job, e, None)
             return
-        except BaseException as e:  # SystemExit in a handler thread too: it would end the thread, and its slot
+        except BaseException as e:
+            # SystemExit too: uncaught, it would end the thread, and its slot.
             del g.running[key]
             with self._count_lock:
                 self.counts["failed"] += 1
