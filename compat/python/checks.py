@@ -222,7 +222,7 @@ def check_blpop():
 def check_popack():
     # DELAY.POP through execute_command is cut by socket_timeout (redis-py
     # stretches it only for its own blocking helpers), so the worker pops
-    # with 1 s, well below its 3 s read timeout (examples/python/worker.py).
+    # with 1 s, well below its 3 s read timeout (examples/python/raw_worker.py).
     r = client(socket_timeout=3)
     start = time.monotonic()
     job_id = r.execute_command("DELAY.ADD", "q", 1500, "job", "ACKTIMEOUT", 30000)

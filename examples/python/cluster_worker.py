@@ -4,7 +4,7 @@ that steps down is answered UNBLOCKED, and while a new leader is elected pops
 and acks fail (CLUSTERDOWN, TRYAGAIN, a refused connection): the worker
 treats each as an empty pop and pops again, and sends a failed ACK again
 (acking twice is harmless; a job whose ACK never arrives is delivered again
-after its ack timeout). As worker.py, it pops with a short timeout under a
+after its ack timeout). As raw_worker.py, it pops with a short timeout under a
 longer socket timeout, and on SIGTERM or SIGINT finishes the job in hand.
 
     DELAYD_CLUSTER  nodes, comma-separated (default 127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003)

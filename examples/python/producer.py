@@ -1,11 +1,14 @@
-"""Adds delayed jobs to a delayd queue with DELAY.ADD, each with an ID of its
-own choosing, so that a retry is safe: when a reply is lost (a timeout, a
-dropped connection) the producer sends the same DELAY.ADD again, and delayd
-replies None if the job is already there instead of adding it twice. UNIQUE
-keeps the ID taken for a day after the job is done, so even a retry that comes
-after a worker finished the job is a no-op. It also registers a recurring job,
-a daily digest at 09:00 Berlin time, which the server fires exactly once per
-day however many producers register it (DELAY.SCHEDULE is an upsert by name).
+"""Adds delayed jobs to a delayd queue with the delayd library, each with an
+ID of its own choosing, so that a retry is safe: when a reply is lost (a
+timeout, a dropped connection) the producer sends the same add again, and
+delayd answers None if the job is already there instead of adding it twice.
+unique keeps the ID taken for a day after the job is done, so even a retry
+that comes after a worker finished the job is a no-op. It also registers a
+recurring job, a daily digest at 09:00 Berlin time, which the server fires
+exactly once per day however many producers register it (a schedule is an
+upsert by name).
+
+    pip install ./clients/python      # or PYTHONPATH=clients/python
 
     DELAYD_ADDR   server (default 127.0.0.1:6380)
     QUEUE         queue (default jobs:email)
@@ -19,32 +22,38 @@ day however many producers register it (DELAY.SCHEDULE is an upsert by name).
 """
 
 import os
+import sys
 import time
 
 import redis
 
+try:
+    import delayd
+except ImportError:  # run from a checkout without pip install
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "clients", "python"))
+    import delayd
+
 host, port = os.environ.get("DELAYD_ADDR", "127.0.0.1:6380").rsplit(":", 1)
 queue = os.environ.get("QUEUE", "jobs:email")
 count = int(os.environ.get("COUNT", "3"))
-delay = int(os.environ.get("DELAY_MS", "1000"))
-ack_timeout = int(os.environ.get("ACK_TIMEOUT", "30000"))
-unique = int(os.environ.get("UNIQUE_MS", "86400000"))
+delay = int(os.environ.get("DELAY_MS", "1000")) / 1000
+ack_timeout = int(os.environ.get("ACK_TIMEOUT", "30000")) / 1000
+unique = int(os.environ.get("UNIQUE_MS", "86400000")) / 1000
 prefix = os.environ.get("ID_PREFIX", "py")
 
-r = redis.Redis(host=host, port=int(port), decode_responses=True)
+client = delayd.Client(redis.Redis(host=host, port=int(port), decode_responses=True))
 
 
 def add(job_id, payload):
-    """DELAY.ADD with retries; True if added, False if it was already there."""
+    """add with retries; True if added, False if it was already there."""
     for attempt in range(1, 4):
         try:
-            reply = r.execute_command("DELAY.ADD", queue, delay, payload,
-                                      "ID", job_id, "ACKTIMEOUT", ack_timeout, "UNIQUE", unique)
-            return reply is not None
+            return client.add(queue, payload, delay=delay, id=job_id, ack_timeout=ack_timeout,
+                              unique=unique) is not None
         except redis.ConnectionError as e:
             if attempt == 3:
                 raise
-            print(f"DELAY.ADD {job_id}: {e}; retrying with the same ID", flush=True)
+            print(f"add {job_id}: {e}; retrying with the same ID", flush=True)
             time.sleep(0.2 * attempt)
 
 
@@ -63,7 +72,6 @@ if not add(f"{prefix}-welcome-1", "again"):
 
 # The recurring job: each firing is a job with the ID
 # daily-digest:<fire time in unix ms>, so it is never doubled.
-r.execute_command("DELAY.SCHEDULE", os.environ.get("DIGEST_QUEUE", "jobs:digest"), "daily-digest",
-                  "CRON", "0 9 * * *", "TZ", "Europe/Berlin", '{"mail":"digest"}',
-                  "ACKTIMEOUT", ack_timeout, "MISFIRE", "once")
+client.schedule(os.environ.get("DIGEST_QUEUE", "jobs:digest"), "daily-digest", '{"mail":"digest"}',
+                cron="0 9 * * *", tz="Europe/Berlin", ack_timeout=ack_timeout, misfire="once")
 print("scheduled daily-digest", flush=True)
