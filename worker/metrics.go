@@ -95,3 +95,13 @@ func retried(qm *queueMetrics) prometheus.Counter     { return qm.retried }
 func discarded(qm *queueMetrics) prometheus.Counter   { return qm.discarded }
 func acksLost(qm *queueMetrics) prometheus.Counter    { return qm.acksLost }
 func fetchErrors(qm *queueMetrics) prometheus.Counter { return qm.fetchErrors }
+
+// Processed, Failed and Discarded are a queue's counters, for tests and
+// for reading a worker's figures in process.
+func (m *Metrics) Processed(queue string) prometheus.Counter {
+	return m.processed.WithLabelValues(queue)
+}
+func (m *Metrics) Failed(queue string) prometheus.Counter { return m.failed.WithLabelValues(queue) }
+func (m *Metrics) Discarded(queue string) prometheus.Counter {
+	return m.discarded.WithLabelValues(queue)
+}
