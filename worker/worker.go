@@ -47,6 +47,11 @@ type Options struct {
 
 	// Metrics, if set, are updated (see NewMetrics).
 	Metrics *Metrics
+
+	// Acked, if set, is called with the ids of every DELAY.ACK the server
+	// answered, from the goroutine that sent it: keep it short. Ids it
+	// found no longer reserved are among them (Metrics counts those).
+	Acked func(queue string, ids []string)
 }
 
 // Defaults.
@@ -450,6 +455,9 @@ func (r *runner) acked(ids []string, cmd *redis.Cmd) {
 	if lost := len(ids) - int(n); lost > 0 {
 		r.qm.add(acksLost, lost)
 		r.log.Warn("delayd: acknowledged jobs were no longer reserved (ack timeout passed, or no ACKTIMEOUT)", "lost", lost, "sent", len(ids))
+	}
+	if r.w.opt.Acked != nil {
+		r.w.opt.Acked(r.queue, ids)
 	}
 }
 
