@@ -62,11 +62,16 @@ const (
 	DefaultHeartbeatAfter  = time.Second
 )
 
-// ackFlushDelay is how long finished jobs' ids wait for the next fetch to
-// carry them before they are sent on their own. A busy worker fetches
-// within a round trip of a job's end; the wait matters only when the fetch
-// is parked on an empty queue or the worker is full of slow jobs.
-const ackFlushDelay = 2 * time.Millisecond
+// Finished jobs' ids wait for the next fetch to carry them before they are
+// sent on their own: twice the recent round trip of a fetch that found
+// jobs, at least ackFlushMin, at most ackFlushMax. A busy worker fetches
+// again as soon as its fetch in flight returns (the job that finished freed
+// a slot), so the wait ends early only when the fetch is parked on an
+// empty queue or every slot is busy with a slow job.
+const (
+	ackFlushMin = 2 * time.Millisecond
+	ackFlushMax = 20 * time.Millisecond
+)
 
 // Retrying a failed fetch or ack: 100 ms doubling to 2 s (an election takes
 // one to a few seconds).
@@ -244,8 +249,9 @@ func (w *Worker) Run(ctx context.Context) error {
 // when ctx ends get their context cancelled and their jobs given back at
 // once (DELAY.NACK with delay 0 and reason "worker shutting down"). It
 // returns when the stop is complete, with ctx's error if the deadline cut
-// handlers short. A fetch in flight when the stop begins ends within
-// BlockTime; jobs it brings are run as the others are.
+// handlers short. A fetch in flight when the stop begins is waited for,
+// past the deadline if need be (it ends within BlockTime); jobs it brings
+// are run as the others are.
 func (w *Worker) Shutdown(ctx context.Context) error {
 	first := false
 	w.stopOnce.Do(func() {
@@ -269,8 +275,11 @@ func (w *Worker) Shutdown(ctx context.Context) error {
 		return nil
 	}
 
-	// The fetches first: a job they bring joins the running ones.
-	waitOrDone(ctx, &w.fetchers)
+	// The fetches first, whatever the deadline: a job they bring joins the
+	// running ones, and a fetch still parked when the jobs of the deadline
+	// are given back could take them again. A parked fetch ends within
+	// BlockTime.
+	w.fetchers.Wait()
 	var err error
 	if !waitOrDone(ctx, &w.tasks) {
 		err = ctx.Err()
@@ -320,6 +329,7 @@ type runner struct {
 	abandoned bool          // the stop's deadline passed: give back what comes in
 	wake      chan struct{} // cap 1: a slot freed
 	ackWake   chan struct{} // cap 1: acks are waiting
+	rtt       atomic.Int64  // ns: a moving average of fetches that found jobs
 }
 
 // task is one running job. state decides once who ends it: the handler
@@ -384,8 +394,12 @@ func (r *runner) fetchLoop() {
 		r.acks = nil
 		r.mu.Unlock()
 
+		began := time.Now()
 		jobs, err := r.fetch(ctx, acks, n)
 		if len(jobs) > 0 {
+			// Only a fetch that found jobs: a parked one measures the wait.
+			took, avg := int64(time.Since(began)), r.rtt.Load()
+			r.rtt.Store(avg + (took-avg)/8)
 			r.start(jobs)
 		}
 		if err == nil {
@@ -646,7 +660,7 @@ func (r *runner) flushLoop() {
 		case <-r.w.stopFlush:
 			return
 		}
-		t.Reset(ackFlushDelay)
+		t.Reset(min(max(2*time.Duration(r.rtt.Load()), ackFlushMin), ackFlushMax))
 		select {
 		case <-t.C:
 		case <-r.w.stopFlush:
