@@ -20,7 +20,7 @@
 // the DELAY.ACK of the jobs finished since the last fetch goes in the same
 // write. A busy worker so pays one round trip for a batch of jobs and
 // their acks; one that waits on an empty queue sends its acks on their own
-// after a few ms (twice a fetch's round trip, 2 to 20 ms). Fetches block for BlockTime (1 s), under the client's read
+// after a few ms (three fetch round trips, 2 to 20 ms). Fetches block for BlockTime (1 s), under the client's read
 // timeout: go-redis cannot know that a command sent with Do blocks.
 //
 // A job still running after HeartbeatAfter (1 s) gets one DELAY.GET for its

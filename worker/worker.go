@@ -63,14 +63,22 @@ const (
 )
 
 // Finished jobs' ids wait for the next fetch to carry them before they are
-// sent on their own: twice the recent round trip of a fetch that found
-// jobs, at least ackFlushMin, at most ackFlushMax. A busy worker fetches
+// sent on their own: three times the recent round trip of a fetch that
+// found jobs (the fetch in flight, the wait for the other slots, the next
+// fetch), at least ackFlushMin, at most ackFlushMax. A busy worker fetches
 // again as soon as its fetch in flight returns (the job that finished freed
 // a slot), so the wait ends early only when the fetch is parked on an
 // empty queue or every slot is busy with a slow job.
 const (
 	ackFlushMin = 2 * time.Millisecond
 	ackFlushMax = 20 * time.Millisecond
+)
+
+// A full worker, once a slot frees, waits a fetch's recent round trip
+// for the other slots before it fetches, within these bounds.
+const (
+	batchWaitMin = 50 * time.Microsecond
+	batchWaitMax = time.Millisecond
 )
 
 // Retrying a failed fetch or ack: 100 ms doubling to 2 s (an election takes
@@ -370,19 +378,49 @@ func (r *runner) fetchLoop() {
 	// timeout. The stop waits for the call instead (at most BlockTime).
 	ctx := context.Background()
 	failures := 0
+	all := r.w.opt.Concurrency
+	batch := time.NewTimer(time.Hour)
+	batch.Stop()
 	for {
 		r.mu.Lock()
-		for r.free == 0 {
-			r.mu.Unlock()
-			select {
-			case <-r.wake:
-			case <-r.w.stopFetch:
-				return
+		if r.free == 0 {
+			// Full: wait for a slot, then up to a fetch's round trip for
+			// the rest, so that one fetch (and the acks with it) serves the
+			// handlers that end close together rather than one round trip
+			// each. A slot so waits at most what the fetch itself takes; a
+			// fetch while slots are free (an idle or filling worker) does
+			// not wait.
+			for r.free == 0 {
+				r.mu.Unlock()
+				select {
+				case <-r.wake:
+				case <-r.w.stopFetch:
+					return
+				}
+				r.mu.Lock()
 			}
-			// Let the other handlers that are ready end too, so that one
-			// fetch takes their slots together rather than one each.
-			runtime.Gosched()
-			r.mu.Lock()
+			batch.Reset(min(max(time.Duration(r.rtt.Load()), batchWaitMin), batchWaitMax))
+			for r.free < all {
+				r.mu.Unlock()
+				// Let the handlers that are ready end first: with one P a
+				// woken fetcher would otherwise run before them.
+				runtime.Gosched()
+				select {
+				case <-r.wake:
+				case <-batch.C:
+					all = 0
+				case <-r.w.stopFetch:
+					return
+				}
+				r.mu.Lock()
+			}
+			all = r.w.opt.Concurrency
+			if !batch.Stop() {
+				select {
+				case <-batch.C:
+				default:
+				}
+			}
 		}
 		select {
 		case <-r.w.stopFetch:
@@ -660,7 +698,7 @@ func (r *runner) flushLoop() {
 		case <-r.w.stopFlush:
 			return
 		}
-		t.Reset(min(max(2*time.Duration(r.rtt.Load()), ackFlushMin), ackFlushMax))
+		t.Reset(min(max(3*time.Duration(r.rtt.Load()), ackFlushMin), ackFlushMax))
 		select {
 		case <-t.C:
 		case <-r.w.stopFlush:
