@@ -32,13 +32,15 @@ func main() {
 	conc := flag.Int("c", 16, "")
 	workers := flag.Int("w", 8, "")
 	prof := flag.String("prof", "", "")
+	lead := flag.Duration("lead", 0, "all jobs due this long after the adds begin (0: ready at once)")
 	flag.Parse()
 	ctx := context.Background()
 	rdb := redis.NewClient(&redis.Options{Addr: *addr})
 	rdb.Del(ctx, "drain")
 	pipe := rdb.Pipeline()
+	due := time.Now().Add(*lead)
 	for i := 0; i < *jobs; i++ {
-		pipe.Do(ctx, "DELAY.ADD", "drain", 0, strconv.Itoa(i), "ACKTIMEOUT", 30000)
+		pipe.Do(ctx, "DELAY.ADDAT", "drain", due.UnixMilli(), strconv.Itoa(i), "ACKTIMEOUT", 30000)
 		if i%1000 == 999 {
 			pipe.Exec(ctx)
 		}
@@ -52,6 +54,9 @@ func main() {
 	var n atomic.Int64
 	all := make(chan struct{})
 	start := time.Now()
+	if start.Before(due) {
+		start = due
+	}
 	rctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	for i := 0; i < *workers; i++ {
