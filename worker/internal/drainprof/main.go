@@ -32,6 +32,7 @@ func main() {
 	conc := flag.Int("c", 16, "")
 	workers := flag.Int("w", 8, "")
 	prof := flag.String("prof", "", "")
+	raw := flag.Bool("raw", false, "no library: each worker pipelines DELAY.ACK of its last batch with DELAY.MPOP COUNT -c on go-redis and handles the jobs in its own goroutine")
 	lead := flag.Duration("lead", 0, "all jobs due this long after the adds begin (0: ready at once)")
 	flag.Parse()
 	ctx := context.Background()
@@ -59,7 +60,35 @@ func main() {
 	}
 	rctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
-	for i := 0; i < *workers; i++ {
+	for i := 0; i < *workers && *raw; i++ {
+		c := redis.NewClient(&redis.Options{Addr: *addr})
+		c.AddHook(counter{})
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var acks []any
+			for rctx.Err() == nil {
+				pipe := c.Pipeline()
+				if len(acks) > 0 {
+					pipe.Do(rctx, append([]any{"DELAY.ACK", "drain"}, acks...)...)
+				}
+				pop := pipe.Do(rctx, "DELAY.MPOP", 1, 1, "drain", "COUNT", *conc)
+				pipe.Exec(rctx)
+				acks = acks[:0]
+				v, _ := pop.Slice()
+				if len(v) != 2 {
+					continue
+				}
+				for _, e := range v[1].([]any) {
+					acks = append(acks, e.([]any)[0])
+					if n.Add(1) == int64(*jobs) {
+						close(all)
+					}
+				}
+			}
+		}()
+	}
+	for i := 0; i < *workers && !*raw; i++ {
 		c := redis.NewClient(&redis.Options{Addr: *addr})
 		c.AddHook(counter{})
 		w := worker.New(c, worker.Options{Concurrency: *conc, Logger: slog.New(slog.DiscardHandler)})
