@@ -64,7 +64,7 @@ const (
 
 // Finished jobs' ids wait for the next fetch to carry them before they are
 // sent on their own: three times the recent round trip of a fetch that
-// found jobs (the fetch in flight, the wait for the other slots, the next
+// did not park (the fetch in flight, the wait for the other slots, the next
 // fetch), at least ackFlushMin, at most ackFlushMax. A busy worker fetches
 // again as soon as its fetch in flight returns (the job that finished freed
 // a slot), so the wait ends early only when the fetch is parked on an
@@ -338,7 +338,7 @@ type runner struct {
 	abandoned bool          // the stop's deadline passed: give back what comes in
 	wake      chan struct{} // cap 1: a slot freed
 	ackWake   chan struct{} // cap 1: acks are waiting
-	rtt       atomic.Int64  // ns: a moving average of fetches that found jobs
+	rtt       atomic.Int64  // ns: a moving average of fetches that got every job they asked for
 }
 
 // task is one running job. state decides once who ends it: the handler
@@ -440,10 +440,13 @@ func (r *runner) fetchLoop() {
 
 		began := time.Now()
 		jobs, err := r.fetch(ctx, acks, n)
-		if len(jobs) > 0 {
-			// Only a fetch that found jobs: a parked one measures the wait.
+		if len(jobs) == n {
+			// A fetch that got all it asked for did not park: its time is
+			// a round trip. A parked one's is the wait for a job.
 			took, avg := int64(time.Since(began)), r.rtt.Load()
 			r.rtt.Store(avg + (took-avg)/8)
+		}
+		if len(jobs) > 0 {
 			r.start(jobs)
 		}
 		if err == nil {
