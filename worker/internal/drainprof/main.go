@@ -32,11 +32,12 @@ func main() {
 	conc := flag.Int("c", 16, "")
 	workers := flag.Int("w", 8, "")
 	prof := flag.String("prof", "", "")
+	proto := flag.Int("proto", 3, "RESP version of the workers' clients")
 	raw := flag.Bool("raw", false, "no library: each worker pipelines DELAY.ACK of its last batch with DELAY.MPOP COUNT -c on go-redis and handles the jobs in its own goroutine")
 	lead := flag.Duration("lead", 0, "all jobs due this long after the adds begin (0: ready at once)")
 	flag.Parse()
 	ctx := context.Background()
-	rdb := redis.NewClient(&redis.Options{Addr: *addr})
+	rdb := redis.NewClient(&redis.Options{Addr: *addr, Protocol: *proto})
 	rdb.Del(ctx, "drain")
 	pipe := rdb.Pipeline()
 	due := time.Now().Add(*lead)
@@ -61,7 +62,7 @@ func main() {
 	rctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	for i := 0; i < *workers && *raw; i++ {
-		c := redis.NewClient(&redis.Options{Addr: *addr})
+		c := redis.NewClient(&redis.Options{Addr: *addr, Protocol: *proto})
 		c.AddHook(counter{})
 		wg.Add(1)
 		go func() {
@@ -89,7 +90,7 @@ func main() {
 		}()
 	}
 	for i := 0; i < *workers && !*raw; i++ {
-		c := redis.NewClient(&redis.Options{Addr: *addr})
+		c := redis.NewClient(&redis.Options{Addr: *addr, Protocol: *proto})
 		c.AddHook(counter{})
 		w := worker.New(c, worker.Options{Concurrency: *conc, Logger: slog.New(slog.DiscardHandler)})
 		w.HandleFunc("drain", func(context.Context, *worker.Job) error {
