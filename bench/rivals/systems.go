@@ -327,6 +327,34 @@ var allSystems = []system{
 			return func() { stopWorkers(); stopMover() }, nil
 		},
 	},
+	{
+		name: "redis-zset-blmpop", label: "Redis ZSET + Lua mover (1 ms) + BLMPOP COUNT 16", server: "redis",
+		newProducer: redisProducerOf(func(ctx context.Context, c *redis.Client, id int, dueMs int64) error {
+			return c.ZAdd(ctx, zsetKey, redis.Z{Score: float64(dueMs), Member: payload(id, dueMs)}).Err()
+		}),
+		startWorkers: func(addr string, n int, rec *recorder) (func(), error) {
+			stopMover, err := startMover(addr, time.Millisecond, rec)
+			if err != nil {
+				return nil, err
+			}
+			stopWorkers, err := batchLoop(addr, n, rec, blmpop(readyKey))
+			if err != nil {
+				stopMover()
+				return nil, err
+			}
+			return func() { stopWorkers(); stopMover() }, nil
+		},
+	},
+	{
+		name: "delayd-lib", label: "delayd, the worker library (package worker), default settings", server: "delayd",
+		newProducer:  delaydAckProducer,
+		startWorkers: libraryWorkers(0),
+	},
+	{
+		name: "delayd-lib-batch", label: "delayd, the worker library, Concurrency 16", server: "delayd",
+		newProducer:  delaydAckProducer,
+		startWorkers: libraryWorkers(16),
+	},
 	asynqSystem("asynq", "asynq {asynq} defaults", 0),
 	asynqSystem("asynq-10ms", "asynq, 10 ms check intervals", 10*time.Millisecond),
 	{name: "bullmq", label: "BullMQ {bullmq} delayed jobs", server: "redis", node: true},

@@ -1,12 +1,12 @@
-// Command producer adds delayed jobs to a delayd queue with DELAY.ADD, each
-// with an ID of its own choosing, so that a retry is safe: when a reply is
-// lost (a timeout, a dropped connection) the producer sends the same
-// DELAY.ADD again, and delayd replies nil if the job is already there
-// instead of adding it twice. UNIQUE keeps the ID taken for a day after the
-// job is done, so even a retry that comes after a worker finished the job
-// is a no-op. It also registers a recurring job, a daily digest at 09:00
-// Berlin time, which the server fires exactly once per day however many
-// producers register it (DELAY.SCHEDULE is an upsert by name).
+// Command producer adds delayed jobs to a delayd queue with the worker
+// library's Client, each with an ID of its own choosing, so that a retry is
+// safe: when a reply is lost (a timeout, a dropped connection) the producer
+// sends the same add again, and delayd changes nothing if the job is
+// already there (Add returns ""). Unique keeps the ID taken for a day after
+// the job is done, so even a retry that comes after a worker finished the
+// job is a no-op. It also registers a recurring job, a daily digest at
+// 09:00 Berlin time, which the server fires exactly once per day however
+// many producers register it (a schedule is an upsert by name).
 //
 //	DELAYD_ADDR   server (default 127.0.0.1:6380)
 //	QUEUE         queue (default jobs:email)
@@ -21,7 +21,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log"
 	"os"
@@ -29,16 +28,19 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/delayd/delayd/worker"
 )
 
 func main() {
 	rdb := redis.NewClient(&redis.Options{Addr: env("DELAYD_ADDR", "127.0.0.1:6380")})
 	defer rdb.Close()
+	c := worker.NewClient(rdb)
 	queue := env("QUEUE", "jobs:email")
 	count := envInt("COUNT", 3)
-	delay := envInt("DELAY_MS", 1000)
-	ackTimeout := envInt("ACK_TIMEOUT", 30000)
-	unique := envInt("UNIQUE_MS", 86400000)
+	delay := ms(envInt("DELAY_MS", 1000))
+	ackTimeout := ms(envInt("ACK_TIMEOUT", 30000))
+	unique := ms(envInt("UNIQUE_MS", 86400000))
 	prefix := env("ID_PREFIX", "go")
 
 	ctx := context.Background()
@@ -47,49 +49,48 @@ func main() {
 		// message id), so the same job always has the same ID.
 		id := fmt.Sprintf("%s-welcome-%d", prefix, i)
 		payload := fmt.Sprintf(`{"user":%d,"mail":"welcome"}`, i)
-		add := func() (bool, error) {
-			err := rdb.Do(ctx, "DELAY.ADD", queue, delay, payload, "ID", id, "ACKTIMEOUT", ackTimeout, "UNIQUE", unique).Err()
-			if errors.Is(err, redis.Nil) {
-				return false, nil // already there: an earlier try got through
-			}
-			return err == nil, err
-		}
-		var added bool
+		var got string
 		var err error
 		for try := 1; try <= 3; try++ {
-			if added, err = add(); err == nil {
+			got, err = c.Add(ctx, queue, []byte(payload), worker.ID(id), worker.Delay(delay),
+				worker.AckTimeout(ackTimeout), worker.Unique(unique))
+			if err == nil {
 				break
 			}
-			log.Printf("DELAY.ADD %s: %v; retrying with the same ID", id, err)
+			log.Printf("add %s: %v; retrying with the same ID", id, err)
 			time.Sleep(time.Duration(try) * 200 * time.Millisecond)
 		}
-		if err != nil {
-			log.Fatalf("DELAY.ADD %s: %v", id, err)
-		}
-		if added {
+		switch {
+		case err != nil:
+			log.Fatalf("add %s: %v", id, err)
+		case got == "":
+			fmt.Printf("%s was already added\n", id) // an earlier try got through
+		default:
 			fmt.Printf("added %s\n", id)
-		} else {
-			fmt.Printf("%s was already added\n", id)
 		}
 	}
 	// A retry of the first job, as after a lost reply: nothing changes.
-	err := rdb.Do(ctx, "DELAY.ADD", queue, delay, "again", "ID", prefix+"-welcome-1", "ACKTIMEOUT", ackTimeout, "UNIQUE", unique).Err()
-	if errors.Is(err, redis.Nil) {
+	id, err := c.Add(ctx, queue, []byte("again"), worker.ID(prefix+"-welcome-1"), worker.Delay(delay),
+		worker.AckTimeout(ackTimeout), worker.Unique(unique))
+	if err != nil {
+		log.Fatalf("add retry: %v", err)
+	}
+	if id == "" {
 		fmt.Printf("retry of %s-welcome-1: already added, nothing changed\n", prefix)
-	} else if err != nil {
-		log.Fatalf("DELAY.ADD retry: %v", err)
 	}
 
 	// The recurring job: each firing is a job with the ID
 	// daily-digest:<fire time in unix ms>, so it is never doubled.
-	err = rdb.Do(ctx, "DELAY.SCHEDULE", env("DIGEST_QUEUE", "jobs:digest"), "daily-digest",
-		"CRON", "0 9 * * *", "TZ", "Europe/Berlin", `{"mail":"digest"}`,
-		"ACKTIMEOUT", ackTimeout, "MISFIRE", "once").Err()
+	err = c.Schedule(ctx, env("DIGEST_QUEUE", "jobs:digest"), "daily-digest",
+		worker.Schedule{Cron: "0 9 * * *", TZ: "Europe/Berlin", Misfire: "once"},
+		[]byte(`{"mail":"digest"}`), worker.AckTimeout(ackTimeout))
 	if err != nil {
-		log.Fatalf("DELAY.SCHEDULE: %v", err)
+		log.Fatalf("schedule: %v", err)
 	}
 	fmt.Println("scheduled daily-digest")
 }
+
+func ms(n int) time.Duration { return time.Duration(n) * time.Millisecond }
 
 func env(name, def string) string {
 	if v := os.Getenv(name); v != "" {

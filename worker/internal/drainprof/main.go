@@ -1,0 +1,131 @@
+// Command drainprof drains a queue of ready jobs with the worker library
+// and prints the rate and the jobs a fetch took: the client side of the
+// rivals race's burst case, without the race. It adds -jobs ready jobs
+// (ACKTIMEOUT 30 s) to queue "drain" of the delayd at -addr, then runs -w
+// workers of concurrency -c until every job ran; -prof writes a CPU
+// profile of the drain.
+//
+//	taskset -c 0 delayd --port 16999 --appendonly yes &
+//	taskset -c 1 go run ./worker/internal/drainprof -c 16
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"runtime/pprof"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/delayd/delayd/worker"
+)
+
+func main() {
+	addr := flag.String("addr", "127.0.0.1:16999", "")
+	jobs := flag.Int("jobs", 100000, "")
+	conc := flag.Int("c", 16, "")
+	workers := flag.Int("w", 8, "")
+	prof := flag.String("prof", "", "")
+	proto := flag.Int("proto", 3, "RESP version of the workers' clients")
+	raw := flag.Bool("raw", false, "no library: each worker pipelines DELAY.ACK of its last batch with DELAY.MPOP COUNT -c on go-redis and handles the jobs in its own goroutine")
+	lead := flag.Duration("lead", 0, "all jobs due this long after the adds begin (0: ready at once)")
+	flag.Parse()
+	ctx := context.Background()
+	rdb := redis.NewClient(&redis.Options{Addr: *addr, Protocol: *proto})
+	rdb.Del(ctx, "drain")
+	pipe := rdb.Pipeline()
+	due := time.Now().Add(*lead)
+	for i := 0; i < *jobs; i++ {
+		pipe.Do(ctx, "DELAY.ADDAT", "drain", due.UnixMilli(), strconv.Itoa(i), "ACKTIMEOUT", 30000)
+		if i%1000 == 999 {
+			pipe.Exec(ctx)
+		}
+	}
+	pipe.Exec(ctx)
+	if *prof != "" {
+		f, _ := os.Create(*prof)
+		pprof.StartCPUProfile(f)
+		defer pprof.StopCPUProfile()
+	}
+	var n atomic.Int64
+	all := make(chan struct{})
+	start := time.Now()
+	if start.Before(due) {
+		start = due
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	for i := 0; i < *workers && *raw; i++ {
+		c := redis.NewClient(&redis.Options{Addr: *addr, Protocol: *proto})
+		c.AddHook(counter{})
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var acks []any
+			for rctx.Err() == nil {
+				pipe := c.Pipeline()
+				if len(acks) > 0 {
+					pipe.Do(rctx, append([]any{"DELAY.ACK", "drain"}, acks...)...)
+				}
+				pop := pipe.Do(rctx, "DELAY.MPOP", 1, 1, "drain", "COUNT", *conc)
+				pipe.Exec(rctx)
+				acks = acks[:0]
+				v, _ := pop.Slice()
+				if len(v) != 2 {
+					continue
+				}
+				for _, e := range v[1].([]any) {
+					acks = append(acks, e.([]any)[0])
+					if n.Add(1) == int64(*jobs) {
+						close(all)
+					}
+				}
+			}
+		}()
+	}
+	for i := 0; i < *workers && !*raw; i++ {
+		c := redis.NewClient(&redis.Options{Addr: *addr, Protocol: *proto})
+		c.AddHook(counter{})
+		w := worker.New(c, worker.Options{Concurrency: *conc, Logger: slog.New(slog.DiscardHandler)})
+		w.HandleFunc("drain", func(context.Context, *worker.Job) error {
+			if n.Add(1) == int64(*jobs) {
+				close(all)
+			}
+			return nil
+		})
+		wg.Add(1)
+		go func() { defer wg.Done(); w.Run(rctx) }()
+	}
+	<-all
+	took := time.Since(start)
+	fmt.Printf("%d jobs in %v: %.0f jobs/s; %d fetches (%.1f jobs each), %d alone\n", *jobs, took, float64(*jobs)/took.Seconds(), fetches.Load(), float64(*jobs)/float64(fetches.Load()), alone.Load())
+	cancel()
+	wg.Wait()
+}
+
+var fetches, alone atomic.Int64
+
+type counter struct{}
+
+func (counter) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (counter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if cmd.Name() == "delay.mpop" {
+			fetches.Add(1)
+			alone.Add(1)
+		}
+		return next(ctx, cmd)
+	}
+}
+func (counter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		fetches.Add(1)
+		return next(ctx, cmds)
+	}
+}
