@@ -2,6 +2,7 @@ package engine
 
 import (
 	"errors"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -37,6 +38,7 @@ var (
 
 // compaction is the engine's side of it; guarded by its own atomics.
 type compaction struct {
+	wg      sync.WaitGroup // the round's goroutine: Close waits for it
 	running atomic.Bool
 	done    atomic.Uint64 // segments compacted since start
 	copied  atomic.Int64  // bytes of jobs restated by compactions since start
@@ -47,10 +49,23 @@ type compaction struct {
 // or a rewrite, is running. It reports whether it started one.
 func (e *Engine) startCompaction(reason string) bool {
 	jn := e.journal
-	if jn == nil || jn.Active() == 0 || jn.Rewriting() || !e.comp.running.CompareAndSwap(false, true) {
+	if jn == nil || jn.Active() == 0 || !e.comp.running.CompareAndSwap(false, true) {
+		return false
+	}
+	// Rewrite checks running and begins under the lock: either it began
+	// first and is seen here, or it sees running and refuses.
+	e.mu.Lock()
+	busy := jn.Rewriting() || e.closed
+	if !busy {
+		e.comp.wg.Add(1)
+	}
+	e.mu.Unlock()
+	if busy {
+		e.comp.running.Store(false)
 		return false
 	}
 	go func() {
+		defer e.comp.wg.Done()
 		defer e.comp.running.Store(false)
 		start := time.Now()
 		n, err := e.compactRound()

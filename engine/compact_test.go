@@ -3,6 +3,7 @@ package engine
 import (
 	"fmt"
 	"math/rand/v2"
+	"strconv"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -222,6 +223,14 @@ func TestAutoCompaction(t *testing.T) {
 		}
 		if e.comp.done.Load() == 0 {
 			t.Fatal("no automatic compaction")
+		}
+		info := map[string]string{}
+		for _, kv := range e.Persistence() {
+			info[kv[0]] = kv[1]
+		}
+		if info["aof_compactions"] != strconv.FormatUint(e.comp.done.Load(), 10) || info["aof_segments"] == "" ||
+			info["aof_compaction_in_progress"] != "0" || info["aof_rewrite_in_progress"] != "0" || info["aof_live_bytes"] == "0" {
+			t.Errorf("INFO persistence after automatic compactions: %v", info)
 		}
 		size, _ := e.journal.Sizes()
 		if size > 64<<10 {

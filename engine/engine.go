@@ -635,6 +635,7 @@ func (e *Engine) Close() error {
 		return ErrInTransaction
 	}
 	e.Stop()
+	e.comp.wg.Wait() // a compaction ends at its next step once closed (compact.go)
 	defer func() {
 		e.mu.Lock()
 		e.dropPages()

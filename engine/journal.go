@@ -274,6 +274,7 @@ func (e *Engine) resetState() {
 		reset(e) // each feature's state (features.go): FLUSHALL drops tombstones too
 	}
 	e.jobs.Reset() // side tables by slot: slots are reused from 0
+	e.j.live = [1 << 16]int64{}
 	e.queues, e.qfree = nil, nil
 	e.byName = make(map[string]uint32)
 	e.njobs = 0
