@@ -245,3 +245,48 @@ func TestAutoCompaction(t *testing.T) {
 		}
 	})
 }
+
+// Under always, a crash at any point of a log that rolls (segments made
+// ahead by PrepareNext, or at the roll) loses no acknowledged write and
+// doubles none.
+func TestRollCrashUnderAlwaysLosesNoAcknowledgedWrite(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fs := aof.NewMemFS()
+		o := segmented(fs, FsyncAlways)
+		o.SegmentSize = 512
+		e := mustNew(t, o)
+		var acked []string
+		for i := range 400 {
+			res, err := e.Add(AddArgs{Queue: b("q"), Delay: 100_000, Payload: []byte(fmt.Sprint(i))})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if e.WaitDurable(res.Ticket) == nil {
+				acked = append(acked, string(res.ID))
+			}
+			if i%3 == 0 {
+				_, tk, _ := e.Cancel(b("q"), [][]byte{res.ID})
+				if e.WaitDurable(tk) == nil {
+					acked = acked[:len(acked)-1]
+				}
+			}
+			if i%23 == 0 {
+				c := mustNew(t, segmented(fs.CrashClone(), FsyncAlways))
+				st := c.QueueStats(b("q"))
+				if int(st.Delayed) != len(acked) {
+					t.Fatalf("after %d adds and a crash: %d jobs, %d acknowledged", i+1, st.Delayed, len(acked))
+				}
+				for _, id := range acked {
+					if _, ok := c.Get(b("q"), []byte(id)); !ok {
+						t.Fatalf("acknowledged job %s lost in a crash after %d adds", id, i+1)
+					}
+				}
+				c.Close()
+			}
+		}
+		if rolls := e.journal.SegmentInfo().Rolls; rolls < 10 {
+			t.Fatalf("%d rolls: the test crashes across too few", rolls)
+		}
+		e.Close()
+	})
+}

@@ -441,6 +441,19 @@ func (e *Engine) WaitDurable(ticket uint64) error {
 // (journal.Env.Written).
 func (e *Engine) maybeAutoRewrite(size int64) {
 	o := &e.opts
+	if jn := e.journal; jn.WantNext() {
+		// The next segment is made off the writers' path (its fsyncs),
+		// so that the roll is a switch of files.
+		e.mu.Lock()
+		if !e.closed {
+			e.comp.wg.Add(1)
+			go func() {
+				defer e.comp.wg.Done()
+				jn.PrepareNext()
+			}()
+		}
+		e.mu.Unlock()
+	}
 	if o.RewritePercent <= 0 || size < o.RewriteMinSize {
 		return
 	}

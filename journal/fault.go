@@ -132,11 +132,14 @@ func (j *Journal) Sync() error {
 	j.smu.Lock()
 	defer j.smu.Unlock()
 	j.wmu.Lock()
-	l := j.log
-	j.closeRetired() // fsynced when they rolled: only an fsync running here could use them
+	l, retired := j.log, j.seg.retired
+	j.seg.retired = nil
 	j.wmu.Unlock()
 	start := time.Now()
-	err := l.Sync()
+	err := j.syncRetired(retired) // segments rolled since the last fsync come first
+	if err == nil {
+		err = l.Sync()
+	}
 	took := time.Since(start)
 	if took > 500*time.Millisecond {
 		j.opts.Logger.Warn().Dur("took_ms", took).Str("file", j.opts.Path).Msg("slow fsync")

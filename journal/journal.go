@@ -224,6 +224,7 @@ func (j *Journal) Open(size int64) error {
 		return err
 	}
 	j.log = w
+	j.seg.activeSize.Store(w.Size())
 	j.info.BaseSize = j.seg.sealed.Load() + w.Size()
 	j.info.Size = j.info.BaseSize
 	return nil
@@ -376,6 +377,7 @@ func (j *Journal) commit() (probe bool) {
 		eachRecord(batch, j.log.Append)
 		err = j.log.Flush()
 	}
+	j.seg.activeSize.Store(j.log.Size())
 	size := j.seg.sealed.Load() + j.log.Size()
 	j.wmu.Unlock()
 	j.dmu.Lock()
@@ -440,7 +442,17 @@ func (j *Journal) WaitDurable(ticket uint64) error {
 func (j *Journal) Close() error {
 	j.wmu.Lock()
 	defer j.wmu.Unlock()
+	for _, w := range j.seg.retired {
+		w.Sync() // normally done: the flusher's last fsync took them first
+	}
 	j.closeRetired()
+	j.seg.gmu.Lock()
+	if j.seg.next != nil {
+		j.seg.next.Close()
+		j.seg.next = nil
+		j.seg.hasNext.Store(false)
+	}
+	j.seg.gmu.Unlock()
 	if j.log == nil {
 		return nil
 	}

@@ -20,21 +20,34 @@ import (
 
 // segState is the segments' side of the journal.
 type segState struct {
-	// gmu guards ids and every change of the manifest: a roll (under wmu),
-	// a rewrite's switch (under wmu and mu), a compaction's drop (alone).
-	// It comes after wmu and mu.
+	// gmu guards ids, next and every change of the manifest: a roll (under
+	// wmu), a rewrite's switch (under wmu and mu), a compaction's drop and
+	// the preparation of the next segment (alone). It comes after wmu and
+	// mu.
 	gmu sync.Mutex
-	ids []uint64 // guarded by gmu; nil: not segmented, the log is Path
+	// ids are the manifest's segments (nil: not segmented, the log is
+	// Path): the sealed ones, the active one, and the next one if it is
+	// prepared. Guarded by gmu.
+	ids []uint64
+	// next is the segment the next roll switches to, created and named by
+	// the manifest ahead of time (PrepareNext), so that a roll on the
+	// writers' path is a switch of files and no fsync. Guarded by gmu.
+	next    *aof.Writer
+	hasNext atomic.Bool // next != nil
 	// active is the id of the segment being appended to (0: not
 	// segmented). A record appended now lands in it or in a later one,
 	// never an earlier: what the owner notes as a job's home.
-	active atomic.Uint64
-	sealed atomic.Int64 // bytes of the segments before the active one
-	rolls  atomic.Uint64
-	drops  atomic.Uint64
-	fails  atomic.Uint64 // batches undone (Undo), for a compaction to notice
-	// retired are rolled segments' writers, fsynced, kept open until no
-	// fsync can be using them (closed under smu). Guarded by wmu.
+	active     atomic.Uint64
+	activeSize atomic.Int64 // its size after the last batch written
+	sealed     atomic.Int64 // bytes of the segments before the active one
+	preparing  atomic.Bool
+	rolls      atomic.Uint64
+	drops      atomic.Uint64
+	fails      atomic.Uint64 // batches undone (Undo), for a compaction to notice
+	// retired are rolled segments' writers, not yet fsynced under
+	// everysec and no: the next fsync (Sync) fsyncs them before the active
+	// one, so nothing of a later segment is made durable by us before
+	// them, then closes them. Guarded by wmu.
 	retired []*aof.Writer
 }
 
@@ -47,12 +60,20 @@ func (j *Journal) SetSegments(ids []uint64, sealed int64) {
 	j.seg.sealed.Store(sealed)
 }
 
-// Segments returns the ids of the segments, oldest first (nil: the log is
-// not segmented).
+// Segments returns the ids of the segments up to the active one, oldest
+// first (nil: the log is not segmented); a prepared next one is not in it.
 func (j *Journal) Segments() []uint64 {
 	j.seg.gmu.Lock()
 	defer j.seg.gmu.Unlock()
-	return slices.Clone(j.seg.ids)
+	return slices.Clone(j.segsLocked())
+}
+
+// segsLocked is ids without a prepared next segment. Called with gmu held.
+func (j *Journal) segsLocked() []uint64 {
+	if j.seg.next != nil {
+		return j.seg.ids[:len(j.seg.ids)-1]
+	}
+	return j.seg.ids
 }
 
 // Active is the id of the segment being appended to (0: not segmented).
@@ -68,9 +89,7 @@ type SegmentInfo struct {
 
 // SegmentInfo returns the segments' figures.
 func (j *Journal) SegmentInfo() SegmentInfo {
-	j.seg.gmu.Lock()
-	n := len(j.seg.ids)
-	j.seg.gmu.Unlock()
+	n := len(j.Segments())
 	return SegmentInfo{Count: n, Sealed: j.seg.sealed.Load(), Rolls: j.seg.rolls.Load(), Drops: j.seg.drops.Load()}
 }
 
@@ -79,6 +98,62 @@ func (j *Journal) activePath() string {
 		return aof.SegPath(j.opts.Path, id)
 	}
 	return j.opts.Path
+}
+
+// WantNext says the owner must now call PrepareNext (on a goroutine of its
+// own: it fsyncs): the active segment is past half of Options.SegmentSize
+// and no next one is ready or being made. It says so once until
+// PrepareNext ends. A few atomic loads after each batch.
+func (j *Journal) WantNext() bool {
+	return j.opts.SegmentSize > 0 && j.seg.active.Load() != 0 && !j.seg.hasNext.Load() &&
+		j.seg.activeSize.Load() > j.opts.SegmentSize/2 && !j.seg.preparing.Load() &&
+		j.seg.preparing.CompareAndSwap(false, true)
+}
+
+// PrepareNext creates the segment the next roll switches to and names it
+// in the manifest, durably, off the writers' path: an empty segment at the
+// manifest's end replays as nothing, and the active one stays where writes
+// go until the roll.
+func (j *Journal) PrepareNext() {
+	defer j.seg.preparing.Store(false)
+	j.seg.gmu.Lock()
+	defer j.seg.gmu.Unlock()
+	if j.seg.next != nil || j.seg.ids == nil {
+		return
+	}
+	id := j.seg.ids[len(j.seg.ids)-1] + 1
+	w, err := j.createSegment(id)
+	if err != nil {
+		j.opts.Logger.Warn().Err(err).Uint64("segment", id).Msg("preparing the next log segment failed; the roll will make it")
+		return
+	}
+	j.seg.next = w
+	j.seg.hasNext.Store(true)
+}
+
+// createSegment creates segment id durably and names it at the manifest's
+// end. Called with gmu held. A failure leaves the manifest as it was, or,
+// if only its directory fsync failed, naming an empty segment (what a
+// crash may forget, and a roll then names again).
+func (j *Journal) createSegment(id uint64) (*aof.Writer, error) {
+	path := aof.SegPath(j.opts.Path, id)
+	w, err := aof.OpenAppend(j.opts.FS, path, 0) // header, fsync, directory fsync
+	if err != nil {
+		_ = j.opts.FS.Remove(path)
+		return nil, err
+	}
+	ids := append(slices.Clone(j.seg.ids), id)
+	if err := aof.WriteManifest(j.opts.FS, j.opts.Path, ids); err != nil {
+		w.Close()
+		if errors.Is(err, aof.ErrRenameNotDurable) {
+			j.seg.ids = ids // named now: the next one must come after it
+		} else {
+			_ = j.opts.FS.Remove(path)
+		}
+		return nil, err
+	}
+	j.seg.ids = ids
+	return w, nil
 }
 
 // rollIfFull rolls to a new segment when the active one has passed
@@ -103,52 +178,56 @@ func (j *Journal) Roll() error {
 	return err
 }
 
-// roll seals the active segment (fsynced, whatever the policy, so that
-// only the last segment can ever have a torn tail), creates the next one
-// durably, and names it in the manifest: a crash before the manifest
-// leaves a segment no manifest names, which the next open removes. Called
-// with wmu held, between batches. Cost: three fsyncs, one rename, once per
-// SegmentSize.
+// roll switches appending to the next segment: the prepared one if
+// PrepareNext made it (a switch of files, nothing else), else one made now
+// (two fsyncs for the file, two for the manifest). The old segment is
+// fsynced by the next Sync, before the new one. Called with wmu held,
+// between batches, so a batch (and a transaction's unit) never straddles
+// two segments.
 func (j *Journal) roll() (fatal bool, err error) {
-	old := j.log
-	if err := old.Sync(); err != nil {
-		return true, fmt.Errorf("seal segment: %w", err)
-	}
 	j.seg.gmu.Lock()
 	defer j.seg.gmu.Unlock()
-	id := j.seg.ids[len(j.seg.ids)-1] + 1
-	path := aof.SegPath(j.opts.Path, id)
-	w, err := aof.OpenAppend(j.opts.FS, path, 0) // header, fsync, directory fsync
-	if err != nil {
-		_ = j.opts.FS.Remove(path)
-		return false, err
-	}
-	ids := append(slices.Clone(j.seg.ids), id)
-	if err := aof.WriteManifest(j.opts.FS, j.opts.Path, ids); err != nil {
-		if !errors.Is(err, aof.ErrRenameNotDurable) {
-			w.Close()
-			_ = j.opts.FS.Remove(path)
-			return false, err
+	w, id := j.seg.next, j.seg.ids[len(j.seg.ids)-1]
+	if w == nil {
+		id++
+		if w, err = j.createSegment(id); err != nil {
+			return errors.Is(err, aof.ErrRenameNotDurable), err
 		}
-		fatal = true // named, but a crash may forget it: go on with it, refuse writes
 	}
+	j.seg.next = nil
+	j.seg.hasNext.Store(false)
+	old := j.log
 	j.mu.Lock()
 	j.log = w
 	j.mu.Unlock()
-	j.seg.ids = ids
 	j.seg.sealed.Add(old.Size())
 	j.seg.active.Store(id)
+	j.seg.activeSize.Store(w.Size())
 	j.seg.retired = append(j.seg.retired, old)
 	j.seg.rolls.Add(1)
 	j.opts.Logger.Info().Uint64("segment", id).Int64("sealed_bytes", old.Size()).Msg("log segment rolled")
-	if fatal {
-		return true, fmt.Errorf("roll to segment %d: %w", id, aof.ErrRenameNotDurable)
-	}
 	return false, nil
 }
 
-// closeRetired closes the rolled segments' writers. Called with smu and
-// wmu held.
+// syncRetired fsyncs the rolled segments' writers and closes them: what
+// an fsync of the active segment must come after. Called with smu held
+// (no other fsync can be using them), not wmu.
+func (j *Journal) syncRetired(ws []*aof.Writer) error {
+	for i, w := range ws {
+		if err := w.Sync(); err != nil {
+			j.wmu.Lock()
+			j.seg.retired = append(ws[i:], j.seg.retired...) // fsynced again by the next Sync, which fails too: the writer's error is sticky
+			j.wmu.Unlock()
+			return err
+		}
+		w.Close()
+	}
+	return nil
+}
+
+// closeRetired closes the rolled segments' writers without an fsync: the
+// log is closing or was replaced by a rewrite. Called with smu and wmu
+// held.
 func (j *Journal) closeRetired() {
 	for _, w := range j.seg.retired {
 		w.Close()
@@ -163,7 +242,7 @@ func (j *Journal) closeRetired() {
 // under gmu alone.
 func (j *Journal) DropOldest(id uint64) error {
 	j.seg.gmu.Lock()
-	if len(j.seg.ids) < 2 || j.seg.ids[0] != id {
+	if len(j.seg.ids) < 2 || j.seg.ids[0] != id || id >= j.seg.active.Load() {
 		j.seg.gmu.Unlock()
 		return fmt.Errorf("segment %d is not the oldest sealed one", id)
 	}
@@ -207,6 +286,11 @@ func (j *Journal) installSegment(tmp string) (dropped []uint64, err error) {
 	if err != nil && !errors.Is(err, aof.ErrRenameNotDurable) {
 		_ = j.opts.FS.Remove(path)
 		return nil, err
+	}
+	if j.seg.next != nil {
+		j.seg.next.Close() // its file is among the dropped
+		j.seg.next = nil
+		j.seg.hasNext.Store(false)
 	}
 	dropped, j.seg.ids = j.seg.ids, []uint64{id}
 	j.seg.sealed.Store(0)
