@@ -13,8 +13,8 @@ import (
 // A segmented log (docs/decisions/segmented-log.md): the owner opens the
 // manifest (aof.OpenSegments), replays the segments and hands their ids to
 // SetSegments; the journal appends to the last, rolls to a new one when it
-// passes Options.SegmentSize (between batches, so a batch, and so a
-// transaction's unit, never straddles two), and drops the oldest when the
+// passes Options.SegmentSize (between batches, so a batch never straddles
+// two; a unit in parts may, and replay gathers it across them), and drops the oldest when the
 // owner's compaction has restated what it held (DropOldest). A rewrite
 // installs its file as the next segment and the manifest names it alone.
 
@@ -182,8 +182,7 @@ func (j *Journal) Roll() error {
 // PrepareNext made it (a switch of files, nothing else), else one made now
 // (two fsyncs for the file, two for the manifest). The old segment is
 // fsynced by the next Sync, before the new one. Called with wmu held,
-// between batches, so a batch (and a transaction's unit) never straddles
-// two segments.
+// between batches, so a batch never straddles two segments.
 func (j *Journal) roll() (fatal bool, err error) {
 	j.seg.gmu.Lock()
 	defer j.seg.gmu.Unlock()
