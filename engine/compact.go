@@ -83,9 +83,12 @@ func (e *Engine) startCompaction(reason string) bool {
 
 // compactRound compacts the oldest segments while the log is over half
 // again the live set, at most once per segment it began with (plus the
-// roll that seals a lone segment).
+// roll that seals a lone segment). Its end, failed or not, is the base the
+// next automatic start measures growth from: a round that cannot finish is
+// not started again after every batch.
 func (e *Engine) compactRound() (int, error) {
 	jn := e.journal
+	defer jn.Rebase()
 	steps := len(jn.Segments()) + 1
 	n := 0
 	for range steps {
@@ -115,7 +118,6 @@ func (e *Engine) compactRound() (int, error) {
 		}
 		n++
 	}
-	jn.Rebase()
 	return n, nil
 }
 
