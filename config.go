@@ -38,6 +38,7 @@ type config struct {
 	Tick                  int64
 	AutoRewritePercentage int
 	AutoRewriteMinSize    int64
+	SegmentSize           int64
 	Repair                bool
 	SlowlogSlowerThan     int64
 	SlowlogMaxLen         int
@@ -98,6 +99,7 @@ var settings = []struct {
 	{"tick", "1", "timing wheel tick in ms"},
 	{"auto-rewrite-percentage", "100", "rewrite the log when it grew by this percentage of the live data (0: never)"},
 	{"auto-rewrite-min-size", "67108864", "no automatic rewrite below this log size, in bytes"},
+	{"aof-segment-size", "67108864", "the log's segments roll at this size, in bytes; compaction works one segment at a time"},
 	{"repair", "false", "cut a damaged log at the damage (keeping the rest as *.broken) and start"},
 	{"slowlog-log-slower-than", "10000", "SLOWLOG keeps commands slower than this, in microseconds (0: every command, -1: none)"},
 	{"slowlog-max-len", "128", "most SLOWLOG entries kept"},
@@ -270,6 +272,7 @@ func loadConfig(args []string, environ []string, stderr io.Writer) (config, erro
 	c.Tick = num("tick", 1)
 	c.AutoRewritePercentage = int(num("auto-rewrite-percentage", 0))
 	c.AutoRewriteMinSize = num("auto-rewrite-min-size", 0)
+	c.SegmentSize = num("aof-segment-size", 4096)
 	c.Repair = yesno("repair")
 	c.SlowlogSlowerThan = num("slowlog-log-slower-than", -1)
 	c.SlowlogMaxLen = int(num("slowlog-max-len", 0))
@@ -396,6 +399,7 @@ func (c config) view() map[string]string {
 		"tick":                      strconv.FormatInt(c.Tick, 10),
 		"auto-rewrite-percentage":   strconv.Itoa(c.AutoRewritePercentage),
 		"auto-rewrite-min-size":     strconv.FormatInt(c.AutoRewriteMinSize, 10),
+		"aof-segment-size":          strconv.FormatInt(c.SegmentSize, 10),
 		"slowlog-log-slower-than":   strconv.FormatInt(c.SlowlogSlowerThan, 10),
 		"slowlog-max-len":           strconv.Itoa(c.SlowlogMaxLen),
 		"log-level":                 c.LogLevel,

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	iofs "io/fs"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -329,6 +330,7 @@ func run(args, environ []string, stderr io.Writer) int {
 			Repair:         cfg.Repair,
 			RewritePercent: cfg.AutoRewritePercentage,
 			RewriteMinSize: cfg.AutoRewriteMinSize,
+			SegmentSize:    cfg.SegmentSize,
 			Logger:         log,
 			Loading:        loading,
 		})
@@ -458,27 +460,40 @@ func checkLog(args []string, stderr io.Writer) int {
 		}
 		defer lk.Release()
 	}
-	path := filepath.Join(*dir, engine.LogFile)
-	res, err := aof.Replay(aof.OS, path, nil)
-	var ce *aof.CorruptError
-	switch {
-	case errors.As(err, &ce) && *repair:
-		cut, rerr := aof.Repair(aof.OS, path)
-		if rerr != nil {
-			fmt.Fprintln(stderr, "delayd check-log:", rerr)
-			return 1
+	// A segmented log is checked segment by segment; a log of an earlier
+	// release (one file) as it is, without the conversion a start makes.
+	paths := []string{filepath.Join(*dir, engine.LogFile)}
+	if ids, legacy, err := aof.ReadManifest(aof.OS, paths[0]); err == nil && !legacy {
+		paths = paths[:0]
+		for _, id := range ids {
+			paths = append(paths, aof.SegPath(filepath.Join(*dir, engine.LogFile), id))
 		}
-		fmt.Fprintf(stderr, "%s: repaired: cut at offset %d, the rest kept in %s\n", path, cut, path+aof.BrokenSuffix)
-		return 0
-	case err != nil:
+	} else if err != nil && !errors.Is(err, iofs.ErrNotExist) {
 		fmt.Fprintln(stderr, "delayd check-log:", err)
 		return 1
 	}
-	fmt.Fprintf(stderr, "%s: ok: %d records, %d bytes", path, res.Records, res.Size)
-	if res.TornBytes > 0 {
-		fmt.Fprintf(stderr, "; a torn last record (%d bytes) was cut off", res.TornBytes)
+	for _, path := range paths {
+		res, err := aof.Replay(aof.OS, path, nil)
+		var ce *aof.CorruptError
+		switch {
+		case errors.As(err, &ce) && *repair:
+			cut, rerr := aof.Repair(aof.OS, path)
+			if rerr != nil {
+				fmt.Fprintln(stderr, "delayd check-log:", rerr)
+				return 1
+			}
+			fmt.Fprintf(stderr, "%s: repaired: cut at offset %d, the rest kept in %s\n", path, cut, path+aof.BrokenSuffix)
+			continue
+		case err != nil:
+			fmt.Fprintln(stderr, "delayd check-log:", err)
+			return 1
+		}
+		fmt.Fprintf(stderr, "%s: ok: %d records, %d bytes", path, res.Records, res.Size)
+		if res.TornBytes > 0 {
+			fmt.Fprintf(stderr, "; a torn last record (%d bytes) was cut off", res.TornBytes)
+		}
+		fmt.Fprintln(stderr)
 	}
-	fmt.Fprintln(stderr)
 	return 0
 }
 

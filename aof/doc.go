@@ -35,6 +35,14 @@
 // After Install the rewrite Writer may go on appending: its file descriptor
 // follows the file to its new name. (Or Close it and OpenAppend(path, w.Size()).)
 //
+// # Segments
+//
+// A log is a manifest and segments beside it (segments.go): [OpenSegments]
+// makes the manifest's path a segmented log (a log of an earlier release
+// becomes segment 1), [WriteManifest] changes the set atomically, and each
+// segment is a file of the format below, replayed in the manifest's order.
+// Which segment to append to, roll or drop is the caller's business.
+//
 // # File format
 //
 // A log file is an 8-byte header followed by records, all integers little endian:

@@ -188,7 +188,11 @@ func (e *Engine) place(r *record.Rec, fresh, pushed bool) (uint32, bool) {
 	j.SID = r.SID
 	j.IDLen = uint16(len(r.ID))
 	j.Data = e.storeData(r.ID, r.Payload)
-	e.queues[qi].Bytes += jobs.DataSize(j)
+	size := jobs.DataSize(j)
+	e.queues[qi].Bytes += size
+	h := e.homeSeg()
+	e.jobs.SetHome(s, h)
+	e.j.live[h] += size + recOverhead
 	j.Due, j.Seq, j.Deliveries = r.Due, r.Seq, r.Deliveries
 	j.AckTimeout = uint32(min(max(r.AckTimeout, 0), 1<<32-1))
 	j.Retry = int32(min(max(r.Retry, -1), 1<<31-1))

@@ -55,7 +55,10 @@ type Options struct {
 	// at least RewriteMinSize bytes.
 	RewritePercent int
 	RewriteMinSize int64
-	Logger         zerolog.Logger
+	// SegmentSize is the size past which the log's active segment rolls
+	// (0: DefaultSegmentSize; docs/decisions/segmented-log.md).
+	SegmentSize int64
+	Logger      zerolog.Logger
 	// Loading, if set, follows the replay of the log in New from other
 	// goroutines, and can stop it (see Loading).
 	Loading *Loading
@@ -162,6 +165,8 @@ func (l *engineLock) Unlock() {
 // core is the state every Engine handle reaches.
 type core struct {
 	opts Options
+
+	comp compaction // the segmented log's compaction (compact.go): its own atomics
 
 	mutex sync.Mutex // guards everything below; reached through Engine.mu
 
@@ -630,6 +635,7 @@ func (e *Engine) Close() error {
 		return ErrInTransaction
 	}
 	e.Stop()
+	e.comp.wg.Wait() // a compaction ends at its next step once closed (compact.go)
 	defer func() {
 		e.mu.Lock()
 		e.dropPages()

@@ -73,7 +73,7 @@ func TestFaultsFsyncEIOAlways(t *testing.T) {
 		e.WaitDurable(e.journal.Ticket())
 		acked = append(acked, ackedAdds(t, e, "q", 1)...)
 
-		fs.Inject(aof.Fault{Op: aof.OpSync, Path: "/data/" + LogFile, Err: syscall.EIO})
+		fs.Inject(aof.Fault{Op: aof.OpSync, Path: seg1, Err: syscall.EIO})
 		res, _ := e.Add(AddArgs{Queue: b("q"), ID: b("inflight"), Payload: b("x")})
 		if err := e.WaitDurable(res.Ticket); !errors.Is(err, ErrLog) || !errors.Is(err, syscall.EIO) {
 			t.Fatalf("write whose fsync failed: %v", err)
@@ -109,7 +109,7 @@ func TestFaultsFsyncEIOEverySec(t *testing.T) {
 		acked := ackedAdds(t, e, "q", 20)
 		sleep(1100 * time.Millisecond) // fsynced by the background fsync
 
-		fs.Inject(aof.Fault{Op: aof.OpSync, Path: "/data/" + LogFile, Err: syscall.EIO, Sticky: true})
+		fs.Inject(aof.Fault{Op: aof.OpSync, Path: seg1, Err: syscall.EIO, Sticky: true})
 		ackedAdds(t, e, "q", 1) // acknowledged before its fsync, as everysec does
 		sleep(1100 * time.Millisecond)
 		_, err := e.Add(AddArgs{Queue: b("q"), ID: b("refused"), Payload: b("y")})
@@ -142,7 +142,7 @@ func TestFaultsDiskFullResumes(t *testing.T) {
 				e.WaitDurable(e.journal.Ticket())
 				sleep(1100 * time.Millisecond)
 
-				fs.Inject(aof.Fault{Op: aof.OpWrite, Path: "/data/" + LogFile, Err: syscall.ENOSPC, Sticky: true})
+				fs.Inject(aof.Fault{Op: aof.OpWrite, Path: seg1, Err: syscall.ENOSPC, Sticky: true})
 				res, _ := e.Add(AddArgs{Queue: b("q"), ID: b("inflight"), Payload: b("x")})
 				if err := e.WaitDurable(res.Ticket); !errors.Is(err, syscall.ENOSPC) {
 					t.Fatalf("write on a full disk: %v", err)
@@ -241,7 +241,7 @@ func (f stallFile) Sync() error {
 // ends nothing acknowledged is lost.
 func TestFaultsSlowFsyncEverySecDoesNotBlockWrites(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		fs := &stallFS{MemFS: aof.NewMemFS(), path: "/data/" + LogFile}
+		fs := &stallFS{MemFS: aof.NewMemFS(), path: seg1}
 		e := mustNew(t, logged(fs, FsyncEverySec))
 		acked := ackedAdds(t, e, "q", 20)
 		fs.hold()

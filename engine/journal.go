@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"strconv"
 	"sync"
 	"time"
 
@@ -23,8 +24,12 @@ import (
 // its state, reload it when a write failed (logFailed), and walk it for a
 // rewrite or a snapshot.
 
-// LogFile is the log's name inside the data directory.
+// LogFile is the log's name inside the data directory: the manifest of
+// its segments, which are LogFile.<id> beside it (aof.OpenSegments).
 const LogFile = "delayd.aof"
+
+// DefaultSegmentSize is where a log segment rolls unless Options say.
+const DefaultSegmentSize = 64 << 20
 
 // Fsync policies.
 const (
@@ -37,7 +42,14 @@ const (
 // encoding buffers, guarded by Engine.mu, except what says otherwise.
 type logState struct {
 	fs   aof.FS
-	path string
+	path string   // the manifest
+	segs []uint64 // the segments replayFile reads, oldest first
+
+	// home is the segment a job placed now is noted in (jobs.Slab.Home):
+	// the one being replayed, else the journal's active one. live is the
+	// bytes of live jobs by home, about what compacting it would copy.
+	home uint16
+	live [1 << 16]int64
 
 	replaying bool
 	// build, while a log file replays, takes the server-id index's inserts
@@ -63,7 +75,7 @@ func (e *Engine) newJournal() *journal.Journal {
 	o := &e.opts
 	return journal.New(journal.Options{
 		FS: e.j.fs, Path: e.j.path, Fsync: o.Fsync, Logger: o.Logger,
-		Replicator: o.Replicator, Window: o.ReplicaWindow,
+		Replicator: o.Replicator, Window: o.ReplicaWindow, SegmentSize: o.SegmentSize,
 	}, journal.Env{Failed: e.logFailed, Written: e.maybeAutoRewrite, Fsynced: e.fsynced})
 }
 
@@ -80,22 +92,30 @@ func (e *Engine) openLog() error {
 			return err
 		}
 	}
-	var total int64
-	if st, err := j.fs.Stat(j.path); err == nil {
-		total = st.Size()
-		j.presizeFor = total // presize.go
+	if o.SegmentSize <= 0 {
+		o.SegmentSize = DefaultSegmentSize
 	}
+	segs, err := aof.OpenSegments(j.fs, j.path)
+	if err != nil {
+		return err
+	}
+	j.segs = segs
+	total, err := aof.SegmentsSize(j.fs, j.path, segs)
+	if err != nil {
+		return err
+	}
+	j.presizeFor = total // presize.go
 	if o.Loading != nil {
 		o.Loading.Begin(total)
 	}
 	res, err := e.replayFile(o.Loading)
 	var ce *aof.CorruptError
 	if errors.As(err, &ce) && o.Repair {
-		cut, rerr := aof.Repair(j.fs, j.path)
+		cut, rerr := aof.Repair(j.fs, ce.Path)
 		if rerr != nil {
-			return fmt.Errorf("repair %s: %w", j.path, rerr)
+			return fmt.Errorf("repair %s: %w", ce.Path, rerr)
 		}
-		o.Logger.Warn().Str("file", j.path).Int64("cut_at", cut).Str("kept_in", j.path+aof.BrokenSuffix).
+		o.Logger.Warn().Str("file", ce.Path).Int64("cut_at", cut).Str("kept_in", ce.Path+aof.BrokenSuffix).
 			Msg("log repaired: cut at the damage")
 		e.resetState()
 		res, err = e.replayFile(o.Loading)
@@ -104,10 +124,15 @@ func (e *Engine) openLog() error {
 		return err
 	}
 	if res.TornBytes > 0 {
-		o.Logger.Warn().Str("file", j.path).Int64("offset", res.Size).Int64("cut_bytes", res.TornBytes).
+		o.Logger.Warn().Str("file", res.path).Int64("offset", res.Size).Int64("cut_bytes", res.TornBytes).
 			Msg("torn last record cut off (a crash during a write)")
 	}
+	sealed, err := aof.SegmentsSize(j.fs, j.path, segs[:len(segs)-1])
+	if err != nil {
+		return err
+	}
 	e.journal = e.newJournal()
+	e.journal.SetSegments(segs, sealed)
 	if err := e.journal.Open(res.Size); err != nil {
 		return err
 	}
@@ -120,10 +145,36 @@ func (e *Engine) openLog() error {
 	return nil
 }
 
-// replayFile applies every record of the log, at the time it was applied,
-// logging its progress every second and reporting it to l (at start-up; nil
-// for a reload), which may also abort it.
-func (e *Engine) replayFile(l *Loading) (aof.Result, error) {
+// recOverhead is about what an add record costs in a segment beyond its
+// id and payload (framing, queue name, times, counters): live bytes are
+// an estimate, for choosing when to compact.
+const recOverhead = 48
+
+// homeSeg is the segment a job placed now is written in, or a later one:
+// the one replay is reading, else the journal's active segment. A home
+// never names a segment before the record's, so compacting a segment
+// restates every job whose last whole record is in it.
+func (e *Engine) homeSeg() uint16 {
+	if !e.j.replaying {
+		if jn := e.journal; jn != nil {
+			return uint16(jn.Active())
+		}
+	}
+	return e.j.home
+}
+
+// replayed is what replayFile read: the last segment's Result (Size is
+// where appending goes on), with Records counted over every segment and
+// path the file a torn tail was cut off.
+type replayed struct {
+	aof.Result
+	path string
+}
+
+// replayFile applies every record of the log's segments in order, at the
+// time it was applied, logging its progress every second and reporting it
+// to l (at start-up; nil for a reload), which may also abort it.
+func (e *Engine) replayFile(l *Loading) (replayed, error) {
 	j := &e.j
 	j.replaying = true
 	defer func() { j.replaying = false }()
@@ -134,21 +185,44 @@ func (e *Engine) replayFile(l *Loading) (aof.Result, error) {
 	e.startSidBuilder(j.presizeFor)
 	j.presizeFor = 0 // a reload's index grows as it must
 	defer e.stopSidBuilder()
-	res, err := aof.ReplayProgress(j.fs, j.path, func(p []byte) error {
-		if err := e.replayRecord(p); err != nil {
-			return fmt.Errorf("%s: record %d: %w", j.path, n+1, err)
-		}
-		n++
-		return nil
-	}, e.replayProgress(l, &n, start))
+	if jn := e.journal; jn != nil {
+		j.segs = jn.Segments() // a reload: the segments as they are now
+	}
+	var out replayed
+	var base, total int64
 	if l != nil {
-		l.Done(res.Size, int64(n))
+		total, _ = aof.SegmentsSize(j.fs, j.path, j.segs)
+	}
+	progress := e.replayProgress(l, &n, start)
+	var err error
+	for _, id := range j.segs {
+		path := aof.SegPath(j.path, id)
+		j.home = uint16(id)
+		var res aof.Result
+		res, err = aof.ReplayProgress(j.fs, path, func(p []byte) error {
+			if err := e.replayRecord(p); err != nil {
+				return fmt.Errorf("%s: record %d: %w", path, n+1, err)
+			}
+			n++
+			return nil
+		}, func(off, size int64) error { return progress(base+off, max(total, base+size)) })
+		base += res.Size
+		out.Result, out.Records = res, n
+		if res.TornBytes > 0 {
+			out.path = path
+		}
+		if err != nil {
+			break
+		}
+	}
+	if l != nil {
+		l.Done(base, int64(n))
 	}
 	if n > 0 && !errors.Is(err, ErrLoadAborted) {
 		e.opts.Logger.Info().Int("records", n).Int("jobs", e.njobs).Dur("took_ms", time.Since(start)).
-			Int64("bytes", res.Size).Msg("log replayed")
+			Int64("bytes", base).Int("segments", len(j.segs)).Msg("log replayed")
 	}
-	return res, err
+	return out, err
 }
 
 // apply replays one record: time first moves to when it was applied.
@@ -200,6 +274,7 @@ func (e *Engine) resetState() {
 		reset(e) // each feature's state (features.go): FLUSHALL drops tombstones too
 	}
 	e.jobs.Reset() // side tables by slot: slots are reused from 0
+	e.j.live = [1 << 16]int64{}
 	e.queues, e.qfree = nil, nil
 	e.byName = make(map[string]uint32)
 	e.njobs = 0
@@ -366,11 +441,32 @@ func (e *Engine) WaitDurable(ticket uint64) error {
 // (journal.Env.Written).
 func (e *Engine) maybeAutoRewrite(size int64) {
 	o := &e.opts
+	if jn := e.journal; jn.WantNext() {
+		// The next segment is made off the writers' path (its fsyncs),
+		// so that the roll is a switch of files.
+		e.mu.Lock()
+		if !e.closed {
+			e.comp.wg.Add(1)
+			go func() {
+				defer e.comp.wg.Done()
+				jn.PrepareNext()
+			}()
+		}
+		e.mu.Unlock()
+	}
 	if o.RewritePercent <= 0 || size < o.RewriteMinSize {
 		return
 	}
 	base := e.journal.Info().BaseSize
 	if size < base+base*int64(o.RewritePercent)/100 {
+		return
+	}
+	if e.journal.Active() != 0 {
+		// A segmented log compacts its oldest segments, a step at a time,
+		// rather than rewriting everything (compact.go).
+		if e.startCompaction("auto") {
+			o.Logger.Info().Int64("size", size).Int64("base_size", base).Msg("automatic log compaction started")
+		}
 		return
 	}
 	if err := e.Rewrite(); err == nil {
@@ -393,7 +489,7 @@ func (e *Engine) Rewrite() error {
 	if jn == nil || !jn.HasLog() {
 		return errors.New("the append-only log is off (appendonly no)")
 	}
-	if jn.Rewriting() {
+	if jn.Rewriting() || e.comp.running.Load() {
 		return ErrRewriteRunning
 	}
 	if err := e.writable(); err != nil {
@@ -498,5 +594,33 @@ func (e *Engine) Persistence() [][2]string {
 	if e.j.path == "" {
 		return [][2]string{{"loading", "0"}, {"async_loading", "0"}, {"aof_enabled", "0"}}
 	}
-	return e.journal.Persistence(e.j.replayed)
+	p := e.journal.Persistence(e.j.replayed)
+	if e.journal.Active() == 0 {
+		return p
+	}
+	compacting := e.comp.running.Load()
+	for i := range p {
+		if p[i][0] == "aof_rewrite_in_progress" && compacting {
+			p[i][1] = "1" // a compaction is the automatic rewrite of a segmented log
+		}
+	}
+	si := e.journal.SegmentInfo()
+	e.mu.Lock()
+	var live int64
+	for _, id := range e.journal.Segments() {
+		live += e.j.live[uint16(id)]
+	}
+	e.mu.Unlock()
+	itoa := func(n int64) string { return strconv.FormatInt(n, 10) }
+	return append(p,
+		[2]string{"aof_segments", strconv.Itoa(si.Count)},
+		[2]string{"aof_segments_sealed_bytes", itoa(si.Sealed)},
+		[2]string{"aof_segment_size", itoa(e.opts.SegmentSize)},
+		[2]string{"aof_live_bytes", itoa(live)},
+		[2]string{"aof_segment_rolls", strconv.FormatUint(si.Rolls, 10)},
+		[2]string{"aof_compactions", strconv.FormatUint(e.comp.done.Load(), 10)},
+		[2]string{"aof_compacted_bytes", itoa(e.comp.copied.Load())},
+		[2]string{"aof_compaction_in_progress", map[bool]string{false: "0", true: "1"}[compacting]},
+		[2]string{"aof_last_compaction_failures", strconv.FormatUint(e.comp.failed.Load(), 10)},
+	)
 }

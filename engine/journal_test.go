@@ -268,7 +268,7 @@ func TestFailedWriteIsNotApplied(t *testing.T) {
 		e.WaitDurable(e.journal.Ticket())
 		_, w, _ := e.PopOrWait([][]byte{b("other")}, PopDelay) // a blocked client survives the reload
 
-		fs.Inject(aof.Fault{Op: aof.OpWrite, Path: "/data/" + LogFile}) // one write fails (disk full)
+		fs.Inject(aof.Fault{Op: aof.OpWrite, Path: seg1}) // one write fails (disk full)
 		res, err := e.Add(AddArgs{Queue: b("q"), ID: b("lost"), Payload: b("x")})
 		if err != nil {
 			t.Fatal(err)
@@ -312,7 +312,7 @@ func TestFailedFsyncRefusesWritesButServesPops(t *testing.T) {
 		defer e.Close()
 		add(t, e, "q", 0, "ready")
 		e.WaitDurable(e.journal.Ticket())
-		fs.Inject(aof.Fault{Op: aof.OpSync, Path: "/data/" + LogFile, Sticky: true})
+		fs.Inject(aof.Fault{Op: aof.OpSync, Path: seg1, Sticky: true})
 		res, _ := e.Add(AddArgs{Queue: b("q"), Payload: b("x")})
 		if err := e.WaitDurable(res.Ticket); !errors.Is(err, ErrLog) {
 			t.Fatalf("wait after failed fsync: %v", err)
@@ -368,7 +368,7 @@ func TestCorruptLogRefusesToStartUnlessRepaired(t *testing.T) {
 			add(t, e, "q", 1000, fmt.Sprint(i))
 		}
 		e.Close()
-		path := "/data/" + LogFile
+		path := seg1
 		data, _ := fs.ReadFile(path)
 		data[len(data)/2] ^= 0x40
 		fs.WriteFile(path, data)
@@ -407,7 +407,7 @@ func TestFailedWriteAbandonsRewrite(t *testing.T) {
 		}
 		// The rewrite's fsync takes a (fake) millisecond; this write fails
 		// before it can finish.
-		fs.Inject(aof.Fault{Op: aof.OpWrite, Path: "/data/" + LogFile})
+		fs.Inject(aof.Fault{Op: aof.OpWrite, Path: seg1})
 		res, err := e.Add(AddArgs{Queue: b("q"), ID: b("undone"), Payload: b("x"), Retry: -1})
 		if err != nil {
 			t.Fatal(err)
@@ -435,7 +435,7 @@ func TestFailedWriteAbandonsRewrite(t *testing.T) {
 // fsynced): what a kill -9 would leave.
 func logSize(t *testing.T, fs *aof.MemFS) int {
 	t.Helper()
-	data, err := fs.ReadFile("/data/" + LogFile)
+	data, err := fs.ReadFile(seg1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -542,4 +542,28 @@ func TestRewriteYieldsBetweenChunks(t *testing.T) {
 			t.Fatalf("writes made between chunks: %d after restart, want %d", s.Delayed, yields)
 		}
 	})
+}
+
+// seg1 is the first segment of a log a test started empty: the file
+// appends go to until it rolls or is rewritten.
+var seg1 = aof.SegPath("/data/"+LogFile, 1)
+
+// logSegs returns the segments the log's manifest names, oldest first.
+func logSegs(fs aof.FS) []string {
+	ids, _, _ := aof.ReadManifest(fs, "/data/"+LogFile)
+	var paths []string
+	for _, id := range ids {
+		paths = append(paths, aof.SegPath("/data/"+LogFile, id))
+	}
+	return paths
+}
+
+// readLog returns the bytes of every segment of the log, in order.
+func readLog(fs *aof.MemFS) []byte {
+	var all []byte
+	for _, p := range logSegs(fs) {
+		b, _ := fs.ReadFile(p)
+		all = append(all, b...)
+	}
+	return all
 }

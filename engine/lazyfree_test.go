@@ -94,7 +94,7 @@ func TestLazyFreeDelDetachesAndFreesInBackground(t *testing.T) {
 			t.Fatal(err)
 		}
 		waitRewrite(e)
-		if log, _ := fs.ReadFile("/data/" + LogFile); bytes.Contains(log, b("doomed-")) {
+		if bytes.Contains(readLog(fs), b("doomed-")) {
 			t.Fatal("the rewritten log holds jobs of a deleted queue")
 		}
 

@@ -31,7 +31,7 @@ func writeJobs(t *testing.T, fs *aof.MemFS, n int) int64 {
 	if err := e.Close(); err != nil {
 		t.Fatal(err)
 	}
-	data, err := fs.ReadFile("/data/" + LogFile)
+	data, err := fs.ReadFile(seg1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +105,7 @@ func TestLoadingAbort(t *testing.T) {
 		if loaded, _, _ := l.Progress(); loaded >= size {
 			t.Fatalf("an aborted load went through the whole log (%d of %d bytes)", loaded, size)
 		}
-		if data, _ := fs.ReadFile("/data/" + LogFile); int64(len(data)) != size {
+		if data, _ := fs.ReadFile(seg1); int64(len(data)) != size {
 			t.Fatalf("the aborted load changed the log from %d to %d bytes", size, len(data))
 		}
 		e := mustNew(t, logged(fs, FsyncNo))

@@ -133,6 +133,11 @@ type LogMetrics struct {
 	Size     int64
 	Rewrites uint64 // rewrites finished since start
 	Fsync    Histogram
+	// The segmented log (compact.go): its segments, the live jobs' bytes
+	// in it (an estimate), and the segments compacted since start.
+	Segments    int
+	LiveBytes   int64
+	Compactions uint64
 }
 
 // LogMetrics returns the log's size, rewrites and fsync durations.
@@ -142,10 +147,18 @@ func (e *Engine) LogMetrics() LogMetrics {
 		return LogMetrics{}
 	}
 	in := e.journal.Info()
+	segs := e.journal.Segments()
+	e.mu.Lock()
+	var live int64
+	for _, id := range segs {
+		live += e.j.live[uint16(id)]
+	}
+	e.mu.Unlock()
 	j.fmu.Lock()
 	defer j.fmu.Unlock()
 	return LogMetrics{On: true, Size: in.Size, Rewrites: in.Rewrites,
-		Fsync: j.fsyncs.Snapshot(hist.FsyncUs[:], time.Microsecond)}
+		Fsync:    j.fsyncs.Snapshot(hist.FsyncUs[:], time.Microsecond),
+		Segments: len(segs), LiveBytes: live, Compactions: e.comp.done.Load()}
 }
 
 // EmptyLateness is the lateness histogram with nothing in it (INFO

@@ -112,7 +112,9 @@ func (e *Engine) remove(s uint32) {
 	e.entomb(s, e.recNow()) // UNIQUE: from the time of the record that removes it
 	e.detach(s)
 	e.queues[qi].Order.Leave(&e.jobs.Slab, s)
-	e.queues[qi].Bytes -= jobs.DataSize(j)
+	size := jobs.DataSize(j)
+	e.queues[qi].Bytes -= size
+	e.j.live[e.jobs.Home(s)] -= size + recOverhead
 	var id []byte // a server id is unfiled by number (jobs.Table.Delete)
 	if j.IDLen > 0 {
 		id = e.jobs.ID(j, &buf)

@@ -116,7 +116,7 @@ func TestReplayBuildsIndexBesideTheReplay(t *testing.T) {
 func TestReplayAddOfATakenIdBelowTheHighestReplaces(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fs := aof.NewMemFS()
-		w, err := aof.OpenAppend(fs, "/data/"+LogFile, 0)
+		w, err := aof.OpenAppend(fs, seg1, 0)
 		if err != nil {
 			t.Fatal(err)
 		}

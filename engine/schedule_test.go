@@ -418,14 +418,16 @@ func TestScheduleReplayAndRewriteKeepState(t *testing.T) {
 func countOps(t *testing.T, fs aof.FS, op byte) int {
 	t.Helper()
 	n := 0
-	_, err := aof.Replay(fs, "/data/"+LogFile, func(p []byte) error {
-		if len(p) > 0 && p[0] == op {
-			n++
+	for _, path := range logSegs(fs) {
+		_, err := aof.Replay(fs, path, func(p []byte) error {
+			if len(p) > 0 && p[0] == op {
+				n++
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
 		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
 	}
 	return n
 }
@@ -607,7 +609,7 @@ func TestScheduleFiringUndoneByAFailedWriteIsMadeAgain(t *testing.T) {
 		defer e.Close()
 		s0 := e.Now()
 		schedMust(t, e, ScheduleArgs{Queue: b("q"), Name: b("s"), Every: 1000, Payload: b("p"), Misfire: MisfireSkip})
-		fs.Inject(aof.Fault{Op: aof.OpWrite, Path: "/data/" + LogFile}) // the first firing's write fails
+		fs.Inject(aof.Fault{Op: aof.OpWrite, Path: seg1}) // the first firing's write fails
 		sleep(1000 * time.Millisecond)
 		sleep(500 * time.Millisecond)
 		if got := schedDrainIDs(t, e, "q"); !slices.Equal(got, schedIDs("s", s0+1000, 1000, 1)) {

@@ -225,7 +225,7 @@ func TestUniqueTombstonesSurviveRewriteAndSnapshot(t *testing.T) {
 			t.Fatal(err)
 		}
 		waitRewrite(e)
-		log, _ := fs.ReadFile("/data/" + LogFile)
+		log := readLog(fs)
 		e.Close()
 		e = mustNew(t, logged(fs, FsyncAlways))
 		defer func() { e.Close() }()

@@ -386,31 +386,24 @@ func TestDurabilityLogBoundedUnderChurn(t *testing.T) {
 		}
 	}
 	expectStats(t, c, "q", 0, 0, 0)
-	path := durAOF(t, s)
-	fi, err := os.Stat(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	before := fi.Size()
+	dir := durDir(t, s)
+	before := logBytes(t, dir)
 	expect(t, c, anyReply{}, "BGREWRITEAOF")
 	durWaitRewriteDone(t, s, 30*time.Second)
-	fi, err = os.Stat(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("log: %d bytes before the rewrite, %d after", before, fi.Size())
-	if fi.Size() >= 64<<10 {
-		t.Errorf("log is %d bytes after BGREWRITEAOF with nothing pending (before: %d); want < 64 KiB", fi.Size(), before)
+	size := logBytes(t, dir)
+	t.Logf("log: %d bytes before the rewrite, %d after", before, size)
+	if size >= 64<<10 {
+		t.Errorf("log is %d bytes after BGREWRITEAOF with nothing pending (before: %d); want < 64 KiB", size, before)
 	}
 	// INFO persistence follows the new file (allowing a moment after
 	// aof_rewrite_in_progress:0 for the size to be published)
 	for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 		v, _ := s.info("persistence", "aof_current_size")
-		if v == strconv.FormatInt(fi.Size(), 10) {
+		if v == strconv.FormatInt(size, 10) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Errorf("INFO persistence aof_current_size = %s 2 s after the rewrite ended, the file has %d bytes", v, fi.Size())
+			t.Errorf("INFO persistence aof_current_size = %s 2 s after the rewrite ended, the log has %d bytes", v, size)
 			break
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -14,6 +15,9 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/delayd/delayd/aof"
+	"github.com/delayd/delayd/engine"
 )
 
 // SPEC "Durability" on the real binary with the append-only log on: restarts,
@@ -40,9 +44,54 @@ func durDir(t testing.TB, s *server) string {
 	return dir
 }
 
-// durAOF is the path of the server's log.
+// durAOF is the path of the server's log: the segment appends go to.
 func durAOF(t testing.TB, s *server) string {
-	return filepath.Join(durDir(t, s), "delayd.aof")
+	segs := logSegments(t, durDir(t, s))
+	return segs[len(segs)-1]
+}
+
+// logSegments returns the paths of the segments the log's manifest in dir
+// names, oldest first.
+func logSegments(t testing.TB, dir string) []string {
+	t.Helper()
+	path := filepath.Join(dir, engine.LogFile)
+	ids, legacy, err := aof.ReadManifest(aof.OS, path)
+	if err != nil || legacy {
+		t.Fatalf("the log's manifest %s: %v (a log of an earlier release: %v)", path, err, legacy)
+	}
+	var segs []string
+	for _, id := range ids {
+		segs = append(segs, aof.SegPath(path, id))
+	}
+	return segs
+}
+
+// logBytes is what the log in dir holds on disk: every segment's bytes.
+func logBytes(t testing.TB, dir string) int64 {
+	t.Helper()
+	var n int64
+	for _, p := range logSegments(t, dir) {
+		st, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n += st.Size()
+	}
+	return n
+}
+
+// readLog returns the bytes of every segment of the log in dir, in order.
+func readLog(t testing.TB, dir string) []byte {
+	t.Helper()
+	var all []byte
+	for _, p := range logSegments(t, dir) {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, b...)
+	}
+	return all
 }
 
 // durStart starts the stopped server again (same dir and port) with extra

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -68,10 +67,7 @@ func TestIdentUniqueSurvivesRestartAndRewrite(t *testing.T) {
 	expect(t, c, int64(1), "DEL", "other")
 	expect(t, c, anyReply{}, "BGREWRITEAOF")
 	durWaitRewriteDone(t, s, 10*time.Second)
-	log, err := os.ReadFile(filepath.Join(s.dir(t), "delayd.aof"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	log := readLog(t, s.dir(t))
 	if bytes.Contains(log, []byte("unique-payload")) {
 		t.Fatal("the rewritten log still holds the acknowledged job")
 	}

@@ -7,7 +7,6 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -60,11 +59,7 @@ func writeLog(t *testing.T, dir string, n int) int64 {
 	if err := e.Close(); err != nil {
 		t.Fatal(err)
 	}
-	st, err := os.Stat(filepath.Join(dir, engine.LogFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return st.Size()
+	return logBytes(t, dir)
 }
 
 // startLoading starts the server on the log in dir at info level and
@@ -246,11 +241,7 @@ func TestLoadingSIGTERM(t *testing.T) {
 	n := loadingJobs()
 	dir := t.TempDir()
 	writeLog(t, dir, n)
-	path := filepath.Join(dir, engine.LogFile)
-	before, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	before := readLog(t, dir)
 	s, _ := startLoading(t, dir)
 	start := time.Now()
 	if code := s.Stop(); code != 0 {
@@ -262,7 +253,7 @@ func TestLoadingSIGTERM(t *testing.T) {
 	if out := s.Output(); !strings.Contains(out, `"message":"delayd stopped while loading the log"`) {
 		t.Errorf("the log does not say the server stopped while loading:\n%s", out)
 	}
-	if after, _ := os.ReadFile(path); !bytes.Equal(after, before) {
+	if after := readLog(t, dir); !bytes.Equal(after, before) {
 		t.Fatalf("stopping while loading changed the log (%d bytes, was %d)", len(after), len(before))
 	}
 	if err := s.Start(); err != nil {

@@ -2,12 +2,16 @@ package integration
 
 import (
 	"archive/tar"
+	"bytes"
 	"compress/gzip"
+	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -69,6 +73,10 @@ func TestUpgradeGoldenDataDirs(t *testing.T) {
 			expect(t, c, []any{"{g}r", "r1", "p-r1"}, "DELAY.POP", "{g}r", 1)
 			expect(t, c, "OK", "DELAY.PAUSE", "{g}t")
 			if g.Mode == "single" {
+				// The release's one log became the first segment.
+				if segs := logSegments(t, dir); len(segs) != 1 || !strings.HasSuffix(segs[0], ".aof.1") {
+					t.Errorf("after the first start the log is %v, want segment 1 alone", segs)
+				}
 				expect(t, c, "Background append only file rewriting started", "BGREWRITEAOF")
 				waitRewritten(t, s)
 			}
@@ -347,7 +355,8 @@ func TestUpgradeNewerLogRefused(t *testing.T) {
 	expect(t, c, "a1", "DELAY.ADD", "{g}q", 3600000, "p", "ID", "a1")
 	dir := s.dir(t)
 	s.Stop()
-	path := filepath.Join(dir, "delayd.aof")
+	segs := logSegments(t, dir)
+	path := segs[len(segs)-1]
 	fi, err := os.Stat(path)
 	if err != nil {
 		t.Fatal(err)
@@ -375,5 +384,45 @@ func TestUpgradeNewerLogRefused(t *testing.T) {
 	}
 	if i := strings.LastIndex(out, "records of a newer delayd"); strings.Contains(out[i:], "--repair") {
 		t.Errorf("a log of a newer delayd is called damage:\n%s", out)
+	}
+}
+
+// A data directory this release wrote (a manifest and segments) is refused
+// by the previous release, with and without --repair, rather than read as
+// an empty log: its manifest, named delayd.aof as the old single log was,
+// reads to it as a record of a kind it does not know. This release then
+// starts on the directory with every job.
+func TestUpgradePreviousReleaseRefusesSegmentedLog(t *testing.T) {
+	t.Parallel()
+	oldBin := buildRelease(t, previousCommit)
+	s := startServer(t, "--appendonly", "yes", "--appendfsync", "always")
+	c := s.Client()
+	expect(t, c, "a1", "DELAY.ADD", "q", 3600000, "p", "ID", "a1")
+	dir := s.dir(t)
+	s.Stop()
+	if segs := logSegments(t, dir); len(segs) != 1 {
+		t.Fatalf("segments %v", segs)
+	}
+	for _, extra := range [][]string{nil, {"--repair"}} {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		args := append([]string{"--bind", "127.0.0.1", "--port", strconv.Itoa(freePort(t)),
+			"--dir", dir, "--appendonly", "yes", "--log-level", "warn"}, extra...)
+		out, err := exec.CommandContext(ctx, oldBin, args...).CombinedOutput()
+		timedOut := ctx.Err() != nil
+		cancel()
+		if timedOut {
+			t.Fatalf("release %s %v started on a segmented log:\n%s", previousRelease, extra, out)
+		}
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() == 0 || !strings.Contains(string(out), "delayd.aof") {
+			t.Fatalf("release %s %v on a segmented log: %v; want a refusal naming delayd.aof:\n%s", previousRelease, extra, err, out)
+		}
+		t.Logf("release %s %v: %s", previousRelease, extra, bytes.TrimSpace(out))
+	}
+	if err := s.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if v := do(t, s.Client(), "DELAY.GET", "q", "a1"); v == nil {
+		t.Fatal("the job added before the old release's attempts is gone")
 	}
 }

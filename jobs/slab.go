@@ -13,6 +13,11 @@ import "github.com/delayd/delayd/offheap"
 // collecting. release gives them back; nothing may read the slab after.
 type Slab struct {
 	pages [][]Job
+	// homes holds, beside each page, each slot's home: the log segment of
+	// the record its job was last written whole in, for the segmented
+	// log's compaction (docs/decisions/segmented-log.md). Two bytes a job,
+	// outside the 64-byte record, which has no room.
+	homes [][]uint16
 	n     uint32 // slots handed out so far
 }
 
@@ -25,12 +30,20 @@ const (
 // At returns the job in slot s. O(1).
 func (t *Slab) At(s uint32) *Job { return &t.pages[s>>pageBits][s&pageMask] }
 
+// Home is the log segment slot s's job was last written whole in (its id
+// modulo 2^16). O(1).
+func (t *Slab) Home(s uint32) uint16 { return t.homes[s>>pageBits][s&pageMask] }
+
+// SetHome notes the log segment slot s's job was last written whole in.
+func (t *Slab) SetHome(s uint32, seg uint16) { t.homes[s>>pageBits][s&pageMask] = seg }
+
 // Add returns a new slot at the end. O(1), and never copies a job.
 func (t *Slab) Add() uint32 {
 	if t.addGrows() {
 		p := offheap.Make[Job](pageSize)
 		offheap.Populate(p) // one call, not 300 page faults (the engine's presize.go)
 		t.pages = append(t.pages, p)
+		t.homes = append(t.homes, offheap.Make[uint16](pageSize))
 	}
 	t.n++
 	return t.n - 1
@@ -41,11 +54,14 @@ func (t *Slab) Release() {
 	for _, p := range t.pages {
 		offheap.Free(p)
 	}
+	for _, h := range t.homes {
+		offheap.Free(h)
+	}
 	*t = Slab{}
 }
 
 // Bytes is the memory the slab holds.
-func (t *Slab) Bytes() int64 { return int64(len(t.pages)) * pageSize * int64(Size) }
+func (t *Slab) Bytes() int64 { return int64(len(t.pages)) * pageSize * (int64(Size) + 2) }
 
 // Len is the slots handed out so far, free or not: slots run from 0 to
 // Len-1. O(1).

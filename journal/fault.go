@@ -30,6 +30,7 @@ const ProbeEvery = time.Second
 // disk) may be retried; a failed fsync (fsyncErr, or a Writer failed for
 // good) may not, as Postgres learned.
 func (j *Journal) Undo(first uint64, err error, fsyncErr bool) {
+	j.seg.fails.Add(1)
 	j.mu.Lock()
 	last := j.ticket
 	j.pend = j.pend[:0]
@@ -77,7 +78,7 @@ func (j *Journal) Probe(rec []byte) (ok, stop bool) {
 	j.wmu.Lock()
 	j.log.Append(rec)
 	err := j.log.Flush()
-	size := j.log.Size()
+	size := j.seg.sealed.Load() + j.log.Size()
 	j.wmu.Unlock()
 	fsyncErr := false
 	if err == nil {
@@ -131,10 +132,14 @@ func (j *Journal) Sync() error {
 	j.smu.Lock()
 	defer j.smu.Unlock()
 	j.wmu.Lock()
-	l := j.log
+	l, retired := j.log, j.seg.retired
+	j.seg.retired = nil
 	j.wmu.Unlock()
 	start := time.Now()
-	err := l.Sync()
+	err := j.syncRetired(retired) // segments rolled since the last fsync come first
+	if err == nil {
+		err = l.Sync()
+	}
 	took := time.Since(start)
 	if took > 500*time.Millisecond {
 		j.opts.Logger.Warn().Dur("took_ms", took).Str("file", j.opts.Path).Msg("slow fsync")

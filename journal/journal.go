@@ -114,6 +114,10 @@ type Options struct {
 	Replicator Replicator
 	// Window bounds the batches proposed and not yet committed (0: none).
 	Window int
+
+	// SegmentSize is the size past which the active segment of a
+	// segmented log rolls (segments.go); 0 never rolls.
+	SegmentSize int64
 }
 
 // Env is what the journal needs from its owner. Both are called from the
@@ -195,6 +199,7 @@ type Journal struct {
 	info    Info       // guarded by dmu, but its Rewriting and Broken
 
 	repl replState
+	seg  segState
 }
 
 // New returns a journal writing to opts' sink; a log file is opened by
@@ -211,14 +216,16 @@ func New(opts Options, env Env) *Journal {
 }
 
 // Open opens the log file for appending at size, the end of what replay
-// read (a torn tail past it is cut).
+// read (a torn tail past it is cut): the last segment of a segmented log
+// (SetSegments), else the file at Path.
 func (j *Journal) Open(size int64) error {
-	w, err := aof.OpenAppend(j.opts.FS, j.opts.Path, size)
+	w, err := aof.OpenAppend(j.opts.FS, j.activePath(), size)
 	if err != nil {
 		return err
 	}
 	j.log = w
-	j.info.BaseSize = w.Size()
+	j.seg.activeSize.Store(w.Size())
+	j.info.BaseSize = j.seg.sealed.Load() + w.Size()
 	j.info.Size = j.info.BaseSize
 	return nil
 }
@@ -365,14 +372,17 @@ func (j *Journal) commit() (probe bool) {
 		j.wmu.Unlock()
 		return false
 	}
-	eachRecord(batch, j.log.Append)
-	err := j.log.Flush()
-	size := j.log.Size()
+	fsyncErr, err := j.rollIfFull()
+	if err == nil {
+		eachRecord(batch, j.log.Append)
+		err = j.log.Flush()
+	}
+	j.seg.activeSize.Store(j.log.Size())
+	size := j.seg.sealed.Load() + j.log.Size()
 	j.wmu.Unlock()
 	j.dmu.Lock()
 	j.info.Size = size
 	j.dmu.Unlock()
-	fsyncErr := false
 	if err == nil {
 		j.dirty.Store(true)
 		if j.opts.Fsync == FsyncAlways {
@@ -432,6 +442,17 @@ func (j *Journal) WaitDurable(ticket uint64) error {
 func (j *Journal) Close() error {
 	j.wmu.Lock()
 	defer j.wmu.Unlock()
+	for _, w := range j.seg.retired {
+		w.Sync() // normally done: the flusher's last fsync took them first
+	}
+	j.closeRetired()
+	j.seg.gmu.Lock()
+	if j.seg.next != nil {
+		j.seg.next.Close()
+		j.seg.next = nil
+		j.seg.hasNext.Store(false)
+	}
+	j.seg.gmu.Unlock()
 	if j.log == nil {
 		return nil
 	}

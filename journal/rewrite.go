@@ -105,7 +105,10 @@ func (r *Rewrite) Install() error {
 	}
 	eachRecord(j.rwTail, w.Append)
 	err := w.Flush()
-	if err == nil {
+	var dropped []uint64
+	if err == nil && j.seg.active.Load() != 0 {
+		dropped, err = j.installSegment(r.tmp)
+	} else if err == nil {
 		err = aof.Install(j.opts.FS, r.tmp, j.opts.Path)
 	}
 	if err != nil && !errors.Is(err, aof.ErrRenameNotDurable) {
@@ -127,7 +130,11 @@ func (r *Rewrite) Install() error {
 	j.dcond.Broadcast() // before the close: the writes the new log took wait for no fsync
 	j.smu.Lock()        // not while an fsync uses it (Sync)
 	old.Close()
+	j.wmu.Lock()
+	j.closeRetired()
+	j.wmu.Unlock()
 	j.smu.Unlock()
+	j.removeSegments(dropped)
 	return err
 }
 
@@ -150,7 +157,7 @@ func (j *Journal) Finish(started time.Time, err error) {
 // Sizes returns the log's size now and after the last rewrite.
 func (j *Journal) Sizes() (size, base int64) {
 	j.wmu.Lock()
-	size = j.log.Size()
+	size = j.seg.sealed.Load() + j.log.Size()
 	j.wmu.Unlock()
 	j.dmu.Lock()
 	defer j.dmu.Unlock()

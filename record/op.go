@@ -6,7 +6,9 @@ package record
 // record (record_test.go), a registration in the engine
 // (engine/features.go) and the format version that brought it
 // (cluster/versions.go), since a release before it reads it as ErrNewer.
-// Ops 18 to 255 are free.
+// Ops 18 to 254 are free. 255 opens the segmented log's manifest
+// (aof.ManifestOp) and is never a record: a release before segments reads
+// the manifest, named as its one log file was, as ErrNewer and refuses it.
 //
 // Layouts: every record but tomb and unit starts with op, time (varint,
 // unix ms) and queue (bytes); idkind id follows where shown: idkind 0 is a

@@ -80,6 +80,7 @@ type collector struct {
 	queueTotal, total, totalOnly                        []*prometheus.Desc
 	lateness, ackTime                                   *prometheus.Desc
 	fsync, logSize, rewrites, commands, commandTime     *prometheus.Desc
+	logSegments, logLive, compactions                   *prometheus.Desc
 }
 
 func newCollector(s *Server) *collector {
@@ -98,12 +99,15 @@ func newCollector(s *Server) *collector {
 			"queue", "state"),
 		latency: d("queue_latency_seconds", "How long the queue's oldest ready job has waited since its due time, 0 with none (DELAY.STATS latency), the figure to scale workers on;"+
 			" queue=\"_other\" is the largest of the queues past --metrics-max-queues", "queue"),
-		lateness: d("job_lateness_seconds", "How late jobs were handed out: hand-out time minus due time, first deliveries only"),
-		ackTime:  d("job_ack_duration_seconds", "Time from hand-out (or the last DELAY.TOUCH) to DELAY.ACK"),
-		fsync:    d("log_fsync_duration_seconds", "Duration of the append-only log's fsyncs"),
-		logSize:  d("log_size_bytes", "Size of the append-only log"),
-		rewrites: d("log_rewrites_total", "Log rewrites finished since start"),
-		commands: d("commands_total", "Commands run, by command (INFO commandstats calls)", "command"),
+		lateness:    d("job_lateness_seconds", "How late jobs were handed out: hand-out time minus due time, first deliveries only"),
+		ackTime:     d("job_ack_duration_seconds", "Time from hand-out (or the last DELAY.TOUCH) to DELAY.ACK"),
+		fsync:       d("log_fsync_duration_seconds", "Duration of the append-only log's fsyncs"),
+		logSize:     d("log_size_bytes", "Size of the append-only log"),
+		rewrites:    d("log_rewrites_total", "Log rewrites finished since start"),
+		logSegments: d("log_segments", "Segments the append-only log is made of"),
+		logLive:     d("log_live_bytes", "Bytes of the log the live jobs take (an estimate: what compaction would keep)"),
+		compactions: d("log_compactions_total", "Log segments compacted since start"),
+		commands:    d("commands_total", "Commands run, by command (INFO commandstats calls)", "command"),
 		commandTime: d("commands_duration_seconds_total",
 			"Time spent in command handlers, by command (INFO commandstats usec; a blocking pop's wait is not counted)", "command"),
 	}
@@ -120,7 +124,7 @@ func newCollector(s *Server) *collector {
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.buildInfo, c.connected, c.blocked, c.queues, c.paused, c.jobs, c.latency, c.lateness,
-		c.ackTime, c.fsync, c.logSize, c.rewrites, c.commands, c.commandTime} {
+		c.ackTime, c.fsync, c.logSize, c.rewrites, c.commands, c.commandTime, c.logSegments, c.logLive, c.compactions} {
 		ch <- d
 	}
 	for _, ds := range [][]*prometheus.Desc{c.queueTotal, c.total, c.totalOnly} {
@@ -215,6 +219,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		hist(c.fsync, lm.Fsync)
 		gauge(c.logSize, float64(lm.Size))
 		counter(c.rewrites, float64(lm.Rewrites))
+		gauge(c.logSegments, float64(lm.Segments))
+		gauge(c.logLive, float64(lm.LiveBytes))
+		counter(c.compactions, float64(lm.Compactions))
 	}
 }
 

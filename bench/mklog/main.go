@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/delayd/delayd/engine"
@@ -19,7 +20,11 @@ func main() {
 	dir := flag.String("dir", "/tmp/delayd-replay", "data directory (the log is replaced)")
 	payload := flag.Int("payload", 16, "payload bytes")
 	flag.Parse()
-	os.Remove(*dir + "/" + engine.LogFile)
+	// The log is a manifest and its segments (delayd.aof, delayd.aof.N).
+	old, _ := filepath.Glob(filepath.Join(*dir, engine.LogFile+"*"))
+	for _, f := range old {
+		os.Remove(f)
+	}
 	e, err := engine.New(engine.Options{AppendOnly: true, Dir: *dir, Fsync: engine.FsyncNo})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "mklog:", err)
@@ -45,6 +50,12 @@ func main() {
 		fmt.Fprintln(os.Stderr, "mklog:", err)
 		os.Exit(1)
 	}
-	st, _ := os.Stat(*dir + "/" + engine.LogFile)
-	fmt.Printf("jobs=%d log_bytes=%d bytes_per_job=%.1f took=%v\n", *n, st.Size(), float64(st.Size())/float64(*n), time.Since(start).Round(time.Millisecond))
+	var size int64
+	segs, _ := filepath.Glob(filepath.Join(*dir, engine.LogFile+".*"))
+	for _, f := range segs {
+		if st, err := os.Stat(f); err == nil {
+			size += st.Size()
+		}
+	}
+	fmt.Printf("jobs=%d log_bytes=%d bytes_per_job=%.1f took=%v\n", *n, size, float64(size)/float64(*n), time.Since(start).Round(time.Millisecond))
 }

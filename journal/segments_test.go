@@ -1,0 +1,92 @@
+package journal
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/delayd/delayd/aof"
+)
+
+// segRecords replays every segment the manifest names, in order.
+func segRecords(t *testing.T, fs aof.FS) []string {
+	t.Helper()
+	ids, legacy, err := aof.ReadManifest(fs, path)
+	if err != nil || legacy {
+		t.Fatalf("manifest: %v (legacy %v)", err, legacy)
+	}
+	var got []string
+	for _, id := range ids {
+		if _, err := aof.Replay(fs, aof.SegPath(path, id), func(p []byte) error {
+			got = append(got, string(p))
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return got
+}
+
+// A segmented journal rolls between batches when the active segment is
+// full, to the segment PrepareNext made when there is one (else to one it
+// makes), and drops the oldest on demand: the manifest's segments hold
+// every record written since, in order, through a crash under always.
+func TestSegmentsRollPrepareAndDrop(t *testing.T) {
+	for _, prepare := range []bool{false, true} {
+		t.Run(fmt.Sprint("prepare=", prepare), func(t *testing.T) {
+			fs := aof.NewMemFS()
+			ids, err := aof.OpenSegments(fs, path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			j := New(Options{FS: fs, Path: path, Fsync: FsyncAlways, SegmentSize: 256},
+				Env{Failed: func(uint64, error, bool) bool { return false }, Written: func(int64) {}, Fsynced: func(time.Duration) {}})
+			j.SetSegments(ids, 0)
+			if err := j.Open(aof.HeaderSize); err != nil {
+				t.Fatal(err)
+			}
+			var want []string
+			for i := range 100 {
+				rec := fmt.Sprintf("record-%03d-%s", i, "................................")
+				want = append(want, rec)
+				tk := j.Append([]byte(rec))
+				j.Write()
+				if err := j.WaitDurable(tk); err != nil {
+					t.Fatal(err)
+				}
+				if prepare && j.WantNext() {
+					j.PrepareNext()
+				}
+			}
+			segs := j.Segments()
+			if len(segs) < 8 || segs[len(segs)-1] != j.Active() {
+				t.Fatalf("segments %v, active %d", segs, j.Active())
+			}
+			if got := segRecords(t, fs.CrashClone()); !slices.Equal(got, want) {
+				t.Fatalf("after a crash: %d records, want %d", len(got), len(want))
+			}
+			if err := j.DropOldest(segs[1]); err == nil {
+				t.Fatal("dropped a segment that is not the oldest")
+			}
+			if err := j.DropOldest(j.Active()); err == nil {
+				t.Fatal("dropped the active segment")
+			}
+			// Dropping the first segment drops its records, and only them.
+			first, _ := aof.Replay(fs, aof.SegPath(path, segs[0]), nil)
+			if err := j.DropOldest(segs[0]); err != nil {
+				t.Fatal(err)
+			}
+			if got := segRecords(t, fs.CrashClone()); !slices.Equal(got, want[first.Records:]) {
+				t.Fatalf("after dropping segment %d: %d records, want %d", segs[0], len(got), len(want)-first.Records)
+			}
+			if _, err := fs.Stat(aof.SegPath(path, segs[0])); err == nil {
+				t.Fatal("the dropped segment's file is still there")
+			}
+			if in := j.SegmentInfo(); in.Rolls != uint64(len(segs)-1) || in.Drops != 1 || in.Count != len(segs)-1 {
+				t.Fatalf("SegmentInfo %+v after %d rolls and a drop", in, len(segs)-1)
+			}
+			j.Close()
+		})
+	}
+}
