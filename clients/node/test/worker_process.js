@@ -18,10 +18,15 @@ const out = (line) => process.stdout.write(line + '\n');
 
 const worker = new Worker(redis, queue, async (job) => {
   let deliveries = '?';
-  try {
-    const info = await redis.call('DELAY.GET', queue, job.id);
-    if (info) deliveries = info[info.indexOf('deliveries') + 1];
-  } catch { /* a failover: the line says ? */ }
+  for (let tries = 0; deliveries === '?' && tries < 100; tries++) {
+    try {
+      const info = await redis.call('DELAY.GET', queue, job.id);
+      if (info) deliveries = info[info.indexOf('deliveries') + 1];
+      else break; // gone: its reservation expired and another delivery ended it
+    } catch {
+      await sleep(100); // a failover
+    }
+  }
   out(`start ${job.id} ${deliveries}`);
   await sleep(work);
 }, {
