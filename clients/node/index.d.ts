@@ -124,7 +124,7 @@ export class Job {
   json<T = unknown>(): T;
 }
 
-export type Handler<R = unknown> = (job: Job, signal: AbortSignal) => R | Promise<R>;
+export type Handler<R = unknown> = (job: Job) => R | Promise<R>;
 
 /** The retry policy: the delay in ms before a failed job's next delivery. deliveries is 1 on the first failure. */
 export type Backoff = (deliveries: number, err: unknown, job: Job) => number;

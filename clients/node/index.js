@@ -217,21 +217,33 @@ const noop = () => {};
 const quiet = { info: noop, warn: noop, error: noop };
 
 // Job is what a handler gets. payload is the job's payload as a string;
-// json() parses it.
+// json() parses it; signal is aborted when the worker's close deadline
+// passes with the handler still running (made on first use: most handlers
+// never look, and an AbortController costs more than the rest of a job).
 class Job {
-  constructor(queue, id, payload, signal) {
+  constructor(queue, id, payload) {
     this.queue = queue;
     this.id = id;
     this.payload = payload;
-    this.signal = signal;
+    this._ctrl = null;
+  }
+
+  get signal() {
+    if (!this._ctrl) this._ctrl = new AbortController();
+    return this._ctrl.signal;
   }
 
   json() {
     return JSON.parse(this.payload);
   }
+
+  _abort(reason) {
+    if (!this._ctrl) this._ctrl = new AbortController();
+    this._ctrl.abort(reason);
+  }
 }
 
-// Worker runs handler(job, signal) for the jobs of one queue. Events, as
+// Worker runs handler(job) for the jobs of one queue. Events, as
 // BullMQ's Worker: 'completed' (job, result) once the job's ACK is answered,
 // 'failed' (job, err) once its NACK is (or its ACK, for an
 // UnrecoverableError), 'error' (err) for what the worker retries (emitted
@@ -360,12 +372,11 @@ class Worker extends EventEmitter {
   }
 
   _start(id, payload) {
-    const ctrl = new AbortController();
-    const entry = { job: new Job(this.queue, id, payload, ctrl.signal), ctrl, started: Date.now(), deadline: 0, ackTimeout: 0, beating: false, noDeadline: false, abandoned: false, result: undefined, err: null };
+    const entry = { job: new Job(this.queue, id, payload), started: Date.now(), deadline: 0, ackTimeout: 0, beating: false, noDeadline: false, abandoned: false, result: undefined, err: null };
     this._running.add(entry);
     let p;
     try {
-      p = Promise.resolve(this.handler(entry.job, ctrl.signal));
+      p = Promise.resolve(this.handler(entry.job));
     } catch (err) {
       p = Promise.reject(err);
     }
@@ -615,7 +626,7 @@ class Worker extends EventEmitter {
       for (const e of late) {
         e.abandoned = true;
         this._running.delete(e);
-        e.ctrl.abort(new Error('worker shutting down'));
+        e.job._abort(new Error('worker shutting down'));
       }
       await Promise.race([
         Promise.all(late.map((e) => this.redis.call('DELAY.NACK', this.queue, e.job.id, 0, 'ERROR', 'worker shutting down').catch((err) => {

@@ -254,7 +254,8 @@ test('close at its deadline aborts the signal and gives the job back', { skip },
     let aborted = null;
     let started;
     const running = new Promise((resolve) => { started = resolve; });
-    const w = new Worker(r, q, (job, signal) => new Promise(() => {
+    const w = new Worker(r, q, (job) => new Promise(() => {
+      const { signal } = job;
       signal.addEventListener('abort', () => { aborted = signal.reason; });
       started();
     }), { logger: quiet });
