@@ -1,15 +1,23 @@
 #!/usr/bin/env bash
-# nodeworker.sh: the Node library's Worker (clients/node, its defaults, one
-# Worker of concurrency 8) against BullMQ's Worker (concurrency 8) and asynq
-# (Concurrency 8) in one run of the rivals race: 100k jobs all due at once,
-# servers pinned to CPU 0 with appendfsync everysec, clients to CPU 1.
-# Issue 35 asks for at least 2x both completion rates.
+# nodeworker.sh: the Node library's Worker (clients/node, its defaults but
+# concurrency 8: one Worker) against BullMQ's Worker (concurrency 8) and asynq
+# (Concurrency 8), one after the other in one run of the rivals race's burst
+# case: 100k jobs all due at once, servers pinned to CPU 0 with appendfsync
+# everysec, clients to CPU 1. Issue 35 asks for at least 2x both completion
+# rates.
 #
-#   bench/nodeworker.sh                     # burst, 100k jobs
-#   JOBS=20000 bench/nodeworker.sh          # shorter
-#   CASES=burst,spread bench/nodeworker.sh  # lateness too
+# Each system gets its own burst lead (the time from the first add to the
+# due time), long enough for its fill to end first on a loaded 2-CPU machine
+# (BullMQ added 100k jobs in 158 s here); a fill that overruns makes the
+# rate the fill's, and the race's log says so.
+#
+#   bench/nodeworker.sh                               # 100k jobs
+#   JOBS=20000 LEADS="delayd-node=20s bullmq=60s asynq=10s" bench/nodeworker.sh
 set -euo pipefail
-export SYSTEMS=${SYSTEMS:-delayd-node,bullmq,asynq}
-export CASES=${CASES:-burst}
+here=$(cd "$(dirname "$0")" && pwd)
 export JOBS=${JOBS:-100000}
-exec "$(dirname "$0")/rivals/run.sh" "$@"
+export CASES=burst
+LEADS=${LEADS:-delayd-node=75s bullmq=240s asynq=30s}
+for pair in $LEADS; do
+  SYSTEMS=${pair%%=*} "$here/rivals/run.sh" -burst-lead "${pair#*=}" "$@"
+done

@@ -1,5 +1,8 @@
-// A delayd worker: DELAY.POP a job, do it, DELAY.ACK it (at-least-once for
-// jobs added with ACKTIMEOUT).
+// A delayd worker with nothing but ioredis: DELAY.POP a job, do it,
+// DELAY.ACK it (at-least-once for jobs added with ACKTIMEOUT). worker.js
+// does the same with the delayd package (clients/node), which adds
+// concurrency, one round trip a job, heartbeats and retries; this one is
+// for those who want no dependency.
 //
 // The read timeout rule: ioredis has no command timeout by default, but
 // apps often set `commandTimeout`, and it applies to every command. Its own
