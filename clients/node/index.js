@@ -285,6 +285,7 @@ class Worker extends EventEmitter {
     this._wakeLoop = null; // resolves the loop's wait for a free slot
     this._idle = []; // resolved when nothing runs or is in flight
     this._fetching = false;
+    this._fetchSoon = false; // the loop fetches once a slot frees
     this._closing = false;
     this._drained = true;
     this._outage = null; // the first error of a run of errors, logged once
@@ -313,10 +314,12 @@ class Worker extends EventEmitter {
     let delay = 0;
     while (!this._closing) {
       if (this._running.size >= this.concurrency) {
+        this._fetchSoon = true;
         await new Promise((resolve) => { this._wakeLoop = resolve; });
         continue;
       }
       const free = this.concurrency - this._running.size;
+      this._fetchSoon = false;
       const acks = this._takeAcks();
       const pipe = this._blocking.pipeline();
       if (acks.length) pipe.call('DELAY.ACK', this.queue, ...acks.map((e) => e.job.id));
@@ -354,6 +357,8 @@ class Worker extends EventEmitter {
       this._drained = false;
       for (const [id, payload] of reply[1]) this._start(id, payload);
     }
+    this._fetchSoon = false;
+    this._flushAcks(); // what finished while the loop was stopping
   }
 
   // _watchClientId keeps the fetch connection's CLIENT ID, so close() can
@@ -405,6 +410,9 @@ class Worker extends EventEmitter {
 
   _queueAck(entry) {
     this._acks.push(entry);
+    // A loop waiting for a free slot fetches as soon as this job's slot is
+    // free: the ACK rides with it, no timer needed.
+    if (this._fetchSoon && !this._closing) return;
     if (!this._ackTimer) this._ackTimer = setTimeout(() => this._flushAcks(), ACK_WAIT_MS);
   }
 
