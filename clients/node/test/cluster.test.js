@@ -65,6 +65,7 @@ test('a 3-node cluster\'s leader killed under load: every job completed, none tw
       if (ds.length > 1) redelivered++;
     }
     t.diagnostic(`killed ${killed}; ${added.length} jobs, ${redelivered} delivered again after an ack timeout`);
+    t.diagnostic(`the worker's log:\n${w.stderr.trim()}`);
   } finally {
     if (w.child.exitCode === null) w.child.kill('SIGKILL');
     r.disconnect();
