@@ -221,6 +221,17 @@ test('the default backoff is exponential with full jitter', () => {
   assert.equal(exponentialBackoff({ jitter: false })(30), 3600000);
 });
 
+test('the fetch blocks for less than ioredis\'s commandTimeout', () => {
+  const fake = (options) => ({ duplicate() {}, call() {}, options });
+  const block = (options, opts = {}) => new Worker(fake(options), 'q', () => {}, { autorun: false, ...opts }).blockSec;
+  assert.equal(block({}), '1');
+  assert.equal(block({ commandTimeout: 5000 }), '1');
+  assert.equal(block({ commandTimeout: 1000 }), '0.75');
+  assert.equal(block({ redisOptions: { commandTimeout: 400 } }), '0.3'); // a Cluster's
+  assert.equal(block({ commandTimeout: 5000 }, { blockMs: 2000 }), '2');
+  assert.throws(() => block({ commandTimeout: 100 }), RangeError);
+});
+
 test('SIGTERM: running jobs finish and are acked, nothing else is taken, exit 0', { skip }, async () => {
   const r = connect();
   const c = new Client(r);
