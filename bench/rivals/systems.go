@@ -331,7 +331,7 @@ var allSystems = []system{
 	asynqSystem("asynq", "asynq {asynq} defaults", 0),
 	asynqSystem("asynq-10ms", "asynq, 10 ms check intervals", 10*time.Millisecond),
 	{name: "bullmq", label: "BullMQ {bullmq} delayed jobs", server: "redis", node: true},
-	{name: "delayd-node", label: "delayd's Node library (clients/node), Worker defaults", server: "delayd", node: true, script: "nodeworker/race.js"},
+	{name: "delayd-node", label: "delayd's Node library (clients/node), Worker of concurrency 8", server: "delayd", node: true, script: "nodeworker/race.js"},
 }
 
 // recorder collects completions from every worker of one case.
