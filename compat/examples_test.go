@@ -65,11 +65,24 @@ func examples() []example {
 		{lang: "go", prefix: "go", files: [3]string{"producer", "worker", "listworker"}},
 		{lang: "python", prefix: "py", runtime: python, dir: "python", files: [3]string{"producer.py", "worker.py", "list_worker.py"}},
 		// node finds ioredis through NODE_PATH in the suite's locked
-		// install; a user runs npm install in examples/node instead.
+		// install, and the delayd package (clients/node) through a link
+		// named delayd; a user runs npm install in examples/node instead.
 		{lang: "node", prefix: "node", runtime: node, dir: "node", files: [3]string{"producer.js", "worker.js", "list_worker.js"},
-			env: []string{"NODE_PATH=" + filepath.Join(moduleRoot, "compat", "node", "node_modules")}},
+			env: []string{"NODE_PATH=" + filepath.Join(moduleRoot, "compat", "node", "node_modules") + string(filepath.ListSeparator) + nodeLibDir()}},
 	}
 }
+
+// nodeLibDir is a directory that holds only a link named delayd to
+// clients/node, for NODE_PATH: the package needs no module of its own (it
+// uses the ioredis the example gives it).
+var nodeLibDir = sync.OnceValue(func() string {
+	dir, err := os.MkdirTemp("", "delayd-nodelib-")
+	if err != nil {
+		return ""
+	}
+	_ = os.Symlink(filepath.Join(moduleRoot, "clients", "node"), filepath.Join(dir, "delayd"))
+	return dir
+})
 
 // command is the exec.Cmd that runs file of ex with env added.
 func (ex example) command(ctx context.Context, file string, env ...string) (*exec.Cmd, error) {

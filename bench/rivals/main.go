@@ -225,7 +225,7 @@ func runCase(sys system, cs string, cfg *config, spreadFill time.Duration) (*res
 	var ph phases
 	var clientCPU time.Duration
 	if sys.node {
-		rec, ph, clientCPU, err = runNode(p, cfg)
+		rec, ph, clientCPU, err = runNode(sys, p, cfg)
 	} else {
 		rec, ph, err = runGo(sys, p, srv.addr, cfg)
 		c1, _ := procCPU(os.Getpid())
@@ -341,14 +341,19 @@ func drain(ctx context.Context, rec *recorder, p *plan, burstDue, lastDue int64)
 	}
 }
 
-// runNode runs one case of BullMQ in bullmq/race.js, which follows the
-// same plan and prints its completions as JSON.
-func runNode(p *plan, cfg *config) (*recorder, phases, time.Duration, error) {
+// runNode runs one case of a node system in its script (BullMQ's
+// bullmq/race.js), which follows the same plan and prints its completions as
+// JSON.
+func runNode(sys system, p *plan, cfg *config) (*recorder, phases, time.Duration, error) {
 	var ph phases
 	arg, _ := json.Marshal(p)
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.caseLimit)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, cfg.node, filepath.Join(cfg.bullmqDir, "race.js"), string(arg))
+	script := filepath.Join(cfg.bullmqDir, "race.js")
+	if sys.script != "" {
+		script = sys.script
+	}
+	cmd := exec.CommandContext(ctx, cfg.node, script, string(arg))
 	cmd.Stderr = os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	out, err := cmd.Output()

@@ -45,6 +45,9 @@ trap 'exit 130' INT TERM
 if [[ ",$SYSTEMS," == *,bullmq,* ]] && [ ! -d "$here/bullmq/node_modules/bullmq" ]; then
   (cd "$here/bullmq" && npm ci --no-audit --no-fund --loglevel=error)
 fi
+if [[ ",$SYSTEMS," == *,delayd-node,* ]] && [ ! -d "$root/clients/node/node_modules/ioredis" ]; then
+  (cd "$root/clients/node" && npm ci --no-audit --no-fund --loglevel=error)
+fi
 [ -n "$OUT" ] && case "$OUT" in /*) ;; *) OUT="$root/$OUT" ;; esac
 
 cd "$here"

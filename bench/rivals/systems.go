@@ -26,7 +26,8 @@ type system struct {
 	name   string // file-name form: delayd-ack
 	label  string // table form
 	server string // "delayd" or "redis"
-	node   bool   // BullMQ: the whole case runs in bullmq/race.js
+	node   bool   // BullMQ, delayd-node: the whole case runs in a node script
+	script string // node: the script, relative to bench/rivals (default: bullmq/race.js)
 	// newProducer opens one producer's connection.
 	newProducer func(addr string) (producer, error)
 	// startWorkers starts n workers (and whatever mover the system needs);
@@ -358,6 +359,7 @@ var allSystems = []system{
 	asynqSystem("asynq", "asynq {asynq} defaults", 0),
 	asynqSystem("asynq-10ms", "asynq, 10 ms check intervals", 10*time.Millisecond),
 	{name: "bullmq", label: "BullMQ {bullmq} delayed jobs", server: "redis", node: true},
+	{name: "delayd-node", label: "delayd's Node library (clients/node), Worker of concurrency 8", server: "delayd", node: true, script: "nodeworker/race.js"},
 }
 
 // recorder collects completions from every worker of one case.

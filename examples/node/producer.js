@@ -1,7 +1,8 @@
-// Adds delayed jobs to a delayd queue with DELAY.ADD, each with an ID of its
-// own choosing, so that a retry is safe: when a reply is lost (a timeout, a
-// dropped connection) the producer sends the same DELAY.ADD again, and
-// delayd replies null if the job is already there instead of adding it twice.
+// Adds delayed jobs to a delayd queue with the delayd package's Client, each
+// with an ID of its own choosing, so that a retry is safe: when a reply is
+// lost (a timeout, a dropped connection) the producer sends the same add
+// again, and delayd replies null if the job is already there instead of
+// adding it twice.
 //
 //   DELAYD_ADDR   server (default 127.0.0.1:6380)
 //   QUEUE         queue (default jobs:email)
@@ -16,30 +17,31 @@
 // UNIQUE keeps the ID taken for a day after the job is done, so even a retry
 // that comes after a worker finished the job is a no-op. The daily digest is
 // a recurring job the server fires exactly once per day however many
-// producers register it (DELAY.SCHEDULE is an upsert by name).
+// producers register it (a schedule is an upsert by name).
 'use strict';
 
 const Redis = require('ioredis');
+const { Client } = require('delayd');
 
 const [host, port] = (process.env.DELAYD_ADDR || '127.0.0.1:6380').split(':');
 const queue = process.env.QUEUE || 'jobs:email';
+const delay = Number(process.env.DELAY_MS || 1000);
 const count = Number(process.env.COUNT || 3);
-const delayMs = Number(process.env.DELAY_MS || 1000);
 const ackTimeout = Number(process.env.ACK_TIMEOUT || 30000);
 const unique = Number(process.env.UNIQUE_MS || 86400000);
 const prefix = process.env.ID_PREFIX || 'node';
 
 const redis = new Redis({ host, port: Number(port) });
+const client = new Client(redis);
 
-// add sends DELAY.ADD with retries; true if added, false if already there.
+// add sends the add with retries; true if added, false if already there.
 async function add(id, payload) {
   for (let attempt = 1; ; attempt++) {
     try {
-      const reply = await redis.call('DELAY.ADD', queue, delayMs, payload, 'ID', id, 'ACKTIMEOUT', ackTimeout, 'UNIQUE', unique);
-      return reply !== null;
+      return (await client.add(queue, payload, { id, delay, ackTimeout, unique })) !== null;
     } catch (e) {
       if (attempt === 3 || e.name === 'ReplyError') throw e; // a server error is not retried
-      console.log(`DELAY.ADD ${id}: ${e.message}; retrying with the same ID`);
+      console.log(`add ${id}: ${e.message}; retrying with the same ID`);
       await new Promise((resolve) => setTimeout(resolve, 200 * attempt));
     }
   }
@@ -50,16 +52,15 @@ async function main() {
     // The ID comes from the producer's own data (an order number, a message
     // id), so the same job always has the same ID.
     const id = `${prefix}-welcome-${i}`;
-    if (await add(id, JSON.stringify({ user: i, mail: 'welcome' }))) console.log(`added ${id}`);
+    if (await add(id, { user: i, mail: 'welcome' })) console.log(`added ${id}`);
     else console.log(`${id} was already added`);
   }
   // A retry of the first job, as after a lost reply: nothing changes.
   if (!(await add(`${prefix}-welcome-1`, 'again'))) console.log(`retry of ${prefix}-welcome-1: already added, nothing changed`);
   // Each firing is a job with the ID daily-digest:<fire time in unix ms>, so
   // it is never doubled.
-  await redis.call('DELAY.SCHEDULE', process.env.DIGEST_QUEUE || 'jobs:digest', 'daily-digest',
-    'CRON', '0 9 * * *', 'TZ', 'Europe/Berlin', JSON.stringify({ mail: 'digest' }),
-    'ACKTIMEOUT', ackTimeout, 'MISFIRE', 'once');
+  await client.schedule(process.env.DIGEST_QUEUE || 'jobs:digest', 'daily-digest', { mail: 'digest' },
+    { cron: '0 9 * * *', tz: 'Europe/Berlin', ackTimeout, misfire: 'once' });
   console.log('scheduled daily-digest');
   redis.disconnect();
 }

@@ -1,17 +1,10 @@
-// A delayd worker: DELAY.POP a job, do it, DELAY.ACK it (at-least-once for
-// jobs added with ACKTIMEOUT).
+// A delayd worker on the delayd package (clients/node): a handler per job,
+// ten at a time; the package fetches with DELAY.MPOP, sends each ACK with the
+// next fetch, TOUCHes long jobs, NACKs failures with a backoff and retries
+// through a failover. raw_worker.js is the same worker on ioredis alone.
 //
-// The read timeout rule: ioredis has no command timeout by default, but
-// apps often set `commandTimeout`, and it applies to every command. Its own
-// blpop is no different there, and DELAY.POP goes through call(), so the
-// client cannot know it blocks: with commandTimeout 5000, a DELAY.POP 5 is
-// rejected while the server may be handing over a job, which then waits
-// for its ack timeout before it is delivered again. So this worker pops with
-// a short timeout (POP_TIMEOUT) in a loop and keeps commandTimeout longer
-// than it. The short pop is also how a stop request is noticed.
-//
-// Graceful stop: on SIGTERM or SIGINT the job in hand is finished and acked,
-// then the worker exits 0 (after at most POP_TIMEOUT when it is waiting).
+// Graceful stop: on SIGTERM or SIGINT (closeOnSignal) the jobs in hand are
+// finished and acked, then the worker exits 0.
 //
 //   DELAYD_ADDR   server (default 127.0.0.1:6380)
 //   QUEUE         queue to work on (default jobs:email)
@@ -21,62 +14,40 @@
 'use strict';
 
 const Redis = require('ioredis');
-
-const POP_TIMEOUT = 2; // seconds
+const { Worker } = require('delayd');
 
 const [host, port] = (process.env.DELAYD_ADDR || '127.0.0.1:6380').split(':');
 const queue = process.env.QUEUE || 'jobs:email';
 const workMs = Number(process.env.WORK_MS || 100);
 const maxJobs = Number(process.env.MAX_JOBS || 0);
+const concurrency = Number(process.env.CONCURRENCY || 10);
 
-const redis = new Redis({
-  host,
-  port: Number(port),
-  commandTimeout: (POP_TIMEOUT + 3) * 1000, // longer than the pop, see above
-  // A pop resent after a reconnect could take a second job while the
-  // first one's reply was lost.
-  maxRetriesPerRequest: 0,
-});
-
-let stopping = false;
-for (const sig of ['SIGTERM', 'SIGINT']) {
-  process.on(sig, () => {
-    console.log('stopping: finishing the job in hand');
-    stopping = true;
-  });
-}
-
+// commandTimeout is optional; when set, the worker keeps its blocking fetch
+// shorter than it, so ioredis never cuts a fetch that is only waiting.
+const redis = new Redis({ host, port: Number(port), commandTimeout: 5000 });
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
 async function main() {
   // Flow control is the server's: DELAY.LIMIT sets how many jobs of the
-  // queue may be reserved at once over the whole fleet; a worker's pop waits
-  // while the queue is at its limit. Every worker sets the same value.
-  const concurrency = Number(process.env.CONCURRENCY || 10);
+  // queue may be reserved at once over the whole fleet; a worker's fetch
+  // waits while the queue is at its limit. Every worker sets the same value.
   await redis.call('DELAY.LIMIT', queue, 'CONCURRENCY', concurrency);
   console.log(`limit: at most ${concurrency} jobs of ${queue} in flight`);
+
   let done = 0;
-  while (!stopping && (maxJobs === 0 || done < maxJobs)) {
-    let job;
-    try {
-      job = await redis.call('DELAY.POP', queue, POP_TIMEOUT);
-    } catch (e) {
-      console.log(`DELAY.POP: ${e.message}; retrying in 1 s`);
-      await sleep(1000);
-      continue;
-    }
-    if (job === null) continue; // nothing within POP_TIMEOUT: pop again
-    const [, id, payload] = job;
-    console.log(`processing ${id} ${payload}`);
-    await sleep(workMs); // the job's work
-    // ACK replies 0 when the job was not reserved (added without
-    // ACKTIMEOUT: the pop removed it already).
-    await redis.call('DELAY.ACK', queue, id);
-    console.log(`acked ${id}`);
-    done++;
-  }
-  console.log(`worker stopped after ${done} jobs`);
-  redis.disconnect();
+  const worker = new Worker(redis, queue, async (job) => {
+    console.log(`processing ${job.id} ${job.payload}`);
+    await sleep(workMs); // the job's work; a throw here is retried later
+  }, { concurrency });
+  const stopped = () => {
+    console.log(`worker stopped after ${done} jobs`);
+    redis.disconnect();
+  };
+  worker.on('completed', (job) => {
+    console.log(`acked ${job.id}`);
+    if (++done === maxJobs) worker.close().then(stopped);
+  });
+  worker.closeOnSignal({ onClosed: stopped });
 }
 
 main().catch((e) => {
