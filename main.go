@@ -18,6 +18,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime/pprof"
+	"runtime/trace"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -87,6 +88,14 @@ func run(args, environ []string, stderr io.Writer) int {
 		f, err := os.Create(path)
 		if err == nil && pprof.StartCPUProfile(f) == nil {
 			defer func() { pprof.StopCPUProfile(); f.Close() }()
+		}
+	}
+	if path := envOf(environ, "DELAYD_TRACE"); path != "" {
+		// For pauses: an execution trace of the whole run (go tool trace),
+		// written as it goes; tens of MB a minute under load.
+		f, err := os.Create(path)
+		if err == nil && trace.Start(f) == nil {
+			defer func() { trace.Stop(); f.Close() }()
 		}
 	}
 

@@ -26,7 +26,7 @@ const maxRetainedBuffer = 4 << 20
 type Writer struct {
 	fs     FS
 	f      File
-	raw    *rawFile // f's raw write (rawwrite_linux.go); set on first use
+	raw    *rawFile // f's raw write and fsync (rawwrite_linux.go); nil but for an *os.File
 	path   string
 	buf    []byte // framed records not yet written
 	size   int64  // bytes in the file: header plus every flushed record
@@ -48,7 +48,9 @@ func Create(fs FS, path string) (*Writer, error) {
 		_ = f.Close()
 		return nil, fmt.Errorf("aof: write header of %s: %w", path, err)
 	}
-	return &Writer{fs: fs, f: f, path: path, size: HeaderSize}, nil
+	w := &Writer{fs: fs, f: f, path: path, size: HeaderSize}
+	w.initRaw()
+	return w, nil
 }
 
 // CreateTemp creates path+TempSuffix for a rewrite and returns its Writer and
@@ -80,6 +82,7 @@ func OpenAppend(fs FS, path string, size int64) (*Writer, error) {
 		return nil, fmt.Errorf("aof: open %s: %w", path, err)
 	}
 	w := &Writer{fs: fs, f: f, path: path, size: size}
+	w.initRaw()
 	if err := w.start(); err != nil {
 		_ = f.Close()
 		return nil, err
@@ -188,6 +191,30 @@ func (w *Writer) Sync() error {
 		return err
 	}
 	if err := w.f.Sync(); err != nil {
+		return w.fail(fmt.Errorf("aof: fsync %s: %w", w.path, err))
+	}
+	return nil
+}
+
+// SyncRaw is Sync, with the fsync(2) of an *os.File made as a raw system
+// call (rawwrite_linux.go): the calling goroutine keeps its P until the
+// disk answers, instead of handing it to another thread and taking it back
+// (with one P, two thread switches and the runtime's sysmon woken, for
+// every fsync). Nothing else runs on that P meanwhile, and a GC's
+// stop-the-world waits for it: for callers that would wait for the fsync
+// anyway, and only while fsyncs are short. Elsewhere it is Sync.
+func (w *Writer) SyncRaw() error {
+	if w.closed {
+		return ErrClosed
+	}
+	if err := w.failed(); err != nil {
+		return err
+	}
+	ok, err := w.syncRaw()
+	if !ok {
+		return w.Sync()
+	}
+	if err != nil {
 		return w.fail(fmt.Errorf("aof: fsync %s: %w", w.path, err))
 	}
 	return nil

@@ -374,3 +374,45 @@ func TestFlushToFileAllocatesNothing(t *testing.T) {
 		t.Fatalf("file holds %d bytes after 201 flushes of %d; want at least %d", w.Size(), len(rec), want)
 	}
 }
+
+// SyncRaw fsyncs a real file with no allocation, fails as Sync does, and
+// on another kind of file is Sync.
+func TestSyncRaw(t *testing.T) {
+	w, err := Create(OS, filepath.Join(t.TempDir(), "log.aof"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Append([]byte("a"))
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	allocs := testing.AllocsPerRun(20, func() {
+		if err := w.SyncRaw(); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs != 0 {
+		t.Fatalf("%v allocations an fsync; want 0", allocs)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.SyncRaw(); !errors.Is(err, ErrClosed) {
+		t.Fatalf("SyncRaw of a closed Writer = %v, want ErrClosed", err)
+	}
+
+	const path = "/data/log"
+	fs := NewMemFS()
+	m := openWith(t, fs, path, nil)
+	before := fs.SyncCount(path)
+	if err := m.SyncRaw(); err != nil || fs.SyncCount(path) != before+1 {
+		t.Fatalf("SyncRaw of a MemFS file: %v, %d fsyncs; want Sync's one", err, fs.SyncCount(path)-before)
+	}
+	fs.Inject(Fault{Op: OpSync})
+	if err := m.SyncRaw(); !errors.Is(err, ErrInjected) || !errors.Is(err, ErrWriterFailed) {
+		t.Fatalf("SyncRaw = %v, want the injected error and ErrWriterFailed", err)
+	}
+	if err := m.Flush(); !errors.Is(err, ErrWriterFailed) {
+		t.Fatalf("Flush after a failed SyncRaw = %v, want ErrWriterFailed", err)
+	}
+}

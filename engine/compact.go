@@ -126,6 +126,10 @@ func (e *Engine) compactRound() (int, error) {
 func (e *Engine) compactSegment(id uint64) error {
 	jn := e.journal
 	victim := uint16(id)
+	ft := e.pauseTimer() // the pause between chunks, as a rewrite's
+	if ft != nil {
+		defer ft.Close()
+	}
 	// A failed write undoes the tickets of its batch: a restatement among
 	// them is not in the log, whatever the later tickets say.
 	fails := jn.Failures()
@@ -168,7 +172,7 @@ func (e *Engine) compactSegment(id uint64) error {
 			last, restated = max(last, t), restated+k
 		}
 		wr.end()
-		rewriteYield()
+		rewriteYield(ft)
 	}
 	// Only once the restatements are on disk may the segment go: under
 	// everysec and no a write is not yet an fsync.

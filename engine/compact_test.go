@@ -9,6 +9,7 @@ import (
 	"testing/synctest"
 
 	"github.com/delayd/delayd/aof"
+	"github.com/delayd/delayd/finetimer"
 )
 
 // segmented is logged with small segments, so a few hundred writes make
@@ -155,8 +156,8 @@ func TestCompactionCrashAtEveryStep(t *testing.T) {
 			fs2 := fs.CrashClone()
 			e2 := mustNew(t, segmented(fs2, FsyncAlways))
 			steps := 0
-			defer func(f func()) { rewriteYield = f }(rewriteYield)
-			rewriteYield = func() {
+			defer func(f func(*finetimer.Timer)) { rewriteYield = f }(rewriteYield)
+			rewriteYield = func(*finetimer.Timer) {
 				steps++
 				check(fmt.Sprintf("chunk %d", steps), fs2.CrashClone())
 			}

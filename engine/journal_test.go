@@ -5,13 +5,17 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"runtime"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/delayd/delayd/aof"
+	"github.com/delayd/delayd/finetimer"
 	"github.com/delayd/delayd/jobs"
 	"github.com/delayd/delayd/journal"
 )
@@ -513,8 +517,8 @@ func TestRewriteYieldsBetweenChunks(t *testing.T) {
 			add(t, e, "q", 60_000, fmt.Sprint(i))
 		}
 		yields, held := 0, 0
-		defer func(f func()) { rewriteYield = f }(rewriteYield)
-		rewriteYield = func() {
+		defer func(f func(*finetimer.Timer)) { rewriteYield = f }(rewriteYield)
+		rewriteYield = func(*finetimer.Timer) {
 			yields++
 			if !e.mu.m.TryLock() {
 				held++
@@ -566,4 +570,44 @@ func readLog(fs *aof.MemFS) []byte {
 		all = append(all, b...)
 	}
 	return all
+}
+
+// Between chunks a rewrite sleeps on its fine timer, so the runtime polls
+// the network: with one P a goroutine whose socket (here a pipe) became
+// readable runs during the first pause. With runtime.Gosched alone it ran
+// only once sysmon polled, 10-20 ms later, however many chunks passed.
+func TestRewriteYieldLetsThePollerRun(t *testing.T) {
+	ft, err := finetimer.New()
+	if err != nil {
+		t.Skip(err)
+	}
+	defer ft.Close()
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close()
+	var ran atomic.Bool
+	go func() {
+		var b [1]byte
+		r.Read(b[:]) // parks on the poller
+		ran.Store(true)
+	}()
+	runtime.Gosched() // the reader parks
+	if _, err := w.Write([]byte{1}); err != nil {
+		t.Fatal(err)
+	}
+	for chunk := range 2 {
+		spin := time.Now()
+		for time.Since(spin) < 50*time.Microsecond {
+		}
+		rewriteYield(ft)
+		if ran.Load() {
+			return
+		}
+		t.Logf("the reader had not run after pause %d", chunk+1)
+	}
+	t.Fatal("a goroutine whose pipe was readable did not run during two of the rewrite's pauses")
 }

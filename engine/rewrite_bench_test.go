@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/delayd/delayd/finetimer"
 )
 
 // BenchmarkRewriteStall is the "no stalls from compaction" inside
@@ -25,8 +27,8 @@ func BenchmarkRewriteStall(b *testing.B) {
 		b.Run(name, func(b *testing.B) {
 			defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
 			if !yield {
-				defer func(f func()) { rewriteYield = f }(rewriteYield)
-				rewriteYield = func() {}
+				defer func(f func(*finetimer.Timer)) { rewriteYield = f }(rewriteYield)
+				rewriteYield = func(*finetimer.Timer) {}
 			}
 			var waits, took []time.Duration
 			for range b.N {

@@ -124,6 +124,13 @@ func (j *Journal) Resume() bool {
 // Sync fsyncs the log and logs a slow fsync with its duration. It may run
 // on the syncer while the flusher writes (aof.Writer allows Sync to).
 func (j *Journal) Sync() error {
+	_, err := j.sync(false)
+	return err
+}
+
+// sync is Sync, with the fsync held on the caller's P if raw
+// (aof.Writer.SyncRaw); it reports how long the fsync took.
+func (j *Journal) sync(raw bool) (time.Duration, error) {
 	// smu is held through the fsync: a rewrite's switch closes the old log
 	// under smu, and an fsync of a log closed under it would fail and be
 	// taken for a disk error (the new log was fsynced before it was
@@ -137,7 +144,9 @@ func (j *Journal) Sync() error {
 	j.wmu.Unlock()
 	start := time.Now()
 	err := j.syncRetired(retired) // segments rolled since the last fsync come first
-	if err == nil {
+	if err == nil && raw {
+		err = l.SyncRaw()
+	} else if err == nil {
 		err = l.Sync()
 	}
 	took := time.Since(start)
@@ -155,7 +164,7 @@ func (j *Journal) Sync() error {
 	if err != nil {
 		j.opts.Logger.Error().Err(err).Str("file", j.opts.Path).Msg("fsync failed")
 	}
-	return err
+	return took, err
 }
 
 // StartSync says whether the flusher's tick should hand an fsync to the

@@ -4,18 +4,16 @@ import "time"
 
 // RunFlusher is the group commit loop of a log file, run on the owner's
 // flusher goroutine (a leaf starts none): it writes what a kick or the
-// once-a-second tick finds pending, hands everysec's fsync to the syncer
+// once-a-second tick finds pending (records no client waits for: the
+// clients' own waits write the rest), hands everysec's fsync to the syncer
 // (syncReq, nil under other policies), and while a full disk refuses
 // writes calls probe every ProbeEvery until it reports that probing may
 // stop. When quit closes it writes and fsyncs everything pending and
 // returns, after closing syncReq and waiting for syncDone.
 func (j *Journal) RunFlusher(quit <-chan struct{}, syncReq chan<- struct{}, syncDone <-chan struct{}, probe func() bool) {
-	var tick <-chan time.Time
-	if j.opts.Fsync != FsyncAlways {
-		t := time.NewTicker(time.Second)
-		defer t.Stop()
-		tick = t.C
-	}
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	tick := t.C
 	var probing <-chan time.Time // armed while a full disk refuses writes
 	for {
 		closing := false

@@ -15,22 +15,31 @@
 // pipeline is built from its commitEnv and knows nothing of its DB.
 //
 // Group commit: Append adds a record to the pending batch and gives it a
-// ticket (its position in the log). The flusher takes the whole batch and
+// ticket (its position in the log). A commit takes the whole batch and
 // writes it with one write(2) and, under appendfsync always, one fsync,
 // then marks every ticket in it durable. A reply waits only for its own
-// ticket (WaitDurable), and the next fsync starts as soon as the last one
+// ticket (WaitDurable), and the next commit starts as soon as the last one
 // returns, so throughput holds as writers are added.
 //
-// Under everysec and no (inline), whoever appends a record writes it: a
-// client waiting for its ticket takes the pending batch and writes it
-// itself when no write is in progress (WaitDurable), the owner's timer
-// goroutine writes what its round logged before it sleeps (WriteOwed), and
-// a command whose caller will not wait wakes the flusher (Settle). Waking
-// the flusher for a batch its client then wrote cost a goroutine hand-off
-// a write, about a tenth of the server's CPU at 1,000 jobs/s. The
-// flusher's one-second tick writes what nobody did (a client gone before
-// it waited). Under always the flusher writes every batch, so that
-// concurrent writers share its fsync.
+// Whoever appends a record writes it. A client waiting for its ticket
+// commits the pending batch itself when no commit is in progress
+// (WaitDurable); the owner's timer goroutine writes what its round logged
+// before it sleeps (WriteOwed), and a command whose caller will not wait
+// wakes the flusher (Settle). Waking the flusher for a batch its client
+// then wrote cost a goroutine hand-off a write, about a tenth of the
+// server's CPU at 1,000 jobs/s; under always, the flusher's hand-off and
+// the thread switches of its fsync made a request cost 1.5x Redis's CPU at
+// -P 1 (1.05x without them). The flusher's one-second tick writes what
+// nobody did (a client gone before it waited).
+//
+// Under everysec and no (inline) a commit is a write, and a waiter that
+// finds one in progress (wmu) sleeps until it ends. Under always (leads)
+// a commit is a write and an fsync: the first waiter to find none in
+// progress leads one (leading), after letting every runnable goroutine
+// append first, and the others sleep until it has fsynced, as in
+// LevelDB's writer queue and Pebble's commit pipeline. That is Redis's
+// event loop, which fsyncs once a turn for every client the turn read: see
+// docs/decisions/group-commit.md.
 //
 // Under appendfsync everysec the fsync is not the flusher's: once a second
 // it hands it to the syncer goroutine and goes on writing, as Redis hands
@@ -51,15 +60,18 @@
 // mu guards the pending batch and the tickets; it is held only for O(1)
 // work, and the owner takes it (through Append) inside its own lock, never
 // the other way round. wmu is held while the log writer is used, smu
-// through an fsync, dmu over the durable side. The order is smu, wmu, the
-// owner's lock, mu, dmu. The owner's lock is never taken here: whatever
-// needs it is the owner's, reached through Env or done by the owner's loops.
+// through an fsync, dmu over the durable side and, under always, over
+// leading, which a commit holds from taking its batch to marking it
+// durable. The order is smu, wmu, the owner's lock, mu, dmu. The owner's
+// lock is never taken here: whatever needs it is the owner's, reached
+// through Env or done by the owner's loops.
 package journal
 
 import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -145,9 +157,17 @@ type Journal struct {
 	// the pending batch itself when no write is in progress, instead of
 	// waking the flusher and sleeping until it has written: two goroutine
 	// hand-offs fewer for each reply that waits for the log. It is off
-	// under appendfsync always, whose fsyncs the flusher groups, and in
-	// cluster mode, where batches go to consensus.
+	// under appendfsync always, whose waiters lead commits that hold
+	// through their fsync (leads), and in cluster mode, where batches go
+	// to consensus.
 	inline bool
+	// leads says a client waiting for its record under appendfsync always
+	// commits the pending batch (a write and an fsync) itself when no
+	// commit is in progress: it leads the group commit (lead).
+	leads bool
+	// slowSync says the last commit's fsync took over rawSyncMax: the next
+	// one hands its P on for the fsync. Used by the leader only.
+	slowSync bool
 
 	wmu sync.Mutex  // held while the log writer is used (a batch's writer, rewrite switch)
 	log *aof.Writer // guarded by wmu to use; replaced under wmu and mu
@@ -196,6 +216,7 @@ type Journal struct {
 	durable uint64     // guarded by dmu
 	failed  [][2]int64 // guarded by dmu: ticket ranges whose write failed
 	lastErr error      // guarded by dmu
+	leading bool       // guarded by dmu: a commit is in progress (leads)
 	info    Info       // guarded by dmu, but its Rewriting and Broken
 
 	repl replState
@@ -207,6 +228,7 @@ type Journal struct {
 func New(opts Options, env Env) *Journal {
 	j := &Journal{opts: opts, env: env, kick: make(chan struct{}, 1)}
 	j.inline = opts.Fsync != FsyncAlways && opts.Replicator == nil
+	j.leads = opts.Fsync == FsyncAlways && opts.Replicator == nil
 	j.dcond = sync.NewCond(&j.dmu)
 	if opts.Replicator != nil {
 		j.repl.inflight = make(chan inflight, 1024)
@@ -278,7 +300,7 @@ func (j *Journal) AppendAt(b []byte, ticket uint64) {
 func (j *Journal) appendLocked(b []byte, ticket uint64) {
 	if len(j.pend) == 0 {
 		j.pendFirst = ticket
-		if j.inline {
+		if j.inline || j.leads {
 			j.owed.Store(true)
 		} else {
 			j.Wake()
@@ -313,10 +335,16 @@ func (j *Journal) Settle(willWait bool) {
 }
 
 // WriteOwed writes what the caller's round appended if no writer was woken
-// for it (inline only): the owner's timer goroutine, before it sleeps.
+// for it: the owner's timer goroutine, before it sleeps. Under always it
+// wakes the flusher instead: the timer does not wait for an fsync.
 func (j *Journal) WriteOwed() {
-	if j.inline && j.owed.Load() {
+	if !j.owed.Load() {
+		return
+	}
+	if j.inline {
 		j.TryWrite()
+	} else if j.leads {
+		j.Wake()
 	}
 }
 
@@ -348,11 +376,33 @@ func (j *Journal) TryWrite() {
 	}
 }
 
-// Write writes the pending batch (the flusher's step). It reports whether
-// a failed write wants the log probed, now or by a writer before it.
+// Write writes the pending batch (the flusher's step), under always once
+// the commit in progress, if any, has ended. It reports whether a failed
+// write wants the log probed, now or by a writer before it.
 func (j *Journal) Write() (probe bool) {
+	if j.leads {
+		j.dmu.Lock()
+		for j.leading {
+			j.dcond.Wait()
+		}
+		j.leading = true
+		j.dmu.Unlock()
+		return j.lead() || j.wantProbe.Swap(false)
+	}
 	j.wmu.Lock()
 	return j.commit() || j.wantProbe.Swap(false)
+}
+
+// lead commits the pending batch under appendfsync always; the caller set
+// leading. It first yields, so that every goroutine already runnable
+// appends its record to this batch rather than the next: with one P (a
+// server pinned to one CPU) that is every connection whose request was
+// read meanwhile, and with no yield the batch was often the leader's own
+// record alone. commit clears leading.
+func (j *Journal) lead() (probe bool) {
+	runtime.Gosched()
+	j.wmu.Lock()
+	return j.commit()
 }
 
 // commit writes the pending batch to the log, then marks its tickets
@@ -370,6 +420,7 @@ func (j *Journal) commit() (probe bool) {
 	j.mu.Unlock()
 	if len(batch) == 0 {
 		j.wmu.Unlock()
+		j.endLead()
 		return false
 	}
 	fsyncErr, err := j.rollIfFull()
@@ -386,7 +437,7 @@ func (j *Journal) commit() (probe bool) {
 	if err == nil {
 		j.dirty.Store(true)
 		if j.opts.Fsync == FsyncAlways {
-			err = j.Sync()
+			err = j.commitSync(last - first + 1)
 			j.dirty.Store(false)
 			fsyncErr = err != nil
 		} else if s := j.syncStart.Load(); s != 0 {
@@ -395,14 +446,59 @@ func (j *Journal) commit() (probe bool) {
 	}
 	if err != nil {
 		j.opts.Logger.Error().Err(err).Str("file", j.opts.Path).Msg("append-only log write failed: the writes in flight get an error and are undone; writes are refused")
-		return j.env.Failed(first, err, fsyncErr)
+		// The commit ends after the owner has undone it: no other
+		// commit runs while its state is reloaded.
+		retry := j.env.Failed(first, err, fsyncErr)
+		j.endLead()
+		return retry
 	}
 	j.dmu.Lock()
 	j.durable = max(j.durable, last) // a rewrite may have covered more
+	j.leading = false
 	j.dmu.Unlock()
 	j.dcond.Broadcast()
 	j.env.Written(size)
 	return false
+}
+
+// endLead ends a commit that marked nothing durable.
+func (j *Journal) endLead() {
+	if !j.leads {
+		return
+	}
+	j.dmu.Lock()
+	j.leading = false
+	j.dmu.Unlock()
+	j.dcond.Broadcast()
+}
+
+// rawSyncMax is the longest commit fsync after which the next one is still
+// made holding the P (aof.Writer.SyncRaw). A longer one says the disk is
+// stalling: the next fsync takes the ordinary path, so the server's other
+// goroutines run meanwhile and a stall holds them up for no more than the
+// one fsync that found it. Not lower: on this project's shared machine a
+// busy disk's fsyncs take 2 to 7 ms, and holding the P through them is
+// still what Redis does and cheaper than handing it on.
+const rawSyncMax = 10 * time.Millisecond
+
+// rawSyncBatch is the most tickets a batch may hold for its fsync to hold
+// the P. A bigger batch says the server is busy, and the work waiting for
+// the P (the next batch's requests) is worth running during the fsync:
+// at -P 16, with batches of hundreds, holding the P cost a quarter of the
+// throughput, as much as the hand-off costs at -P 1, with batches of 10
+// to 50, where it saves it.
+const rawSyncBatch = 64
+
+// commitSync fsyncs a commit's batch of n tickets under appendfsync
+// always: the leader's own fsync, held on its P while fsyncs are short
+// (rawSyncMax) and batches small (rawSyncBatch). With one P the ordinary
+// path handed the P to another thread for every fsync and took it back
+// after, and kept the runtime's sysmon waking every 20 µs: a third of the
+// server's context switches under 50 clients.
+func (j *Journal) commitSync(n uint64) error {
+	took, err := j.sync(!j.slowSync && n <= rawSyncBatch)
+	j.slowSync = took > rawSyncMax
+	return err
 }
 
 // WaitDurable blocks until the record with this ticket is in the log (and
@@ -416,6 +512,16 @@ func (j *Journal) WaitDurable(ticket uint64) error {
 	j.dmu.Lock()
 	defer j.dmu.Unlock()
 	for j.durable < ticket {
+		if j.leads && !j.leading {
+			j.leading = true
+			j.dmu.Unlock()
+			if j.lead() {
+				j.wantProbe.Store(true) // the flusher probes a full disk
+				j.Wake()
+			}
+			j.dmu.Lock()
+			continue
+		}
 		if j.inline {
 			j.dmu.Unlock()
 			j.TryWrite()

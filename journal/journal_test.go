@@ -117,6 +117,97 @@ func TestGroupCommitSharesFsyncs(t *testing.T) {
 	})
 }
 
+// Under always a waiting client leads the commit: no flusher runs here, and
+// one wait writes and fsyncs every record pending.
+func TestAlwaysWaiterLeadsTheCommit(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fs := aof.NewMemFS()
+		o := newOwner(t, fs, FsyncAlways, nil)
+		before := fs.SyncCount(path)
+		t1, t2 := o.add("a"), o.add("b")
+		if err := o.j.WaitDurable(t2); err != nil {
+			t.Fatal(err)
+		}
+		if err := o.j.WaitDurable(t1); err != nil {
+			t.Fatal(err)
+		}
+		if got := records(t, fs); !slices.Equal(got, []string{"a", "b"}) {
+			t.Fatalf("log holds %q", got)
+		}
+		if n := fs.SyncCount(path) - before; n != 1 {
+			t.Fatalf("%d fsyncs for one commit of two records, want 1", n)
+		}
+	})
+}
+
+// Clients that wait while a commit is in progress share the next one: the
+// leader holds the commit through its fsync, and the first of them to run
+// after it takes every record they appended meanwhile. A commit that ended
+// at the write (as everysec's does) would let each of them lead its own.
+func TestAlwaysWaitersShareTheNextFsync(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fs := aof.NewMemFS()
+		o := newOwner(t, aof.SlowSync(fs, time.Millisecond), FsyncAlways, nil)
+		quit := make(chan struct{})
+		go o.flusher(quit) // woken by nobody here: every writer waits
+		defer close(quit)
+		before := fs.SyncCount(path)
+		lead := make(chan error)
+		go func() { lead <- o.j.WaitDurable(o.add("lead")) }()
+		synctest.Wait() // the leader is in its fsync
+		var wg sync.WaitGroup
+		for i := range 10 {
+			wg.Go(func() {
+				if err := o.j.WaitDurable(o.add(fmt.Sprint(i))); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+		wg.Wait()
+		if err := <-lead; err != nil {
+			t.Fatal(err)
+		}
+		if n := fs.SyncCount(path) - before; n != 2 {
+			t.Fatalf("%d fsyncs, want 2: the leader's, then one for the 10 who waited meanwhile", n)
+		}
+		if got := len(records(t, fs)); got != 11 {
+			t.Fatalf("%d records in the log, want 11", got)
+		}
+	})
+}
+
+// Under always a record no client waits for (its client left, or asked for
+// no reply) is written and fsynced by the flusher: at once when the owner
+// says nobody will wait (Settle), else at the next tick.
+func TestRunFlusherAlways(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fs := aof.NewMemFS()
+		o := newOwner(t, fs, FsyncAlways, nil)
+		before := fs.SyncCount(path)
+		quit := make(chan struct{})
+		ended := make(chan struct{})
+		go func() {
+			o.j.RunFlusher(quit, nil, nil, func() bool { return true })
+			close(ended)
+		}()
+		o.add("a")
+		o.j.Settle(false)
+		synctest.Wait()
+		if got := records(t, fs); len(got) != 1 || fs.SyncCount(path)-before != 1 {
+			t.Fatalf("after Settle(false): records %q, fsyncs %d", got, fs.SyncCount(path)-before)
+		}
+		o.add("b")
+		o.j.Settle(true) // said it would wait, and did not
+		time.Sleep(1500 * time.Millisecond)
+		synctest.Wait()
+		if got := records(t, fs); len(got) != 2 || fs.SyncCount(path)-before != 2 {
+			t.Fatalf("after a tick: records %q, fsyncs %d", got, fs.SyncCount(path)-before)
+		}
+		close(quit)
+		<-ended
+	})
+}
+
 // Under everysec and no a waiting client writes the batch itself: no
 // flusher runs here, and every wait still returns with its record written.
 func TestInlineWaiterWritesItsBatch(t *testing.T) {
