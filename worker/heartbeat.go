@@ -57,7 +57,11 @@ type heartbeat struct {
 
 func startHeartbeat(clk clock, res reservation, queue, id string, taken time.Time, after time.Duration, lost func(error)) *heartbeat {
 	h := &heartbeat{clk: clk, res: res, queue: queue, id: id, taken: taken, lost: lost}
+	// Under mu: with after 0 the timer may fire, and learn schedule the
+	// next one, before AfterFunc returns; learn's h.t then waits for this.
+	h.mu.Lock()
 	h.t = clk.AfterFunc(after, h.learn)
+	h.mu.Unlock()
 	return h
 }
 
