@@ -254,6 +254,20 @@ func TestImportInterruptedResumes(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+	// The server's count runs ahead of the import, which learns a batch
+	// went in only when it reads the replies: wait until the count stops
+	// growing (every full batch sent and its replies read), so the resume
+	// point it reports covers what the server holds.
+	for last, still := int64(-1), 0; still < 15; time.Sleep(20 * time.Millisecond) {
+		if n := xferCount(t, cb); n != last {
+			last, still = n, 0
+		} else {
+			still++
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the import did not settle: %s", errb.String())
+		}
+	}
 	cmd.Process.Signal(os.Interrupt)
 	if err := cmd.Wait(); err == nil {
 		t.Fatalf("an interrupted import exited 0: %s", errb.String())
