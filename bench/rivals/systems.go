@@ -312,39 +312,17 @@ var allSystems = []system{
 	},
 	{
 		name: "redis-zset", label: "Redis ZSET + Lua mover (1 ms) + BLPOP", server: "redis",
-		newProducer: redisProducerOf(func(ctx context.Context, c *redis.Client, id int, dueMs int64) error {
-			return c.ZAdd(ctx, zsetKey, redis.Z{Score: float64(dueMs), Member: payload(id, dueMs)}).Err()
+		newProducer: zsetProducer,
+		startWorkers: withMover(func(addr string, n int, rec *recorder) (func(), error) {
+			return workerLoop(addr, n, rec, blpop(readyKey))
 		}),
-		startWorkers: func(addr string, n int, rec *recorder) (func(), error) {
-			stopMover, err := startMover(addr, time.Millisecond, rec)
-			if err != nil {
-				return nil, err
-			}
-			stopWorkers, err := workerLoop(addr, n, rec, blpop(readyKey))
-			if err != nil {
-				stopMover()
-				return nil, err
-			}
-			return func() { stopWorkers(); stopMover() }, nil
-		},
 	},
 	{
 		name: "redis-zset-blmpop", label: "Redis ZSET + Lua mover (1 ms) + BLMPOP COUNT 16", server: "redis",
-		newProducer: redisProducerOf(func(ctx context.Context, c *redis.Client, id int, dueMs int64) error {
-			return c.ZAdd(ctx, zsetKey, redis.Z{Score: float64(dueMs), Member: payload(id, dueMs)}).Err()
+		newProducer: zsetProducer,
+		startWorkers: withMover(func(addr string, n int, rec *recorder) (func(), error) {
+			return batchLoop(addr, n, rec, blmpop(readyKey))
 		}),
-		startWorkers: func(addr string, n int, rec *recorder) (func(), error) {
-			stopMover, err := startMover(addr, time.Millisecond, rec)
-			if err != nil {
-				return nil, err
-			}
-			stopWorkers, err := batchLoop(addr, n, rec, blmpop(readyKey))
-			if err != nil {
-				stopMover()
-				return nil, err
-			}
-			return func() { stopWorkers(); stopMover() }, nil
-		},
 	},
 	{
 		name: "delayd-lib", label: "delayd, the worker library (package worker), default settings", server: "delayd",
@@ -410,5 +388,28 @@ func (r *recorder) note(id int, due, now int64) {
 func (r *recorder) fail(err error) {
 	if r.errs.Add(1) == 1 {
 		r.first.Store(err.Error())
+	}
+}
+
+// zsetProducer adds a job to the Redis rival's sorted set, scored by its
+// due time.
+var zsetProducer = redisProducerOf(func(ctx context.Context, c *redis.Client, id int, dueMs int64) error {
+	return c.ZAdd(ctx, zsetKey, redis.Z{Score: float64(dueMs), Member: payload(id, dueMs)}).Err()
+})
+
+// withMover starts the Redis rival's Lua mover (every 1 ms, due members to
+// the ready list) beside its workers, and stops both.
+func withMover(workers func(addr string, n int, rec *recorder) (func(), error)) func(addr string, n int, rec *recorder) (func(), error) {
+	return func(addr string, n int, rec *recorder) (func(), error) {
+		stopMover, err := startMover(addr, time.Millisecond, rec)
+		if err != nil {
+			return nil, err
+		}
+		stopWorkers, err := workers(addr, n, rec)
+		if err != nil {
+			stopMover()
+			return nil, err
+		}
+		return func() { stopWorkers(); stopMover() }, nil
 	}
 }
