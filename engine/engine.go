@@ -660,6 +660,9 @@ func (e *Engine) Close() error {
 	}
 	close(e.logQuit)
 	<-e.logDone
+	if e.j.linger != nil {
+		e.j.linger.Close()
+	}
 	return e.journal.Close()
 }
 

@@ -147,6 +147,10 @@ type Env struct {
 	Written func(size int64)
 	// Fsynced is told how long each fsync took (a histogram's business).
 	Fsynced func(took time.Duration)
+	// Linger, if set, returns after a short pause in which the process
+	// polled the network: a commit leader under appendfsync always calls
+	// it before taking a batch while other clients are writing (lead).
+	Linger func()
 }
 
 // Journal is the pending batch, its sink, and the tickets' durability.
@@ -168,6 +172,9 @@ type Journal struct {
 	// slowSync says the last commit's fsync took over rawSyncMax: the next
 	// one hands its P on for the fsync. Used by the leader only.
 	slowSync bool
+	// lastBatch is how many tickets the last commit under appendfsync
+	// always held. Used by the leader only.
+	lastBatch uint64
 
 	wmu sync.Mutex  // held while the log writer is used (a batch's writer, rewrite switch)
 	log *aof.Writer // guarded by wmu to use; replaced under wmu and mu
@@ -394,13 +401,27 @@ func (j *Journal) Write() (probe bool) {
 }
 
 // lead commits the pending batch under appendfsync always; the caller set
-// leading. It first yields, so that every goroutine already runnable
-// appends its record to this batch rather than the next: with one P (a
-// server pinned to one CPU) that is every connection whose request was
-// read meanwhile, and with no yield the batch was often the leader's own
-// record alone. commit clears leading.
+// leading. It first lets the requests on their way join the batch: a
+// commit costs one fsync however many records it holds, so the records
+// that join this batch rather than the next are its throughput.
+//
+// A Gosched lets every goroutine already runnable append its record: with
+// one P (a server pinned to one CPU) and no yield the batch was often the
+// leader's own record alone. But the connections whose requests arrived
+// during the last fsync are not runnable yet: the runtime polls the
+// network only once no goroutine is, and the leader, back from its
+// Gosched, is. So while other clients are writing (the last batch held
+// more than one record) the leader lingers instead (Env.Linger: a pause
+// on a timerfd read through the poller, whose expiry the same poll
+// reports with those connections), as PostgreSQL's commit_delay waits
+// only while commit_siblings other transactions are active. A lone
+// client never waits for anyone. commit clears leading.
 func (j *Journal) lead() (probe bool) {
-	runtime.Gosched()
+	if j.env.Linger != nil && j.lastBatch > 1 {
+		j.env.Linger()
+	} else {
+		runtime.Gosched()
+	}
 	j.wmu.Lock()
 	return j.commit()
 }
@@ -496,6 +517,7 @@ const rawSyncBatch = 64
 // after, and kept the runtime's sysmon waking every 20 µs: a third of the
 // server's context switches under 50 clients.
 func (j *Journal) commitSync(n uint64) error {
+	j.lastBatch = n
 	took, err := j.sync(!j.slowSync && n <= rawSyncBatch)
 	j.slowSync = took > rawSyncMax
 	return err

@@ -176,6 +176,56 @@ func TestAlwaysWaitersShareTheNextFsync(t *testing.T) {
 	})
 }
 
+// A leader lingers (Env.Linger) only while other clients write: a lone
+// writer's commit never waits, and after a batch of several the next
+// leader's pause lets the writers that come meanwhile share its fsync.
+func TestAlwaysLeaderLingersOnlyAmongWriters(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fs := aof.NewMemFS()
+		o := newOwner(t, aof.SlowSync(fs, time.Millisecond), FsyncAlways, nil)
+		lingers := 0
+		o.j.env.Linger = func() { lingers++; time.Sleep(100 * time.Microsecond) }
+		quit := make(chan struct{})
+		go o.flusher(quit) // woken by nobody here: every writer leads or waits
+		defer func() { close(quit); time.Sleep(time.Millisecond) }() // the flusher's last commit may linger too
+		if err := o.j.WaitDurable(o.add("alone")); err != nil {
+			t.Fatal(err)
+		}
+		if lingers != 0 {
+			t.Fatalf("a lone writer lingered %d times", lingers)
+		}
+		// A batch of several: the leader's fsync, then the others'.
+		lead := make(chan error)
+		go func() { lead <- o.j.WaitDurable(o.add("lead")) }()
+		synctest.Wait()
+		var wg sync.WaitGroup
+		for i := range 5 {
+			wg.Go(func() { o.j.WaitDurable(o.add(fmt.Sprint("a", i))) })
+		}
+		wg.Wait()
+		<-lead
+		lingers = 0
+		before := fs.SyncCount(path)
+		// The next leader lingers; writers that come during its pause join
+		// its batch: one fsync for all.
+		go func() { lead <- o.j.WaitDurable(o.add("next")) }()
+		time.Sleep(50 * time.Microsecond) // inside the leader's pause
+		for i := range 5 {
+			wg.Go(func() { o.j.WaitDurable(o.add(fmt.Sprint("b", i))) })
+		}
+		wg.Wait()
+		if err := <-lead; err != nil {
+			t.Fatal(err)
+		}
+		if lingers != 1 {
+			t.Fatalf("the leader after a batch of 5 lingered %d times, want 1", lingers)
+		}
+		if n := fs.SyncCount(path) - before; n != 1 {
+			t.Fatalf("%d fsyncs, want 1: the writers that came during the pause share the leader's", n)
+		}
+	})
+}
+
 // Under always a record no client waits for (its client left, or asked for
 // no reply) is written and fsynced by the flusher: at once when the owner
 // says nobody will wait (Settle), else at the next tick.
