@@ -186,8 +186,10 @@ func TestAlwaysLeaderLingersOnlyAmongWriters(t *testing.T) {
 		lingers := 0
 		o.j.env.Linger = func() { lingers++; time.Sleep(100 * time.Microsecond) }
 		quit := make(chan struct{})
-		go o.flusher(quit) // woken by nobody here: every writer leads or waits
-		defer func() { close(quit); time.Sleep(time.Millisecond) }() // the flusher's last commit may linger too
+		// The flusher is woken by nobody here: every writer leads or waits.
+		// Its last commit, at quit, may linger too.
+		go o.flusher(quit)
+		defer func() { close(quit); time.Sleep(time.Millisecond) }()
 		if err := o.j.WaitDurable(o.add("alone")); err != nil {
 			t.Fatal(err)
 		}
