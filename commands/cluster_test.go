@@ -395,6 +395,7 @@ func TestErrorLine(t *testing.T) {
 		{fmt.Errorf("batch 3: %w", engine.ErrNotCommitted), "TRYAGAIN batch 3: " + engine.ErrNotCommitted.Error()},
 		{fmt.Errorf("%w: disk full", engine.ErrLog), "MISCONF Errors writing to the AOF file: disk full"},
 		{errors.New("boom"), "ERR boom"},
+		{errors.New("ERR cannot reach 127.0.0.1:7000: refused"), "ERR cannot reach 127.0.0.1:7000: refused"}, // CLUSTER MEET: not "ERR ERR"
 	} {
 		if got := ErrorLine(tc.err); got != tc.want {
 			t.Errorf("ErrorLine(%v) = %q, want %q", tc.err, got, tc.want)

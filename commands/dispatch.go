@@ -444,6 +444,9 @@ func ErrorLine(err error) string {
 		// Redis's wording when it cannot write its AOF, with the cause.
 		return "MISCONF Errors writing to the AOF file: " + strings.TrimPrefix(err.Error(), engine.ErrLog.Error()+": ")
 	}
+	if msg := err.Error(); strings.HasPrefix(msg, "ERR ") {
+		return msg // worded for the client already (the cluster's membership errors)
+	}
 	return "ERR " + err.Error()
 }
 
