@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# groups.sh: does a cluster scale with its Raft groups? Two 3-node clusters
+# made by scripts/cluster.sh, one with 1 group and one with 3 (leaders on
+# different nodes), every node capped to the same CPU share by a cgroup, so
+# that a node, not the machine, is the bottleneck, as on three machines.
+# redis-benchmark --cluster adds to queues of every group at once (to the
+# one group's leader without --cluster, which wants two masters or more); rounds
+# interleave the two clusters and the table reports the median of the
+# per-round ratios, with the server CPU a request (all three nodes' user +
+# system time from /proc, over the requests).
+#
+#   bench/groups.sh                      # 25% of a CPU a node, -P 16, everysec
+#   QUOTA=40 P=1 bench/groups.sh
+#
+# Knobs: ROUNDS (5), N requests a run (300000), P pipeline (16), C clients
+# (50), QUOTA percent of one CPU a node (25), POLICY appendfsync (everysec),
+# SERVER_CPU (0) all nodes, CLIENT_CPU (1) redis-benchmark.
+# Needs root (cgroups: v1 cpu.cfs_quota_us or v2 cpu.max), redis-benchmark.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+ROUNDS=${ROUNDS:-5}
+N=${N:-300000}
+P=${P:-16}
+C=${C:-50}
+QUOTA=${QUOTA:-25}
+POLICY=${POLICY:-everysec}
+SERVER_CPU=${SERVER_CPU:-0}
+CLIENT_CPU=${CLIENT_CPU:-1}
+
+if [ -f /sys/fs/cgroup/cgroup.controllers ]; then
+  cgv=2; cgroot=/sys/fs/cgroup/delayd-bench-$$
+  echo +cpu >/sys/fs/cgroup/cgroup.subtree_control 2>/dev/null || true
+else
+  cgv=1; cgroot=/sys/fs/cgroup/cpu/delayd-bench-$$
+fi
+mkdir -p "$cgroot"
+
+work=$(mktemp -d)
+cleanup() {
+  [ -d "$work/a" ] && DATA=$work/a BASE_PORT=7500 scripts/cluster.sh stop >/dev/null 2>&1 || true
+  [ -d "$work/b" ] && DATA=$work/b BASE_PORT=7600 RAFT_GROUPS=3 scripts/cluster.sh stop >/dev/null 2>&1 || true
+  sleep 0.5
+  for g in "$cgroot"/node-*; do [ -d "$g" ] && rmdir "$g" 2>/dev/null || true; done
+  rmdir "$cgroot" 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+go build -o "$work/delayd" .
+
+# Each node starts through this wrapper: into its own cgroup, then pinned.
+cat >"$work/node.sh" <<EOF
+#!/usr/bin/env bash
+port=""; prev=""
+for a in "\$@"; do [ "\$prev" = --port ] && port=\$a; prev=\$a; done
+cg=$cgroot/node-\$port; mkdir -p "\$cg"
+if [ $cgv = 2 ]; then echo "$((QUOTA * 1000)) 100000" >"\$cg/cpu.max"; else echo $((QUOTA * 1000)) >"\$cg/cpu.cfs_quota_us"; fi
+echo \$\$ >"\$cg/cgroup.procs"
+exec taskset -c $SERVER_CPU "$work/delayd" "\$@"
+EOF
+chmod +x "$work/node.sh"
+
+start() { # dir base groups
+  DATA=$1 BASE_PORT=$2 RAFT_GROUPS=$3 DELAYD_BIN="$work/node.sh" scripts/cluster.sh start \
+    --appendfsync "$POLICY" --auto-rewrite-percentage 0 --http-addr "" --log-level error \
+    --cluster-election-timeout 3000 >/dev/null
+}
+start "$work/a" 7500 1
+start "$work/b" 7600 3
+
+pids() { cat "$1"/*/delayd.pid; }
+cpu() { for p in $(pids "$1"); do awk '{print $14+$15}' "/proc/$p/stat"; done | awk '{s+=$1} END{print s}'; }
+run() { # dir port mode -> "rps cpu_us_per_request"
+  local t0 t1 r
+  t0=$(cpu "$1")
+  # redis-benchmark's --cluster wants two masters or more: one group's
+  # leader owns every slot, so plain mode sends it the same commands.
+  # shellcheck disable=SC2086
+  r=$(taskset -c "$CLIENT_CPU" redis-benchmark $3 -p "$2" --csv -c "$C" -n "$N" -P "$P" -r 100000 \
+    DELAY.ADD 'q{tag}' 600000 p:__rand_int__ 2>/dev/null | tail -1 | cut -d, -f2 | tr -d '"')
+  t1=$(cpu "$1")
+  echo "$r $(awk -v t=$((t1 - t0)) -v n="$N" 'BEGIN{printf "%.2f", t*1e4/n}')"
+}
+median() { sort -g | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
+
+echo "# $(date -u '+%F %H:%M') UTC; $(nproc) CPUs; $(go version | cut -d' ' -f3); each node capped to $QUOTA% of a CPU (cgroup v$cgv), all on CPU $SERVER_CPU; redis-benchmark --cluster on CPU $CLIENT_CPU, -c $C -P $P, N=$N; appendfsync $POLICY"
+ratios=(); as=(); bs=(); ac=(); bc=()
+for i in $(seq "$ROUNDS"); do
+  if [ $((i % 2)) = 1 ]; then a=$(run "$work/a" 7501 ""); b=$(run "$work/b" 7601 --cluster)
+  else b=$(run "$work/b" 7601 --cluster); a=$(run "$work/a" 7501 ""); fi
+  as+=("${a% *}"); ac+=("${a#* }"); bs+=("${b% *}"); bc+=("${b#* }")
+  ratios+=("$(awk -v x="${b% *}" -v y="${a% *}" 'BEGIN{printf "%.2f", x/y}')")
+done
+echo "| cluster | DELAY.ADD/s (median) | server CPU µs a request, 3 nodes (median) |"
+echo "| --- | --- | --- |"
+echo "| 3 nodes, 1 group | $(printf '%s\n' "${as[@]}" | median) | $(printf '%s\n' "${ac[@]}" | median) |"
+echo "| 3 nodes, 3 groups | $(printf '%s\n' "${bs[@]}" | median) | $(printf '%s\n' "${bc[@]}" | median) |"
+echo
+echo "3 groups / 1 group: **$(printf '%s\n' "${ratios[@]}" | median)** (rounds: ${ratios[*]})"
