@@ -13,7 +13,8 @@
 #   QUOTA=40 P=1 bench/groups.sh
 #
 # Knobs: ROUNDS (5), N requests a run (300000), P pipeline (16), C clients
-# (50), QUOTA percent of one CPU a node (25), POLICY appendfsync (everysec),
+# a group (50: redis-benchmark --cluster deals its clients out over the
+# masters, so the 3-group run gets 3C and each leader C, as the one group's), QUOTA percent of one CPU a node (25), POLICY appendfsync (everysec),
 # SERVER_CPU (0) all nodes, CLIENT_CPU (1) redis-benchmark.
 # Needs root (cgroups: v1 cpu.cfs_quota_us or v2 cpu.max), redis-benchmark.
 set -euo pipefail
@@ -68,32 +69,40 @@ start() { # dir base groups
 start "$work/a" 7500 1
 start "$work/b" 7600 3
 
-pids() { cat "$1"/*/delayd.pid; }
-cpu() { for p in $(pids "$1"); do awk '{print $14+$15}' "/proc/$p/stat"; done | awk '{s+=$1} END{print s}'; }
-run() { # dir port mode -> "rps cpu_us_per_request"
+pids() { for n in 1 2 3; do cat "$1"/*$n/delayd.pid; done; } # node 1, 2, 3
+cpu() { for p in $(pids "$1"); do awk '{printf "%d ", $14+$15}' "/proc/$p/stat"; done; }
+run() { # dir port clients mode -> "rps total leader follower" (CPU µs a request)
   local t0 t1 r
-  t0=$(cpu "$1")
+  read -ra t0 <<<"$(cpu "$1")"
   # redis-benchmark's --cluster wants two masters or more: one group's
   # leader owns every slot, so plain mode sends it the same commands.
   # shellcheck disable=SC2086
-  r=$(taskset -c "$CLIENT_CPU" redis-benchmark $3 -p "$2" --csv -c "$C" -n "$N" -P "$P" -r 100000 \
+  r=$(taskset -c "$CLIENT_CPU" redis-benchmark $4 -p "$2" --csv -c "$3" -n "$N" -P "$P" -r 100000 \
     DELAY.ADD 'q{tag}' 600000 p:__rand_int__ 2>/dev/null | tail -1 | cut -d, -f2 | tr -d '"')
-  t1=$(cpu "$1")
-  echo "$r $(awk -v t=$((t1 - t0)) -v n="$N" 'BEGIN{printf "%.2f", t*1e4/n}')"
+  read -ra t1 <<<"$(cpu "$1")"
+  # Node 1 leads every group of the 1-group cluster (it bootstrapped it).
+  awk -v r="$r" -v n="$N" -v a=$((t1[0] - t0[0])) -v b=$((t1[1] - t0[1])) -v c=$((t1[2] - t0[2])) \
+    'BEGIN{printf "%s %.2f %.2f %.2f", r, (a+b+c)*1e4/n, a*1e4/n, (b+c)/2*1e4/n}'
 }
 median() { sort -g | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
 
-echo "# $(date -u '+%F %H:%M') UTC; $(nproc) CPUs; $(go version | cut -d' ' -f3); each node capped to $QUOTA% of a CPU (cgroup v$cgv), all on CPU $SERVER_CPU; redis-benchmark --cluster on CPU $CLIENT_CPU, -c $C -P $P, N=$N; appendfsync $POLICY"
-ratios=(); as=(); bs=(); ac=(); bc=()
+echo "# $(date -u '+%F %H:%M') UTC; $(nproc) CPUs; $(go version | cut -d' ' -f3); each node capped to $QUOTA% of a CPU (cgroup v$cgv), all on CPU $SERVER_CPU; redis-benchmark --cluster on CPU $CLIENT_CPU, -c $C a group -P $P, N=$N; appendfsync $POLICY"
+ratios=(); as=(); bs=(); ac=(); bc=(); ls=(); fs=()
 for i in $(seq "$ROUNDS"); do
-  if [ $((i % 2)) = 1 ]; then a=$(run "$work/a" 7501 ""); b=$(run "$work/b" 7601 --cluster)
-  else b=$(run "$work/b" 7601 --cluster); a=$(run "$work/a" 7501 ""); fi
-  as+=("${a% *}"); ac+=("${a#* }"); bs+=("${b% *}"); bc+=("${b#* }")
-  ratios+=("$(awk -v x="${b% *}" -v y="${a% *}" 'BEGIN{printf "%.2f", x/y}')")
+  if [ $((i % 2)) = 1 ]; then a=$(run "$work/a" 7501 "$C" ""); b=$(run "$work/b" 7601 $((3 * C)) --cluster)
+  else b=$(run "$work/b" 7601 $((3 * C)) --cluster); a=$(run "$work/a" 7501 "$C" ""); fi
+  read -r ar at al af <<<"$a"; read -r br bt _ <<<"$b"
+  as+=("$ar"); ac+=("$at"); ls+=("$al"); fs+=("$af"); bs+=("$br"); bc+=("$bt")
+  ratios+=("$(awk -v x="$br" -v y="$ar" 'BEGIN{printf "%.2f", x/y}')")
 done
+L=$(printf '%s\n' "${ls[@]}" | median); F=$(printf '%s\n' "${fs[@]}" | median)
 echo "| cluster | DELAY.ADD/s (median) | server CPU µs a request, 3 nodes (median) |"
 echo "| --- | --- | --- |"
-echo "| 3 nodes, 1 group | $(printf '%s\n' "${as[@]}" | median) | $(printf '%s\n' "${ac[@]}" | median) |"
+echo "| 3 nodes, 1 group | $(printf '%s\n' "${as[@]}" | median) | $(printf '%s\n' "${ac[@]}" | median) (leader $L, each follower $F) |"
 echo "| 3 nodes, 3 groups | $(printf '%s\n' "${bs[@]}" | median) | $(printf '%s\n' "${bc[@]}" | median) |"
 echo
 echo "3 groups / 1 group: **$(printf '%s\n' "${ratios[@]}" | median)** (rounds: ${ratios[*]})"
+# With every node CPU-bound, one group is bound by its leader (L a request)
+# and three groups, leaders spread, by every node doing L + 2F for a third
+# of the requests: at most 3L / (L + 2F) times one group.
+echo "the bound from one group's costs, 3L/(L+2F): $(awk -v l="$L" -v f="$F" 'BEGIN{printf "%.2f", 3*l/(l+2*f)}')"
