@@ -226,6 +226,25 @@ func (e *Engine) addRec(s uint32, flags byte) record.Rec {
 	return r
 }
 
+// wholeRec is the add record a rewrite, a snapshot or a compaction writes
+// of the job in slot s as it is, at now: a reservation with its deadline,
+// a ready job as ready if ready says its place in line is kept (else as
+// delayed, which replay's wheel orders by due and add order).
+func (e *Engine) wholeRec(s uint32, ready bool, now int64) record.Rec {
+	var flags byte
+	var deadline int64
+	switch st := e.jobs.At(s).State; {
+	case st == jobs.StateReserved:
+		flags = record.FlagReserved
+		deadline, _ = e.wheel.Due(s)
+	case ready && st == jobs.StateReady:
+		flags = record.FlagReady
+	}
+	r := e.addRec(s, flags)
+	r.Time, r.Deadline = now, deadline
+	return r
+}
+
 // Touch starts a reserved job's ack deadline again, from now. O(1).
 func (e *Engine) Touch(queueName, id []byte) (bool, uint64, error) {
 	wr, err := e.begin(0)

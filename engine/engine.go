@@ -9,6 +9,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/delayd/delayd/aof"
+	"github.com/delayd/delayd/clock"
 	"github.com/delayd/delayd/finetimer"
 	"github.com/delayd/delayd/jobs"
 	"github.com/delayd/delayd/journal"
@@ -166,7 +167,7 @@ func (l *engineLock) Unlock() {
 type core struct {
 	opts Options
 
-	comp compaction // the segmented log's compaction (compact.go): its own atomics
+	bg sync.WaitGroup // the log's background work (a compaction round, the next segment's making): Close waits for it
 
 	mutex sync.Mutex // guards everything below; reached through Engine.mu
 
@@ -205,14 +206,7 @@ type core struct {
 	sched schedule.Table // recurring schedules (schedule.go)
 	lazy  lazyState      // deleted queues being freed (lazyfree.go)
 
-	start time.Time // monotonic base
-	// startMono is start on the Mono clock: a caller's Mono reading minus
-	// it is the engine's elapsed time (clockAt).
-	startMono time.Duration
-	startMs   int64 // unix ms at start
-	// monoOnly: Options.Now was left to its default, so the time since
-	// start is read from the monotonic clock alone (elapsed).
-	monoOnly bool
+	clk clock.Clock // the time since start: nowMs and clockAt add what is not the clock's
 
 	j       logState         // replay's state and the record buffers (journal.go)
 	journal *journal.Journal // the log: the file, or the Replicator in cluster mode; nil when off
@@ -249,31 +243,23 @@ type Stats struct {
 // background and follows it through opts.Loading (ErrLoadAborted if it
 // aborts it). Close stops the engine.
 func New(opts Options) (*Engine, error) {
-	monoOnly := opts.Now == nil
+	clk := clock.New(opts.Now)
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
-	// Start the monotonic base on a whole wall-clock millisecond, so the
-	// engine's milliseconds tick with the wall clock's: a job due at D is
-	// ready when the wall clock reads D, not up to a millisecond later.
-	now := opts.Now()
-	now = now.Add(-time.Duration(now.UnixNano() % int64(time.Millisecond)))
 	e := &Engine{core: &core{
-		opts:      opts,
-		byName:    make(map[string]uint32),
-		start:     now,
-		startMono: now.Sub(MonoEpoch),
-		startMs:   now.UnixMilli(),
-		monoOnly:  monoOnly,
-		wake:      make(chan struct{}, 1),
-		quit:      make(chan struct{}),
-		done:      make(chan struct{}),
-		logQuit:   make(chan struct{}),
-		logDone:   make(chan struct{}),
+		opts:    opts,
+		byName:  make(map[string]uint32),
+		clk:     clk,
+		wake:    make(chan struct{}, 1),
+		quit:    make(chan struct{}),
+		done:    make(chan struct{}),
+		logQuit: make(chan struct{}),
+		logDone: make(chan struct{}),
 	}}
 	e.mu.m = &e.core.mutex
 	e.jobs.Init()
-	e.repl.now.Store(e.startMs)
+	e.repl.now.Store(e.clk.StartMs())
 	e.repl.following.Store(opts.Follower)
 	if opts.Replicator != nil {
 		e.journal = e.newJournal()
@@ -288,7 +274,7 @@ func New(opts Options) (*Engine, error) {
 		// A follower's wheel starts at the time of the first record it
 		// applies, as replay's does: its own clock may be ahead of the
 		// leader's, and a wheel ahead of a record would make due jobs of it.
-		e.wheel = e.newJobWheel(e.startMs)
+		e.wheel = e.newJobWheel(e.clk.StartMs())
 	}
 	// Reservations replayed from the log keep their absolute deadlines: a
 	// worker that reconnects can still ACK, NACK or TOUCH its job, and one
@@ -327,19 +313,7 @@ func (e *Engine) nowMs() int64 {
 	}
 	// A leader's clock never reads before the time it took over at, should
 	// its machine's clock be behind the old leader's (replica.go).
-	return max(e.startMs+int64(e.elapsed()/time.Millisecond), e.repl.now.Load())
-}
-
-// elapsed is the time since start on the engine's clock. With the default
-// clock it is time.Since, one read of the monotonic clock, where
-// time.Now().Sub makes two (wall and monotonic): on a pipelined RPUSH the
-// clock was 8% of the server's CPU. time.Since defers to time.Now inside a
-// synctest bubble, so tests keep their fake clock.
-func (e *Engine) elapsed() time.Duration {
-	if e.monoOnly {
-		return time.Since(e.start)
-	}
-	return e.opts.Now().Sub(e.start)
+	return max(e.clk.Now(), e.repl.now.Load())
 }
 
 // recNow is the time a record made now carries: the time the operation
@@ -355,39 +329,30 @@ func (e *Engine) recNow() int64 {
 	return e.opNow
 }
 
-// laterMs is now plus d milliseconds, rounded up to a whole millisecond: a
-// job added 0.4 ms into a millisecond with a delay of 5 ms must not be
-// handed out 4.6 ms later. Used for every relative time (delays, ack
-// deadlines), so none fires before the client's clock says it should.
+// laterMs is now plus d milliseconds, rounded up to a whole millisecond
+// (clock.Clock.At): used for every relative time (delays, ack deadlines),
+// so none fires before the client's clock says it should.
 func (e *Engine) laterMs(d int64) int64 {
 	_, up := e.clock()
 	return up + d
 }
 
-// MonoEpoch anchors Mono, the clock a caller reads for AddArgs.Mono. The
-// command layer times its commands on it too, so one reading serves both.
-var MonoEpoch = time.Now()
+// MonoEpoch anchors Mono (clock.Epoch).
+var MonoEpoch = clock.Epoch
 
-// Mono is the monotonic time since MonoEpoch: one clock read (time.Since),
-// never 0 once the process has run a nanosecond.
-func Mono() time.Duration { return time.Since(MonoEpoch) }
+// Mono is the monotonic time since MonoEpoch (clock.Mono).
+func Mono() time.Duration { return clock.Mono() }
 
 // clock reads the time once: now floored (nowMs) and rounded up to a whole
 // millisecond (what laterMs adds to).
 func (e *Engine) clock() (now, up int64) { return e.clockAt(0) }
 
 // clockAt is clock for an operation whose caller already read the clock
-// when its command arrived (at, a Mono reading; 0: read it now), as Redis
-// stamps each command once (commandTimeSnapshot): a pipelined DELAY.ADD
-// then reads the clock once, in the command layer, not twice. It holds
-// only with the default clock: an injected Options.Now is the engine's
-// time, and at is not on it. Called with mu held.
-//
-// at may be older than a reading another operation made since, under
-// the lock: the floor at the last operation's time (opNow, which every
-// operation sets) keeps the engine's time from going back. Taking that
-// floor as now and as up is never early: at was read after the command
-// arrived, so the client's own clock read at most opNow when it sent it.
+// when its command arrived (at, a Mono reading; 0: read it now): a
+// transaction's frozen time, a follower's replicated one, else the clock's
+// (clock.Clock.At), floored at the time a leader took over at and at the
+// last operation's (opNow, which every operation sets). Called with mu
+// held.
 func (e *Engine) clockAt(at time.Duration) (now, up int64) {
 	if e.mu.held {
 		return e.txNow, e.txUp
@@ -396,23 +361,7 @@ func (e *Engine) clockAt(at time.Duration) (now, up int64) {
 		now = e.repl.now.Load()
 		return now, now
 	}
-	var elapsed time.Duration
-	floor := e.repl.now.Load()
-	if e.monoOnly && at != 0 {
-		elapsed = at - e.startMono // no clock read
-		floor = max(floor, e.opNow)
-	} else {
-		elapsed = e.elapsed()
-	}
-	now = e.startMs + int64(elapsed/time.Millisecond)
-	if floor > now {
-		return floor, floor // see nowMs
-	}
-	up = now
-	if elapsed%time.Millisecond != 0 {
-		up++
-	}
-	return now, up
+	return e.clk.At(at, e.repl.now.Load(), e.opNow)
 }
 
 // Now returns the engine's current unix time in milliseconds.
@@ -464,7 +413,7 @@ func (e *Engine) run() {
 		e.fineDue.Store(0)
 		if ok {
 			e.armed = dl
-			d := e.until(dl)
+			d := e.clk.Until(dl)
 			if e.fine != nil {
 				if dl != fineAt {
 					e.fine.Arm(d)
@@ -494,7 +443,7 @@ func (e *Engine) run() {
 		case <-t.C:
 			slept = dl
 		case <-fine:
-			if !ok || e.until(dl) > 0 {
+			if !ok || e.clk.Until(dl) > 0 {
 				// An expiry of an earlier arming, read after the runtime's
 				// timer had already served it (both aim at the same
 				// instant): dl is still ahead, and only this goroutine
@@ -511,11 +460,6 @@ func (e *Engine) run() {
 			return
 		}
 	}
-}
-
-// until converts a deadline in unix ms to a duration on the monotonic clock.
-func (e *Engine) until(ms int64) time.Duration {
-	return time.Duration(ms-e.startMs)*time.Millisecond - e.elapsed()
 }
 
 // Overdue wakes the timer goroutine if now, a Mono reading, is past the
@@ -635,7 +579,7 @@ func (e *Engine) Close() error {
 		return ErrInTransaction
 	}
 	e.Stop()
-	e.comp.wg.Wait() // a compaction ends at its next step once closed (compact.go)
+	e.bg.Wait() // a compaction ends at its next step once closed (compact.go)
 	defer func() {
 		e.mu.Lock()
 		e.dropPages()

@@ -13,7 +13,7 @@ import (
 // Numbers for /metrics and INFO lateness. The hot paths only count: a pop
 // adds its lateness and an ACK its ack time to fixed buckets under the lock
 // they already hold (a few compares and two adds), an fsync its duration
-// under a lock of its own (journal.Env.Fsynced). Everything else is read at scrape
+// in the journal. Everything else is read at scrape
 // time, O(queues) under the lock, as INFO already is.
 
 // Histogram is a snapshot of a histogram (hist.Histogram).
@@ -147,18 +147,8 @@ func (e *Engine) LogMetrics() LogMetrics {
 		return LogMetrics{}
 	}
 	in := e.journal.Info()
-	segs := e.journal.Segments()
-	e.mu.Lock()
-	var live int64
-	for _, id := range segs {
-		live += e.j.live[uint16(id)]
-	}
-	e.mu.Unlock()
-	j.fmu.Lock()
-	defer j.fmu.Unlock()
-	return LogMetrics{On: true, Size: in.Size, Rewrites: in.Rewrites,
-		Fsync:    j.fsyncs.Snapshot(hist.FsyncUs[:], time.Microsecond),
-		Segments: len(segs), LiveBytes: live, Compactions: e.comp.done.Load()}
+	return LogMetrics{On: true, Size: in.Size, Rewrites: in.Rewrites, Fsync: e.journal.Fsyncs(),
+		Segments: len(e.journal.Segments()), LiveBytes: e.liveBytes(), Compactions: e.journal.CompactionInfo().Done}
 }
 
 // EmptyLateness is the lateness histogram with nothing in it (INFO

@@ -79,6 +79,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/delayd/delayd/aof"
+	"github.com/delayd/delayd/hist"
 )
 
 // Fsync policies.
@@ -145,8 +146,6 @@ type Env struct {
 	// Written is told the log's size after each batch written: the owner
 	// may start a rewrite.
 	Written func(size int64)
-	// Fsynced is told how long each fsync took (a histogram's business).
-	Fsynced func(took time.Duration)
 }
 
 // Journal is the pending batch, its sink, and the tickets' durability.
@@ -213,14 +212,16 @@ type Journal struct {
 
 	dmu     sync.Mutex
 	dcond   *sync.Cond
-	durable uint64     // guarded by dmu
-	failed  [][2]int64 // guarded by dmu: ticket ranges whose write failed
-	lastErr error      // guarded by dmu
-	leading bool       // guarded by dmu: a commit is in progress (leads)
-	info    Info       // guarded by dmu, but its Rewriting and Broken
+	durable uint64      // guarded by dmu
+	failed  [][2]int64  // guarded by dmu: ticket ranges whose write failed
+	lastErr error       // guarded by dmu
+	leading bool        // guarded by dmu: a commit is in progress (leads)
+	info    Info        // guarded by dmu, but its Rewriting and Broken
+	fsyncs  hist.Counts // guarded by dmu: every fsync's duration, µs
 
 	repl replState
 	seg  segState
+	comp compState
 }
 
 // New returns a journal writing to opts' sink; a log file is opened by
