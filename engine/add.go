@@ -124,11 +124,11 @@ func (e *Engine) Add(a AddArgs) (AddResult, error) {
 		e.serve(qi)
 	}
 	e.serveFreed()
-	a.Into.reset()
+	a.Into.Reset()
 	if r.ID != nil {
-		res.ID = a.Into.hold(r.ID)
+		res.ID = a.Into.Hold(r.ID)
 	} else {
-		res.ID = a.Into.holdSID(r.SID)
+		res.ID = a.Into.HoldSID(r.SID)
 	}
 	e.stats.Added++
 	return res, nil

@@ -3,7 +3,6 @@ package engine
 import (
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -191,7 +190,6 @@ type core struct {
 	toServe []uint32 // advanceLocked's queues with waiters and newly ready jobs
 
 	armed    int64         // deadline the timer goroutine sleeps until, or 0
-	fineDue  atomic.Int64  // armed's instant on Mono's clock while the timerfd alone waits for it, or 0 (Overdue)
 	opNow    int64         // the time of the last advanceLocked, which every operation begins with: its records carry it (recNow)
 	watches  queue.Watches // names watched or tracked, and TrackAll (watch.go)
 	onChange func(name string)
@@ -212,9 +210,8 @@ type core struct {
 	journal *journal.Journal // the log: the file, or the Replicator in cluster mode; nil when off
 	repl    replState        // cluster mode's role and clock (replica.go)
 
-	wake    chan struct{}
-	fine    *finetimer.Timer // Options.FineTimer's timerfd, or nil
-	quit    chan struct{}    // stops the timer goroutine
+	sleep   *finetimer.Sleeper // the timer goroutine's sleep: on Options.FineTimer's timerfd, or the runtime's timer
+	quit    chan struct{}      // stops the timer goroutine
 	done    chan struct{}
 	logQuit chan struct{} // stops the flusher
 	logDone chan struct{} // closed when the flusher (or, in cluster mode, the committer) is done
@@ -251,7 +248,7 @@ func New(opts Options) (*Engine, error) {
 		opts:    opts,
 		byName:  make(map[string]uint32),
 		clk:     clk,
-		wake:    make(chan struct{}, 1),
+		sleep:   finetimer.NewSleeper(),
 		quit:    make(chan struct{}),
 		done:    make(chan struct{}),
 		logQuit: make(chan struct{}),
@@ -292,7 +289,7 @@ func New(opts Options) (*Engine, error) {
 	}
 	if opts.FineTimer {
 		if ft, err := finetimer.New(); err == nil {
-			e.fine = ft
+			e.sleep.SetFine(ft)
 		} else {
 			opts.Logger.Warn().Err(err).Msg("no fine timer: jobs may reach blocked clients up to a millisecond late")
 		}
@@ -374,18 +371,8 @@ func (e *Engine) Now() int64 { return e.nowMs() }
 // (Overdue): docs/decisions/timer-wakeup.md.
 func (e *Engine) run() {
 	defer close(e.done)
-	t := time.NewTimer(time.Hour)
-	t.Stop()
-	var fine <-chan struct{}
-	if e.fine != nil {
-		fine = e.fine.C
-		defer e.fine.Close()
-	}
+	defer e.sleep.Close()
 	var slept int64 // the deadline the last wake-up was for (latetrace)
-	// fineAt is the deadline the timerfd is armed for, until its expiry
-	// wakes us: a wake-up by an add (poke) that leaves the deadline where it
-	// was then costs no system call.
-	var fineAt int64
 	for {
 		e.mu.Lock()
 		if traceOn && slept != 0 {
@@ -410,72 +397,33 @@ func (e *Engine) run() {
 			}
 		}
 		e.armed = 0
-		e.fineDue.Store(0)
+		e.sleep.Disarm()
 		if ok {
 			e.armed = dl
 			d := e.clk.Until(dl)
-			if e.fine != nil {
-				if dl != fineAt {
-					e.fine.Arm(d)
-					fineAt = dl
-				}
-				// The backstop for a busy process, whose run queue never
-				// empties and so never reaches netpoll, where the timerfd
-				// is read, is the commands it runs: each one ends with
-				// Overdue. It used to be the runtime's timer, a millisecond
-				// after the timerfd; but the timerfd came first, and a
-				// timer stopped or moved later stays in the runtime's heap
-				// at its old time until the process next wakes for it: one
-				// more wake-up of the process and of sysmon for nothing,
-				// about one job in five in the rivals race's steady case.
-				e.fineDue.Store(int64(Mono() + d))
-			} else {
-				t.Reset(d)
-			}
+			e.sleep.Arm(dl, d, Mono()+d)
 		}
 		e.mu.Unlock()
 		// What this round logged (expiries, schedules, the reservations of
 		// the waiters it served) is written here, before sleeping, not by
 		// a hand-off to the flusher.
 		e.writeOwed()
-	wait:
-		select {
-		case <-t.C:
-			slept = dl
-		case <-fine:
-			if !ok || e.clk.Until(dl) > 0 {
-				// An expiry of an earlier arming, read after the runtime's
-				// timer had already served it (both aim at the same
-				// instant): dl is still ahead, and only this goroutine
-				// arms the timerfd, so there is nothing to do.
-				goto wait
-			}
-			t.Stop()
-			slept, fineAt = dl, 0
-		case <-e.wake:
-			t.Stop()
-		case <-e.quit:
-			t.Stop()
+		expired, stop := e.sleep.Wait(e.quit, func() bool { return e.clk.Until(dl) > 0 })
+		if stop {
 			latetrace.Dump()
 			return
+		}
+		if expired {
+			slept = dl
 		}
 	}
 }
 
 // Overdue wakes the timer goroutine if now, a Mono reading, is past the
-// deadline the timerfd was armed for: the command layer calls it after each
-// command. A process whose run queue never empties reaches netpoll, where
-// the timerfd's expiry is read, only when sysmon polls it (every 10 ms);
-// the commands that keep it busy fire the wheel on time instead. One atomic
-// load when nothing is due.
-func (e *Engine) Overdue(now time.Duration) {
-	if due := e.fineDue.Load(); due != 0 && int64(now) >= due && e.fineDue.CompareAndSwap(due, 0) {
-		select {
-		case e.wake <- struct{}{}:
-		default:
-		}
-	}
-}
+// deadline the timerfd was armed for (finetimer.Sleeper.Overdue): the
+// command layer calls it after each command. One atomic load when nothing
+// is due.
+func (e *Engine) Overdue(now time.Duration) { e.sleep.Overdue(now) }
 
 // poke makes the timer goroutine re-read the next deadline if due is earlier
 // than the one it sleeps until. Called with mu held.
@@ -484,10 +432,7 @@ func (e *Engine) poke(due int64) {
 		return // a follower's timer sleeps: Lead wakes it
 	}
 	e.armed = due
-	select {
-	case e.wake <- struct{}{}:
-	default:
-	}
+	e.sleep.Wake()
 }
 
 // advanceLocked moves every job due by now from the wheel to its ready list,

@@ -7,6 +7,7 @@ import (
 
 	"github.com/delayd/delayd/hist"
 	"github.com/delayd/delayd/jobs"
+	"github.com/delayd/delayd/journal"
 	"github.com/delayd/delayd/topn"
 )
 
@@ -128,27 +129,15 @@ func (e *Engine) Metrics(n int) Metrics {
 }
 
 // LogMetrics is what /metrics shows of the append-only log.
-type LogMetrics struct {
-	On       bool // the engine keeps a log (not in cluster mode, not with appendonly no)
-	Size     int64
-	Rewrites uint64 // rewrites finished since start
-	Fsync    Histogram
-	// The segmented log (compact.go): its segments, the live jobs' bytes
-	// in it (an estimate), and the segments compacted since start.
-	Segments    int
-	LiveBytes   int64
-	Compactions uint64
-}
+type LogMetrics = journal.Metrics
 
-// LogMetrics returns the log's size, rewrites and fsync durations.
+// LogMetrics returns the log's size, rewrites, fsync durations and
+// segments (none: no log file, in cluster mode or with appendonly no).
 func (e *Engine) LogMetrics() LogMetrics {
-	j := &e.j
-	if j.path == "" {
+	if e.j.path == "" {
 		return LogMetrics{}
 	}
-	in := e.journal.Info()
-	return LogMetrics{On: true, Size: in.Size, Rewrites: in.Rewrites, Fsync: e.journal.Fsyncs(),
-		Segments: len(e.journal.Segments()), LiveBytes: e.liveBytes(), Compactions: e.journal.CompactionInfo().Done}
+	return e.journal.Metrics(e.liveBytes())
 }
 
 // EmptyLateness is the lateness histogram with nothing in it (INFO

@@ -37,6 +37,27 @@ func (j *Journal) Info() Info {
 	return in
 }
 
+// Metrics is what /metrics shows of a log file.
+type Metrics struct {
+	On       bool // there is a log file (not in cluster mode, not with appendonly no)
+	Size     int64
+	Rewrites uint64 // rewrites finished since start
+	Fsync    hist.Histogram
+	// A segmented log: its segments, the live jobs' bytes in it (an
+	// estimate), and the segments compacted since start.
+	Segments    int
+	LiveBytes   int64
+	Compactions uint64
+}
+
+// Metrics returns the log's figures; live is the live bytes of its
+// segments (Live.Of).
+func (j *Journal) Metrics(live int64) Metrics {
+	in := j.Info()
+	return Metrics{On: true, Size: in.Size, Rewrites: in.Rewrites, Fsync: j.Fsyncs(),
+		Segments: len(j.Segments()), LiveBytes: live, Compactions: j.comp.done.Load()}
+}
+
 // Fsyncs returns the histogram of the fsyncs' durations since start.
 func (j *Journal) Fsyncs() hist.Histogram {
 	j.dmu.Lock()
