@@ -84,7 +84,7 @@ func (c compactor) Restate(id uint64) (uint64, error) { return c.e.restateSegmen
 // restateSegment restates at the head what segment id, the oldest, holds
 // of the live state, and returns the last ticket.
 func (e *Engine) restateSegment(id uint64) (uint64, error) {
-	victim := uint16(id)
+	victim, cur := uint16(id), journal.SegSetOf(e.journal.Segments())
 	ft := e.pauseTimer() // the pause between chunks, as a rewrite's
 	if ft != nil {
 		defer ft.Close()
@@ -111,8 +111,8 @@ func (e *Engine) restateSegment(id uint64) (uint64, error) {
 		}
 		restated := 0
 		for end := min(s+compactScan, n); s < end && restated < compactChunk; s++ {
-			if e.jobs.Home(s) != victim {
-				continue
+			if h := e.jobs.Home(s); h != victim && cur.Has(h) {
+				continue // homed in a later segment
 			}
 			j := e.jobs.At(s)
 			if j.State == jobs.StateFree || !e.queues[j.Queue].live {
@@ -121,7 +121,7 @@ func (e *Engine) restateSegment(id uint64) (uint64, error) {
 			var t uint64
 			var k int
 			if j.State == jobs.StateReady {
-				t, k = e.restateLane(s, victim, wr.now)
+				t, k = e.restateLane(s, victim, cur, wr.now)
 			} else {
 				t, k = e.restate(s, wr.now), 1
 			}
@@ -147,13 +147,13 @@ func (e *Engine) restate(s uint32, now int64) uint64 {
 }
 
 // restateLane restates the ready job in slot s with its lane from the
-// first job whose home is victim to the tail, in order, so that replay
-// puts them back in line as they are. Called with mu held. It returns the
-// last ticket and the jobs restated.
-func (e *Engine) restateLane(s uint32, victim uint16, now int64) (uint64, int) {
+// first job whose home is victim (or a segment gone: SegSet.Has) to the
+// tail, in order, so that replay puts them back in line as they are.
+// Called with mu held. It returns the last ticket and the jobs restated.
+func (e *Engine) restateLane(s uint32, victim uint16, cur *journal.SegSet, now int64) (uint64, int) {
 	from := s
 	for p := e.jobs.At(s).Prev; p != 0; p = e.jobs.At(p - 1).Prev {
-		if e.jobs.Home(p-1) == victim {
+		if h := e.jobs.Home(p - 1); h == victim || !cur.Has(h) {
 			from = p - 1
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"github.com/delayd/delayd/aof"
 	"github.com/delayd/delayd/finetimer"
@@ -304,5 +305,40 @@ func TestRollCrashUnderAlwaysLosesNoAcknowledgedWrite(t *testing.T) {
 			t.Fatalf("%d rolls: the test crashes across too few", rolls)
 		}
 		e.Close()
+	})
+}
+
+// A rewrite (BGREWRITEAOF) makes its file the only segment, and the jobs
+// it wrote are homed in segments that are gone: compacting that file
+// later must restate them too, or they are lost with it.
+func TestCompactionAfterRewriteKeepsJobs(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fs := aof.NewMemFS()
+		e := mustNew(t, segmented(fs, FsyncAlways))
+		for i := range 100 {
+			res, err := e.Add(AddArgs{Queue: b("q"), Delay: 100_000, Payload: []byte(fmt.Sprint("job-", i))})
+			if err != nil {
+				t.Fatal(err)
+			}
+			e.WaitDurable(res.Ticket)
+		}
+		if err := e.Rewrite(); err != nil {
+			t.Fatal(err)
+		}
+		for e.journal.Rewriting() {
+			synctest.Wait()
+			time.Sleep(time.Millisecond)
+		}
+		before := dump(e)
+		if err := e.journal.Roll(); err != nil {
+			t.Fatal(err)
+		}
+		compactAll(t, e)
+		e.Close()
+		e = mustNew(t, segmented(fs, FsyncAlways))
+		defer e.Close()
+		if after := dump(e); after != before {
+			t.Fatalf("jobs lost by compacting a rewrite's file\n%s", diffLines(before, after))
+		}
 	})
 }

@@ -41,6 +41,23 @@ func (l *Live) Of(segs []uint64) (n int64) {
 	return n
 }
 
+// SegSet is a set of segments by home (the id modulo 65,536).
+type SegSet [1 << 10]uint64
+
+// SegSetOf returns the set of segs.
+func SegSetOf(segs []uint64) *SegSet {
+	var s SegSet
+	for _, id := range segs {
+		s[uint16(id)>>6] |= 1 << (id & 63)
+	}
+	return &s
+}
+
+// Has says home names a segment of the set. A home that names none names
+// a segment a rewrite's install dropped: the job's record is in the
+// rewrite's file or later, so the oldest segment's compaction restates it.
+func (s *SegSet) Has(home uint16) bool { return s[home>>6]&(1<<(home&63)) != 0 }
+
 // Compactor is what a round needs of the owner.
 type Compactor interface {
 	// Live returns the live bytes of segs (Live.Of, under the owner's
