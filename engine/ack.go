@@ -97,7 +97,7 @@ func (e *Engine) exhausted(s uint32, logIt bool) uint64 {
 	payload := append([]byte(nil), e.jobs.Payload(j)...)
 	e.jobs.Delete(&e.queues[from].run, s, id)
 	e.queues[from].Bytes -= jobs.DataSize(j)
-	e.jobs.Arena.Free(j.Data, int(j.IDLen)+int(j.Plen()))
+	e.jobs.FreeData(j)
 	grp, prio := e.laneOf(s) // kept in the dead-letter queue, under its own limits
 	e.queues[from].Order.Leave(&e.jobs.Slab, s)
 	to, _ := e.queueFor(dl, true)

@@ -137,6 +137,9 @@ func (e *Engine) restateSegment(id uint64) (uint64, error) {
 func (e *Engine) restate(s uint32, now int64) uint64 {
 	r := e.wholeRec(s, true, now)
 	t := e.logRec(&r)
+	if j := e.jobs.At(s); j.Flags&jobs.FlagOnDisk != 0 {
+		e.jobs.Unspill(j, r.Payload) // its segment goes; the tail spills it again from the head
+	}
 	size := jobs.DataSize(e.jobs.At(s))
 	h := e.homeSeg()
 	e.j.live.Sub(e.jobs.Home(s), size)

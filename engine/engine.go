@@ -58,7 +58,11 @@ type Options struct {
 	// SegmentSize is the size past which the log's active segment rolls
 	// (0: DefaultSegmentSize; docs/decisions/segmented-log.md).
 	SegmentSize int64
-	Logger      zerolog.Logger
+	// Horizon keeps in memory the payloads of jobs due within this many ms
+	// and those of the rest in the log (0: every payload in memory; off
+	// without a log of our own: docs/decisions/payloads-on-disk.md).
+	Horizon int64
+	Logger  zerolog.Logger
 	// Loading, if set, follows the replay of the log in New from other
 	// goroutines, and can stop it (see Loading).
 	Loading *Loading
@@ -111,6 +115,9 @@ func (o *Options) Validate() error {
 	}
 	if o.AppendOnly && o.Dir == "" {
 		o.Dir = "."
+	}
+	if !o.AppendOnly || o.Horizon < 0 {
+		o.Horizon = 0 // a cluster's payloads are in Raft's log, not in segments of ours
 	}
 	return nil
 }
@@ -282,6 +289,11 @@ func New(opts Options) (*Engine, error) {
 	e.mu.Unlock()
 	if opts.AppendOnly {
 		go e.flusher()
+	}
+	if e.opts.Horizon > 0 && e.journal.Active() != 0 {
+		e.jobs.SetDisk(e.journal)
+		e.bg.Add(1)
+		go e.spiller()
 	}
 	if opts.Replicator != nil {
 		go e.replFlusher()

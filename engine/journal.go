@@ -330,6 +330,7 @@ func (e *Engine) reloadLocked() error {
 	waiting := e.parkedWaiters()
 	e.resetState()
 	_, err := e.replayFile(nil)
+	e.journal.RetailFrom() // every payload is in memory again
 	e.changedAll()
 	if e.wheel == nil {
 		e.wheel = e.newJobWheel(e.nowMs())
@@ -460,6 +461,9 @@ func (e *Engine) Rewrite() error {
 				}
 				r := e.wholeRec(p.slot, p.ready, snapTime)
 				buf = r.Encode(buf[:0])
+				if jb.Flags&jobs.FlagOnDisk != 0 {
+					e.jobs.Unspill(jb, r.Payload) // the install drops every segment
+				}
 				add(buf)
 			}
 			return true

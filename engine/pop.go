@@ -265,6 +265,9 @@ func (e *Engine) warmNext(j *jobs.Job) {
 	if far != 0 {
 		prefetch(unsafe.Pointer(e.jobs.At(far - 1)))
 	}
+	if nj.Flags&jobs.FlagOnDisk != 0 {
+		return // its payload is in the log (spill.go)
+	}
 	if p := e.jobs.Arena.Addr(nj.Data); p != nil {
 		prefetch(p)
 	}

@@ -222,6 +222,7 @@ type Journal struct {
 	repl replState
 	seg  segState
 	comp compState
+	pay  payloads
 }
 
 // New returns a journal writing to opts' sink; a log file is opened by
@@ -553,6 +554,7 @@ func (j *Journal) Close() error {
 		w.Sync() // normally done: the flusher's last fsync took them first
 	}
 	j.closeRetired()
+	j.closePayloads()
 	j.seg.gmu.Lock()
 	if j.seg.next != nil {
 		j.seg.next.Close()

@@ -149,6 +149,7 @@ func (r *Rewrite) Install() error {
 	old := j.log
 	j.log = w
 	last, size := j.ticket, w.Size()
+	j.seg.activeSize.Store(size)
 	j.pend, j.rwTail, j.rewriting = j.pend[:0], nil, false
 	j.mu.Unlock()
 	j.wmu.Unlock()
