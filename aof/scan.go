@@ -31,7 +31,7 @@ func ReadRange(f io.ReaderAt, from, to int64, fn func(off int64, payload []byte)
 				return from, err
 			}
 		}
-		progress := false
+		progress, grew := false, false
 		p := buf[from-base:]
 		for len(p) >= RecordHeaderSize {
 			n := binary.LittleEndian.Uint32(p)
@@ -41,7 +41,7 @@ func ReadRange(f io.ReaderAt, from, to int64, fn func(off int64, payload []byte)
 			if int64(RecordHeaderSize)+int64(n) > int64(len(p)) {
 				if int64(RecordHeaderSize)+int64(n) > int64(cap(buf)) {
 					buf = make([]byte, 0, RecordHeaderSize+int(n)) // a record bigger than the buffer
-					base = from
+					base, grew = from, true
 				}
 				break
 			}
@@ -53,6 +53,9 @@ func ReadRange(f io.ReaderAt, from, to int64, fn func(off int64, payload []byte)
 			from += RecordHeaderSize + int64(n)
 			p = p[RecordHeaderSize+n:]
 			progress = true
+		}
+		if grew {
+			continue
 		}
 		if !progress && int64(len(buf)) >= to-base {
 			break // the last record straddles to
