@@ -55,12 +55,9 @@ func (e *Engine) spill() {
 	jn := e.journal
 	var cs []spillCand
 	gen, err := jn.Tail(func(seg uint64, off int64, rec []byte) {
-		var r record.Rec
-		if rec[0] != record.Add || r.Decode(rec) != nil || r.ID != nil || len(r.Payload) == 0 || len(r.Payload) > jobs.MaxSmall {
-			return
+		if r, at, ok := record.AddPayload(rec); ok && len(r.Payload) <= jobs.MaxSmall {
+			cs = append(cs, spillCand{seg, off + int64(at), r.SID, r.Seq, string(r.Queue)})
 		}
-		at := uintptr(unsafe.Pointer(unsafe.SliceData(r.Payload))) - uintptr(unsafe.Pointer(unsafe.SliceData(rec)))
-		cs = append(cs, spillCand{seg, off + int64(at), r.SID, r.Seq, string(r.Queue)})
 	})
 	if err != nil {
 		e.opts.Logger.Warn().Err(err).Msg("tailing the log for payloads to keep on disk")
@@ -124,41 +121,25 @@ func homedBefore(home uint16, seg uint64, segs []uint64) bool {
 // horizon, a slab chunk at a time: found under the lock, read without it,
 // put back under it if the job did not change meanwhile.
 func (e *Engine) readAhead() {
-	type want struct {
-		s         uint32
-		seq, data uint64
-		payload   []byte
-	}
-	var ws []want
+	var bs []jobs.Back
 	for s := uint32(0); ; {
 		e.mu.Lock()
 		if e.closed {
 			e.mu.Unlock()
 			return
 		}
-		window, n := e.nowMs()+e.opts.Horizon/2, e.jobs.Len()
-		ws = ws[:0]
-		for end := min(s+compactScan, n); s < end; s++ {
-			if j := e.jobs.At(s); j.Flags&jobs.FlagOnDisk != 0 && j.Due <= window {
-				ws = append(ws, want{s: s, seq: j.Seq, data: j.Data})
-			}
-		}
+		bs, s = e.jobs.DueOnDisk(s, compactScan, e.nowMs()+e.opts.Horizon/2, bs[:0])
+		done := s >= e.jobs.Len()
 		e.mu.Unlock()
-		for i := range ws {
-			seg, off, n := jobs.LocOf(&jobs.Job{Data: ws[i].data})
-			ws[i].payload, _ = e.journal.ReadPayload(seg, off, n)
+		for i := range bs {
+			e.jobs.ReadBack(&bs[i])
 		}
 		e.mu.Lock()
-		for _, w := range ws {
-			if w.s >= e.jobs.Len() {
-				break // a FLUSHALL meanwhile
-			}
-			if j := e.jobs.At(w.s); j.Flags&jobs.FlagOnDisk != 0 && j.Seq == w.seq && j.Data == w.data && w.payload != nil {
-				e.jobs.Unspill(j, w.payload)
-			}
+		for i := range bs {
+			e.jobs.PutBack(&bs[i])
 		}
 		e.mu.Unlock()
-		if s >= n {
+		if done {
 			return
 		}
 	}

@@ -122,3 +122,43 @@ type DiskInfo struct {
 func (t *Table) DiskInfo() DiskInfo {
 	return DiskInfo{Jobs: t.disk.Jobs, Bytes: t.disk.Bytes, Reads: t.disk.Reads, Fails: t.disk.Fails}
 }
+
+// Back is a payload on disk to read back: the job (slot, add order and
+// data word, to find it unchanged) and, once read, the payload.
+type Back struct {
+	S         uint32
+	Seq, Data uint64
+	Payload   []byte
+}
+
+// DueOnDisk appends to out the jobs of slots [from, from+n) whose payload
+// is on disk and that are due by window, and returns where it stopped:
+// a read-ahead's chunk, under the owner's lock. O(n).
+func (t *Table) DueOnDisk(from, n uint32, window int64, out []Back) ([]Back, uint32) {
+	end := min(from+n, t.Len())
+	for s := from; s < end; s++ {
+		if j := t.At(s); j.Flags&FlagOnDisk != 0 && j.Due <= window {
+			out = append(out, Back{S: s, Seq: j.Seq, Data: j.Data})
+		}
+	}
+	return out, end
+}
+
+// ReadBack reads b's payload from disk: without the owner's lock.
+func (t *Table) ReadBack(b *Back) {
+	seg, off, n := LocOf(&Job{Data: b.Data})
+	if t.disk.Disk != nil {
+		b.Payload, _ = t.disk.Disk.ReadPayload(seg, off, n)
+	}
+}
+
+// PutBack gives b's job its payload back in memory if it is still the job
+// DueOnDisk found, its payload still on disk, and the read succeeded.
+func (t *Table) PutBack(b *Back) {
+	if b.S >= t.Len() || b.Payload == nil {
+		return // a FLUSHALL meanwhile, or a failed read (a pop reads it then)
+	}
+	if j := t.At(b.S); j.Flags&FlagOnDisk != 0 && j.Seq == b.Seq && j.Data == b.Data {
+		t.Unspill(j, b.Payload)
+	}
+}

@@ -240,5 +240,5 @@ func (t *Table) Release() {
 func (t *Table) Reset() {
 	t.DeadLetters = make(map[uint32][]byte)
 	t.Idents, t.Origins, t.Reasons = nil, nil, nil
-	t.disk = diskState{Disk: t.disk.Disk}
+	t.disk.Jobs, t.disk.Bytes = 0, 0 // Disk is set once, and read without the owner's lock
 }
