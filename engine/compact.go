@@ -85,6 +85,9 @@ func (c compactor) Restate(id uint64) (uint64, error) { return c.e.restateSegmen
 // of the live state, and returns the last ticket.
 func (e *Engine) restateSegment(id uint64) (uint64, error) {
 	victim, cur := uint16(id), journal.SegSetOf(e.journal.Segments())
+	if e.opts.Horizon > 0 {
+		e.journal.Warm(id) // its payloads on disk are read back under the lock (spill.go)
+	}
 	ft := e.pauseTimer() // the pause between chunks, as a rewrite's
 	if ft != nil {
 		defer ft.Close()
