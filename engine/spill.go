@@ -97,7 +97,7 @@ func (e *Engine) spillOne(c *spillCand, horizon int64, segs []uint64, cur *journ
 	if j.State != jobs.StateDelayed || j.SID != c.sid || j.Seq != c.seq || j.Due <= horizon || !jobs.CanSpill(j, c.off) {
 		return
 	}
-	if h != uint16(c.seg) && !homedBefore(h, c.seg, segs) && cur.Has(h) {
+	if !journal.HomedBy(h, c.seg, segs, cur) {
 		return // restated since, into a later segment
 	}
 	size := jobs.DataSize(j)
@@ -105,16 +105,6 @@ func (e *Engine) spillOne(c *spillCand, horizon int64, segs []uint64, cur *journ
 	e.j.live.Add(uint16(c.seg), size)
 	e.jobs.SetHome(s, uint16(c.seg))
 	e.jobs.Spill(j, uint16(c.seg), c.off)
-}
-
-// homedBefore says home names one of segs before seg.
-func homedBefore(home uint16, seg uint64, segs []uint64) bool {
-	for _, id := range segs {
-		if id < seg && uint16(id) == home {
-			return true
-		}
-	}
-	return false
 }
 
 // readAhead reads back the payloads of the jobs due within half the

@@ -58,6 +58,22 @@ func SegSetOf(segs []uint64) *SegSet {
 // rewrite's file or later, so the oldest segment's compaction restates it.
 func (s *SegSet) Has(home uint16) bool { return s[home>>6]&(1<<(home&63)) != 0 }
 
+// HomedBy says a job homed in home may be homed in seg instead, its last
+// whole record being there: home is seg, a segment of segs before it (the
+// record was appended before a roll), or one a rewrite dropped; not one
+// after it (the job was restated since, and seg may be about to go).
+func HomedBy(home uint16, seg uint64, segs []uint64, cur *SegSet) bool {
+	if home == uint16(seg) || !cur.Has(home) {
+		return true
+	}
+	for _, id := range segs {
+		if id < seg && uint16(id) == home {
+			return true
+		}
+	}
+	return false
+}
+
 // Compactor is what a round needs of the owner.
 type Compactor interface {
 	// Live returns the live bytes of segs (Live.Of, under the owner's
