@@ -39,6 +39,7 @@ type config struct {
 	AutoRewritePercentage int
 	AutoRewriteMinSize    int64
 	SegmentSize           int64
+	Horizon               int64
 	Repair                bool
 	SlowlogSlowerThan     int64
 	SlowlogMaxLen         int
@@ -100,6 +101,7 @@ var settings = []struct {
 	{"auto-rewrite-percentage", "100", "rewrite the log when it grew by this percentage of the live data (0: never)"},
 	{"auto-rewrite-min-size", "67108864", "no automatic rewrite below this log size, in bytes"},
 	{"aof-segment-size", "67108864", "the log's segments roll at this size, in bytes; compaction works one segment at a time"},
+	{"horizon", "0", "keep in memory the payloads of jobs due within this many ms, the rest in the log only (0: all in memory; off in a cluster and with appendonly no)"},
 	{"repair", "false", "cut a damaged log at the damage (keeping the rest as *.broken) and start"},
 	{"slowlog-log-slower-than", "10000", "SLOWLOG keeps commands slower than this, in microseconds (0: every command, -1: none)"},
 	{"slowlog-max-len", "128", "most SLOWLOG entries kept"},
@@ -273,6 +275,7 @@ func loadConfig(args []string, environ []string, stderr io.Writer) (config, erro
 	c.AutoRewritePercentage = int(num("auto-rewrite-percentage", 0))
 	c.AutoRewriteMinSize = num("auto-rewrite-min-size", 0)
 	c.SegmentSize = num("aof-segment-size", 4096)
+	c.Horizon = num("horizon", 0)
 	c.Repair = yesno("repair")
 	c.SlowlogSlowerThan = num("slowlog-log-slower-than", -1)
 	c.SlowlogMaxLen = int(num("slowlog-max-len", 0))
@@ -400,6 +403,7 @@ func (c config) view() map[string]string {
 		"auto-rewrite-percentage":   strconv.Itoa(c.AutoRewritePercentage),
 		"auto-rewrite-min-size":     strconv.FormatInt(c.AutoRewriteMinSize, 10),
 		"aof-segment-size":          strconv.FormatInt(c.SegmentSize, 10),
+		"horizon":                   strconv.FormatInt(c.Horizon, 10),
 		"slowlog-log-slower-than":   strconv.FormatInt(c.SlowlogSlowerThan, 10),
 		"slowlog-max-len":           strconv.Itoa(c.SlowlogMaxLen),
 		"log-level":                 c.LogLevel,

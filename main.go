@@ -340,6 +340,7 @@ func run(args, environ []string, stderr io.Writer) int {
 			RewritePercent: cfg.AutoRewritePercentage,
 			RewriteMinSize: cfg.AutoRewriteMinSize,
 			SegmentSize:    cfg.SegmentSize,
+			Horizon:        cfg.Horizon,
 			Logger:         log,
 			Loading:        loading,
 		})

@@ -307,6 +307,10 @@ func cmdInfo(d *Dispatcher, c *Client, args [][]byte) {
 		{"used_memory_rss", strconv.FormatUint(ms.Sys, 10)},
 		{"used_memory_jobs", itoa(in.MemoryBytes)},
 		{"used_memory_payloads", itoa(in.PayloadBytes)},
+		{"payload_horizon_ms", itoa(in.Horizon)},
+		{"payloads_on_disk", itoa(in.DiskJobs)},
+		{"payloads_on_disk_bytes", itoa(in.DiskBytes)},
+		{"payload_disk_reads", strconv.FormatUint(in.DiskReads, 10)},
 		{"lazyfree_pending_objects", strconv.Itoa(in.LazyfreePending)}, // jobs of deleted queues not freed yet
 		{"gc_cycles", strconv.FormatUint(uint64(ms.NumGC), 10)},
 	})

@@ -97,7 +97,7 @@ func (e *Engine) exhausted(s uint32, logIt bool) uint64 {
 	payload := append([]byte(nil), e.jobs.Payload(j)...)
 	e.jobs.Delete(&e.queues[from].run, s, id)
 	e.queues[from].Bytes -= jobs.DataSize(j)
-	e.jobs.Arena.Free(j.Data, int(j.IDLen)+int(j.Plen()))
+	e.jobs.FreeData(j)
 	grp, prio := e.laneOf(s) // kept in the dead-letter queue, under its own limits
 	e.queues[from].Order.Leave(&e.jobs.Slab, s)
 	to, _ := e.queueFor(dl, true)
@@ -223,6 +223,25 @@ func (e *Engine) addRec(s uint32, flags byte) record.Rec {
 	if j.Lane != 0 {
 		r.Group, r.Priority = e.laneOf(s)
 	}
+	return r
+}
+
+// wholeRec is the add record a rewrite, a snapshot or a compaction writes
+// of the job in slot s as it is, at now: a reservation with its deadline,
+// a ready job as ready if ready says its place in line is kept (else as
+// delayed, which replay's wheel orders by due and add order).
+func (e *Engine) wholeRec(s uint32, ready bool, now int64) record.Rec {
+	var flags byte
+	var deadline int64
+	switch st := e.jobs.At(s).State; {
+	case st == jobs.StateReserved:
+		flags = record.FlagReserved
+		deadline, _ = e.wheel.Due(s)
+	case ready && st == jobs.StateReady:
+		flags = record.FlagReady
+	}
+	r := e.addRec(s, flags)
+	r.Time, r.Deadline = now, deadline
 	return r
 }
 

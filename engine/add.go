@@ -124,11 +124,11 @@ func (e *Engine) Add(a AddArgs) (AddResult, error) {
 		e.serve(qi)
 	}
 	e.serveFreed()
-	a.Into.reset()
+	a.Into.Reset()
 	if r.ID != nil {
-		res.ID = a.Into.hold(r.ID)
+		res.ID = a.Into.Hold(r.ID)
 	} else {
-		res.ID = a.Into.holdSID(r.SID)
+		res.ID = a.Into.HoldSID(r.SID)
 	}
 	e.stats.Added++
 	return res, nil
@@ -192,7 +192,7 @@ func (e *Engine) place(r *record.Rec, fresh, pushed bool) (uint32, bool) {
 	e.queues[qi].Bytes += size
 	h := e.homeSeg()
 	e.jobs.SetHome(s, h)
-	e.j.live[h] += size + recOverhead
+	e.j.live.Add(h, size)
 	j.Due, j.Seq, j.Deliveries = r.Due, r.Seq, r.Deliveries
 	j.AckTimeout = uint32(min(max(r.AckTimeout, 0), 1<<32-1))
 	j.Retry = int32(min(max(r.Retry, -1), 1<<31-1))
@@ -208,7 +208,7 @@ func (e *Engine) place(r *record.Rec, fresh, pushed bool) (uint32, bool) {
 	e.jobs.SetReason(s, r.Reason)
 	switch {
 	case e.j.deferIdx:
-		e.j.build.deferSid(r.SID, s) // replay.go: another goroutine inserts it
+		e.j.build.Defer(r.SID, s) // replay.go: another goroutine inserts it
 	case (pushed || fresh) && id == nil && r.SID > e.queues[qi].run.Last():
 		e.jobs.FileInRun(&e.queues[qi].run, s)
 	default:

@@ -2,15 +2,17 @@ package engine
 
 import (
 	"errors"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/delayd/delayd/jobs"
+	"github.com/delayd/delayd/journal"
 	"github.com/delayd/delayd/record"
 )
 
-// Compaction of the segmented log (docs/decisions/segmented-log.md): the
+// Compaction of the segmented log (docs/decisions/segmented-log.md). The
+// journal decides a round (which segment, when it starts and ends, the drop
+// once its restatements are durable: journal/compact.go); the engine
+// restates under its lock. The
 // oldest sealed segment is emptied of everything the live state needs by
 // restating it at the head, through the live log, then dropped. A job's
 // home (jobs.Slab.Home) is the segment its last whole record went to, or
@@ -36,44 +38,31 @@ var (
 	compactScan  uint32 = 16 << 10
 )
 
-// compaction is the engine's side of it; guarded by its own atomics.
-type compaction struct {
-	wg      sync.WaitGroup // the round's goroutine: Close waits for it
-	running atomic.Bool
-	done    atomic.Uint64 // segments compacted since start
-	copied  atomic.Int64  // bytes of jobs restated by compactions since start
-	failed  atomic.Uint64 // rounds that ended in an error
-}
-
 // startCompaction starts a compaction round in the background unless one,
 // or a rewrite, is running. It reports whether it started one.
 func (e *Engine) startCompaction(reason string) bool {
 	jn := e.journal
-	if jn == nil || jn.Active() == 0 || !e.comp.running.CompareAndSwap(false, true) {
+	if jn == nil || !jn.ClaimCompaction() {
 		return false
 	}
-	// Rewrite checks running and begins under the lock: either it began
-	// first and is seen here, or it sees running and refuses.
+	// Rewrite checks the claim and begins under the lock: either it began
+	// first and is seen here, or it sees the claim and refuses.
 	e.mu.Lock()
 	busy := jn.Rewriting() || e.closed
 	if !busy {
-		e.comp.wg.Add(1)
+		e.bg.Add(1)
 	}
 	e.mu.Unlock()
 	if busy {
-		e.comp.running.Store(false)
+		jn.Unclaim()
 		return false
 	}
 	go func() {
-		defer e.comp.wg.Done()
-		defer e.comp.running.Store(false)
+		defer e.bg.Done()
 		start := time.Now()
-		n, err := e.compactRound()
-		if err != nil {
-			e.comp.failed.Add(1)
-		}
+		n, err := jn.Compact(compactor{e})
 		ev := e.opts.Logger.Info()
-		if err != nil && !errors.Is(err, ErrClosed) {
+		if err != nil && !errors.Is(err, ErrClosed) && !errors.Is(err, journal.ErrCompactionClosed) {
 			ev = e.opts.Logger.Error().Err(err)
 		}
 		ev.Str("reason", reason).Int("segments", n).Dur("took_ms", time.Since(start)).Msg("log compaction")
@@ -81,61 +70,31 @@ func (e *Engine) startCompaction(reason string) bool {
 	return true
 }
 
-// compactRound compacts the oldest segments while the log is over half
-// again the live set, at most once per segment it began with (plus the
-// roll that seals a lone segment). Its end, failed or not, is the base the
-// next automatic start measures growth from: a round that cannot finish is
-// not started again after every batch.
-func (e *Engine) compactRound() (int, error) {
-	jn := e.journal
-	defer jn.Rebase()
-	steps := len(jn.Segments()) + 1
-	n := 0
-	for range steps {
-		segs := jn.Segments()
-		size, _ := jn.Sizes()
-		e.mu.Lock()
-		var live int64
-		for _, id := range segs {
-			live += e.j.live[uint16(id)]
-		}
-		closed := e.closed
-		e.mu.Unlock()
-		if closed {
-			return n, ErrClosed
-		}
-		if size <= live+live/2 {
-			break
-		}
-		if len(segs) == 1 {
-			if err := jn.Roll(); err != nil {
-				return n, err
-			}
-			continue
-		}
-		if err := e.compactSegment(segs[0]); err != nil {
-			return n, err
-		}
-		n++
-	}
-	return n, nil
+// compactor is the engine as a round's journal.Compactor.
+type compactor struct{ e *Engine }
+
+func (c compactor) Live(segs []uint64) (int64, bool) {
+	c.e.mu.Lock()
+	defer c.e.mu.Unlock()
+	return c.e.j.live.Of(segs), c.e.closed
 }
 
-// compactSegment restates at the head what segment id, the oldest, holds
-// of the live state, waits until that is on disk, and drops it.
-func (e *Engine) compactSegment(id uint64) error {
-	jn := e.journal
-	victim := uint16(id)
+func (c compactor) Restate(id uint64) (uint64, error) { return c.e.restateSegment(id) }
+
+// restateSegment restates at the head what segment id, the oldest, holds
+// of the live state, and returns the last ticket.
+func (e *Engine) restateSegment(id uint64) (uint64, error) {
+	victim, cur := uint16(id), journal.SegSetOf(e.journal.Segments())
+	if e.opts.Horizon > 0 {
+		e.journal.Warm(id) // its payloads on disk are read back under the lock (spill.go)
+	}
 	ft := e.pauseTimer() // the pause between chunks, as a rewrite's
 	if ft != nil {
 		defer ft.Close()
 	}
-	// A failed write undoes the tickets of its batch: a restatement among
-	// them is not in the log, whatever the later tickets say.
-	fails := jn.Failures()
 	wr, err := e.begin(0)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	meta := record.Rec{Op: record.Meta, Time: wr.now, SID: e.lastSID, Seq: e.seq}
 	last := e.logRec(&meta)
@@ -146,17 +105,17 @@ func (e *Engine) compactSegment(id uint64) error {
 	for s := uint32(0); ; {
 		wr, err := e.begin(0)
 		if err != nil {
-			return err
+			return 0, err
 		}
 		n := e.jobs.Len()
 		if s >= n {
 			wr.end()
-			break
+			return last, nil
 		}
 		restated := 0
 		for end := min(s+compactScan, n); s < end && restated < compactChunk; s++ {
-			if e.jobs.Home(s) != victim {
-				continue
+			if h := e.jobs.Home(s); h != victim && cur.Has(h) {
+				continue // homed in a later segment
 			}
 			j := e.jobs.At(s)
 			if j.State == jobs.StateFree || !e.queues[j.Queue].live {
@@ -165,7 +124,7 @@ func (e *Engine) compactSegment(id uint64) error {
 			var t uint64
 			var k int
 			if j.State == jobs.StateReady {
-				t, k = e.restateLane(s, victim, wr.now)
+				t, k = e.restateLane(s, victim, cur, wr.now)
 			} else {
 				t, k = e.restate(s, wr.now), 1
 			}
@@ -174,64 +133,33 @@ func (e *Engine) compactSegment(id uint64) error {
 		wr.end()
 		rewriteYield(ft)
 	}
-	// Only once the restatements are on disk may the segment go: under
-	// everysec and no a write is not yet an fsync.
-	if err := jn.WaitDurable(last); err != nil {
-		return err
-	}
-	if err := jn.Sync(); err != nil {
-		return err
-	}
-	if jn.Failures() != fails {
-		return errors.New("a log write failed during the compaction; it was abandoned")
-	}
-	if err := jn.DropOldest(id); err != nil {
-		return err
-	}
-	e.comp.done.Add(1)
-	if compactDropped != nil {
-		compactDropped()
-	}
-	return nil
 }
-
-// compactDropped, when set (tests), is called once a segment is dropped,
-// for a test to crash there.
-var compactDropped func()
 
 // restate logs the job in slot s whole, as it is, and makes the head its
 // home. Called with mu held. It returns the record's ticket.
 func (e *Engine) restate(s uint32, now int64) uint64 {
-	j := e.jobs.At(s)
-	var flags byte
-	var deadline int64
-	switch j.State {
-	case jobs.StateReserved:
-		flags = record.FlagReserved
-		deadline, _ = e.wheel.Due(s)
-	case jobs.StateReady:
-		flags = record.FlagReady
-	}
-	r := e.addRec(s, flags)
-	r.Time, r.Deadline = now, deadline
+	r := e.wholeRec(s, true, now)
 	t := e.logRec(&r)
-	size := jobs.DataSize(j) + recOverhead
+	if j := e.jobs.At(s); j.Flags&jobs.FlagOnDisk != 0 {
+		e.jobs.Unspill(j, r.Payload) // its segment goes; the tail spills it again from the head
+	}
+	size := jobs.DataSize(e.jobs.At(s))
 	h := e.homeSeg()
-	e.j.live[e.jobs.Home(s)] -= size
-	e.j.live[h] += size
+	e.j.live.Sub(e.jobs.Home(s), size)
+	e.j.live.Add(h, size)
 	e.jobs.SetHome(s, h)
-	e.comp.copied.Add(size)
+	e.journal.Copied(size + journal.RecOverhead)
 	return t
 }
 
 // restateLane restates the ready job in slot s with its lane from the
-// first job whose home is victim to the tail, in order, so that replay
-// puts them back in line as they are. Called with mu held. It returns the
-// last ticket and the jobs restated.
-func (e *Engine) restateLane(s uint32, victim uint16, now int64) (uint64, int) {
+// first job whose home is victim (or a segment gone: SegSet.Has) to the
+// tail, in order, so that replay puts them back in line as they are.
+// Called with mu held. It returns the last ticket and the jobs restated.
+func (e *Engine) restateLane(s uint32, victim uint16, cur *journal.SegSet, now int64) (uint64, int) {
 	from := s
 	for p := e.jobs.At(s).Prev; p != 0; p = e.jobs.At(p - 1).Prev {
-		if e.jobs.Home(p-1) == victim {
+		if h := e.jobs.Home(p - 1); h == victim || !cur.Has(h) {
 			from = p - 1
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"github.com/delayd/delayd/aof"
 	"github.com/delayd/delayd/finetimer"
@@ -19,6 +20,20 @@ func segmented(fs aof.FS, fsync string) Options {
 	o.SegmentSize = 1 << 10
 	return o
 }
+
+// compactSegment compacts segment id, the oldest sealed one, as a round
+// does, then calls compactDropped (set by a test to crash there).
+func (e *Engine) compactSegment(id uint64) error {
+	if err := e.journal.CompactSegment(id, compactor{e}); err != nil {
+		return err
+	}
+	if compactDropped != nil {
+		compactDropped()
+	}
+	return nil
+}
+
+var compactDropped func()
 
 // compactAll compacts every segment sealed when it starts, oldest first,
 // as a round does when every one is worth it.
@@ -219,17 +234,18 @@ func TestAutoCompaction(t *testing.T) {
 			}
 			synctest.Wait()
 		}
-		for e.comp.running.Load() {
+		for e.journal.Compacting() {
 			synctest.Wait()
 		}
-		if e.comp.done.Load() == 0 {
+		done := e.journal.CompactionInfo().Done
+		if done == 0 {
 			t.Fatal("no automatic compaction")
 		}
 		info := map[string]string{}
 		for _, kv := range e.Persistence() {
 			info[kv[0]] = kv[1]
 		}
-		if info["aof_compactions"] != strconv.FormatUint(e.comp.done.Load(), 10) || info["aof_segments"] == "" ||
+		if info["aof_compactions"] != strconv.FormatUint(done, 10) || info["aof_segments"] == "" ||
 			info["aof_compaction_in_progress"] != "0" || info["aof_rewrite_in_progress"] != "0" || info["aof_live_bytes"] == "0" {
 			t.Errorf("INFO persistence after automatic compactions: %v", info)
 		}
@@ -289,5 +305,40 @@ func TestRollCrashUnderAlwaysLosesNoAcknowledgedWrite(t *testing.T) {
 			t.Fatalf("%d rolls: the test crashes across too few", rolls)
 		}
 		e.Close()
+	})
+}
+
+// A rewrite (BGREWRITEAOF) makes its file the only segment, and the jobs
+// it wrote are homed in segments that are gone: compacting that file
+// later must restate them too, or they are lost with it.
+func TestCompactionAfterRewriteKeepsJobs(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fs := aof.NewMemFS()
+		e := mustNew(t, segmented(fs, FsyncAlways))
+		for i := range 100 {
+			res, err := e.Add(AddArgs{Queue: b("q"), Delay: 100_000, Payload: []byte(fmt.Sprint("job-", i))})
+			if err != nil {
+				t.Fatal(err)
+			}
+			e.WaitDurable(res.Ticket)
+		}
+		if err := e.Rewrite(); err != nil {
+			t.Fatal(err)
+		}
+		for e.journal.Rewriting() {
+			synctest.Wait()
+			time.Sleep(time.Millisecond)
+		}
+		before := dump(e)
+		if err := e.journal.Roll(); err != nil {
+			t.Fatal(err)
+		}
+		compactAll(t, e)
+		e.Close()
+		e = mustNew(t, segmented(fs, FsyncAlways))
+		defer e.Close()
+		if after := dump(e); after != before {
+			t.Fatalf("jobs lost by compacting a rewrite's file\n%s", diffLines(before, after))
+		}
 	})
 }

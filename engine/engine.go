@@ -3,12 +3,12 @@ package engine
 import (
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
 
 	"github.com/delayd/delayd/aof"
+	"github.com/delayd/delayd/clock"
 	"github.com/delayd/delayd/finetimer"
 	"github.com/delayd/delayd/jobs"
 	"github.com/delayd/delayd/journal"
@@ -58,7 +58,11 @@ type Options struct {
 	// SegmentSize is the size past which the log's active segment rolls
 	// (0: DefaultSegmentSize; docs/decisions/segmented-log.md).
 	SegmentSize int64
-	Logger      zerolog.Logger
+	// Horizon keeps in memory the payloads of jobs due within this many ms
+	// and those of the rest in the log (0: every payload in memory; off
+	// without a log of our own: docs/decisions/payloads-on-disk.md).
+	Horizon int64
+	Logger  zerolog.Logger
 	// Loading, if set, follows the replay of the log in New from other
 	// goroutines, and can stop it (see Loading).
 	Loading *Loading
@@ -111,6 +115,9 @@ func (o *Options) Validate() error {
 	}
 	if o.AppendOnly && o.Dir == "" {
 		o.Dir = "."
+	}
+	if !o.AppendOnly || o.Horizon < 0 {
+		o.Horizon = 0 // a cluster's payloads are in Raft's log, not in segments of ours
 	}
 	return nil
 }
@@ -166,7 +173,7 @@ func (l *engineLock) Unlock() {
 type core struct {
 	opts Options
 
-	comp compaction // the segmented log's compaction (compact.go): its own atomics
+	bg sync.WaitGroup // the log's background work (a compaction round, the next segment's making): Close waits for it
 
 	mutex sync.Mutex // guards everything below; reached through Engine.mu
 
@@ -190,7 +197,6 @@ type core struct {
 	toServe []uint32 // advanceLocked's queues with waiters and newly ready jobs
 
 	armed    int64         // deadline the timer goroutine sleeps until, or 0
-	fineDue  atomic.Int64  // armed's instant on Mono's clock while the timerfd alone waits for it, or 0 (Overdue)
 	opNow    int64         // the time of the last advanceLocked, which every operation begins with: its records carry it (recNow)
 	watches  queue.Watches // names watched or tracked, and TrackAll (watch.go)
 	onChange func(name string)
@@ -205,22 +211,14 @@ type core struct {
 	sched schedule.Table // recurring schedules (schedule.go)
 	lazy  lazyState      // deleted queues being freed (lazyfree.go)
 
-	start time.Time // monotonic base
-	// startMono is start on the Mono clock: a caller's Mono reading minus
-	// it is the engine's elapsed time (clockAt).
-	startMono time.Duration
-	startMs   int64 // unix ms at start
-	// monoOnly: Options.Now was left to its default, so the time since
-	// start is read from the monotonic clock alone (elapsed).
-	monoOnly bool
+	clk clock.Clock // the time since start: nowMs and clockAt add what is not the clock's
 
 	j       logState         // replay's state and the record buffers (journal.go)
 	journal *journal.Journal // the log: the file, or the Replicator in cluster mode; nil when off
 	repl    replState        // cluster mode's role and clock (replica.go)
 
-	wake    chan struct{}
-	fine    *finetimer.Timer // Options.FineTimer's timerfd, or nil
-	quit    chan struct{}    // stops the timer goroutine
+	sleep   *finetimer.Sleeper // the timer goroutine's sleep: on Options.FineTimer's timerfd, or the runtime's timer
+	quit    chan struct{}      // stops the timer goroutine
 	done    chan struct{}
 	logQuit chan struct{} // stops the flusher
 	logDone chan struct{} // closed when the flusher (or, in cluster mode, the committer) is done
@@ -249,31 +247,23 @@ type Stats struct {
 // background and follows it through opts.Loading (ErrLoadAborted if it
 // aborts it). Close stops the engine.
 func New(opts Options) (*Engine, error) {
-	monoOnly := opts.Now == nil
+	clk := clock.New(opts.Now)
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
-	// Start the monotonic base on a whole wall-clock millisecond, so the
-	// engine's milliseconds tick with the wall clock's: a job due at D is
-	// ready when the wall clock reads D, not up to a millisecond later.
-	now := opts.Now()
-	now = now.Add(-time.Duration(now.UnixNano() % int64(time.Millisecond)))
 	e := &Engine{core: &core{
-		opts:      opts,
-		byName:    make(map[string]uint32),
-		start:     now,
-		startMono: now.Sub(MonoEpoch),
-		startMs:   now.UnixMilli(),
-		monoOnly:  monoOnly,
-		wake:      make(chan struct{}, 1),
-		quit:      make(chan struct{}),
-		done:      make(chan struct{}),
-		logQuit:   make(chan struct{}),
-		logDone:   make(chan struct{}),
+		opts:    opts,
+		byName:  make(map[string]uint32),
+		clk:     clk,
+		sleep:   finetimer.NewSleeper(),
+		quit:    make(chan struct{}),
+		done:    make(chan struct{}),
+		logQuit: make(chan struct{}),
+		logDone: make(chan struct{}),
 	}}
 	e.mu.m = &e.core.mutex
 	e.jobs.Init()
-	e.repl.now.Store(e.startMs)
+	e.repl.now.Store(e.clk.StartMs())
 	e.repl.following.Store(opts.Follower)
 	if opts.Replicator != nil {
 		e.journal = e.newJournal()
@@ -288,7 +278,7 @@ func New(opts Options) (*Engine, error) {
 		// A follower's wheel starts at the time of the first record it
 		// applies, as replay's does: its own clock may be ahead of the
 		// leader's, and a wheel ahead of a record would make due jobs of it.
-		e.wheel = e.newJobWheel(e.startMs)
+		e.wheel = e.newJobWheel(e.clk.StartMs())
 	}
 	// Reservations replayed from the log keep their absolute deadlines: a
 	// worker that reconnects can still ACK, NACK or TOUCH its job, and one
@@ -300,13 +290,18 @@ func New(opts Options) (*Engine, error) {
 	if opts.AppendOnly {
 		go e.flusher()
 	}
+	if e.opts.Horizon > 0 && e.journal.Active() != 0 {
+		e.jobs.SetDisk(e.journal)
+		e.bg.Add(1)
+		go e.spiller()
+	}
 	if opts.Replicator != nil {
 		go e.replFlusher()
 		go e.replCommitter()
 	}
 	if opts.FineTimer {
 		if ft, err := finetimer.New(); err == nil {
-			e.fine = ft
+			e.sleep.SetFine(ft)
 		} else {
 			opts.Logger.Warn().Err(err).Msg("no fine timer: jobs may reach blocked clients up to a millisecond late")
 		}
@@ -327,19 +322,7 @@ func (e *Engine) nowMs() int64 {
 	}
 	// A leader's clock never reads before the time it took over at, should
 	// its machine's clock be behind the old leader's (replica.go).
-	return max(e.startMs+int64(e.elapsed()/time.Millisecond), e.repl.now.Load())
-}
-
-// elapsed is the time since start on the engine's clock. With the default
-// clock it is time.Since, one read of the monotonic clock, where
-// time.Now().Sub makes two (wall and monotonic): on a pipelined RPUSH the
-// clock was 8% of the server's CPU. time.Since defers to time.Now inside a
-// synctest bubble, so tests keep their fake clock.
-func (e *Engine) elapsed() time.Duration {
-	if e.monoOnly {
-		return time.Since(e.start)
-	}
-	return e.opts.Now().Sub(e.start)
+	return max(e.clk.Now(), e.repl.now.Load())
 }
 
 // recNow is the time a record made now carries: the time the operation
@@ -355,39 +338,30 @@ func (e *Engine) recNow() int64 {
 	return e.opNow
 }
 
-// laterMs is now plus d milliseconds, rounded up to a whole millisecond: a
-// job added 0.4 ms into a millisecond with a delay of 5 ms must not be
-// handed out 4.6 ms later. Used for every relative time (delays, ack
-// deadlines), so none fires before the client's clock says it should.
+// laterMs is now plus d milliseconds, rounded up to a whole millisecond
+// (clock.Clock.At): used for every relative time (delays, ack deadlines),
+// so none fires before the client's clock says it should.
 func (e *Engine) laterMs(d int64) int64 {
 	_, up := e.clock()
 	return up + d
 }
 
-// MonoEpoch anchors Mono, the clock a caller reads for AddArgs.Mono. The
-// command layer times its commands on it too, so one reading serves both.
-var MonoEpoch = time.Now()
+// MonoEpoch anchors Mono (clock.Epoch).
+var MonoEpoch = clock.Epoch
 
-// Mono is the monotonic time since MonoEpoch: one clock read (time.Since),
-// never 0 once the process has run a nanosecond.
-func Mono() time.Duration { return time.Since(MonoEpoch) }
+// Mono is the monotonic time since MonoEpoch (clock.Mono).
+func Mono() time.Duration { return clock.Mono() }
 
 // clock reads the time once: now floored (nowMs) and rounded up to a whole
 // millisecond (what laterMs adds to).
 func (e *Engine) clock() (now, up int64) { return e.clockAt(0) }
 
 // clockAt is clock for an operation whose caller already read the clock
-// when its command arrived (at, a Mono reading; 0: read it now), as Redis
-// stamps each command once (commandTimeSnapshot): a pipelined DELAY.ADD
-// then reads the clock once, in the command layer, not twice. It holds
-// only with the default clock: an injected Options.Now is the engine's
-// time, and at is not on it. Called with mu held.
-//
-// at may be older than a reading another operation made since, under
-// the lock: the floor at the last operation's time (opNow, which every
-// operation sets) keeps the engine's time from going back. Taking that
-// floor as now and as up is never early: at was read after the command
-// arrived, so the client's own clock read at most opNow when it sent it.
+// when its command arrived (at, a Mono reading; 0: read it now): a
+// transaction's frozen time, a follower's replicated one, else the clock's
+// (clock.Clock.At), floored at the time a leader took over at and at the
+// last operation's (opNow, which every operation sets). Called with mu
+// held.
 func (e *Engine) clockAt(at time.Duration) (now, up int64) {
 	if e.mu.held {
 		return e.txNow, e.txUp
@@ -396,23 +370,7 @@ func (e *Engine) clockAt(at time.Duration) (now, up int64) {
 		now = e.repl.now.Load()
 		return now, now
 	}
-	var elapsed time.Duration
-	floor := e.repl.now.Load()
-	if e.monoOnly && at != 0 {
-		elapsed = at - e.startMono // no clock read
-		floor = max(floor, e.opNow)
-	} else {
-		elapsed = e.elapsed()
-	}
-	now = e.startMs + int64(elapsed/time.Millisecond)
-	if floor > now {
-		return floor, floor // see nowMs
-	}
-	up = now
-	if elapsed%time.Millisecond != 0 {
-		up++
-	}
-	return now, up
+	return e.clk.At(at, e.repl.now.Load(), e.opNow)
 }
 
 // Now returns the engine's current unix time in milliseconds.
@@ -425,18 +383,8 @@ func (e *Engine) Now() int64 { return e.nowMs() }
 // (Overdue): docs/decisions/timer-wakeup.md.
 func (e *Engine) run() {
 	defer close(e.done)
-	t := time.NewTimer(time.Hour)
-	t.Stop()
-	var fine <-chan struct{}
-	if e.fine != nil {
-		fine = e.fine.C
-		defer e.fine.Close()
-	}
+	defer e.sleep.Close()
 	var slept int64 // the deadline the last wake-up was for (latetrace)
-	// fineAt is the deadline the timerfd is armed for, until its expiry
-	// wakes us: a wake-up by an add (poke) that leaves the deadline where it
-	// was then costs no system call.
-	var fineAt int64
 	for {
 		e.mu.Lock()
 		if traceOn && slept != 0 {
@@ -461,77 +409,33 @@ func (e *Engine) run() {
 			}
 		}
 		e.armed = 0
-		e.fineDue.Store(0)
+		e.sleep.Disarm()
 		if ok {
 			e.armed = dl
-			d := e.until(dl)
-			if e.fine != nil {
-				if dl != fineAt {
-					e.fine.Arm(d)
-					fineAt = dl
-				}
-				// The backstop for a busy process, whose run queue never
-				// empties and so never reaches netpoll, where the timerfd
-				// is read, is the commands it runs: each one ends with
-				// Overdue. It used to be the runtime's timer, a millisecond
-				// after the timerfd; but the timerfd came first, and a
-				// timer stopped or moved later stays in the runtime's heap
-				// at its old time until the process next wakes for it: one
-				// more wake-up of the process and of sysmon for nothing,
-				// about one job in five in the rivals race's steady case.
-				e.fineDue.Store(int64(Mono() + d))
-			} else {
-				t.Reset(d)
-			}
+			d := e.clk.Until(dl)
+			e.sleep.Arm(dl, d, Mono()+d)
 		}
 		e.mu.Unlock()
 		// What this round logged (expiries, schedules, the reservations of
 		// the waiters it served) is written here, before sleeping, not by
 		// a hand-off to the flusher.
 		e.writeOwed()
-	wait:
-		select {
-		case <-t.C:
-			slept = dl
-		case <-fine:
-			if !ok || e.until(dl) > 0 {
-				// An expiry of an earlier arming, read after the runtime's
-				// timer had already served it (both aim at the same
-				// instant): dl is still ahead, and only this goroutine
-				// arms the timerfd, so there is nothing to do.
-				goto wait
-			}
-			t.Stop()
-			slept, fineAt = dl, 0
-		case <-e.wake:
-			t.Stop()
-		case <-e.quit:
-			t.Stop()
+		expired, stop := e.sleep.Wait(e.quit, func() bool { return e.clk.Until(dl) > 0 })
+		if stop {
 			latetrace.Dump()
 			return
 		}
-	}
-}
-
-// until converts a deadline in unix ms to a duration on the monotonic clock.
-func (e *Engine) until(ms int64) time.Duration {
-	return time.Duration(ms-e.startMs)*time.Millisecond - e.elapsed()
-}
-
-// Overdue wakes the timer goroutine if now, a Mono reading, is past the
-// deadline the timerfd was armed for: the command layer calls it after each
-// command. A process whose run queue never empties reaches netpoll, where
-// the timerfd's expiry is read, only when sysmon polls it (every 10 ms);
-// the commands that keep it busy fire the wheel on time instead. One atomic
-// load when nothing is due.
-func (e *Engine) Overdue(now time.Duration) {
-	if due := e.fineDue.Load(); due != 0 && int64(now) >= due && e.fineDue.CompareAndSwap(due, 0) {
-		select {
-		case e.wake <- struct{}{}:
-		default:
+		if expired {
+			slept = dl
 		}
 	}
 }
+
+// Overdue wakes the timer goroutine if now, a Mono reading, is past the
+// deadline the timerfd was armed for (finetimer.Sleeper.Overdue): the
+// command layer calls it after each command. One atomic load when nothing
+// is due.
+func (e *Engine) Overdue(now time.Duration) { e.sleep.Overdue(now) }
 
 // poke makes the timer goroutine re-read the next deadline if due is earlier
 // than the one it sleeps until. Called with mu held.
@@ -540,10 +444,7 @@ func (e *Engine) poke(due int64) {
 		return // a follower's timer sleeps: Lead wakes it
 	}
 	e.armed = due
-	select {
-	case e.wake <- struct{}{}:
-	default:
-	}
+	e.sleep.Wake()
 }
 
 // advanceLocked moves every job due by now from the wheel to its ready list,
@@ -635,7 +536,7 @@ func (e *Engine) Close() error {
 		return ErrInTransaction
 	}
 	e.Stop()
-	e.comp.wg.Wait() // a compaction ends at its next step once closed (compact.go)
+	e.bg.Wait() // a compaction ends at its next step once closed (compact.go)
 	defer func() {
 		e.mu.Lock()
 		e.dropPages()

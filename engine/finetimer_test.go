@@ -61,7 +61,7 @@ func TestOverdueFiresWhatTheTimerfdHasNot(t *testing.T) {
 	var clock atomic.Int64
 	clock.Store(time.Now().UnixMilli())
 	e := newEngine(t, Options{FineTimer: true, Now: func() time.Time { return time.UnixMilli(clock.Load()) }})
-	if e.fine == nil {
+	if !e.sleep.Fine() {
 		t.Fatal("no timerfd on Linux")
 	}
 	due := clock.Load() + 60_000
@@ -74,11 +74,11 @@ func TestOverdueFiresWhatTheTimerfdHasNot(t *testing.T) {
 	}
 	// The timer goroutine arms the timerfd after the add pokes it, and it
 	// may go round once more for a poke still pending: it clears and sets
-	// fineDue under mu, so fineDue is read under mu too.
+	// the due instant under mu, so it is read under mu too.
 	armed := func() int64 {
 		e.mu.Lock()
 		defer e.mu.Unlock()
-		return e.fineDue.Load()
+		return e.sleep.Due()
 	}
 	for stop := time.Now().Add(realWait); armed() == 0; runtime.Gosched() {
 		if time.Now().After(stop) {
@@ -86,9 +86,9 @@ func TestOverdueFiresWhatTheTimerfdHasNot(t *testing.T) {
 		}
 	}
 	e.mu.Lock()
-	due0 := e.fineDue.Load()
+	due0 := e.sleep.Due()
 	e.Overdue(Mono()) // before the deadline: nothing to do
-	kept := e.fineDue.Load() == due0
+	kept := e.sleep.Due() == due0
 	e.mu.Unlock()
 	if !kept {
 		t.Fatal("Overdue before the deadline took it")

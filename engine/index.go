@@ -12,7 +12,7 @@ func (e *Engine) allocSlot() uint32 {
 		// The replay's index builder reads the page table when its
 		// table grows (a rehash reads each job's id): it must be idle
 		// while the table of pages changes (replay.go).
-		b.sync()
+		b.Sync()
 	}
 	return e.jobs.Alloc()
 }

@@ -3,17 +3,11 @@ package engine
 import (
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
-	"runtime"
 	"runtime/debug"
-	"strconv"
-	"sync"
 	"time"
 
 	"github.com/delayd/delayd/aof"
 	"github.com/delayd/delayd/finetimer"
-	"github.com/delayd/delayd/hist"
 	"github.com/delayd/delayd/jobs"
 	"github.com/delayd/delayd/journal"
 	"github.com/delayd/delayd/record"
@@ -50,13 +44,13 @@ type logState struct {
 	// the one being replayed, else the journal's active one. live is the
 	// bytes of live jobs by home, about what compacting it would copy.
 	home uint16
-	live [1 << 16]int64
+	live journal.Live
 
 	replaying bool
 	// build, while a log file replays, takes the server-id index's inserts
 	// of new adds to another goroutine (replay.go); deferIdx says the add
 	// being placed is one of them.
-	build        *sidBuilder
+	build        *jobs.SIDBuilder
 	deferIdx     bool
 	presizeFor   int64 // log bytes to size the start-up replay's index for
 	sidsDeferred int   // server-id inserts the last replay left to the builder (tests)
@@ -67,9 +61,6 @@ type logState struct {
 	gather journal.Gather // replay's gathering of a unit logged in parts
 
 	linger *finetimer.Timer // the commit leaders' pause (lingerFunc), closed by Close
-
-	fmu    sync.Mutex  // guards fsyncs
-	fsyncs hist.Counts // the journal's fsync durations, µs (metrics.go)
 }
 
 // newJournal makes the journal, its sink the log file or the Replicator,
@@ -79,14 +70,11 @@ func (e *Engine) newJournal() *journal.Journal {
 	return journal.New(journal.Options{
 		FS: e.j.fs, Path: e.j.path, Fsync: o.Fsync, Logger: o.Logger,
 		Replicator: o.Replicator, Window: o.ReplicaWindow, SegmentSize: o.SegmentSize,
-	}, journal.Env{Failed: e.logFailed, Written: e.maybeAutoRewrite, Fsynced: e.fsynced, Linger: e.lingerFunc()})
+	}, journal.Env{Failed: e.logFailed, Written: e.maybeAutoRewrite, Linger: e.lingerFunc()})
 }
 
 // lingerFunc is the journal's Linger under appendfsync always with a fine
-// timer: a commit leader sleeps commitLinger on a timerfd, whose expiry
-// the poller reports together with the connections whose requests came
-// meanwhile, then yields so that they append to its batch before it takes
-// it. Without a fine timer the leader only yields (nil).
+// timer (finetimer.Linger); without one the leader only yields (nil).
 func (e *Engine) lingerFunc() func() {
 	if !e.opts.FineTimer || e.opts.Fsync != journal.FsyncAlways || e.opts.Replicator != nil {
 		return nil
@@ -96,21 +84,8 @@ func (e *Engine) lingerFunc() func() {
 		return nil
 	}
 	e.j.linger = ft
-	return func() {
-		ft.Arm(commitLinger)
-		select {
-		case <-ft.C:
-		case <-e.logQuit:
-		}
-		runtime.Gosched()
-	}
+	return func() { finetimer.Linger(ft, e.logQuit) }
 }
-
-// commitLinger is how long a commit leader under appendfsync always waits
-// for the requests on their way while other clients write: a few percent
-// of a fast disk's fsync (0.5 to 2 ms here), which the requests that join
-// the batch would otherwise each wait for again.
-const commitLinger = 20 * time.Microsecond
 
 // openLog replays the log into the engine and opens it for appending,
 // reporting its progress to o.Loading. Called by New before any goroutine
@@ -118,55 +93,32 @@ const commitLinger = 20 * time.Microsecond
 func (e *Engine) openLog() error {
 	o := &e.opts
 	j := &e.j
-	j.fs, j.path = o.FS, filepath.Join(o.Dir, LogFile)
-	if j.fs == nil {
-		j.fs = aof.OS
-		if err := os.MkdirAll(o.Dir, 0o755); err != nil {
-			return err
-		}
-	}
 	if o.SegmentSize <= 0 {
 		o.SegmentSize = DefaultSegmentSize
 	}
-	segs, err := aof.OpenSegments(j.fs, j.path)
+	l, err := journal.FindLog(o.FS, o.Dir, LogFile)
+	j.fs, j.path, j.segs = l.FS, l.Path, l.Segs
 	if err != nil {
 		return err
 	}
-	j.segs = segs
-	total, err := aof.SegmentsSize(j.fs, j.path, segs)
-	if err != nil {
-		return err
-	}
-	j.presizeFor = total // presize.go
+	j.presizeFor = l.Size // presize.go
 	if o.Loading != nil {
-		o.Loading.Begin(total)
+		o.Loading.Begin(l.Size)
 	}
 	res, err := e.replayFile(o.Loading)
-	var ce *aof.CorruptError
-	if errors.As(err, &ce) && o.Repair {
-		cut, rerr := aof.Repair(j.fs, ce.Path)
-		if rerr != nil {
-			return fmt.Errorf("repair %s: %w", ce.Path, rerr)
+	if err != nil && o.Repair {
+		if ok, rerr := journal.Repair(j.fs, err, o.Logger); rerr != nil {
+			return rerr
+		} else if ok {
+			e.resetState()
+			res, err = e.replayFile(o.Loading)
 		}
-		o.Logger.Warn().Str("file", ce.Path).Int64("cut_at", cut).Str("kept_in", ce.Path+aof.BrokenSuffix).
-			Msg("log repaired: cut at the damage")
-		e.resetState()
-		res, err = e.replayFile(o.Loading)
 	}
-	if err != nil {
-		return err
-	}
-	if res.TornBytes > 0 {
-		o.Logger.Warn().Str("file", res.path).Int64("offset", res.Size).Int64("cut_bytes", res.TornBytes).
-			Msg("torn last record cut off (a crash during a write)")
-	}
-	sealed, err := aof.SegmentsSize(j.fs, j.path, segs[:len(segs)-1])
 	if err != nil {
 		return err
 	}
 	e.journal = e.newJournal()
-	e.journal.SetSegments(segs, sealed)
-	if err := e.journal.Open(res.Size); err != nil {
+	if err := e.journal.OpenLog(l.Segs, res); err != nil {
 		return err
 	}
 	j.replayed = res.Records
@@ -177,11 +129,6 @@ func (e *Engine) openLog() error {
 	}
 	return nil
 }
-
-// recOverhead is about what an add record costs in a segment beyond its
-// id and payload (framing, queue name, times, counters): live bytes are
-// an estimate, for choosing when to compact.
-const recOverhead = 48
 
 // homeSeg is the segment a job placed now is written in, or a later one:
 // the one replay is reading, else the journal's active segment. A home
@@ -196,23 +143,13 @@ func (e *Engine) homeSeg() uint16 {
 	return e.j.home
 }
 
-// replayed is what replayFile read: the last segment's Result (Size is
-// where appending goes on), with Records counted over every segment and
-// path the file a torn tail was cut off.
-type replayed struct {
-	aof.Result
-	path string
-}
-
 // replayFile applies every record of the log's segments in order, at the
-// time it was applied, logging its progress every second and reporting it
-// to l (at start-up; nil for a reload), which may also abort it.
-func (e *Engine) replayFile(l *Loading) (replayed, error) {
+// time it was applied, reporting its progress to l (at start-up; nil for a
+// reload), which may also abort it.
+func (e *Engine) replayFile(l *Loading) (journal.Replayed, error) {
 	j := &e.j
 	j.replaying = true
 	defer func() { j.replaying = false }()
-	start := time.Now()
-	n := 0
 	j.gather.Reset()
 	defer e.dropTornUnit()
 	e.startSidBuilder(j.presizeFor)
@@ -221,41 +158,16 @@ func (e *Engine) replayFile(l *Loading) (replayed, error) {
 	if jn := e.journal; jn != nil {
 		j.segs = jn.Segments() // a reload: the segments as they are now
 	}
-	var out replayed
-	var base, total int64
-	if l != nil {
-		total, _ = aof.SegmentsSize(j.fs, j.path, j.segs)
-	}
-	progress := e.replayProgress(l, &n, start)
-	var err error
-	for _, id := range j.segs {
-		path := aof.SegPath(j.path, id)
-		j.home = uint16(id)
-		var res aof.Result
-		res, err = aof.ReplayProgress(j.fs, path, func(p []byte) error {
+	n := 0
+	return journal.Replay(j.fs, j.path, j.segs, l, e.opts.Logger, func() int { return e.njobs },
+		func(id uint64) { j.home = uint16(id) },
+		func(p []byte) error {
 			if err := e.replayRecord(p); err != nil {
-				return fmt.Errorf("%s: record %d: %w", path, n+1, err)
+				return fmt.Errorf("record %d: %w", n+1, err)
 			}
 			n++
 			return nil
-		}, func(off, size int64) error { return progress(base+off, max(total, base+size)) })
-		base += res.Size
-		out.Result, out.Records = res, n
-		if res.TornBytes > 0 {
-			out.path = path
-		}
-		if err != nil {
-			break
-		}
-	}
-	if l != nil {
-		l.Done(base, int64(n))
-	}
-	if n > 0 && !errors.Is(err, ErrLoadAborted) {
-		e.opts.Logger.Info().Int("records", n).Int("jobs", e.njobs).Dur("took_ms", time.Since(start)).
-			Int64("bytes", base).Int("segments", len(j.segs)).Msg("log replayed")
-	}
-	return out, err
+		})
 }
 
 // apply replays one record: time first moves to when it was applied.
@@ -307,7 +219,7 @@ func (e *Engine) resetState() {
 		reset(e) // each feature's state (features.go): FLUSHALL drops tombstones too
 	}
 	e.jobs.Reset() // side tables by slot: slots are reused from 0
-	e.j.live = [1 << 16]int64{}
+	e.j.live = journal.Live{}
 	e.queues, e.qfree = nil, nil
 	e.byName = make(map[string]uint32)
 	e.njobs = 0
@@ -411,13 +323,6 @@ func (e *Engine) flusher() {
 	e.journal.RunFlusher(e.logQuit, syncReq, syncDone, e.probeLog)
 }
 
-// fsynced counts an fsync's duration (journal.Env.Fsynced).
-func (e *Engine) fsynced(took time.Duration) {
-	e.j.fmu.Lock()
-	e.j.fsyncs.Observe(hist.FsyncUs[:], took.Microseconds())
-	e.j.fmu.Unlock()
-}
-
 // logFailed makes memory match the file again after a write of the batch
 // from ticket first on failed (journal.Env.Failed), so a write whose record
 // did not reach the log is not applied: the journal fails its tickets and
@@ -440,6 +345,7 @@ func (e *Engine) reloadLocked() error {
 	waiting := e.parkedWaiters()
 	e.resetState()
 	_, err := e.replayFile(nil)
+	e.journal.RetailFrom() // every payload is in memory again
 	e.changedAll()
 	if e.wheel == nil {
 		e.wheel = e.newJobWheel(e.nowMs())
@@ -479,32 +385,29 @@ func (e *Engine) maybeAutoRewrite(size int64) {
 		// so that the roll is a switch of files.
 		e.mu.Lock()
 		if !e.closed {
-			e.comp.wg.Add(1)
+			e.bg.Add(1)
 			go func() {
-				defer e.comp.wg.Done()
+				defer e.bg.Done()
 				jn.PrepareNext()
 			}()
 		}
 		e.mu.Unlock()
 	}
-	if o.RewritePercent <= 0 || size < o.RewriteMinSize {
+	if !e.journal.Grown(size, o.RewritePercent, o.RewriteMinSize) {
 		return
 	}
-	base := e.journal.Info().BaseSize
-	if size < base+base*int64(o.RewritePercent)/100 {
-		return
-	}
+	what := "rewrite"
 	if e.journal.Active() != 0 {
 		// A segmented log compacts its oldest segments, a step at a time,
 		// rather than rewriting everything (compact.go).
-		if e.startCompaction("auto") {
-			o.Logger.Info().Int64("size", size).Int64("base_size", base).Msg("automatic log compaction started")
+		what = "compaction"
+		if !e.startCompaction("auto") {
+			return
 		}
+	} else if e.Rewrite() != nil {
 		return
 	}
-	if err := e.Rewrite(); err == nil {
-		o.Logger.Info().Int64("size", size).Int64("base_size", base).Msg("automatic log rewrite started")
-	}
+	o.Logger.Info().Int64("size", size).Int64("base_size", e.journal.Info().BaseSize).Msg("automatic log " + what + " started")
 }
 
 // ErrRewriteRunning is returned by Rewrite while one is in progress.
@@ -522,7 +425,7 @@ func (e *Engine) Rewrite() error {
 	if jn == nil || !jn.HasLog() {
 		return errors.New("the append-only log is off (appendonly no)")
 	}
-	if jn.Rewriting() || e.comp.running.Load() {
+	if jn.Rewriting() || jn.Compacting() {
 		return ErrRewriteRunning
 	}
 	if err := e.writable(); err != nil {
@@ -539,9 +442,7 @@ func (e *Engine) Rewrite() error {
 		ready bool
 	}
 	plan := make([]entry, 0, e.njobs)
-	e.eachJob(func(s uint32, flags byte, _ int64) {
-		plan = append(plan, entry{s, flags == record.FlagReady})
-	})
+	e.eachJob(func(s uint32, ready bool) { plan = append(plan, entry{s, ready}) })
 	snapTime := e.nowMs()
 	meta := record.Rec{Op: record.Meta, Time: snapTime, SID: e.lastSID, Seq: e.seq}
 	// The state that is not jobs is small next to them (schedules, limits)
@@ -560,50 +461,28 @@ func (e *Engine) Rewrite() error {
 		if ft != nil {
 			defer ft.Close()
 		}
-		err := func() error {
-			rw, err := jn.Create(started)
-			if err != nil {
-				return err
+		var buf []byte
+		head := append([][]byte{meta.Encode(nil)}, state...)
+		err := jn.WriteRewrite(started, head, (len(plan)+rewriteChunk-1)/rewriteChunk, func(i int, add func([]byte)) bool {
+			e.mu.Lock()
+			defer e.mu.Unlock()
+			if jn.Aborted() { // the engine was reloaded: the plan's slots mean nothing now
+				return false
 			}
-			var buf []byte
-			rw.Append(meta.Encode(nil))
-			for _, b := range state {
-				rw.Append(b)
+			for _, p := range plan[i*rewriteChunk : min((i+1)*rewriteChunk, len(plan))] {
+				jb := e.jobs.At(p.slot)
+				if jb.State == jobs.StateFree || !e.queues[jb.Queue].live {
+					continue // gone since the plan (or being freed): the tail says how
+				}
+				r := e.wholeRec(p.slot, p.ready, snapTime)
+				buf = r.Encode(buf[:0])
+				if jb.Flags&jobs.FlagOnDisk != 0 {
+					e.jobs.Unspill(jb, r.Payload) // the install drops every segment
+				}
+				add(buf)
 			}
-			for i := 0; i < len(plan); i += rewriteChunk {
-				e.mu.Lock()
-				if jn.Aborted() { // the engine was reloaded: the plan's slots mean nothing now
-					e.mu.Unlock()
-					break
-				}
-				for _, p := range plan[i:min(i+rewriteChunk, len(plan))] {
-					jb := e.jobs.At(p.slot)
-					if jb.State == jobs.StateFree || !e.queues[jb.Queue].live {
-						continue // gone since the plan (or being freed): the tail says how
-					}
-					var flags byte
-					var deadline int64
-					switch {
-					case jb.State == jobs.StateReserved:
-						flags = record.FlagReserved
-						deadline, _ = e.wheel.Due(p.slot)
-					case p.ready && jb.State == jobs.StateReady:
-						flags = record.FlagReady
-					}
-					r := e.addRec(p.slot, flags)
-					r.Time, r.Deadline = snapTime, deadline
-					buf = r.Encode(buf[:0])
-					rw.Append(buf)
-				}
-				e.mu.Unlock()
-				rewriteYield(ft)
-				if err := rw.Spill(); err != nil {
-					return err
-				}
-			}
-			return rw.Install()
-		}()
-		jn.Finish(started, err)
+			return true
+		}, func() { rewriteYield(ft) })
 		if err != nil {
 			e.opts.Logger.Error().Err(err).Msg("log rewrite failed")
 			return
@@ -617,32 +496,10 @@ func (e *Engine) Rewrite() error {
 // about 100 µs of encoding.
 const rewriteChunk = 1024
 
-// rewriteYield is called by a rewrite between its chunks, without the
-// lock. Letting go of the lock is not enough: with one P (GOMAXPROCS 1,
-// a server pinned to one CPU) the goroutines it wakes only run when the
-// rewrite's goroutine blocks or is preempted, every 10 ms, and then most
-// likely mid-chunk with the lock held, so a rewrite of 500k jobs stalled
-// every client for 20-40 ms at a time.
-//
-// Nor is runtime.Gosched enough: it puts the rewrite behind every runnable
-// goroutine, but the runtime polls the network (and the timerfd that fires
-// due jobs) only when no goroutine is runnable, and a rewrite that only
-// yields is always runnable: requests that arrived meanwhile waited for
-// sysmon's poll, every 10-20 ms (a request on a socket against a loop of
-// 100 µs chunks with a Gosched between them: p50 9-12 ms, p99 23-50 ms; with
-// this pause 0.3 ms and 4.5 ms, as with no loop). So the rewrite sleeps
-// rewritePause on a timerfd between chunks: the process goes idle, the
-// poller hands out what came, and the timerfd, unlike the runtime's
-// timer, ends the sleep on time. With no fine timer (tests, other systems)
-// it only yields. A variable for its test.
-var rewriteYield = func(ft *finetimer.Timer) {
-	if ft == nil {
-		runtime.Gosched()
-		return
-	}
-	ft.Arm(rewritePause)
-	<-ft.C
-}
+// rewriteYield is called by a rewrite or a compaction between its chunks,
+// without the lock (finetimer.Pause says why it sleeps). A variable for
+// its tests.
+var rewriteYield = finetimer.Pause
 
 // pauseTimer is the timer a rewrite or a compaction pauses on between its
 // chunks (rewriteYield): nil without a fine timer, or where one is
@@ -655,42 +512,18 @@ func (e *Engine) pauseTimer() *finetimer.Timer {
 	return ft
 }
 
-// rewritePause is the rewrite's sleep between chunks: a fifth of a chunk's
-// work, what the rewrite gives up on an idle server.
-const rewritePause = 20 * time.Microsecond
-
 // Persistence returns the INFO persistence fields.
 func (e *Engine) Persistence() [][2]string {
 	if e.j.path == "" {
 		return [][2]string{{"loading", "0"}, {"async_loading", "0"}, {"aof_enabled", "0"}}
 	}
-	p := e.journal.Persistence(e.j.replayed)
-	if e.journal.Active() == 0 {
-		return p
-	}
-	compacting := e.comp.running.Load()
-	for i := range p {
-		if p[i][0] == "aof_rewrite_in_progress" && compacting {
-			p[i][1] = "1" // a compaction is the automatic rewrite of a segmented log
-		}
-	}
-	si := e.journal.SegmentInfo()
+	return e.journal.Persistence(e.j.replayed, e.liveBytes())
+}
+
+// liveBytes is the live jobs' bytes in the log's segments (an estimate).
+func (e *Engine) liveBytes() int64 {
+	segs := e.journal.Segments()
 	e.mu.Lock()
-	var live int64
-	for _, id := range e.journal.Segments() {
-		live += e.j.live[uint16(id)]
-	}
-	e.mu.Unlock()
-	itoa := func(n int64) string { return strconv.FormatInt(n, 10) }
-	return append(p,
-		[2]string{"aof_segments", strconv.Itoa(si.Count)},
-		[2]string{"aof_segments_sealed_bytes", itoa(si.Sealed)},
-		[2]string{"aof_segment_size", itoa(e.opts.SegmentSize)},
-		[2]string{"aof_live_bytes", itoa(live)},
-		[2]string{"aof_segment_rolls", strconv.FormatUint(si.Rolls, 10)},
-		[2]string{"aof_compactions", strconv.FormatUint(e.comp.done.Load(), 10)},
-		[2]string{"aof_compacted_bytes", itoa(e.comp.copied.Load())},
-		[2]string{"aof_compaction_in_progress", map[bool]string{false: "0", true: "1"}[compacting]},
-		[2]string{"aof_last_compaction_failures", strconv.FormatUint(e.comp.failed.Load(), 10)},
-	)
+	defer e.mu.Unlock()
+	return e.j.live.Of(segs)
 }

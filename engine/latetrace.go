@@ -15,8 +15,4 @@ func (e *Engine) traceWake(dl int64)   { latetrace.Wake(e.lateBy(dl)) }
 func (e *Engine) traceServe(w *Waiter) { latetrace.Serve(w, e.lateBy(w.d.Due)) }
 func traceDurable(ticket uint64)       { latetrace.Durable(ticket) }
 
-// lateBy is how long after the first nanosecond of the millisecond ms the
-// engine's clock is.
-func (e *Engine) lateBy(ms int64) time.Duration {
-	return e.opts.Now().Sub(e.start.Add(time.Duration(ms-e.startMs) * time.Millisecond))
-}
+func (e *Engine) lateBy(ms int64) time.Duration { return e.clk.LateBy(ms) }

@@ -94,7 +94,7 @@ func (e *Engine) ListPopOne(queueName []byte, right bool, to *Scratch) (Delivery
 func (e *Engine) ListPopOneAt(queueName []byte, right bool, to *Scratch, at time.Duration) (Delivery, bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	to.reset()
+	to.Reset()
 	return e.popLocked([][]byte{queueName}, listMode(right), to, at)
 }
 

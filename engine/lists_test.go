@@ -113,7 +113,7 @@ func TestPushRepliesLengthBeforeServing(t *testing.T) {
 func TestScratchPops(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newEngine(t, Options{})
-		big := make([]byte, scratchKeep+1)
+		big := make([]byte, jobs.ScratchKeep+1)
 		if _, _, err := e.Push(b("k"), [][]byte{b("a"), b("bb"), big, b("c")}, false); err != nil {
 			t.Fatal(err)
 		}
@@ -134,8 +134,8 @@ func TestScratchPops(t *testing.T) {
 		if d, ok = e.ListPopOne(name, false, &s); !ok || len(d.Payload) != len(big) {
 			t.Fatalf("third pop: %d bytes", len(d.Payload))
 		}
-		if d, ok = e.ListPopOne(name, true, &s); !ok || string(d.Payload) != "c" || cap(s.b) > scratchKeep {
-			t.Fatalf("fourth pop: %q, scratch kept %d bytes", d.Payload, cap(s.b))
+		if d, ok = e.ListPopOne(name, true, &s); !ok || string(d.Payload) != "c" || s.Cap() > jobs.ScratchKeep {
+			t.Fatalf("fourth pop: %q, scratch kept %d bytes", d.Payload, s.Cap())
 		}
 		if _, ok = e.ListPopOne(name, false, &s); ok {
 			t.Fatal("a pop from an empty list found a job")

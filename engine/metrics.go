@@ -7,13 +7,14 @@ import (
 
 	"github.com/delayd/delayd/hist"
 	"github.com/delayd/delayd/jobs"
+	"github.com/delayd/delayd/journal"
 	"github.com/delayd/delayd/topn"
 )
 
 // Numbers for /metrics and INFO lateness. The hot paths only count: a pop
 // adds its lateness and an ACK its ack time to fixed buckets under the lock
 // they already hold (a few compares and two adds), an fsync its duration
-// under a lock of its own (journal.Env.Fsynced). Everything else is read at scrape
+// in the journal. Everything else is read at scrape
 // time, O(queues) under the lock, as INFO already is.
 
 // Histogram is a snapshot of a histogram (hist.Histogram).
@@ -128,37 +129,15 @@ func (e *Engine) Metrics(n int) Metrics {
 }
 
 // LogMetrics is what /metrics shows of the append-only log.
-type LogMetrics struct {
-	On       bool // the engine keeps a log (not in cluster mode, not with appendonly no)
-	Size     int64
-	Rewrites uint64 // rewrites finished since start
-	Fsync    Histogram
-	// The segmented log (compact.go): its segments, the live jobs' bytes
-	// in it (an estimate), and the segments compacted since start.
-	Segments    int
-	LiveBytes   int64
-	Compactions uint64
-}
+type LogMetrics = journal.Metrics
 
-// LogMetrics returns the log's size, rewrites and fsync durations.
+// LogMetrics returns the log's size, rewrites, fsync durations and
+// segments (none: no log file, in cluster mode or with appendonly no).
 func (e *Engine) LogMetrics() LogMetrics {
-	j := &e.j
-	if j.path == "" {
+	if e.j.path == "" {
 		return LogMetrics{}
 	}
-	in := e.journal.Info()
-	segs := e.journal.Segments()
-	e.mu.Lock()
-	var live int64
-	for _, id := range segs {
-		live += e.j.live[uint16(id)]
-	}
-	e.mu.Unlock()
-	j.fmu.Lock()
-	defer j.fmu.Unlock()
-	return LogMetrics{On: true, Size: in.Size, Rewrites: in.Rewrites,
-		Fsync:    j.fsyncs.Snapshot(hist.FsyncUs[:], time.Microsecond),
-		Segments: len(segs), LiveBytes: live, Compactions: e.comp.done.Load()}
+	return e.journal.Metrics(e.liveBytes())
 }
 
 // EmptyLateness is the lateness histogram with nothing in it (INFO

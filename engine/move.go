@@ -126,7 +126,7 @@ func (e *Engine) relocate(s uint32, r *record.Rec) uint32 {
 		e.queues[from].Bytes -= jobs.DataSize(j)
 		if !bytes.Equal(oldID, newID) {
 			payload := append([]byte(nil), e.jobs.Payload(j)...)
-			e.jobs.Arena.Free(j.Data, int(j.IDLen)+int(j.Plen()))
+			e.jobs.FreeData(j)
 			j.SID, j.IDLen = r.DSID, uint16(len(r.DID))
 			j.Data = e.storeData(r.DID, payload)
 			e.lastSID = max(e.lastSID, r.DSID)

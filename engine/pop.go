@@ -109,54 +109,8 @@ type rareParts struct {
 }
 
 // Scratch is a connection's memory for the ids and payloads its pops hand
-// out. A pop copies the job out of the engine before the lock is let go;
-// without a Scratch that is two allocations (id, payload) per pop, with one
-// it is none once the buffer has grown to the connection's usual job. The
-// caller must be done with a Delivery (its reply written) before it passes
-// the same Scratch to the next pop. The zero value is ready to use.
-type Scratch struct{ b []byte }
-
-// scratchKeep bounds the buffer a Scratch keeps between pops: one big job
-// must not pin its size for the life of the connection.
-const scratchKeep = 64 << 10
-
-// reset readies s for a new pop; a nil s stays nil (allocate per pop).
-func (s *Scratch) reset() {
-	if s == nil {
-		return
-	}
-	if cap(s.b) > scratchKeep {
-		s.b = nil
-	}
-	s.b = s.b[:0]
-}
-
-// holdSID renders server id sid into s (or into its own allocation when s
-// is nil) and returns it, as hold does. Rendered in place: rendered into a
-// stack buffer and copied, the copy's 16-byte load waited for the render's
-// byte stores to leave the store buffer (a third of Add's own samples).
-func (s *Scratch) holdSID(sid uint64) []byte {
-	if s == nil {
-		var b [jobs.SIDLen]byte
-		jobs.RenderSID(&b, sid)
-		return b[:]
-	}
-	n := len(s.b)
-	s.b = append(s.b, make([]byte, jobs.SIDLen)...)
-	return jobs.RenderSID((*[jobs.SIDLen]byte)(s.b[n:]), sid)[:jobs.SIDLen:jobs.SIDLen]
-}
-
-// hold copies b into s (or into its own allocation when s is nil) and
-// returns the copy, with its capacity cut to its length so that an append
-// to it can never run into the next copy.
-func (s *Scratch) hold(b []byte) []byte {
-	if s == nil {
-		return append([]byte(nil), b...)
-	}
-	n := len(s.b)
-	s.b = append(s.b, b...)
-	return s.b[n:len(s.b):len(s.b)]
-}
+// out (jobs.Scratch).
+type Scratch = jobs.Scratch
 
 // Pop takes the first ready job of the first non-empty queue, trying names in
 // order, as BLPOP does. O(number of names).
@@ -233,7 +187,7 @@ func (e *Engine) take(s uint32, plain bool, to *Scratch, up int64) Delivery {
 	}
 	e.observeLateness(j)
 	d := Delivery{
-		Payload:    to.hold(e.jobs.Payload(j)),
+		Payload:    to.Hold(e.jobs.Payload(j)),
 		Due:        j.Due,
 		Deliveries: j.Deliveries,
 		sid:        j.SID, // 0 for client ids
@@ -243,9 +197,9 @@ func (e *Engine) take(s uint32, plain bool, to *Scratch, up int64) Delivery {
 	}
 	switch {
 	case j.IDLen > 0:
-		d.ID = to.hold(e.jobs.ID(j, &buf))
+		d.ID = to.Hold(e.jobs.ID(j, &buf))
 	case !plain:
-		d.ID = to.holdSID(j.SID)
+		d.ID = to.HoldSID(j.SID)
 	}
 	if to == nil {
 		d.Queue = []byte(q.name)
@@ -310,6 +264,9 @@ func (e *Engine) warmNext(j *jobs.Job) {
 	}
 	if far != 0 {
 		prefetch(unsafe.Pointer(e.jobs.At(far - 1)))
+	}
+	if nj.Flags&jobs.FlagOnDisk != 0 {
+		return // its payload is in the log (spill.go)
 	}
 	if p := e.jobs.Arena.Addr(nj.Data); p != nil {
 		prefetch(p)

@@ -114,7 +114,7 @@ func (e *Engine) remove(s uint32) {
 	e.queues[qi].Order.Leave(&e.jobs.Slab, s)
 	size := jobs.DataSize(j)
 	e.queues[qi].Bytes -= size
-	e.j.live[e.jobs.Home(s)] -= size + recOverhead
+	e.j.live.Sub(e.jobs.Home(s), size)
 	var id []byte // a server id is unfiled by number (jobs.Table.Delete)
 	if j.IDLen > 0 {
 		id = e.jobs.ID(j, &buf)

@@ -130,6 +130,10 @@ type Info struct {
 	MemoryBytes              int64 // slabs, arena and index, approximately
 	PayloadBytes             int64
 	LazyfreePending          int // jobs of deleted queues not freed yet
+	// Payloads on disk (spill.go): the horizon (ms; 0: off), the jobs whose
+	// payload is in the log, their bytes, and the reads of payloads back.
+	Horizon, DiskJobs, DiskBytes int64
+	DiskReads                    uint64
 	Stats
 }
 
@@ -157,5 +161,10 @@ func (e *Engine) Info() Info {
 	in.MemoryBytes = e.jobs.Bytes() + int64(e.jobs.Len())*32 + e.jobs.Arena.Footprint() +
 		e.jobs.IndexBytes() + runs + int64(cap(e.queues))*int64(unsafe.Sizeof(queueEntry{}))
 	in.PayloadBytes = e.jobs.Arena.InUse
+	d := e.jobs.DiskInfo()
+	in.Horizon, in.DiskJobs, in.DiskBytes, in.DiskReads = e.opts.Horizon, d.Jobs, d.Bytes, d.Reads
+	if e.journal != nil {
+		in.DiskReads = e.journal.PayloadReads()
+	}
 	return in
 }

@@ -228,9 +228,8 @@ func (e *Engine) appendSnapshot(out []byte) []byte {
 		put(&r)
 	}
 	if e.wheel != nil {
-		e.eachJob(func(s uint32, flags byte, deadline int64) {
-			r := e.addRec(s, flags)
-			r.Time, r.Deadline = now, deadline
+		e.eachJob(func(s uint32, ready bool) {
+			r := e.wholeRec(s, ready, now)
 			buf = r.Encode(buf[:0])
 			out = record.AppendSnap(out, buf)
 		})
@@ -239,28 +238,21 @@ func (e *Engine) appendSnapshot(out []byte) []byte {
 }
 
 // eachJob calls fn for every job in the order replay must see them: each
-// ready list in order, then every delayed and reserved job, with the flags
-// and deadline of its add record. Called with mu held.
-func (e *Engine) eachJob(fn func(s uint32, flags byte, deadline int64)) {
+// ready list in order (ready true), then every delayed and reserved job.
+// Called with mu held.
+func (e *Engine) eachJob(fn func(s uint32, ready bool)) {
 	for qi := range e.queues {
 		if !e.queues[qi].live {
 			continue // being freed (lazyfree.go)
 		}
 		e.queues[qi].Order.Each(&e.jobs.Slab, func(s uint32) bool {
-			fn(s, record.FlagReady, 0)
+			fn(s, true)
 			return true
 		})
 	}
 	for s := range e.jobs.Len() {
-		if !e.queues[e.jobs.At(s).Queue].live {
-			continue
-		}
-		switch e.jobs.At(s).State {
-		case jobs.StateDelayed:
-			fn(uint32(s), 0, 0)
-		case jobs.StateReserved:
-			deadline, _ := e.wheel.Due(uint32(s))
-			fn(uint32(s), record.FlagReserved, deadline)
+		if j := e.jobs.At(s); e.queues[j.Queue].live && (j.State == jobs.StateDelayed || j.State == jobs.StateReserved) {
+			fn(uint32(s), false)
 		}
 	}
 }

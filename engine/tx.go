@@ -75,38 +75,21 @@ func (e *Engine) endUnit() uint64 { return e.j.unit.End(e.journal, unitPartMax) 
 // gathered until its commit (journal.Gather), then its records are applied
 // in order.
 func (e *Engine) replayRecord(p []byte) error {
-	if len(p) == 0 || p[0] != record.Unit {
-		e.dropTornUnit()
-		return e.apply(p)
-	}
-	part, more, body, err := record.DecodeUnit(p)
-	if err != nil {
+	rec, unit, err := e.j.gather.Feed(p, e.opts.Logger)
+	switch {
+	case err != nil:
 		return err
+	case rec != nil:
+		return e.apply(rec)
+	case unit != nil:
+		err = e.applyUnit(unit)
+		e.j.gather.Applied()
 	}
-	if part == 0 {
-		e.dropTornUnit()
-	}
-	body, done, orphan := e.j.gather.Part(part, more == 1, body)
-	if orphan {
-		e.dropTornUnit()
-		e.opts.Logger.Warn().Uint64("part", part).Msg("log: a transaction part without its start dropped")
-		return nil
-	}
-	if !done {
-		return nil
-	}
-	err = e.applyUnit(body)
-	e.j.gather.Applied()
 	return err
 }
 
 // dropTornUnit forgets the parts of a unit whose commit did not follow.
-func (e *Engine) dropTornUnit() {
-	if torn, parts, n := e.j.gather.Torn(); torn {
-		e.opts.Logger.Warn().Uint64("parts", parts).Int("bytes", n).
-			Msg("log: a transaction torn by a crash was dropped whole (its commit was never written)")
-	}
-}
+func (e *Engine) dropTornUnit() { e.j.gather.DropTorn(e.opts.Logger) }
 
 // applyUnit applies the records of a committed unit, each a uvarint length
 // then the record. The whole body is checked before any record applies, so

@@ -78,7 +78,7 @@ func (e *Engine) PopOrWait(names [][]byte, mode PopMode) (Delivery, *Waiter, err
 func (e *Engine) PopOrWaitInto(names [][]byte, mode PopMode, to *Scratch) (Delivery, *Waiter, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	to.reset()
+	to.Reset()
 	if d, ok := e.popLocked(names, mode, to, 0); ok {
 		return d, nil, nil
 	}

@@ -42,6 +42,8 @@ type Table struct {
 	Idents      map[uint32]Ident   // FlagUnique, FlagDebounce
 	Origins     map[uint32]*Origin // FlagOrigin: where a dead-lettered job came from
 	Reasons     map[uint32]string  // FlagReason: the last failure reason
+
+	disk diskState // payloads kept in the log instead (disk.go)
 }
 
 // Ident is what a UNIQUE or DEBOUNCE job carries beyond its record.
@@ -101,7 +103,7 @@ func (t *Table) Free(s uint32) {
 	if j.Flags&FlagReason != 0 {
 		delete(t.Reasons, s)
 	}
-	t.Arena.Free(j.Data, int(j.IDLen)+int(j.Plen()))
+	t.FreeData(j)
 	*j = Job{Next: t.free}
 	t.free = s + 1
 }
@@ -114,11 +116,15 @@ func (t *Table) ID(j *Job, buf *[SIDLen]byte) []byte {
 	return t.Arena.Bytes(j.Data, int(j.IDLen))
 }
 
-// Payload returns the job's payload, aliasing the arena.
+// Payload returns the job's payload, aliasing the arena (or read back
+// from disk: FlagOnDisk).
 func (t *Table) Payload(j *Job) []byte {
 	n := j.Plen()
 	if n == 0 {
 		return nil
+	}
+	if j.Flags&FlagOnDisk != 0 {
+		return t.readDisk(j) // a fresh slice (disk.go)
 	}
 	return t.Arena.Bytes(j.Data, int(j.IDLen)+int(n))[j.IDLen:]
 }
@@ -234,4 +240,5 @@ func (t *Table) Release() {
 func (t *Table) Reset() {
 	t.DeadLetters = make(map[uint32][]byte)
 	t.Idents, t.Origins, t.Reasons = nil, nil, nil
+	t.disk.Jobs, t.disk.Bytes = 0, 0 // Disk is set once, and read without the owner's lock
 }

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/delayd/delayd/aof"
+	"github.com/delayd/delayd/hist"
 )
 
 // What the journal does when the disk fails it:
@@ -153,8 +154,8 @@ func (j *Journal) sync(raw bool) (time.Duration, error) {
 	if took > 500*time.Millisecond {
 		j.opts.Logger.Warn().Dur("took_ms", took).Str("file", j.opts.Path).Msg("slow fsync")
 	}
-	j.env.Fsynced(took)
 	j.dmu.Lock()
+	j.fsyncs.Observe(hist.FsyncUs[:], took.Microseconds())
 	if err == nil {
 		j.info.LastFsync, j.info.LastFsyncTook = time.Now(), took
 	} else {

@@ -3,6 +3,8 @@ package journal
 import (
 	"strconv"
 	"time"
+
+	"github.com/delayd/delayd/hist"
 )
 
 // Info is what INFO persistence and /metrics show of the journal.
@@ -35,10 +37,41 @@ func (j *Journal) Info() Info {
 	return in
 }
 
-// Persistence returns the INFO persistence fields of a log file, under
-// Redis's names; replayed is the records the start-up replay applied.
-func (j *Journal) Persistence(replayed int) [][2]string {
+// Metrics is what /metrics shows of a log file.
+type Metrics struct {
+	On       bool // there is a log file (not in cluster mode, not with appendonly no)
+	Size     int64
+	Rewrites uint64 // rewrites finished since start
+	Fsync    hist.Histogram
+	// A segmented log: its segments, the live jobs' bytes in it (an
+	// estimate), and the segments compacted since start.
+	Segments    int
+	LiveBytes   int64
+	Compactions uint64
+}
+
+// Metrics returns the log's figures; live is the live bytes of its
+// segments (Live.Of).
+func (j *Journal) Metrics(live int64) Metrics {
 	in := j.Info()
+	return Metrics{On: true, Size: in.Size, Rewrites: in.Rewrites, Fsync: j.Fsyncs(),
+		Segments: len(j.Segments()), LiveBytes: live, Compactions: j.comp.done.Load()}
+}
+
+// Fsyncs returns the histogram of the fsyncs' durations since start.
+func (j *Journal) Fsyncs() hist.Histogram {
+	j.dmu.Lock()
+	defer j.dmu.Unlock()
+	return j.fsyncs.Snapshot(hist.FsyncUs[:], time.Microsecond)
+}
+
+// Persistence returns the INFO persistence fields of a log file, under
+// Redis's names, and a segmented log's own; replayed is the records the
+// start-up replay applied, live the live bytes of the segments (Live.Of).
+func (j *Journal) Persistence(replayed int, live int64) [][2]string {
+	in := j.Info()
+	ci := j.CompactionInfo()
+	in.Rewriting = in.Rewriting || ci.Running // a compaction is the automatic rewrite of a segmented log
 	b := func(v bool) string {
 		if v {
 			return "1"
@@ -59,7 +92,7 @@ func (j *Journal) Persistence(replayed int) [][2]string {
 	if in.LastErr != nil {
 		errText = in.LastErr.Error()
 	}
-	return [][2]string{
+	p := [][2]string{
 		{"loading", "0"},
 		{"async_loading", "0"},
 		{"aof_enabled", "1"},
@@ -77,4 +110,20 @@ func (j *Journal) Persistence(replayed int) [][2]string {
 		{"aof_last_write_status", status(in.Broken)},
 		{"aof_last_error", errText},
 	}
+	if j.seg.active.Load() == 0 {
+		return p
+	}
+	si := j.SegmentInfo()
+	itoa := func(n int64) string { return strconv.FormatInt(n, 10) }
+	return append(p,
+		[2]string{"aof_segments", strconv.Itoa(si.Count)},
+		[2]string{"aof_segments_sealed_bytes", itoa(si.Sealed)},
+		[2]string{"aof_segment_size", itoa(j.opts.SegmentSize)},
+		[2]string{"aof_live_bytes", itoa(live)},
+		[2]string{"aof_segment_rolls", strconv.FormatUint(si.Rolls, 10)},
+		[2]string{"aof_compactions", strconv.FormatUint(ci.Done, 10)},
+		[2]string{"aof_compacted_bytes", itoa(ci.Copied)},
+		[2]string{"aof_compaction_in_progress", b(ci.Running)},
+		[2]string{"aof_last_compaction_failures", strconv.FormatUint(ci.Failed, 10)},
+	)
 }

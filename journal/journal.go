@@ -79,6 +79,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/delayd/delayd/aof"
+	"github.com/delayd/delayd/hist"
 )
 
 // Fsync policies.
@@ -145,8 +146,6 @@ type Env struct {
 	// Written is told the log's size after each batch written: the owner
 	// may start a rewrite.
 	Written func(size int64)
-	// Fsynced is told how long each fsync took (a histogram's business).
-	Fsynced func(took time.Duration)
 	// Linger, if set, returns after a short pause in which the process
 	// polled the network: a commit leader under appendfsync always calls
 	// it before taking a batch while other clients are writing (lead).
@@ -220,14 +219,17 @@ type Journal struct {
 
 	dmu     sync.Mutex
 	dcond   *sync.Cond
-	durable uint64     // guarded by dmu
-	failed  [][2]int64 // guarded by dmu: ticket ranges whose write failed
-	lastErr error      // guarded by dmu
-	leading bool       // guarded by dmu: a commit is in progress (leads)
-	info    Info       // guarded by dmu, but its Rewriting and Broken
+	durable uint64      // guarded by dmu
+	failed  [][2]int64  // guarded by dmu: ticket ranges whose write failed
+	lastErr error       // guarded by dmu
+	leading bool        // guarded by dmu: a commit is in progress (leads)
+	info    Info        // guarded by dmu, but its Rewriting and Broken
+	fsyncs  hist.Counts // guarded by dmu: every fsync's duration, µs
 
 	repl replState
 	seg  segState
+	comp compState
+	pay  payloads
 }
 
 // New returns a journal writing to opts' sink; a log file is opened by
@@ -574,6 +576,7 @@ func (j *Journal) Close() error {
 		w.Sync() // normally done: the flusher's last fsync took them first
 	}
 	j.closeRetired()
+	j.closePayloads()
 	j.seg.gmu.Lock()
 	if j.seg.next != nil {
 		j.seg.next.Close()

@@ -43,7 +43,6 @@ func newOwner(t *testing.T, fs aof.FS, fsync string, r Replicator) *owner {
 			o.written = append(o.written, size)
 			o.mu.Unlock()
 		},
-		Fsynced: func(time.Duration) {},
 	})
 	if r == nil {
 		if err := o.j.Open(0); err != nil {

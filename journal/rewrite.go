@@ -16,6 +16,35 @@ import (
 // outright, the tail applied on top of the snapshot converges on the live
 // state.
 
+// WriteRewrite writes the rewrite begun at started (BeginRewrite), on the
+// caller's goroutine, and installs it: head's records first, then the
+// snapshot in chunks, chunk(i, add) adding the i-th's records under the
+// owner's lock (false: Aborted, stop), pause letting writes go between
+// chunks. It records how the rewrite ended (Finish).
+func (j *Journal) WriteRewrite(started time.Time, head [][]byte, chunks int, chunk func(i int, add func([]byte)) bool, pause func()) error {
+	err := func() error {
+		rw, err := j.Create(started)
+		if err != nil {
+			return err
+		}
+		for _, b := range head {
+			rw.Append(b)
+		}
+		for i := range chunks {
+			if !chunk(i, rw.Append) {
+				break
+			}
+			pause()
+			if err := rw.Spill(); err != nil {
+				return err
+			}
+		}
+		return rw.Install()
+	}()
+	j.Finish(started, err)
+	return err
+}
+
 // Rewrite is a new log being written.
 type Rewrite struct {
 	j       *Journal
@@ -120,6 +149,7 @@ func (r *Rewrite) Install() error {
 	old := j.log
 	j.log = w
 	last, size := j.ticket, w.Size()
+	j.seg.activeSize.Store(size)
 	j.pend, j.rwTail, j.rewriting = j.pend[:0], nil, false
 	j.mu.Unlock()
 	j.wmu.Unlock()

@@ -265,6 +265,7 @@ func (j *Journal) DropOldest(id uint64) error {
 		// the old manifest names it.
 		return err
 	}
+	j.forget(id)
 	return j.opts.FS.Remove(path)
 }
 
@@ -292,6 +293,10 @@ func (j *Journal) installSegment(tmp string) (dropped []uint64, err error) {
 		j.seg.hasNext.Store(false)
 	}
 	dropped, j.seg.ids = j.seg.ids, []uint64{id}
+	j.pay.gen.Add(1) // before rewriting ends: a record tailed before names a segment that is gone
+	for _, d := range dropped {
+		j.forget(d)
+	}
 	j.seg.sealed.Store(0)
 	j.seg.active.Store(id)
 	return dropped, err

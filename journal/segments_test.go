@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"slices"
 	"testing"
-	"time"
 
 	"github.com/delayd/delayd/aof"
 )
@@ -41,7 +40,7 @@ func TestSegmentsRollPrepareAndDrop(t *testing.T) {
 				t.Fatal(err)
 			}
 			j := New(Options{FS: fs, Path: path, Fsync: FsyncAlways, SegmentSize: 256},
-				Env{Failed: func(uint64, error, bool) bool { return false }, Written: func(int64) {}, Fsynced: func(time.Duration) {}})
+				Env{Failed: func(uint64, error, bool) bool { return false }, Written: func(int64) {}})
 			j.SetSegments(ids, 0)
 			if err := j.Open(aof.HeaderSize); err != nil {
 				t.Fatal(err)

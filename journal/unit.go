@@ -3,6 +3,8 @@ package journal
 import (
 	"encoding/binary"
 
+	"github.com/rs/zerolog"
+
 	"github.com/delayd/delayd/record"
 )
 
@@ -102,6 +104,44 @@ func (g *Gather) Part(part uint64, more bool, body []byte) (whole []byte, done, 
 		return nil, false, false
 	}
 	return g.buf, true, false
+}
+
+// Feed takes one record of a replay or a committed batch: a plain record
+// comes back as rec (a unit in parts before it, torn, is dropped first);
+// a unit's part is gathered, and its body comes back as unit once its
+// commit is read: the owner applies it, then calls Applied. logger warns
+// of what is dropped.
+func (g *Gather) Feed(p []byte, logger zerolog.Logger) (rec, unit []byte, err error) {
+	if len(p) == 0 || p[0] != record.Unit {
+		g.DropTorn(logger)
+		return p, nil, nil
+	}
+	part, more, body, err := record.DecodeUnit(p)
+	if err != nil {
+		return nil, nil, err
+	}
+	if part == 0 {
+		g.DropTorn(logger)
+	}
+	body, done, orphan := g.Part(part, more == 1, body)
+	if orphan {
+		g.DropTorn(logger)
+		logger.Warn().Uint64("part", part).Msg("log: a transaction part without its start dropped")
+		return nil, nil, nil
+	}
+	if !done {
+		return nil, nil, nil
+	}
+	return nil, body, nil
+}
+
+// DropTorn drops the parts of a unit whose commit did not follow (Torn),
+// and says so on logger.
+func (g *Gather) DropTorn(logger zerolog.Logger) {
+	if torn, parts, n := g.Torn(); torn {
+		logger.Warn().Uint64("parts", parts).Int("bytes", n).
+			Msg("log: a transaction torn by a crash was dropped whole (its commit was never written)")
+	}
 }
 
 // Applied readies Gather for the next unit after the owner applied a

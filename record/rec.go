@@ -2,6 +2,7 @@ package record
 
 import (
 	"encoding/binary"
+	"unsafe"
 
 	"github.com/delayd/delayd/jobs"
 	"github.com/delayd/delayd/queue"
@@ -430,4 +431,14 @@ func DecodeUnit(b []byte) (part uint64, more byte, body []byte, err error) {
 		return 0, 0, nil, ErrBad
 	}
 	return part, more, d.B, nil
+}
+
+// AddPayload decodes b if it is an add record of a server-made id with a
+// payload, and returns it with the offset of the payload's bytes in b:
+// where a reader of the log finds them again (payloads on disk).
+func AddPayload(b []byte) (r Rec, at int, ok bool) {
+	if len(b) == 0 || b[0] != Add || r.Decode(b) != nil || r.ID != nil || len(r.Payload) == 0 {
+		return r, 0, false
+	}
+	return r, int(uintptr(unsafe.Pointer(unsafe.SliceData(r.Payload))) - uintptr(unsafe.Pointer(unsafe.SliceData(b)))), true
 }

@@ -108,3 +108,21 @@ func TestRecordReasonTailIsOptional(t *testing.T) {
 		t.Fatalf("a move with a reason: %v, %q", err, r.Reason)
 	}
 }
+
+// AddPayload finds an add record's payload in its encoding, and only an
+// add's of a server id.
+func TestAddPayload(t *testing.T) {
+	r := Rec{Op: Add, Time: 5, Queue: []byte("q"), SID: 42, Due: 9, Seq: 3, Payload: []byte("the payload"), Retry: -1}
+	b := r.Encode(nil)
+	got, at, ok := AddPayload(b)
+	if !ok || string(b[at:at+len(got.Payload)]) != "the payload" || got.SID != 42 || got.Seq != 3 {
+		t.Fatalf("AddPayload: %v at %d, %+v", ok, at, got)
+	}
+	r.ID = []byte("client-id")
+	if _, _, ok := AddPayload(r.Encode(nil)); ok {
+		t.Fatal("AddPayload took a client id's add")
+	}
+	if _, _, ok := AddPayload((&Rec{Op: Cancel, Queue: []byte("q"), SID: 42}).Encode(nil)); ok {
+		t.Fatal("AddPayload took a cancel")
+	}
+}

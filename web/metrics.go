@@ -81,6 +81,7 @@ type collector struct {
 	lateness, ackTime                                   *prometheus.Desc
 	fsync, logSize, rewrites, commands, commandTime     *prometheus.Desc
 	logSegments, logLive, compactions                   *prometheus.Desc
+	diskJobs, diskBytes, diskReads                      *prometheus.Desc
 }
 
 func newCollector(s *Server) *collector {
@@ -107,6 +108,9 @@ func newCollector(s *Server) *collector {
 		logSegments: d("log_segments", "Segments the append-only log is made of"),
 		logLive:     d("log_live_bytes", "Bytes of the log the live jobs take (an estimate: what compaction would keep)"),
 		compactions: d("log_compactions_total", "Log segments compacted since start"),
+		diskJobs:    d("payloads_on_disk", "Jobs due beyond --horizon whose payload is kept in the log, not in memory (INFO payloads_on_disk)"),
+		diskBytes:   d("payloads_on_disk_bytes", "Their payloads' bytes (INFO payloads_on_disk_bytes)"),
+		diskReads:   d("payload_disk_reads_total", "Payloads read back from the log since start (INFO payload_disk_reads)"),
 		commands:    d("commands_total", "Commands run, by command (INFO commandstats calls)", "command"),
 		commandTime: d("commands_duration_seconds_total",
 			"Time spent in command handlers, by command (INFO commandstats usec; a blocking pop's wait is not counted)", "command"),
@@ -124,7 +128,8 @@ func newCollector(s *Server) *collector {
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.buildInfo, c.connected, c.blocked, c.queues, c.paused, c.jobs, c.latency, c.lateness,
-		c.ackTime, c.fsync, c.logSize, c.rewrites, c.commands, c.commandTime, c.logSegments, c.logLive, c.compactions} {
+		c.ackTime, c.fsync, c.logSize, c.rewrites, c.commands, c.commandTime, c.logSegments, c.logLive, c.compactions,
+		c.diskJobs, c.diskBytes, c.diskReads} {
 		ch <- d
 	}
 	for _, ds := range [][]*prometheus.Desc{c.queueTotal, c.total, c.totalOnly} {
@@ -222,6 +227,11 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		gauge(c.logSegments, float64(lm.Segments))
 		gauge(c.logLive, float64(lm.LiveBytes))
 		counter(c.compactions, float64(lm.Compactions))
+	}
+	if in := eng.Info(); in.Horizon > 0 {
+		gauge(c.diskJobs, float64(in.DiskJobs))
+		gauge(c.diskBytes, float64(in.DiskBytes))
+		counter(c.diskReads, float64(in.DiskReads))
 	}
 }
 

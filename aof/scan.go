@@ -1,0 +1,68 @@
+package aof
+
+import (
+	"encoding/binary"
+	"io"
+)
+
+// ReadRange reads the whole records of f that start in [from, to) (from a
+// record's start, such as HeaderSize), calling fn with each record's
+// payload and the payload's offset in the file; the payload aliases a
+// buffer reused after fn returns. It returns where the next record starts:
+// to, or before it if a record straddles to, or the first record that is
+// damaged or torn, where it stops. O(to - from), one read per MiB. For a
+// reader beside the writer (the records the writer has flushed are read
+// back); replay is Replay's.
+func ReadRange(f io.ReaderAt, from, to int64, fn func(off int64, payload []byte)) (int64, error) {
+	buf := make([]byte, 0, 1<<20)
+	base := from // file offset of buf[0]
+	for from < to {
+		// Keep the unread tail, then fill up to a MiB past it.
+		buf = append(buf[:0], buf[from-base:]...)
+		base = from
+		want := int(min(int64(cap(buf)), to-base))
+		if want < RecordHeaderSize {
+			break
+		}
+		if want > len(buf) {
+			n, err := f.ReadAt(buf[len(buf):want], base+int64(len(buf)))
+			buf = buf[:len(buf)+n]
+			if err != nil && err != io.EOF {
+				return from, err
+			}
+		}
+		progress, grew := false, false
+		p := buf[from-base:]
+		for len(p) >= RecordHeaderSize {
+			n := binary.LittleEndian.Uint32(p)
+			if n == 0 || n > MaxRecordSize {
+				return from, nil // damage, or zeros past a torn tail
+			}
+			if int64(RecordHeaderSize)+int64(n) > int64(len(p)) {
+				if int64(RecordHeaderSize)+int64(n) > int64(cap(buf)) {
+					buf = make([]byte, 0, RecordHeaderSize+int(n)) // a record bigger than the buffer
+					base, grew = from, true
+				}
+				break
+			}
+			payload := p[RecordHeaderSize : RecordHeaderSize+n]
+			if binary.LittleEndian.Uint32(p[4:]) != recordCRC(p[:4], payload) {
+				return from, nil
+			}
+			fn(from+RecordHeaderSize, payload)
+			from += RecordHeaderSize + int64(n)
+			p = p[RecordHeaderSize+n:]
+			progress = true
+		}
+		if grew {
+			continue
+		}
+		if !progress && int64(len(buf)) >= to-base {
+			break // the last record straddles to
+		}
+		if !progress && len(buf) < want {
+			break // short read: the file ends here
+		}
+	}
+	return from, nil
+}

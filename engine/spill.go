@@ -1,0 +1,136 @@
+package engine
+
+import (
+	"time"
+	"unsafe"
+
+	"github.com/delayd/delayd/jobs"
+	"github.com/delayd/delayd/journal"
+	"github.com/delayd/delayd/record"
+)
+
+// Payloads on disk (docs/decisions/payloads-on-disk.md). With
+// Options.Horizon a goroutine tails the log (journal.Tail) and, for each
+// add record of a job still as it was written and due beyond the horizon,
+// keeps where the payload lies in the log instead of its bytes
+// (jobs.Table.Spill); every quarter of the horizon it reads back the
+// payloads of jobs due within half of it (readAhead). A payload still on
+// disk is read from the log by whoever reads it (jobs.Table.Payload). The
+// adds, pops and acks know nothing of it; nothing is logged, so a crash
+// loses nothing: replay has every payload in the log.
+
+// spillEvery is how often the log is tailed.
+const spillEvery = 100 * time.Millisecond
+
+type spillCand struct {
+	seg      uint64
+	off      int64 // the payload's offset in the segment's file
+	sid, seq uint64
+	queue    string
+}
+
+// spiller is the goroutine of payloads on disk; it ends with Stop.
+func (e *Engine) spiller() {
+	defer e.bg.Done()
+	t := time.NewTicker(spillEvery)
+	defer t.Stop()
+	var ahead time.Time
+	for {
+		select {
+		case <-e.quit:
+			return
+		case <-t.C:
+		}
+		e.spill()
+		if time.Since(ahead) >= time.Duration(e.opts.Horizon/4)*time.Millisecond {
+			ahead = time.Now()
+			e.readAhead()
+		}
+	}
+}
+
+// spill tails the log and spills the payloads of the jobs its add records
+// made that are still as written and due beyond the horizon.
+func (e *Engine) spill() {
+	jn := e.journal
+	var cs []spillCand
+	gen, err := jn.Tail(func(seg uint64, off int64, rec []byte) {
+		if r, at, ok := record.AddPayload(rec); ok && len(r.Payload) <= jobs.MaxSmall {
+			cs = append(cs, spillCand{seg, off + int64(at), r.SID, r.Seq, string(r.Queue)})
+		}
+	})
+	if err != nil {
+		e.opts.Logger.Warn().Err(err).Msg("tailing the log for payloads to keep on disk")
+	}
+	segs := jn.Segments()
+	cur := journal.SegSetOf(segs)
+	for i := 0; i < len(cs); i += compactChunk {
+		e.mu.Lock()
+		// A rewrite drops every segment: none is spilled into meanwhile.
+		if e.closed || jn.Rewriting() || jn.Gen() != gen {
+			e.mu.Unlock()
+			return
+		}
+		horizon := e.nowMs() + e.opts.Horizon
+		for _, c := range cs[i:min(i+compactChunk, len(cs))] {
+			e.spillOne(&c, horizon, segs, cur)
+		}
+		e.mu.Unlock()
+	}
+}
+
+// spillOne spills the payload of c's job if it is still the one c's
+// record made (its add order), delayed beyond horizon, and homed in c's
+// segment or one before it: a job restated since (a compaction) is homed
+// after it, and c's segment may be about to go. Called with mu held.
+func (e *Engine) spillOne(c *spillCand, horizon int64, segs []uint64, cur *journal.SegSet) {
+	qi, ok := e.queueFor(unsafe.Slice(unsafe.StringData(c.queue), len(c.queue)), false)
+	if !ok {
+		return
+	}
+	var buf [jobs.SIDLen]byte
+	s, ok := e.jobs.Lookup(&e.queues[qi].run, qi, jobs.RenderSID(&buf, c.sid))
+	if !ok {
+		return
+	}
+	j, h := e.jobs.At(s), e.jobs.Home(s)
+	if j.State != jobs.StateDelayed || j.SID != c.sid || j.Seq != c.seq || j.Due <= horizon || !jobs.CanSpill(j, c.off) {
+		return
+	}
+	if !journal.HomedBy(h, c.seg, segs, cur) {
+		return // restated since, into a later segment
+	}
+	size := jobs.DataSize(j)
+	e.j.live.Sub(h, size)
+	e.j.live.Add(uint16(c.seg), size)
+	e.jobs.SetHome(s, uint16(c.seg))
+	e.jobs.Spill(j, uint16(c.seg), c.off)
+}
+
+// readAhead reads back the payloads of the jobs due within half the
+// horizon, a slab chunk at a time: found under the lock, read without it,
+// put back under it if the job did not change meanwhile.
+func (e *Engine) readAhead() {
+	var bs []jobs.Back
+	for s := uint32(0); ; {
+		e.mu.Lock()
+		if e.closed {
+			e.mu.Unlock()
+			return
+		}
+		bs, s = e.jobs.DueOnDisk(s, compactScan, e.nowMs()+e.opts.Horizon/2, bs[:0])
+		done := s >= e.jobs.Len()
+		e.mu.Unlock()
+		for i := range bs {
+			e.jobs.ReadBack(&bs[i])
+		}
+		e.mu.Lock()
+		for i := range bs {
+			e.jobs.PutBack(&bs[i])
+		}
+		e.mu.Unlock()
+		if done {
+			return
+		}
+	}
+}

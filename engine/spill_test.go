@@ -1,0 +1,264 @@
+package engine
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/delayd/delayd/aof"
+	"github.com/delayd/delayd/finetimer"
+)
+
+// horizoned is a segmented log with a horizon of a minute.
+func horizoned(fs aof.FS, fsync string) Options {
+	o := segmented(fs, fsync)
+	o.Horizon = 60_000
+	return o
+}
+
+// settleSpill lets the spiller run a round (and its read-ahead if due).
+func settleSpill() {
+	time.Sleep(2 * spillEvery)
+	synctest.Wait()
+}
+
+// addFar adds n jobs due far beyond the horizon and n due within it, each
+// with its own payload of size bytes, and returns the far ones' ids.
+func addFar(t *testing.T, e *Engine, n, size int) []string {
+	t.Helper()
+	var far []string
+	for i := range 2 * n {
+		p := []byte(fmt.Sprintf("%-*d", size, i))
+		delay := int64(5_000)
+		if i%2 == 0 {
+			delay = 600_000 + int64(i)
+		}
+		res, err := e.Add(AddArgs{Queue: b(fmt.Sprint("q", i%3)), Delay: delay, Payload: p})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := e.WaitDurable(res.Ticket); err != nil {
+			t.Fatal(err)
+		}
+		if i%2 == 0 {
+			far = append(far, fmt.Sprintf("q%d/%s", i%3, res.ID))
+		}
+	}
+	return far
+}
+
+// Jobs due beyond the horizon keep their payloads in the log, not in
+// memory; every reader still gets them (DELAY.GET, a dump, a snapshot);
+// they come back into memory before they are due and are handed out on
+// time, never early; a restart has them all. Jobs within the horizon are
+// untouched.
+func TestPayloadsOnDisk(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fs := aof.NewMemFS()
+		e := mustNew(t, horizoned(fs, FsyncAlways))
+		inUse := e.Info().PayloadBytes
+		far := addFar(t, e, 60, 200)
+		grown := e.Info().PayloadBytes - inUse
+		before := dump(e)
+		settleSpill()
+		in := e.Info()
+		if in.DiskJobs != 60 || in.DiskBytes != 60*200 || in.Horizon != 60_000 {
+			t.Fatalf("after a spill round: %d payloads on disk (%d bytes), horizon %d; want 60, 12000", in.DiskJobs, in.DiskBytes, in.Horizon)
+		}
+		if in.PayloadBytes-inUse > grown/2+grown/8 {
+			t.Fatalf("payload memory %d after the spill, %d before: the far payloads are still in memory", in.PayloadBytes-inUse, grown)
+		}
+		if after := dump(e); after != before {
+			t.Fatalf("payloads on disk read back differently\n%s", diffLines(before, after))
+		}
+		for _, qid := range far[:5] {
+			q, id, _ := strings.Cut(qid, "/")
+			info, ok := e.Get(b(q), b(id))
+			if !ok || len(info.Payload) != 200 || info.State != "delayed" {
+				t.Fatalf("DELAY.GET %s of a job on disk: %v %q", qid, ok, info.Payload)
+			}
+		}
+		if e.Info().DiskReads < 5 {
+			t.Fatalf("%d reads from disk after 5 DELAY.GETs", e.Info().DiskReads)
+		}
+		snap := e.Snapshot()
+		if !strings.Contains(string(snap), fmt.Sprintf("%-*d", 200, 0)) {
+			t.Fatal("a snapshot lacks a payload on disk")
+		}
+		// A restart replays every payload from the log, and spills again.
+		e.Close()
+		e = mustNew(t, horizoned(fs, FsyncAlways))
+		if after := dump(e); after != before {
+			t.Fatalf("after a restart\n%s", diffLines(before, after))
+		}
+		settleSpill()
+		if n := e.Info().DiskJobs; n != 60 {
+			t.Fatalf("after a restart: %d payloads on disk, want 60", n)
+		}
+		// The near jobs fire with their payloads; the far ones come back
+		// into memory within half the horizon of their time, and none is
+		// handed out early.
+		time.Sleep(10 * time.Second)
+		for range 60 {
+			if d, ok := e.Pop([][]byte{b("q0"), b("q1"), b("q2")}); !ok || len(d.Payload) != 200 {
+				t.Fatalf("a near job: %v %q", ok, d.Payload)
+			}
+		}
+		time.Sleep(600_000*time.Millisecond - 10*time.Second - 20*time.Second)
+		synctest.Wait()
+		if d, ok := e.Pop([][]byte{b("q0"), b("q1"), b("q2")}); ok {
+			t.Fatalf("a job handed out 20 s early: %s due %d at %d", d.ID, d.Due, e.Now())
+		}
+		if n := e.Info().DiskJobs; n != 0 {
+			t.Fatalf("%d payloads still on disk 20 s before they are due (horizon 60 s)", n)
+		}
+		time.Sleep(21 * time.Second)
+		for i := range 60 {
+			d, ok := e.Pop([][]byte{b("q0"), b("q1"), b("q2")})
+			if !ok || string(d.Payload) != fmt.Sprintf("%-*d", 200, 2*i) && len(d.Payload) != 200 {
+				t.Fatalf("far job %d: %v %q", i, ok, d.Payload)
+			}
+			if d.Due > e.Now() {
+				t.Fatalf("far job handed out early: due %d at %d", d.Due, e.Now())
+			}
+		}
+		e.Close()
+	})
+}
+
+// A compaction restates the jobs whose payload is on disk from the
+// segment it drops (their payloads come back into memory, and the tail
+// spills them again from the head), and a crash at any step of it loses
+// nothing: TestCompactionCrashAtEveryStep with payloads on disk.
+func TestCompactionWithPayloadsOnDisk(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fs := aof.NewMemFS()
+		rng := rand.New(rand.NewPCG(7, 8))
+		var ids []string
+		e := mustNew(t, segmented(fs, FsyncAlways))
+		churn(t, e, rng, 200, &ids) // FLUSHALL among its writes
+		addFar(t, e, 40, 60)
+		churn(t, e, rng, 60, &ids)
+		e.Close()
+		// Time moves as the spiller runs: the state to keep is the one
+		// when the compaction starts.
+		var want string
+		check := func(name string, crashed *aof.MemFS) {
+			t.Helper()
+			c := mustNew(t, segmented(crashed, FsyncAlways))
+			defer c.Close()
+			if got := dump(c); got != want {
+				t.Fatalf("%s: state after the crash differs\n%s", name, diffLines(want, got))
+			}
+		}
+		defer func(c int, s uint32) { compactChunk, compactScan = c, s }(compactChunk, compactScan)
+		compactChunk, compactScan = 16, 64
+		{
+			fs2 := fs.CrashClone()
+			e2 := mustNew(t, horizoned(fs2, FsyncAlways))
+			settleSpill()
+			if n := e2.Info().DiskJobs; n < 30 {
+				t.Fatalf("%d payloads on disk before the compaction", n)
+			}
+			want = dump(e2)
+			check("start", fs2.CrashClone())
+			steps := 0
+			defer func(f func(*finetimer.Timer)) { rewriteYield = f }(rewriteYield)
+			rewriteYield = func(*finetimer.Timer) {
+				steps++
+				check(fmt.Sprintf("chunk %d", steps), fs2.CrashClone())
+			}
+			defer func() { compactDropped = nil }()
+			compactDropped = func() { check("dropped", fs2.CrashClone()) }
+			compactAll(t, e2)
+			compactDropped, rewriteYield = nil, finetimer.Pause
+			if got := dump(e2); got != want {
+				t.Fatalf("after compacting payloads on disk\n%s", diffLines(want, got))
+			}
+			settleSpill()
+			if n := e2.Info().DiskJobs; n < 30 {
+				t.Fatalf("%d payloads on disk after the compaction: the head's restatements were not spilled again", n)
+			}
+			if got := dump(e2); got != want {
+				t.Fatalf("after spilling the restatements\n%s", diffLines(want, got))
+			}
+			e2.Close()
+			check("done", fs2.CrashClone())
+		}
+		for _, op := range []aof.Op{aof.OpWrite, aof.OpSync, aof.OpRename, aof.OpSyncDir, aof.OpRemove} {
+			for after := int64(0); after < 6; after++ {
+				fs2 := fs.CrashClone()
+				e2 := mustNew(t, horizoned(fs2, FsyncAlways))
+				settleSpill()
+				want = dump(e2)
+				n := after
+				if op == aof.OpWrite {
+					n *= 700
+				}
+				fs2.Inject(aof.Fault{Op: op, After: n})
+				err := e2.journal.Roll()
+				for active := e2.journal.Active(); err == nil && e2.journal.Segments()[0] < active; {
+					err = e2.compactSegment(e2.journal.Segments()[0])
+				}
+				check(fmt.Sprintf("op %d after %d (%v)", op, after, err), fs2.CrashClone())
+				e2.Close()
+			}
+		}
+	})
+}
+
+// A rewrite (BGREWRITEAOF) drops every segment: the payloads on disk come
+// back into memory as it writes them, and are spilled again from its file.
+func TestRewriteWithPayloadsOnDisk(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fs := aof.NewMemFS()
+		e := mustNew(t, horizoned(fs, FsyncEverySec))
+		addFar(t, e, 50, 80)
+		before := dump(e)
+		settleSpill()
+		if n := e.Info().DiskJobs; n != 50 {
+			t.Fatalf("%d payloads on disk, want 50", n)
+		}
+		if err := e.Rewrite(); err != nil {
+			t.Fatal(err)
+		}
+		for e.journal.Rewriting() {
+			synctest.Wait()
+			time.Sleep(time.Millisecond)
+		}
+		if after := dump(e); after != before {
+			t.Fatalf("after the rewrite\n%s", diffLines(before, after))
+		}
+		settleSpill()
+		if n := e.Info().DiskJobs; n != 50 {
+			t.Fatalf("%d payloads on disk after the rewrite, want 50 spilled again", n)
+		}
+		if after := dump(e); after != before {
+			t.Fatalf("after the rewrite and a spill\n%s", diffLines(before, after))
+		}
+		e.Close()
+		e = mustNew(t, horizoned(fs, FsyncEverySec))
+		defer e.Close()
+		if after := dump(e); after != before {
+			t.Fatalf("after the rewrite and a restart\n%s", diffLines(before, after))
+		}
+	})
+}
+
+// With no horizon, or no log of its own, every payload stays in memory.
+func TestHorizonOff(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		for _, o := range []Options{segmented(aof.NewMemFS(), FsyncAlways), {Horizon: 60_000}} {
+			e := mustNew(t, o)
+			addFar(t, e, 10, 100)
+			settleSpill()
+			if in := e.Info(); in.DiskJobs != 0 || (o.Horizon != 0 && in.Horizon != 0) {
+				t.Fatalf("horizon %d: %d payloads on disk", in.Horizon, in.DiskJobs)
+			}
+			e.Close()
+		}
+	})
+}

@@ -1,0 +1,182 @@
+package journal
+
+import (
+	"fmt"
+	"math"
+	"sync"
+	"sync/atomic"
+
+	"github.com/delayd/delayd/aof"
+)
+
+// Payloads on disk (docs/decisions/payloads-on-disk.md), the log's side:
+// reading a payload back from the segment that holds it (ReadPayload, the
+// owner's jobs.DiskReader), and tailing the log (Tail), which hands the
+// owner every record written since the last call with the segment and
+// offset it lies at, so that the owner can keep, for a job due far ahead,
+// where its payload is instead of its bytes. Both read what the writer has
+// written (write(2), not yet fsynced is enough: a crash that loses it
+// loses the job's record too). A segment a payload lies in is dropped only
+// once the owner restated what it held (compaction) or rewrote everything
+// (a rewrite's install, after which Gen changes).
+
+// payloads is the journal's open segments for reading, and the tail.
+type payloads struct {
+	mu    sync.Mutex
+	files map[uint16]segFile // by id modulo 65,536, as a job's home names it
+	// tailSeg and tailOff are where Tail goes on: the next record to read.
+	// Only Tail's caller uses them.
+	tailSeg uint64
+	tailOff int64
+	retail  atomic.Bool // the next Tail starts again from the first segment
+	reads   atomic.Uint64
+	gen     atomic.Uint64 // changed when a rewrite's install dropped every segment
+}
+
+type segFile struct {
+	id uint64
+	f  aof.File
+}
+
+// file returns segment id open for reading. Called with mu held.
+func (j *Journal) file(id uint64) (aof.File, error) {
+	p := &j.pay
+	if sf, ok := p.files[uint16(id)]; ok && sf.id == id {
+		return sf.f, nil
+	} else if ok {
+		sf.f.Close() // a dropped segment whose id the new one shares modulo 65,536
+	}
+	f, err := j.opts.FS.OpenFile(aof.SegPath(j.opts.Path, id), 0, 0) // os.O_RDONLY
+	if err != nil {
+		return nil, err
+	}
+	if p.files == nil {
+		p.files = make(map[uint16]segFile)
+	}
+	p.files[uint16(id)] = segFile{id, f}
+	return f, nil
+}
+
+// ReadPayload reads the n bytes at off of the segment seg names (modulo
+// 65,536) into a fresh slice: a job's payload on disk. It takes no lock but
+// its own, and no fsync waits on it. A segment is known once Tail has read
+// it.
+func (j *Journal) ReadPayload(seg uint16, off int64, n int) ([]byte, error) {
+	p := &j.pay
+	p.mu.Lock()
+	sf, ok := p.files[seg]
+	p.mu.Unlock()
+	if !ok {
+		return nil, fmt.Errorf("payload in segment %d, which is not open", seg)
+	}
+	b := make([]byte, n)
+	if _, err := sf.f.ReadAt(b, off); err != nil {
+		return nil, err
+	}
+	p.reads.Add(1)
+	return b, nil
+}
+
+// forget closes segment id's file once the segment left the manifest.
+func (j *Journal) forget(id uint64) {
+	p := &j.pay
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if sf, ok := p.files[uint16(id)]; ok && sf.id == id {
+		sf.f.Close()
+		delete(p.files, uint16(id))
+	}
+}
+
+// Gen changes when a rewrite's install drops every segment: a record Tail
+// read before it names a segment that is gone. One atomic load.
+func (j *Journal) Gen() uint64 { return j.pay.gen.Load() }
+
+// Tail calls fn with every record written since the last call, oldest
+// first, with its segment and the offset of the record's payload (its
+// bytes after the frame) in the segment's file; rec aliases a buffer
+// reused after fn returns. It stops at the active segment's end, or at a
+// record it cannot read yet (a batch being written), and goes on from
+// there next time; a segment dropped meanwhile is skipped. It returns the
+// Gen the records were read under. O(bytes written since the last call).
+// One caller at a time.
+func (j *Journal) Tail(fn func(seg uint64, off int64, rec []byte)) (gen uint64, err error) {
+	gen = j.Gen()
+	segs := j.Segments()
+	if len(segs) == 0 {
+		return gen, nil
+	}
+	p := &j.pay
+	if p.retail.Swap(false) {
+		p.tailSeg, p.tailOff = 0, 0
+	}
+	for _, id := range segs {
+		if id < p.tailSeg {
+			continue
+		}
+		if id > p.tailSeg {
+			p.tailSeg, p.tailOff = id, aof.HeaderSize // the one before was read whole, or dropped
+		}
+		active := id == j.Active()
+		to := int64(math.MaxInt64)
+		if active {
+			to = j.seg.activeSize.Load()
+		}
+		p.mu.Lock()
+		f, err := j.file(id)
+		p.mu.Unlock()
+		if err != nil {
+			return gen, err
+		}
+		if !active {
+			st, err := f.Stat()
+			if err != nil {
+				return gen, err
+			}
+			to = st.Size()
+		}
+		next, err := aof.ReadRange(f, p.tailOff, to, func(off int64, rec []byte) { fn(id, off, rec) })
+		p.tailOff = next
+		if err != nil || active || next < to {
+			return gen, err // the active one's end, or a record not readable yet
+		}
+	}
+	return gen, nil
+}
+
+// RetailFrom makes the next Tail read the log again from its first
+// segment: the owner's state was rebuilt from the log (a reload), so what
+// was read before is to be read again.
+func (j *Journal) RetailFrom() { j.pay.retail.Store(true) }
+
+// closePayloads closes the segments open for reading.
+func (j *Journal) closePayloads() {
+	p := &j.pay
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for k, sf := range p.files {
+		sf.f.Close()
+		delete(p.files, k)
+	}
+}
+
+// PayloadReads counts the payloads read back from disk since start.
+func (j *Journal) PayloadReads() uint64 { return j.pay.reads.Load() }
+
+// Warm reads segment id through once, without keeping it, so that the
+// payloads its compaction reads back under the owner's lock come from the
+// page cache: one sequential read off the lock instead of a random one per
+// job under it.
+func (j *Journal) Warm(id uint64) {
+	f, err := j.opts.FS.OpenFile(aof.SegPath(j.opts.Path, id), 0, 0) // os.O_RDONLY
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	buf := make([]byte, 1<<20)
+	for off := int64(0); ; off += int64(len(buf)) {
+		if n, err := f.ReadAt(buf, off); err != nil || n < len(buf) {
+			return
+		}
+	}
+}
