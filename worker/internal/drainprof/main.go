@@ -3,7 +3,8 @@
 // rivals race's burst case, without the race. It adds -jobs ready jobs
 // (ACKTIMEOUT 30 s) to queue "drain" of the delayd at -addr, then runs -w
 // workers of concurrency -c until every job ran; -prof writes a CPU
-// profile of the drain.
+// profile of the drain. -batch runs the library's batch mode (HandleBatch);
+// -raw runs no library, the floor the library is measured against.
 //
 //	taskset -c 0 delayd --port 16999 --appendonly yes &
 //	taskset -c 1 go run ./worker/internal/drainprof -c 16
@@ -19,6 +20,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -34,6 +36,7 @@ func main() {
 	prof := flag.String("prof", "", "")
 	proto := flag.Int("proto", 3, "RESP version of the workers' clients")
 	raw := flag.Bool("raw", false, "no library: each worker pipelines DELAY.ACK of its last batch with DELAY.MPOP COUNT -c on go-redis and handles the jobs in its own goroutine")
+	batch := flag.Bool("batch", false, "the library's batch mode: HandleBatch, a fetch's jobs in one call")
 	lead := flag.Duration("lead", 0, "all jobs due this long after the adds begin (0: ready at once)")
 	flag.Parse()
 	ctx := context.Background()
@@ -59,6 +62,7 @@ func main() {
 	if start.Before(due) {
 		start = due
 	}
+	cpu0 := cpuTime()
 	rctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	for i := 0; i < *workers && *raw; i++ {
@@ -93,20 +97,40 @@ func main() {
 		c := redis.NewClient(&redis.Options{Addr: *addr, Protocol: *proto})
 		c.AddHook(counter{})
 		w := worker.New(c, worker.Options{Concurrency: *conc, Logger: slog.New(slog.DiscardHandler)})
-		w.HandleFunc("drain", func(context.Context, *worker.Job) error {
-			if n.Add(1) == int64(*jobs) {
-				close(all)
-			}
-			return nil
-		})
+		if *batch {
+			w.HandleBatchFunc("drain", func(_ context.Context, js []*worker.Job) error {
+				if n.Add(int64(len(js))) == int64(*jobs) {
+					close(all)
+				}
+				return nil
+			})
+		} else {
+			w.HandleFunc("drain", func(context.Context, *worker.Job) error {
+				if n.Add(1) == int64(*jobs) {
+					close(all)
+				}
+				return nil
+			})
+		}
 		wg.Add(1)
 		go func() { defer wg.Done(); w.Run(rctx) }()
 	}
 	<-all
 	took := time.Since(start)
-	fmt.Printf("%d jobs in %v: %.0f jobs/s; %d fetches (%.1f jobs each), %d alone\n", *jobs, took, float64(*jobs)/took.Seconds(), fetches.Load(), float64(*jobs)/float64(fetches.Load()), alone.Load())
+	cpu := cpuTime() - cpu0
+	fmt.Printf("%d jobs in %v: %.0f jobs/s, %.2f µs of this process's CPU a job; %d fetches (%.1f jobs each), %d alone\n",
+		*jobs, took, float64(*jobs)/took.Seconds(), float64(cpu.Microseconds())/float64(*jobs),
+		fetches.Load(), float64(*jobs)/float64(fetches.Load()), alone.Load())
 	cancel()
 	wg.Wait()
+}
+
+// cpuTime is the process's user and system CPU so far: the workers' cost
+// (the server runs in its own process).
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 var fetches, alone atomic.Int64
