@@ -34,6 +34,7 @@ type runner struct {
 	wake      chan struct{} // cap 1: a slot freed
 	ackWake   chan struct{} // cap 1: acks are waiting
 	rtt       atomic.Int64  // ns: a moving average of fetches that got every job they asked for
+	away      bool          // fetchLoop will not fetch soon: a fetch in flight, a retry's wait, or the stop
 	fetching  bool          // batchLoop has a fetch in flight
 	fetched   *sync.Cond    // on mu: fetching turned false
 }
@@ -78,6 +79,12 @@ func signal(c chan struct{}) {
 // jobs and their acks.
 func (r *runner) fetchLoop() {
 	defer r.w.fetchers.Done()
+	defer func() {
+		r.mu.Lock()
+		r.away = true
+		r.mu.Unlock()
+		signal(r.ackWake) // what finished meanwhile goes alone now
+	}()
 	// Never cancelled: a cancelled blocking call closes its connection, and
 	// a job the server hands over in that instant would wait out its ack
 	// timeout. The stop waits for the call instead (at most BlockTime).
@@ -135,6 +142,7 @@ func (r *runner) fetchLoop() {
 		}
 		n, acks := r.free, r.acks
 		r.acks = nil
+		r.away = true
 		r.mu.Unlock()
 
 		began := time.Now()
@@ -147,6 +155,10 @@ func (r *runner) fetchLoop() {
 		}
 		if len(jobs) > 0 {
 			r.start(jobs)
+			// Let the handlers just started run before the next fetch goes
+			// out: fast ones end now, and their acks ride with it rather
+			// than alone a few ms later, a round trip and a timer each.
+			runtime.Gosched()
 		}
 		if err == nil {
 			if failures > 0 {
@@ -159,6 +171,10 @@ func (r *runner) fetchLoop() {
 		if failures == 0 {
 			r.log.Warn("delayd: DELAY.MPOP failed; retrying", "err", err)
 		}
+		r.mu.Lock()
+		r.away = true
+		r.mu.Unlock()
+		signal(r.ackWake)
 		failures++
 		d := min(retryFirst<<min(failures-1, 5), retryMax)
 		select {
@@ -226,6 +242,7 @@ func (r *runner) start(jobs []*Job) {
 	now := r.w.clk.Now()
 	tasks := make([]task, len(jobs)) // one allocation for the fetch
 	r.mu.Lock()
+	r.away = false // the fetch is back: acks from now on go with the next
 	abandoned := r.abandoned
 	if !abandoned {
 		r.free -= len(jobs)
@@ -264,7 +281,10 @@ func (r *runner) run(t *task) {
 	first := false
 	if ack {
 		r.acks = append(r.acks, job.ID)
-		first = len(r.acks) == 1
+		// The flusher is needed only when no fetch is coming to take it:
+		// a fetch that is back comes at once, or (all slots busy) as soon
+		// as this freed one lets it.
+		first = len(r.acks) == 1 && r.away
 	}
 	r.mu.Unlock()
 	signal(r.wake)
