@@ -86,7 +86,7 @@ func (r *runner) runBatch(t *task) {
 		r.mu.Lock()
 		delete(r.running, t)
 		for _, job := range t.jobs {
-			r.acks = append(r.acks, job.ID)
+			r.acks = append(r.acks, job.ackArg())
 		}
 		r.mu.Unlock()
 		return
@@ -96,14 +96,14 @@ func (r *runner) runBatch(t *task) {
 		r.log.Error("delayd: a batch handler's BatchErrors does not match its jobs; all failed", "jobs", len(t.jobs), "errors", len(each))
 		each = nil
 	}
-	acks := make([]string, 0, len(t.jobs))
+	acks := make([]any, 0, len(t.jobs))
 	for i, job := range t.jobs {
 		jerr := err
 		if each != nil {
 			jerr = each[i]
 		}
 		if r.end(job, jerr) {
-			acks = append(acks, job.ID)
+			acks = append(acks, job.ackArg())
 		}
 	}
 	r.mu.Lock()

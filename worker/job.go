@@ -11,6 +11,15 @@ type Job struct {
 	Queue   string
 	ID      string
 	Payload []byte
+
+	id any // ID as the fetch's reply boxed it: an ACK's argument with no boxing of its own
+}
+
+func (j *Job) ackArg() any {
+	if j.id != nil {
+		return j.id
+	}
+	return j.ID
 }
 
 // Handler does the work of a job. Returning nil acknowledges it; returning

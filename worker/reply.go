@@ -77,7 +77,7 @@ func mpopJobs(queue string, cmd *redis.Cmd) ([]*Job, error) {
 		if !ok || len(pair) != 2 {
 			return jobs, fmt.Errorf("delayd: DELAY.MPOP job %v", e)
 		}
-		block[i] = Job{Queue: queue, ID: str(pair[0]), Payload: []byte(str(pair[1]))}
+		block[i] = Job{Queue: queue, ID: str(pair[0]), Payload: []byte(str(pair[1])), id: pair[0]}
 		jobs = append(jobs, &block[i])
 	}
 	return jobs, nil

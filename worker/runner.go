@@ -27,8 +27,8 @@ type runner struct {
 	log   *slog.Logger
 
 	mu        sync.Mutex
-	free      int      // slots not running a job
-	acks      []string // finished jobs not acknowledged yet
+	free      int   // slots not running a job
+	acks      []any // finished jobs' ids not acknowledged yet, as the fetch's reply boxed them
 	running   map[*task]struct{}
 	abandoned bool          // the stop's deadline passed: give back what comes in
 	wake      chan struct{} // cap 1: a slot freed
@@ -187,7 +187,7 @@ func (r *runner) fetchLoop() {
 
 // fetch sends acks (if any) and one DELAY.MPOP for up to n jobs in one
 // write. Acks that failed in a way a retry may pass are kept for the next.
-func (r *runner) fetch(ctx context.Context, acks []string, n int) ([]*Job, error) {
+func (r *runner) fetch(ctx context.Context, acks []any, n int) ([]*Job, error) {
 	pop := redis.NewCmd(ctx, "DELAY.MPOP", r.w.block, 1, r.queue, "COUNT", n)
 	pop.SetFirstKeyPos(3) // for the cluster client: the key follows a count
 	if len(acks) == 0 {
@@ -203,19 +203,17 @@ func (r *runner) fetch(ctx context.Context, acks []string, n int) ([]*Job, error
 	return mpopJobs(r.queue, pop)
 }
 
-func ackCmd(ctx context.Context, queue string, ids []string) *redis.Cmd {
+func ackCmd(ctx context.Context, queue string, ids []any) *redis.Cmd {
 	args := make([]any, 0, 2+len(ids))
 	args = append(args, "DELAY.ACK", queue)
-	for _, id := range ids {
-		args = append(args, id)
-	}
+	args = append(args, ids...)
 	return redis.NewCmd(ctx, args...)
 }
 
 // acked reads a DELAY.ACK's reply: fewer acknowledged than sent means
 // reservations that expired (those jobs are delivered again) or jobs added
 // without ACKTIMEOUT (their pop removed them).
-func (r *runner) acked(ids []string, cmd *redis.Cmd) {
+func (r *runner) acked(ids []any, cmd *redis.Cmd) {
 	n, err := cmd.Int64()
 	if err != nil {
 		if transient(err) {
@@ -233,7 +231,11 @@ func (r *runner) acked(ids []string, cmd *redis.Cmd) {
 		r.log.Warn("delayd: acknowledged jobs were no longer reserved (ack timeout passed, or no ACKTIMEOUT)", "lost", lost, "sent", len(ids))
 	}
 	if r.w.opt.Acked != nil {
-		r.w.opt.Acked(r.queue, ids)
+		strs := make([]string, len(ids))
+		for i, id := range ids {
+			strs[i] = str(id)
+		}
+		r.w.opt.Acked(r.queue, strs)
 	}
 }
 
@@ -280,7 +282,7 @@ func (r *runner) run(t *task) {
 	r.free++
 	first := false
 	if ack {
-		r.acks = append(r.acks, job.ID)
+		r.acks = append(r.acks, job.ackArg())
 		// The flusher is needed only when no fetch is coming to take it:
 		// a fetch that is back comes at once, or (all slots busy) as soon
 		// as this freed one lets it.
