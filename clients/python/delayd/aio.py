@@ -305,6 +305,10 @@ class Worker:
                 for id, payload in f.jobs:
                     job = Job(f.queue, id, payload, g, now_ms)
                     job._task = spawn(run(job))
+                # Let the handlers just started run before the next fetch
+                # goes out: fast ones end now, and their acks ride with it
+                # rather than alone a few ms later.
+                await asyncio.sleep(0)
             if f.error is not None:
                 node = None
                 await self._outage(outage, f.error, "fetch")
