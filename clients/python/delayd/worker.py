@@ -323,6 +323,10 @@ class Worker:
                     put = self._jobs.put
                     for id, payload in f.jobs:
                         put(Job(f.queue, id, payload, g, now_ms))
+                    # Hand the GIL to the handler threads before the next
+                    # fetch goes out: fast jobs end now, and their acks ride
+                    # with it rather than alone 2 ms later.
+                    time.sleep(0)
             if f.error is not None:
                 node = None
                 self._outage(outage, f.error, "fetch")
