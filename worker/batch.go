@@ -11,6 +11,9 @@ import (
 // this goroutine, fetch again. A job costs no goroutine, slot or wake-up of
 // its own; the batch is one task for the heartbeat and the stop.
 func (r *runner) batchLoop() {
+	// The last batch's acks go alone once no fetch will carry them; the
+	// stop's final flush waits for every queue's handlers.
+	defer signal(r.ackWake)
 	// Never cancelled, as fetchLoop's.
 	ctx := context.Background()
 	failures := 0

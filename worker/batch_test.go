@@ -187,3 +187,42 @@ func TestBatchShutdownDeadlineGivesBack(t *testing.T) {
 		}
 	}
 }
+
+// A batch that ends after the stop began is acknowledged at once, not when
+// the stop's last flush comes after every other queue's handlers.
+func TestBatchEndingInTheStopIsAckedAtOnce(t *testing.T) {
+	qb, qs := fresh("batchlate"), fresh("slow")
+	rdb := client(t)
+	c := worker.NewClient(rdb)
+	addN(t, c, qb, 3)
+	addN(t, c, qs, 1)
+	batchIn, slowIn := make(chan struct{}), make(chan struct{})
+	releaseBatch, releaseSlow := make(chan struct{}), make(chan struct{})
+	w := worker.New(rdb, worker.Options{Concurrency: 16, Logger: quiet})
+	w.HandleBatchFunc(qb, func(ctx context.Context, jobs []*worker.Job) error {
+		close(batchIn)
+		<-releaseBatch
+		return nil
+	})
+	w.HandleFunc(qs, func(ctx context.Context, job *worker.Job) error {
+		close(slowIn)
+		<-releaseSlow
+		return nil
+	})
+	defer close(releaseSlow)
+	stop := run(t, w, 10*time.Second)
+	<-batchIn
+	<-slowIn
+	stopped := make(chan error, 1)
+	go func() { stopped <- stop() }()
+	time.Sleep(50 * time.Millisecond) // the stop has begun: no fetch will carry the batch's acks
+	close(releaseBatch)
+	waitFor(t, 2*time.Second, "the batch acked while the slow job still runs", func() bool {
+		return stats(t, c, qb).Reserved == 0
+	})
+	select {
+	case err := <-stopped:
+		t.Fatalf("the stop ended (%v) with the slow job running", err)
+	default:
+	}
+}

@@ -15,7 +15,8 @@ import (
 type Options struct {
 	// Concurrency is how many jobs of each queue run at once (default 10).
 	// A fetch takes at most the free slots, so nothing waits unstarted in
-	// the worker. With 1, jobs are taken one at a time.
+	// the worker. With 1, jobs are taken one at a time. For a queue of
+	// HandleBatch it is the most jobs a batch holds.
 	Concurrency int
 
 	// BlockTime is how long one DELAY.MPOP waits when the queue is empty
