@@ -23,6 +23,16 @@
 // after a few ms (three fetch round trips, 2 to 20 ms). Fetches block for BlockTime (1 s), under the client's read
 // timeout: go-redis cannot know that a command sent with Do blocks.
 //
+// # Batch mode
+//
+// HandleBatch takes a queue's jobs a fetch at a time: each fetch's jobs, up
+// to Concurrency, go to one call of the batch handler on the goroutine that
+// fetched them, and their acks go with the next fetch, sent as soon as the
+// call returns. A job then costs no goroutine, slot or wake-up of its own,
+// which is most of what a fast handler's job costs the worker; the price is
+// that a batch waits for its slowest job. A BatchErrors return says which
+// jobs failed; each is retried or acknowledged as a Handler's would be.
+//
 // A job still running after HeartbeatAfter (1 s) gets one DELAY.GET for its
 // ack deadline, then a DELAY.TOUCH whenever a third of its ack timeout is
 // left, until its handler returns. A handler's error (or panic, caught and

@@ -11,6 +11,15 @@ type Job struct {
 	Queue   string
 	ID      string
 	Payload []byte
+
+	id any // ID as the fetch's reply boxed it: an ACK's argument with no boxing of its own
+}
+
+func (j *Job) ackArg() any {
+	if j.id != nil {
+		return j.id
+	}
+	return j.ID
 }
 
 // Handler does the work of a job. Returning nil acknowledges it; returning
@@ -46,3 +55,42 @@ type PanicError struct {
 }
 
 func (e *PanicError) Error() string { return fmt.Sprintf("panic: %v", e.Value) }
+
+// BatchHandler does the work of every job one fetch brought, in one call
+// (see Worker.HandleBatch). Returning nil acknowledges them all; a
+// BatchErrors says which failed; any other error fails them all. Each
+// failed job is given back with its backoff, or acknowledged if its error
+// wraps SkipRetry, as a Handler's would be. The context is cancelled when
+// a graceful stop's deadline passes with the batch still running; its jobs
+// are then given back at once.
+type BatchHandler interface {
+	ProcessBatch(ctx context.Context, jobs []*Job) error
+}
+
+// BatchHandlerFunc lets an ordinary function be a BatchHandler.
+type BatchHandlerFunc func(ctx context.Context, jobs []*Job) error
+
+// ProcessBatch calls f(ctx, jobs).
+func (f BatchHandlerFunc) ProcessBatch(ctx context.Context, jobs []*Job) error { return f(ctx, jobs) }
+
+// BatchErrors is a batch handler's error when some of its jobs failed and
+// others did not: one entry per job, in the order the handler got them,
+// nil for a job done. One of another length fails the whole batch.
+type BatchErrors []error
+
+func (e BatchErrors) Error() string {
+	n := 0
+	var first error
+	for _, err := range e {
+		if err != nil {
+			if first == nil {
+				first = err
+			}
+			n++
+		}
+	}
+	if first == nil {
+		return "no job failed"
+	}
+	return fmt.Sprintf("%d of %d jobs failed: %v", n, len(e), first)
+}

@@ -71,12 +71,14 @@ func mpopJobs(queue string, cmd *redis.Cmd) ([]*Job, error) {
 	}
 	list, _ := top[1].([]any)
 	jobs := make([]*Job, 0, len(list))
-	for _, e := range list {
+	block := make([]Job, len(list)) // one allocation for the fetch's jobs
+	for i, e := range list {
 		pair, ok := e.([]any)
 		if !ok || len(pair) != 2 {
 			return jobs, fmt.Errorf("delayd: DELAY.MPOP job %v", e)
 		}
-		jobs = append(jobs, &Job{Queue: queue, ID: str(pair[0]), Payload: []byte(str(pair[1]))})
+		block[i] = Job{Queue: queue, ID: str(pair[0]), Payload: []byte(str(pair[1])), id: pair[0]}
+		jobs = append(jobs, &block[i])
 	}
 	return jobs, nil
 }

@@ -16,34 +16,40 @@ import (
 )
 
 // runner is one queue's loop: its slots, the acks waiting for a fetch,
-// its running jobs.
+// its running jobs. Its handler is h, run in a goroutine a job by
+// fetchLoop, or batch, run on batchLoop's own goroutine a fetch at a time.
 type runner struct {
 	w     *Worker
 	queue string
 	h     Handler
+	batch BatchHandler
 	qm    *queueMetrics
 	log   *slog.Logger
 
 	mu        sync.Mutex
-	free      int      // slots not running a job
-	acks      []string // finished jobs not acknowledged yet
+	free      int   // slots not running a job
+	acks      []any // finished jobs' ids not acknowledged yet, as the fetch's reply boxed them
 	running   map[*task]struct{}
 	abandoned bool          // the stop's deadline passed: give back what comes in
 	wake      chan struct{} // cap 1: a slot freed
 	ackWake   chan struct{} // cap 1: acks are waiting
 	rtt       atomic.Int64  // ns: a moving average of fetches that got every job they asked for
+	away      bool          // fetchLoop will not fetch soon: a fetch in flight, a retry's wait, or the stop
+	fetching  bool          // batchLoop has a fetch in flight
+	fetched   *sync.Cond    // on mu: fetching turned false
 }
 
-// task is one running job. state decides once who ends it: the handler
-// returning (finish) or a stop's deadline (giveUp).
+// task is one running job, or a batch handler's jobs. state decides once
+// who ends it: the handler returning (finish) or a stop's deadline
+// (giveUp).
 type task struct {
-	job   *Job
+	jobs  []*Job
 	taken time.Time
 	state atomic.Int32 // 0 running, 1 finished, 2 given up
-	// Guarded by the runner's mu: the heartbeat once the job ran
-	// HeartbeatAfter (heartbeatLoop starts it), and whether the handler
-	// returned (then none starts).
-	hb    *heartbeat
+	// Guarded by the runner's mu: the heartbeats once the task ran
+	// HeartbeatAfter (heartbeatLoop starts them, one a job), and whether
+	// the handler returned (then none starts).
+	hb    []*heartbeat
 	ended bool
 }
 
@@ -55,6 +61,7 @@ func (r *runner) init() {
 	r.running = make(map[*task]struct{}, r.free)
 	r.wake = make(chan struct{}, 1)
 	r.ackWake = make(chan struct{}, 1)
+	r.fetched = sync.NewCond(&r.mu)
 	r.qm = r.w.opt.Metrics.forQueue(r.queue)
 	r.log = r.w.log.With("queue", r.queue)
 }
@@ -72,6 +79,12 @@ func signal(c chan struct{}) {
 // jobs and their acks.
 func (r *runner) fetchLoop() {
 	defer r.w.fetchers.Done()
+	defer func() {
+		r.mu.Lock()
+		r.away = true
+		r.mu.Unlock()
+		signal(r.ackWake) // what finished meanwhile goes alone now
+	}()
 	// Never cancelled: a cancelled blocking call closes its connection, and
 	// a job the server hands over in that instant would wait out its ack
 	// timeout. The stop waits for the call instead (at most BlockTime).
@@ -129,6 +142,7 @@ func (r *runner) fetchLoop() {
 		}
 		n, acks := r.free, r.acks
 		r.acks = nil
+		r.away = true
 		r.mu.Unlock()
 
 		began := time.Now()
@@ -141,6 +155,10 @@ func (r *runner) fetchLoop() {
 		}
 		if len(jobs) > 0 {
 			r.start(jobs)
+			// Let the handlers just started run before the next fetch goes
+			// out: fast ones end now, and their acks ride with it rather
+			// than alone a few ms later, a round trip and a timer each.
+			runtime.Gosched()
 		}
 		if err == nil {
 			if failures > 0 {
@@ -153,6 +171,10 @@ func (r *runner) fetchLoop() {
 		if failures == 0 {
 			r.log.Warn("delayd: DELAY.MPOP failed; retrying", "err", err)
 		}
+		r.mu.Lock()
+		r.away = true
+		r.mu.Unlock()
+		signal(r.ackWake)
 		failures++
 		d := min(retryFirst<<min(failures-1, 5), retryMax)
 		select {
@@ -165,7 +187,7 @@ func (r *runner) fetchLoop() {
 
 // fetch sends acks (if any) and one DELAY.MPOP for up to n jobs in one
 // write. Acks that failed in a way a retry may pass are kept for the next.
-func (r *runner) fetch(ctx context.Context, acks []string, n int) ([]*Job, error) {
+func (r *runner) fetch(ctx context.Context, acks []any, n int) ([]*Job, error) {
 	pop := redis.NewCmd(ctx, "DELAY.MPOP", r.w.block, 1, r.queue, "COUNT", n)
 	pop.SetFirstKeyPos(3) // for the cluster client: the key follows a count
 	if len(acks) == 0 {
@@ -181,19 +203,17 @@ func (r *runner) fetch(ctx context.Context, acks []string, n int) ([]*Job, error
 	return mpopJobs(r.queue, pop)
 }
 
-func ackCmd(ctx context.Context, queue string, ids []string) *redis.Cmd {
+func ackCmd(ctx context.Context, queue string, ids []any) *redis.Cmd {
 	args := make([]any, 0, 2+len(ids))
 	args = append(args, "DELAY.ACK", queue)
-	for _, id := range ids {
-		args = append(args, id)
-	}
+	args = append(args, ids...)
 	return redis.NewCmd(ctx, args...)
 }
 
 // acked reads a DELAY.ACK's reply: fewer acknowledged than sent means
 // reservations that expired (those jobs are delivered again) or jobs added
 // without ACKTIMEOUT (their pop removed them).
-func (r *runner) acked(ids []string, cmd *redis.Cmd) {
+func (r *runner) acked(ids []any, cmd *redis.Cmd) {
 	n, err := cmd.Int64()
 	if err != nil {
 		if transient(err) {
@@ -211,21 +231,26 @@ func (r *runner) acked(ids []string, cmd *redis.Cmd) {
 		r.log.Warn("delayd: acknowledged jobs were no longer reserved (ack timeout passed, or no ACKTIMEOUT)", "lost", lost, "sent", len(ids))
 	}
 	if r.w.opt.Acked != nil {
-		r.w.opt.Acked(r.queue, ids)
+		strs := make([]string, len(ids))
+		for i, id := range ids {
+			strs[i] = str(id)
+		}
+		r.w.opt.Acked(r.queue, strs)
 	}
 }
 
 // start runs the jobs a fetch brought, each in its own goroutine.
 func (r *runner) start(jobs []*Job) {
 	now := r.w.clk.Now()
-	tasks := make([]*task, len(jobs))
+	tasks := make([]task, len(jobs)) // one allocation for the fetch
 	r.mu.Lock()
+	r.away = false // the fetch is back: acks from now on go with the next
 	abandoned := r.abandoned
 	if !abandoned {
 		r.free -= len(jobs)
-		for i, j := range jobs {
-			tasks[i] = &task{job: j, taken: now}
-			r.running[tasks[i]] = struct{}{}
+		for i := range jobs {
+			tasks[i].jobs, tasks[i].taken = jobs[i:i+1:i+1], now
+			r.running[&tasks[i]] = struct{}{}
 		}
 		r.w.tasks.Add(len(jobs))
 	}
@@ -236,8 +261,8 @@ func (r *runner) start(jobs []*Job) {
 		}
 		return
 	}
-	for _, t := range tasks {
-		go r.run(t)
+	for i := range tasks {
+		go r.run(&tasks[i])
 	}
 }
 
@@ -245,64 +270,84 @@ func (r *runner) start(jobs []*Job) {
 // with its backoff. The stop waits for that (tasks) unless its deadline
 // gave the job back first.
 func (r *runner) run(t *task) {
-	r.qm.running(1)
-	start := time.Now()
-	err := r.call(t.job)
-	r.mu.Lock()
-	hb := t.hb
-	t.ended = true
-	r.mu.Unlock()
-	if hb != nil {
-		hb.stop()
-	}
-	r.qm.observe(time.Since(start).Seconds())
-	r.qm.running(-1)
+	job := t.jobs[0]
+	err := r.timed(t, func() error { return r.call(job) })
 	if !t.finish() {
 		return // given back at the stop's deadline
 	}
 	defer r.w.tasks.Done()
-	switch {
-	case err == nil:
-		r.qm.add(processed, 1)
-		r.done(t, true)
-	case errors.Is(err, SkipRetry):
-		r.qm.add(failed, 1)
-		r.qm.add(discarded, 1)
-		r.log.Warn("delayd: job failed, not retried (SkipRetry)", "id", t.job.ID, "err", err)
-		r.done(t, true)
-	default:
-		r.qm.add(failed, 1)
-		r.retry(t.job, err)
-		r.done(t, false)
-	}
-}
-
-// call runs the handler, a panic turned into a PanicError.
-func (r *runner) call(job *Job) (err error) {
-	defer func() {
-		if v := recover(); v != nil {
-			pe := &PanicError{Value: v, Stack: debug.Stack()}
-			r.log.Error("delayd: handler panicked", "id", job.ID, "panic", fmt.Sprint(v), "stack", string(pe.Stack))
-			err = pe
-		}
-	}()
-	return r.h.ProcessJob(r.w.handlerCtx, job)
-}
-
-// done frees the job's slot and, for ack, queues its id for the next fetch.
-func (r *runner) done(t *task, ack bool) {
+	ack := r.end(job, err)
 	r.mu.Lock()
 	delete(r.running, t)
 	r.free++
 	first := false
 	if ack {
-		r.acks = append(r.acks, t.job.ID)
-		first = len(r.acks) == 1
+		r.acks = append(r.acks, job.ackArg())
+		// The flusher is needed only when no fetch is coming to take it:
+		// a fetch that is back comes at once, or (all slots busy) as soon
+		// as this freed one lets it.
+		first = len(r.acks) == 1 && r.away
 	}
 	r.mu.Unlock()
 	signal(r.wake)
 	if first {
 		signal(r.ackWake)
+	}
+}
+
+// timed runs a task's handler call, counted in the metrics, and stops its
+// heartbeats once it returns.
+func (r *runner) timed(t *task, call func() error) error {
+	var start time.Time
+	if r.qm != nil {
+		r.qm.running(len(t.jobs))
+		start = time.Now()
+	}
+	err := call()
+	r.mu.Lock()
+	hb := t.hb
+	t.ended = true
+	r.mu.Unlock()
+	for _, h := range hb {
+		h.stop()
+	}
+	if r.qm != nil {
+		r.qm.observe(time.Since(start).Seconds())
+		r.qm.running(-len(t.jobs))
+	}
+	return err
+}
+
+// end settles a finished job by its handler's error: true to acknowledge
+// it (done, or SkipRetry), false when it was given back for a retry.
+func (r *runner) end(job *Job, err error) bool {
+	switch {
+	case err == nil:
+		r.qm.add(processed, 1)
+		return true
+	case errors.Is(err, SkipRetry):
+		r.qm.add(failed, 1)
+		r.qm.add(discarded, 1)
+		r.log.Warn("delayd: job failed, not retried (SkipRetry)", "id", job.ID, "err", err)
+		return true
+	}
+	r.qm.add(failed, 1)
+	r.retry(job, err)
+	return false
+}
+
+// call runs the handler, a panic turned into a PanicError.
+func (r *runner) call(job *Job) (err error) {
+	defer r.recover(job.ID, &err)
+	return r.h.ProcessJob(r.w.handlerCtx, job)
+}
+
+// recover turns a handler's panic into a PanicError in *err.
+func (r *runner) recover(id string, err *error) {
+	if v := recover(); v != nil {
+		pe := &PanicError{Value: v, Stack: debug.Stack()}
+		r.log.Error("delayd: handler panicked", "id", id, "panic", fmt.Sprint(v), "stack", string(pe.Stack))
+		*err = pe
 	}
 }
 
@@ -381,11 +426,13 @@ func (r *runner) abandon() {
 			hb := t.hb
 			t.ended = true
 			r.mu.Unlock()
-			if hb != nil {
-				hb.stop()
+			for _, h := range hb {
+				h.stop()
 			}
-			r.log.Warn("delayd: job still running at the stop's deadline; given back", "id", t.job.ID)
-			r.nack(ctx, t.job, 0, shuttingDown)
+			for _, job := range t.jobs {
+				r.log.Warn("delayd: job still running at the stop's deadline; given back", "id", job.ID)
+				r.nack(ctx, job, 0, shuttingDown)
+			}
 			r.mu.Lock()
 			delete(r.running, t)
 			r.mu.Unlock()
@@ -416,8 +463,10 @@ func (r *runner) heartbeatLoop() {
 		r.mu.Lock()
 		for t := range r.running {
 			if t.hb == nil && !t.ended && now.Sub(t.taken) >= after {
-				job := t.job
-				t.hb = startHeartbeat(r.w.clk, r, r.queue, job.ID, t.taken, 0, func(err error) { r.reservationTrouble(job, err) })
+				t.hb = make([]*heartbeat, len(t.jobs))
+				for i, job := range t.jobs {
+					t.hb[i] = startHeartbeat(r.w.clk, r, r.queue, job.ID, t.taken, 0, func(err error) { r.reservationTrouble(job, err) })
+				}
 			}
 		}
 		r.mu.Unlock()

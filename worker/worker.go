@@ -15,7 +15,8 @@ import (
 type Options struct {
 	// Concurrency is how many jobs of each queue run at once (default 10).
 	// A fetch takes at most the free slots, so nothing waits unstarted in
-	// the worker. With 1, jobs are taken one at a time.
+	// the worker. With 1, jobs are taken one at a time. For a queue of
+	// HandleBatch it is the most jobs a batch holds.
 	Concurrency int
 
 	// BlockTime is how long one DELAY.MPOP waits when the queue is empty
@@ -109,7 +110,7 @@ type Worker struct {
 	stopped    chan struct{} // closed when the stop is complete
 	handlerCtx context.Context
 	cancelJobs context.CancelFunc
-	fetchers   sync.WaitGroup
+	fetchers   sync.WaitGroup // the fetch loops of Handlers (a batch loop runs its handler: see waitFetch)
 	flushers   sync.WaitGroup
 	tasks      sync.WaitGroup
 }
@@ -179,22 +180,43 @@ func ClusterOptions(addrs ...string) *redis.ClusterOptions {
 // Handle registers the handler of a queue. It panics on a second handler
 // for the same queue or after Run.
 func (w *Worker) Handle(queue string, h Handler) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.started {
-		panic("worker: Handle after Run")
-	}
-	for _, r := range w.runners {
-		if r.queue == queue {
-			panic("worker: a second handler for queue " + queue)
-		}
-	}
-	w.runners = append(w.runners, &runner{w: w, queue: queue, h: h})
+	w.add(&runner{w: w, queue: queue, h: h})
 }
 
 // HandleFunc registers a function as the handler of a queue.
 func (w *Worker) HandleFunc(queue string, f func(context.Context, *Job) error) {
 	w.Handle(queue, HandlerFunc(f))
+}
+
+// HandleBatch registers a batch handler for a queue: each fetch's jobs, up
+// to Concurrency of them, go to one call of h, made on the goroutine that
+// fetched them, and their acks go with the next fetch, sent as soon as h
+// returns. One batch of a queue runs at a time. A job so costs the worker
+// no goroutine, timer or wake-up of its own, which is what a fast handler
+// spends most of its time on; a batch is as slow as its slowest job.
+// Middleware (Use) wraps Handlers only. It panics on a second handler for
+// the same queue or after Run.
+func (w *Worker) HandleBatch(queue string, h BatchHandler) {
+	w.add(&runner{w: w, queue: queue, batch: h})
+}
+
+// HandleBatchFunc registers a function as the batch handler of a queue.
+func (w *Worker) HandleBatchFunc(queue string, f func(context.Context, []*Job) error) {
+	w.HandleBatch(queue, BatchHandlerFunc(f))
+}
+
+func (w *Worker) add(r *runner) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.started {
+		panic("worker: Handle after Run")
+	}
+	for _, o := range w.runners {
+		if o.queue == r.queue {
+			panic("worker: a second handler for queue " + r.queue)
+		}
+	}
+	w.runners = append(w.runners, r)
 }
 
 // Use adds middleware around every handler; call it before Run.
@@ -225,15 +247,19 @@ func (w *Worker) Run(ctx context.Context) error {
 	// Handlers outlive ctx: its end starts the stop, which lets them finish.
 	w.handlerCtx, w.cancelJobs = context.WithCancel(context.WithoutCancel(ctx))
 	for _, r := range w.runners {
+		r.init()
+		w.flushers.Add(2)
+		go r.flushLoop()
+		go r.heartbeatLoop()
+		if r.batch != nil {
+			go r.batchLoop()
+			continue
+		}
 		for i := len(w.mw) - 1; i >= 0; i-- {
 			r.h = w.mw[i](r.h)
 		}
-		r.init()
 		w.fetchers.Add(1)
-		w.flushers.Add(2)
 		go r.fetchLoop()
-		go r.flushLoop()
-		go r.heartbeatLoop()
 	}
 	w.mu.Unlock()
 
@@ -284,6 +310,11 @@ func (w *Worker) Shutdown(ctx context.Context) error {
 	// are given back could take them again. A parked fetch ends within
 	// BlockTime.
 	w.fetchers.Wait()
+	for _, r := range w.runners {
+		if r.batch != nil {
+			r.waitFetch()
+		}
+	}
 	var err error
 	if !waitOrDone(ctx, &w.tasks) {
 		err = ctx.Err()

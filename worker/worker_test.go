@@ -203,6 +203,46 @@ func TestAcksRideWithTheNextFetch(t *testing.T) {
 	}
 }
 
+// Jobs that come due one at a time, each taken by a fetch that was parked
+// on the queue: the handler ends before the next fetch goes out, so its
+// ack rides with it instead of going alone a few ms later (a round trip
+// and a timer a job).
+func TestAcksOfJobsDueOneByOneRideWithTheFetch(t *testing.T) {
+	q := fresh("onebyone")
+	rdb := client(t)
+	c := worker.NewClient(rdb)
+	const n = 40
+	base := time.Now().Add(300 * time.Millisecond)
+	for i := 0; i < n; i++ {
+		if _, err := c.Add(context.Background(), q, []byte("p"), worker.ID(fmt.Sprintf("j%d", i)),
+			worker.AckTimeout(30*time.Second), worker.At(base.Add(time.Duration(i)*10*time.Millisecond))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rt := &roundTrips{alone: map[string]int{}, pipelines: map[string]int{}}
+	wrdb := redis.NewClient(&redis.Options{Addr: delaydAddr})
+	defer wrdb.Close()
+	wrdb.AddHook(rt)
+	var handled atomic.Int32
+	w := worker.New(wrdb, worker.Options{Logger: quiet})
+	w.HandleFunc(q, func(ctx context.Context, job *worker.Job) error {
+		handled.Add(1)
+		return nil
+	})
+	stop := run(t, w, 5*time.Second)
+	waitFor(t, 10*time.Second, "every job acked", func() bool {
+		s := stats(t, c, q)
+		return handled.Load() == n && s.Ready+s.Reserved+s.Delayed == 0
+	})
+	stop()
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	t.Logf("%d jobs due 10 ms apart: ACK+MPOP %d, ACK alone %d", n, rt.pipelines["DELAY.ACK+DELAY.MPOP"], rt.alone["DELAY.ACK"])
+	if alone := rt.alone["DELAY.ACK"]; alone > n/4 {
+		t.Fatalf("%d of %d acks sent alone, want most with the next fetch", alone, n)
+	}
+}
+
 // A failing job is given back with the policy's delay (read in its next
 // delivery's due time) and its error text, and dead-lettered at its RETRY
 // limit with the last text as its reason.

@@ -18,7 +18,10 @@ import (
 // runs; the ACK goes with the worker's next fetch (at most a round trip
 // later), which the library does not report, so these rows are dated as
 // asynq's are, at the handler.
-func libraryWorkers(concurrency int) func(addr string, n int, rec *recorder) (func(), error) {
+//
+// batch registers the handler with HandleBatch: a fetch's jobs, up to
+// concurrency, in one call on the fetching goroutine.
+func libraryWorkers(concurrency int, batch bool) func(addr string, n int, rec *recorder) (func(), error) {
 	return func(addr string, n int, rec *recorder) (func(), error) {
 		var ws []*worker.Worker
 		var clients []*redis.Client
@@ -31,10 +34,19 @@ func libraryWorkers(concurrency int) func(addr string, n int, rec *recorder) (fu
 				return nil, err
 			}
 			w := worker.New(c, worker.Options{Concurrency: concurrency, Logger: slog.New(slog.DiscardHandler)})
-			w.HandleFunc(queue, func(_ context.Context, j *worker.Job) error {
-				rec.done(string(j.Payload))
-				return nil
-			})
+			if batch {
+				w.HandleBatchFunc(queue, func(_ context.Context, js []*worker.Job) error {
+					for _, j := range js {
+						rec.done(string(j.Payload))
+					}
+					return nil
+				})
+			} else {
+				w.HandleFunc(queue, func(_ context.Context, j *worker.Job) error {
+					rec.done(string(j.Payload))
+					return nil
+				})
+			}
 			done.Add(1)
 			go func() {
 				defer done.Done()

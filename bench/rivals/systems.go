@@ -327,12 +327,12 @@ var allSystems = []system{
 	{
 		name: "delayd-lib", label: "delayd, the worker library (package worker), default settings", server: "delayd",
 		newProducer:  delaydAckProducer,
-		startWorkers: libraryWorkers(0),
+		startWorkers: libraryWorkers(0, false),
 	},
 	{
-		name: "delayd-lib-batch", label: "delayd, the worker library, Concurrency 16", server: "delayd",
+		name: "delayd-lib-batch", label: "delayd, the worker library, HandleBatch of up to 16", server: "delayd",
 		newProducer:  delaydAckProducer,
-		startWorkers: libraryWorkers(16),
+		startWorkers: libraryWorkers(16, true),
 	},
 	asynqSystem("asynq", "asynq {asynq} defaults", 0),
 	asynqSystem("asynq-10ms", "asynq, 10 ms check intervals", 10*time.Millisecond),

@@ -356,6 +356,10 @@ class Worker extends EventEmitter {
       }
       this._drained = false;
       for (const [id, payload] of reply[1]) this._start(id, payload);
+      // Let the handlers just started run before the next fetch goes out:
+      // fast ones end now, and their ACKs ride with it rather than alone
+      // after ACK_WAIT_MS, a round trip and a timer each.
+      if (reply[1].length) await new Promise((resolve) => setImmediate(resolve));
     }
     this._fetchSoon = false;
     this._flushAcks(); // what finished while the loop was stopping

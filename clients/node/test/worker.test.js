@@ -280,3 +280,29 @@ test('close at its deadline aborts the signal and gives the job back', { skip },
     r.disconnect();
   }
 });
+
+test('jobs due one by one: each ACK rides with the next fetch, none goes alone', { skip }, async () => {
+  const r = connect();
+  const q = queueName('onebyone');
+  try {
+    const base = Date.now() + 300;
+    for (let i = 0; i < 40; i++) await r.call('DELAY.ADDAT', q, base + i * 10, 'p', 'ID', `j${i}`, 'ACKTIMEOUT', 30000);
+    // The worker's fetches go on a duplicate of r; an ACK sent alone goes on r.
+    let alone = 0;
+    const call = r.call.bind(r);
+    r.call = (...args) => {
+      if (args[0] === 'DELAY.ACK') alone++;
+      return call(...args);
+    };
+    let done = 0;
+    let all;
+    const finished = new Promise((resolve) => { all = resolve; });
+    const w = new Worker(r, q, async () => {}, { logger: quiet });
+    w.on('completed', () => { if (++done === 40) all(); });
+    await finished;
+    await w.close();
+    assert.ok(alone <= 10, `${alone} of 40 ACKs went alone`);
+  } finally {
+    r.disconnect();
+  }
+});

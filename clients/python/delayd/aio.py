@@ -14,7 +14,8 @@ from typing import Any, Awaitable, Callable, Dict, List, Optional, Tuple
 
 import redis.asyncio as aredis
 
-from ._core import (BackoffFunc, Duration, Outage, Payload, SkipRetry, When, add_args, block_seconds, error_text,
+from . import _loop
+from ._core import (BackoffFunc, Duration, Outage, Payload, When, add_args, block_seconds, error_text,
                     exponential_backoff, fields, fix_cluster_client, is_outage, limit_args, log as default_log,
                     reschedule_args, schedule_args, text, to_ms)
 
@@ -227,14 +228,8 @@ class Worker:
             self.log.info("delayd: stopped")
 
     def _group_queues(self) -> List[_Group]:
-        queues = list(self.handlers)
-        if not self.cluster:
-            return [_Group(queues, self.concurrency)]
-        by_slot: Dict[int, List[str]] = {}
-        for q in queues:
-            by_slot.setdefault(self.redis.keyslot(q), []).append(q)
-        share = max(1, self.concurrency // len(by_slot))
-        return [_Group(qs, share) for qs in by_slot.values()]
+        keyslot = self.redis.keyslot if self.cluster else None
+        return [_Group(qs, n) for qs, n in _loop.groups(list(self.handlers), self.concurrency, keyslot)]
 
     async def _node(self, g: _Group) -> Any:
         if not self.cluster:
@@ -273,7 +268,7 @@ class Worker:
 
     async def _fetch_loop(self, g: _Group) -> None:
         outage = Outage(self.log, "fetch " + ",".join(g.queues))
-        head = ["DELAY.MPOP", self.block, len(g.queues), *g.queues, "COUNT"]
+        head = _loop.mpop_head(self.block, g.queues)
         node = None
         while not self._stopping:
             if g.inflight >= g.slots:
@@ -285,10 +280,9 @@ class Worker:
                 if node is None:
                     node = await self._node(g)
                 pipe = node.pipeline(transaction=False)
-                sent = list(acks.items())
-                for q, ids in sent:
-                    pipe.execute_command("DELAY.ACK", q, *ids)
-                pipe.execute_command(*head, g.slots - g.inflight)
+                sent, cmds = _loop.fetch_commands(acks, head, g.slots - g.inflight)
+                for cmd in cmds:
+                    pipe.execute_command(*cmd)
                 g.fetching = True
                 try:
                     replies = await pipe.execute(raise_on_error=False)
@@ -296,42 +290,33 @@ class Worker:
                     g.fetching = False
                     g.fetch_seq += 1
             except Exception as e:
-                self._merge(g, acks)
+                _loop.merge(g.acks, acks)
                 node = None
                 await self._outage(outage, e, "fetch")
                 continue
-            failed = None
-            for (q, ids), n in zip(sent, replies):
-                if isinstance(n, Exception):
-                    failed = n
-                    self._merge(g, {q: ids})
-                else:
-                    self._acked(q, ids, n)
-            got = replies[-1]
-            if isinstance(got, Exception):
-                failed = got
-            if failed is not None:
+            f = _loop.read_fetch(sent, replies)
+            _loop.merge(g.acks, f.unsent)
+            for q, ids, n in f.acked:
+                self._acked(q, ids, n)
+            if f.jobs:
+                now_ms = int(time.time() * 1000)
+                g.inflight += len(f.jobs)
+                spawn, run = asyncio.get_running_loop().create_task, self._run
+                for id, payload in f.jobs:
+                    job = Job(f.queue, id, payload, g, now_ms)
+                    job._task = spawn(run(job))
+                # Let the handlers just started run before the next fetch
+                # goes out: fast ones end now, and their acks ride with it
+                # rather than alone a few ms later.
+                await asyncio.sleep(0)
+            if f.error is not None:
                 node = None
-                await self._outage(outage, failed, "fetch")
-                continue
-            outage.ok()
-            if got is None:
-                continue
-            q = text(got[0])
-            now_ms = int(time.time() * 1000)
-            g.inflight += len(got[1])
-            spawn, run = asyncio.get_running_loop().create_task, self._run
-            for id, payload in got[1]:
-                job = Job(q, id, payload, g, now_ms)
-                job._task = spawn(run(job))
-
-    @staticmethod
-    def _merge(g: _Group, acks: Dict[str, List[Any]]) -> None:
-        for q, ids in acks.items():
-            g.acks.setdefault(q, []).extend(ids)
+                await self._outage(outage, f.error, "fetch")
+            else:
+                outage.ok()
 
     def _acked(self, q: str, ids: List[Any], n: Any) -> None:
-        lost = len(ids) - int(n)
+        lost = _loop.acks_lost(ids, int(n))
         if lost > 0:
             self.counts["acks_lost"] += lost
             self.log.warning("delayd: %d of %d acks of %s came after the job's ack timeout", lost, len(ids), q)
@@ -341,30 +326,35 @@ class Worker:
         key = id(job)
         job._started = time.monotonic()
         g.running[key] = job
+        exc: Optional[BaseException] = None
         try:
-            await self.handlers[job.queue](job)
-        except SkipRetry as e:
-            self.counts["discarded"] += 1
-            self.log.info("delayd: %r discarded: %s", job, e)
-            self._finished(job, True)
-            self._hook(self.on_job_failed, job, e, None)
-        except asyncio.CancelledError:
-            self._finished(job, False)  # given back by the stop
-            raise
-        except Exception as e:
-            self.counts["failed"] += 1
+            try:
+                await self.handlers[job.queue](job)
+            except asyncio.CancelledError:
+                self._finished(job, False)  # given back by the stop
+                raise
+            except Exception as e:
+                exc = e
+            kind = _loop.outcome(exc)
+            self.counts[kind] += 1
+            if kind == _loop.DONE:
+                self._finished(job, True)
+                if self.on_job_done is not None:
+                    self._hook(self.on_job_done, job, time.monotonic() - job._started)
+                return
+            assert exc is not None
+            if kind == _loop.DISCARDED:
+                self.log.info("delayd: %r discarded: %s", job, exc)
+                self._finished(job, True)
+                self._hook(self.on_job_failed, job, exc, None)
+                return
             self.log.error("delayd: %r failed:\n%s", job,
-                           "".join(traceback.format_exception(type(e), e, e.__traceback__)))
-            retry_in = await self._retry_in(job, e)
+                           "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)))
+            retry_in = await self._retry_in(job, exc)
             if not job._gone:
-                await self._nack(job, to_ms(retry_in), error_text(e))
+                await self._nack(job, to_ms(retry_in), error_text(exc))
             self._finished(job, False)
-            self._hook(self.on_job_failed, job, e, retry_in)
-        else:
-            self.counts["done"] += 1
-            self._finished(job, True)
-            if self.on_job_done is not None:
-                self._hook(self.on_job_done, job, time.monotonic() - job._started)
+            self._hook(self.on_job_failed, job, exc, retry_in)
         finally:
             g.running.pop(key, None)
 
@@ -375,11 +365,7 @@ class Worker:
         job._gone = True
         g.inflight -= 1
         if ack:
-            ids = g.acks.get(job.queue)
-            if ids is None:
-                g.acks[job.queue] = [job.id]
-            else:
-                ids.append(job.id)
+            _loop.add_ack(g.acks, job.queue, job.id)
             # A fetch in flight may block for a while: if it has not taken
             # this ack within 2 ms, it goes on its own.
             if g.fetching and not g.flush_asked:
@@ -407,7 +393,7 @@ class Worker:
                 self._acked(q, ids, n)
             return True
         except Exception as e:
-            self._merge(g, acks)  # sent with the next fetch, or by the drain
+            _loop.merge(g.acks, acks)  # sent with the next fetch, or by the drain
             self._hook(self.on_error, e, "ack")
             self.log.warning("delayd: ACK: %s: %s", type(e).__name__, e)
             return False
@@ -441,15 +427,13 @@ class Worker:
     async def _retry_in(self, job: Job, e: BaseException) -> float:
         deliveries = 1
         try:
-            info = fields(await self.redis.execute_command("DELAY.GET", job.queue, job.id))
-            if info and "deliveries" in info:
-                deliveries = int(info["deliveries"])
+            deliveries = _loop.deliveries(await self.redis.execute_command("DELAY.GET", job.queue, job.id))
         except Exception as ge:
             self._hook(self.on_error, ge, "get")
         return max(0.0, float(self.backoff(deliveries, e)))
 
     async def _nack(self, job: Job, delay_ms: int, reason: str) -> None:
-        for attempt in range(3):
+        for attempt in range(_loop.NACK_TRIES):
             try:
                 n = await self.redis.execute_command("DELAY.NACK", job.queue, job.id, delay_ms, "ERROR", reason)
                 if not n:
@@ -457,11 +441,11 @@ class Worker:
                 return
             except Exception as e:
                 self._hook(self.on_error, e, "nack")
-                if not is_outage(e) or attempt == 2:
+                if not is_outage(e) or attempt == _loop.NACK_TRIES - 1:
                     self.log.error("delayd: NACK of %r: %s: %s; it comes back after its ack timeout", job,
                                    type(e).__name__, e)
                     return
-                await asyncio.sleep(0.1 * 2 ** attempt)
+                await asyncio.sleep(_loop.nack_wait(attempt))
 
     def _hook(self, fn: Optional[Callable[..., None]], *args: Any) -> None:
         if fn is None:
@@ -477,37 +461,27 @@ class Worker:
             now = time.monotonic()
             for g in self._groups:
                 for job in list(g.running.values()):
-                    if not job._touching or job._gone:
-                        continue
-                    if job._next_touch == 0.0:
-                        if now - job._started >= self.heartbeat_after:
-                            await self._learn_deadline(job)
-                    elif now >= job._next_touch:
+                    act = _loop.heartbeat_due(job, now, self.heartbeat_after)
+                    if act == _loop.LEARN:
+                        await self._learn_deadline(job)
+                    elif act == _loop.TOUCH:
                         await self._touch(job)
 
     async def _learn_deadline(self, job: Job) -> None:
         try:
-            info = fields(await self.redis.execute_command("DELAY.GET", job.queue, job.id))
+            info = await self.redis.execute_command("DELAY.GET", job.queue, job.id)
         except Exception as e:
             self._hook(self.on_error, e, "heartbeat")
             return
-        deadline = info.get("ack_deadline") if info else None
-        if deadline is None:
-            job._touching = False
-            return
-        job._timeout_ms = max(1, deadline - job._fetched_ms)
-        left = deadline - int(time.time() * 1000)
-        job._next_touch = time.monotonic() + max(0.0, left - job._timeout_ms / 3) / 1000
+        _loop.learned(job, info, time.monotonic(), int(time.time() * 1000))
 
     async def _touch(self, job: Job) -> None:
         try:
             n = await self.redis.execute_command("DELAY.TOUCH", job.queue, job.id)
         except Exception as e:
             self._hook(self.on_error, e, "heartbeat")
-            job._next_touch = time.monotonic() + 0.2
+            job._next_touch = time.monotonic() + _loop.TOUCH_RETRY
             return
+        _loop.touched(job, bool(n), time.monotonic())
         if not n:
-            job._touching = False
             self.log.warning("delayd: TOUCH of %r: not reserved any more (its ack timeout passed)", job)
-            return
-        job._next_touch = time.monotonic() + job._timeout_ms * 2 / 3 / 1000

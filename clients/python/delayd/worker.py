@@ -19,8 +19,9 @@ from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 import redis
 
-from ._core import (BackoffFunc, Outage, SkipRetry, block_seconds, error_text, exponential_backoff,
-                    fix_cluster_client, is_outage, log as default_log, text, to_ms)
+from . import _loop
+from ._core import (BackoffFunc, Outage, block_seconds, error_text, exponential_backoff, fix_cluster_client,
+                    is_outage, log as default_log, text, to_ms)
 
 try:
     from redis.cluster import RedisCluster
@@ -257,16 +258,8 @@ class Worker:
         self.log.info("delayd: stopped")
 
     def _group_queues(self) -> List[_Group]:
-        queues = list(self.handlers)
-        if not self.cluster:
-            return [_Group(queues, self.concurrency)]
-        by_slot: Dict[int, List[str]] = {}
-        for q in queues:
-            by_slot.setdefault(self.redis.keyslot(q), []).append(q)
-        groups = list(by_slot.values())
-        # Each slot's fetcher gets its share of the slots, at least one.
-        share = max(1, self.concurrency // len(groups))
-        return [_Group(qs, share) for qs in groups]
+        keyslot = self.redis.keyslot if self.cluster else None
+        return [_Group(qs, n) for qs, n in _loop.groups(list(self.handlers), self.concurrency, keyslot)]
 
     # The fetcher.
 
@@ -279,7 +272,7 @@ class Worker:
         inflight = 0
         acks: Dict[str, List[Any]] = {}
         outage = Outage(self.log, "fetch " + ",".join(g.queues))
-        mpop_head = ["DELAY.MPOP", self.block, len(g.queues), *g.queues, "COUNT"]
+        head = _loop.mpop_head(self.block, g.queues)
         node = None
         while True:
             # What finished: wait for it when every slot is taken.
@@ -303,10 +296,9 @@ class Worker:
                 if node is None:
                     node = self._node(g)
                 pipe = node.pipeline(transaction=False)
-                sent = list(acks.items())
-                for q, ids in sent:
-                    pipe.execute_command("DELAY.ACK", q, *ids)
-                pipe.execute_command(*mpop_head, free)
+                sent, cmds = _loop.fetch_commands(acks, head, free)
+                for cmd in cmds:
+                    pipe.execute_command(*cmd)
                 g.fetching = True
                 try:
                     replies = pipe.execute(raise_on_error=False)
@@ -317,33 +309,29 @@ class Worker:
                 node = None
                 self._outage(outage, e, "fetch")
                 continue
-            failed = None
-            for (q, ids), n in zip(sent, replies):
-                if isinstance(n, Exception):
-                    failed = n
-                    continue
-                del acks[q]
+            f = _loop.read_fetch(sent, replies)
+            acks = f.unsent
+            for q, ids, n in f.acked:
                 self._acked(q, ids, n)
-            got = replies[-1]
-            if isinstance(got, Exception):
-                failed = got
-            if failed is not None:
+            if f.jobs:
+                now_ms = int(time.time() * 1000)
+                inflight += len(f.jobs)
+                if self._inline:
+                    for id, payload in f.jobs:
+                        self._run(Job(f.queue, id, payload, g, now_ms))
+                else:
+                    put = self._jobs.put
+                    for id, payload in f.jobs:
+                        put(Job(f.queue, id, payload, g, now_ms))
+                    # Hand the GIL to the handler threads before the next
+                    # fetch goes out: fast jobs end now, and their acks ride
+                    # with it rather than alone 2 ms later.
+                    time.sleep(0)
+            if f.error is not None:
                 node = None
-                self._outage(outage, failed, "fetch")
-                continue
-            outage.ok()
-            if got is None:
-                continue
-            q = text(got[0])
-            now_ms = int(time.time() * 1000)
-            inflight += len(got[1])
-            if self._inline:
-                for id, payload in got[1]:
-                    self._run(Job(q, id, payload, g, now_ms))
-                continue
-            put = self._jobs.put
-            for id, payload in got[1]:
-                put(Job(q, id, payload, g, now_ms))
+                self._outage(outage, f.error, "fetch")
+            else:
+                outage.ok()
         self._drain(g, inflight, acks)
 
     def _take(self, tok: Tuple[str, Any], acks: Dict[str, List[Any]]) -> int:
@@ -351,15 +339,11 @@ class Worker:
         if not q:
             return 0  # _WAKE
         if id is not None:
-            ids = acks.get(q)
-            if ids is None:
-                acks[q] = [id]
-            else:
-                ids.append(id)
+            _loop.add_ack(acks, q, id)
         return 1
 
     def _acked(self, q: str, ids: List[Any], n: Any) -> None:
-        lost = len(ids) - int(n)
+        lost = _loop.acks_lost(ids, int(n))
         if lost > 0:
             # The reservation expired and the job went to another worker (or
             # will): at-least-once, the handler may run twice.
@@ -442,35 +426,33 @@ class Worker:
         key = id(job)
         job._started = time.monotonic()
         g.running[key] = job
+        exc: Optional[BaseException] = None
         try:
             self.handlers[job.queue](job)
-        except SkipRetry as e:
-            del g.running[key]
-            with self._count_lock:
-                self.counts["discarded"] += 1
-            self.log.info("delayd: %r discarded: %s", job, e)
-            self._finished(job, g)
-            self._hook(self.on_job_failed, job, e, None)
-            return
-        except BaseException as e:
-            # SystemExit too: uncaught, it would end the thread, and its slot.
-            del g.running[key]
-            with self._count_lock:
-                self.counts["failed"] += 1
-            self.log.error("delayd: %r failed:\n%s", job, "".join(traceback.format_exception(type(e), e,
-                                                                                            e.__traceback__)))
-            retry_in = self._retry_in(job, e)
-            if not job._gone:
-                self._nack(job, to_ms(retry_in), error_text(e))
-                g.done.put((job.queue, None))
-            self._hook(self.on_job_failed, job, e, retry_in)
-            return
+        except BaseException as e:  # SystemExit too: uncaught, it would end the thread, and its slot
+            exc = e
         del g.running[key]
+        kind = _loop.outcome(exc)
         with self._count_lock:
-            self.counts["done"] += 1
-        self._finished(job, g)
-        if self.on_job_done is not None:
-            self._hook(self.on_job_done, job, time.monotonic() - job._started)
+            self.counts[kind] += 1
+        if kind == _loop.DONE:
+            self._finished(job, g)
+            if self.on_job_done is not None:
+                self._hook(self.on_job_done, job, time.monotonic() - job._started)
+            return
+        assert exc is not None
+        if kind == _loop.DISCARDED:
+            self.log.info("delayd: %r discarded: %s", job, exc)
+            self._finished(job, g)
+            self._hook(self.on_job_failed, job, exc, None)
+            return
+        self.log.error("delayd: %r failed:\n%s", job, "".join(traceback.format_exception(type(exc), exc,
+                                                                                        exc.__traceback__)))
+        retry_in = self._retry_in(job, exc)
+        if not job._gone:
+            self._nack(job, to_ms(retry_in), error_text(exc))
+            g.done.put((job.queue, None))
+        self._hook(self.on_job_failed, job, exc, retry_in)
 
     def _finished(self, job: Job, g: _Group) -> None:
         if job._gone:
@@ -484,20 +466,14 @@ class Worker:
 
     def _retry_in(self, job: Job, e: BaseException) -> float:
         try:
-            info = self.redis.execute_command("DELAY.GET", job.queue, job.id)
-            deliveries = 1
-            if info:
-                flat = info.items() if isinstance(info, dict) else zip(info[::2], info[1::2])
-                for k, v in flat:
-                    if text(k) == "deliveries":
-                        deliveries = int(v)
+            deliveries = _loop.deliveries(self.redis.execute_command("DELAY.GET", job.queue, job.id))
             return max(0.0, float(self.backoff(deliveries, e)))
         except Exception as ge:
             self._hook_error(ge, "get")
             return max(0.0, float(self.backoff(1, e)))
 
     def _nack(self, job: Job, delay_ms: int, reason: str) -> None:
-        for attempt in range(3):
+        for attempt in range(_loop.NACK_TRIES):
             try:
                 n = self.redis.execute_command("DELAY.NACK", job.queue, job.id, delay_ms, "ERROR", reason)
                 if not n:
@@ -505,11 +481,11 @@ class Worker:
                 return
             except Exception as e:
                 self._hook_error(e, "nack")
-                if not is_outage(e) or attempt == 2:
+                if not is_outage(e) or attempt == _loop.NACK_TRIES - 1:
                     self.log.error("delayd: NACK of %r: %s: %s; it comes back after its ack timeout", job,
                                    type(e).__name__, e)
                     return
-                time.sleep(0.1 * 2 ** attempt)
+                time.sleep(_loop.nack_wait(attempt))
 
     def _hook(self, fn: Optional[Callable[..., None]], *args: Any) -> None:
         if fn is None:
@@ -562,12 +538,10 @@ class Worker:
             now = time.monotonic()
             for g in self._groups:
                 for job in list(g.running.values()):
-                    if not job._touching or job._gone:
-                        continue
-                    if job._next_touch == 0.0:
-                        if now - job._started >= self.heartbeat_after:
-                            self._learn_deadline(job)
-                    elif now >= job._next_touch:
+                    act = _loop.heartbeat_due(job, now, self.heartbeat_after)
+                    if act == _loop.LEARN:
+                        self._learn_deadline(job)
+                    elif act == _loop.TOUCH:
                         self._touch(job)
 
     def _learn_deadline(self, job: Job) -> None:
@@ -576,31 +550,15 @@ class Worker:
         except Exception as e:
             self._hook_error(e, "heartbeat")
             return  # tried again on the next beat
-        deadline = None
-        if info:
-            flat = info.items() if isinstance(info, dict) else zip(info[::2], info[1::2])
-            for k, v in flat:
-                if text(k) == "ack_deadline":
-                    deadline = int(v)
-        if deadline is None:
-            job._touching = False  # no ack timeout (or no job): nothing to keep
-            return
-        # The ack timeout is the deadline less the fetch time, both unix ms
-        # (this machine's and the server's clocks: a skew shortens or
-        # lengthens it once, not at every touch).
-        job._timeout_ms = max(1, deadline - job._fetched_ms)
-        left = deadline - int(time.time() * 1000)
-        job._next_touch = time.monotonic() + max(0.0, left - job._timeout_ms / 3) / 1000
+        _loop.learned(job, info, time.monotonic(), int(time.time() * 1000))
 
     def _touch(self, job: Job) -> None:
         try:
             n = self.redis.execute_command("DELAY.TOUCH", job.queue, job.id)
         except Exception as e:
             self._hook_error(e, "heartbeat")
-            job._next_touch = time.monotonic() + 0.2
+            job._next_touch = time.monotonic() + _loop.TOUCH_RETRY
             return
+        _loop.touched(job, bool(n), time.monotonic())
         if not n:
-            job._touching = False
             self.log.warning("delayd: TOUCH of %r: not reserved any more (its ack timeout passed)", job)
-            return
-        job._next_touch = time.monotonic() + job._timeout_ms * 2 / 3 / 1000

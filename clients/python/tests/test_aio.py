@@ -66,6 +66,44 @@ class AioWorkerTest(unittest.TestCase):
 
         asyncio.run(main())
 
+    def test_aio_acks_of_jobs_due_one_by_one_ride_with_the_fetch(self):
+        async def main():
+            r = aclient()
+            q = queue("aio1by1")
+            base = now_ms() + 300
+            p = r.pipeline(transaction=False)
+            for i in range(40):
+                p.execute_command("DELAY.ADDAT", q, base + i * 10, "p", "ID", f"j{i}", "ACKTIMEOUT", 30000)
+            await p.execute()
+            done = []
+            w = delayd.aio.Worker(r, on_job_done=lambda j, s: done.append(j.id))
+            alone = []
+            flush = w._flush
+
+            async def counting(g):  # acks sent on their own, not with a fetch
+                if g.acks:
+                    alone.append(sum(len(ids) for ids in g.acks.values()))
+                return await flush(g)
+
+            w._flush = counting
+
+            @w.handler(q)
+            async def handle(job):
+                pass
+
+            task = asyncio.ensure_future(w.run(install_signals=False))
+
+            async def all_done():
+                return len(done) == 40
+
+            await until(all_done)
+            w.stop()
+            await asyncio.wait_for(task, 10)
+            self.assertLessEqual(sum(alone), 10, f"{sum(alone)} of 40 acks went alone")
+            await r.close()
+
+        asyncio.run(main())
+
     def test_aio_stop_deadline_cancels(self):
         async def main():
             r = aclient()

@@ -275,6 +275,37 @@ class FetchTest(unittest.TestCase):
         self.assertEqual(sorted(seen), sorted(f"b{i}" for i in range(500)))
         self.assertEqual(w.counts["done"], 500)
 
+    def test_acks_of_jobs_due_one_by_one_ride_with_the_fetch(self):
+        """Jobs that come due one at a time, each taken by a fetch parked
+        on the queue: the handler ends before the next fetch goes out, and
+        its ack rides with it instead of going alone."""
+        r = client()
+        q = queue("onebyone")
+        base = now_ms() + 300
+        p = r.pipeline(transaction=False)
+        for i in range(40):
+            p.execute_command("DELAY.ADDAT", q, base + i * 10, "p", "ID", f"j{i}", "ACKTIMEOUT", 30000)
+        p.execute()
+        done = []
+        w = delayd.Worker(r, concurrency=4, on_job_done=lambda j, s: done.append(j.id))
+        alone = []
+        send = w._send_acks
+
+        def counting(g, acks, outage):  # the flusher's and the stop's sends
+            if not w._stopping:
+                alone.append(sum(len(ids) for ids in acks.values()))
+            return send(g, acks, outage)
+
+        w._send_acks = counting
+        w.handle(q, lambda job: None)
+        t = run_worker(w)
+        try:
+            wait_for(lambda: f"{len(done)} jobs done", lambda: len(done) == 40)
+        finally:
+            w.stop()
+            t.join(10)
+        self.assertLessEqual(sum(alone), 10, f"{sum(alone)} of 40 acks went alone")
+
     def test_block_under_socket_timeout(self):
         w = delayd.Worker(client(socket_timeout=0.8))
         self.assertEqual(w.block, 0.4)

@@ -1,15 +1,16 @@
-// Command clusterworker takes jobs of a delayd cluster's queue with
-// DELAY.POP through go-redis's ClusterClient and acknowledges each with
-// DELAY.ACK, going on through a failover: a pop blocked on a leader that
-// steps down is answered UNBLOCKED, and while a new leader is elected pops
-// and acks get CLUSTERDOWN, TRYAGAIN or a refused connection. The worker
-// treats each as an empty pop and pops again; the client finds the new
-// leader (ClusterStateReloadInterval, as in clusterproducer). An ACK that
-// fails is sent again: acking a job twice is harmless, and a job whose ACK
-// never arrives is delivered again after its ack timeout.
+// Command clusterworker runs jobs of a delayd cluster's queue with the
+// worker library through go-redis's ClusterClient, going on through a
+// failover: a fetch blocked on a leader that steps down is answered
+// UNBLOCKED, and while a new leader is elected fetches and acks get
+// CLUSTERDOWN, TRYAGAIN or a refused connection. The library retries each
+// out of the handler's sight (100 ms doubling to 2 s) and keeps the acks
+// that failed for its next fetch; worker.ClusterOptions sets what the
+// client needs to find the new leader (ClusterStateReloadInterval, as in
+// clusterproducer). A job whose ack never arrives is delivered again after
+// its ack timeout.
 //
-// As examples/go/worker, it pops with a short timeout in a loop under a
-// longer read timeout, and on SIGTERM or SIGINT finishes the job in hand.
+// As examples/go/worker, on SIGTERM or SIGINT it finishes the jobs in
+// hand, acknowledges them and exits.
 //
 //	DELAYD_CLUSTER  nodes, comma-separated (default 127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003)
 //	QUEUE           queue to work on (default {jobs}:orders)
@@ -19,9 +20,9 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log"
+	"log/slog"
 	"os"
 	"os/signal"
 	"strconv"
@@ -31,70 +32,53 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-)
 
-const popTimeout = 2 * time.Second
+	"github.com/delayd/delayd/worker"
+)
 
 func main() {
 	redis.SetLogger(quietDials{})
-	rdb := redis.NewClusterClient(&redis.ClusterOptions{
-		Addrs:                      strings.Split(env("DELAYD_CLUSTER", "127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003"), ","),
-		ClusterStateReloadInterval: time.Second,
-		ReadTimeout:                popTimeout + 3*time.Second, // longer than the pop
-	})
+	rdb := redis.NewClusterClient(worker.ClusterOptions(
+		strings.Split(env("DELAYD_CLUSTER", "127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003"), ",")...))
 	defer rdb.Close()
 	queue := env("QUEUE", "{jobs}:orders")
 	work := time.Duration(envInt("WORK_MS", 100)) * time.Millisecond
-	maxJobs := envInt("MAX_JOBS", 0)
+	maxJobs := int64(envInt("MAX_JOBS", 0))
 
-	var stopping atomic.Bool
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
 	go func() {
 		<-sig
-		log.Print("stopping: finishing the job in hand")
-		stopping.Store(true)
+		fmt.Println("stopping: finishing the job in hand")
+		stop()
 	}()
 
-	ctx := context.Background()
-	done := 0
-	for !stopping.Load() && (maxJobs == 0 || done < maxJobs) {
-		reply, err := rdb.Do(ctx, "DELAY.POP", queue, popTimeout.Seconds()).StringSlice()
-		if errors.Is(err, redis.Nil) {
-			continue // nothing within popTimeout
-		}
-		if err != nil {
-			// UNBLOCKED (the leader stepped down), CLUSTERDOWN, TRYAGAIN, a
-			// refused connection: a failover; pop again shortly.
-			log.Printf("DELAY.POP: %v; popping again", err)
-			time.Sleep(200 * time.Millisecond)
-			continue
-		}
-		id, payload := reply[1], reply[2]
-		fmt.Printf("processing %s %s\n", id, payload)
+	var done atomic.Int64
+	// One job at a time, as the other languages' cluster workers; the
+	// library's failover warnings go to stderr.
+	w := worker.New(rdb, worker.Options{
+		Concurrency: 1,
+		Logger:      slog.New(slog.NewTextHandler(os.Stderr, nil)),
+		Acked: func(_ string, ids []string) {
+			for _, id := range ids {
+				fmt.Printf("acked %s\n", id)
+			}
+		},
+	})
+	w.HandleFunc(queue, func(ctx context.Context, job *worker.Job) error {
+		fmt.Printf("processing %s %s\n", job.ID, job.Payload)
 		time.Sleep(work) // the job's work
-		ack(ctx, rdb, queue, id)
-		done++
-	}
-	fmt.Printf("worker stopped after %d jobs\n", done)
-}
-
-// ack sends DELAY.ACK until the cluster answers it, for up to 30 s.
-func ack(ctx context.Context, rdb *redis.ClusterClient, queue, id string) {
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		err := rdb.Do(ctx, "DELAY.ACK", queue, id).Err()
-		if err == nil {
-			fmt.Printf("acked %s\n", id)
-			return
+		if n := done.Add(1); maxJobs > 0 && n >= maxJobs {
+			stop() // a graceful stop: this job is still acked
 		}
-		if time.Now().After(deadline) {
-			log.Printf("DELAY.ACK %s: %v (it will be delivered again after its ack timeout)", id, err)
-			return
-		}
-		log.Printf("DELAY.ACK %s: %v; sending it again", id, err)
-		time.Sleep(200 * time.Millisecond)
+		return nil
+	})
+	if err := w.Run(ctx); err != nil {
+		log.Fatal(err)
 	}
+	fmt.Printf("worker stopped after %d jobs\n", done.Load())
 }
 
 func env(name, def string) string {
@@ -115,8 +99,8 @@ func envInt(name string, def int) int {
 // quietDials is go-redis's log without its "failed to dial" lines. While a
 // node is down, go-redis logs one each time it tries that node, which it
 // does on every reload of the slot map, whether or not a command fails,
-// for as long as the node stays down; the commands that fail are printed
-// here with their errors.
+// for as long as the node stays down; the library logs the failures that
+// matter to the worker.
 type quietDials struct{}
 
 func (quietDials) Printf(_ context.Context, format string, v ...any) {

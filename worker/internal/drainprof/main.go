@@ -3,7 +3,8 @@
 // rivals race's burst case, without the race. It adds -jobs ready jobs
 // (ACKTIMEOUT 30 s) to queue "drain" of the delayd at -addr, then runs -w
 // workers of concurrency -c until every job ran; -prof writes a CPU
-// profile of the drain.
+// profile of the drain. -batch runs the library's batch mode (HandleBatch);
+// -raw runs no library, the floor the library is measured against.
 //
 //	taskset -c 0 delayd --port 16999 --appendonly yes &
 //	taskset -c 1 go run ./worker/internal/drainprof -c 16
@@ -16,9 +17,11 @@ import (
 	"log/slog"
 	"os"
 	"runtime/pprof"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -34,15 +37,18 @@ func main() {
 	prof := flag.String("prof", "", "")
 	proto := flag.Int("proto", 3, "RESP version of the workers' clients")
 	raw := flag.Bool("raw", false, "no library: each worker pipelines DELAY.ACK of its last batch with DELAY.MPOP COUNT -c on go-redis and handles the jobs in its own goroutine")
+	batch := flag.Bool("batch", false, "the library's batch mode: HandleBatch, a fetch's jobs in one call")
 	lead := flag.Duration("lead", 0, "all jobs due this long after the adds begin (0: ready at once)")
+	spread := flag.Duration("spread", 0, "due times spread evenly over this span from the lead on (give a -lead longer than the adds take); prints the handlers' lateness")
 	flag.Parse()
 	ctx := context.Background()
 	rdb := redis.NewClient(&redis.Options{Addr: *addr, Protocol: *proto})
 	rdb.Del(ctx, "drain")
 	pipe := rdb.Pipeline()
 	due := time.Now().Add(*lead)
+	dueMs := func(i int) int64 { return due.Add(time.Duration(i) * *spread / time.Duration(*jobs)).UnixMilli() }
 	for i := 0; i < *jobs; i++ {
-		pipe.Do(ctx, "DELAY.ADDAT", "drain", due.UnixMilli(), strconv.Itoa(i), "ACKTIMEOUT", 30000)
+		pipe.Do(ctx, "DELAY.ADDAT", "drain", dueMs(i), strconv.Itoa(i), "ACKTIMEOUT", 30000)
 		if i%1000 == 999 {
 			pipe.Exec(ctx)
 		}
@@ -53,12 +59,22 @@ func main() {
 		pprof.StartCPUProfile(f)
 		defer pprof.StopCPUProfile()
 	}
+	if *lead > 0 && time.Now().After(due) {
+		fmt.Println("the adds took longer than -lead: lateness and rates are off")
+	}
 	var n atomic.Int64
 	all := make(chan struct{})
+	late := make([]time.Duration, *jobs)
+	note := func(payload string) {
+		if i, err := strconv.Atoi(payload); err == nil && i < len(late) {
+			late[i] = time.Since(time.UnixMilli(dueMs(i)))
+		}
+	}
 	start := time.Now()
 	if start.Before(due) {
 		start = due
 	}
+	cpu0 := cpuTime()
 	rctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	for i := 0; i < *workers && *raw; i++ {
@@ -82,6 +98,7 @@ func main() {
 				}
 				for _, e := range v[1].([]any) {
 					acks = append(acks, e.([]any)[0])
+					note(e.([]any)[1].(string))
 					if n.Add(1) == int64(*jobs) {
 						close(all)
 					}
@@ -93,32 +110,64 @@ func main() {
 		c := redis.NewClient(&redis.Options{Addr: *addr, Protocol: *proto})
 		c.AddHook(counter{})
 		w := worker.New(c, worker.Options{Concurrency: *conc, Logger: slog.New(slog.DiscardHandler)})
-		w.HandleFunc("drain", func(context.Context, *worker.Job) error {
-			if n.Add(1) == int64(*jobs) {
-				close(all)
-			}
-			return nil
-		})
+		if *batch {
+			w.HandleBatchFunc("drain", func(_ context.Context, js []*worker.Job) error {
+				for _, j := range js {
+					note(string(j.Payload))
+				}
+				if n.Add(int64(len(js))) == int64(*jobs) {
+					close(all)
+				}
+				return nil
+			})
+		} else {
+			w.HandleFunc("drain", func(_ context.Context, j *worker.Job) error {
+				note(string(j.Payload))
+				if n.Add(1) == int64(*jobs) {
+					close(all)
+				}
+				return nil
+			})
+		}
 		wg.Add(1)
 		go func() { defer wg.Done(); w.Run(rctx) }()
 	}
 	<-all
 	took := time.Since(start)
-	fmt.Printf("%d jobs in %v: %.0f jobs/s; %d fetches (%.1f jobs each), %d alone\n", *jobs, took, float64(*jobs)/took.Seconds(), fetches.Load(), float64(*jobs)/float64(fetches.Load()), alone.Load())
+	cpu := cpuTime() - cpu0
+	fmt.Printf("%d jobs in %v: %.0f jobs/s, %.2f µs of this process's CPU a job; %d fetches (%.1f jobs each), %d without acks; %d acks sent alone\n",
+		*jobs, took, float64(*jobs)/took.Seconds(), float64(cpu.Microseconds())/float64(*jobs),
+		fetches.Load(), float64(*jobs)/float64(fetches.Load()), alone.Load(), acksAlone.Load())
+	if *spread > 0 {
+		slices.Sort(late)
+		q := func(f float64) float64 { return float64(late[int(f*float64(len(late)-1))].Microseconds()) / 1000 }
+		fmt.Printf("lateness (handler time minus due ms) p50 %.2f p99 %.2f p99.9 %.2f max %.2f ms\n", q(0.5), q(0.99), q(0.999), q(1))
+	}
 	cancel()
 	wg.Wait()
 }
 
-var fetches, alone atomic.Int64
+// cpuTime is the process's user and system CPU so far: the workers' cost
+// (the server runs in its own process).
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+var fetches, alone, acksAlone atomic.Int64
 
 type counter struct{}
 
 func (counter) DialHook(next redis.DialHook) redis.DialHook { return next }
 func (counter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		if cmd.Name() == "delay.mpop" {
+		switch cmd.Name() {
+		case "delay.mpop":
 			fetches.Add(1)
 			alone.Add(1)
+		case "delay.ack":
+			acksAlone.Add(1)
 		}
 		return next(ctx, cmd)
 	}
