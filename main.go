@@ -285,11 +285,14 @@ func run(args, environ []string, stderr io.Writer) int {
 			l, err := layout, error(nil)
 			if discover {
 				if l, err = discoverLayout(discoverCtx, clu, cfg, log); err == nil {
-					gv.m.Store(cluster.EvenSlots(l.Groups))
+					gv.setMap(l.Groups, nil)
 					if len(l.Join) > 0 && l.Join[0] != "" {
 						clu.JoinThrough(l.Join[0])
 					}
 				}
+			}
+			if err == nil && l.Groups > 1 {
+				gv.useSlots(clu, l.Groups)
 			}
 			for g := 1; err == nil && g < l.Groups; g++ {
 				join := ""

@@ -32,15 +32,34 @@ type group struct {
 
 // groupsView is the cluster's groups as every dispatcher sees them
 // (commands.Groups): the slot map, and each group's Cluster once started.
+// The map is what this process's group 0 applied last (cluster/slots.go);
+// before its first entry, the even split every node computes alike.
 type groupsView struct {
 	m        atomic.Pointer[cluster.SlotMap]
+	n        atomic.Int32 // the number of groups, for the even split
 	clusters [cluster.MaxGroups]atomic.Pointer[cluster.Cluster]
 }
 
 func newGroupsView(n int) *groupsView {
 	gv := new(groupsView)
-	gv.m.Store(cluster.EvenSlots(n))
+	gv.setMap(n, nil)
 	return gv
+}
+
+// setMap makes m the map the addresses route by; nil: the even split of n
+// groups (a cluster made before the map was logged, until its group 0's
+// leader writes the map's first entry).
+func (gv *groupsView) setMap(n int, m *cluster.SlotMap) {
+	gv.n.Store(int32(n))
+	if m == nil {
+		m = cluster.EvenSlots(n)
+	}
+	gv.m.Store(m)
+}
+
+// useSlots makes clu, this process's group 0, keep gv's map.
+func (gv *groupsView) useSlots(clu *cluster.Cluster, n int) {
+	clu.UseSlots(n, func(m *cluster.SlotMap) { gv.setMap(n, m) })
 }
 
 func (gv *groupsView) Count() int            { return gv.m.Load().Groups() }

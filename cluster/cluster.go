@@ -92,6 +92,11 @@ type Cluster struct {
 	// starts or stops leading; main unblocks blocked clients on false.
 	onRole func(leading bool)
 
+	// groups and onSlots: on group 0 of a cluster of several groups, their
+	// number and who hears of each slot map applied (slots.go, UseSlots).
+	groups  int
+	onSlots func(*SlotMap)
+
 	gateKick chan struct{} // gateLoop looks now (versions.go)
 	// gateMu orders raising the version with adding a member: a node
 	// checked against the old version is in the configuration before the
@@ -362,6 +367,7 @@ func (c *Cluster) becomeLeader() {
 		c.onRole(true)
 	}
 	c.announceSelf()
+	c.seedSlots()
 	c.kickGate()
 }
 

@@ -3,10 +3,13 @@ package commands
 import (
 	"crypto/sha1"
 	"encoding/hex"
+	"encoding/json"
 	"net"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/delayd/delayd/cluster"
 )
 
 // The Redis Cluster protocol over one Raft group: one shard holds all 16384
@@ -68,6 +71,7 @@ func init() {
 		"groups":          {2, clusterGroups},
 		"failover":        {-2, clusterFailover},
 		"handover":        {3, clusterHandOver},
+		"slotchange":      {3, clusterSlotChange},
 		"help":            {2, func(d *Dispatcher, c *Client, cl ClusterView, args [][]byte) { writeHelp(c.W, "CLUSTER", clusterHelp) }},
 	}
 }
@@ -100,6 +104,8 @@ var clusterHelp = []string{
 	"NODES",
 	"    Return cluster configuration seen by node. Output format:",
 	"    <id> <ip:port> <flags> <master> <pings> <pongs> <epoch> <link> <slot> ...",
+	"SLOTCHANGE <json>",
+	"    Commit a change of the slot map through the leader of Raft group 0 (what SETSLOT sends it).",
 	"SLOTS",
 	"    Return information about slots range mappings. Each range is made of:",
 	"    start, end, master and replicas IP addresses, ports and ids",
@@ -165,6 +171,32 @@ func clusterHandOver(d *Dispatcher, c *Client, cl ClusterView, args [][]byte) {
 		return
 	}
 	if err := f.HandOver(string(args[2])); err != nil {
+		c.W.Error(codedErr(err))
+		return
+	}
+	c.W.Status("OK")
+}
+
+// slotChanger is group 0's Cluster: the keeper of the slot map.
+type slotChanger interface {
+	ChangeSlots(ch cluster.SlotChange) error
+}
+
+// clusterSlotChange is CLUSTER SLOTCHANGE json, delayd's own: group 0's
+// leader commits a change of the slot map (cluster.SlotChange); a follower
+// passes it on to the leader. Only group 0's addresses keep the map.
+func clusterSlotChange(d *Dispatcher, c *Client, cl ClusterView, args [][]byte) {
+	sc, ok := cl.(slotChanger)
+	if !ok || d.opts.Groups == nil || d.opts.Group != 0 {
+		c.W.Error("ERR CLUSTER SLOTCHANGE is for the addresses of Raft group 0 of a cluster of several groups")
+		return
+	}
+	var ch cluster.SlotChange
+	if err := json.Unmarshal(args[2], &ch); err != nil {
+		c.W.Error("ERR syntax error: " + err.Error())
+		return
+	}
+	if err := sc.ChangeSlots(ch); err != nil {
 		c.W.Error(codedErr(err))
 		return
 	}

@@ -1,0 +1,228 @@
+package cluster
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// The slot map of a cluster of several groups is group 0's state, kept by
+// its Raft log as CockroachDB keeps its meta range (docs/decisions/
+// slot-moves.md): slot entries assign ranges to groups and mark slots
+// moving, every member of group 0 applies them, and every process runs
+// group 0, so each of its addresses routes by the map its group 0 applied.
+// The first entry is the even split, written by group 0's first leader
+// that finds none: the bootstrap's, or, on a cluster made before the map
+// was logged, the same split its nodes computed from the groups file.
+//
+// A slot entry is JSON (SlotChange): a handful per moved slot, far off
+// the hot paths. A one-group cluster never writes one.
+
+// entrySlots is the Raft entry kind of a slot change (JSON SlotChange).
+const entrySlots byte = 4
+
+// SlotChange is one slot entry; from an empty map, a whole map (the form
+// a snapshot keeps it in).
+type SlotChange struct {
+	// Groups starts a map: an entry that has it applies to an empty map
+	// only, so a second first entry (two leaders that each found none)
+	// changes nothing.
+	Groups int `json:"groups,omitempty"`
+	// Assign gives each [first, last] range to its group and ends any move
+	// of its slots (CLUSTER SETSLOT NODE).
+	Assign [][3]int `json:"assign,omitempty"`
+	// Migrating and Importing mark [slot, group] moving to, and from, the
+	// group; Stable ends a slot's move, its owner unchanged.
+	Migrating [][2]int `json:"migrating,omitempty"`
+	Importing [][2]int `json:"importing,omitempty"`
+	Stable    []int    `json:"stable,omitempty"`
+}
+
+var errNoSlotMap = errors.New("cluster: a slot change before the map's first entry")
+
+// apply returns the map m becomes with ch (m is not changed; nil is the
+// empty map). A change naming a group or slot out of range is refused
+// whole.
+func (m *SlotMap) apply(ch SlotChange) (*SlotMap, error) {
+	if ch.Groups != 0 {
+		if m != nil {
+			return m, nil
+		}
+		if ch.Groups < 1 || ch.Groups > MaxGroups {
+			return nil, fmt.Errorf("cluster: a slot map of %d groups", ch.Groups)
+		}
+		m = &SlotMap{n: ch.Groups}
+	} else if m == nil {
+		return nil, errNoSlotMap
+	}
+	group := func(g int) error {
+		if g < 0 || g >= m.n {
+			return fmt.Errorf("cluster: slot change names group %d of %d", g, m.n)
+		}
+		return nil
+	}
+	slot := func(s int) error {
+		if s < 0 || s >= Slots {
+			return fmt.Errorf("cluster: slot change names slot %d", s)
+		}
+		return nil
+	}
+	for _, a := range ch.Assign {
+		if err := errors.Join(slot(a[0]), slot(a[1]), group(a[2])); err != nil || a[0] > a[1] {
+			return nil, fmt.Errorf("cluster: slot change assigns %v: %v", a, err)
+		}
+	}
+	for _, p := range append(append([][2]int(nil), ch.Migrating...), ch.Importing...) {
+		if err := errors.Join(slot(p[0]), group(p[1])); err != nil {
+			return nil, err
+		}
+	}
+	for _, s := range ch.Stable {
+		if err := slot(s); err != nil {
+			return nil, err
+		}
+	}
+	n := *m
+	for _, a := range ch.Assign {
+		for s := a[0]; s <= a[1]; s++ {
+			n.owner[s], n.migrating[s], n.importing[s] = uint8(a[2]), 0, 0
+		}
+	}
+	for _, s := range ch.Stable {
+		n.migrating[s], n.importing[s] = 0, 0
+	}
+	for _, p := range ch.Migrating {
+		n.migrating[p[0]] = uint8(p[1] + 1)
+	}
+	for _, p := range ch.Importing {
+		n.importing[p[0]] = uint8(p[1] + 1)
+	}
+	return &n, nil
+}
+
+// Change is the whole map as one entry: what makes it from an empty map.
+func (m *SlotMap) Change() SlotChange {
+	ch := SlotChange{Groups: m.n}
+	for g := 0; g < m.n; g++ {
+		for _, r := range m.Ranges(g) {
+			ch.Assign = append(ch.Assign, [3]int{r[0], r[1], g})
+		}
+	}
+	for s := 0; s < Slots; s++ {
+		if g, ok := m.Migrating(s); ok {
+			ch.Migrating = append(ch.Migrating, [2]int{s, g})
+		}
+		if g, ok := m.Importing(s); ok {
+			ch.Importing = append(ch.Importing, [2]int{s, g})
+		}
+	}
+	return ch
+}
+
+// UseSlots makes this Cluster, group 0 of a cluster of groups groups, the
+// keeper of the slot map: its leader writes the first entry when the log
+// has none, and on is called, in apply order, with each map applied (nil
+// when a snapshot restored holds none). Only before Start.
+func (c *Cluster) UseSlots(groups int, on func(*SlotMap)) {
+	c.groups, c.onSlots = groups, on
+}
+
+// Slots is the slot map this node's group 0 applied last; nil before the
+// first slot entry (or with one group).
+func (c *Cluster) Slots() *SlotMap { return c.fsm.slots.Load() }
+
+// ChangeSlots commits a slot change through group 0's leader: this node if
+// it leads, else the leader, asked over RESP (CLUSTER SLOTCHANGE). It
+// returns once the change is committed, and, here, applied.
+func (c *Cluster) ChangeSlots(ch SlotChange) error {
+	b, err := json.Marshal(ch)
+	if err != nil {
+		return err
+	}
+	if !c.Writable() {
+		idx := c.r().AppliedIndex()
+		if err := c.forward("SLOTCHANGE", string(b)); err != nil {
+			return err
+		}
+		// The leader answered once it applied the entry; this node's
+		// routing follows when it applies it too (a heartbeat later).
+		c.waitApplied(idx+1, 2*time.Second)
+		return nil
+	}
+	if _, err := c.Slots().apply(ch); err != nil {
+		return fmt.Errorf("ERR %v", err)
+	}
+	return c.r().Apply(append([]byte{entrySlots}, b...), 10*time.Second).Error()
+}
+
+// waitApplied waits until this node applied index, at most d: a follower
+// that forwarded a change answers with its own routing up to date.
+func (c *Cluster) waitApplied(index uint64, d time.Duration) {
+	for end := time.Now().Add(d); c.r().AppliedIndex() < index && time.Now().Before(end); {
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// seedSlots writes the map's first entry, the even split, when group 0's
+// new leader finds none applied (after its barrier, so none committed).
+func (c *Cluster) seedSlots() {
+	if c.groups < 2 || c.Slots() != nil {
+		return
+	}
+	if err := c.ChangeSlots(EvenSlots(c.groups).Change()); err != nil {
+		c.log.Warn().Err(err).Msg("cluster: the slot map's first entry failed; the next leader writes it")
+	}
+}
+
+// applySlots applies a slot entry (under fsm.mu). One that does not apply
+// is logged and left out on every member alike, its change validated by
+// the same map.
+func (f *fsm) applySlots(b []byte, index uint64) error {
+	var ch SlotChange
+	err := json.Unmarshal(b, &ch)
+	var m *SlotMap
+	if err == nil {
+		m, err = f.slots.Load().apply(ch)
+	}
+	if err != nil {
+		f.c.log.Error().Err(err).Uint64("index", index).Msg("cluster: a slot entry did not apply")
+		return err
+	}
+	f.setSlots(m)
+	return nil
+}
+
+// setSlots makes m the map (under fsm.mu) and tells the process.
+func (f *fsm) setSlots(m *SlotMap) {
+	f.slots.Store(m)
+	if f.c.onSlots != nil {
+		f.c.onSlots(m)
+	}
+}
+
+// slotsJSON is the map as a snapshot keeps it; nil for none.
+func (f *fsm) slotsJSON() ([]byte, error) {
+	m := f.slots.Load()
+	if m == nil {
+		return nil, nil
+	}
+	return json.Marshal(m.Change())
+}
+
+// restoreSlots makes a snapshot's map (nil: none) the map.
+func (f *fsm) restoreSlots(b []byte) error {
+	var m *SlotMap
+	if len(b) > 0 {
+		var ch SlotChange
+		if err := json.Unmarshal(b, &ch); err != nil {
+			return fmt.Errorf("snapshot's slot map: %w", err)
+		}
+		var err error
+		if m, err = (*SlotMap)(nil).apply(ch); err != nil {
+			return fmt.Errorf("snapshot's slot map: %w", err)
+		}
+	}
+	f.setSlots(m)
+	return nil
+}
