@@ -62,9 +62,11 @@ func (gv *groupsView) useSlots(clu *cluster.Cluster, n int) {
 	clu.UseSlots(n, func(m *cluster.SlotMap) { gv.setMap(n, m) })
 }
 
-func (gv *groupsView) Count() int            { return gv.m.Load().Groups() }
-func (gv *groupsView) Owner(slot int) int    { return gv.m.Load().Owner(slot) }
-func (gv *groupsView) Ranges(g int) [][2]int { return gv.m.Load().Ranges(g) }
+func (gv *groupsView) Count() int                     { return gv.m.Load().Groups() }
+func (gv *groupsView) Owner(slot int) int             { return gv.m.Load().Owner(slot) }
+func (gv *groupsView) Ranges(g int) [][2]int          { return gv.m.Load().Ranges(g) }
+func (gv *groupsView) Migrating(slot int) (int, bool) { return gv.m.Load().Migrating(slot) }
+func (gv *groupsView) Importing(slot int) (int, bool) { return gv.m.Load().Importing(slot) }
 func (gv *groupsView) View(g int) commands.ClusterView {
 	if c := gv.clusters[g].Load(); c != nil {
 		return c

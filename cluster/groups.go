@@ -33,8 +33,9 @@ const MaxGroups = 64
 type SlotMap struct {
 	n     int
 	owner [Slots]uint8
-	// A moving slot's other group, plus one (0: not moving): the group it
-	// migrates to, on its owner; the group it imports from, on the target.
+	// A moving slot's groups, plus one (0: not moving): the group it
+	// migrates to (marked by its owner), the group importing it (marked by
+	// that group).
 	migrating, importing [Slots]uint8
 }
 
@@ -61,7 +62,7 @@ func (m *SlotMap) Migrating(slot int) (int, bool) {
 	return int(m.migrating[slot]) - 1, m.migrating[slot] != 0
 }
 
-// Importing is the group slot is being moved from, if it is.
+// Importing is the group taking slot in, if one is.
 func (m *SlotMap) Importing(slot int) (int, bool) {
 	return int(m.importing[slot]) - 1, m.importing[slot] != 0
 }

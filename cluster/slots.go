@@ -32,8 +32,10 @@ type SlotChange struct {
 	// Assign gives each [first, last] range to its group and ends any move
 	// of its slots (CLUSTER SETSLOT NODE).
 	Assign [][3]int `json:"assign,omitempty"`
-	// Migrating and Importing mark [slot, group] moving to, and from, the
-	// group; Stable ends a slot's move, its owner unchanged.
+	// Migrating marks [slot, group] moving from its owner to group (SETSLOT
+	// MIGRATING at the owner); Importing marks [slot, group] taken in by
+	// group (SETSLOT IMPORTING at the target); Stable ends a slot's move,
+	// its owner unchanged.
 	Migrating [][2]int `json:"migrating,omitempty"`
 	Importing [][2]int `json:"importing,omitempty"`
 	Stable    []int    `json:"stable,omitempty"`
@@ -100,6 +102,10 @@ func (m *SlotMap) apply(ch SlotChange) (*SlotMap, error) {
 	}
 	return &n, nil
 }
+
+// With is the map m becomes with ch, as group 0's members apply it (m is
+// unchanged).
+func (m *SlotMap) With(ch SlotChange) (*SlotMap, error) { return m.apply(ch) }
 
 // Change is the whole map as one entry: what makes it from an empty map.
 func (m *SlotMap) Change() SlotChange {

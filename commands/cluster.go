@@ -72,6 +72,7 @@ func init() {
 		"failover":        {-2, clusterFailover},
 		"handover":        {3, clusterHandOver},
 		"slotchange":      {3, clusterSlotChange},
+		"setslot":         {-4, clusterSetSlot},
 		"help":            {2, func(d *Dispatcher, c *Client, cl ClusterView, args [][]byte) { writeHelp(c.W, "CLUSTER", clusterHelp) }},
 	}
 }
@@ -109,6 +110,8 @@ var clusterHelp = []string{
 	"SLOTS",
 	"    Return information about slots range mappings. Each range is made of:",
 	"    start, end, master and replicas IP addresses, ports and ids",
+	"SETSLOT <slot> (IMPORTING <node-id>|MIGRATING <node-id>|STABLE|NODE <node-id>)",
+	"    Set slot state.",
 	"SHARDS",
 	"    Return information about slot range mappings and the nodes associated with them.",
 }
@@ -201,6 +204,114 @@ func clusterSlotChange(d *Dispatcher, c *Client, cl ClusterView, args [][]byte) 
 		return
 	}
 	c.W.Status("OK")
+}
+
+// clusterSetSlot is CLUSTER SETSLOT slot IMPORTING|MIGRATING|NODE id |
+// STABLE, as Redis's, sent to a group's leader: each changes the slot map
+// by an entry in group 0's log (docs/decisions/slot-moves.md), so every
+// address of every node routes by it alike. The node ids are addresses'
+// (one per group per node): an id names its group. STABLE ends the slot's
+// move on both sides (the map holds one move per slot).
+func clusterSetSlot(d *Dispatcher, c *Client, cl ClusterView, args [][]byte) {
+	gs := d.opts.Groups
+	if gs == nil {
+		c.W.Error("ERR CLUSTER SETSLOT moves slots between Raft groups: this cluster has one (--cluster-groups)")
+		return
+	}
+	sc, ok := gs.View(0).(slotChanger)
+	if !ok {
+		c.W.Error(errClusterDown)
+		return
+	}
+	if !cl.Writable() {
+		c.W.Error("ERR Please use SETSLOT only with masters.")
+		return
+	}
+	n, ok := parseInt(args[2])
+	if !ok || n < 0 || n >= Slots {
+		c.W.Error("ERR Invalid or out of range slot")
+		return
+	}
+	slot, my := int(n), d.opts.Group
+	action := strings.ToLower(string(args[3]))
+	known := action == "stable" || action == "migrating" || action == "importing" || action == "node"
+	if !known || (action == "stable" && len(args) != 4) || (action != "stable" && len(args) != 5) {
+		c.W.Error("ERR Invalid CLUSTER SETSLOT action or number of arguments. Try CLUSTER HELP")
+		return
+	}
+	var ch cluster.SlotChange
+	if action == "stable" {
+		ch.Stable = []int{slot}
+	} else {
+		id := string(args[4])
+		g, ok := d.groupOf(cl, id)
+		if !ok {
+			c.W.Error("ERR I don't know about node " + id)
+			return
+		}
+		switch action {
+		case "migrating":
+			if gs.Owner(slot) != my {
+				c.W.Error("ERR I'm not the owner of hash slot " + strconv.Itoa(slot))
+				return
+			}
+			ch.Migrating = [][2]int{{slot, g}}
+		case "importing":
+			if gs.Owner(slot) == my {
+				c.W.Error("ERR I'm already the owner of hash slot " + strconv.Itoa(slot))
+				return
+			}
+			ch.Importing = [][2]int{{slot, my}}
+		case "node":
+			if gs.Owner(slot) == my && g != my {
+				keys, ok := keysInSlot(d, c, slot, 1)
+				if !ok {
+					return
+				}
+				if len(keys) > 0 {
+					c.W.Error("ERR Can't assign hashslot " + strconv.Itoa(slot) + " to a different node while I still hold keys for this hash slot.")
+					return
+				}
+			}
+			if gs.Owner(slot) == g {
+				// Already its owner (the NODE redis-cli sends to every
+				// master after the first): end the move only, if any.
+				_, m := gs.Migrating(slot)
+				_, i := gs.Importing(slot)
+				if !m && !i {
+					c.W.Status("OK")
+					return
+				}
+			}
+			ch.Assign = [][3]int{{slot, slot, g}}
+		}
+	}
+	if err := sc.ChangeSlots(ch); err != nil {
+		c.W.Error(codedErr(err))
+		return
+	}
+	c.W.Status("OK")
+}
+
+// groupOf is the group whose member has node id id (each address has its
+// own id).
+func (d *Dispatcher) groupOf(cl ClusterView, id string) (int, bool) {
+	gs := d.opts.Groups
+	for g := 0; g < gs.Count(); g++ {
+		v := cl
+		if g != d.opts.Group {
+			v = gs.View(g)
+		}
+		if v == nil {
+			continue
+		}
+		for _, n := range v.Nodes() {
+			if n.ID == id {
+				return g, true
+			}
+		}
+	}
+	return 0, false
 }
 
 // codedErr is err's line as it is when it starts with an error code (ERR,
@@ -400,6 +511,7 @@ func cmdAsking(d *Dispatcher, c *Client, args [][]byte) {
 		c.W.Error(errNoCluster)
 		return
 	}
+	c.asking = true
 	c.W.Status("OK")
 }
 

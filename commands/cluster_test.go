@@ -28,6 +28,8 @@ type fakeCluster struct {
 	waitResult int
 	waits      []string // "index n timeout" of each WaitReplicas call
 	calls      []string // Meet, Join, Forget calls
+
+	change func(cluster.SlotChange) error // ChangeSlots, when set
 }
 
 const (

@@ -106,6 +106,9 @@ type Client struct {
 	// ticket of the client's last write, which WAIT waits for.
 	slot int
 	woff uint64
+	// asking: the client sent ASKING, so its next command may run on a
+	// slot this group imports (route.go); only its goroutine touches it.
+	asking bool
 }
 
 // Options configure a Dispatcher. Only main knows where the values come from.

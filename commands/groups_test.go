@@ -17,10 +17,15 @@ type fakeGroups struct {
 	views []*fakeCluster
 }
 
-func (g *fakeGroups) Count() int             { return g.m.Groups() }
-func (g *fakeGroups) Owner(slot int) int     { return g.m.Owner(slot) }
-func (g *fakeGroups) Ranges(i int) [][2]int  { return g.m.Ranges(i) }
-func (g *fakeGroups) View(i int) ClusterView { return g.views[i] }
+func (g *fakeGroups) Count() int                  { return g.m.Groups() }
+func (g *fakeGroups) Owner(slot int) int          { return g.m.Owner(slot) }
+func (g *fakeGroups) Ranges(i int) [][2]int       { return g.m.Ranges(i) }
+func (g *fakeGroups) View(i int) ClusterView      { return g.views[i] }
+func (g *fakeGroups) Migrating(s int) (int, bool) { return g.m.Migrating(s) }
+func (g *fakeGroups) Importing(s int) (int, bool) { return g.m.Importing(s) }
+
+// ChangeSlots is group 0's: the change applied to the map at once.
+func (f *fakeCluster) ChangeSlots(ch cluster.SlotChange) error { return f.change(ch) }
 
 // groupID is member i's node id in group g: one id per address.
 func groupID(g, i int) string { return fmt.Sprintf("%039x%d", g, i) }
@@ -214,5 +219,75 @@ func TestClusterFailover(t *testing.T) {
 	ff.err = errors.New("ERR You should send CLUSTER FAILOVER to a replica")
 	if got := n.do(c, "CLUSTER", "FAILOVER"); got != "-ERR You should send CLUSTER FAILOVER to a replica" {
 		t.Errorf("refused: %q", got)
+	}
+}
+
+// CLUSTER SETSLOT, ASKING and ASK, at the leader of group 1 of three.
+func TestSetSlotAndAsk(t *testing.T) {
+	gs := &fakeGroups{m: cluster.EvenSlots(3), views: []*fakeCluster{newGroupFake(0, 1), newGroupFake(1, 0), newGroupFake(2, 2)}}
+	var changes []string
+	gs.views[0].change = func(ch cluster.SlotChange) error {
+		m, err := gs.m.With(ch)
+		if err == nil {
+			gs.m = m
+			changes = append(changes, fmt.Sprint(ch.Assign, ch.Migrating, ch.Importing, ch.Stable))
+		}
+		return err
+	}
+	eng, err := engine.New(engine.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { eng.Close() })
+	n := &node{t: t, d: New(Options{Engine: eng, Config: map[string]string{}, Cluster: gs.views[1], Groups: gs, Group: 1}), eng: eng}
+	c := n.client()
+	// Keys of one slot of group 1 (a hash tag) and one of group 0's.
+	tag := keyOf(gs.m, 1)
+	a, b := "{"+tag+"}a", "{"+tag+"}b"
+	s1, k0 := KeySlot(tag), keyOf(gs.m, 0)
+	s0 := KeySlot(k0)
+	n.do(c, "RPUSH", a, "x")
+	for _, s := range [][2]string{
+		// Refusals, as Redis words them.
+		{"CLUSTER SETSLOT " + fmt.Sprint(s0) + " MIGRATING " + groupID(2, 2), fmt.Sprintf("-ERR I'm not the owner of hash slot %d", s0)},
+		{"CLUSTER SETSLOT " + fmt.Sprint(s1) + " IMPORTING " + groupID(0, 1), fmt.Sprintf("-ERR I'm already the owner of hash slot %d", s1)},
+		{"CLUSTER SETSLOT " + fmt.Sprint(s1) + " MIGRATING nobody", "-ERR I don't know about node nobody"},
+		{"CLUSTER SETSLOT 16384 STABLE", "-ERR Invalid or out of range slot"},
+		{"CLUSTER SETSLOT 1 STABLE x", "-ERR Invalid CLUSTER SETSLOT action or number of arguments. Try CLUSTER HELP"},
+		{"CLUSTER SETSLOT 1 DANCE x", "-ERR Invalid CLUSTER SETSLOT action or number of arguments. Try CLUSTER HELP"},
+		{"CLUSTER SETSLOT " + fmt.Sprint(s1) + " NODE " + groupID(2, 2), fmt.Sprintf("-ERR Can't assign hashslot %d to a different node while I still hold keys for this hash slot.", s1)},
+		// Slot s1 migrates to group 2: keys here run here, keys gone get
+		// ASK to group 2's leader, some of each TRYAGAIN.
+		{"CLUSTER SETSLOT " + fmt.Sprint(s1) + " MIGRATING " + groupID(2, 1), "+OK"},
+		{"LLEN " + a, ":1"},
+		{"LLEN " + b, fmt.Sprintf("-ASK %d 10.0.0.3:7200", s1)},
+		{"RPOPLPUSH " + a + " " + b, "-TRYAGAIN Multiple keys request during rehashing of slot"},
+		{"CLUSTER SETSLOT " + fmt.Sprint(s1) + " STABLE", "+OK"},
+		{"LLEN " + b, ":0"},
+		// Slot s0 is imported from group 0: after ASKING, one command runs here.
+		{"CLUSTER SETSLOT " + fmt.Sprint(s0) + " IMPORTING " + groupID(0, 1), "+OK"},
+		{"RPUSH " + k0 + " y", fmt.Sprintf("-MOVED %d 10.0.0.2:7000", s0)},
+		{"ASKING", "+OK"},
+		{"RPUSH " + k0 + " y", ":1"},
+		{"LLEN " + k0, fmt.Sprintf("-MOVED %d 10.0.0.2:7000", s0)},
+		// NODE gives it to group 1 and ends the move.
+		{"CLUSTER SETSLOT " + fmt.Sprint(s0) + " NODE " + groupID(1, 0), "+OK"},
+		{"LLEN " + k0, ":1"},
+		{"CLUSTER SETSLOT " + fmt.Sprint(s0) + " NODE " + groupID(1, 2), "+OK"}, // already so: no entry
+	} {
+		if got := n.do(c, strings.Fields(s[0])...); got != s[1] {
+			t.Errorf("%s: %q, want %q", s[0], got, s[1])
+		}
+	}
+	if _, ok := gs.m.Importing(s0); ok || gs.m.Owner(s0) != 1 {
+		t.Errorf("slot %d after NODE: owner %d", s0, gs.m.Owner(s0))
+	}
+	if len(changes) != 4 {
+		t.Errorf("%d slot entries, want 4: %v", len(changes), changes)
+	}
+	// A replica of the group refuses SETSLOT.
+	gs.views[1].set(func(f *fakeCluster) { f.leader, f.writable = groupID(1, 2), false })
+	if got := n.do(c, "CLUSTER", "SETSLOT", "1", "STABLE"); got != "-ERR Please use SETSLOT only with masters." {
+		t.Errorf("SETSLOT at a replica: %q", got)
 	}
 }

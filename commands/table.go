@@ -463,7 +463,7 @@ var table = []*Command{
 		Handler: cmdUnwatch},
 
 	{Name: "cluster", Arity: -2, Flags: Loading, Group: "cluster", Since: "3.0.0",
-		Summary: "Cluster mode: INFO, MYID, MYSHARDID, NODES, SLOTS, SHARDS (one shard per Raft group: its leader as master, followers as replicas), KEYSLOT key, COUNTKEYSINSLOT slot, GETKEYSINSLOT slot count, MEET ip port [bus-port], FORGET node-id, JOIN node-id bus-addr client-addr, FAILOVER [FORCE|TAKEOVER] (on a replica: its group's leadership handed to it), HANDOVER node-id, GROUPS (each group's slots and this node's address for it), HELP.", Complexity: "O(1); NODES, SLOTS, SHARDS O(N) nodes; COUNTKEYSINSLOT, GETKEYSINSLOT O(queues)",
+		Summary: "Cluster mode: INFO, MYID, MYSHARDID, NODES, SLOTS, SHARDS (one shard per Raft group: its leader as master, followers as replicas), KEYSLOT key, COUNTKEYSINSLOT slot, GETKEYSINSLOT slot count, MEET ip port [bus-port], FORGET node-id, JOIN node-id bus-addr client-addr, FAILOVER [FORCE|TAKEOVER] (on a replica: its group's leadership handed to it), HANDOVER node-id, GROUPS (each group's slots and this node's address for it), SETSLOT slot IMPORTING|MIGRATING|NODE node-id | STABLE (moves a slot between Raft groups, through group 0's log), SLOTCHANGE json (what SETSLOT sends group 0's leader), HELP.", Complexity: "O(1); NODES, SLOTS, SHARDS O(N) nodes; COUNTKEYSINSLOT, GETKEYSINSLOT O(queues)",
 		Args: []Arg{str("subcommand"), opt(many(str("arg")))}, Handler: cmdCluster},
 	{Name: "readonly", Arity: 1, Flags: Fast | Loading, Group: "cluster", Since: "3.0.0",
 		Summary: "Cluster mode: a follower serves this connection's reads, from state that may lag the leader's, instead of redirecting them.", Complexity: "O(1)",
@@ -472,7 +472,7 @@ var table = []*Command{
 		Summary: "Cluster mode: ends READONLY; reads go to the leader again.", Complexity: "O(1)",
 		Handler: cmdReadOnly},
 	{Name: "asking", Arity: 1, Flags: Fast, Group: "cluster", Since: "3.0.0",
-		Summary: "Cluster mode: accepted for clients that send it; one shard never answers ASK.", Complexity: "O(1)",
+		Summary: "Cluster mode: the next command may run on a slot this Raft group imports (CLUSTER SETSLOT IMPORTING), as a client does after an ASK redirection.", Complexity: "O(1)",
 		Handler: cmdAsking},
 }
 
