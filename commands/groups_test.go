@@ -285,6 +285,16 @@ func TestSetSlotAndAsk(t *testing.T) {
 	if len(changes) != 4 {
 		t.Errorf("%d slot entries, want 4: %v", len(changes), changes)
 	}
+	// CLUSTER NODES shows the open slots on this master's own line.
+	s2 := KeySlot(keyOf(gs.m, 2))
+	n.do(c, "CLUSTER", "SETSLOT", fmt.Sprint(s1), "MIGRATING", groupID(2, 1))
+	n.do(c, "CLUSTER", "SETSLOT", fmt.Sprint(s2), "IMPORTING", groupID(2, 1))
+	nodes := n.do(c, "CLUSTER", "NODES")
+	for _, want := range []string{fmt.Sprintf(" [%d->-%s]", s1, groupID(2, 2)), fmt.Sprintf(" [%d-<-%s]", s2, groupID(2, 2))} {
+		if i := strings.Index(nodes, want); i < 0 || !strings.Contains(nodes[strings.LastIndex(nodes[:i], "\n")+1:i], "myself,master") {
+			t.Errorf("CLUSTER NODES lacks %q on its myself line: %q", want, nodes)
+		}
+	}
 	// A replica of the group refuses SETSLOT.
 	gs.views[1].set(func(f *fakeCluster) { f.leader, f.writable = groupID(1, 2), false })
 	if got := n.do(c, "CLUSTER", "SETSLOT", "1", "STABLE"); got != "-ERR Please use SETSLOT only with masters." {
