@@ -1,0 +1,181 @@
+package integration
+
+import (
+	"fmt"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Moving slots between Raft groups (docs/decisions/slot-moves.md): the slot
+// map is group 0's log's, CLUSTER SETSLOT changes it, and every address of
+// every node routes by it.
+//
+//	go test -count=1 -run 'TestClusterSlotMoves' -v ./integration_test/
+
+// grOwners reads CLUSTER NODES at addr: each slot range's master address
+// ("0-99" -> "127.0.0.1:7100"), every range of every master.
+func grOwners(addr string) (map[string]string, error) {
+	v, err := grAsk(addr, "CLUSTER", "NODES")
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	for _, l := range strings.Split(strings.TrimSpace(fmt.Sprint(v)), "\n") {
+		f := strings.Fields(l)
+		if len(f) < 9 || !strings.Contains(f[2], "master") || strings.Contains(f[2], "fail") {
+			continue
+		}
+		a, _, _ := strings.Cut(f[1], "@")
+		for _, r := range f[8:] {
+			if !strings.HasPrefix(r, "[") {
+				out[r] = a
+			}
+		}
+	}
+	return out, nil
+}
+
+// grKeyIn finds a key whose slot is in [lo, hi].
+func grKeyIn(t *testing.T, addr string, lo, hi int, prefix string) (string, int) {
+	t.Helper()
+	for i := 0; ; i++ {
+		k := prefix + strconv.Itoa(i)
+		v, err := grAsk(addr, "CLUSTER", "KEYSLOT", k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s := int(v.(int64)); s >= lo && s <= hi {
+			return k, s
+		}
+	}
+}
+
+func TestClusterSlotMoves(t *testing.T) {
+	if _, err := exec.LookPath("redis-cli"); err != nil {
+		t.Skip("no redis-cli")
+	}
+	t.Parallel()
+	nodes := grCluster(t)
+	id := func(n *grNode, g int) string {
+		v, err := grAsk(n.addr(g), "CLUSTER", "MYID")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v.(string)
+	}
+	// Each range's group (its master's address, whichever node leads it).
+	want := map[string]int{"0-99": 1, "100-5460": 0, "5461-10921": 1, "10922-16383": 2}
+	groupOf := func(addr string) int {
+		for _, n := range nodes {
+			for g := 0; g < grCount; g++ {
+				if n.addr(g) == addr {
+					return g
+				}
+			}
+		}
+		return -1
+	}
+	agreed := func(what string) {
+		t.Helper()
+		for _, n := range nodes {
+			for g := 0; g < grCount; g++ {
+				addr := n.addr(g)
+				clWait(t, 15*time.Second, what, func() (bool, string) {
+					m, err := grOwners(addr)
+					got := map[string]int{}
+					for r, a := range m {
+						got[r] = groupOf(a)
+					}
+					return err == nil && fmt.Sprint(got) == fmt.Sprint(want), fmt.Sprint(addr, ": ", m, err)
+				})
+			}
+		}
+	}
+
+	// redis-cli moves 100 empty slots from group 0 to group 1, as it
+	// moves them between Redis masters: IMPORTING, MIGRATING, no keys to
+	// MIGRATE, then NODE at the target, the source and every master.
+	out, err := exec.Command("redis-cli", "--cluster", "reshard", nodes[2].addr(0),
+		"--cluster-from", id(nodes[0], 0), "--cluster-to", id(nodes[1], 1),
+		"--cluster-slots", "100", "--cluster-yes").CombinedOutput()
+	if err != nil || strings.Contains(string(out), "[ERR]") {
+		t.Fatalf("redis-cli --cluster reshard: %v\n%s", err, out)
+	}
+	agreed("every address routes slots 0-99 to group 1")
+	clWait(t, 15*time.Second, "redis-cli --cluster check clean", func() (bool, string) {
+		out, err := exec.Command("redis-cli", "--cluster", "check", nodes[1].addr(2)).CombinedOutput()
+		s := string(out)
+		return err == nil && strings.Contains(s, "[OK] All nodes agree about slots configuration.") &&
+			strings.Contains(s, "[OK] All 16384 slots covered.") && !strings.Contains(s, "[ERR]") &&
+			!strings.Contains(s, "[WARNING]"), s
+	})
+
+	// A client follows: a key of slot 0-99 is group 1's now.
+	k, slot := grKeyIn(t, nodes[0].addr(0), 0, 99, "m")
+	rc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{nodes[0].addr(0)}, Protocol: 2})
+	defer rc.Close()
+	ctx := ctxT(t, 30*time.Second)
+	if err := rc.Do(ctx, "DELAY.ADD", k, 0, "p", "ID", "j1").Err(); err != nil {
+		t.Fatalf("DELAY.ADD %s: %v", k, err)
+	}
+	if _, err := grAsk(nodes[1].addr(1), "DELAY.GET", k, "j1"); err != nil {
+		t.Errorf("the job is not in group 1: %v", err)
+	}
+	if _, err := grAsk(nodes[0].addr(0), "DELAY.GET", k, "j1"); err == nil || !strings.HasPrefix(err.Error(), fmt.Sprintf("MOVED %d %s", slot, nodes[1].addr(1))) {
+		t.Errorf("group 0's leader on slot %d: %v, want MOVED to group 1", slot, err)
+	}
+
+	// The slot migrates to group 2: a queue still in group 1 is served
+	// there, a missing one is sent to group 2 with ASK, which takes it
+	// only after ASKING.
+	if _, err := grAsk(nodes[2].addr(2), "CLUSTER", "SETSLOT", slot, "IMPORTING", id(nodes[1], 1)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := grAsk(nodes[1].addr(1), "CLUSTER", "SETSLOT", slot, "MIGRATING", id(nodes[2], 2)); err != nil {
+		t.Fatal(err)
+	}
+	other := "{" + k + "}other"
+	if _, err := grAsk(nodes[1].addr(1), "DELAY.GET", k, "j1"); err != nil {
+		t.Errorf("a queue still in the migrating group: %v", err)
+	}
+	if _, err := grAsk(nodes[1].addr(1), "LLEN", other); err == nil || err.Error() != fmt.Sprintf("ASK %d %s", slot, nodes[2].addr(2)) {
+		t.Errorf("a missing queue of a migrating slot: %v, want ASK to group 2", err)
+	}
+	if _, err := grAsk(nodes[2].addr(2), "RPUSH", other, "x"); err == nil || !strings.HasPrefix(err.Error(), "MOVED ") {
+		t.Errorf("the importing group without ASKING: %v, want MOVED", err)
+	}
+	c := redis.NewClient(&redis.Options{Addr: nodes[2].addr(2), Protocol: 2})
+	defer c.Close()
+	pipe := c.Pipeline()
+	pipe.Do(ctx, "ASKING")
+	push := pipe.Do(ctx, "RPUSH", other, "x")
+	if _, err := pipe.Exec(ctx); err != nil || push.Val() != int64(1) {
+		t.Errorf("ASKING then RPUSH at the importing group: %v %v", push.Val(), err)
+	}
+	// go-redis follows the ASK.
+	if n, err := rc.Do(ctx, "LLEN", other).Int(); err != nil || n != 1 {
+		t.Errorf("ClusterClient LLEN %s during the move: %d %v", other, n, err)
+	}
+	// Group 1 still holds a queue of the slot: NODE elsewhere is refused.
+	if _, err := grAsk(nodes[1].addr(1), "CLUSTER", "SETSLOT", slot, "NODE", id(nodes[2], 2)); err == nil || !strings.Contains(err.Error(), "still hold keys") {
+		t.Errorf("SETSLOT NODE away from a group holding keys: %v", err)
+	}
+	for g := 1; g <= 2; g++ {
+		if _, err := grAsk(nodes[g].addr(g), "CLUSTER", "SETSLOT", slot, "STABLE"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	agreed("the map after STABLE")
+
+	// A node restarted reads the map back from its log.
+	nodes[2].Kill9()
+	if err := nodes[2].Server.Start(); err != nil {
+		t.Fatalf("restart: %v", err)
+	}
+	agreed("the restarted node's map")
+}
