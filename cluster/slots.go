@@ -1,10 +1,13 @@
 package cluster
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // The slot map of a cluster of several groups is group 0's state, kept by
@@ -231,4 +234,35 @@ func (f *fsm) restoreSlots(b []byte) error {
 	}
 	f.setSlots(m)
 	return nil
+}
+
+// Send runs cmds, pipelined, on the node whose clients connect at addr
+// (MIGRATE's target), as user with password when one is given (else as
+// this node's own connections authenticate), each command within timeout.
+// It returns the first error, the target's error reply as it is.
+func (c *Cluster) Send(addr, user, password string, timeout time.Duration, cmds [][]any) error {
+	opts := &redis.Options{
+		Addr: addr, Password: c.cfg.Password, MaxRetries: -1, DialTimeout: timeout,
+		ReadTimeout: timeout, WriteTimeout: timeout, Protocol: 2, DisableIdentity: true,
+		TLSConfig: c.respTLS(addr),
+	}
+	if password != "" {
+		opts.Username, opts.Password = user, password
+	}
+	cl := redis.NewClient(opts)
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout+time.Duration(len(cmds))*timeout/10)
+	defer cancel()
+	pipe := cl.Pipeline()
+	res := make([]*redis.Cmd, len(cmds))
+	for i, args := range cmds {
+		res[i] = pipe.Do(ctx, args...)
+	}
+	_, err := pipe.Exec(ctx)
+	for _, r := range res {
+		if r.Err() != nil {
+			return r.Err()
+		}
+	}
+	return err
 }

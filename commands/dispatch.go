@@ -153,6 +153,7 @@ type Options struct {
 // runs their handlers. It is safe for concurrent use by connections.
 type Dispatcher struct {
 	opts   Options
+	moves  migrations                    // the queues MIGRATE is moving now (migrate.go)
 	eng    atomic.Pointer[engine.Engine] // nil while the log loads; set once
 	byName map[string]*Command
 	// asSent files each name in lower case and in capitals, the two ways

@@ -66,7 +66,7 @@ func (d *Dispatcher) route(c *Client, cmd *Command, args [][]byte) bool {
 	}
 	c.slot = slot
 	// ASKING lasts one command, as Redis's flag does (kept through MULTI).
-	asking := c.asking
+	asking := c.asking || cmd.Name == "restore-asking"
 	if cmd.Name != "asking" && !c.tx.multi {
 		c.asking = false
 	}
@@ -153,13 +153,17 @@ func (d *Dispatcher) importing(slot int) bool {
 // that migrates (CLUSTER SETSLOT MIGRATING), as Redis's getNodeByQuery
 // gives it: keys all here run here ("" ), keys all gone (moved already, or
 // never made) get ASK to the target group's leader, which takes them after
-// ASKING; some of each get TRYAGAIN until the move is done. Only with
-// several groups, and only a migrating slot pays for the look-up.
+// ASKING; some of each get TRYAGAIN until the move is done, as do queues
+// MIGRATE is moving now (migrate.go). Only with several groups, and only
+// a migrating slot pays for the look-ups.
 func (d *Dispatcher) ask(c *Client, cmd *Command, args [][]byte, slot int) string {
 	gs := d.opts.Groups
 	to, ok := gs.Migrating(slot)
-	if !ok || gs.Owner(slot) != d.opts.Group {
+	if !ok || gs.Owner(slot) != d.opts.Group || cmd.Name == "migrate" {
 		return ""
+	}
+	if d.moves.fenced(commandKeys(cmd, args)) {
+		return errMoving
 	}
 	eng := d.engineFor(c)
 	if eng == nil {

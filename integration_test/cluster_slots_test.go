@@ -179,3 +179,166 @@ func TestClusterSlotMoves(t *testing.T) {
 	}
 	agreed("the restarted node's map")
 }
+
+// grScan lists a queue's jobs at addr (DELAY.SCAN): id -> "state due
+// deliveries ack_deadline".
+func grScan(t *testing.T, addr, q string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	cursor := "0"
+	for {
+		v, err := grAsk(addr, "DELAY.SCAN", q, cursor, "COUNT", 1000)
+		if err != nil {
+			t.Fatalf("DELAY.SCAN %s at %s: %v", q, addr, err)
+		}
+		page := v.([]any)
+		for _, j := range page[1].([]any) {
+			f := j.([]any)
+			m := map[string]string{}
+			for i := 0; i+1 < len(f); i += 2 {
+				m[fmt.Sprint(f[i])] = fmt.Sprint(f[i+1])
+			}
+			if _, dup := out[m["id"]]; dup {
+				t.Errorf("%s: job %s listed twice", q, m["id"])
+			}
+			out[m["id"]] = m["state"] + " " + m["due"] + " " + m["deliveries"] + " " + m["ack_deadline"]
+		}
+		if cursor = fmt.Sprint(page[0]); cursor == "0" {
+			return out
+		}
+	}
+}
+
+// redis-cli --cluster reshard moves slots holding queues: every job
+// arrives in the target group once, in its state with its times, none is
+// left in the source, and a ClusterClient adding meanwhile loses nothing.
+func TestClusterReshardMovesJobs(t *testing.T) {
+	if _, err := exec.LookPath("redis-cli"); err != nil {
+		t.Skip("no redis-cli")
+	}
+	t.Parallel()
+	nodes := grCluster(t)
+	id := func(n *grNode, g int) string {
+		v, err := grAsk(n.addr(g), "CLUSTER", "MYID")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v.(string)
+	}
+	src, dst := nodes[0].addr(0), nodes[1].addr(1)
+	rc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{nodes[2].addr(0)}, Protocol: 2, MaxRedirects: 16})
+	defer rc.Close()
+	ctx := ctxT(t, 120*time.Second)
+	// Queues in slots 0-199, each with ready, delayed and reserved jobs.
+	var queues []string
+	for i := 0; len(queues) < 12; i++ {
+		k, _ := grKeyIn(t, src, 0, 199, "rq"+strconv.Itoa(i)+"-")
+		queues = append(queues, k)
+	}
+	for _, q := range queues {
+		for i := 0; i < 20; i++ {
+			delay := 0
+			if i%2 == 1 {
+				delay = 3_600_000 + i
+			}
+			if err := rc.Do(ctx, "DELAY.ADD", q, delay, "p", "ID", fmt.Sprint("j", i)).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := rc.Do(ctx, "DELAY.POP", q, 0).Err(); err != nil { // j0 reserved
+			t.Fatal(err)
+		}
+	}
+	before := map[string]map[string]string{}
+	for _, q := range queues {
+		before[q] = grScan(t, src, q)
+	}
+	// A worker blocked on a queue that moves (only delayed jobs in it) is
+	// sent after it with ASK.
+	blockedQ, _ := grKeyIn(t, src, 0, 199, "blocked-")
+	if err := rc.Do(ctx, "DELAY.ADD", blockedQ, 3_600_000, "later").Err(); err != nil {
+		t.Fatal(err)
+	}
+	blocked := make(chan error, 1)
+	go func() {
+		c := redis.NewClient(&redis.Options{Addr: src, Protocol: 2, MaxRetries: -1, ReadTimeout: time.Minute})
+		defer c.Close()
+		blocked <- c.Do(ctx, "DELAY.POP", blockedQ, 0).Err()
+	}()
+	clWait(t, 5*time.Second, "the worker blocked", func() (bool, string) {
+		v, err := grAsk(src, "CLIENT", "LIST")
+		return err == nil && strings.Contains(fmt.Sprint(v), "cmd=delay.pop"), fmt.Sprint(v, err)
+	})
+	// A producer adds to a queue of a moving slot all along.
+	live, _ := grKeyIn(t, src, 0, 199, "live-")
+	stop, done := make(chan struct{}), make(chan int)
+	go func() {
+		n := 0
+		defer func() { done <- n }()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			for try := 0; ; try++ {
+				err := rc.Do(ctx, "DELAY.ADD", live, 3_600_000, "x", "ID", fmt.Sprint("l", n)).Err()
+				if err == nil {
+					break
+				}
+				if try == 50 {
+					t.Errorf("DELAY.ADD %s l%d through the move: %v", live, n, err)
+					return
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			n++
+		}
+	}()
+	out, err := exec.Command("redis-cli", "--cluster", "reshard", nodes[2].addr(1),
+		"--cluster-from", id(nodes[0], 0), "--cluster-to", id(nodes[1], 1),
+		"--cluster-slots", "200", "--cluster-yes", "--cluster-pipeline", "5").CombinedOutput()
+	close(stop)
+	added := <-done
+	if err != nil || strings.Contains(string(out), "[ERR]") {
+		t.Fatalf("redis-cli --cluster reshard: %v\n%s", err, out)
+	}
+	clWait(t, 15*time.Second, "redis-cli --cluster check clean", func() (bool, string) {
+		out, err := exec.Command("redis-cli", "--cluster", "check", nodes[2].addr(2)).CombinedOutput()
+		s := string(out)
+		return err == nil && strings.Contains(s, "[OK] All nodes agree about slots configuration.") &&
+			strings.Contains(s, "[OK] All 16384 slots covered.") && !strings.Contains(s, "[ERR]") &&
+			!strings.Contains(s, "[WARNING]"), s
+	})
+	select {
+	case err := <-blocked:
+		if err == nil || !strings.HasPrefix(err.Error(), "ASK ") || !strings.HasSuffix(err.Error(), " "+dst) {
+			t.Errorf("the blocked worker got %v, want ASK to %s", err, dst)
+		}
+	case <-time.After(10 * time.Second):
+		t.Error("the blocked worker was not sent after its queue")
+	}
+	for _, q := range queues {
+		if got := grScan(t, dst, q); fmt.Sprint(got) != fmt.Sprint(before[q]) {
+			t.Errorf("%s in the target group:\n%v\nwas\n%v", q, got, before[q])
+		}
+	}
+	// Nothing is left in the source group: its engine holds no queue of
+	// the slots (COUNTKEYSINSLOT counts this address's own queues).
+	for s := 0; s < 200; s++ {
+		if v, err := grAsk(src, "CLUSTER", "COUNTKEYSINSLOT", s); err != nil || v.(int64) != 0 {
+			t.Fatalf("slot %d in the source group: %v %v", s, v, err)
+		}
+	}
+	// Every job the producer was told was added is there, once.
+	got := grScan(t, dst, live)
+	for i := 0; i < added; i++ {
+		if _, ok := got[fmt.Sprint("l", i)]; !ok {
+			t.Errorf("l%d, added during the move, is missing", i)
+		}
+	}
+	if len(got) < added || len(got) > added+1 { // the add in flight at the stop may have landed
+		t.Errorf("%d jobs in %s, %d added", len(got), live, added)
+	}
+	t.Logf("%d slots, %d queues moved; the producer added %d jobs meanwhile", 200, len(queues)+1, added)
+}
