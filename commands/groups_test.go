@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/delayd/delayd/cluster"
 	"github.com/delayd/delayd/engine"
@@ -23,6 +24,11 @@ func (g *fakeGroups) Ranges(i int) [][2]int       { return g.m.Ranges(i) }
 func (g *fakeGroups) View(i int) ClusterView      { return g.views[i] }
 func (g *fakeGroups) Migrating(s int) (int, bool) { return g.m.Migrating(s) }
 func (g *fakeGroups) Importing(s int) (int, bool) { return g.m.Importing(s) }
+
+// Send is MIGRATE's: what the test says the target does.
+func (f *fakeCluster) Send(addr, user, password string, timeout time.Duration, cmds [][]any) error {
+	return f.send(addr, cmds)
+}
 
 // ChangeSlots is group 0's: the change applied to the map at once.
 func (f *fakeCluster) ChangeSlots(ch cluster.SlotChange) error { return f.change(ch) }
@@ -301,3 +307,69 @@ func TestSetSlotAndAsk(t *testing.T) {
 		t.Errorf("SETSLOT at a replica: %q", got)
 	}
 }
+
+// MIGRATE at the leader of group 1: the queues go to the target as
+// RESTORE-ASKING, are dropped here once it answers, and are fenced
+// meanwhile; a target's error keeps them here.
+func TestMigrate(t *testing.T) {
+	gs := &fakeGroups{m: cluster.EvenSlots(3), views: []*fakeCluster{newGroupFake(0, 1), newGroupFake(1, 0), newGroupFake(2, 2)}}
+	eng, err := engine.New(engine.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { eng.Close() })
+	n := &node{t: t, d: New(Options{Engine: eng, Config: map[string]string{}, Cluster: gs.views[1], Groups: gs, Group: 1}), eng: eng}
+	c, other := n.client(), n.client()
+	tag := keyOf(gs.m, 1)
+	a, b := "{"+tag+"}a", "{"+tag+"}b"
+	n.do(c, "DELAY.ADD", a, "0", "x", "ID", "j1")
+	n.do(c, "DELAY.ADD", a, "60000", "y", "ID", "j2")
+	n.do(c, "DELAY.ADD", b, "0", "z", "ID", "j3")
+	var sent []string
+	var during string
+	gs.views[1].send = func(addr string, cmds [][]any) error {
+		for _, cmd := range cmds {
+			sent = append(sent, fmt.Sprint(addr, " ", cmd[0], " ", cmd[1], " ", cmd[2]))
+		}
+		during = n.do(other, "DELAY.GET", a, "j1")
+		return nil
+	}
+	for _, s := range [][2]string{
+		{"MIGRATE 10.0.0.3 7200 " + a + " 1 5000", "-ERR DB index is out of range"},
+		{"MIGRATE 10.0.0.3 port " + a + " 0 5000", "-" + errNotInteger},
+		{"MIGRATE 10.0.0.3 7200 " + a + " 0 5000 KEYS " + b, "-ERR When using MIGRATE KEYS option, the key argument must be set to the empty string"},
+		{"MIGRATE 10.0.0.3 7200 " + a + " 0 5000 SIDEWAYS", "-" + errSyntax},
+		{"MIGRATE 10.0.0.3 7200 {" + tag + "}none 0 5000", "+NOKEY"},
+	} {
+		if got := n.do(c, strings.Fields(s[0])...); got != s[1] {
+			t.Errorf("%s: %q, want %q", s[0], got, s[1])
+		}
+	}
+	// redis-cli's form: the key argument empty, the keys after KEYS.
+	if got := n.do(c, "MIGRATE", "10.0.0.3", "7200", "", "0", "5000", "REPLACE", "AUTH2", "u", "pw", "KEYS", a, b); got != "+OK" {
+		t.Fatalf("MIGRATE: %q", got)
+	}
+	if want := "10.0.0.3:7200 RESTORE-ASKING " + a + " 0; 10.0.0.3:7200 RESTORE-ASKING " + b + " 0"; strings.Join(sent, "; ") != want {
+		t.Errorf("sent %q, want %q", strings.Join(sent, "; "), want)
+	}
+	if during != errMovingLine {
+		t.Errorf("a command on a queue being moved: %q, want %q", during, errMovingLine)
+	}
+	if eng.Exists([]byte(a)) || eng.Exists([]byte(b)) {
+		t.Error("the queues stayed after MIGRATE")
+	}
+	// COPY keeps the queue; a target's error keeps it too.
+	n.do(c, "DELAY.ADD", a, "0", "x", "ID", "j4")
+	if got := n.do(c, "MIGRATE", "10.0.0.3", "7200", a, "0", "5000", "COPY"); got != "+OK" || !eng.Exists([]byte(a)) {
+		t.Errorf("MIGRATE COPY: %q, queue kept %v", got, eng.Exists([]byte(a)))
+	}
+	gs.views[1].send = func(string, [][]any) error { return errors.New("BUSYKEY Target key name already exists.") }
+	if got := n.do(c, "MIGRATE", "10.0.0.3", "7200", a, "0", "5000"); got != "-ERR Target instance replied with error: BUSYKEY Target key name already exists." || !eng.Exists([]byte(a)) {
+		t.Errorf("MIGRATE to a target that refused: %q, queue kept %v", got, eng.Exists([]byte(a)))
+	}
+	if got := n.do(c, "DELAY.GET", a, "j4"); !strings.HasPrefix(got, "*") {
+		t.Errorf("the queue is not fenced after a failed MIGRATE: %q", got)
+	}
+}
+
+var errMovingLine = "-" + errMoving

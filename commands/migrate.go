@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -27,8 +28,9 @@ import (
 
 // migrations are the queues of this address being moved now.
 type migrations struct {
-	mu    sync.Mutex
-	names map[string]bool // guarded by mu
+	active atomic.Int32 // len(names): routing looks at names only when some move
+	mu     sync.Mutex
+	names  map[string]bool // guarded by mu
 }
 
 // fence marks names as moving; false if one is already.
@@ -46,6 +48,7 @@ func (m *migrations) fence(names [][]byte) bool {
 	for _, n := range names {
 		m.names[string(n)] = true
 	}
+	m.active.Store(int32(len(m.names)))
 	return true
 }
 
@@ -55,10 +58,14 @@ func (m *migrations) unfence(names [][]byte) {
 	for _, n := range names {
 		delete(m.names, string(n))
 	}
+	m.active.Store(int32(len(m.names)))
 }
 
 // fenced says whether any of keys is being moved.
 func (m *migrations) fenced(keys [][]byte) bool {
+	if m.active.Load() == 0 {
+		return false
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, k := range keys {

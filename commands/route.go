@@ -155,15 +155,18 @@ func (d *Dispatcher) importing(slot int) bool {
 // never made) get ASK to the target group's leader, which takes them after
 // ASKING; some of each get TRYAGAIN until the move is done, as do queues
 // MIGRATE is moving now (migrate.go). Only with several groups, and only
-// a migrating slot pays for the look-ups.
+// a migrating slot (or a MIGRATE under way) pays for the look-ups.
 func (d *Dispatcher) ask(c *Client, cmd *Command, args [][]byte, slot int) string {
-	gs := d.opts.Groups
-	to, ok := gs.Migrating(slot)
-	if !ok || gs.Owner(slot) != d.opts.Group || cmd.Name == "migrate" {
+	if cmd.Name == "migrate" {
 		return ""
 	}
-	if d.moves.fenced(commandKeys(cmd, args)) {
+	if d.moves.active.Load() > 0 && d.moves.fenced(commandKeys(cmd, args)) {
 		return errMoving
+	}
+	gs := d.opts.Groups
+	to, ok := gs.Migrating(slot)
+	if !ok || gs.Owner(slot) != d.opts.Group {
+		return ""
 	}
 	eng := d.engineFor(c)
 	if eng == nil {
