@@ -362,7 +362,8 @@ func clusterGroups(d *Dispatcher, c *Client, cl ClusterView, args [][]byte) {
 	}
 }
 
-// keysInSlot lists up to limit keys (queues holding a job) of a slot; the
+// keysInSlot lists up to limit keys (queues holding a job; with several
+// groups, also those holding only a schedule, limit or pause) of a slot; the
 // engine does not index keys by slot, so it is a scan of every queue name,
 // O(queues), which is what these admin commands are for.
 func keysInSlot(d *Dispatcher, c *Client, slot, limit int) ([]string, bool) {
@@ -379,6 +380,20 @@ func keysInSlot(d *Dispatcher, c *Client, slot, limit int) ([]string, bool) {
 		keys = append(keys, chunk...)
 		if cursor == 0 {
 			break
+		}
+	}
+	if d.opts.Groups != nil && len(keys) < limit {
+		// A queue with a schedule, a limit or a pause and no job is no
+		// key, but a slot's move must take it (MIGRATE), and SETSLOT NODE
+		// must not leave it behind: with several groups it is listed.
+		have := make(map[string]bool, len(keys))
+		for _, k := range keys {
+			have[k] = true
+		}
+		for _, k := range eng.QueuesWithState(match) {
+			if !have[k] {
+				keys = append(keys, k)
+			}
 		}
 	}
 	return keys[:min(len(keys), limit)], true

@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/delayd/delayd/jobs"
+	"github.com/delayd/delayd/queue"
 	"github.com/delayd/delayd/record"
 )
 
@@ -246,4 +247,27 @@ func (e *Engine) asUnit(fn func(logApply func(r *record.Rec))) (uint64, error) {
 	ticket := e.endUnit()
 	e.inTx = false
 	return ticket, err
+}
+
+// QueuesWithState lists the names match accepts of queues that hold a
+// schedule, a limit or a pause, with or without jobs: what a slot's move
+// must carry beside its keys. O(schedules + limits).
+func (e *Engine) QueuesWithState(match func(name string) bool) []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	seen := map[string]bool{}
+	var out []string
+	add := func(name string) {
+		if !seen[name] && match(name) {
+			seen[name] = true
+			out = append(out, name)
+		}
+	}
+	for _, name := range e.limits.Names(func(*queue.Limit) bool { return true }) {
+		add(name)
+	}
+	for _, s := range e.sched.Sorted() {
+		add(s.Key.Queue)
+	}
+	return out
 }

@@ -40,6 +40,37 @@ func grOwners(addr string) (map[string]string, error) {
 	return out, nil
 }
 
+// slotWant is want (slot range -> group) with slot given to group g.
+func slotWant(want map[string]int, slot, g int) map[string]int {
+	var owner [16384]int
+	for r, grp := range want {
+		lo, hi, ok := strings.Cut(r, "-")
+		if !ok {
+			hi = lo
+		}
+		a, _ := strconv.Atoi(lo)
+		b, _ := strconv.Atoi(hi)
+		for s := a; s <= b; s++ {
+			owner[s] = grp
+		}
+	}
+	owner[slot] = g
+	out := map[string]int{}
+	for s := 0; s < len(owner); {
+		e := s
+		for e+1 < len(owner) && owner[e+1] == owner[s] {
+			e++
+		}
+		r := strconv.Itoa(s)
+		if e > s {
+			r += "-" + strconv.Itoa(e)
+		}
+		out[r] = owner[s]
+		s = e + 1
+	}
+	return out
+}
+
 // grKeyIn finds a key whose slot is in [lo, hi].
 func grKeyIn(t *testing.T, addr string, lo, hi int, prefix string) (string, int) {
 	t.Helper()
@@ -165,12 +196,39 @@ func TestClusterSlotMoves(t *testing.T) {
 	if _, err := grAsk(nodes[1].addr(1), "CLUSTER", "SETSLOT", slot, "NODE", id(nodes[2], 2)); err == nil || !strings.Contains(err.Error(), "still hold keys") {
 		t.Errorf("SETSLOT NODE away from a group holding keys: %v", err)
 	}
+	pipe = c.Pipeline()
+	pipe.Do(ctx, "ASKING")
+	pipe.Do(ctx, "DEL", other)
+	if _, err := pipe.Exec(ctx); err != nil {
+		t.Fatal(err)
+	}
 	for g := 1; g <= 2; g++ {
 		if _, err := grAsk(nodes[g].addr(g), "CLUSTER", "SETSLOT", slot, "STABLE"); err != nil {
 			t.Fatal(err)
 		}
 	}
 	agreed("the map after STABLE")
+
+	// A move cut short (the slot open at both ends, its queue still in
+	// group 1) is finished by redis-cli --cluster fix.
+	if _, err := grAsk(nodes[2].addr(2), "CLUSTER", "SETSLOT", slot, "IMPORTING", id(nodes[1], 1)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := grAsk(nodes[1].addr(1), "CLUSTER", "SETSLOT", slot, "MIGRATING", id(nodes[2], 2)); err != nil {
+		t.Fatal(err)
+	}
+	out, err = exec.Command("redis-cli", "--cluster", "fix", nodes[0].addr(0), "--cluster-yes").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), fmt.Sprintf("Fixing open slot %d", slot)) {
+		t.Fatalf("redis-cli --cluster fix: %v\n%s", err, out) // full output
+	}
+	want = slotWant(want, slot, 2)
+	agreed("the map after fix")
+	if _, err := grAsk(nodes[2].addr(2), "DELAY.GET", k, "j1"); err != nil {
+		t.Errorf("the job after fix: %v", err)
+	}
+	if v, err := grAsk(nodes[1].addr(1), "CLUSTER", "COUNTKEYSINSLOT", slot); err != nil || v.(int64) != 0 {
+		t.Errorf("group 1 after fix: %v queues in slot %d, %v", v, slot, err)
+	}
 
 	// A node restarted reads the map back from its log.
 	nodes[2].Kill9()
@@ -249,6 +307,14 @@ func TestClusterReshardMovesJobs(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// A queue with a schedule and a limit and no job moves too.
+	schedQ, _ := grKeyIn(t, src, 0, 199, "sched-")
+	if err := rc.Do(ctx, "DELAY.SCHEDULE", schedQ, "hourly", "EVERY", 3_600_000, "tick").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := rc.Do(ctx, "DELAY.LIMIT", schedQ, "CONCURRENCY", 4).Err(); err != nil {
+		t.Fatal(err)
+	}
 	before := map[string]map[string]string{}
 	for _, q := range queues {
 		before[q] = grScan(t, src, q)
@@ -323,8 +389,15 @@ func TestClusterReshardMovesJobs(t *testing.T) {
 			t.Errorf("%s in the target group:\n%v\nwas\n%v", q, got, before[q])
 		}
 	}
+	if v, err := grAsk(dst, "DELAY.SCHEDULES", schedQ); err != nil || !strings.Contains(fmt.Sprint(v), "hourly") {
+		t.Errorf("the schedule in the target group: %v %v", v, err)
+	}
+	if v, err := grAsk(dst, "DELAY.LIMIT", schedQ); err != nil || !strings.Contains(fmt.Sprint(v), "concurrency 4") {
+		t.Errorf("the limit in the target group: %v %v", v, err)
+	}
 	// Nothing is left in the source group: its engine holds no queue of
-	// the slots (COUNTKEYSINSLOT counts this address's own queues).
+	// the slots (COUNTKEYSINSLOT counts this address's own queues, with a
+	// schedule or a limit too).
 	for s := 0; s < 200; s++ {
 		if v, err := grAsk(src, "CLUSTER", "COUNTKEYSINSLOT", s); err != nil || v.(int64) != 0 {
 			t.Fatalf("slot %d in the source group: %v %v", s, v, err)
