@@ -23,8 +23,9 @@ import (
 // the two it is in both, and a crash there is resolved by running the
 // move again: the import skips the ids the target has, the drop removes
 // what is left. Meanwhile the queues are fenced here: commands on them
-// get TRYAGAIN (a client retries), and clients blocked on them are sent to
-// the target with ASK.
+// get TRYAGAIN (a client retries), commands routed before the fence are
+// waited for (drain), and clients blocked on them are sent to the target
+// with ASK.
 
 // migrations are the queues of this address being moved now.
 type migrations struct {
@@ -158,11 +159,17 @@ func cmdMigrate(d *Dispatcher, c *Client, args [][]byte) {
 		timeout = 1000
 	}
 	target := net.JoinHostPort(string(args[1]), strconv.FormatInt(port, 10))
+	// A MIGRATE waits for other clients' commands (drain) and may wait for
+	// the target: it must not hold its own client's, or two MIGRATEs
+	// would wait for each other.
+	c.running.Unlock()
+	defer c.running.Lock()
 	if !d.moves.fence(keys) {
 		c.W.Error(errMoving)
 		return
 	}
 	defer d.moves.unfence(keys)
+	d.drain()
 	// A client blocked on a queue that leaves would wait on a queue no
 	// longer here: Redis sends it where the slot goes.
 	d.unblockKeys(keys, "ASK "+strconv.Itoa(KeySlot(keys[0]))+" "+target)
@@ -233,6 +240,28 @@ func cmdRestoreAsking(d *Dispatcher, c *Client, args [][]byte) {
 	}
 	c.Ticket = ticket
 	c.W.Status("OK")
+}
+
+// drain waits until every write routed before the fence has run: each
+// client's goroutine names its command in inflight, then holds its running
+// lock from routing to the end of its handler, so taking the lock of each
+// client running a write lets those in flight finish. A client that names
+// its command after drain looked reads the fence when it routes (both are
+// atomics: one of the two sees the other's store). Reads, and commands
+// that wait in their handler (WAIT), are not waited for.
+func (d *Dispatcher) drain() {
+	d.mu.Lock()
+	all := make([]*Client, 0, len(d.clients))
+	for _, cl := range d.clients {
+		all = append(all, cl)
+	}
+	d.mu.Unlock()
+	for _, cl := range all {
+		if cmd := cl.inflight.Load(); cmd != nil && (cmd.Flags&Write != 0 || cmd.Name == "exec") {
+			cl.running.Lock()
+			cl.running.Unlock() //nolint:staticcheck // a barrier, not a critical section
+		}
+	}
 }
 
 // unblockKeys ends, with msg, the pops parked on any of keys.

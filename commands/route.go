@@ -87,8 +87,13 @@ func (d *Dispatcher) route(c *Client, cmd *Command, args [][]byte) bool {
 		// address is not its replica, so READONLY does not keep it here.
 		msg = d.otherGroup(slot)
 	case cl.Writable():
-		if d.opts.Groups != nil && !exec {
-			if msg = d.ask(c, cmd, args, slot); msg != "" {
+		if d.opts.Groups != nil {
+			if exec {
+				msg = d.fencedTx(c)
+			} else {
+				msg = d.ask(c, cmd, args, slot)
+			}
+			if msg != "" {
 				break
 			}
 		}
@@ -185,6 +190,20 @@ func (d *Dispatcher) ask(c *Client, cmd *Command, args [][]byte, slot int) strin
 		}
 	}
 	return errClusterDown
+}
+
+// fencedTx is TRYAGAIN for a transaction that touches a queue MIGRATE is
+// moving now, else "".
+func (d *Dispatcher) fencedTx(c *Client) string {
+	if d.moves.active.Load() == 0 {
+		return ""
+	}
+	for _, q := range c.tx.queued {
+		if d.moves.fenced(commandKeys(q.cmd, q.args)) {
+			return errMoving
+		}
+	}
+	return ""
 }
 
 func moved(slot int, addr string) string {

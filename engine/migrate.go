@@ -32,7 +32,9 @@ const migrateFormat = 1
 // ExportQueue returns the records that rebuild the queue on another engine,
 // each a uvarint length then the record, after a format byte; jobs is the
 // number of jobs, and ok false when the queue holds nothing (no job,
-// schedule, limit or pause). O(the queue's jobs and the schedules).
+// schedule, limit or pause). Clients blocked on the queue are released
+// without a job (their server sends them after it). O(the queue's jobs and
+// the schedules).
 func (e *Engine) ExportQueue(name []byte) (payload []byte, njobs int, ok bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -40,6 +42,13 @@ func (e *Engine) ExportQueue(name []byte) (payload []byte, njobs int, ok bool) {
 	if e.wheel != nil {
 		e.advanceLocked(now)
 		now = e.wheel.Now()
+	}
+	if qi, found := e.queueFor(name, false); found {
+		// Clients blocked on the queue are released without a job: one
+		// served here after the export would hold a job the target has too.
+		for l := e.queues[qi].waiters.First(); l != nil; l = e.queues[qi].waiters.First() {
+			e.resolve(l.W, false)
+		}
 	}
 	out := []byte{migrateFormat}
 	var buf []byte

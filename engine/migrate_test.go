@@ -125,3 +125,32 @@ func TestMigrateQueue(t *testing.T) {
 		}
 	})
 }
+
+// A client blocked on a queue that is exported is released without a job,
+// and the job that falls due after the export is not handed to it: the
+// target has it.
+func TestExportReleasesWaiters(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEngine(t, Options{})
+		addOpts(t, e, AddArgs{Queue: b("q"), ID: b("soon"), Payload: b("p"), Delay: 1000, AckTimeout: 30000, Retry: -1})
+		_, w, err := e.PopOrWait([][]byte{b("q")}, PopDelay)
+		if err != nil || w == nil {
+			t.Fatalf("no waiter: %v", err)
+		}
+		if _, n, ok := e.ExportQueue(b("q")); !ok || n != 1 {
+			t.Fatalf("export: %d %v", n, ok)
+		}
+		select {
+		case <-w.Ready():
+		default:
+			t.Fatal("the waiter was not released")
+		}
+		if _, got := w.Result(); got {
+			t.Fatal("the waiter got a job")
+		}
+		sleep(2 * time.Second)
+		if j, ok := e.Get(b("q"), b("soon")); !ok || j.State != "ready" {
+			t.Errorf("the job after its due time: %+v %v", j, ok)
+		}
+	})
+}
