@@ -340,6 +340,7 @@ func TestMigrate(t *testing.T) {
 		{"MIGRATE 10.0.0.3 7200 " + a + " 0 5000 KEYS " + b, "-ERR When using MIGRATE KEYS option, the key argument must be set to the empty string"},
 		{"MIGRATE 10.0.0.3 7200 " + a + " 0 5000 SIDEWAYS", "-" + errSyntax},
 		{"MIGRATE 10.0.0.3 7200 {" + tag + "}none 0 5000", "+NOKEY"},
+		{"MIGRATE 10.0.0.2 7100 " + a + " 0 5000", "-ERR the target is a member of this Raft group: MIGRATE moves queues to another group"},
 	} {
 		if got := n.do(c, strings.Fields(s[0])...); got != s[1] {
 			t.Errorf("%s: %q, want %q", s[0], got, s[1])

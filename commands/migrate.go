@@ -159,6 +159,13 @@ func cmdMigrate(d *Dispatcher, c *Client, args [][]byte) {
 		timeout = 1000
 	}
 	target := net.JoinHostPort(string(args[1]), strconv.FormatInt(port, 10))
+	for _, m := range d.opts.Cluster.Nodes() {
+		if m.Addr == target {
+			// Its import would find every job there and its drop remove them.
+			c.W.Error("ERR the target is a member of this Raft group: MIGRATE moves queues to another group")
+			return
+		}
+	}
 	// A MIGRATE waits for other clients' commands (drain) and may wait for
 	// the target: it must not hold its own client's, or two MIGRATEs
 	// would wait for each other.
