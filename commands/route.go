@@ -65,10 +65,14 @@ func (d *Dispatcher) route(c *Client, cmd *Command, args [][]byte) bool {
 		}
 	}
 	c.slot = slot
-	// ASKING lasts one command, as Redis's flag does (kept through MULTI).
-	asking := c.asking || cmd.Name == "restore-asking"
-	if cmd.Name != "asking" && !c.tx.multi {
-		c.asking = false
+	// ASKING lasts one command, as Redis's flag does (kept through MULTI);
+	// only several groups have slots to import.
+	asking := false
+	if d.opts.Groups != nil {
+		asking = c.asking || cmd.Name == "restore-asking"
+		if cmd.Name != "asking" && !c.tx.multi {
+			c.asking = false
+		}
 	}
 	var msg string
 	switch {
