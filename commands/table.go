@@ -477,7 +477,7 @@ var table = []*Command{
 		Args: []Arg{str("host"), integer("port"), str("key"), integer("destination-db"), integer("timeout"),
 			opt(tok("COPY", Arg{Name: "copy", Type: "pure-token"})), opt(tok("REPLACE", Arg{Name: "replace", Type: "pure-token"})),
 			opt(tok("AUTH", str("password"))), opt(tok("AUTH2", block("auth2", str("username"), str("password")))),
-			opt(tok("KEYS", many(str("key"))))},
+			opt(block("keys", token("KEYS"), many(str("key"))))},
 		Handler: cmdMigrate, keys: migrateKeys},
 	{Name: "restore-asking", Arity: -4, Flags: Write | Admin | NoMulti, FirstKey: 1, LastKey: 1, Step: 1, Group: "cluster", Since: "0.3.0",
 		Summary:    "Cluster mode, several Raft groups: what MIGRATE sends the target, RESTORE-ASKING key 0 payload [REPLACE]: applies a queue as the source exported it, as one entry of this group's log, taking only the jobs it lacks; runs on a slot this group imports.",
