@@ -142,35 +142,51 @@ func (c *Cluster) UseSlots(groups int, on func(*SlotMap)) {
 func (c *Cluster) Slots() *SlotMap { return c.fsm.slots.Load() }
 
 // ChangeSlots commits a slot change through group 0's leader: this node if
-// it leads, else the leader, asked over RESP (CLUSTER SLOTCHANGE). It
-// returns once the change is committed, and, here, applied.
-func (c *Cluster) ChangeSlots(ch SlotChange) error {
+// it leads, else the leader, asked over RESP (CLUSTER SLOTCHANGE, which
+// answers the entry's index). It returns the entry's index once the entry
+// is committed and applied here too, so that this node routes by it.
+func (c *Cluster) ChangeSlots(ch SlotChange) (uint64, error) {
 	b, err := json.Marshal(ch)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	if !c.Writable() {
-		idx := c.r().AppliedIndex()
-		if err := c.forward("SLOTCHANGE", string(b)); err != nil {
-			return err
+		leader, ok := c.Leader()
+		if !ok || leader.Addr == "" {
+			return 0, errNoLeader
 		}
-		// The leader answered once it applied the entry; this node's
-		// routing follows when it applies it too (a heartbeat later).
-		c.waitApplied(idx+1, 2*time.Second)
-		return nil
+		cl := c.client(leader.Addr)
+		defer cl.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		defer cancel()
+		index, err := cl.Do(ctx, "CLUSTER", "SLOTCHANGE", string(b)).Uint64()
+		if err != nil {
+			return 0, err
+		}
+		if !c.waitApplied(index, 5*time.Second) {
+			return index, fmt.Errorf("TRYAGAIN the slot change is committed (index %d) but not applied here yet", index)
+		}
+		return index, nil
 	}
 	if _, err := c.Slots().apply(ch); err != nil {
-		return fmt.Errorf("ERR %v", err)
+		return 0, fmt.Errorf("ERR %v", err)
 	}
-	return c.r().Apply(append([]byte{entrySlots}, b...), 10*time.Second).Error()
+	f := c.r().Apply(append([]byte{entrySlots}, b...), 10*time.Second)
+	if err := f.Error(); err != nil {
+		return 0, err
+	}
+	return f.Index(), nil
 }
 
-// waitApplied waits until this node applied index, at most d: a follower
-// that forwarded a change answers with its own routing up to date.
-func (c *Cluster) waitApplied(index uint64, d time.Duration) {
-	for end := time.Now().Add(d); c.r().AppliedIndex() < index && time.Now().Before(end); {
-		time.Sleep(time.Millisecond)
+// waitApplied waits until this node applied index, at most d, and says
+// whether it did.
+func (c *Cluster) waitApplied(index uint64, d time.Duration) bool {
+	for end := time.Now().Add(d); c.r().AppliedIndex() < index; time.Sleep(time.Millisecond) {
+		if time.Now().After(end) {
+			return false
+		}
 	}
+	return true
 }
 
 // seedSlots writes the map's first entry, the even split, when group 0's
@@ -179,7 +195,7 @@ func (c *Cluster) seedSlots() {
 	if c.groups < 2 || c.Slots() != nil {
 		return
 	}
-	if err := c.ChangeSlots(EvenSlots(c.groups).Change()); err != nil {
+	if _, err := c.ChangeSlots(EvenSlots(c.groups).Change()); err != nil {
 		c.log.Warn().Err(err).Msg("cluster: the slot map's first entry failed; the next leader writes it")
 	}
 }

@@ -90,13 +90,13 @@ func TestSlotMapReplicated(t *testing.T) {
 		})
 	}
 	l := leaderOf(t, nodes)
-	if err := l.c.ChangeSlots(SlotChange{Assign: [][3]int{{0, 99, 2}}}); err != nil {
+	if _, err := l.c.ChangeSlots(SlotChange{Assign: [][3]int{{0, 99, 2}}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := l.c.ChangeSlots(SlotChange{Migrating: [][2]int{{100, 1}}}); err != nil {
+	if _, err := l.c.ChangeSlots(SlotChange{Migrating: [][2]int{{100, 1}}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := l.c.ChangeSlots(SlotChange{Assign: [][3]int{{0, 0, 9}}}); err == nil {
+	if _, err := l.c.ChangeSlots(SlotChange{Assign: [][3]int{{0, 0, 9}}}); err == nil {
 		t.Error("a change naming group 9 of 3 was committed")
 	}
 	moved := func(m *SlotMap) bool {
@@ -112,7 +112,7 @@ func TestSlotMapReplicated(t *testing.T) {
 	if err := l.c.r().Snapshot().Error(); err != nil {
 		t.Fatalf("snapshot: %v", err)
 	}
-	if err := l.c.ChangeSlots(SlotChange{Stable: []int{100}}); err != nil {
+	if _, err := l.c.ChangeSlots(SlotChange{Stable: []int{100}}); err != nil {
 		t.Fatal(err)
 	}
 	var f *testNode

@@ -73,13 +73,22 @@ func init() {
 		"handover":        {3, clusterHandOver},
 		"slotchange":      {3, clusterSlotChange},
 		"setslot":         {-4, clusterSetSlot},
+		"addslots":        {-3, clusterAddSlots},
+		"delslots":        {-3, clusterDelSlots},
+		"bumpepoch":       {2, clusterBumpEpoch},
 		"help":            {2, func(d *Dispatcher, c *Client, cl ClusterView, args [][]byte) { writeHelp(c.W, "CLUSTER", clusterHelp) }},
 	}
 }
 
 var clusterHelp = []string{
+	"ADDSLOTS <slot> [<slot> ...]",
+	"    Assign slots to current node.",
+	"BUMPEPOCH",
+	"    Advance the cluster config epoch.",
 	"COUNTKEYSINSLOT <slot>",
 	"    Return the number of keys in <slot>.",
+	"DELSLOTS <slot> [<slot> ...]",
+	"    Delete slots information from current node.",
 	"FAILOVER [FORCE|TAKEOVER]",
 	"    Promote current replica node to being a master.",
 	"FORGET <node-id>",
@@ -182,12 +191,14 @@ func clusterHandOver(d *Dispatcher, c *Client, cl ClusterView, args [][]byte) {
 
 // slotChanger is group 0's Cluster: the keeper of the slot map.
 type slotChanger interface {
-	ChangeSlots(ch cluster.SlotChange) error
+	ChangeSlots(ch cluster.SlotChange) (index uint64, err error)
 }
 
 // clusterSlotChange is CLUSTER SLOTCHANGE json, delayd's own: group 0's
-// leader commits a change of the slot map (cluster.SlotChange); a follower
-// passes it on to the leader. Only group 0's addresses keep the map.
+// leader commits a change of the slot map (cluster.SlotChange) and answers
+// the entry's log index, which the node that sent it waits to apply; a
+// follower passes it on to the leader. Only group 0's addresses keep the
+// map.
 func clusterSlotChange(d *Dispatcher, c *Client, cl ClusterView, args [][]byte) {
 	sc, ok := cl.(slotChanger)
 	if !ok || d.opts.Groups == nil || d.opts.Group != 0 {
@@ -199,11 +210,12 @@ func clusterSlotChange(d *Dispatcher, c *Client, cl ClusterView, args [][]byte) 
 		c.W.Error("ERR syntax error: " + err.Error())
 		return
 	}
-	if err := sc.ChangeSlots(ch); err != nil {
+	index, err := sc.ChangeSlots(ch)
+	if err != nil {
 		c.W.Error(codedErr(err))
 		return
 	}
-	c.W.Status("OK")
+	c.W.Int(int64(index))
 }
 
 // clusterSetSlot is CLUSTER SETSLOT slot IMPORTING|MIGRATING|NODE id |
@@ -286,11 +298,86 @@ func clusterSetSlot(d *Dispatcher, c *Client, cl ClusterView, args [][]byte) {
 			ch.Assign = [][3]int{{slot, slot, g}}
 		}
 	}
-	if err := sc.ChangeSlots(ch); err != nil {
+	if _, err := sc.ChangeSlots(ch); err != nil {
 		c.W.Error(codedErr(err))
 		return
 	}
 	c.W.Status("OK")
+}
+
+// clusterAddSlots is CLUSTER ADDSLOTS slot ..., sent to a group's leader:
+// the slots become its group's, by one entry of group 0's log, their
+// moves ended. A slot is never unassigned here (DELSLOTS), so one of
+// another group is taken from it: what redis-cli --cluster fix means when
+// it gives an open slot to the group holding most of its queues, before it
+// moves the others' queues there.
+func clusterAddSlots(d *Dispatcher, c *Client, cl ClusterView, args [][]byte) {
+	sc, slots, ok := d.slotArgs(c, cl, args, "ADDSLOTS")
+	if !ok {
+		return
+	}
+	ch := cluster.SlotChange{}
+	for _, s := range slots {
+		ch.Assign = append(ch.Assign, [3]int{s, s, d.opts.Group})
+	}
+	if _, err := sc.ChangeSlots(ch); err != nil {
+		c.W.Error(codedErr(err))
+		return
+	}
+	c.W.Status("OK")
+}
+
+// clusterDelSlots is CLUSTER DELSLOTS slot ...: every slot is some group's
+// in delayd, so a slot this group owns is refused (give it away with
+// SETSLOT NODE or ADDSLOTS at the other group); one it does not own is,
+// as Redis would leave it, not this address's: OK.
+func clusterDelSlots(d *Dispatcher, c *Client, cl ClusterView, args [][]byte) {
+	_, slots, ok := d.slotArgs(c, cl, args, "DELSLOTS")
+	if !ok {
+		return
+	}
+	for _, s := range slots {
+		if d.opts.Groups.Owner(s) == d.opts.Group {
+			c.W.Error("ERR Slot " + strconv.Itoa(s) + " is served by this Raft group: delayd leaves no slot unassigned (CLUSTER SETSLOT NODE or ADDSLOTS at the group to take it)")
+			return
+		}
+	}
+	c.W.Status("OK")
+}
+
+// clusterBumpEpoch is CLUSTER BUMPEPOCH: epochs are Raft terms, which only
+// elections raise; it says so as Redis says an epoch it kept.
+func clusterBumpEpoch(d *Dispatcher, c *Client, cl ClusterView, args [][]byte) {
+	c.W.Status("STILL " + strconv.FormatUint(cl.Term(), 10))
+}
+
+// slotArgs checks ADDSLOTS and DELSLOTS: several groups, sent to a leader,
+// slots in range; it answers the refusal itself.
+func (d *Dispatcher) slotArgs(c *Client, cl ClusterView, args [][]byte, name string) (slotChanger, []int, bool) {
+	gs := d.opts.Groups
+	if gs == nil {
+		c.W.Error("ERR CLUSTER " + name + ": every slot is this Raft group's; slots move between groups of a cluster of several (--cluster-groups)")
+		return nil, nil, false
+	}
+	sc, ok := gs.View(0).(slotChanger)
+	if !ok {
+		c.W.Error(errClusterDown)
+		return nil, nil, false
+	}
+	if !cl.Writable() {
+		c.W.Error("ERR Please use " + name + " only with masters.")
+		return nil, nil, false
+	}
+	var slots []int
+	for _, a := range args[2:] {
+		n, ok := parseInt(a)
+		if !ok || n < 0 || n >= Slots {
+			c.W.Error("ERR Invalid or out of range slot")
+			return nil, nil, false
+		}
+		slots = append(slots, int(n))
+	}
+	return sc, slots, true
 }
 
 // groupOf is the group whose member has node id id (each address has its

@@ -31,7 +31,7 @@ func (f *fakeCluster) Send(addr, user, password string, timeout time.Duration, c
 }
 
 // ChangeSlots is group 0's: the change applied to the map at once.
-func (f *fakeCluster) ChangeSlots(ch cluster.SlotChange) error { return f.change(ch) }
+func (f *fakeCluster) ChangeSlots(ch cluster.SlotChange) (uint64, error) { return 1, f.change(ch) }
 
 // groupID is member i's node id in group g: one id per address.
 func groupID(g, i int) string { return fmt.Sprintf("%039x%d", g, i) }

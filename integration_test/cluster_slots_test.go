@@ -414,4 +414,53 @@ func TestClusterReshardMovesJobs(t *testing.T) {
 		t.Errorf("%d jobs in %s, %d added", len(got), live, added)
 	}
 	t.Logf("%d slots, %d queues moved; the producer added %d jobs meanwhile", 200, len(queues)+1, added)
+
+	// A move that stopped between the target's commit and the source's
+	// drop (what a crash of the source's leader leaves): the target holds
+	// a copy, the source goes on serving the queue. redis-cli --cluster
+	// fix finishes it: every job once, at the target, none left behind.
+	cq, cslot := grKeyIn(t, src, 200, 5460, "crash-")
+	for i := 0; i < 10; i++ {
+		if err := rc.Do(ctx, "DELAY.ADD", cq, (i%2)*3_600_000, "c", "ID", fmt.Sprint("c", i)).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := grAsk(dst, "CLUSTER", "SETSLOT", cslot, "IMPORTING", id(nodes[0], 0)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := grAsk(src, "CLUSTER", "SETSLOT", cslot, "MIGRATING", id(nodes[1], 1)); err != nil {
+		t.Fatal(err)
+	}
+	host, port, _ := strings.Cut(dst, ":")
+	if v, err := grAsk(src, "MIGRATE", host, port, "", 0, 5000, "COPY", "KEYS", cq); err != nil || v != "OK" {
+		t.Fatalf("MIGRATE COPY: %v %v", v, err)
+	}
+	if _, err := grAsk(src, "DELAY.ADD", cq, 0, "late", "ID", "after-copy"); err != nil {
+		t.Fatalf("the source serves its queue after the copy: %v", err)
+	}
+	want := grScan(t, src, cq)
+	out, err = exec.Command("redis-cli", "--cluster", "fix", nodes[2].addr(0), "--cluster-yes").CombinedOutput()
+	if err != nil {
+		t.Fatalf("redis-cli --cluster fix: %v\n%s", err, out)
+	}
+	// redis-cli gives the slot to the group holding most of its queues
+	// (here one each: either), then moves the other's there.
+	owner, other := src, dst
+	if _, err := grAsk(src, "DELAY.GET", cq, "c0"); err != nil {
+		if !strings.HasPrefix(err.Error(), fmt.Sprintf("MOVED %d %s", cslot, dst)) {
+			t.Fatalf("after fix, slot %d at the source: %v", cslot, err)
+		}
+		owner, other = dst, src
+	}
+	if got := grScan(t, owner, cq); len(got) != 11 || fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("after fix, %s at its owner %s:\n%v\nthe source had\n%v", cq, owner, got, want)
+	}
+	if v, err := grAsk(other, "CLUSTER", "COUNTKEYSINSLOT", cslot); err != nil || v.(int64) != 0 {
+		t.Errorf("after fix, %s holds %v queues of slot %d: %v", other, v, cslot, err)
+	}
+	clWait(t, 15*time.Second, "redis-cli --cluster check clean after fix", func() (bool, string) {
+		out, err := exec.Command("redis-cli", "--cluster", "check", owner).CombinedOutput()
+		s := string(out)
+		return err == nil && !strings.Contains(s, "[ERR]") && !strings.Contains(s, "[WARNING]"), s
+	})
 }
