@@ -301,6 +301,22 @@ func TestSetSlotAndAsk(t *testing.T) {
 			t.Errorf("CLUSTER NODES lacks %q on its myself line: %q", want, nodes)
 		}
 	}
+	// ADDSLOTS takes slots for this group; DELSLOTS leaves none unassigned.
+	s0b := KeySlot(keyOf(gs.m, 0))
+	for _, s := range [][2]string{
+		{"CLUSTER ADDSLOTS " + fmt.Sprint(s2), "+OK"},
+		{"CLUSTER DELSLOTS " + fmt.Sprint(s2), fmt.Sprintf("-ERR Slot %d is served by this Raft group: delayd leaves no slot unassigned (CLUSTER SETSLOT NODE or ADDSLOTS at the group to take it)", s2)},
+		{"CLUSTER DELSLOTS " + fmt.Sprint(s0b), "+OK"},
+		{"CLUSTER ADDSLOTS 16384", "-ERR Invalid or out of range slot"},
+		{"CLUSTER BUMPEPOCH", "+STILL 11"},
+	} {
+		if got := n.do(c, strings.Fields(s[0])...); got != s[1] {
+			t.Errorf("%s: %q, want %q", s[0], got, s[1])
+		}
+	}
+	if _, ok := gs.m.Importing(s2); ok || gs.m.Owner(s2) != 1 || gs.m.Owner(s0b) != 0 {
+		t.Errorf("after ADDSLOTS %d: owner %d; slot %d's owner %d", s2, gs.m.Owner(s2), s0b, gs.m.Owner(s0b))
+	}
 	// A replica of the group refuses SETSLOT.
 	gs.views[1].set(func(f *fakeCluster) { f.leader, f.writable = groupID(1, 2), false })
 	if got := n.do(c, "CLUSTER", "SETSLOT", "1", "STABLE"); got != "-ERR Please use SETSLOT only with masters." {
