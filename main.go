@@ -194,6 +194,9 @@ func run(args, environ []string, stderr io.Writer) int {
 		dopts.Groups = gv
 	}
 	disp := commands.New(dopts)
+	if gv != nil {
+		gv.disps[0].Store(disp)
+	}
 	if err := disp.LoadACLFile(); err != nil {
 		// As Redis: a bad aclfile stops the start rather than run open.
 		log.Error().Err(err).Msg("cannot load the aclfile")

@@ -38,6 +38,8 @@ type groupsView struct {
 	m        atomic.Pointer[cluster.SlotMap]
 	n        atomic.Int32 // the number of groups, for the even split
 	clusters [cluster.MaxGroups]atomic.Pointer[cluster.Cluster]
+	// disps are the groups' dispatchers, told when slots change owner.
+	disps [cluster.MaxGroups]atomic.Pointer[commands.Dispatcher]
 }
 
 func newGroupsView(n int) *groupsView {
@@ -54,7 +56,17 @@ func (gv *groupsView) setMap(n int, m *cluster.SlotMap) {
 	if m == nil {
 		m = cluster.EvenSlots(n)
 	}
-	gv.m.Store(m)
+	old := gv.m.Swap(m)
+	if old == nil || old.SameOwners(m) {
+		return
+	}
+	// Clients blocked on keys of a slot that changed owner follow it, as
+	// Redis redirects them; not here, which runs as group 0 applies.
+	for g := range gv.disps {
+		if d := gv.disps[g].Load(); d != nil {
+			go d.RedirectBlocked()
+		}
+	}
 }
 
 // useSlots makes clu, this process's group 0, keep gv's map.
@@ -213,6 +225,7 @@ func startGroupFront(base cluster.Config, dopts commands.Options, ropts resp.Opt
 		}
 	}()
 	gv.clusters[g].Store(clu)
+	gv.disps[g].Store(disp)
 	glog.Info().Str("addr", srv.Addr().String()).Str("id", clu.ID()).Str("bus", cc.BusAddr).Msg("cluster group listening")
 	return &group{clu: clu, disp: disp, srv: srv}, nil
 }

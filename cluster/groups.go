@@ -57,6 +57,9 @@ func (m *SlotMap) Groups() int { return m.n }
 // Owner is the group owning slot (0 <= slot < Slots). O(1).
 func (m *SlotMap) Owner(slot int) int { return int(m.owner[slot]) }
 
+// SameOwners says whether o gives every slot to the group m gives it to.
+func (m *SlotMap) SameOwners(o *SlotMap) bool { return m.owner == o.owner }
+
 // Migrating is the group slot is being moved to, if it is.
 func (m *SlotMap) Migrating(slot int) (int, bool) {
 	return int(m.migrating[slot]) - 1, m.migrating[slot] != 0

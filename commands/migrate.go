@@ -271,6 +271,35 @@ func (d *Dispatcher) drain() {
 	}
 }
 
+// RedirectBlocked ends the pops parked here on a queue of a slot this
+// address's group no longer owns, with MOVED to its owner's leader, as
+// Redis redirects a blocked client when its slot moves: a worker parked on
+// an empty queue (nothing to MIGRATE) would otherwise wait where no job
+// comes. Called when the slot map changes owners.
+func (d *Dispatcher) RedirectBlocked() {
+	gs := d.opts.Groups
+	if gs == nil {
+		return
+	}
+	d.mu.Lock()
+	all := make([]*Client, 0, len(d.clients))
+	for _, cl := range d.clients {
+		all = append(all, cl)
+	}
+	d.mu.Unlock()
+	for _, cl := range all {
+		cl.mu.Lock()
+		b := cl.blocked
+		cl.mu.Unlock()
+		if b == nil || b.cmd == nil {
+			continue
+		}
+		if slot := commandSlot(b.cmd, b.args); slot >= 0 && gs.Owner(slot) != d.opts.Group && !d.importing(slot) {
+			cl.unblock(d.otherGroup(slot))
+		}
+	}
+}
+
 // unblockKeys ends, with msg, the pops parked on any of keys.
 func (d *Dispatcher) unblockKeys(keys [][]byte, msg string) {
 	d.mu.Lock()

@@ -128,6 +128,20 @@ func TestClusterSlotMoves(t *testing.T) {
 		}
 	}
 
+	// A worker blocked on an empty queue of a slot that moves follows the
+	// slot: MOVED, as Redis redirects it (there is nothing to MIGRATE).
+	wq, wslot := grKeyIn(t, nodes[0].addr(0), 0, 99, "w")
+	blocked := make(chan error, 1)
+	go func() {
+		c := redis.NewClient(&redis.Options{Addr: nodes[0].addr(0), Protocol: 2, MaxRetries: -1, ReadTimeout: time.Minute})
+		defer c.Close()
+		blocked <- c.Do(ctxT(t, time.Minute), "DELAY.POP", wq, 0).Err()
+	}()
+	clWait(t, 5*time.Second, "the worker blocked", func() (bool, string) {
+		v, err := grAsk(nodes[0].addr(0), "CLIENT", "LIST")
+		return err == nil && strings.Contains(fmt.Sprint(v), "cmd=delay.pop"), fmt.Sprint(v, err)
+	})
+
 	// redis-cli moves 100 empty slots from group 0 to group 1, as it
 	// moves them between Redis masters: IMPORTING, MIGRATING, no keys to
 	// MIGRATE, then NODE at the target, the source and every master.
@@ -138,6 +152,14 @@ func TestClusterSlotMoves(t *testing.T) {
 		t.Fatalf("redis-cli --cluster reshard: %v\n%s", err, out)
 	}
 	agreed("every address routes slots 0-99 to group 1")
+	select {
+	case err := <-blocked:
+		if want := fmt.Sprintf("MOVED %d %s", wslot, nodes[1].addr(1)); err == nil || err.Error() != want {
+			t.Errorf("the blocked worker got %v, want %s", err, want)
+		}
+	case <-time.After(10 * time.Second):
+		t.Error("the blocked worker was not sent after its slot")
+	}
 	clWait(t, 15*time.Second, "redis-cli --cluster check clean", func() (bool, string) {
 		out, err := exec.Command("redis-cli", "--cluster", "check", nodes[1].addr(2)).CombinedOutput()
 		s := string(out)
