@@ -383,9 +383,11 @@ func TestClusterReshardMovesJobs(t *testing.T) {
 			n++
 		}
 	}()
+	began := time.Now()
 	out, err := exec.Command("redis-cli", "--cluster", "reshard", nodes[2].addr(1),
 		"--cluster-from", id(nodes[0], 0), "--cluster-to", id(nodes[1], 1),
 		"--cluster-slots", "200", "--cluster-yes", "--cluster-pipeline", "5").CombinedOutput()
+	took := time.Since(began)
 	close(stop)
 	added := <-done
 	if err != nil || strings.Contains(string(out), "[ERR]") {
@@ -435,7 +437,7 @@ func TestClusterReshardMovesJobs(t *testing.T) {
 	if len(got) < added || len(got) > added+1 { // the add in flight at the stop may have landed
 		t.Errorf("%d jobs in %s, %d added", len(got), live, added)
 	}
-	t.Logf("%d slots, %d queues moved; the producer added %d jobs meanwhile", 200, len(queues)+1, added)
+	t.Logf("%d slots, %d queues (%d jobs) moved in %v; the producer added %d jobs meanwhile", 200, len(queues)+3, len(queues)*20+1+len(got), took.Round(time.Millisecond), added)
 
 	// A move that stopped between the target's commit and the source's
 	// drop (what a crash of the source's leader leaves): the target holds
