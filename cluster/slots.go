@@ -155,8 +155,7 @@ func (c *Cluster) ChangeSlots(ch SlotChange) (uint64, error) {
 		if !ok || leader.Addr == "" {
 			return 0, errNoLeader
 		}
-		cl := c.client(leader.Addr)
-		defer cl.Close()
+		cl := c.slotClient(leader.Addr)
 		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 		defer cancel()
 		index, err := cl.Do(ctx, "CLUSTER", "SLOTCHANGE", string(b)).Uint64()
@@ -176,6 +175,21 @@ func (c *Cluster) ChangeSlots(ch SlotChange) (uint64, error) {
 		return 0, err
 	}
 	return f.Index(), nil
+}
+
+// slotClient is a client of group 0's leader at addr, kept while it leads:
+// a reshard sends it a change per slot and end.
+func (c *Cluster) slotClient(addr string) *redis.Client {
+	c.slotMu.Lock()
+	defer c.slotMu.Unlock()
+	if c.slotCl != nil && c.slotAddr == addr {
+		return c.slotCl
+	}
+	if c.slotCl != nil {
+		c.slotCl.Close()
+	}
+	c.slotCl, c.slotAddr = c.client(addr), addr
+	return c.slotCl
 }
 
 // waitApplied waits until this node applied index, at most d, and says
