@@ -147,10 +147,17 @@ func (e *Engine) ImportQueue(name, payload []byte) (added int, ticket uint64, er
 		return 0, 0, err
 	}
 	defer wr.end()
+	adds := 0
 	for i := range recs {
 		if err := e.gateAllows(recs[i].Op); err != nil {
 			return 0, 0, err
 		}
+		if recs[i].Op == record.Add {
+			adds++
+		}
+	}
+	if e.opts.MaxJobs > 0 && e.njobs+adds > e.opts.MaxJobs {
+		return 0, 0, ErrMaxJobs // the whole queue or none of it
 	}
 	ticket, err = e.asUnit(func(logApply func(r *record.Rec)) {
 		for i := range recs {

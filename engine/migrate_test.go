@@ -97,6 +97,10 @@ func TestMigrateQueue(t *testing.T) {
 		if _, _, err := dst.ImportQueue(b("other"), payload); err != ErrBadMigration {
 			t.Errorf("another queue's payload: %v", err)
 		}
+		full := newEngine(t, Options{MaxJobs: 6})
+		if _, _, err := full.ImportQueue(b("q"), payload); err != ErrMaxJobs || len(jobsOf(t, full, "q")) != 0 {
+			t.Errorf("an import past max-jobs: %v", err)
+		}
 
 		// The source drops it all, the other queue stays.
 		ticket, err = src.DropQueue(b("q"))
