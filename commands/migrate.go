@@ -20,9 +20,10 @@ import (
 // unit of its group's log and answers once that is committed; then the
 // source drops it as one unit of its own (engine.DropQueue). A job is in
 // one group before the target's commit and after the source's; between
-// the two it is in both, and a crash there is resolved by running the
-// move again: the import skips the ids the target has, the drop removes
-// what is left. Meanwhile the queues are fenced here: commands on them
+// the two it is in both, and a crash there is resolved by redis-cli
+// --cluster fix, which MIGRATEs the queues again to one of the two: an
+// import skips the ids the queue has there, the drop removes what is left.
+// Meanwhile the queues are fenced here: commands on them
 // get TRYAGAIN (a client retries), commands routed before the fence are
 // waited for (drain), and clients blocked on them are sent to the target
 // with ASK.
