@@ -487,4 +487,38 @@ func TestClusterReshardMovesJobs(t *testing.T) {
 		s := string(out)
 		return err == nil && !strings.Contains(s, "[ERR]") && !strings.Contains(s, "[WARNING]"), s
 	})
+
+	// rebalance moves slots back to even shares, the queues with them.
+	out, err = exec.Command("redis-cli", "--cluster", "rebalance", nodes[2].addr(2), "--cluster-threshold", "1").CombinedOutput()
+	if err != nil || strings.Contains(string(out), "[ERR]") || !strings.Contains(string(out), "Moving") {
+		t.Fatalf("redis-cli --cluster rebalance: %v\n%s", err, out)
+	}
+	clWait(t, 15*time.Second, "redis-cli --cluster check clean after rebalance", func() (bool, string) {
+		out, err := exec.Command("redis-cli", "--cluster", "check", owner).CombinedOutput()
+		s := string(out)
+		return err == nil && !strings.Contains(s, "[ERR]") && !strings.Contains(s, "[WARNING]"), s
+	})
+	total := 0
+	for _, n := range nodes {
+		for g := 0; g < grCount; g++ {
+			if v, err := grAsk(n.addr(g), "INFO", "replication"); err != nil || !strings.Contains(fmt.Sprint(v), "role:master") {
+				continue
+			}
+			for _, q := range append(append([]string{live, cq}, queues...), blockedQ) {
+				if _, err := grAsk(n.addr(g), "DELAY.SCAN", q, 0, "COUNT", 1); err == nil {
+					total += len(grScan(t, n.addr(g), q))
+				}
+			}
+		}
+	}
+	if want := len(queues)*20 + len(got) + 11 + 1; total != want {
+		t.Errorf("after rebalance, %d jobs in the queues, want %d", total, want)
+	}
+	t.Logf("rebalance:\n%s", lastLines(string(out), 3))
+}
+
+// lastLines is s's last n lines.
+func lastLines(s string, n int) string {
+	l := strings.Split(strings.TrimSpace(s), "\n")
+	return strings.Join(l[max(0, len(l)-n):], "\n")
 }
