@@ -167,7 +167,7 @@ func (c *Cluster) ChangeSlots(ch SlotChange) (uint64, error) {
 		}
 		return index, nil
 	}
-	if _, err := c.Slots().apply(ch); err != nil {
+	if _, err := c.fsm.baseSlots(ch).apply(ch); err != nil {
 		return 0, fmt.Errorf("ERR %v", err)
 	}
 	f := c.r().Apply(append([]byte{entrySlots}, b...), 10*time.Second)
@@ -222,7 +222,7 @@ func (f *fsm) applySlots(b []byte, index uint64) error {
 	err := json.Unmarshal(b, &ch)
 	var m *SlotMap
 	if err == nil {
-		m, err = f.slots.Load().apply(ch)
+		m, err = f.baseSlots(ch).apply(ch)
 	}
 	if err != nil {
 		f.c.log.Error().Err(err).Uint64("index", index).Msg("cluster: a slot entry did not apply")
@@ -240,10 +240,24 @@ func (f *fsm) setSlots(m *SlotMap) {
 	}
 }
 
-// slotsJSON is the map as a snapshot keeps it; nil for none.
+// baseSlots is the map a change applies to: the one applied, or, before
+// any (a snapshot that held none restored), the even split every node
+// routes by meanwhile; a first entry applies to none.
+func (f *fsm) baseSlots(ch SlotChange) *SlotMap {
+	m := f.slots.Load()
+	if m == nil && ch.Groups == 0 && f.c.groups > 1 {
+		return EvenSlots(f.c.groups)
+	}
+	return m
+}
+
+// slotsJSON is the map as a snapshot keeps it; nil for none, and for the
+// even split with no move open: a snapshot of a cluster whose slots never
+// moved is framed as before maps were kept (an older member reads it), and
+// restores as no map, which routes alike.
 func (f *fsm) slotsJSON() ([]byte, error) {
 	m := f.slots.Load()
-	if m == nil {
+	if m == nil || *m == *EvenSlots(m.n) {
 		return nil, nil
 	}
 	return json.Marshal(m.Change())

@@ -4,6 +4,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/rs/zerolog"
 )
 
 func TestSlotMapApply(t *testing.T) {
@@ -139,4 +141,30 @@ func TestSlotMapReplicated(t *testing.T) {
 		_, ok := m.Migrating(100)
 		return m.Owner(0) == 2 && m.Owner(100) == 0 && !ok
 	})
+}
+
+// A cluster whose slots never moved snapshots no map (framed as before
+// maps were kept), and a node that restored none applies a change to the
+// even split it routes by.
+func TestSlotMapWithoutEntries(t *testing.T) {
+	f := &fsm{c: &Cluster{groups: 3, log: zerolog.Nop()}}
+	if b, err := f.slotsJSON(); b != nil || err != nil {
+		t.Fatalf("no map: %s %v", b, err)
+	}
+	if err := f.applySlots([]byte(`{"migrating":[[7,2]]}`), 1); err != nil {
+		t.Fatalf("a change before any map: %v", err)
+	}
+	m := f.slots.Load()
+	if g, ok := m.Migrating(7); !ok || g != 2 || m.Owner(7) != 0 || m.Owner(16383) != 2 {
+		t.Fatalf("the change on the even split: owner %d, migrating %d %v", m.Owner(7), g, ok)
+	}
+	if b, _ := f.slotsJSON(); b == nil {
+		t.Error("a map with a move open was not snapshotted")
+	}
+	if err := f.applySlots([]byte(`{"stable":[7]}`), 2); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := f.slotsJSON(); b != nil {
+		t.Errorf("the even split again was snapshotted: %s", b)
+	}
 }
