@@ -194,6 +194,9 @@ func run(args, environ []string, stderr io.Writer) int {
 		dopts.Groups = gv
 	}
 	disp := commands.New(dopts)
+	if gv != nil {
+		gv.disps[0].Store(disp)
+	}
 	if err := disp.LoadACLFile(); err != nil {
 		// As Redis: a bad aclfile stops the start rather than run open.
 		log.Error().Err(err).Msg("cannot load the aclfile")
@@ -285,11 +288,14 @@ func run(args, environ []string, stderr io.Writer) int {
 			l, err := layout, error(nil)
 			if discover {
 				if l, err = discoverLayout(discoverCtx, clu, cfg, log); err == nil {
-					gv.m.Store(cluster.EvenSlots(l.Groups))
+					gv.setMap(l.Groups, nil)
 					if len(l.Join) > 0 && l.Join[0] != "" {
 						clu.JoinThrough(l.Join[0])
 					}
 				}
+			}
+			if err == nil && l.Groups > 1 {
+				gv.useSlots(clu, l.Groups)
 			}
 			for g := 1; err == nil && g < l.Groups; g++ {
 				join := ""

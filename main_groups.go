@@ -32,20 +32,53 @@ type group struct {
 
 // groupsView is the cluster's groups as every dispatcher sees them
 // (commands.Groups): the slot map, and each group's Cluster once started.
+// The map is what this process's group 0 applied last (cluster/slots.go);
+// before its first entry, the even split every node computes alike.
 type groupsView struct {
 	m        atomic.Pointer[cluster.SlotMap]
+	n        atomic.Int32 // the number of groups, for the even split
 	clusters [cluster.MaxGroups]atomic.Pointer[cluster.Cluster]
+	// disps are the groups' dispatchers, told when slots change owner.
+	disps [cluster.MaxGroups]atomic.Pointer[commands.Dispatcher]
 }
 
 func newGroupsView(n int) *groupsView {
 	gv := new(groupsView)
-	gv.m.Store(cluster.EvenSlots(n))
+	gv.setMap(n, nil)
 	return gv
 }
 
-func (gv *groupsView) Count() int            { return gv.m.Load().Groups() }
-func (gv *groupsView) Owner(slot int) int    { return gv.m.Load().Owner(slot) }
-func (gv *groupsView) Ranges(g int) [][2]int { return gv.m.Load().Ranges(g) }
+// setMap makes m the map the addresses route by; nil: the even split of n
+// groups (a cluster made before the map was logged, until its group 0's
+// leader writes the map's first entry).
+func (gv *groupsView) setMap(n int, m *cluster.SlotMap) {
+	gv.n.Store(int32(n))
+	if m == nil {
+		m = cluster.EvenSlots(n)
+	}
+	old := gv.m.Swap(m)
+	if old == nil || old.SameOwners(m) {
+		return
+	}
+	// Clients blocked on keys of a slot that changed owner follow it, as
+	// Redis redirects them; not here, which runs as group 0 applies.
+	for g := range gv.disps {
+		if d := gv.disps[g].Load(); d != nil {
+			go d.RedirectBlocked()
+		}
+	}
+}
+
+// useSlots makes clu, this process's group 0, keep gv's map.
+func (gv *groupsView) useSlots(clu *cluster.Cluster, n int) {
+	clu.UseSlots(n, func(m *cluster.SlotMap) { gv.setMap(n, m) })
+}
+
+func (gv *groupsView) Count() int                     { return gv.m.Load().Groups() }
+func (gv *groupsView) Owner(slot int) int             { return gv.m.Load().Owner(slot) }
+func (gv *groupsView) Ranges(g int) [][2]int          { return gv.m.Load().Ranges(g) }
+func (gv *groupsView) Migrating(slot int) (int, bool) { return gv.m.Load().Migrating(slot) }
+func (gv *groupsView) Importing(slot int) (int, bool) { return gv.m.Load().Importing(slot) }
 func (gv *groupsView) View(g int) commands.ClusterView {
 	if c := gv.clusters[g].Load(); c != nil {
 		return c
@@ -192,6 +225,7 @@ func startGroupFront(base cluster.Config, dopts commands.Options, ropts resp.Opt
 		}
 	}()
 	gv.clusters[g].Store(clu)
+	gv.disps[g].Store(disp)
 	glog.Info().Str("addr", srv.Addr().String()).Str("id", clu.ID()).Str("bus", cc.BusAddr).Msg("cluster group listening")
 	return &group{clu: clu, disp: disp, srv: srv}, nil
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
 	"go.etcd.io/bbolt"
 
@@ -91,6 +92,16 @@ type Cluster struct {
 	// OnRoleChange is called (from one goroutine, in order) when this node
 	// starts or stops leading; main unblocks blocked clients on false.
 	onRole func(leading bool)
+
+	// groups and onSlots: on group 0 of a cluster of several groups, their
+	// number and who hears of each slot map applied (slots.go, UseSlots).
+	groups  int
+	onSlots func(*SlotMap)
+	// slotCl is the client of group 0's leader at slotAddr that slot
+	// changes are sent through from a follower (slots.go).
+	slotMu   sync.Mutex
+	slotCl   *redis.Client // guarded by slotMu
+	slotAddr string        // guarded by slotMu
 
 	gateKick chan struct{} // gateLoop looks now (versions.go)
 	// gateMu orders raising the version with adding a member: a node
@@ -247,6 +258,11 @@ func (c *Cluster) Start(eng *engine.Engine, onRole func(leading bool)) error {
 func (c *Cluster) Close() error {
 	var err error
 	c.stopOnce.Do(func() {
+		c.slotMu.Lock()
+		if c.slotCl != nil {
+			c.slotCl.Close()
+		}
+		c.slotMu.Unlock()
 		if r := c.r(); r != nil && r.State() == raft.Leader {
 			// A graceful stop hands leadership over at once instead of
 			// leaving the others to notice after an election timeout
@@ -362,6 +378,7 @@ func (c *Cluster) becomeLeader() {
 		c.onRole(true)
 	}
 	c.announceSelf()
+	c.seedSlots()
 	c.kickGate()
 }
 

@@ -35,7 +35,8 @@ func freeAddr(t testing.TB) string {
 	return ln.Addr().String()
 }
 
-func startNode(t testing.TB, cfg Config) *testNode {
+// startNode starts a node; before runs on its Cluster before Start.
+func startNode(t testing.TB, cfg Config, before ...func(*Cluster)) *testNode {
 	t.Helper()
 	if cfg.Dir == "" {
 		cfg.Dir = t.TempDir()
@@ -65,6 +66,9 @@ func startNode(t testing.TB, cfg Config) *testNode {
 	eng, err := engine.New(engine.Options{Replicator: c, Follower: true, ReplicaWindow: ReplicaWindow, Logger: cfg.Logger})
 	if err != nil {
 		t.Fatal(err)
+	}
+	for _, f := range before {
+		f(c)
 	}
 	if err := c.Start(eng, nil); err != nil {
 		t.Fatal(err)

@@ -9,5 +9,7 @@
 // A leader that loses leadership with entries in flight rebuilds its engine
 // from its last snapshot and the committed log, since those entries may never
 // commit. While nodes of an older release are members, the cluster's format
-// version holds the leader to what they read (versions.go).
+// version holds the leader to what they read (versions.go). With several
+// groups, group 0's log also keeps the slot map, which slot each group owns
+// and which slots are moving (slots.go).
 package cluster

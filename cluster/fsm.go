@@ -20,6 +20,7 @@ const (
 	entryEngine byte = 1 // an engine batch: records, each a uvarint length then the record
 	entryMember byte = 2 // a member's addresses (JSON member)
 	// entryVersion (versions.go), 3: the cluster's version raised.
+	// entrySlots (slots.go), 4: the slot map changed (group 0 only).
 )
 
 // member is what Raft's configuration does not hold: where a node's clients
@@ -51,6 +52,10 @@ type fsm struct {
 	// version is the cluster's format version, the gate (versions.go):
 	// raised by a version entry or a versioned snapshot, never lowered.
 	version atomic.Uint32
+
+	// slots is the slot map (slots.go), group 0's with several groups:
+	// nil until its first entry. Written under mu.
+	slots atomic.Pointer[SlotMap]
 
 	// cacheDir holds the members' file (memberscache.go), rewritten under
 	// mu whenever members change; "" writes none.
@@ -102,6 +107,8 @@ func (f *fsm) Apply(l *raft.Log) any {
 		if err := f.applyVersion(l.Data[1:]); err != nil {
 			return f.tooOld(err, l.Index)
 		}
+	case entrySlots:
+		return f.applySlots(l.Data[1:], l.Index)
 	}
 	return nil
 }
@@ -165,7 +172,11 @@ func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &snapshot{header: appendSnapshotHeader(nil, version, ms), data: data}, nil
+	slots, err := f.slotsJSON()
+	if err != nil {
+		return nil, err
+	}
+	return &snapshot{header: appendSnapshotHeader(nil, version, ms, slots), data: data}, nil
 }
 
 // Restore replaces the state with a snapshot's (at start, or one the
@@ -175,8 +186,11 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.c.eng.Reset()
-	ms, err := f.restoreFrom(rc)
+	ms, slots, err := f.restoreFrom(rc)
 	if err != nil {
+		return err
+	}
+	if err := f.restoreSlots(slots); err != nil {
 		return err
 	}
 	f.mmu.Lock()
@@ -187,22 +201,23 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 }
 
 // restoreFrom reads a snapshot into the (reset) engine and returns its
-// members.
-func (f *fsm) restoreFrom(r io.Reader) (map[string]member, error) {
+// members and its slot map's JSON (nil for none). A rebuild takes the
+// engine's part only: the members and the map are the applied log's.
+func (f *fsm) restoreFrom(r io.Reader) (map[string]member, []byte, error) {
 	br := bufio.NewReaderSize(r, 1<<16)
-	version, buf, err := readSnapshotHeader(br)
+	version, buf, slots, err := readSnapshotHeader(br)
 	if err != nil {
-		return nil, fmt.Errorf("snapshot header: %w", err)
+		return nil, nil, fmt.Errorf("snapshot header: %w", err)
 	}
 	f.raise(version)
 	ms := make(map[string]member)
 	if err := json.Unmarshal(buf, &ms); err != nil {
-		return nil, fmt.Errorf("snapshot header: %w", err)
+		return nil, nil, fmt.Errorf("snapshot header: %w", err)
 	}
 	if err := f.c.eng.Restore(br); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return ms, nil
+	return ms, slots, nil
 }
 
 // rebuildLocked makes the engine the committed state again: the last
@@ -242,7 +257,7 @@ func (f *fsm) rebuildOnce() error {
 	if metas, err := c.snaps.List(); err == nil && len(metas) > 0 {
 		meta, rc, err := c.snaps.Open(metas[0].ID)
 		if err == nil {
-			_, err = f.restoreFrom(rc)
+			_, _, err = f.restoreFrom(rc)
 			rc.Close()
 		}
 		if err != nil {

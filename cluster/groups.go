@@ -15,9 +15,10 @@ import (
 
 // Several Raft groups on one node (docs/decisions/raft-groups.md): each
 // group is a Cluster of its own, with its own engine, directory, node id
-// and addresses; a SlotMap says which group owns which slot. The map is
-// static for now: the slots split evenly when the cluster is bootstrapped,
-// kept in the data dir, learned by joiners from a member.
+// and addresses; a SlotMap says which group owns which slot. The number of
+// groups is set when the cluster is bootstrapped, kept in the data dir,
+// learned by joiners from a member; the map itself is group 0's to keep,
+// in its Raft log (slots.go).
 
 // Slots is the number of hash slots, as in Redis Cluster.
 const Slots = 16384
@@ -26,10 +27,16 @@ const Slots = 16384
 // engine and two ports per node.
 const MaxGroups = 64
 
-// SlotMap says which group owns each slot.
+// SlotMap says which group owns each slot, and which slots are moving
+// between groups (CLUSTER SETSLOT MIGRATING/IMPORTING). A map is never
+// changed once shared: a change makes a new one (SlotMap.apply).
 type SlotMap struct {
 	n     int
 	owner [Slots]uint8
+	// A moving slot's groups, plus one (0: not moving): the group it
+	// migrates to (marked by its owner), the group importing it (marked by
+	// that group).
+	migrating, importing [Slots]uint8
 }
 
 // EvenSlots splits the slots in order over n groups: group g owns
@@ -49,6 +56,19 @@ func (m *SlotMap) Groups() int { return m.n }
 
 // Owner is the group owning slot (0 <= slot < Slots). O(1).
 func (m *SlotMap) Owner(slot int) int { return int(m.owner[slot]) }
+
+// SameOwners says whether o gives every slot to the group m gives it to.
+func (m *SlotMap) SameOwners(o *SlotMap) bool { return m.owner == o.owner }
+
+// Migrating is the group slot is being moved to, if it is.
+func (m *SlotMap) Migrating(slot int) (int, bool) {
+	return int(m.migrating[slot]) - 1, m.migrating[slot] != 0
+}
+
+// Importing is the group taking slot in, if one is.
+func (m *SlotMap) Importing(slot int) (int, bool) {
+	return int(m.importing[slot]) - 1, m.importing[slot] != 0
+}
 
 // Ranges lists group g's slots as inclusive [start, end] ranges, in order.
 func (m *SlotMap) Ranges(g int) [][2]int {

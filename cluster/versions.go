@@ -37,6 +37,10 @@ const (
 	minFormat       = 2 // the version of a cluster (or a node) that names none
 	entryVersion    = 3 // Raft entry kind: the cluster's version raised, a uvarint
 	snapshotFraming = 1 // the framing of a versioned Raft snapshot (appendSnapshotHeader)
+	// slotsFraming is framing 1 plus the slot map (slots.go) after the
+	// members: written only by a group 0 that holds a map, so one-group
+	// clusters keep writing framing 1.
+	slotsFraming = 2
 )
 
 // opSince is the format version that brought a record kind, for the kinds
@@ -269,52 +273,80 @@ func (f *fsm) raise(v uint32) uint32 {
 // A versioned snapshot starts with a zero, where the members' header of
 // an unversioned one (0.2.0's) starts with its non-zero length: then the
 // framing (uvarint), the cluster's version (uvarint), and the members'
-// header as before. An older node reading one fails on an empty header,
-// and cannot get one: it is written only once the version is 3.
-func appendSnapshotHeader(dst []byte, version uint32, members []byte) []byte {
+// header as before; framing 2 adds the slot map's (a uvarint length, then
+// the map as slotsJSON writes it). An older node reading one fails on an
+// empty header, and cannot get one: it is written only once the version
+// is 3. A snapshot of version 2 holds no slot map (group 0's leader writes
+// the map again, slots.go).
+func appendSnapshotHeader(dst []byte, version uint32, members, slots []byte) []byte {
 	if version >= 3 {
+		framing := uint64(snapshotFraming)
+		if len(slots) > 0 {
+			framing = slotsFraming
+		}
 		dst = append(dst, 0)
-		dst = binary.AppendUvarint(dst, snapshotFraming)
+		dst = binary.AppendUvarint(dst, framing)
 		dst = binary.AppendUvarint(dst, uint64(version))
 	}
 	dst = binary.AppendUvarint(dst, uint64(len(members)))
-	return append(dst, members...)
+	dst = append(dst, members...)
+	if version >= 3 && len(slots) > 0 {
+		dst = binary.AppendUvarint(dst, uint64(len(slots)))
+		dst = append(dst, slots...)
+	}
+	return dst
 }
 
 // readSnapshotHeader reads what appendSnapshotHeader wrote: the cluster's
-// version (minFormat for an unversioned snapshot) and the members' JSON.
-func readSnapshotHeader(br *bufio.Reader) (version uint32, members []byte, err error) {
+// version (minFormat for an unversioned snapshot), the members' JSON and
+// the slot map's (nil when it holds none).
+func readSnapshotHeader(br *bufio.Reader) (version uint32, members, slots []byte, err error) {
 	version = minFormat
+	framing := uint64(0)
 	n, err := binary.ReadUvarint(br)
 	if err != nil {
-		return 0, nil, err
+		return 0, nil, nil, err
 	}
 	if n == 0 {
-		framing, err := binary.ReadUvarint(br)
-		if err != nil {
-			return 0, nil, err
+		if framing, err = binary.ReadUvarint(br); err != nil {
+			return 0, nil, nil, err
 		}
-		if framing != snapshotFraming {
-			return 0, nil, fmt.Errorf("snapshot framing %d is newer than this delayd reads: run a newer delayd", framing)
+		if framing != snapshotFraming && framing != slotsFraming {
+			return 0, nil, nil, fmt.Errorf("snapshot framing %d is newer than this delayd reads: run a newer delayd", framing)
 		}
 		v, err := binary.ReadUvarint(br)
 		if err != nil {
-			return 0, nil, err
+			return 0, nil, nil, err
 		}
 		if v > FormatVersion {
-			return 0, nil, fmt.Errorf("the snapshot's cluster version %d is above the %d this delayd reads: run a newer delayd", v, FormatVersion)
+			return 0, nil, nil, fmt.Errorf("the snapshot's cluster version %d is above the %d this delayd reads: run a newer delayd", v, FormatVersion)
 		}
 		version = uint32(v)
 		if n, err = binary.ReadUvarint(br); err != nil {
-			return 0, nil, err
+			return 0, nil, nil, err
 		}
 	}
+	if members, err = readSized(br, n); err != nil {
+		return 0, nil, nil, err
+	}
+	if framing == slotsFraming {
+		if n, err = binary.ReadUvarint(br); err != nil {
+			return 0, nil, nil, err
+		}
+		if slots, err = readSized(br, n); err != nil {
+			return 0, nil, nil, err
+		}
+	}
+	return version, members, slots, nil
+}
+
+func readSized(br *bufio.Reader, n uint64) ([]byte, error) {
 	if n > 64<<20 {
-		return 0, nil, errors.New("too large")
+		return nil, errors.New("too large")
 	}
-	members = make([]byte, n)
-	if _, err := io.ReadFull(br, members); err != nil {
-		return 0, nil, err
+	b := make([]byte, n)
+	if _, err := io.ReadFull(br, b); err != nil {
+		return nil, err
 	}
-	return version, members, nil
+	return b, nil
 }

@@ -152,29 +152,39 @@ func TestVersionGate(t *testing.T) {
 func TestSnapshotHeaderVersions(t *testing.T) {
 	ms, _ := json.Marshal(map[string]member{"n1": {ID: "n1", Addr: "127.0.0.1:1", BusAddr: "127.0.0.1:2"}})
 	old := append(binary.AppendUvarint(nil, uint64(len(ms))), ms...) // 0.2.0's Persist
-	if got := appendSnapshotHeader(nil, 2, ms); !bytes.Equal(got, old) {
+	if got := appendSnapshotHeader(nil, 2, ms, nil); !bytes.Equal(got, old) {
 		t.Fatalf("version 2 header %x, 0.2.0 wrote %x", got, old)
 	}
 	for _, v := range []uint32{2, 3} {
-		b := append(appendSnapshotHeader(nil, v, ms), "engine"...)
-		br := bufio.NewReader(bytes.NewReader(b))
-		gv, gm, err := readSnapshotHeader(br)
-		rest, _ := br.ReadString(0)
-		if err != nil || gv != v || !bytes.Equal(gm, ms) || rest != "engine" {
-			t.Errorf("version %d: read %d %s %q %v", v, gv, gm, rest, err)
+		for _, slots := range [][]byte{nil, []byte(`{"groups":2}`)} {
+			b := append(appendSnapshotHeader(nil, v, ms, slots), "engine"...)
+			br := bufio.NewReader(bytes.NewReader(b))
+			gv, gm, gs, err := readSnapshotHeader(br)
+			rest, _ := br.ReadString(0)
+			want := slots
+			if v < 3 {
+				want = nil // no framing to say it is there
+			}
+			if err != nil || gv != v || !bytes.Equal(gm, ms) || !bytes.Equal(gs, want) || rest != "engine" {
+				t.Errorf("version %d, slots %s: read %d %s %s %q %v", v, slots, gv, gm, gs, rest, err)
+			}
 		}
+	}
+	// Without a slot map, framing 1 as before.
+	if b := appendSnapshotHeader(nil, 3, ms, nil); b[1] != snapshotFraming {
+		t.Errorf("framing %d without a slot map", b[1])
 	}
 	// What 0.2.0 makes of a versioned header: an empty members' JSON, an error.
 	var m map[string]member
-	if n, _ := binary.Uvarint(appendSnapshotHeader(nil, 3, ms)); n != 0 || json.Unmarshal(nil, &m) == nil {
+	if n, _ := binary.Uvarint(appendSnapshotHeader(nil, 3, ms, nil)); n != 0 || json.Unmarshal(nil, &m) == nil {
 		t.Fatal("a versioned snapshot would not fail on a 0.2.0 node")
 	}
 	newer := append([]byte{0}, binary.AppendUvarint(binary.AppendUvarint(nil, snapshotFraming), FormatVersion+1)...)
-	if _, _, err := readSnapshotHeader(bufio.NewReader(bytes.NewReader(newer))); err == nil {
+	if _, _, _, err := readSnapshotHeader(bufio.NewReader(bytes.NewReader(newer))); err == nil {
 		t.Error("a snapshot of a newer cluster version was read")
 	}
-	other := append([]byte{0}, binary.AppendUvarint(nil, snapshotFraming+1)...)
-	if _, _, err := readSnapshotHeader(bufio.NewReader(bytes.NewReader(other))); err == nil {
+	other := append([]byte{0}, binary.AppendUvarint(nil, slotsFraming+1)...)
+	if _, _, _, err := readSnapshotHeader(bufio.NewReader(bytes.NewReader(other))); err == nil {
 		t.Error("a snapshot of another framing was read")
 	}
 }

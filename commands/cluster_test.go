@@ -28,6 +28,9 @@ type fakeCluster struct {
 	waitResult int
 	waits      []string // "index n timeout" of each WaitReplicas call
 	calls      []string // Meet, Join, Forget calls
+
+	change func(cluster.SlotChange) error        // ChangeSlots, when set
+	send   func(addr string, cmds [][]any) error // Send, when set
 }
 
 const (

@@ -201,7 +201,8 @@ func clusterInfo(d *Dispatcher, c *Client, cl ClusterView, args [][]byte) {
 func clusterNodes(d *Dispatcher, c *Client, cl ClusterView, args [][]byte) {
 	now := time.Now()
 	var sb strings.Builder
-	for _, v := range d.shards(cl) {
+	shards := d.shards(cl)
+	for g, v := range shards {
 		master := v.master
 		line := func(n cluster.Node, isMaster bool) {
 			host, port := hostPort(n.Addr)
@@ -242,6 +243,9 @@ func clusterNodes(d *Dispatcher, c *Client, cl ClusterView, args [][]byte) {
 				for _, r := range v.ranges {
 					sb.WriteString(" " + slotRange(r))
 				}
+				if n.Self {
+					d.movingSlots(&sb, shards, g)
+				}
 			}
 			sb.WriteByte('\n')
 		}
@@ -253,6 +257,27 @@ func clusterNodes(d *Dispatcher, c *Client, cl ClusterView, args [][]byte) {
 		}
 	}
 	c.W.Verbatim(sb.String())
+}
+
+// movingSlots writes, on the myself line of group g's master, its slots
+// moving out, "[slot->-target-id]", and in, "[slot-<-source-id]", as Redis
+// writes its open slots (redis-cli --cluster check and fix read them); the
+// ids are the other group's master's.
+func (d *Dispatcher) movingSlots(sb *strings.Builder, shards []groupShard, g int) {
+	gs := d.opts.Groups
+	if gs == nil {
+		return
+	}
+	for s := 0; s < Slots; s++ {
+		if to, ok := gs.Migrating(s); ok && gs.Owner(s) == g && to < len(shards) && shards[to].hasMaster {
+			sb.WriteString(" [" + strconv.Itoa(s) + "->-" + shards[to].master.ID + "]")
+		}
+		if in, ok := gs.Importing(s); ok && in == g {
+			if from := gs.Owner(s); from < len(shards) && shards[from].hasMaster {
+				sb.WriteString(" [" + strconv.Itoa(s) + "-<-" + shards[from].master.ID + "]")
+			}
+		}
+	}
 }
 
 // clusterSlots is CLUSTER SLOTS: each group's slot ranges, its master

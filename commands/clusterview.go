@@ -51,6 +51,11 @@ type Groups interface {
 	Owner(slot int) int
 	// Ranges lists group g's slots as inclusive [start, end] ranges.
 	Ranges(g int) [][2]int
+	// Migrating is the group a slot moves to (CLUSTER SETSLOT MIGRATING at
+	// its owner) and Importing the group taking it in (SETSLOT IMPORTING);
+	// ok is false while it is not moving. O(1).
+	Migrating(slot int) (g int, ok bool)
+	Importing(slot int) (g int, ok bool)
 	// View is group g as this node sees it; nil while this node has not
 	// started it.
 	View(g int) ClusterView

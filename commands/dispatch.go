@@ -106,6 +106,16 @@ type Client struct {
 	// ticket of the client's last write, which WAIT waits for.
 	slot int
 	woff uint64
+	// asking: the client sent ASKING, so its next command may run on a
+	// slot this group imports (route.go); only its goroutine touches it.
+	asking bool
+	// running is held by the client's goroutine from routing to the end of
+	// its handler, with inflight the command, on an address of a cluster
+	// of several groups only: MIGRATE waits on each client running a write,
+	// so that none routed before its fence still runs when it exports
+	// (migrate.go).
+	running  sync.Mutex
+	inflight atomic.Pointer[Command]
 }
 
 // Options configure a Dispatcher. Only main knows where the values come from.
@@ -150,6 +160,7 @@ type Options struct {
 // runs their handlers. It is safe for concurrent use by connections.
 type Dispatcher struct {
 	opts   Options
+	moves  migrations                    // the queues MIGRATE is moving now (migrate.go)
 	eng    atomic.Pointer[engine.Engine] // nil while the log loads; set once
 	byName map[string]*Command
 	// asSent files each name in lower case and in capitals, the two ways
@@ -340,6 +351,12 @@ func (d *Dispatcher) run(c *Client, args [][]byte) {
 	// can already send the client to the leader. A single node pays this
 	// one nil check and nothing else.
 	if d.opts.Cluster != nil {
+		if d.opts.Groups != nil {
+			c.inflight.Store(cmd) // before routing reads the fence: see drain
+			c.running.Lock()
+			defer c.inflight.Store(nil)
+			defer c.running.Unlock()
+		}
 		if !d.route(c, cmd, args) {
 			// A redirect is a rejected call, as in Redis; route's own
 			// reject counted it, unless it answered an EXEC directly.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/delayd/delayd/cluster"
 	"github.com/delayd/delayd/engine"
@@ -17,10 +18,20 @@ type fakeGroups struct {
 	views []*fakeCluster
 }
 
-func (g *fakeGroups) Count() int             { return g.m.Groups() }
-func (g *fakeGroups) Owner(slot int) int     { return g.m.Owner(slot) }
-func (g *fakeGroups) Ranges(i int) [][2]int  { return g.m.Ranges(i) }
-func (g *fakeGroups) View(i int) ClusterView { return g.views[i] }
+func (g *fakeGroups) Count() int                  { return g.m.Groups() }
+func (g *fakeGroups) Owner(slot int) int          { return g.m.Owner(slot) }
+func (g *fakeGroups) Ranges(i int) [][2]int       { return g.m.Ranges(i) }
+func (g *fakeGroups) View(i int) ClusterView      { return g.views[i] }
+func (g *fakeGroups) Migrating(s int) (int, bool) { return g.m.Migrating(s) }
+func (g *fakeGroups) Importing(s int) (int, bool) { return g.m.Importing(s) }
+
+// Send is MIGRATE's: what the test says the target does.
+func (f *fakeCluster) Send(addr, user, password string, timeout time.Duration, cmds [][]any) error {
+	return f.send(addr, cmds)
+}
+
+// ChangeSlots is group 0's: the change applied to the map at once.
+func (f *fakeCluster) ChangeSlots(ch cluster.SlotChange) (uint64, error) { return 1, f.change(ch) }
 
 // groupID is member i's node id in group g: one id per address.
 func groupID(g, i int) string { return fmt.Sprintf("%039x%d", g, i) }
@@ -216,3 +227,166 @@ func TestClusterFailover(t *testing.T) {
 		t.Errorf("refused: %q", got)
 	}
 }
+
+// CLUSTER SETSLOT, ASKING and ASK, at the leader of group 1 of three.
+func TestSetSlotAndAsk(t *testing.T) {
+	gs := &fakeGroups{m: cluster.EvenSlots(3), views: []*fakeCluster{newGroupFake(0, 1), newGroupFake(1, 0), newGroupFake(2, 2)}}
+	var changes []string
+	gs.views[0].change = func(ch cluster.SlotChange) error {
+		m, err := gs.m.With(ch)
+		if err == nil {
+			gs.m = m
+			changes = append(changes, fmt.Sprint(ch.Assign, ch.Migrating, ch.Importing, ch.Stable))
+		}
+		return err
+	}
+	eng, err := engine.New(engine.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { eng.Close() })
+	n := &node{t: t, d: New(Options{Engine: eng, Config: map[string]string{}, Cluster: gs.views[1], Groups: gs, Group: 1}), eng: eng}
+	c := n.client()
+	// Keys of one slot of group 1 (a hash tag) and one of group 0's.
+	tag := keyOf(gs.m, 1)
+	a, b := "{"+tag+"}a", "{"+tag+"}b"
+	s1, k0 := KeySlot(tag), keyOf(gs.m, 0)
+	s0 := KeySlot(k0)
+	n.do(c, "RPUSH", a, "x")
+	for _, s := range [][2]string{
+		// Refusals, as Redis words them.
+		{"CLUSTER SETSLOT " + fmt.Sprint(s0) + " MIGRATING " + groupID(2, 2), fmt.Sprintf("-ERR I'm not the owner of hash slot %d", s0)},
+		{"CLUSTER SETSLOT " + fmt.Sprint(s1) + " IMPORTING " + groupID(0, 1), fmt.Sprintf("-ERR I'm already the owner of hash slot %d", s1)},
+		{"CLUSTER SETSLOT " + fmt.Sprint(s1) + " MIGRATING nobody", "-ERR I don't know about node nobody"},
+		{"CLUSTER SETSLOT 16384 STABLE", "-ERR Invalid or out of range slot"},
+		{"CLUSTER SETSLOT 1 STABLE x", "-ERR Invalid CLUSTER SETSLOT action or number of arguments. Try CLUSTER HELP"},
+		{"CLUSTER SETSLOT 1 DANCE x", "-ERR Invalid CLUSTER SETSLOT action or number of arguments. Try CLUSTER HELP"},
+		{"CLUSTER SETSLOT " + fmt.Sprint(s1) + " NODE " + groupID(2, 2), fmt.Sprintf("-ERR Can't assign hashslot %d to a different node while I still hold keys for this hash slot.", s1)},
+		// Slot s1 migrates to group 2: keys here run here, keys gone get
+		// ASK to group 2's leader, some of each TRYAGAIN.
+		{"CLUSTER SETSLOT " + fmt.Sprint(s1) + " MIGRATING " + groupID(2, 1), "+OK"},
+		{"LLEN " + a, ":1"},
+		{"LLEN " + b, fmt.Sprintf("-ASK %d 10.0.0.3:7200", s1)},
+		{"RPOPLPUSH " + a + " " + b, "-TRYAGAIN Multiple keys request during rehashing of slot"},
+		{"CLUSTER SETSLOT " + fmt.Sprint(s1) + " STABLE", "+OK"},
+		{"LLEN " + b, ":0"},
+		// Slot s0 is imported from group 0: after ASKING, one command runs here.
+		{"CLUSTER SETSLOT " + fmt.Sprint(s0) + " IMPORTING " + groupID(0, 1), "+OK"},
+		{"RPUSH " + k0 + " y", fmt.Sprintf("-MOVED %d 10.0.0.2:7000", s0)},
+		{"ASKING", "+OK"},
+		{"RPUSH " + k0 + " y", ":1"},
+		{"LLEN " + k0, fmt.Sprintf("-MOVED %d 10.0.0.2:7000", s0)},
+		// NODE gives it to group 1 and ends the move.
+		{"CLUSTER SETSLOT " + fmt.Sprint(s0) + " NODE " + groupID(1, 0), "+OK"},
+		{"LLEN " + k0, ":1"},
+		{"CLUSTER SETSLOT " + fmt.Sprint(s0) + " NODE " + groupID(1, 2), "+OK"}, // already so: no entry
+	} {
+		if got := n.do(c, strings.Fields(s[0])...); got != s[1] {
+			t.Errorf("%s: %q, want %q", s[0], got, s[1])
+		}
+	}
+	if _, ok := gs.m.Importing(s0); ok || gs.m.Owner(s0) != 1 {
+		t.Errorf("slot %d after NODE: owner %d", s0, gs.m.Owner(s0))
+	}
+	if len(changes) != 4 {
+		t.Errorf("%d slot entries, want 4: %v", len(changes), changes)
+	}
+	// CLUSTER NODES shows the open slots on this master's own line.
+	s2 := KeySlot(keyOf(gs.m, 2))
+	n.do(c, "CLUSTER", "SETSLOT", fmt.Sprint(s1), "MIGRATING", groupID(2, 1))
+	n.do(c, "CLUSTER", "SETSLOT", fmt.Sprint(s2), "IMPORTING", groupID(2, 1))
+	nodes := n.do(c, "CLUSTER", "NODES")
+	for _, want := range []string{fmt.Sprintf(" [%d->-%s]", s1, groupID(2, 2)), fmt.Sprintf(" [%d-<-%s]", s2, groupID(2, 2))} {
+		if i := strings.Index(nodes, want); i < 0 || !strings.Contains(nodes[strings.LastIndex(nodes[:i], "\n")+1:i], "myself,master") {
+			t.Errorf("CLUSTER NODES lacks %q on its myself line: %q", want, nodes)
+		}
+	}
+	// ADDSLOTS takes slots for this group; DELSLOTS leaves none unassigned.
+	s0b := KeySlot(keyOf(gs.m, 0))
+	for _, s := range [][2]string{
+		{"CLUSTER ADDSLOTS " + fmt.Sprint(s2), "+OK"},
+		{"CLUSTER DELSLOTS " + fmt.Sprint(s2), fmt.Sprintf("-ERR Slot %d is served by this Raft group: delayd leaves no slot unassigned (CLUSTER SETSLOT NODE or ADDSLOTS at the group to take it)", s2)},
+		{"CLUSTER DELSLOTS " + fmt.Sprint(s0b), "+OK"},
+		{"CLUSTER ADDSLOTS 16384", "-ERR Invalid or out of range slot"},
+		{"CLUSTER BUMPEPOCH", "+STILL 11"},
+	} {
+		if got := n.do(c, strings.Fields(s[0])...); got != s[1] {
+			t.Errorf("%s: %q, want %q", s[0], got, s[1])
+		}
+	}
+	if _, ok := gs.m.Importing(s2); ok || gs.m.Owner(s2) != 1 || gs.m.Owner(s0b) != 0 {
+		t.Errorf("after ADDSLOTS %d: owner %d; slot %d's owner %d", s2, gs.m.Owner(s2), s0b, gs.m.Owner(s0b))
+	}
+	// A replica of the group refuses SETSLOT.
+	gs.views[1].set(func(f *fakeCluster) { f.leader, f.writable = groupID(1, 2), false })
+	if got := n.do(c, "CLUSTER", "SETSLOT", "1", "STABLE"); got != "-ERR Please use SETSLOT only with masters." {
+		t.Errorf("SETSLOT at a replica: %q", got)
+	}
+}
+
+// MIGRATE at the leader of group 1: the queues go to the target as
+// RESTORE-ASKING, are dropped here once it answers, and are fenced
+// meanwhile; a target's error keeps them here.
+func TestMigrate(t *testing.T) {
+	gs := &fakeGroups{m: cluster.EvenSlots(3), views: []*fakeCluster{newGroupFake(0, 1), newGroupFake(1, 0), newGroupFake(2, 2)}}
+	eng, err := engine.New(engine.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { eng.Close() })
+	n := &node{t: t, d: New(Options{Engine: eng, Config: map[string]string{}, Cluster: gs.views[1], Groups: gs, Group: 1}), eng: eng}
+	c, other := n.client(), n.client()
+	tag := keyOf(gs.m, 1)
+	a, b := "{"+tag+"}a", "{"+tag+"}b"
+	n.do(c, "DELAY.ADD", a, "0", "x", "ID", "j1")
+	n.do(c, "DELAY.ADD", a, "60000", "y", "ID", "j2")
+	n.do(c, "DELAY.ADD", b, "0", "z", "ID", "j3")
+	var sent []string
+	var during string
+	gs.views[1].send = func(addr string, cmds [][]any) error {
+		for _, cmd := range cmds {
+			sent = append(sent, fmt.Sprint(addr, " ", cmd[0], " ", cmd[1], " ", cmd[2]))
+		}
+		during = n.do(other, "DELAY.GET", a, "j1")
+		return nil
+	}
+	for _, s := range [][2]string{
+		{"MIGRATE 10.0.0.3 7200 " + a + " 1 5000", "-ERR DB index is out of range"},
+		{"MIGRATE 10.0.0.3 port " + a + " 0 5000", "-" + errNotInteger},
+		{"MIGRATE 10.0.0.3 7200 " + a + " 0 5000 KEYS " + b, "-ERR When using MIGRATE KEYS option, the key argument must be set to the empty string"},
+		{"MIGRATE 10.0.0.3 7200 " + a + " 0 5000 SIDEWAYS", "-" + errSyntax},
+		{"MIGRATE 10.0.0.3 7200 {" + tag + "}none 0 5000", "+NOKEY"},
+		{"MIGRATE 10.0.0.2 7100 " + a + " 0 5000", "-ERR the target is a member of this Raft group: MIGRATE moves queues to another group"},
+	} {
+		if got := n.do(c, strings.Fields(s[0])...); got != s[1] {
+			t.Errorf("%s: %q, want %q", s[0], got, s[1])
+		}
+	}
+	// redis-cli's form: the key argument empty, the keys after KEYS.
+	if got := n.do(c, "MIGRATE", "10.0.0.3", "7200", "", "0", "5000", "REPLACE", "AUTH2", "u", "pw", "KEYS", a, b); got != "+OK" {
+		t.Fatalf("MIGRATE: %q", got)
+	}
+	if want := "10.0.0.3:7200 RESTORE-ASKING " + a + " 0; 10.0.0.3:7200 RESTORE-ASKING " + b + " 0"; strings.Join(sent, "; ") != want {
+		t.Errorf("sent %q, want %q", strings.Join(sent, "; "), want)
+	}
+	if during != errMovingLine {
+		t.Errorf("a command on a queue being moved: %q, want %q", during, errMovingLine)
+	}
+	if eng.Exists([]byte(a)) || eng.Exists([]byte(b)) {
+		t.Error("the queues stayed after MIGRATE")
+	}
+	// COPY keeps the queue; a target's error keeps it too.
+	n.do(c, "DELAY.ADD", a, "0", "x", "ID", "j4")
+	if got := n.do(c, "MIGRATE", "10.0.0.3", "7200", a, "0", "5000", "COPY"); got != "+OK" || !eng.Exists([]byte(a)) {
+		t.Errorf("MIGRATE COPY: %q, queue kept %v", got, eng.Exists([]byte(a)))
+	}
+	gs.views[1].send = func(string, [][]any) error { return errors.New("BUSYKEY Target key name already exists.") }
+	if got := n.do(c, "MIGRATE", "10.0.0.3", "7200", a, "0", "5000"); got != "-ERR Target instance replied with error: BUSYKEY Target key name already exists." || !eng.Exists([]byte(a)) {
+		t.Errorf("MIGRATE to a target that refused: %q, queue kept %v", got, eng.Exists([]byte(a)))
+	}
+	if got := n.do(c, "DELAY.GET", a, "j4"); !strings.HasPrefix(got, "*") {
+		t.Errorf("the queue is not fenced after a failed MIGRATE: %q", got)
+	}
+}
+
+var errMovingLine = "-" + errMoving

@@ -19,7 +19,11 @@ import (
 //   - No keys (PING, INFO, CLUSTER, SCAN, DBSIZE, ...): runs here, except a
 //     write (FLUSHALL, FLUSHDB) on a node that is not the writable leader,
 //     which gets READONLY, as a Redis replica answers a keyless write.
-//   - Keys, on the writable leader: runs here.
+//   - Keys, on the writable leader: runs here; with several groups, on a
+//     slot migrating to another group, keys no longer here get ASK to
+//     that group's leader (ask), as Redis answers during a reshard.
+//   - Keys of a slot another group owns and this one imports, from a
+//     client that sent ASKING just before: runs here.
 //   - Keys, elsewhere: MOVED to the leader, or CLUSTERDOWN when no leader is
 //     known (or this node was elected but cannot take writes yet); a read
 //     from a client that sent READONLY runs here whenever a leader is
@@ -61,6 +65,15 @@ func (d *Dispatcher) route(c *Client, cmd *Command, args [][]byte) bool {
 		}
 	}
 	c.slot = slot
+	// ASKING lasts one command, as Redis's flag does (kept through MULTI);
+	// only several groups have slots to import.
+	asking := false
+	if d.opts.Groups != nil {
+		asking = c.asking || cmd.Name == "restore-asking"
+		if cmd.Name != "asking" && !c.tx.multi {
+			c.asking = false
+		}
+	}
 	var msg string
 	switch {
 	case slot == crossSlot:
@@ -73,11 +86,23 @@ func (d *Dispatcher) route(c *Client, cmd *Command, args [][]byte) bool {
 			return false
 		}
 		return true
-	case d.opts.Groups != nil && d.opts.Groups.Owner(slot) != d.opts.Group:
+	case d.opts.Groups != nil && d.opts.Groups.Owner(slot) != d.opts.Group && !((asking || cmd.Name == "migrate") && d.importing(slot)):
+		// (MIGRATE runs where a slot is open, as in Redis: redis-cli --cluster
+		// fix moves the queues an importing group holds to the owner.)
 		// Another group's slot: its leader's address serves it, and this
 		// address is not its replica, so READONLY does not keep it here.
 		msg = d.otherGroup(slot)
 	case cl.Writable():
+		if d.opts.Groups != nil {
+			if exec {
+				msg = d.fencedTx(c)
+			} else {
+				msg = d.ask(c, cmd, args, slot)
+			}
+			if msg != "" {
+				break
+			}
+		}
 		return true
 	default:
 		leader, ok := cl.Leader()
@@ -126,6 +151,65 @@ func (d *Dispatcher) otherGroup(slot int) string {
 		}
 	}
 	return errClusterDown
+}
+
+// importing says whether this address's group is taking slot in
+// (CLUSTER SETSLOT IMPORTING): a client that sent ASKING is served here.
+func (d *Dispatcher) importing(slot int) bool {
+	g, ok := d.opts.Groups.Importing(slot)
+	return ok && g == d.opts.Group
+}
+
+// ask is the answer, on the leader of slot's owner, to a command on a slot
+// that migrates (CLUSTER SETSLOT MIGRATING), as Redis's getNodeByQuery
+// gives it: keys all here run here ("" ), keys all gone (moved already, or
+// never made) get ASK to the target group's leader, which takes them after
+// ASKING; some of each get TRYAGAIN until the move is done, as do queues
+// MIGRATE is moving now (migrate.go). Only with several groups, and only
+// a migrating slot (or a MIGRATE under way) pays for the look-ups.
+func (d *Dispatcher) ask(c *Client, cmd *Command, args [][]byte, slot int) string {
+	if cmd.Name == "migrate" {
+		return ""
+	}
+	if d.moves.active.Load() > 0 && d.moves.fenced(commandKeys(cmd, args)) {
+		return errMoving
+	}
+	gs := d.opts.Groups
+	to, ok := gs.Migrating(slot)
+	if !ok || gs.Owner(slot) != d.opts.Group {
+		return ""
+	}
+	eng := d.engineFor(c)
+	if eng == nil {
+		return ""
+	}
+	keys := commandKeys(cmd, args)
+	switch n := eng.ExistsCount(keys); {
+	case n == len(keys):
+		return ""
+	case n > 0:
+		return "TRYAGAIN Multiple keys request during rehashing of slot"
+	}
+	if v := gs.View(to); v != nil {
+		if leader, ok := v.Leader(); ok && leader.Addr != "" {
+			return "ASK " + strconv.Itoa(slot) + " " + leader.Addr
+		}
+	}
+	return errClusterDown
+}
+
+// fencedTx is TRYAGAIN for a transaction that touches a queue MIGRATE is
+// moving now, else "".
+func (d *Dispatcher) fencedTx(c *Client) string {
+	if d.moves.active.Load() == 0 {
+		return ""
+	}
+	for _, q := range c.tx.queued {
+		if d.moves.fenced(commandKeys(q.cmd, q.args)) {
+			return errMoving
+		}
+	}
+	return ""
 }
 
 func moved(slot int, addr string) string {

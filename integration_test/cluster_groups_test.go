@@ -110,8 +110,12 @@ func grKeys(t *testing.T, addr string) []string {
 	return keys
 }
 
-func TestClusterGroups(t *testing.T) {
-	t.Parallel()
+// grRanges are the groups' slot ranges as the cluster starts.
+var grRanges = []string{"0-5460", "5461-10921", "10922-16383"}
+
+// grCluster starts three nodes, three groups, group g led by node g.
+func grCluster(t *testing.T) []*grNode {
+	t.Helper()
 	nodes := []*grNode{grStart(t, "--cluster-bootstrap", "--cluster-groups", strconv.Itoa(grCount))}
 	for g := 0; g < grCount; g++ {
 		clWait(t, 15*time.Second, fmt.Sprintf("group %d's bootstrap", g), func() (bool, string) {
@@ -135,7 +139,7 @@ func TestClusterGroups(t *testing.T) {
 			t.Fatalf("CLUSTER FAILOVER at node %d's group %d: %v", g, g, err)
 		}
 	}
-	ranges := []string{"0-5460", "5461-10921", "10922-16383"}
+	ranges := grRanges
 	for _, n := range nodes {
 		for g := 0; g < grCount; g++ {
 			addr := n.addr(g)
@@ -153,6 +157,13 @@ func TestClusterGroups(t *testing.T) {
 			})
 		}
 	}
+	return nodes
+}
+
+func TestClusterGroups(t *testing.T) {
+	t.Parallel()
+	nodes := grCluster(t)
+	ranges := grRanges
 	keys := grKeys(t, nodes[0].addr(0))
 
 	t.Run("redis-cli --cluster check", func(t *testing.T) {
