@@ -26,7 +26,9 @@ import (
 //	1  0.1.0  record ops 1-10
 //	2  0.2.0  ops 11-15 (schedules, tombstones, limits), add tail bits 0-3
 //	3  0.3.0  ops 16-17 (pause, requeue), add tail bits origin and reason,
-//	          the move tail; version entries; snapshots with a version
+//	          the move tail; version entries; snapshots with a version;
+//	          with several groups (0.3.0's too), group 0's slot entries
+//	          (kind 4) and its snapshots with a map (slotsFraming)
 //
 // A node tells its format version in CLUSTER INFO (delayd_node_version); a
 // node whose CLUSTER INFO says none is a 0.2.0 (or older) node, read as 2.
