@@ -17,7 +17,9 @@ import (
 // payloads of jobs due within half of it (readAhead). A payload still on
 // disk is read from the log by whoever reads it (jobs.Table.Payload). The
 // adds, pops and acks know nothing of it; nothing is logged, so a crash
-// loses nothing: replay has every payload in the log.
+// loses nothing: replay has every payload in the log. A job moved beyond
+// the horizon after its add was tailed (a reschedule: its record carries
+// no payload) is restated, and the tail spills it from the restatement.
 
 // spillEvery is how often the log is tailed.
 const spillEvery = 100 * time.Millisecond
@@ -53,10 +55,12 @@ func (e *Engine) spiller() {
 // made that are still as written and due beyond the horizon.
 func (e *Engine) spill() {
 	jn := e.journal
-	var cs []spillCand
+	var cs, moved []spillCand
 	gen, err := jn.Tail(func(seg uint64, off int64, rec []byte) {
 		if r, at, ok := record.AddPayload(rec); ok && len(r.Payload) <= jobs.MaxSmall {
 			cs = append(cs, spillCand{seg, off + int64(at), r.SID, r.Seq, string(r.Queue)})
+		} else if r, ok := record.MovedLater(rec); ok {
+			moved = append(moved, spillCand{seg, -1, r.SID, r.Seq, string(r.Queue)})
 		}
 	})
 	if err != nil {
@@ -77,6 +81,60 @@ func (e *Engine) spill() {
 		}
 		e.mu.Unlock()
 	}
+	e.restateMoved(moved, gen)
+}
+
+// restateMoved restates the jobs of ms, move records, that the move left
+// delayed beyond the horizon with their payload in memory: the record
+// carries no payload, and where the add record's copy lies is not kept
+// (it would cost memory per job), so the job is logged whole again and
+// the next round spills it from there, once it is written: the spiller
+// waits for it, as nothing else may.
+func (e *Engine) restateMoved(ms []spillCand, gen uint64) {
+	jn := e.journal
+	var last uint64
+	defer func() {
+		if err := e.WaitDurable(last); err != nil {
+			e.opts.Logger.Warn().Err(err).Msg("restating jobs rescheduled beyond the horizon")
+		}
+	}()
+	for i := 0; i < len(ms); i += compactChunk {
+		wr, err := e.begin(0)
+		if err != nil {
+			return // writes refused (disk full): the jobs keep their payloads in memory
+		}
+		if e.closed || jn.Rewriting() || jn.Gen() != gen {
+			wr.end()
+			return
+		}
+		horizon := e.nowMs() + e.opts.Horizon
+		for _, c := range ms[i:min(i+compactChunk, len(ms))] {
+			if s, ok := e.spillable(&c, horizon); ok {
+				last = max(last, e.rehome(s, wr.now))
+			}
+		}
+		wr.end()
+	}
+}
+
+// spillable returns the slot of c's job if the job is still as c's record
+// left it (its add order), delayed beyond horizon, with its payload in
+// memory. Called with mu held.
+func (e *Engine) spillable(c *spillCand, horizon int64) (uint32, bool) {
+	qi, ok := e.queueFor(unsafe.Slice(unsafe.StringData(c.queue), len(c.queue)), false)
+	if !ok {
+		return 0, false
+	}
+	var buf [jobs.SIDLen]byte
+	s, ok := e.jobs.Lookup(&e.queues[qi].run, qi, jobs.RenderSID(&buf, c.sid))
+	if !ok {
+		return 0, false
+	}
+	j := e.jobs.At(s)
+	if j.State != jobs.StateDelayed || j.SID != c.sid || j.Seq != c.seq || j.Due <= horizon || !jobs.CanSpill(j, max(c.off, 0)) {
+		return 0, false
+	}
+	return s, true
 }
 
 // spillOne spills the payload of c's job if it is still the one c's
@@ -84,19 +142,11 @@ func (e *Engine) spill() {
 // segment or one before it: a job restated since (a compaction) is homed
 // after it, and c's segment may be about to go. Called with mu held.
 func (e *Engine) spillOne(c *spillCand, horizon int64, segs []uint64, cur *journal.SegSet) {
-	qi, ok := e.queueFor(unsafe.Slice(unsafe.StringData(c.queue), len(c.queue)), false)
-	if !ok {
-		return
-	}
-	var buf [jobs.SIDLen]byte
-	s, ok := e.jobs.Lookup(&e.queues[qi].run, qi, jobs.RenderSID(&buf, c.sid))
+	s, ok := e.spillable(c, horizon)
 	if !ok {
 		return
 	}
 	j, h := e.jobs.At(s), e.jobs.Home(s)
-	if j.State != jobs.StateDelayed || j.SID != c.sid || j.Seq != c.seq || j.Due <= horizon || !jobs.CanSpill(j, c.off) {
-		return
-	}
 	if !journal.HomedBy(h, c.seg, segs, cur) {
 		return // restated since, into a later segment
 	}
@@ -105,6 +155,29 @@ func (e *Engine) spillOne(c *spillCand, horizon int64, segs []uint64, cur *journ
 	e.j.live.Add(uint16(c.seg), size)
 	e.jobs.SetHome(s, uint16(c.seg))
 	e.jobs.Spill(j, uint16(c.seg), c.off)
+}
+
+// keepOnDisk gives j, placed by r, a replayed add record of a server id
+// due beyond the start-up's horizon, the locator of r's payload in the
+// segment being replayed instead of a copy, and says whether it did: the
+// start's peak memory is then the resident set, not every payload. A
+// payload not read from the segment as it lies there (a unit gathered
+// from its parts) stays in memory, as does one that moves beyond the
+// horizon later in the log (the tail starts after replay's end). Called
+// with mu held, during the start-up's replay only.
+func (e *Engine) keepOnDisk(j *jobs.Job, r *record.Rec) bool {
+	rj := &e.j
+	n := len(r.Payload)
+	if r.Op != record.Add || r.ID != nil || r.Due <= rj.keepBy || r.Flags&(record.FlagHead|record.FlagReady|record.FlagReserved) != 0 ||
+		n == 0 || n > jobs.MaxSmall || n > len(rj.rec) {
+		return false
+	}
+	at := uintptr(unsafe.Pointer(unsafe.SliceData(r.Payload))) - uintptr(unsafe.Pointer(unsafe.SliceData(rj.rec)))
+	if at > uintptr(len(rj.rec)-n) || rj.recOff+int64(at) > jobs.MaxLocOffset {
+		return false
+	}
+	e.jobs.Keep(j, rj.home, rj.recOff+int64(at), n)
+	return true
 }
 
 // readAhead reads back the payloads of the jobs due within half the

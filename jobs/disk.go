@@ -54,6 +54,14 @@ func CanSpill(j *Job, off int64) bool {
 func (t *Table) Spill(j *Job, seg uint16, off int64) {
 	n := int(j.Plen())
 	t.Arena.Free(j.Data, n)
+	t.Keep(j, seg, off, n)
+}
+
+// Keep makes j, whose data word is not set yet, keep its payload of n
+// bytes at offset off of segment seg without ever holding it in memory:
+// replay's, which knows where each record lies (CanSpill's limits are the
+// caller's to check). O(1).
+func (t *Table) Keep(j *Job, seg uint16, off int64, n int) {
 	j.Data = PackData(uint64(seg)<<locOffBits|uint64(off), n)
 	j.Flags |= FlagOnDisk
 	t.disk.Jobs++

@@ -442,3 +442,14 @@ func AddPayload(b []byte) (r Rec, at int, ok bool) {
 	}
 	return r, int(uintptr(unsafe.Pointer(unsafe.SliceData(r.Payload))) - uintptr(unsafe.Pointer(unsafe.SliceData(b)))), true
 }
+
+// MovedLater decodes b if it is a move record of a server-made id that
+// leaves the job delayed: a job rescheduled (or handed back) to a later
+// time, whose payload a reader of the log may keep on disk by restating
+// it (payloads on disk).
+func MovedLater(b []byte) (r Rec, ok bool) {
+	if len(b) == 0 || b[0] != Move || r.Decode(b) != nil || r.ID != nil || r.Flags&(FlagHead|FlagReady|FlagReserved) != 0 {
+		return r, false
+	}
+	return r, true
+}
