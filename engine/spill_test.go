@@ -396,3 +396,48 @@ func TestReplayKeepsPayloadsOnDisk(t *testing.T) {
 		e.Close()
 	})
 }
+
+// A replayed record that reads a payload replay kept on disk reads it from
+// the log being replayed: a job added far ahead, rescheduled to now,
+// popped, and whose reservation expired with no redelivery left is
+// dead-lettered during replay (an expiry is derived, not logged), which
+// copies its payload.
+func TestReplayReadsPayloadKeptOnDisk(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fs := aof.NewMemFS()
+		e := mustNew(t, horizoned(fs, FsyncAlways))
+		res, err := e.Add(AddArgs{Queue: b("q"), Delay: 900_000, Payload: []byte("to the dead letters"),
+			AckTimeout: 1_000, Retry: 0, DeadLetter: b("dl")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok, _, err := e.Reschedule(RescheduleArgs{Queue: b("q"), ID: res.ID, Delay: 0}); !ok || err != nil {
+			t.Fatal(ok, err)
+		}
+		if d, ok := e.Pop([][]byte{b("q")}); !ok || string(d.Payload) != "to the dead letters" {
+			t.Fatal(d, ok)
+		}
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		last, err := e.Add(AddArgs{Queue: b("other"), Delay: 5_000, Payload: []byte("later")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := e.WaitDurable(last.Ticket); err != nil {
+			t.Fatal(err)
+		}
+		before := dump(e)
+		e.Close()
+		e = mustNew(t, horizoned(fs, FsyncAlways))
+		if after := dump(e); after != before {
+			t.Fatalf("after a restart\n%s", diffLines(before, after))
+		}
+		if d, ok := e.Pop([][]byte{b("dl")}); !ok || string(d.Payload) != "to the dead letters" {
+			t.Fatalf("the dead letter after replay: %v %q", ok, d.Payload)
+		}
+		if d := e.jobs.DiskInfo(); d.Reads == 0 || d.Fails != 0 {
+			t.Fatalf("%d payloads read from disk, %d failed: the replay did not read it there", d.Reads, d.Fails)
+		}
+		e.Close()
+	})
+}
