@@ -157,27 +157,19 @@ func (e *Engine) spillOne(c *spillCand, horizon int64, segs []uint64, cur *journ
 	e.jobs.Spill(j, uint16(c.seg), c.off)
 }
 
-// keepOnDisk gives j, placed by r, a replayed add record of a server id
-// due beyond the start-up's horizon, the locator of r's payload in the
-// segment being replayed instead of a copy, and says whether it did: the
-// start's peak memory is then the resident set, not every payload. A
-// payload not read from the segment as it lies there (a unit gathered
-// from its parts) stays in memory, as does one that moves beyond the
-// horizon later in the log (the tail starts after replay's end). Called
-// with mu held, during the start-up's replay only.
+// keepOnDisk gives j, placed by r, a replayed record, the locator of r's
+// payload in the segment being replayed instead of a copy if r is an add
+// the job may keep on disk from the start (record.Rec.KeptAt), and says
+// whether it did: the start's peak memory is then the resident set, not
+// every payload. One that moves beyond the horizon later in the log stays
+// in memory (the tail starts after replay's end). Called with mu held,
+// during the start-up's replay only.
 func (e *Engine) keepOnDisk(j *jobs.Job, r *record.Rec) bool {
-	rj := &e.j
-	n := len(r.Payload)
-	if r.Op != record.Add || r.ID != nil || r.Due <= rj.keepBy || r.Flags&(record.FlagHead|record.FlagReady|record.FlagReserved) != 0 ||
-		n == 0 || n > jobs.MaxSmall || n > len(rj.rec) {
-		return false
+	off, ok := r.KeptAt(e.j.rec, e.j.recOff, e.j.keepBy)
+	if ok {
+		e.jobs.Keep(j, e.j.home, off, len(r.Payload))
 	}
-	at := uintptr(unsafe.Pointer(unsafe.SliceData(r.Payload))) - uintptr(unsafe.Pointer(unsafe.SliceData(rj.rec)))
-	if at > uintptr(len(rj.rec)-n) || rj.recOff+int64(at) > jobs.MaxLocOffset {
-		return false
-	}
-	e.jobs.Keep(j, rj.home, rj.recOff+int64(at), n)
-	return true
+	return ok
 }
 
 // readAhead reads back the payloads of the jobs due within half the
