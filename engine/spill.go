@@ -36,6 +36,7 @@ func (e *Engine) spiller() {
 	defer e.bg.Done()
 	t := time.NewTicker(spillEvery)
 	defer t.Stop()
+	e.restateFar()
 	var ahead time.Time
 	for {
 		select {
@@ -114,6 +115,37 @@ func (e *Engine) restateMoved(ms []spillCand, gen uint64) {
 			}
 		}
 		wr.end()
+	}
+}
+
+// restateFar restates, once at start, the jobs delayed beyond the horizon
+// whose payload replay left in memory (moved beyond it after their add
+// was logged: replay knows no copy of the payload to point at), a chunk of
+// slots at a time, and waits for the records; the tail then spills them.
+func (e *Engine) restateFar() {
+	var ss []uint32
+	var last uint64
+	for s := uint32(0); ; {
+		wr, err := e.begin(0)
+		if err != nil {
+			break
+		}
+		if e.closed || e.journal.Rewriting() {
+			wr.end()
+			break
+		}
+		ss, s = e.jobs.InMemoryBeyond(s, uint32(compactChunk), e.nowMs()+e.opts.Horizon, ss[:0])
+		for _, x := range ss {
+			last = max(last, e.rehome(x, wr.now))
+		}
+		done := s >= e.jobs.Len()
+		wr.end()
+		if done {
+			break
+		}
+	}
+	if err := e.WaitDurable(last); err != nil {
+		e.opts.Logger.Warn().Err(err).Msg("restating jobs rescheduled beyond the horizon")
 	}
 }
 

@@ -441,3 +441,43 @@ func TestReplayReadsPayloadKeptOnDisk(t *testing.T) {
 		e.Close()
 	})
 }
+
+// Jobs rescheduled beyond the horizon just before a restart (no spill
+// round between) come back with their payloads in memory, as replay has
+// no copy to point at, and go to disk once the restarted spiller has
+// restated them.
+func TestRescheduledBeforeRestart(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fs := aof.NewMemFS()
+		e := mustNew(t, horizoned(fs, FsyncAlways))
+		var last uint64
+		for i := range 20 {
+			res, err := e.Add(AddArgs{Queue: b("q"), Delay: 5_000, Payload: []byte(fmt.Sprintf("%-100d", i))})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if i%2 == 0 {
+				ok, tk, err := e.Reschedule(RescheduleArgs{Queue: b("q"), ID: res.ID, Delay: 600_000})
+				if !ok || err != nil {
+					t.Fatal(ok, err)
+				}
+				last = tk
+			}
+		}
+		if err := e.WaitDurable(last); err != nil {
+			t.Fatal(err)
+		}
+		before := dump(e)
+		e.Close()
+		e = mustNew(t, horizoned(fs, FsyncAlways))
+		settleSpill()
+		settleSpill()
+		if n := e.Info().DiskJobs; n != 10 {
+			t.Fatalf("%d payloads on disk after the restart's restatements, want 10", n)
+		}
+		if after := dump(e); after != before {
+			t.Fatalf("after a restart\n%s", diffLines(before, after))
+		}
+		e.Close()
+	})
+}
