@@ -53,7 +53,8 @@ func (e *Engine) spiller() {
 }
 
 // spill tails the log and spills the payloads of the jobs its add records
-// made that are still as written and due beyond the horizon.
+// made that are still as written and due beyond the horizon; the jobs its
+// move records left there with their payload in memory it restates.
 func (e *Engine) spill() {
 	jn := e.journal
 	var cs, moved []spillCand
