@@ -90,63 +90,58 @@ func (e *Engine) spill() {
 // delayed beyond the horizon with their payload in memory: the record
 // carries no payload, and where the add record's copy lies is not kept
 // (it would cost memory per job), so the job is logged whole again and
-// the next round spills it from there, once it is written: the spiller
-// waits for it, as nothing else may.
+// the next round spills it from there.
 func (e *Engine) restateMoved(ms []spillCand, gen uint64) {
-	jn := e.journal
-	var last uint64
-	defer func() {
-		if err := e.WaitDurable(last); err != nil {
-			e.opts.Logger.Warn().Err(err).Msg("restating jobs rescheduled beyond the horizon")
+	i := 0
+	e.restateBeyond(len(ms) == 0, func(horizon int64, out []uint32) ([]uint32, bool) {
+		if e.journal.Gen() != gen {
+			return out, true // a rewrite's install meanwhile: ms name segments gone
 		}
-	}()
-	for i := 0; i < len(ms); i += compactChunk {
-		wr, err := e.begin(0)
-		if err != nil {
-			return // writes refused (disk full): the jobs keep their payloads in memory
-		}
-		if e.closed || jn.Rewriting() || jn.Gen() != gen {
-			wr.end()
-			return
-		}
-		horizon := e.nowMs() + e.opts.Horizon
 		for _, c := range ms[i:min(i+compactChunk, len(ms))] {
 			if s, ok := e.spillable(&c, horizon); ok {
-				last = max(last, e.rehome(s, wr.now))
+				out = append(out, s)
 			}
 		}
-		wr.end()
-	}
+		i += compactChunk
+		return out, i >= len(ms)
+	})
 }
 
 // restateFar restates, once at start, the jobs delayed beyond the horizon
 // whose payload replay left in memory (moved beyond it after their add
-// was logged: replay knows no copy of the payload to point at), a chunk of
-// slots at a time, and waits for the records; the tail then spills them.
+// was logged: replay knows no copy of the payload to point at).
 func (e *Engine) restateFar() {
+	var s uint32
+	e.restateBeyond(false, func(horizon int64, out []uint32) ([]uint32, bool) {
+		out, s = e.jobs.InMemoryBeyond(s, uint32(compactChunk), horizon, out)
+		return out, s >= e.jobs.Len()
+	})
+}
+
+// restateBeyond restates the jobs pick finds, given the horizon's time, a
+// chunk per lock hold until it says it is done (none: nothing to do), and
+// waits for the records: the tail spills the jobs from them, and nothing
+// else would make them written.
+func (e *Engine) restateBeyond(none bool, pick func(horizon int64, out []uint32) ([]uint32, bool)) {
 	var ss []uint32
 	var last uint64
-	for s := uint32(0); ; {
+	for done := none; !done; {
 		wr, err := e.begin(0)
 		if err != nil {
-			break
+			break // writes refused (disk full): the jobs keep their payloads in memory
 		}
 		if e.closed || e.journal.Rewriting() {
 			wr.end()
 			break
 		}
-		ss, s = e.jobs.InMemoryBeyond(s, uint32(compactChunk), e.nowMs()+e.opts.Horizon, ss[:0])
-		for _, x := range ss {
-			last = max(last, e.rehome(x, wr.now))
+		ss, done = pick(e.nowMs()+e.opts.Horizon, ss[:0])
+		for _, s := range ss {
+			last = max(last, e.rehome(s, wr.now))
 		}
-		done := s >= e.jobs.Len()
 		wr.end()
-		if done {
-			break
-		}
 	}
 	if err := e.WaitDurable(last); err != nil {
-		e.opts.Logger.Warn().Err(err).Msg("restating jobs rescheduled beyond the horizon")
+		e.opts.Logger.Warn().Err(err).Msg("restating jobs moved beyond the horizon")
 	}
 }
 
