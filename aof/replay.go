@@ -62,6 +62,17 @@ type Progress func(offset, size int64) error
 // here. It is not called for an empty or missing log, nor after the last
 // record: Result says where the replay ended.
 func ReplayProgress(fs FS, path string, fn func(payload []byte) error, progress Progress) (Result, error) {
+	var at func(int64, []byte) error
+	if fn != nil {
+		at = func(_ int64, payload []byte) error { return fn(payload) }
+	}
+	return ReplayAt(fs, path, at, progress)
+}
+
+// ReplayAt is ReplayProgress that also tells fn where each record's
+// payload lies in the file: a reader may keep that instead of the bytes
+// and read them back later (ReadRange's offsets).
+func ReplayAt(fs FS, path string, fn func(off int64, payload []byte) error, progress Progress) (Result, error) {
 	f, err := fs.OpenFile(path, os.O_RDONLY, 0)
 	if errors.Is(err, iofs.ErrNotExist) {
 		return Result{}, nil
@@ -249,7 +260,7 @@ func (s *scanner) read(off int64, n int) ([]byte, error) {
 
 // analyze checks the header, walks the records calling fn (if not nil) for
 // each good one, and classifies the first damage.
-func (s *scanner) analyze(fn func([]byte) error) (analysis, error) {
+func (s *scanner) analyze(fn func(int64, []byte) error) (analysis, error) {
 	var a analysis
 	if s.size == 0 {
 		return a, nil
@@ -305,7 +316,7 @@ func (s *scanner) analyze(fn func([]byte) error) (analysis, error) {
 // advancing a.good past each. It stops at the end of the file (intact) or at
 // the first damage, returning for a checksum mismatch the end the record
 // claims. An error from fn or s.progress is returned as is.
-func (s *scanner) walk(a *analysis, fn func([]byte) error) (d damage, end int64, err error) {
+func (s *scanner) walk(a *analysis, fn func(int64, []byte) error) (d damage, end int64, err error) {
 	off := int64(HeaderSize)
 	defer func() { a.good = off }()
 	report := off // next offset to report progress at
@@ -342,7 +353,7 @@ func (s *scanner) walk(a *analysis, fn func([]byte) error) (d damage, end int64,
 			return checksum, off + RecordHeaderSize + int64(n), nil
 		}
 		if fn != nil {
-			if err := fn(rec[RecordHeaderSize:]); err != nil {
+			if err := fn(off+RecordHeaderSize, rec[RecordHeaderSize:]); err != nil {
 				return intact, 0, err
 			}
 		}

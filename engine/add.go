@@ -187,7 +187,9 @@ func (e *Engine) place(r *record.Rec, fresh, pushed bool) (uint32, bool) {
 	j.Queue = qi
 	j.SID = r.SID
 	j.IDLen = uint16(len(r.ID))
-	j.Data = e.storeData(r.ID, r.Payload)
+	if e.j.keepBy == 0 || !e.keepOnDisk(j, r) {
+		j.Data = e.storeData(r.ID, r.Payload)
+	}
 	size := jobs.DataSize(j)
 	e.queues[qi].Bytes += size
 	h := e.homeSeg()

@@ -135,9 +135,16 @@ func (e *Engine) restateSegment(id uint64) (uint64, error) {
 	}
 }
 
-// restate logs the job in slot s whole, as it is, and makes the head its
-// home. Called with mu held. It returns the record's ticket.
+// restate is a compaction's rehome, counted as bytes it copied.
 func (e *Engine) restate(s uint32, now int64) uint64 {
+	t := e.rehome(s, now)
+	e.journal.Copied(jobs.DataSize(e.jobs.At(s)) + journal.RecOverhead)
+	return t
+}
+
+// rehome logs the job in slot s whole, as it is, and makes the head its
+// home. Called with mu held. It returns the record's ticket.
+func (e *Engine) rehome(s uint32, now int64) uint64 {
 	r := e.wholeRec(s, true, now)
 	t := e.logRec(&r)
 	if j := e.jobs.At(s); j.Flags&jobs.FlagOnDisk != 0 {
@@ -148,7 +155,6 @@ func (e *Engine) restate(s uint32, now int64) uint64 {
 	e.j.live.Sub(e.jobs.Home(s), size)
 	e.j.live.Add(h, size)
 	e.jobs.SetHome(s, h)
-	e.journal.Copied(size + journal.RecOverhead)
 	return t
 }
 

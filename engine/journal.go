@@ -47,6 +47,13 @@ type logState struct {
 	live journal.Live
 
 	replaying bool
+	// keepBy, while the start-up replays the log, is the time beyond which
+	// a replayed add's job keeps its payload on disk (payloads on disk:
+	// spill.go's keepOnDisk), 0 otherwise; rec is the record being replayed
+	// and recOff where it lies in its segment.
+	keepBy int64
+	rec    []byte
+	recOff int64
 	// build, while a log file replays, takes the server-id index's inserts
 	// of new adds to another goroutine (replay.go); deferIdx says the add
 	// being placed is one of them.
@@ -105,6 +112,15 @@ func (e *Engine) openLog() error {
 	if o.Loading != nil {
 		o.Loading.Begin(l.Size)
 	}
+	if o.Horizon > 0 {
+		// Payloads replay keeps on disk are read from here until the log is
+		// open (a replayed dead-lettering reads one).
+		r := journal.NewSegReader(l)
+		defer r.Close()
+		e.jobs.SetDisk(r)
+		j.keepBy = e.clk.Now() + o.Horizon
+		defer func() { j.keepBy = 0 }()
+	}
 	res, err := e.replayFile(o.Loading)
 	if err != nil && o.Repair {
 		if ok, rerr := journal.Repair(j.fs, err, o.Logger); rerr != nil {
@@ -120,6 +136,10 @@ func (e *Engine) openLog() error {
 	e.journal = e.newJournal()
 	if err := e.journal.OpenLog(l.Segs, res); err != nil {
 		return err
+	}
+	if j.keepBy != 0 {
+		e.jobs.SetDisk(e.journal)
+		e.journal.TailFromEnd() // replay decided for every record there is
 	}
 	j.replayed = res.Records
 	if res.Records > 100_000 {
@@ -161,7 +181,8 @@ func (e *Engine) replayFile(l *Loading) (journal.Replayed, error) {
 	n := 0
 	return journal.Replay(j.fs, j.path, j.segs, l, e.opts.Logger, func() int { return e.njobs },
 		func(id uint64) { j.home = uint16(id) },
-		func(p []byte) error {
+		func(off int64, p []byte) error {
+			j.rec, j.recOff = p, off
 			if err := e.replayRecord(p); err != nil {
 				return fmt.Errorf("record %d: %w", n+1, err)
 			}

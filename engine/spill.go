@@ -17,7 +17,9 @@ import (
 // payloads of jobs due within half of it (readAhead). A payload still on
 // disk is read from the log by whoever reads it (jobs.Table.Payload). The
 // adds, pops and acks know nothing of it; nothing is logged, so a crash
-// loses nothing: replay has every payload in the log.
+// loses nothing: replay has every payload in the log. A job moved beyond
+// the horizon after its add was tailed (a reschedule: its record carries
+// no payload) is restated, and the tail spills it from the restatement.
 
 // spillEvery is how often the log is tailed.
 const spillEvery = 100 * time.Millisecond
@@ -34,6 +36,7 @@ func (e *Engine) spiller() {
 	defer e.bg.Done()
 	t := time.NewTicker(spillEvery)
 	defer t.Stop()
+	e.restateFar()
 	var ahead time.Time
 	for {
 		select {
@@ -50,13 +53,16 @@ func (e *Engine) spiller() {
 }
 
 // spill tails the log and spills the payloads of the jobs its add records
-// made that are still as written and due beyond the horizon.
+// made that are still as written and due beyond the horizon; the jobs its
+// move records left there with their payload in memory it restates.
 func (e *Engine) spill() {
 	jn := e.journal
-	var cs []spillCand
+	var cs, moved []spillCand
 	gen, err := jn.Tail(func(seg uint64, off int64, rec []byte) {
 		if r, at, ok := record.AddPayload(rec); ok && len(r.Payload) <= jobs.MaxSmall {
 			cs = append(cs, spillCand{seg, off + int64(at), r.SID, r.Seq, string(r.Queue)})
+		} else if r, ok := record.MovedLater(rec); ok {
+			moved = append(moved, spillCand{seg, -1, r.SID, r.Seq, string(r.Queue)})
 		}
 	})
 	if err != nil {
@@ -77,6 +83,86 @@ func (e *Engine) spill() {
 		}
 		e.mu.Unlock()
 	}
+	e.restateMoved(moved, gen)
+}
+
+// restateMoved restates the jobs of ms, move records, that the move left
+// delayed beyond the horizon with their payload in memory: the record
+// carries no payload, and where the add record's copy lies is not kept
+// (it would cost memory per job), so the job is logged whole again and
+// the next round spills it from there.
+func (e *Engine) restateMoved(ms []spillCand, gen uint64) {
+	i := 0
+	e.restateBeyond(len(ms) == 0, func(horizon int64, out []uint32) ([]uint32, bool) {
+		if e.journal.Gen() != gen {
+			return out, true // a rewrite's install meanwhile: ms name segments gone
+		}
+		for _, c := range ms[i:min(i+compactChunk, len(ms))] {
+			if s, ok := e.spillable(&c, horizon); ok {
+				out = append(out, s)
+			}
+		}
+		i += compactChunk
+		return out, i >= len(ms)
+	})
+}
+
+// restateFar restates, once at start, the jobs delayed beyond the horizon
+// whose payload replay left in memory (moved beyond it after their add
+// was logged: replay knows no copy of the payload to point at).
+func (e *Engine) restateFar() {
+	var s uint32
+	e.restateBeyond(false, func(horizon int64, out []uint32) ([]uint32, bool) {
+		out, s = e.jobs.InMemoryBeyond(s, uint32(compactChunk), horizon, out)
+		return out, s >= e.jobs.Len()
+	})
+}
+
+// restateBeyond restates the jobs pick finds, given the horizon's time, a
+// chunk per lock hold until it says it is done (none: nothing to do), and
+// waits for the records: the tail spills the jobs from them, and nothing
+// else would make them written.
+func (e *Engine) restateBeyond(none bool, pick func(horizon int64, out []uint32) ([]uint32, bool)) {
+	var ss []uint32
+	var last uint64
+	for done := none; !done; {
+		wr, err := e.begin(0)
+		if err != nil {
+			break // writes refused (disk full): the jobs keep their payloads in memory
+		}
+		if e.closed || e.journal.Rewriting() {
+			wr.end()
+			break
+		}
+		ss, done = pick(e.nowMs()+e.opts.Horizon, ss[:0])
+		for _, s := range ss {
+			last = max(last, e.rehome(s, wr.now))
+		}
+		wr.end()
+	}
+	if err := e.WaitDurable(last); err != nil {
+		e.opts.Logger.Warn().Err(err).Msg("restating jobs moved beyond the horizon")
+	}
+}
+
+// spillable returns the slot of c's job if the job is still as c's record
+// left it (its add order), delayed beyond horizon, with its payload in
+// memory. Called with mu held.
+func (e *Engine) spillable(c *spillCand, horizon int64) (uint32, bool) {
+	qi, ok := e.queueFor(unsafe.Slice(unsafe.StringData(c.queue), len(c.queue)), false)
+	if !ok {
+		return 0, false
+	}
+	var buf [jobs.SIDLen]byte
+	s, ok := e.jobs.Lookup(&e.queues[qi].run, qi, jobs.RenderSID(&buf, c.sid))
+	if !ok {
+		return 0, false
+	}
+	j := e.jobs.At(s)
+	if j.State != jobs.StateDelayed || j.SID != c.sid || j.Seq != c.seq || j.Due <= horizon || !jobs.CanSpill(j, max(c.off, 0)) {
+		return 0, false
+	}
+	return s, true
 }
 
 // spillOne spills the payload of c's job if it is still the one c's
@@ -84,19 +170,11 @@ func (e *Engine) spill() {
 // segment or one before it: a job restated since (a compaction) is homed
 // after it, and c's segment may be about to go. Called with mu held.
 func (e *Engine) spillOne(c *spillCand, horizon int64, segs []uint64, cur *journal.SegSet) {
-	qi, ok := e.queueFor(unsafe.Slice(unsafe.StringData(c.queue), len(c.queue)), false)
-	if !ok {
-		return
-	}
-	var buf [jobs.SIDLen]byte
-	s, ok := e.jobs.Lookup(&e.queues[qi].run, qi, jobs.RenderSID(&buf, c.sid))
+	s, ok := e.spillable(c, horizon)
 	if !ok {
 		return
 	}
 	j, h := e.jobs.At(s), e.jobs.Home(s)
-	if j.State != jobs.StateDelayed || j.SID != c.sid || j.Seq != c.seq || j.Due <= horizon || !jobs.CanSpill(j, c.off) {
-		return
-	}
 	if !journal.HomedBy(h, c.seg, segs, cur) {
 		return // restated since, into a later segment
 	}
@@ -105,6 +183,21 @@ func (e *Engine) spillOne(c *spillCand, horizon int64, segs []uint64, cur *journ
 	e.j.live.Add(uint16(c.seg), size)
 	e.jobs.SetHome(s, uint16(c.seg))
 	e.jobs.Spill(j, uint16(c.seg), c.off)
+}
+
+// keepOnDisk gives j, placed by r, a replayed record, the locator of r's
+// payload in the segment being replayed instead of a copy if r is an add
+// the job may keep on disk from the start (record.Rec.KeptAt), and says
+// whether it did: the start's peak memory is then the resident set, not
+// every payload. One that moves beyond the horizon later in the log stays
+// in memory (the tail starts after replay's end). Called with mu held,
+// during the start-up's replay only.
+func (e *Engine) keepOnDisk(j *jobs.Job, r *record.Rec) bool {
+	off, ok := r.KeptAt(e.j.rec, e.j.recOff, e.j.keepBy)
+	if ok {
+		e.jobs.Keep(j, e.j.home, off, len(r.Payload))
+	}
+	return ok
 }
 
 // readAhead reads back the payloads of the jobs due within half the

@@ -262,3 +262,222 @@ func TestHorizonOff(t *testing.T) {
 		}
 	})
 }
+
+// A job rescheduled beyond the horizon after its add was tailed (the move
+// record carries no payload) is restated and spilled from there; one
+// rescheduled again before the next round is restated once, as it is
+// last; one moved back within the horizon is not; a restart has them all
+// as they were, and they are handed out on time with their payloads.
+func TestRescheduledBeyondHorizon(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fs := aof.NewMemFS()
+		e := mustNew(t, horizoned(fs, FsyncAlways))
+		var ids []string
+		for i := range 20 {
+			res, err := e.Add(AddArgs{Queue: b("q"), Delay: 5_000, Payload: []byte(fmt.Sprintf("%-100d", i))})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ids = append(ids, string(res.ID))
+		}
+		settleSpill()
+		if n := e.Info().DiskJobs; n != 0 {
+			t.Fatalf("%d near payloads on disk", n)
+		}
+		for i, id := range ids[:15] {
+			if ok, _, err := e.Reschedule(RescheduleArgs{Queue: b("q"), ID: b(id), Delay: 600_000 + int64(i)}); !ok || err != nil {
+				t.Fatalf("reschedule %s: %v %v", id, ok, err)
+			}
+		}
+		for _, id := range ids[:5] { // again: only this move's record is the job's
+			if ok, _, err := e.Reschedule(RescheduleArgs{Queue: b("q"), ID: b(id), Delay: 700_000}); !ok || err != nil {
+				t.Fatal(ok, err)
+			}
+		}
+		var last uint64
+		for _, id := range ids[10:15] { // and back within the horizon
+			ok, tk, err := e.Reschedule(RescheduleArgs{Queue: b("q"), ID: b(id), Delay: 6_000})
+			if !ok || err != nil {
+				t.Fatal(ok, err)
+			}
+			last = tk
+		}
+		if err := e.WaitDurable(last); err != nil {
+			t.Fatal(err)
+		}
+		before := dump(e)
+		size, _ := e.journal.Sizes()
+		settleSpill()
+		settleSpill()
+		if n := e.Info().DiskJobs; n != 10 {
+			t.Fatalf("%d payloads on disk after 10 jobs were rescheduled beyond the horizon, want 10", n)
+		}
+		if now, _ := e.journal.Sizes(); now-size < 10*100 || now-size > 2*10*(100+64) {
+			t.Fatalf("the log grew %d bytes restating 10 jobs of 100 bytes", now-size)
+		}
+		if after := dump(e); after != before {
+			t.Fatalf("restated jobs changed\n%s", diffLines(before, after))
+		}
+		e.Close()
+		e = mustNew(t, horizoned(fs, FsyncAlways))
+		if after := dump(e); after != before {
+			t.Fatalf("after a restart\n%s", diffLines(before, after))
+		}
+		time.Sleep(10 * time.Second)
+		for range 10 {
+			if d, ok := e.Pop([][]byte{b("q")}); !ok || len(d.Payload) != 100 {
+				t.Fatalf("a near job: %v %q", ok, d.Payload)
+			}
+		}
+		time.Sleep(700 * time.Second)
+		for range 10 {
+			d, ok := e.Pop([][]byte{b("q")})
+			if !ok || len(d.Payload) != 100 || d.Due > e.Now() {
+				t.Fatalf("a far job: %v %q due %d at %d", ok, d.Payload, d.Due, e.Now())
+			}
+		}
+		e.Close()
+	})
+}
+
+// A restart keeps the payloads of jobs due beyond the horizon on disk as
+// it replays their add records: none is in memory when it serves, not
+// even before the spiller's first round; one moved to another list later
+// in the log keeps its locator until the read-ahead; every reader has
+// them as before.
+func TestReplayKeepsPayloadsOnDisk(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fs := aof.NewMemFS()
+		e := mustNew(t, horizoned(fs, FsyncAlways))
+		inUse := e.Info().PayloadBytes
+		far := addFar(t, e, 60, 200)
+		res, err := e.Add(AddArgs{Queue: b("q0"), Delay: 900_000, Payload: []byte("moved to dst")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok, _, err := e.Reschedule(RescheduleArgs{Queue: b("q0"), ID: res.ID, Delay: 0}); !ok || err != nil {
+			t.Fatal(ok, err)
+		}
+		d, ok, err := e.Move(b("q0"), b("dst"), MoveEnds{})
+		if err != nil || !ok || string(d.Payload) != "moved to dst" {
+			t.Fatal(d, ok, err)
+		}
+		if err := e.WaitDurable(d.Ticket); err != nil {
+			t.Fatal(err)
+		}
+		grown := e.Info().PayloadBytes - inUse
+		before := dump(e)
+		e.Close()
+
+		e = mustNew(t, horizoned(fs, FsyncAlways))
+		in := e.Info()
+		// The moved job kept its id: its payload stays where its add put it
+		// until the read-ahead brings it back, as it is ready.
+		if in.DiskJobs != 61 || in.DiskBytes != 60*200+12 {
+			t.Fatalf("after replay: %d payloads on disk (%d bytes), want 61, 12012", in.DiskJobs, in.DiskBytes)
+		}
+		if in.PayloadBytes-inUse > grown/2+grown/8 {
+			t.Fatalf("payload memory %d after replay, %d before the restart: replay copied the far payloads", in.PayloadBytes-inUse, grown)
+		}
+		if got := e.Range(b("dst"), 0, -1); len(got) != 1 || string(got[0]) != "moved to dst" {
+			t.Fatalf("the moved job's payload after replay: %q", got)
+		}
+		if after := dump(e); after != before {
+			t.Fatalf("after a restart\n%s", diffLines(before, after))
+		}
+		q, id, _ := strings.Cut(far[7], "/")
+		if info, ok := e.Get(b(q), b(id)); !ok || info.Payload == nil || string(info.Payload) != fmt.Sprintf("%-*d", 200, 14) {
+			t.Fatalf("DELAY.GET %s after replay: %v %q", far[7], ok, info.Payload)
+		}
+		settleSpill()
+		if n := e.Info().DiskJobs; n != 60 {
+			t.Fatalf("after the first spill round: %d payloads on disk, want 60", n)
+		}
+		e.Close()
+	})
+}
+
+// A replayed record that reads a payload replay kept on disk reads it from
+// the log being replayed: a job added far ahead, rescheduled to now,
+// popped, and whose reservation expired with no redelivery left is
+// dead-lettered during replay (an expiry is derived, not logged), which
+// copies its payload.
+func TestReplayReadsPayloadKeptOnDisk(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fs := aof.NewMemFS()
+		e := mustNew(t, horizoned(fs, FsyncAlways))
+		res, err := e.Add(AddArgs{Queue: b("q"), Delay: 900_000, Payload: []byte("to the dead letters"),
+			AckTimeout: 1_000, Retry: 0, DeadLetter: b("dl")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok, _, err := e.Reschedule(RescheduleArgs{Queue: b("q"), ID: res.ID, Delay: 0}); !ok || err != nil {
+			t.Fatal(ok, err)
+		}
+		if d, ok := e.Pop([][]byte{b("q")}); !ok || string(d.Payload) != "to the dead letters" {
+			t.Fatal(d, ok)
+		}
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		last, err := e.Add(AddArgs{Queue: b("other"), Delay: 5_000, Payload: []byte("later")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := e.WaitDurable(last.Ticket); err != nil {
+			t.Fatal(err)
+		}
+		before := dump(e)
+		e.Close()
+		e = mustNew(t, horizoned(fs, FsyncAlways))
+		if after := dump(e); after != before {
+			t.Fatalf("after a restart\n%s", diffLines(before, after))
+		}
+		if d, ok := e.Pop([][]byte{b("dl")}); !ok || string(d.Payload) != "to the dead letters" {
+			t.Fatalf("the dead letter after replay: %v %q", ok, d.Payload)
+		}
+		if d := e.jobs.DiskInfo(); d.Reads == 0 || d.Fails != 0 {
+			t.Fatalf("%d payloads read from disk, %d failed: the replay did not read it there", d.Reads, d.Fails)
+		}
+		e.Close()
+	})
+}
+
+// Jobs rescheduled beyond the horizon just before a restart (no spill
+// round between) come back with their payloads in memory, as replay has
+// no copy to point at, and go to disk once the restarted spiller has
+// restated them.
+func TestRescheduledBeforeRestart(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fs := aof.NewMemFS()
+		e := mustNew(t, horizoned(fs, FsyncAlways))
+		var last uint64
+		for i := range 20 {
+			res, err := e.Add(AddArgs{Queue: b("q"), Delay: 5_000, Payload: []byte(fmt.Sprintf("%-100d", i))})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if i%2 == 0 {
+				ok, tk, err := e.Reschedule(RescheduleArgs{Queue: b("q"), ID: res.ID, Delay: 600_000})
+				if !ok || err != nil {
+					t.Fatal(ok, err)
+				}
+				last = tk
+			}
+		}
+		if err := e.WaitDurable(last); err != nil {
+			t.Fatal(err)
+		}
+		before := dump(e)
+		e.Close()
+		e = mustNew(t, horizoned(fs, FsyncAlways))
+		settleSpill()
+		settleSpill()
+		if n := e.Info().DiskJobs; n != 10 {
+			t.Fatalf("%d payloads on disk after the restart's restatements, want 10", n)
+		}
+		if after := dump(e); after != before {
+			t.Fatalf("after a restart\n%s", diffLines(before, after))
+		}
+		e.Close()
+	})
+}

@@ -54,6 +54,14 @@ func CanSpill(j *Job, off int64) bool {
 func (t *Table) Spill(j *Job, seg uint16, off int64) {
 	n := int(j.Plen())
 	t.Arena.Free(j.Data, n)
+	t.Keep(j, seg, off, n)
+}
+
+// Keep makes j, whose data word is not set yet, keep its payload of n
+// bytes at offset off of segment seg without ever holding it in memory:
+// replay's, which knows where each record lies (CanSpill's limits are the
+// caller's to check). O(1).
+func (t *Table) Keep(j *Job, seg uint16, off int64, n int) {
 	j.Data = PackData(uint64(seg)<<locOffBits|uint64(off), n)
 	j.Flags |= FlagOnDisk
 	t.disk.Jobs++
@@ -139,6 +147,21 @@ func (t *Table) DueOnDisk(from, n uint32, window int64, out []Back) ([]Back, uin
 	for s := from; s < end; s++ {
 		if j := t.At(s); j.Flags&FlagOnDisk != 0 && j.Due <= window {
 			out = append(out, Back{S: s, Seq: j.Seq, Data: j.Data})
+		}
+	}
+	return out, end
+}
+
+// InMemoryBeyond appends to out the slots of [from, from+n) whose jobs are
+// delayed beyond by with a payload that may be on disk but is in memory
+// (CanSpill), and returns where it stopped: after a restart, the jobs
+// replay could not keep on disk (moved beyond the horizon after their add
+// was logged), for the owner to restate. O(n).
+func (t *Table) InMemoryBeyond(from, n uint32, by int64, out []uint32) ([]uint32, uint32) {
+	end := min(from+n, t.Len())
+	for s := from; s < end; s++ {
+		if j := t.At(s); j.State == StateDelayed && j.Due > by && CanSpill(j, 0) {
+			out = append(out, s)
 		}
 	}
 	return out, end

@@ -59,15 +59,27 @@ func (j *Journal) file(id uint64) (aof.File, error) {
 
 // ReadPayload reads the n bytes at off of the segment seg names (modulo
 // 65,536) into a fresh slice: a job's payload on disk. It takes no lock but
-// its own, and no fsync waits on it. A segment is known once Tail has read
-// it.
+// its own, and no fsync waits on it. A segment is opened once Tail has read
+// it, or here, the first time a payload that replay kept on disk is read.
 func (j *Journal) ReadPayload(seg uint16, off int64, n int) ([]byte, error) {
-	p := &j.pay
+	return j.pay.read(j.opts.FS, j.opts.Path, j.Segments, seg, off, n)
+}
+
+// read is ReadPayload of the segments segs() names.
+func (p *payloads) read(fs aof.FS, path string, segs func() []uint64, seg uint16, off int64, n int) ([]byte, error) {
 	p.mu.Lock()
 	sf, ok := p.files[seg]
 	p.mu.Unlock()
 	if !ok {
-		return nil, fmt.Errorf("payload in segment %d, which is not open", seg)
+		ids := segs() // not under mu: the segments' lock comes first (forget)
+		p.mu.Lock()
+		if sf, ok = p.files[seg]; !ok {
+			sf, ok = p.open(fs, path, ids, seg)
+		}
+		p.mu.Unlock()
+	}
+	if !ok {
+		return nil, fmt.Errorf("payload in segment %d, which is not in the log", seg)
 	}
 	b := make([]byte, n)
 	if _, err := sf.f.ReadAt(b, off); err != nil {
@@ -75,6 +87,53 @@ func (j *Journal) ReadPayload(seg uint16, off int64, n int) ([]byte, error) {
 	}
 	p.reads.Add(1)
 	return b, nil
+}
+
+// open opens the last of segs that seg names. Called with mu held.
+func (p *payloads) open(fs aof.FS, path string, segs []uint64, seg uint16) (segFile, bool) {
+	for i := len(segs) - 1; i >= 0; i-- {
+		if uint16(segs[i]) != seg {
+			continue
+		}
+		f, err := fs.OpenFile(aof.SegPath(path, segs[i]), 0, 0) // os.O_RDONLY
+		if err != nil {
+			return segFile{}, false
+		}
+		if p.files == nil {
+			p.files = make(map[uint16]segFile)
+		}
+		sf := segFile{segs[i], f}
+		p.files[seg] = sf
+		return sf, true
+	}
+	return segFile{}, false
+}
+
+// SegReader reads payloads from the segments of a log before a Journal
+// has it open: replay's, for the payloads it keeps on disk, should a
+// replayed record read one (a dead-lettering, a move to another id).
+type SegReader struct {
+	l   Log
+	pay payloads
+}
+
+// NewSegReader returns a reader of l's segments; Close closes it.
+func NewSegReader(l Log) *SegReader { return &SegReader{l: l} }
+
+// ReadPayload is Journal.ReadPayload.
+func (r *SegReader) ReadPayload(seg uint16, off int64, n int) ([]byte, error) {
+	return r.pay.read(r.l.FS, r.l.Path, func() []uint64 { return r.l.Segs }, seg, off, n)
+}
+
+// Close closes the segments open for reading.
+func (r *SegReader) Close() { r.pay.close() }
+
+// TailFromEnd makes the next Tail start at the log's end: the owner has
+// just replayed every record (at start-up), and decided then what to keep
+// on disk.
+func (j *Journal) TailFromEnd() {
+	p := &j.pay
+	p.tailSeg, p.tailOff = j.Active(), j.seg.activeSize.Load()
 }
 
 // forget closes segment id's file once the segment left the manifest.
@@ -150,8 +209,9 @@ func (j *Journal) Tail(fn func(seg uint64, off int64, rec []byte)) (gen uint64, 
 func (j *Journal) RetailFrom() { j.pay.retail.Store(true) }
 
 // closePayloads closes the segments open for reading.
-func (j *Journal) closePayloads() {
-	p := &j.pay
+func (j *Journal) closePayloads() { j.pay.close() }
+
+func (p *payloads) close() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for k, sf := range p.files {

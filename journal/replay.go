@@ -53,12 +53,12 @@ type Replayed struct {
 }
 
 // Replay reads segs of the log at path in order: start(id) before a
-// segment's records, fn for each (an error stops it, prefixed with the
-// segment's path). It reports its progress to ld (the start-up's; nil for
+// segment's records, fn for each with its offset in the segment's file
+// (an error stops it, prefixed with the segment's path). It reports its progress to ld (the start-up's; nil for
 // a reload), which may abort it (ErrLoadAborted), and logs it once a
 // second and at the end, with jobs() the owner's jobs so far.
 func Replay(fs aof.FS, path string, segs []uint64, ld *Loading, logger zerolog.Logger, jobs func() int,
-	start func(id uint64), fn func(p []byte) error) (Replayed, error) {
+	start func(id uint64), fn func(off int64, p []byte) error) (Replayed, error) {
 	began := time.Now()
 	n := 0
 	var out Replayed
@@ -87,8 +87,8 @@ func Replay(fs aof.FS, path string, segs []uint64, ld *Loading, logger zerolog.L
 		p := aof.SegPath(path, id)
 		start(id)
 		var res aof.Result
-		res, err = aof.ReplayProgress(fs, p, func(b []byte) error {
-			if err := fn(b); err != nil {
+		res, err = aof.ReplayAt(fs, p, func(off int64, b []byte) error {
+			if err := fn(off, b); err != nil {
 				return fmt.Errorf("%s: %w", p, err)
 			}
 			n++

@@ -442,3 +442,33 @@ func AddPayload(b []byte) (r Rec, at int, ok bool) {
 	}
 	return r, int(uintptr(unsafe.Pointer(unsafe.SliceData(r.Payload))) - uintptr(unsafe.Pointer(unsafe.SliceData(b)))), true
 }
+
+// MovedLater decodes b if it is a move record of a server-made id that
+// leaves the job delayed: a job rescheduled (or handed back) to a later
+// time, whose payload a reader of the log may keep on disk by restating
+// it (payloads on disk).
+func MovedLater(b []byte) (r Rec, ok bool) {
+	if len(b) == 0 || b[0] != Move || r.Decode(b) != nil || r.ID != nil || r.Flags&(FlagHead|FlagReady|FlagReserved) != 0 {
+		return r, false
+	}
+	return r, true
+}
+
+// KeptAt returns where the payload of r, an add record decoded from rec,
+// which lies at recOff in its segment, is in that segment, if its job may
+// keep it there from the start instead of a copy in memory (payloads on
+// disk, at replay): a server id's job, delayed beyond by, with a payload
+// of a small block that aliases rec (a unit gathered from its parts is a
+// copy) at an offset a locator can name.
+func (r *Rec) KeptAt(rec []byte, recOff, by int64) (int64, bool) {
+	n := len(r.Payload)
+	if r.Op != Add || r.ID != nil || r.Due <= by || r.Flags&(FlagHead|FlagReady|FlagReserved) != 0 ||
+		n == 0 || n > jobs.MaxSmall || n > len(rec) {
+		return 0, false
+	}
+	at := uintptr(unsafe.Pointer(unsafe.SliceData(r.Payload))) - uintptr(unsafe.Pointer(unsafe.SliceData(rec)))
+	if at > uintptr(len(rec)-n) || recOff+int64(at) > jobs.MaxLocOffset {
+		return 0, false
+	}
+	return recOff + int64(at), true
+}

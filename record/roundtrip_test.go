@@ -126,3 +126,43 @@ func TestAddPayload(t *testing.T) {
 		t.Fatal("AddPayload took a cancel")
 	}
 }
+
+// KeptAt places an add record's payload in its segment from the record's
+// offset, and only for a server id's job delayed beyond the time given,
+// whose payload was decoded in place; MovedLater takes only a move of a
+// server id that leaves the job delayed.
+func TestKeptAtAndMovedLater(t *testing.T) {
+	r := Rec{Op: Add, Time: 5, Queue: []byte("q"), SID: 42, Due: 9_000, Seq: 3, Payload: []byte("the payload"), Retry: -1}
+	b := r.Encode(nil)
+	var got Rec
+	if err := got.Decode(b); err != nil {
+		t.Fatal(err)
+	}
+	seg := append(make([]byte, 100), b...) // the record at offset 100 of its segment
+	off, ok := got.KeptAt(b, 100, 8_999)
+	if !ok || string(seg[off:off+int64(len(got.Payload))]) != "the payload" {
+		t.Fatalf("KeptAt: %v at %d", ok, off)
+	}
+	if _, ok := got.KeptAt(b, 100, 9_000); ok {
+		t.Fatal("KeptAt kept a job not due beyond the time given")
+	}
+	if _, ok := got.KeptAt(append([]byte(nil), b...), 100, 0); ok {
+		t.Fatal("KeptAt kept a payload not read from the record given (a copy)")
+	}
+	ready := got
+	ready.Flags = FlagReady
+	if _, ok := ready.KeptAt(b, 100, 0); ok {
+		t.Fatal("KeptAt kept a ready job's payload")
+	}
+	mv := Rec{Op: Move, Time: 6, Queue: []byte("q"), SID: 42, Due: 10_000, Seq: 4}
+	if m, ok := MovedLater(mv.Encode(nil)); !ok || m.SID != 42 || m.Seq != 4 {
+		t.Fatalf("MovedLater: %v %+v", ok, m)
+	}
+	mv.Flags = FlagReady
+	if _, ok := MovedLater(mv.Encode(nil)); ok {
+		t.Fatal("MovedLater took a move to the ready list")
+	}
+	if _, ok := MovedLater(b); ok {
+		t.Fatal("MovedLater took an add")
+	}
+}
