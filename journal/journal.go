@@ -287,23 +287,6 @@ func (j *Journal) Append(b []byte) uint64 {
 	return t
 }
 
-// NextTicket gives out a ticket for records appended later with AppendAt
-// (a transaction's unit, whose parts all carry the ticket of its start).
-func (j *Journal) NextTicket() uint64 {
-	j.mu.Lock()
-	j.ticket++
-	t := j.ticket
-	j.mu.Unlock()
-	return t
-}
-
-// AppendAt appends one encoded record under a ticket NextTicket gave.
-func (j *Journal) AppendAt(b []byte, ticket uint64) {
-	j.mu.Lock()
-	j.appendLocked(b, ticket)
-	j.mu.Unlock()
-}
-
 // appendLocked appends one record to the pending batch (and to a running
 // rewrite's tail). Called with mu held.
 func (j *Journal) appendLocked(b []byte, ticket uint64) {

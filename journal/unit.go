@@ -20,37 +20,51 @@ import (
 // the commit is read. The body is the records, each a uvarint length then
 // the record; what they mean is the owner's.
 
-// Unit is the records of a transaction under way, and its ticket. Guarded
-// by the owner's lock, as the records' order is.
+// Unit is the records of a transaction under way. Guarded by the owner's
+// lock, as the records' order is.
 type Unit struct {
-	body   []byte
-	ticket uint64 // taken at the first record; 0: nothing logged yet
-	frame  []byte
+	body  []byte
+	open  bool   // a record was added since the last End
+	next  uint64 // the ticket End is expected to give (Add's answer)
+	frame []byte
 }
 
-// Add appends an encoded record to the unit and returns the unit's ticket,
-// which every record of the transaction shares.
+// Add appends an encoded record to the unit and returns the ticket End will
+// give the unit, which every record of the transaction shares: no other
+// record is appended while the owner's lock holds the transaction, so the
+// next ticket is the unit's. It is not taken here: a commit that ran
+// between here and End would count it durable (a commit marks every
+// ticket given out when it took its batch) before the unit is in any
+// batch, and the transaction's reply would leave before its records were
+// written (an acknowledged transaction lost to kill -9).
 func (u *Unit) Add(j *Journal, rec []byte) uint64 {
 	u.body = binary.AppendUvarint(u.body, uint64(len(rec)))
 	u.body = append(u.body, rec...)
-	if u.ticket == 0 {
-		u.ticket = j.NextTicket()
+	if !u.open {
+		u.open = true
+		j.mu.Lock()
+		u.next = j.ticket + 1
+		j.mu.Unlock()
 	}
-	return u.ticket
+	return u.next
 }
 
 // End appends the unit, if anything was logged, to j's pending batch as one
-// unit record (record.AppendUnit), or as parts of at most partMax bytes of body with the
-// last one the commit. Every part carries the unit's ticket, so no reply of
-// the transaction leaves before the commit is written. It returns that
-// ticket (0: nothing logged) and readies the unit for the next
+// unit record (record.AppendUnit), or as parts of at most partMax bytes of
+// body with the last one the commit, and returns its ticket (0: nothing
+// logged), which every part carries: the ticket is taken and every part
+// appended in one hold of j's lock, so no commit marks the ticket durable
+// before the commit part is in its batch, and no reply of the transaction
+// leaves before the commit is written. It readies the unit for the next
 // transaction. O(size of the unit).
 func (u *Unit) End(j *Journal, partMax int) uint64 {
-	t := u.ticket
-	if t == 0 {
+	if !u.open {
 		return 0
 	}
 	body := u.body
+	j.mu.Lock()
+	j.ticket++
+	t := j.ticket
 	for part := uint64(0); ; part++ {
 		n := min(len(body), partMax)
 		more := byte(0)
@@ -58,12 +72,13 @@ func (u *Unit) End(j *Journal, partMax int) uint64 {
 			more = 1
 		}
 		u.frame = record.AppendUnit(u.frame[:0], part, more, body[:n])
-		j.AppendAt(u.frame, t)
+		j.appendLocked(u.frame, t)
 		body = body[n:]
 		if more == 0 {
 			break
 		}
 	}
+	j.mu.Unlock()
 	if cap(u.body) > 1<<20 {
 		u.body = nil // do not keep a big transaction's buffer
 	} else {
@@ -72,7 +87,7 @@ func (u *Unit) End(j *Journal, partMax int) uint64 {
 	if cap(u.frame) > 1<<20 {
 		u.frame = nil
 	}
-	u.ticket = 0
+	u.open = false
 	return t
 }
 

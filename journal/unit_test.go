@@ -66,3 +66,25 @@ func TestUnitSplitsIntoPartsAndGatherJoinsThem(t *testing.T) {
 		t.Fatal("torn twice")
 	}
 }
+
+// A commit that runs while a transaction is under way (its records in the
+// Unit, not yet in the batch) must not count the unit's ticket durable:
+// the transaction's reply waits for its ticket, and would leave before its
+// records were written (TestDurabilityKill9Transactions lost one so).
+func TestCommitDuringUnitDoesNotCoverIt(t *testing.T) {
+	fs := aof.NewMemFS()
+	o := newOwner(t, fs, FsyncAlways, nil)
+	first := o.add("before")
+	var u Unit
+	u.Add(o.j, []byte("in the transaction"))       // the owner's lock holds it...
+	if err := o.j.WaitDurable(first); err != nil { // ...while another client's wait commits
+		t.Fatal(err)
+	}
+	ticket := u.End(o.j, 1<<20)
+	if err := o.j.WaitDurable(ticket); err != nil {
+		t.Fatal(err)
+	}
+	if recs := records(t, fs); len(recs) != 2 {
+		t.Fatalf("WaitDurable(%d) returned with %d records in the log, want 2: the unit was counted durable before it was written", ticket, len(recs))
+	}
+}
