@@ -1,0 +1,561 @@
+package bucket
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/delayd/delayd/aof"
+)
+
+const testPath = "/data/delayd.aof"
+
+// fakeLog is the log's payloads: segment -> offset -> bytes.
+type fakeLog struct {
+	segs map[uint16]map[int64][]byte
+	next int64
+}
+
+func newFakeLog() *fakeLog { return &fakeLog{segs: map[uint16]map[int64][]byte{}} }
+
+// put stores payload in segment seg and returns its locator.
+func (l *fakeLog) put(seg uint16, payload []byte) Loc {
+	if l.segs[seg] == nil {
+		l.segs[seg] = map[int64][]byte{}
+	}
+	l.next += 100
+	l.segs[seg][l.next] = slices.Clone(payload)
+	return Loc{File: uint64(seg), Off: l.next, N: uint32(len(payload))}
+}
+
+func (l *fakeLog) ReadPayload(seg uint16, off int64, n int) ([]byte, error) {
+	b, ok := l.segs[seg][off]
+	if !ok || len(b) != n {
+		return nil, fmt.Errorf("no payload of %d bytes at %d:%d", n, seg, off)
+	}
+	return slices.Clone(b), nil
+}
+
+// want is the model of one job.
+type want struct {
+	due           int64
+	seq           uint64
+	head, payload []byte
+}
+
+func newSet(t *testing.T, fs aof.FS, log LogReader, maxOpen int) *Set {
+	t.Helper()
+	s, err := Open(Options{FS: fs, Path: testPath, Log: log, MaxOpen: maxOpen})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	return s
+}
+
+func headOf(sid uint64, due int64) []byte { return fmt.Appendf(nil, "head %d due %d", sid, due) }
+
+func payloadOf(sid uint64) []byte { return bytes.Repeat([]byte{byte(sid)}, 1+int(sid%300)) }
+
+// check asserts that s holds exactly m, each job read back whole.
+func check(t *testing.T, s *Set, m map[uint64]want) {
+	t.Helper()
+	if s.Len() != int64(len(m)) {
+		t.Fatalf("Len %d, want %d", s.Len(), len(m))
+	}
+	for sid, w := range m {
+		j, ok, err := s.Get(sid)
+		if !ok || err != nil {
+			t.Fatalf("Get(%d): ok %v, %v", sid, ok, err)
+		}
+		if j.Due != w.due || j.Seq != w.seq || !bytes.Equal(j.Head, w.head) || !bytes.Equal(j.Payload, w.payload) {
+			t.Fatalf("Get(%d) = due %d seq %d head %q payload %d bytes; want due %d seq %d head %q payload %d bytes",
+				sid, j.Due, j.Seq, j.Head, len(j.Payload), w.due, w.seq, w.head, len(w.payload))
+		}
+	}
+	n := 0
+	s.x.each(func(sid uint64, _ uint32) {
+		if _, ok := m[sid]; !ok {
+			t.Fatalf("index holds %d, which is not in the model", sid)
+		}
+		n++
+	})
+	if n != len(m) {
+		t.Fatalf("index holds %d ids, want %d", n, len(m))
+	}
+}
+
+// checkpoint runs a whole checkpoint as the owner would, at pos.
+func checkpoint(t *testing.T, s *Set, fs aof.FS, pos Pos) {
+	t.Helper()
+	cp := s.Checkpoint(pos)
+	for _, f := range cp.Frozen() {
+		r, err := s.WriteFrozen(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Install(f, r)
+	}
+	if err := WriteCheckpoint(fs, testPath, cp); err != nil {
+		t.Fatal(err)
+	}
+	RemoveRuns(fs, testPath, s.Installed(cp))
+}
+
+// load runs one loading round at until and returns what it took.
+func load(t *testing.T, s *Set, until int64, max int) []Job {
+	t.Helper()
+	p := s.Due(until, max)
+	js, err := s.ReadDue(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []Job
+	for i := range js {
+		if s.Take(&js[i]) {
+			got = append(got, js[i])
+		}
+	}
+	s.Settle(p)
+	return got
+}
+
+func TestIndexAgainstAMap(t *testing.T) {
+	var x index
+	defer x.reset()
+	m := map[uint64]uint32{}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for i := range 300_000 {
+		sid := 1 + rng.Uint64N(50_000)
+		if i%3 == 0 {
+			sid = rng.Uint64() | 1
+		}
+		switch rng.IntN(3) {
+		case 0, 1:
+			loc := rng.Uint32() &^ 1 // never tombLoc
+			x.put(sid, loc)
+			m[sid] = loc
+		case 2:
+			_, had := m[sid]
+			if x.del(sid) != had {
+				t.Fatalf("del(%d) = %v, want %v", sid, !had, had)
+			}
+			delete(m, sid)
+		}
+	}
+	if x.n != len(m) {
+		t.Fatalf("n %d, want %d", x.n, len(m))
+	}
+	for sid, loc := range m {
+		if got, ok := x.get(sid); !ok || got != loc {
+			t.Fatalf("get(%d) = %d %v, want %d", sid, got, ok, loc)
+		}
+	}
+	for i := range 1000 {
+		sid := uint64(1_000_000 + i)
+		if _, ok := x.get(sid); ok {
+			t.Fatalf("get(%d) found an id never put", sid)
+		}
+	}
+	// At most 3/4 full, at least 3/8 for a shard that grew: about 12/0.56 bytes a job.
+	if per := float64(x.bytes()) / float64(len(m)); per > 36 {
+		t.Fatalf("%.1f index bytes a job", per)
+	}
+}
+
+func TestRunRoundTripAndBound(t *testing.T) {
+	fs := aof.NewMemFS()
+	rng := rand.New(rand.NewPCG(3, 4))
+	const n = 1000
+	jobs := make([]runJob, n)
+	for i := range jobs {
+		sid := uint64(i + 1)
+		due := 1000 + rng.Int64N(50) // many equal dues: order by seq
+		jobs[i] = runJob{Due: due, Seq: uint64(n - i), SID: sid, Head: headOf(sid, due), Payload: payloadOf(sid)}
+	}
+	r, err := writeRun(fs, testPath, 7, n, func(i int) (runJob, error) { return jobs[i], nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Close()
+	var order []Sorted
+	r, err = OpenRun(fs, testPath, 7, func(pos int, s Sorted) { order = append(order, s) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if len(order) != n || r.N != n {
+		t.Fatalf("%d sorted entries, N %d", len(order), r.N)
+	}
+	for k := 1; k < n; k++ {
+		a, b := order[k-1], order[k]
+		if a.Due > b.Due || a.Due == b.Due && a.Seq > b.Seq {
+			t.Fatalf("sorted[%d] = %+v before %+v", k, a, b)
+		}
+	}
+	for i, j := range jobs {
+		got, err := r.ReadData(uint32(i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Due != j.Due || got.Seq != j.Seq || got.SID != j.SID || !bytes.Equal(got.Head, j.Head) || !bytes.Equal(got.Payload, j.Payload) {
+			t.Fatalf("job %d read back as %+v", i, got)
+		}
+		off, pn, err := r.PayloadAt(uint32(i))
+		if p, _ := r.ReadPayload(off, pn); err != nil || !bytes.Equal(p, j.Payload) {
+			t.Fatalf("PayloadAt(%d): %v", i, err)
+		}
+	}
+	for until := int64(990); until <= 1060; until++ {
+		b := r.Bound(until)
+		for k, s := range order {
+			if s.Due <= until && k >= b {
+				t.Fatalf("Bound(%d) = %d, but sorted[%d] is due at %d", until, b, k, s.Due)
+			}
+		}
+	}
+}
+
+// TestTornRunIsRefused cuts a run at every length and flips every byte
+// of its trailer and sections: OpenRun refuses each (or, for a byte of a
+// job's data, ReadData does), never reads a wrong job.
+func TestTornRunIsRefused(t *testing.T) {
+	fs := aof.NewMemFS()
+	const n = 20
+	r, err := writeRun(fs, testPath, 1, n, func(i int) (runJob, error) {
+		return runJob{Due: int64(i), Seq: uint64(i), SID: uint64(i + 1), Head: []byte("h"), Payload: payloadOf(uint64(i))}, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Close()
+	whole, _ := fs.ReadFile(RunPath(testPath, 1))
+	for cut := 0; cut < len(whole); cut++ {
+		fs.WriteFile(RunPath(testPath, 1), whole[:cut])
+		if r, err := OpenRun(fs, testPath, 1, nil); !errors.Is(err, ErrCorrupt) {
+			if r != nil {
+				r.Close()
+			}
+			t.Fatalf("cut at %d of %d: %v", cut, len(whole), err)
+		}
+	}
+	for at := range whole {
+		b := slices.Clone(whole)
+		b[at] ^= 0x40
+		fs.WriteFile(RunPath(testPath, 1), b)
+		r, err := OpenRun(fs, testPath, 1, nil)
+		if err != nil {
+			if !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("byte %d flipped: %v", at, err)
+			}
+			continue
+		}
+		bad := 0
+		for i := range uint32(n) {
+			if _, err := r.ReadData(i); err != nil {
+				if !errors.Is(err, ErrCorrupt) {
+					t.Fatalf("byte %d flipped: job %d: %v", at, i, err)
+				}
+				bad++
+			}
+		}
+		r.Close()
+		if bad == 0 {
+			t.Fatalf("byte %d flipped: nothing noticed", at)
+		}
+	}
+	// A run under another id's name is refused too.
+	fs.WriteFile(RunPath(testPath, 2), whole)
+	if _, err := OpenRun(fs, testPath, 2, nil); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("run 1 opened as run 2: %v", err)
+	}
+}
+
+func TestAddGetRemoveMoveAcrossASeal(t *testing.T) {
+	fs, log := aof.NewMemFS(), newFakeLog()
+	s := newSet(t, fs, log, 4)
+	m := map[uint64]want{}
+	add := func(sid uint64, due int64) {
+		t.Helper()
+		p := payloadOf(sid)
+		if err := s.Add(due, sid*10, sid, headOf(sid, due), log.put(3, p)); err != nil {
+			t.Fatal(err)
+		}
+		m[sid] = want{due, sid * 10, headOf(sid, due), p}
+	}
+	for sid := uint64(1); sid <= 10; sid++ {
+		add(sid, int64(5000-sid))
+	}
+	if err := s.Add(1, 1, 3, nil, Loc{}); !errors.Is(err, ErrExists) {
+		t.Fatalf("a second add of id 3: %v", err)
+	}
+	if err := s.Add(1, 1, 0, nil, Loc{}); !errors.Is(err, ErrZeroID) {
+		t.Fatalf("id 0: %v", err)
+	}
+	check(t, s, m)
+	if in := s.Info(); in.Mem != 3 || in.Runs != 0 {
+		t.Fatalf("10 jobs in buckets of 4: %+v", in)
+	}
+	if !s.Remove(4) || s.Remove(4) || s.Remove(99) {
+		t.Fatal("Remove")
+	}
+	delete(m, 4)
+	checkpoint(t, s, fs, Pos{3, 1000})
+	if in := s.Info(); in.Mem != 0 || in.Runs != 3 {
+		t.Fatalf("after a checkpoint: %+v", in)
+	}
+	if !s.InRun(5) || s.InRun(4) {
+		t.Fatal("InRun")
+	}
+	check(t, s, m)
+	// The log's copies are gone (compaction may drop them): runs hold all.
+	clear(log.segs)
+	check(t, s, m)
+	// Moving from a run: the payload stays in the run until the open bucket is sealed.
+	if err := s.Move(5, 9000, 555, headOf(5, 9000)); err != nil {
+		t.Fatal(err)
+	}
+	m[5] = want{9000, 555, headOf(5, 9000), m[5].payload}
+	if s.InRun(5) {
+		t.Fatal("a moved job is still in its run")
+	}
+	check(t, s, m)
+	for sid := uint64(1); sid <= 10; sid++ {
+		if sid != 5 {
+			s.Remove(sid) // every run but the moved job's payload is dead now
+			delete(m, sid)
+		}
+	}
+	cp := s.Checkpoint(Pos{3, 2000})
+	if len(cp.Frozen()) != 1 {
+		t.Fatalf("%d frozen", len(cp.Frozen()))
+	}
+	// Before the frozen bucket is installed, the run its payload lies in stays.
+	if gone := s.Installed(&Checkpoint{Pos: cp.Pos}); len(gone) != 2 {
+		t.Fatalf("runs gone before the seal: %v", gone)
+	}
+	check(t, s, m)
+	r, err := s.WriteFrozen(cp.Frozen()[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Install(cp.Frozen()[0], r)
+	if err := WriteCheckpoint(fs, testPath, cp); err != nil {
+		t.Fatal(err)
+	}
+	gone := s.Installed(cp)
+	RemoveRuns(fs, testPath, gone)
+	if len(gone) != 1 || s.Info().Runs != 1 {
+		t.Fatalf("runs gone %v, %+v", gone, s.Info())
+	}
+	check(t, s, m)
+	s2 := newSet(t, fs, log, 4)
+	check(t, s2, m)
+	if s2.Pos() != (Pos{3, 2000}) {
+		t.Fatalf("Pos %+v", s2.Pos())
+	}
+}
+
+// TestLoadNeverLateNorEarly: with a fake clock stepping on, each round
+// loads every live job due within the window ahead and none beyond it, in
+// (due, add order), whether it sits in the open bucket, a frozen one or a
+// run; cancels and moves between rounds are honoured.
+func TestLoadNeverLateNorEarly(t *testing.T) {
+	fs, log := aof.NewMemFS(), newFakeLog()
+	s := newSet(t, fs, log, 64)
+	rng := rand.New(rand.NewPCG(5, 6))
+	m := map[uint64]want{}
+	const ahead = 500
+	now := int64(10_000)
+	sid := uint64(0)
+	for step := range 400 {
+		for range rng.IntN(20) {
+			sid++
+			due := now + ahead + 1 + rng.Int64N(20_000)
+			p := payloadOf(sid)
+			if err := s.Add(due, sid, sid, headOf(sid, due), log.put(uint16(sid%7), p)); err != nil {
+				t.Fatal(err)
+			}
+			m[sid] = want{due, sid, headOf(sid, due), p}
+		}
+		if len(m) > 0 && rng.IntN(3) == 0 {
+			for victim := range m {
+				if rng.IntN(2) == 0 {
+					s.Remove(victim)
+					delete(m, victim)
+				} else {
+					due := now + ahead + 1 + rng.Int64N(20_000)
+					sid++ // the move's add order
+					if err := s.Move(victim, due, sid, headOf(victim, due)); err != nil {
+						t.Fatal(err)
+					}
+					m[victim] = want{due, sid, headOf(victim, due), m[victim].payload}
+				}
+				break
+			}
+		}
+		if step%37 == 0 {
+			checkpoint(t, s, fs, Pos{1, int64(step)})
+		}
+		now += 1 + rng.Int64N(100)
+		got := load(t, s, now+ahead, 1<<20)
+		for k, j := range got {
+			w, ok := m[j.SID]
+			if !ok {
+				t.Fatalf("loaded %d, which was removed", j.SID)
+			}
+			if j.Due > now+ahead || j.Due != w.due || j.Seq != w.seq || !bytes.Equal(j.Payload, w.payload) || !bytes.Equal(j.Head, w.head) {
+				t.Fatalf("at %d loaded %+v, want %+v", now, j, w)
+			}
+			if k > 0 && (got[k-1].Due > j.Due || got[k-1].Due == j.Due && got[k-1].Seq > j.Seq) {
+				t.Fatalf("loaded out of (due, add order): %+v then %+v", got[k-1], j)
+			}
+			delete(m, j.SID)
+		}
+		for id, w := range m {
+			if w.due <= now+ahead {
+				t.Fatalf("at %d, job %d due at %d was not loaded", now, id, w.due)
+			}
+		}
+		check(t, s, m)
+	}
+	if sid < 3000 {
+		t.Fatalf("only %d jobs", sid)
+	}
+}
+
+// TestCrashBetweenSteps crashes the filesystem between every step of a
+// checkpoint and reopens: the Set is the last checkpoint's whole (the log
+// after its position holds the rest), and no file outside it is left.
+func TestCrashBetweenSteps(t *testing.T) {
+	for stop := range 6 {
+		t.Run(fmt.Sprint(stop), func(t *testing.T) {
+			fs, log := aof.NewMemFS(), newFakeLog()
+			s := newSet(t, fs, log, 8)
+			m := map[uint64]want{}
+			for sid := uint64(1); sid <= 30; sid++ {
+				p := payloadOf(sid)
+				s.Add(int64(sid), sid, sid, headOf(sid, int64(sid)), log.put(1, p))
+				m[sid] = want{int64(sid), sid, headOf(sid, int64(sid)), p}
+			}
+			checkpoint(t, s, fs, Pos{1, 100})
+			before := maps(m)
+			// Second round: a removal, a move, new jobs, a load.
+			s.Remove(2)
+			delete(m, 2)
+			s.Move(3, 500, 99, headOf(3, 500))
+			m[3] = want{500, 99, headOf(3, 500), m[3].payload}
+			for sid := uint64(31); sid <= 45; sid++ {
+				p := payloadOf(sid)
+				s.Add(int64(sid)+100, sid, sid, headOf(sid, int64(sid)+100), log.put(2, p))
+				m[sid] = want{int64(sid) + 100, sid, headOf(sid, int64(sid)+100), p}
+			}
+			for _, j := range load(t, s, 10, 100) {
+				delete(m, j.SID)
+			}
+			cp := s.Checkpoint(Pos{2, 100})
+			crash := func(step int) bool {
+				if stop != step {
+					return false
+				}
+				fs.Crash()
+				s2 := newSet(t, fs, log, 8)
+				check(t, s2, before)
+				if s2.Pos() != (Pos{1, 100}) {
+					t.Fatalf("Pos %+v", s2.Pos())
+				}
+				for id := uint64(1); id < cp.NextID+20; id++ {
+					if _, err := fs.Stat(RunPath(testPath, id) + ".tmp"); err == nil {
+						t.Fatalf("run %d's temporary left", id)
+					}
+					_, err := fs.Stat(RunPath(testPath, id))
+					if named := slices.ContainsFunc(cpOf(t, fs).Runs, func(r RunState) bool { return r.ID == id }); named != (err == nil) {
+						t.Fatalf("run %d: named %v, on disk %v", id, named, err == nil)
+					}
+				}
+				return true
+			}
+			for i, f := range cp.Frozen() {
+				if crash(i) {
+					return
+				}
+				r, err := s.WriteFrozen(f)
+				if err != nil {
+					t.Fatal(err)
+				}
+				s.Install(f, r)
+			}
+			if crash(4) {
+				return
+			}
+			fs.Inject(aof.Fault{Op: aof.OpRename, Path: CheckpointPath(testPath) + ".tmp"})
+			if err := WriteCheckpoint(fs, testPath, cp); err == nil {
+				t.Fatal("a failed rename went unnoticed")
+			}
+			if crash(5) {
+				return
+			}
+			if err := WriteCheckpoint(fs, testPath, cp); err != nil {
+				t.Fatal(err)
+			}
+			gone := s.Installed(cp)
+			fs.Crash() // before RemoveRuns: the next start removes them
+			s2 := newSet(t, fs, log, 8)
+			check(t, s2, m)
+			for _, id := range gone {
+				if _, err := fs.Stat(RunPath(testPath, id)); err == nil {
+					t.Fatalf("dropped run %d left on disk", id)
+				}
+			}
+		})
+	}
+}
+
+func cpOf(t *testing.T, fs aof.FS) *Checkpoint {
+	cp, err := readCheckpoint(fs, testPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cp
+}
+
+func maps(m map[uint64]want) map[uint64]want {
+	c := make(map[uint64]want, len(m))
+	for k, v := range m {
+		c[k] = v
+	}
+	return c
+}
+
+func TestTornCheckpointIsRefused(t *testing.T) {
+	fs, log := aof.NewMemFS(), newFakeLog()
+	s := newSet(t, fs, log, 8)
+	for sid := uint64(1); sid <= 20; sid++ {
+		s.Add(int64(sid), sid, sid, nil, log.put(1, payloadOf(sid)))
+	}
+	s.Remove(7)
+	checkpoint(t, s, fs, Pos{1, 1})
+	whole, _ := fs.ReadFile(CheckpointPath(testPath))
+	for cut := range len(whole) {
+		fs.WriteFile(CheckpointPath(testPath), whole[:cut])
+		if _, err := Open(Options{FS: fs, Path: testPath}); !errors.Is(err, ErrCorrupt) {
+			t.Fatalf("cut at %d of %d: %v", cut, len(whole), err)
+		}
+	}
+	for at := range whole {
+		b := slices.Clone(whole)
+		b[at] ^= 1
+		fs.WriteFile(CheckpointPath(testPath), b)
+		if _, err := Open(Options{FS: fs, Path: testPath}); !errors.Is(err, ErrCorrupt) {
+			t.Fatalf("byte %d flipped: %v", at, err)
+		}
+	}
+	fs.WriteFile(CheckpointPath(testPath), whole)
+	fs.Remove(RunPath(testPath, 2))
+	if _, err := Open(Options{FS: fs, Path: testPath}); err == nil {
+		t.Fatal("a checkpoint naming a missing run opened")
+	}
+}

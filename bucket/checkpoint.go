@@ -1,0 +1,294 @@
+package bucket
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	iofs "io/fs"
+	"os"
+	"slices"
+
+	"github.com/delayd/delayd/aof"
+)
+
+// The checkpoint: the runs that hold jobs, which of their entries are
+// dead (removed, moved or loaded) and where each run's loading stands, the
+// next run id, and the log position Pos it covers: a start reads it, opens
+// the runs, and replays the log skipping, before Pos, every record of a job
+// a run holds. Its file, replaced whole (tmp, fsync, rename, directory
+// fsync):
+//
+//	magic 8, pos's segment u64, pos's offset i64, next id u64,
+//	runs u32, drops u32,
+//	per run: id u64, n u32, cursor u32, (n+63)/64 u64 words of dead bits,
+//	drops u64 each: runs the checkpoint before named and this one does not,
+//	CRC-32C u32 of all before it.
+
+var cpMagic = [8]byte{'D', 'L', 'Y', 'B', 'C', 'K', 'P', 1}
+
+// CheckpointPath is the checkpoint's file beside the log at path.
+func CheckpointPath(path string) string { return path + ".buckets" }
+
+// Pos is a place in the log: a segment's id and an offset in its file.
+type Pos struct {
+	Seg uint64
+	Off int64
+}
+
+// Before says whether p comes before q.
+func (p Pos) Before(q Pos) bool { return p.Seg < q.Seg || p.Seg == q.Seg && p.Off < q.Off }
+
+// Checkpoint is the Set's state at a log position, captured under the
+// owner's lock, to be written once its frozen buckets are runs and the log
+// up to Pos is durable.
+type Checkpoint struct {
+	Pos    Pos
+	NextID uint64
+	Runs   []RunState
+	Drop   []uint64
+	frozen []*Frozen
+}
+
+// RunState is a run as a checkpoint names it.
+type RunState struct {
+	ID        uint64
+	N, Cursor int
+	Dead      []uint64
+}
+
+// Checkpoint freezes the open bucket and captures the state at pos, the
+// end of what the owner has logged: every run and frozen bucket with a
+// live job, its dead bits copied. O(buckets + their entries / 64).
+func (s *Set) Checkpoint(pos Pos) *Checkpoint {
+	cp := &Checkpoint{Pos: pos, NextID: s.nextID, frozen: s.Freeze()}
+	for _, b := range s.b {
+		if b == nil || b.live == 0 {
+			continue
+		}
+		n := b.n
+		if b.run != nil {
+			n = b.run.N
+		}
+		cp.Runs = append(cp.Runs, RunState{ID: b.id, N: n, Cursor: b.cursor, Dead: slices.Clone(b.dead[:(n+63)/64])})
+	}
+	slices.SortFunc(cp.Runs, func(a, b RunState) int { return cmpInt(a.ID, b.ID) })
+	for id := range s.named {
+		if _, ok := slices.BinarySearchFunc(cp.Runs, id, func(r RunState, id uint64) int { return cmpInt(r.ID, id) }); !ok {
+			cp.Drop = append(cp.Drop, id)
+		}
+	}
+	slices.Sort(cp.Drop)
+	return cp
+}
+
+// Frozen returns the buckets the checkpoint froze: each must be written
+// (WriteFrozen) and installed before the checkpoint is written.
+func (cp *Checkpoint) Frozen() []*Frozen { return cp.frozen }
+
+func (cp *Checkpoint) encode() []byte {
+	b := make([]byte, 0, 40+len(cp.Runs)*16+8*len(cp.Drop)+4)
+	b = append(b, cpMagic[:]...)
+	b = binary.LittleEndian.AppendUint64(b, cp.Pos.Seg)
+	b = binary.LittleEndian.AppendUint64(b, uint64(cp.Pos.Off))
+	b = binary.LittleEndian.AppendUint64(b, cp.NextID)
+	b = binary.LittleEndian.AppendUint32(b, uint32(len(cp.Runs)))
+	b = binary.LittleEndian.AppendUint32(b, uint32(len(cp.Drop)))
+	for _, r := range cp.Runs {
+		b = binary.LittleEndian.AppendUint64(b, r.ID)
+		b = binary.LittleEndian.AppendUint32(b, uint32(r.N))
+		b = binary.LittleEndian.AppendUint32(b, uint32(r.Cursor))
+		for _, w := range r.Dead {
+			b = binary.LittleEndian.AppendUint64(b, w)
+		}
+	}
+	for _, id := range cp.Drop {
+		b = binary.LittleEndian.AppendUint64(b, id)
+	}
+	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
+}
+
+func decodeCheckpoint(b []byte) (*Checkpoint, error) {
+	if len(b) < 44 || [8]byte(b[:8]) != cpMagic ||
+		binary.LittleEndian.Uint32(b[len(b)-4:]) != crc32.Checksum(b[:len(b)-4], castagnoli) {
+		return nil, ErrCorrupt
+	}
+	b = b[8 : len(b)-4]
+	u64 := func() uint64 { v := binary.LittleEndian.Uint64(b); b = b[8:]; return v }
+	u32 := func() uint32 { v := binary.LittleEndian.Uint32(b); b = b[4:]; return v }
+	cp := &Checkpoint{}
+	cp.Pos.Seg = u64()
+	cp.Pos.Off = int64(u64())
+	cp.NextID = u64()
+	nr, nd := int(u32()), int(u32())
+	for range nr {
+		if len(b) < 16 {
+			return nil, ErrCorrupt
+		}
+		r := RunState{ID: u64(), N: int(u32()), Cursor: int(u32())}
+		w := (r.N + 63) / 64
+		if r.N > maxEntries || r.Cursor > r.N || len(b) < 8*w || r.ID >= cp.NextID {
+			return nil, ErrCorrupt
+		}
+		r.Dead = make([]uint64, w)
+		for i := range r.Dead {
+			r.Dead[i] = u64()
+		}
+		cp.Runs = append(cp.Runs, r)
+	}
+	if len(b) != 8*nd || nr > maxSlots {
+		return nil, ErrCorrupt
+	}
+	for range nd {
+		cp.Drop = append(cp.Drop, u64())
+	}
+	return cp, nil
+}
+
+// WriteCheckpoint writes cp, replacing the checkpoint at path whole: tmp,
+// fsync, rename, directory fsync. Without the owner's lock, once every
+// frozen bucket cp names is a run and the log up to cp.Pos is durable.
+func WriteCheckpoint(fs aof.FS, path string, cp *Checkpoint) error {
+	name := CheckpointPath(path)
+	tmp := name + ".tmp"
+	f, err := fs.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(cp.encode())
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = aof.Install(fs, tmp, name)
+	}
+	if err != nil && !errors.Is(err, aof.ErrRenameNotDurable) {
+		_ = fs.Remove(tmp)
+	}
+	return err
+}
+
+// Installed tells the Set that cp is on disk: the runs with no live job
+// that no bucket in memory reads a payload from, and that cp does not
+// name, leave the Set; their ids are returned for RemoveRuns. The owner
+// must not run ReadDue or WriteFrozen meanwhile (a run is closed here).
+func (s *Set) Installed(cp *Checkpoint) []uint64 {
+	s.pos = cp.Pos
+	s.named = make(map[uint64]bool, len(cp.Runs))
+	for _, r := range cp.Runs {
+		s.named[r.ID] = true
+	}
+	var gone []uint64
+	for slot, b := range s.b {
+		if b == nil || b.run == nil || b.live > 0 || b.refs > 0 || s.named[b.id] {
+			continue
+		}
+		b.run.Close()
+		delete(s.byID, b.id)
+		s.b[slot] = nil
+		gone = append(gone, b.id)
+	}
+	return gone
+}
+
+// RemoveRuns removes the files of runs ids at path (and of their
+// temporaries). Their removal need not be durable: a start removes them
+// again (Open).
+func RemoveRuns(fs aof.FS, path string, ids []uint64) {
+	for _, id := range ids {
+		_ = fs.Remove(RunPath(path, id))
+		_ = fs.Remove(RunPath(path, id) + ".tmp")
+	}
+}
+
+// Pos returns the log position the last checkpoint covers (zero: none).
+func (s *Set) Pos() Pos { return s.pos }
+
+// leftoverMisses is how many consecutive ids past the checkpoint's next
+// id Open tries after the last file it found: frozen buckets are given ids
+// in order, and one whose write failed leaves a gap.
+const leftoverMisses = 16
+
+// Open returns the Set the checkpoint at o.Path names: each run opened and
+// checked, the index rebuilt from its live entries (40 bytes read a job).
+// Files a crash left outside the checkpoint (runs written after it, runs
+// it dropped, temporaries) are removed: their jobs are in the log after
+// its position. No checkpoint is an empty Set. A checkpoint or run that
+// does not check out is an error: the jobs it holds are nowhere else.
+func Open(o Options) (*Set, error) {
+	s := New(o)
+	cp, err := readCheckpoint(o.FS, o.Path)
+	switch {
+	case errors.Is(err, iofs.ErrNotExist):
+		cp = &Checkpoint{NextID: 1}
+	case err != nil:
+		return nil, err
+	}
+	s.nextID, s.pos = cp.NextID, cp.Pos
+	for slot, rs := range cp.Runs {
+		b := &bucket{id: rs.ID, dead: rs.Dead, cursor: rs.Cursor}
+		r, err := OpenRun(o.FS, o.Path, rs.ID, func(pos int, e Sorted) {
+			if int(e.Index) < rs.N && !b.isDead(e.Index) {
+				s.x.put(e.SID, packLoc(slot, e.Index))
+				b.live++
+			}
+		})
+		if err == nil && r.N != rs.N {
+			r.Close()
+			err = fmt.Errorf("%w: run %d holds %d jobs, the checkpoint says %d", ErrCorrupt, rs.ID, r.N, rs.N)
+		}
+		if err != nil {
+			s.closeRuns()
+			return nil, err
+		}
+		b.run, b.n = r, r.N
+		s.b[slot] = b
+		s.byID[rs.ID] = slot
+		s.named[rs.ID] = true
+		s.jobs += int64(b.live)
+	}
+	RemoveRuns(o.FS, o.Path, cp.Drop)
+	for id, miss := cp.NextID, 0; miss < leftoverMisses; id++ {
+		e1, e2 := o.FS.Remove(RunPath(o.Path, id)), o.FS.Remove(RunPath(o.Path, id)+".tmp")
+		if e1 != nil && e2 != nil {
+			miss++
+		} else {
+			miss = 0
+		}
+	}
+	_ = o.FS.Remove(CheckpointPath(o.Path) + ".tmp")
+	return s, nil
+}
+
+func (s *Set) closeRuns() {
+	for _, b := range s.b {
+		if b != nil && b.run != nil {
+			b.run.Close()
+		}
+	}
+	s.x.reset()
+}
+
+// Close closes the runs and frees the index and the buckets in memory.
+func (s *Set) Close() {
+	s.Reset()
+	s.closeRuns()
+}
+
+func readCheckpoint(fs aof.FS, path string) (*Checkpoint, error) {
+	f, err := fs.OpenFile(CheckpointPath(path), os.O_RDONLY, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(f)
+	if err != nil {
+		return nil, err
+	}
+	cp, err := decodeCheckpoint(b)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s", err, CheckpointPath(path))
+	}
+	return cp, nil
+}

@@ -1,0 +1,165 @@
+package bucket
+
+import "slices"
+
+// Loading ahead: the owner takes the jobs due by a time out of the buckets
+// and places them in its wheel before their time. Three steps, so that
+// the reads happen without the owner's lock: Due decides under it what to
+// read (from memory, no I/O), ReadDue reads it without it, Take under it
+// takes each job that is still where it was (a cancel may have come
+// between), and Settle moves the runs' cursors past what is gone.
+
+// Plan is what one round of loading reads.
+type Plan struct {
+	until int64
+	mem   []Job           // jobs of buckets in memory, payloads to read
+	locs  []Loc           // mem's payloads
+	refs  map[uint64]*Run // runs mem's payloads lie in
+	runs  []runPart       // ranges of runs' sorted entries
+	// ReadDue's reads of runs' sorted entries, for Settle.
+	read [][]Sorted
+}
+
+type runPart struct {
+	slot     int
+	id       uint64
+	r        *Run
+	from, to int // sorted positions
+}
+
+// Due plans the reading of the live jobs due by until: at most max of
+// them from buckets in memory, and from each run at most max sorted
+// entries from its cursor (some of which may be dead or due later: ReadDue
+// filters them). No I/O; O(jobs planned + buckets in memory scanned).
+func (s *Set) Due(until int64, max int) *Plan {
+	p := &Plan{until: until}
+	for slot, b := range s.b {
+		switch {
+		case b == nil || b.live == 0:
+		case b.run != nil:
+			to := min(b.run.Bound(until), b.cursor+max)
+			if to > b.cursor {
+				p.runs = append(p.runs, runPart{slot: slot, id: b.id, r: b.run, from: b.cursor, to: to})
+			}
+		case b.minDue <= until:
+			s.dueInMemory(p, slot, b, until, max)
+		}
+	}
+	return p
+}
+
+// dueInMemory plans the live jobs of b, a bucket in memory, due by until;
+// if it reached the end of b, b's earliest due is what is left.
+func (s *Set) dueInMemory(p *Plan, slot int, b *bucket, until int64, max int) {
+	rest := int64(1<<63 - 1)
+	for b.scan < b.n && b.isDead(uint32(b.scan)) {
+		b.scan++
+	}
+	i := b.scan
+	for ; i < b.n && len(p.mem) < max; i++ {
+		e := &b.ents[i]
+		if b.isDead(uint32(i)) {
+			continue
+		}
+		if e.Due > until {
+			rest = min(rest, e.Due)
+			continue
+		}
+		p.mem = append(p.mem, Job{Due: e.Due, Seq: e.Seq, SID: e.SID,
+			Head: slices.Clone(b.heads[e.HeadOff : e.HeadOff+e.HeadLen]),
+			slot: slot, id: b.id, index: uint32(i)})
+		p.locs = append(p.locs, e.Loc)
+		if e.Loc.Run {
+			if p.refs == nil {
+				p.refs = map[uint64]*Run{}
+			}
+			p.refs[e.Loc.File] = s.runOf(e.Loc.File)
+		}
+	}
+	if i == b.n {
+		b.minDue = rest
+	}
+}
+
+// ReadDue reads what p planned, without the owner's lock (a run's file
+// and a frozen bucket's entries do not change; the owner must not install
+// a checkpoint, which may close runs, meanwhile). It returns the jobs due
+// by p's time in (due, add order), dead ones included: Take tells.
+func (s *Set) ReadDue(p *Plan) ([]Job, error) {
+	js := p.mem
+	runs := map[uint64]*Run{}
+	for _, rp := range p.runs {
+		runs[rp.id] = rp.r
+	}
+	for id, r := range p.refs {
+		runs[id] = r
+	}
+	for i := range p.mem {
+		pl, err := s.readLoc(p.locs[i], func(id uint64) *Run { return runs[id] })
+		if err != nil {
+			return nil, err
+		}
+		js[i].Payload = pl
+	}
+	p.read = make([][]Sorted, len(p.runs))
+	for k, rp := range p.runs {
+		ss, err := rp.r.ReadSorted(rp.from, rp.to, nil)
+		if err != nil {
+			return nil, err
+		}
+		p.read[k] = ss
+		for _, e := range ss {
+			if e.Due > p.until {
+				break
+			}
+			rj, err := rp.r.ReadData(e.Index)
+			if err != nil {
+				return nil, err
+			}
+			js = append(js, Job{Due: e.Due, Seq: e.Seq, SID: e.SID, Head: rj.Head, Payload: rj.Payload,
+				slot: rp.slot, id: rp.id, index: e.Index})
+		}
+	}
+	slices.SortFunc(js, func(a, b Job) int {
+		if a.Due != b.Due {
+			return cmpInt(a.Due, b.Due)
+		}
+		return cmpInt(a.Seq, b.Seq)
+	})
+	return js, nil
+}
+
+// Take takes j, read by ReadDue, out of its bucket if it is still there,
+// and says whether it did: the owner then places it (and restates it in
+// the log). O(1).
+func (s *Set) Take(j *Job) bool {
+	b := s.b[j.slot]
+	if b == nil || b.id != j.id || b.isDead(j.index) {
+		return false
+	}
+	if l, ok := s.x.get(j.SID); !ok || l != packLoc(j.slot, j.index) {
+		return false
+	}
+	s.x.del(j.SID)
+	b.kill(j.index)
+	s.jobs--
+	return true
+}
+
+// Settle moves each run's cursor past the dead entries at its start, of
+// those ReadDue read. O(entries read).
+func (s *Set) Settle(p *Plan) {
+	for k, rp := range p.runs {
+		b := s.b[rp.slot]
+		if b == nil || b.id != rp.id || k >= len(p.read) {
+			continue
+		}
+		for _, e := range p.read[k] {
+			if b.cursor != rp.from || !b.isDead(e.Index) {
+				break
+			}
+			b.cursor++
+			rp.from++
+		}
+	}
+}

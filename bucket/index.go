@@ -1,0 +1,178 @@
+package bucket
+
+import "github.com/delayd/delayd/offheap"
+
+// The id index: a server id -> where its job is (a bucket slot and the
+// job's index in it), 12 bytes a cell, open addressing with linear
+// probing, in shards by the id's hash that grow one at a time.
+//
+// Why shards: one table of 100M jobs doubles by copying 1.6 GB and holds
+// old and new at once; a shard is 1/1,024 of it, so a growth copies about
+// 100k cells (well under a millisecond) and the transient double is a
+// thousandth of the index. Why the id in the cell: a run's entries are on
+// disk, and a lookup that read the key back from there would cost a pread
+// for every probe of every miss.
+const (
+	shardBits = 10
+	// A loc is slot<<entryBits | entry.
+	entryBits  = 20
+	maxEntries = 1 << entryBits // jobs a bucket holds at most
+	maxSlots   = 1 << (32 - entryBits)
+	tombLoc    = ^uint32(0) // a deleted cell: id 0, loc tombLoc; an empty one is all zero
+	minShard   = 16
+)
+
+type cell struct{ lo, hi, loc uint32 }
+
+type shard struct {
+	cells []cell // len 0 or a power of two, mapped (offheap)
+	n     int    // live cells
+	tombs int
+}
+
+type index struct {
+	sh [1 << shardBits]shard
+	n  int
+}
+
+func mix(h uint64) uint64 {
+	h ^= h >> 33
+	h *= 0xff51afd7ed558ccd
+	h ^= h >> 33
+	h *= 0xc4ceb9fe1a85ec53
+	h ^= h >> 33
+	return h
+}
+
+func packLoc(slot int, entry uint32) uint32 { return uint32(slot)<<entryBits | entry }
+func unpackLoc(l uint32) (slot int, entry uint32) {
+	return int(l >> entryBits), l & (maxEntries - 1)
+}
+
+// find returns the cell of sid in sh, or the first free cell (tomb or empty)
+// where it would go and false. h is mix(sid).
+func (sh *shard) find(sid, h uint64) (int, bool) {
+	mask := len(sh.cells) - 1
+	lo, hi := uint32(sid), uint32(sid>>32)
+	free := -1
+	for i := int(h) & mask; ; i = (i + 1) & mask {
+		c := &sh.cells[i]
+		switch {
+		case c.lo == lo && c.hi == hi && c.loc != tombLoc && (lo|hi) != 0:
+			return i, true
+		case c.lo|c.hi == 0 && c.loc == 0:
+			if free < 0 {
+				free = i
+			}
+			return free, false
+		case c.lo|c.hi == 0 && free < 0:
+			free = i // a tombstone
+		}
+	}
+}
+
+// get returns where sid's job is. O(1).
+func (x *index) get(sid uint64) (uint32, bool) {
+	h := mix(sid)
+	sh := &x.sh[h>>(64-shardBits)]
+	if sh.n == 0 {
+		return 0, false
+	}
+	i, ok := sh.find(sid, h)
+	if !ok {
+		return 0, false
+	}
+	return sh.cells[i].loc, true
+}
+
+// put files sid at loc, replacing where it was. sid must not be 0. O(1)
+// amortized; a growth rebuilds one shard.
+func (x *index) put(sid uint64, loc uint32) {
+	h := mix(sid)
+	sh := &x.sh[h>>(64-shardBits)]
+	if (sh.n+sh.tombs+1)*4 > len(sh.cells)*3 {
+		sh.rebuild(sh.n + 1)
+	}
+	i, ok := sh.find(sid, h)
+	c := &sh.cells[i]
+	if !ok {
+		if c.loc == tombLoc {
+			sh.tombs--
+		}
+		sh.n++
+		x.n++
+	}
+	*c = cell{uint32(sid), uint32(sid >> 32), loc}
+}
+
+// del unfiles sid and says whether it was filed. O(1).
+func (x *index) del(sid uint64) bool {
+	h := mix(sid)
+	sh := &x.sh[h>>(64-shardBits)]
+	if sh.n == 0 {
+		return false
+	}
+	i, ok := sh.find(sid, h)
+	if !ok {
+		return false
+	}
+	sh.cells[i] = cell{0, 0, tombLoc}
+	sh.n--
+	sh.tombs++
+	x.n--
+	return true
+}
+
+// rebuild replaces sh's cells with a table about twice as big as need
+// (at most 1/2 full after it), dropping tombstones.
+func (sh *shard) rebuild(need int) {
+	size := minShard
+	for size < 2*need {
+		size <<= 1
+	}
+	old := sh.cells
+	sh.cells = offheap.Make[cell](size)
+	sh.tombs = 0
+	mask := size - 1
+	for _, c := range old {
+		if c.lo|c.hi == 0 {
+			continue
+		}
+		sid := uint64(c.hi)<<32 | uint64(c.lo)
+		i := int(mix(sid)) & mask
+		for sh.cells[i].lo|sh.cells[i].hi != 0 {
+			i = (i + 1) & mask
+		}
+		sh.cells[i] = c
+	}
+	offheap.Free(old)
+}
+
+// bytes is the memory the index maps.
+func (x *index) bytes() int64 {
+	var n int64
+	for i := range x.sh {
+		n += int64(len(x.sh[i].cells)) * 12
+	}
+	return n
+}
+
+// reset frees every shard.
+func (x *index) reset() {
+	for i := range x.sh {
+		offheap.Free(x.sh[i].cells)
+		x.sh[i] = shard{}
+	}
+	x.n = 0
+}
+
+// each calls f for every filed id (tests and checks).
+func (x *index) each(f func(sid uint64, loc uint32)) {
+	for i := range x.sh {
+		for _, c := range x.sh[i].cells {
+			if c.lo|c.hi != 0 {
+				f(uint64(c.hi)<<32|uint64(c.lo), c.loc)
+			}
+		}
+	}
+}

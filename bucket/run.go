@@ -1,0 +1,390 @@
+package bucket
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"os"
+	"slices"
+	"strconv"
+
+	"github.com/delayd/delayd/aof"
+)
+
+// A run's file, written once and never changed:
+//
+//	header  8 bytes: runMagic
+//	data    per job, in index order: hlen u32, plen u32, due i64, seq u64,
+//	        sid u64, head, payload, CRC-32C of all before it
+//	offsets n u64: where each job's data starts, by index
+//	sorted  n entries of 32 bytes, by (due, seq): due i64, seq u64,
+//	        sid u64, index u32, zero u32
+//	trailer 56 bytes: trailerMagic, id, n, offsets' start, sorted's start
+//	        (u64 each), CRC-32C of offsets, of sorted, of the trailer's
+//	        first 48 bytes, zero u32
+//
+// Little-endian throughout. The index (a job's place in data and offsets)
+// is the order jobs entered the open bucket, so the id index's cells name
+// the same entry before and after the seal; sorted is what loading walks.
+// Opening checks the trailer and the CRCs of offsets and sorted; a job's
+// data is checked when it is read.
+const (
+	headerSize  = 8
+	trailerSize = 56
+	sortedSize  = 32
+	dataHeader  = 32 // hlen, plen, due, seq, sid
+	// sparseEvery is how many sorted entries share one due in memory
+	// (Run.first): a 4 KiB read finds a due time's place.
+	sparseEvery = 128
+)
+
+var (
+	runMagic     = [8]byte{'D', 'L', 'Y', 'B', 'K', 'T', 0, 1}
+	trailerMagic = [8]byte{'D', 'L', 'Y', 'B', 'E', 'N', 'D', 1}
+	castagnoli   = crc32.MakeTable(crc32.Castagnoli)
+)
+
+// ErrCorrupt is a run or checkpoint file that does not check out: torn,
+// truncated, or with a bad CRC. It is refused whole.
+var ErrCorrupt = errors.New("bucket: file is damaged")
+
+// RunPath is the file of run id beside the log at path.
+func RunPath(path string, id uint64) string {
+	return path + ".bucket." + strconv.FormatUint(id, 10)
+}
+
+// Sorted is one entry of a run's sorted section.
+type Sorted struct {
+	Due      int64
+	Seq, SID uint64
+	Index    uint32 // the job's place in data and offsets
+}
+
+// Run is a sealed bucket's file, open for reading. Its fields never change
+// after OpenRun (or writeRun), so it may be read without the owner's lock.
+type Run struct {
+	ID     uint64
+	N      int
+	f      aof.File
+	offsAt int64
+	sortAt int64
+	first  []int64 // due of sorted entry k*sparseEvery
+}
+
+// runJob is one job as writeRun writes it.
+type runJob struct {
+	Due           int64
+	Seq, SID      uint64
+	Head, Payload []byte
+}
+
+// writeRun writes the n jobs job(i) gives as run id at path: to a
+// temporary file, fsynced, renamed, the directory fsynced (aof.Install).
+// It reads each job once, in index order, and sorts 32 bytes a job in
+// memory. On error nothing is left under the run's name.
+func writeRun(fs aof.FS, path string, id uint64, n int, job func(i int) (runJob, error)) (r *Run, err error) {
+	name := RunPath(path, id)
+	tmp := name + ".tmp"
+	f, err := fs.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if f != nil {
+			f.Close()
+		}
+		if err != nil {
+			_ = fs.Remove(tmp)
+		}
+	}()
+	w := bufio.NewWriterSize(f, 1<<16)
+	w.Write(runMagic[:])
+	at := int64(headerSize)
+	offs := make([]byte, 8*n)
+	srt := make([]Sorted, n)
+	var hdr [dataHeader]byte
+	for i := range n {
+		j, err := job(i)
+		if err != nil {
+			return nil, fmt.Errorf("bucket: run %d, job %d: %w", id, i, err)
+		}
+		binary.LittleEndian.PutUint64(offs[8*i:], uint64(at))
+		srt[i] = Sorted{Due: j.Due, Seq: j.Seq, SID: j.SID, Index: uint32(i)}
+		binary.LittleEndian.PutUint32(hdr[0:], uint32(len(j.Head)))
+		binary.LittleEndian.PutUint32(hdr[4:], uint32(len(j.Payload)))
+		binary.LittleEndian.PutUint64(hdr[8:], uint64(j.Due))
+		binary.LittleEndian.PutUint64(hdr[16:], j.Seq)
+		binary.LittleEndian.PutUint64(hdr[24:], j.SID)
+		c := crc32.Update(0, castagnoli, hdr[:])
+		c = crc32.Update(c, castagnoli, j.Head)
+		c = crc32.Update(c, castagnoli, j.Payload)
+		w.Write(hdr[:])
+		w.Write(j.Head)
+		w.Write(j.Payload)
+		var cb [4]byte
+		binary.LittleEndian.PutUint32(cb[:], c)
+		w.Write(cb[:])
+		at += int64(dataHeader + len(j.Head) + len(j.Payload) + 4)
+	}
+	slices.SortFunc(srt, func(a, b Sorted) int {
+		if a.Due != b.Due {
+			return cmpInt(a.Due, b.Due)
+		}
+		return cmpInt(a.Seq, b.Seq)
+	})
+	offsAt := at
+	w.Write(offs)
+	sortAt := offsAt + int64(len(offs))
+	sc := uint32(0)
+	var eb [sortedSize]byte
+	first := make([]int64, 0, (n+sparseEvery-1)/sparseEvery)
+	for k, s := range srt {
+		putSorted(eb[:], s)
+		sc = crc32.Update(sc, castagnoli, eb[:])
+		w.Write(eb[:])
+		if k%sparseEvery == 0 {
+			first = append(first, s.Due)
+		}
+	}
+	var tr [trailerSize]byte
+	copy(tr[0:], trailerMagic[:])
+	binary.LittleEndian.PutUint64(tr[8:], id)
+	binary.LittleEndian.PutUint64(tr[16:], uint64(n))
+	binary.LittleEndian.PutUint64(tr[24:], uint64(offsAt))
+	binary.LittleEndian.PutUint64(tr[32:], uint64(sortAt))
+	binary.LittleEndian.PutUint32(tr[40:], crc32.Checksum(offs, castagnoli))
+	binary.LittleEndian.PutUint32(tr[44:], sc)
+	binary.LittleEndian.PutUint32(tr[48:], crc32.Checksum(tr[:48], castagnoli))
+	w.Write(tr[:])
+	if err := w.Flush(); err != nil {
+		return nil, err
+	}
+	err = f.Close()
+	f = nil
+	if err != nil {
+		return nil, err
+	}
+	if err := aof.Install(fs, tmp, name); err != nil {
+		if errors.Is(err, aof.ErrRenameNotDurable) {
+			_ = fs.Remove(name) // unnamed by any checkpoint: a crash may bring it back, and Open removes it
+		}
+		return nil, err
+	}
+	rf, err := fs.OpenFile(name, os.O_RDONLY, 0)
+	if err != nil {
+		return nil, err
+	}
+	return &Run{ID: id, N: n, f: rf, offsAt: offsAt, sortAt: sortAt, first: first}, nil
+}
+
+func cmpInt[T int64 | uint64](a, b T) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+func putSorted(b []byte, s Sorted) {
+	binary.LittleEndian.PutUint64(b[0:], uint64(s.Due))
+	binary.LittleEndian.PutUint64(b[8:], s.Seq)
+	binary.LittleEndian.PutUint64(b[16:], s.SID)
+	binary.LittleEndian.PutUint32(b[24:], s.Index)
+	binary.LittleEndian.PutUint32(b[28:], 0)
+}
+
+func getSorted(b []byte) Sorted {
+	return Sorted{
+		Due:   int64(binary.LittleEndian.Uint64(b[0:])),
+		Seq:   binary.LittleEndian.Uint64(b[8:]),
+		SID:   binary.LittleEndian.Uint64(b[16:]),
+		Index: binary.LittleEndian.Uint32(b[24:]),
+	}
+}
+
+// OpenRun opens run id at path and checks its trailer and the CRCs of its
+// offsets and sorted sections, calling each, if not nil, for every sorted
+// entry in order (the start's index rebuild). It reads 40 bytes a job.
+func OpenRun(fs aof.FS, path string, id uint64, each func(pos int, s Sorted)) (*Run, error) {
+	f, err := fs.OpenFile(RunPath(path, id), os.O_RDONLY, 0)
+	if err != nil {
+		return nil, err
+	}
+	r, err := openRun(f, id, each)
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("%w: %s: %w", ErrCorrupt, RunPath(path, id), err)
+	}
+	return r, nil
+}
+
+func openRun(f aof.File, id uint64, each func(pos int, s Sorted)) (*Run, error) {
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	size := st.Size()
+	if size < headerSize+trailerSize {
+		return nil, errors.New("shorter than a header and a trailer")
+	}
+	var h [headerSize]byte
+	if _, err := f.ReadAt(h[:], 0); err != nil || h != runMagic {
+		return nil, errors.New("bad header")
+	}
+	var tr [trailerSize]byte
+	if _, err := f.ReadAt(tr[:], size-trailerSize); err != nil {
+		return nil, err
+	}
+	if [8]byte(tr[0:8]) != trailerMagic || binary.LittleEndian.Uint32(tr[48:]) != crc32.Checksum(tr[:48], castagnoli) ||
+		binary.LittleEndian.Uint32(tr[52:]) != 0 {
+		return nil, errors.New("bad trailer")
+	}
+	n := binary.LittleEndian.Uint64(tr[16:])
+	offsAt := int64(binary.LittleEndian.Uint64(tr[24:]))
+	sortAt := int64(binary.LittleEndian.Uint64(tr[32:]))
+	if binary.LittleEndian.Uint64(tr[8:]) != id || n > maxEntries || offsAt < headerSize ||
+		sortAt != offsAt+8*int64(n) || sortAt+sortedSize*int64(n) != size-trailerSize {
+		return nil, errors.New("trailer does not match the file")
+	}
+	if c, err := crcOf(f, offsAt, 8*int64(n), nil); err != nil || c != binary.LittleEndian.Uint32(tr[40:]) {
+		return nil, errors.New("offsets' CRC")
+	}
+	r := &Run{ID: id, N: int(n), f: f, offsAt: offsAt, sortAt: sortAt, first: make([]int64, 0, (n+sparseEvery-1)/sparseEvery)}
+	pos := 0
+	c, err := crcOf(f, sortAt, sortedSize*int64(n), func(b []byte) {
+		for ; len(b) >= sortedSize; b = b[sortedSize:] {
+			s := getSorted(b)
+			if pos%sparseEvery == 0 {
+				r.first = append(r.first, s.Due)
+			}
+			if each != nil && s.Index < uint32(n) {
+				each(pos, s)
+			}
+			pos++
+		}
+	})
+	if err != nil || c != binary.LittleEndian.Uint32(tr[44:]) {
+		return nil, errors.New("sorted entries' CRC")
+	}
+	return r, nil
+}
+
+// crcOf reads n bytes at off in chunks (a multiple of sortedSize and 8),
+// handing each to see, and returns their CRC-32C.
+func crcOf(f aof.File, off, n int64, see func([]byte)) (uint32, error) {
+	buf := make([]byte, min(n, 1<<16))
+	var c uint32
+	for n > 0 {
+		b := buf[:min(n, int64(len(buf)))]
+		if _, err := f.ReadAt(b, off); err != nil {
+			return 0, err
+		}
+		c = crc32.Update(c, castagnoli, b)
+		if see != nil {
+			see(b)
+		}
+		off += int64(len(b))
+		n -= int64(len(b))
+	}
+	return c, nil
+}
+
+// Close closes the run's file.
+func (r *Run) Close() error { return r.f.Close() }
+
+// Bound returns a sorted position at or before which every entry due by
+// until lies: entries at Bound and after are due after until. From the
+// sparse dues in memory, no I/O. O(log(N/sparseEvery)).
+func (r *Run) Bound(until int64) int {
+	c, _ := slices.BinarySearchFunc(r.first, until, func(d, u int64) int {
+		if d <= u {
+			return -1
+		}
+		return 1
+	})
+	return min(c*sparseEvery, r.N)
+}
+
+// ReadSorted appends the sorted entries [from, to) to out.
+func (r *Run) ReadSorted(from, to int, out []Sorted) ([]Sorted, error) {
+	if from < 0 || to > r.N || from > to {
+		return out, fmt.Errorf("bucket: run %d: sorted [%d, %d) of %d", r.ID, from, to, r.N)
+	}
+	b := make([]byte, sortedSize*(to-from))
+	if _, err := r.f.ReadAt(b, r.sortAt+sortedSize*int64(from)); err != nil {
+		return out, err
+	}
+	for ; len(b) > 0; b = b[sortedSize:] {
+		out = append(out, getSorted(b))
+	}
+	return out, nil
+}
+
+// ReadData reads the job at index i: two preads (its offset and the
+// next, then the data), the data's CRC checked.
+func (r *Run) ReadData(i uint32) (j runJob, err error) {
+	if int(i) >= r.N {
+		return j, fmt.Errorf("bucket: run %d: no job %d", r.ID, i)
+	}
+	var ob [16]byte
+	ends := ob[:16]
+	if int(i) == r.N-1 {
+		ends = ob[:8]
+	}
+	if _, err := r.f.ReadAt(ends, r.offsAt+8*int64(i)); err != nil {
+		return j, err
+	}
+	start, end := int64(binary.LittleEndian.Uint64(ob[0:])), r.offsAt
+	if len(ends) == 16 {
+		end = int64(binary.LittleEndian.Uint64(ob[8:]))
+	}
+	if start < headerSize || end > r.offsAt || end-start < dataHeader+4 {
+		return j, fmt.Errorf("%w: run %d: job %d's offsets", ErrCorrupt, r.ID, i)
+	}
+	b := make([]byte, end-start)
+	if _, err := r.f.ReadAt(b, start); err != nil {
+		return j, err
+	}
+	hl, pl := int64(binary.LittleEndian.Uint32(b[0:])), int64(binary.LittleEndian.Uint32(b[4:]))
+	if dataHeader+hl+pl+4 != int64(len(b)) || binary.LittleEndian.Uint32(b[len(b)-4:]) != crc32.Checksum(b[:len(b)-4], castagnoli) {
+		return j, fmt.Errorf("%w: run %d: job %d's data", ErrCorrupt, r.ID, i)
+	}
+	j.Due = int64(binary.LittleEndian.Uint64(b[8:]))
+	j.Seq = binary.LittleEndian.Uint64(b[16:])
+	j.SID = binary.LittleEndian.Uint64(b[24:])
+	h := b[dataHeader:]
+	j.Head, j.Payload = h[:hl:hl], h[hl:hl+pl:hl+pl]
+	return j, nil
+}
+
+// ReadPayload reads n bytes at off of the run's file: a payload an open
+// bucket's entry names by its locator in this run.
+func (r *Run) ReadPayload(off int64, n int) ([]byte, error) {
+	b := make([]byte, n)
+	_, err := r.f.ReadAt(b, off)
+	return b, err
+}
+
+// PayloadAt returns where the payload of the job at index i lies in the
+// file and its length: a locator for a job that moves from the run to an
+// open bucket. Two preads.
+func (r *Run) PayloadAt(i uint32) (off int64, n int, err error) {
+	if int(i) >= r.N {
+		return 0, 0, fmt.Errorf("bucket: run %d: no job %d", r.ID, i)
+	}
+	var ob [8]byte
+	if _, err := r.f.ReadAt(ob[:], r.offsAt+8*int64(i)); err != nil {
+		return 0, 0, err
+	}
+	start := int64(binary.LittleEndian.Uint64(ob[:]))
+	var hb [8]byte
+	if _, err := r.f.ReadAt(hb[:], start); err != nil {
+		return 0, 0, err
+	}
+	hl, pl := int64(binary.LittleEndian.Uint32(hb[0:])), int(binary.LittleEndian.Uint32(hb[4:]))
+	return start + dataHeader + hl, pl, nil
+}

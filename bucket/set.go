@@ -1,0 +1,407 @@
+package bucket
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/delayd/delayd/aof"
+	"github.com/delayd/delayd/offheap"
+)
+
+// Loc is where the payload of a job in an open (or frozen) bucket lies
+// until the seal copies it into the run: a log segment (the locator the
+// job had on disk) or a run it moved from.
+type Loc struct {
+	File uint64 // the segment's id, or with Run the run's
+	Off  int64
+	N    uint32
+	Run  bool
+}
+
+// LogReader reads a payload from the log's segment seg (its id modulo
+// 65,536, as a job's home names it): the journal's ReadPayload.
+type LogReader interface {
+	ReadPayload(seg uint16, off int64, n int) ([]byte, error)
+}
+
+// Options configure a Set.
+type Options struct {
+	FS   aof.FS
+	Path string // the log's: runs are Path.bucket.<id>, the checkpoint Path.buckets
+	Log  LogReader
+	// MaxOpen is the jobs an open bucket takes before it is frozen (at
+	// most, and by default, 1<<20); HeadSpace the bytes of their heads
+	// (default 64 MiB).
+	MaxOpen   int
+	HeadSpace int
+}
+
+// Job is a job in a bucket, as Get and ReadDue return it.
+type Job struct {
+	Due           int64
+	Seq, SID      uint64
+	Head, Payload []byte
+	// Where it was: Take checks it is still there.
+	slot  int
+	id    uint64
+	index uint32
+}
+
+// Errors.
+var (
+	ErrExists  = errors.New("bucket: the id is in a bucket already")
+	ErrNoSlots = errors.New("bucket: every bucket slot is taken")
+	ErrZeroID  = errors.New("bucket: a server id of 0")
+)
+
+// openEntry is an open or frozen bucket's job: 56 bytes, mapped.
+type openEntry struct {
+	Due              int64
+	Seq, SID         uint64
+	HeadOff, HeadLen uint32
+	Loc              Loc
+}
+
+// bucket is an open or frozen bucket (ents set) or a run (run set).
+type bucket struct {
+	id     uint64
+	ents   []openEntry // mapped, cap MaxOpen; nil for a run
+	heads  []byte      // mapped, cap HeadSpace
+	n, hn  int         // entries, head bytes
+	frozen bool
+	minDue int64 // a lower bound of live entries' dues (in memory)
+	scan   int   // in memory: entries before it are dead
+
+	run    *Run
+	cursor int // runs: sorted positions before it are dead
+
+	dead []uint64 // a bit per index: removed, moved or taken
+	live int
+	refs int            // entries of buckets in memory whose payload lies in this run
+	uses map[uint64]int // in memory: runs its entries' payloads lie in, and how many
+}
+
+func (b *bucket) isDead(i uint32) bool { return b.dead[i>>6]&(1<<(i&63)) != 0 }
+func (b *bucket) kill(i uint32)        { b.dead[i>>6] |= 1 << (i & 63); b.live-- }
+
+// Set is the far-future jobs: the runs on disk, the open bucket, the
+// frozen ones being written, and the index over all of them. Every method
+// but WriteFrozen, ReadDue and the file functions is for the owner's lock.
+type Set struct {
+	o      Options
+	x      index
+	b      [maxSlots]*bucket
+	byID   map[uint64]int // bucket id -> slot
+	open   int            // the open bucket's slot; -1: none
+	nextID uint64
+	jobs   int64
+	named  map[uint64]bool // runs the last checkpoint named
+	pos    Pos             // the log position the last checkpoint covers
+}
+
+// New returns an empty Set whose first bucket will be id 1.
+func New(o Options) *Set {
+	if o.MaxOpen <= 0 || o.MaxOpen > maxEntries {
+		o.MaxOpen = maxEntries
+	}
+	if o.HeadSpace <= 0 {
+		o.HeadSpace = 64 << 20
+	}
+	return &Set{o: o, byID: map[uint64]int{}, open: -1, nextID: 1, named: map[uint64]bool{}}
+}
+
+// Len is the jobs in the Set.
+func (s *Set) Len() int64 { return s.jobs }
+
+// Has says whether sid's job is in a bucket. O(1).
+func (s *Set) Has(sid uint64) bool {
+	_, ok := s.x.get(sid)
+	return ok
+}
+
+// InRun says whether sid's job is in a run (not in a bucket in memory):
+// during the start's replay of the log before the checkpoint's position,
+// the jobs whose records replay skips (the run has them as of it).
+func (s *Set) InRun(sid uint64) bool {
+	l, ok := s.x.get(sid)
+	if !ok {
+		return false
+	}
+	slot, _ := unpackLoc(l)
+	return s.b[slot].run != nil
+}
+
+func (s *Set) newBucket() (int, error) {
+	for i := range s.b {
+		if s.b[i] == nil {
+			b := &bucket{
+				id:     s.nextID,
+				ents:   offheap.Make[openEntry](s.o.MaxOpen),
+				heads:  offheap.Make[byte](s.o.HeadSpace),
+				dead:   make([]uint64, (s.o.MaxOpen+63)/64),
+				minDue: 1<<63 - 1,
+				uses:   map[uint64]int{},
+			}
+			s.nextID++
+			s.b[i] = b
+			s.byID[b.id] = i
+			return i, nil
+		}
+	}
+	return 0, ErrNoSlots
+}
+
+// Add puts a job in the open bucket: its due and add order, its server id
+// (not 0), its head (copied) and where its payload lies. A full open
+// bucket is frozen first (Frozen lists it for WriteFrozen). O(len(head)).
+func (s *Set) Add(due int64, seq, sid uint64, head []byte, loc Loc) error {
+	if sid == 0 {
+		return ErrZeroID
+	}
+	if _, ok := s.x.get(sid); ok {
+		return ErrExists
+	}
+	if len(head) > s.o.HeadSpace {
+		return fmt.Errorf("bucket: a head of %d bytes", len(head))
+	}
+	if s.open >= 0 {
+		if b := s.b[s.open]; b.n == s.o.MaxOpen || b.hn+len(head) > s.o.HeadSpace {
+			b.frozen = true
+			s.open = -1
+		}
+	}
+	if s.open < 0 {
+		slot, err := s.newBucket()
+		if err != nil {
+			return err
+		}
+		s.open = slot
+	}
+	if loc.Run {
+		r, ok := s.byID[loc.File]
+		if !ok || s.b[r].run == nil {
+			return fmt.Errorf("bucket: a payload in run %d, which is not open", loc.File)
+		}
+		s.b[r].refs++
+		s.b[s.open].uses[loc.File]++
+	}
+	b := s.b[s.open]
+	i := b.n
+	b.ents[i] = openEntry{Due: due, Seq: seq, SID: sid, HeadOff: uint32(b.hn), HeadLen: uint32(len(head)), Loc: loc}
+	copy(b.heads[b.hn:], head)
+	b.hn += len(head)
+	b.n++
+	b.live++
+	b.minDue = min(b.minDue, due)
+	s.x.put(sid, packLoc(s.open, uint32(i)))
+	s.jobs++
+	return nil
+}
+
+// Get reads sid's job: from memory and its payload's locator, or from its
+// run (two preads). ok is false if no bucket holds sid.
+func (s *Set) Get(sid uint64) (j Job, ok bool, err error) {
+	l, ok := s.x.get(sid)
+	if !ok {
+		return j, false, nil
+	}
+	slot, i := unpackLoc(l)
+	b := s.b[slot]
+	if b.run != nil {
+		rj, err := b.run.ReadData(i)
+		if err == nil && rj.SID != sid {
+			err = fmt.Errorf("%w: run %d: job %d is not id %d", ErrCorrupt, b.id, i, sid)
+		}
+		return Job{Due: rj.Due, Seq: rj.Seq, SID: sid, Head: rj.Head, Payload: rj.Payload, slot: slot, id: b.id, index: i}, true, err
+	}
+	e := &b.ents[i]
+	j = Job{Due: e.Due, Seq: e.Seq, SID: sid, Head: slices.Clone(b.heads[e.HeadOff : e.HeadOff+e.HeadLen]), slot: slot, id: b.id, index: i}
+	j.Payload, err = s.readLoc(e.Loc, s.runOf)
+	return j, true, err
+}
+
+// runOf returns the open run id, or nil.
+func (s *Set) runOf(id uint64) *Run {
+	if slot, ok := s.byID[id]; ok {
+		return s.b[slot].run
+	}
+	return nil
+}
+
+// readLoc reads the payload loc names; runs finds a run by id.
+func (s *Set) readLoc(loc Loc, runs func(uint64) *Run) ([]byte, error) {
+	if loc.N == 0 {
+		return []byte{}, nil
+	}
+	if loc.Run {
+		r := runs(loc.File)
+		if r == nil {
+			return nil, fmt.Errorf("bucket: payload in run %d, which is gone", loc.File)
+		}
+		return r.ReadPayload(loc.Off, int(loc.N))
+	}
+	if s.o.Log == nil {
+		return nil, errors.New("bucket: payload in the log and no reader of it")
+	}
+	return s.o.Log.ReadPayload(uint16(loc.File), loc.Off, int(loc.N))
+}
+
+// Remove takes sid's job out of its bucket (a cancel, an ack, a replace, a
+// DEL of its queue) and says whether a bucket held it. O(1), no I/O.
+func (s *Set) Remove(sid uint64) bool {
+	l, ok := s.x.get(sid)
+	if !ok {
+		return false
+	}
+	slot, i := unpackLoc(l)
+	s.x.del(sid)
+	s.b[slot].kill(i)
+	s.jobs--
+	return true
+}
+
+// Move gives sid's job a new due and add order and head (a reschedule
+// beyond the horizon): it leaves its bucket for the open one, its payload
+// staying where it is (in memory's locator, or in its run: two preads).
+func (s *Set) Move(sid uint64, due int64, seq uint64, head []byte) error {
+	l, ok := s.x.get(sid)
+	if !ok {
+		return fmt.Errorf("bucket: no job %d", sid)
+	}
+	slot, i := unpackLoc(l)
+	b := s.b[slot]
+	var loc Loc
+	if b.run != nil {
+		off, n, err := b.run.PayloadAt(i)
+		if err != nil {
+			return err
+		}
+		loc = Loc{File: b.id, Off: off, N: uint32(n), Run: true}
+	} else {
+		loc = b.ents[i].Loc
+	}
+	s.Remove(sid)
+	return s.Add(due, seq, sid, head, loc)
+}
+
+// Frozen is a bucket that takes no more jobs, to be written as a run.
+type Frozen struct {
+	slot int
+	id   uint64
+	b    *bucket
+	runs map[uint64]*Run // the runs its payloads lie in
+}
+
+// ID is the run id the frozen bucket will be written as.
+func (f *Frozen) ID() uint64 { return f.id }
+
+// Freeze closes the open bucket to new jobs (a checkpoint's first step) and
+// returns every frozen bucket not yet written, oldest first.
+func (s *Set) Freeze() []*Frozen {
+	if s.open >= 0 {
+		s.b[s.open].frozen = true
+		s.open = -1
+	}
+	return s.Frozen()
+}
+
+// Frozen returns the frozen buckets not yet written, oldest first.
+func (s *Set) Frozen() []*Frozen {
+	var fs []*Frozen
+	for slot, b := range s.b {
+		if b != nil && b.frozen {
+			f := &Frozen{slot: slot, id: b.id, b: b, runs: map[uint64]*Run{}}
+			for id := range b.uses {
+				f.runs[id] = s.runOf(id)
+			}
+			fs = append(fs, f)
+		}
+	}
+	slices.SortFunc(fs, func(a, b *Frozen) int { return cmpInt(a.id, b.id) })
+	return fs
+}
+
+// WriteFrozen writes f as a run: without the owner's lock (a frozen
+// bucket's entries and heads do not change; which are dead is not read:
+// the run holds them all and Install carries the dead bits over). It reads
+// each payload once through its locator.
+func (s *Set) WriteFrozen(f *Frozen) (*Run, error) {
+	b := f.b
+	return writeRun(s.o.FS, s.o.Path, f.id, b.n, func(i int) (runJob, error) {
+		e := &b.ents[i]
+		p, err := s.readLoc(e.Loc, func(id uint64) *Run { return f.runs[id] })
+		if err != nil {
+			return runJob{}, err
+		}
+		return runJob{Due: e.Due, Seq: e.Seq, SID: e.SID, Head: b.heads[e.HeadOff : e.HeadOff+e.HeadLen], Payload: p}, nil
+	})
+}
+
+// Install makes f's bucket the run WriteFrozen wrote: its memory is freed
+// and the runs its payloads lay in are no longer needed by it. The index
+// does not change: a job keeps its slot and index. O(1) but the unmap.
+func (s *Set) Install(f *Frozen, r *Run) {
+	b := s.b[f.slot]
+	if b != f.b || !b.frozen || r.ID != b.id {
+		r.Close()
+		return // dropped meanwhile (Reset)
+	}
+	for id, n := range b.uses {
+		if slot, ok := s.byID[id]; ok {
+			s.b[slot].refs -= n
+		}
+	}
+	offheap.Free(b.ents)
+	offheap.Free(b.heads)
+	b.ents, b.heads, b.uses, b.frozen, b.hn, b.run = nil, nil, nil, false, 0, r
+	b.dead = b.dead[:(b.n+63)/64]
+}
+
+// Reset drops every job (FLUSHALL): the runs stay on disk, all dead, until
+// the next checkpoint that names none of them removes them.
+func (s *Set) Reset() {
+	s.x.reset()
+	for slot, b := range s.b {
+		if b == nil {
+			continue
+		}
+		if b.run == nil {
+			offheap.Free(b.ents)
+			offheap.Free(b.heads)
+			delete(s.byID, b.id)
+			s.b[slot] = nil
+			continue
+		}
+		for i := range b.dead {
+			b.dead[i] = ^uint64(0)
+		}
+		b.live, b.cursor, b.refs = 0, b.run.N, 0
+	}
+	s.open = -1
+	s.jobs = 0
+}
+
+// Info is what INFO shows of the Set.
+type Info struct {
+	Jobs       int64
+	Runs, Mem  int   // buckets on disk, in memory (open and frozen)
+	IndexBytes int64 // the index's mapped memory
+	MemBytes   int64 // what the in-memory buckets' entries and heads have touched
+}
+
+// Info returns the Set's figures. O(buckets).
+func (s *Set) Info() Info {
+	in := Info{Jobs: s.jobs, IndexBytes: s.x.bytes()}
+	for _, b := range s.b {
+		switch {
+		case b == nil:
+		case b.run != nil:
+			in.Runs++
+		default:
+			in.Mem++
+			in.MemBytes += int64(b.n)*56 + int64(b.hn)
+		}
+	}
+	return in
+}
