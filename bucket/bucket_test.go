@@ -44,7 +44,10 @@ type want struct {
 	due           int64
 	seq           uint64
 	head, payload []byte
+	queue         string
 }
+
+func queueOf(sid uint64) string { return fmt.Sprint("q", sid%3) }
 
 func newSet(t *testing.T, fs aof.FS, log LogReader, maxOpen int) *Set {
 	t.Helper()
@@ -71,7 +74,7 @@ func check(t *testing.T, s *Set, m map[uint64]want) {
 		if !ok || err != nil {
 			t.Fatalf("Get(%d): ok %v, %v", sid, ok, err)
 		}
-		if j.Due != w.due || j.Seq != w.seq || !bytes.Equal(j.Head, w.head) || !bytes.Equal(j.Payload, w.payload) {
+		if j.Due != w.due || j.Seq != w.seq || j.Queue != w.queue || !bytes.Equal(j.Head, w.head) || !bytes.Equal(j.Payload, w.payload) {
 			t.Fatalf("Get(%d) = due %d seq %d head %q payload %d bytes; want due %d seq %d head %q payload %d bytes",
 				sid, j.Due, j.Seq, j.Head, len(j.Payload), w.due, w.seq, w.head, len(w.payload))
 		}
@@ -174,9 +177,9 @@ func TestRunRoundTripAndBound(t *testing.T) {
 	for i := range jobs {
 		sid := uint64(i + 1)
 		due := 1000 + rng.Int64N(50) // many equal dues: order by seq
-		jobs[i] = runJob{Due: due, Seq: uint64(n - i), SID: sid, Head: headOf(sid, due), Payload: payloadOf(sid)}
+		jobs[i] = runJob{Due: due, Seq: uint64(n - i), SID: sid, Queue: uint32(i % 2), Head: headOf(sid, due), Payload: payloadOf(sid)}
 	}
-	r, err := writeRun(fs, testPath, 7, n, func(i int) (runJob, error) { return jobs[i], nil })
+	r, err := writeRun(fs, testPath, 7, []string{"a", "bb"}, n, func(i int) (runJob, error) { return jobs[i], nil })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -201,7 +204,7 @@ func TestRunRoundTripAndBound(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got.Due != j.Due || got.Seq != j.Seq || got.SID != j.SID || !bytes.Equal(got.Head, j.Head) || !bytes.Equal(got.Payload, j.Payload) {
+		if got.Due != j.Due || got.Seq != j.Seq || got.SID != j.SID || got.Queue != j.Queue || !bytes.Equal(got.Head, j.Head) || !bytes.Equal(got.Payload, j.Payload) {
 			t.Fatalf("job %d read back as %+v", i, got)
 		}
 		off, pn, err := r.PayloadAt(uint32(i))
@@ -225,8 +228,8 @@ func TestRunRoundTripAndBound(t *testing.T) {
 func TestTornRunIsRefused(t *testing.T) {
 	fs := aof.NewMemFS()
 	const n = 20
-	r, err := writeRun(fs, testPath, 1, n, func(i int) (runJob, error) {
-		return runJob{Due: int64(i), Seq: uint64(i), SID: uint64(i + 1), Head: []byte("h"), Payload: payloadOf(uint64(i))}, nil
+	r, err := writeRun(fs, testPath, 1, []string{"q", "r"}, n, func(i int) (runJob, error) {
+		return runJob{Due: int64(i), Seq: uint64(i), SID: uint64(i + 1), Queue: uint32(i % 2), Head: []byte("h"), Payload: payloadOf(uint64(i))}, nil
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -281,18 +284,18 @@ func TestAddGetRemoveMoveAcrossASeal(t *testing.T) {
 	add := func(sid uint64, due int64) {
 		t.Helper()
 		p := payloadOf(sid)
-		if err := s.Add(due, sid*10, sid, headOf(sid, due), log.put(3, p)); err != nil {
+		if err := s.Add(due, sid*10, sid, queueOf(sid), headOf(sid, due), log.put(3, p)); err != nil {
 			t.Fatal(err)
 		}
-		m[sid] = want{due, sid * 10, headOf(sid, due), p}
+		m[sid] = want{due, sid * 10, headOf(sid, due), p, queueOf(sid)}
 	}
 	for sid := uint64(1); sid <= 10; sid++ {
 		add(sid, int64(5000-sid))
 	}
-	if err := s.Add(1, 1, 3, nil, Loc{}); !errors.Is(err, ErrExists) {
+	if err := s.Add(1, 1, 3, queueOf(3), nil, Loc{}); !errors.Is(err, ErrExists) {
 		t.Fatalf("a second add of id 3: %v", err)
 	}
-	if err := s.Add(1, 1, 0, nil, Loc{}); !errors.Is(err, ErrZeroID) {
+	if err := s.Add(1, 1, 0, queueOf(0), nil, Loc{}); !errors.Is(err, ErrZeroID) {
 		t.Fatalf("id 0: %v", err)
 	}
 	check(t, s, m)
@@ -318,7 +321,7 @@ func TestAddGetRemoveMoveAcrossASeal(t *testing.T) {
 	if err := s.Move(5, 9000, 555, headOf(5, 9000)); err != nil {
 		t.Fatal(err)
 	}
-	m[5] = want{9000, 555, headOf(5, 9000), m[5].payload}
+	m[5] = want{9000, 555, headOf(5, 9000), m[5].payload, queueOf(5)}
 	if s.InRun(5) {
 		t.Fatal("a moved job is still in its run")
 	}
@@ -376,10 +379,10 @@ func TestLoadNeverLateNorEarly(t *testing.T) {
 			sid++
 			due := now + ahead + 1 + rng.Int64N(20_000)
 			p := payloadOf(sid)
-			if err := s.Add(due, sid, sid, headOf(sid, due), log.put(uint16(sid%7), p)); err != nil {
+			if err := s.Add(due, sid, sid, queueOf(sid), headOf(sid, due), log.put(uint16(sid%7), p)); err != nil {
 				t.Fatal(err)
 			}
-			m[sid] = want{due, sid, headOf(sid, due), p}
+			m[sid] = want{due, sid, headOf(sid, due), p, queueOf(sid)}
 		}
 		if len(m) > 0 && rng.IntN(3) == 0 {
 			for victim := range m {
@@ -392,13 +395,38 @@ func TestLoadNeverLateNorEarly(t *testing.T) {
 					if err := s.Move(victim, due, sid, headOf(victim, due)); err != nil {
 						t.Fatal(err)
 					}
-					m[victim] = want{due, sid, headOf(victim, due), m[victim].payload}
+					m[victim] = want{due, sid, headOf(victim, due), m[victim].payload, queueOf(victim)}
 				}
 				break
 			}
 		}
 		if step%37 == 0 {
 			checkpoint(t, s, fs, Pos{1, int64(step)})
+		}
+		if step%53 == 52 {
+			// DEL of a queue: every job of it, wherever it is, and no other.
+			q := queueOf(uint64(step))
+			p := s.OfQueue(q)
+			js, err := s.ReadQueue(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range js {
+				if js[i].Queue != q {
+					t.Fatalf("OfQueue(%s) read %+v", q, js[i])
+				}
+				if s.Take(&js[i]) {
+					if _, ok := m[js[i].SID]; !ok {
+						t.Fatalf("OfQueue(%s) took %d, which was gone", q, js[i].SID)
+					}
+					delete(m, js[i].SID)
+				}
+			}
+			for id, w := range m {
+				if w.queue == q {
+					t.Fatalf("job %d of %s left after its DEL", id, q)
+				}
+			}
 		}
 		now += 1 + rng.Int64N(100)
 		got := load(t, s, now+ahead, 1<<20)
@@ -438,8 +466,8 @@ func TestCrashBetweenSteps(t *testing.T) {
 			m := map[uint64]want{}
 			for sid := uint64(1); sid <= 30; sid++ {
 				p := payloadOf(sid)
-				s.Add(int64(sid), sid, sid, headOf(sid, int64(sid)), log.put(1, p))
-				m[sid] = want{int64(sid), sid, headOf(sid, int64(sid)), p}
+				s.Add(int64(sid), sid, sid, queueOf(sid), headOf(sid, int64(sid)), log.put(1, p))
+				m[sid] = want{int64(sid), sid, headOf(sid, int64(sid)), p, queueOf(sid)}
 			}
 			checkpoint(t, s, fs, Pos{1, 100})
 			before := maps(m)
@@ -447,11 +475,11 @@ func TestCrashBetweenSteps(t *testing.T) {
 			s.Remove(2)
 			delete(m, 2)
 			s.Move(3, 500, 99, headOf(3, 500))
-			m[3] = want{500, 99, headOf(3, 500), m[3].payload}
+			m[3] = want{500, 99, headOf(3, 500), m[3].payload, queueOf(3)}
 			for sid := uint64(31); sid <= 45; sid++ {
 				p := payloadOf(sid)
-				s.Add(int64(sid)+100, sid, sid, headOf(sid, int64(sid)+100), log.put(2, p))
-				m[sid] = want{int64(sid) + 100, sid, headOf(sid, int64(sid)+100), p}
+				s.Add(int64(sid)+100, sid, sid, queueOf(sid), headOf(sid, int64(sid)+100), log.put(2, p))
+				m[sid] = want{int64(sid) + 100, sid, headOf(sid, int64(sid)+100), p, queueOf(sid)}
 			}
 			for _, j := range load(t, s, 10, 100) {
 				delete(m, j.SID)
@@ -534,7 +562,7 @@ func TestTornCheckpointIsRefused(t *testing.T) {
 	fs, log := aof.NewMemFS(), newFakeLog()
 	s := newSet(t, fs, log, 8)
 	for sid := uint64(1); sid <= 20; sid++ {
-		s.Add(int64(sid), sid, sid, nil, log.put(1, payloadOf(sid)))
+		s.Add(int64(sid), sid, sid, queueOf(sid), nil, log.put(1, payloadOf(sid)))
 	}
 	s.Remove(7)
 	checkpoint(t, s, fs, Pos{1, 1})
@@ -557,5 +585,59 @@ func TestTornCheckpointIsRefused(t *testing.T) {
 	fs.Remove(RunPath(testPath, 2))
 	if _, err := Open(Options{FS: fs, Path: testPath}); err == nil {
 		t.Fatal("a checkpoint naming a missing run opened")
+	}
+}
+
+// TestIndexLocOfAllOnes: the last slot's last entry packs to the tombstone's
+// loc; a live cell is told by its id, never by its loc.
+func TestIndexLocOfAllOnes(t *testing.T) {
+	var x index
+	defer x.reset()
+	l := packLoc(maxSlots-1, maxEntries-1)
+	if l != tombLoc {
+		t.Fatalf("packLoc = %#x", l)
+	}
+	x.put(42, l)
+	if got, ok := x.get(42); !ok || got != l {
+		t.Fatalf("get = %#x %v", got, ok)
+	}
+	if !x.del(42) || x.del(42) {
+		t.Fatal("del")
+	}
+	if _, ok := x.get(0); ok {
+		t.Fatal("id 0 found")
+	}
+}
+
+// TestFormatIsPinned pins the bytes of a run and of a checkpoint: a change
+// of either format must come with a new magic (old files must open) and a
+// new pin here.
+func TestFormatIsPinned(t *testing.T) {
+	fs := aof.NewMemFS()
+	r, err := writeRun(fs, testPath, 3, []string{"mail"}, 2, func(i int) (runJob, error) {
+		return runJob{Due: int64(2 - i), Seq: uint64(i), SID: uint64(0x100 + i), Head: []byte{'h', byte(i)}, Payload: []byte{'p'}}, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Close()
+	run, _ := fs.ReadFile(RunPath(testPath, 3))
+	const wantRun = "444c59424b540001" + // magic
+		"02000000010000000000000000000000020000000000000000000000000000000001000000000000" + "6800" + "70" + "1789fb88" + // job 0: hlen plen queue 0 due seq sid, head, payload, CRC
+		"02000000010000000000000000000000010000000000000001000000000000000101000000000000" + "6801" + "70" + "a61d5057" +
+		"0800000000000000" + "3700000000000000" + // offsets
+		"0100000000000000" + "0100000000000000" + "0101000000000000" + "01000000" + "00000000" + // sorted: job 1 (due 1) first
+		"0200000000000000" + "0000000000000000" + "0001000000000000" + "00000000" + "00000000" +
+		"01000000" + "04000000" + "6d61696c" + // names
+		"444c5942454e4401" + "0300000000000000" + "0200000000000000" + "6600000000000000" + "7600000000000000" + "b600000000000000" +
+		"e4dcbab8" + "798aae7b" + "099b63b6" + "7d0c2cd4" // trailer
+	if got := fmt.Sprintf("%x", run); got != wantRun {
+		t.Errorf("run bytes:\n got %s\nwant %s", got, wantRun)
+	}
+	cp := &Checkpoint{Pos: Pos{5, 77}, NextID: 4, Runs: []RunState{{ID: 3, N: 2, Cursor: 1, Dead: []uint64{1}}}, Drop: []uint64{2}}
+	const wantCP = "444c5942434b5001" + "0500000000000000" + "4d00000000000000" + "0400000000000000" + "01000000" + "01000000" +
+		"0300000000000000" + "02000000" + "01000000" + "0100000000000000" + "0200000000000000" + "84b205f0"
+	if got := fmt.Sprintf("%x", cp.encode()); got != wantCP {
+		t.Errorf("checkpoint bytes:\n got %s\nwant %s", got, wantCP)
 	}
 }

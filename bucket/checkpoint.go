@@ -74,9 +74,13 @@ func (s *Set) Checkpoint(pos Pos) *Checkpoint {
 		cp.Runs = append(cp.Runs, RunState{ID: b.id, N: n, Cursor: b.cursor, Dead: slices.Clone(b.dead[:(n+63)/64])})
 	}
 	slices.SortFunc(cp.Runs, func(a, b RunState) int { return cmpInt(a.ID, b.ID) })
-	for id := range s.named {
-		if _, ok := slices.BinarySearchFunc(cp.Runs, id, func(r RunState, id uint64) int { return cmpInt(r.ID, id) }); !ok {
-			cp.Drop = append(cp.Drop, id)
+	// Every bucket the checkpoint does not name goes once it is installed
+	// (Installed), or later if an open bucket reads a payload from it:
+	// a start after a crash removes them again. Any bucket in memory that
+	// reads from one is frozen now, and written before the checkpoint.
+	for _, b := range s.b {
+		if b != nil && b.live == 0 {
+			cp.Drop = append(cp.Drop, b.id)
 		}
 	}
 	slices.Sort(cp.Drop)
@@ -122,6 +126,9 @@ func decodeCheckpoint(b []byte) (*Checkpoint, error) {
 	cp.Pos.Off = int64(u64())
 	cp.NextID = u64()
 	nr, nd := int(u32()), int(u32())
+	if nr > maxSlots {
+		return nil, ErrCorrupt
+	}
 	for range nr {
 		if len(b) < 16 {
 			return nil, ErrCorrupt
@@ -137,7 +144,7 @@ func decodeCheckpoint(b []byte) (*Checkpoint, error) {
 		}
 		cp.Runs = append(cp.Runs, r)
 	}
-	if len(b) != 8*nd || nr > maxSlots {
+	if len(b) != 8*nd {
 		return nil, ErrCorrupt
 	}
 	for range nd {

@@ -24,7 +24,8 @@ type runPart struct {
 	slot     int
 	id       uint64
 	r        *Run
-	from, to int // sorted positions
+	from, to int    // sorted positions
+	queue    uint32 // OfQueue's: the queue's number in the run
 }
 
 // Due plans the reading of the live jobs due by until: at most max of
@@ -65,7 +66,7 @@ func (s *Set) dueInMemory(p *Plan, slot int, b *bucket, until int64, max int) {
 			rest = min(rest, e.Due)
 			continue
 		}
-		p.mem = append(p.mem, Job{Due: e.Due, Seq: e.Seq, SID: e.SID,
+		p.mem = append(p.mem, Job{Due: e.Due, Seq: e.Seq, SID: e.SID, Queue: b.names[e.Queue],
 			Head: slices.Clone(b.heads[e.HeadOff : e.HeadOff+e.HeadLen]),
 			slot: slot, id: b.id, index: uint32(i)})
 		p.locs = append(p.locs, e.Loc)
@@ -116,7 +117,7 @@ func (s *Set) ReadDue(p *Plan) ([]Job, error) {
 			if err != nil {
 				return nil, err
 			}
-			js = append(js, Job{Due: e.Due, Seq: e.Seq, SID: e.SID, Head: rj.Head, Payload: rj.Payload,
+			js = append(js, Job{Due: e.Due, Seq: e.Seq, SID: e.SID, Queue: rp.r.Names[e.Queue], Head: rj.Head, Payload: rj.Payload,
 				slot: rp.slot, id: rp.id, index: e.Index})
 		}
 	}
@@ -162,4 +163,52 @@ func (s *Set) Settle(p *Plan) {
 			rp.from++
 		}
 	}
+}
+
+// OfQueue plans the reading of every live job of queue, for a DEL of it:
+// the owner reads them (ReadQueue), takes each (Take) and drops it, as
+// replay will. No I/O; O(jobs of buckets in memory that hold the queue).
+func (s *Set) OfQueue(queue string) *Plan {
+	p := &Plan{until: 1<<63 - 1}
+	for slot, b := range s.b {
+		if b == nil || b.live == 0 {
+			continue
+		}
+		qn, ok := b.queueNo(queue)
+		switch {
+		case !ok:
+		case b.run != nil:
+			p.runs = append(p.runs, runPart{slot: slot, id: b.id, r: b.run, from: b.cursor, to: b.run.N, queue: qn})
+		default:
+			for i := range b.n {
+				if e := &b.ents[i]; e.Queue == qn && !b.isDead(uint32(i)) {
+					p.mem = append(p.mem, Job{Due: e.Due, Seq: e.Seq, SID: e.SID, Queue: queue, slot: slot, id: b.id, index: uint32(i)})
+				}
+			}
+		}
+	}
+	return p
+}
+
+// ReadQueue reads what OfQueue planned, without the owner's lock (as
+// ReadDue): the jobs' ids and places, not their heads or payloads; dead
+// ones included (Take tells).
+func (s *Set) ReadQueue(p *Plan) ([]Job, error) {
+	js := p.mem
+	const chunk = 1 << 14
+	var ss []Sorted
+	for _, rp := range p.runs {
+		for from := rp.from; from < rp.to; from += chunk {
+			var err error
+			if ss, err = rp.r.ReadSorted(from, min(from+chunk, rp.to), ss[:0]); err != nil {
+				return nil, err
+			}
+			for _, e := range ss {
+				if e.Queue == rp.queue {
+					js = append(js, Job{Due: e.Due, Seq: e.Seq, SID: e.SID, Queue: rp.r.Names[e.Queue], slot: rp.slot, id: rp.id, index: e.Index})
+				}
+			}
+		}
+	}
+	return js, nil
 }

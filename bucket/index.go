@@ -19,7 +19,7 @@ const (
 	maxEntries = 1 << entryBits // jobs a bucket holds at most
 	maxSlots   = 1 << (32 - entryBits)
 	tombLoc    = ^uint32(0) // a deleted cell: id 0, loc tombLoc; an empty one is all zero
-	minShard   = 16
+	minShard   = 256        // 3 KiB: a mapping is a page at least
 )
 
 type cell struct{ lo, hi, loc uint32 }
@@ -58,8 +58,8 @@ func (sh *shard) find(sid, h uint64) (int, bool) {
 	for i := int(h) & mask; ; i = (i + 1) & mask {
 		c := &sh.cells[i]
 		switch {
-		case c.lo == lo && c.hi == hi && c.loc != tombLoc && (lo|hi) != 0:
-			return i, true
+		case c.lo == lo && c.hi == hi && lo|hi != 0:
+			return i, true // a live cell's id is never 0, so its loc may be any value
 		case c.lo|c.hi == 0 && c.loc == 0:
 			if free < 0 {
 				free = i
@@ -73,6 +73,9 @@ func (sh *shard) find(sid, h uint64) (int, bool) {
 
 // get returns where sid's job is. O(1).
 func (x *index) get(sid uint64) (uint32, bool) {
+	if sid == 0 {
+		return 0, false
+	}
 	h := mix(sid)
 	sh := &x.sh[h>>(64-shardBits)]
 	if sh.n == 0 {
@@ -107,6 +110,9 @@ func (x *index) put(sid uint64, loc uint32) {
 
 // del unfiles sid and says whether it was filed. O(1).
 func (x *index) del(sid uint64) bool {
+	if sid == 0 {
+		return false
+	}
 	h := mix(sid)
 	sh := &x.sh[h>>(64-shardBits)]
 	if sh.n == 0 {

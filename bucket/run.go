@@ -16,14 +16,17 @@ import (
 // A run's file, written once and never changed:
 //
 //	header  8 bytes: runMagic
-//	data    per job, in index order: hlen u32, plen u32, due i64, seq u64,
-//	        sid u64, head, payload, CRC-32C of all before it
+//	data    per job, in index order: hlen u32, plen u32, queue u32,
+//	        zero u32, due i64, seq u64, sid u64, head, payload, CRC-32C of
+//	        all before it
 //	offsets n u64: where each job's data starts, by index
 //	sorted  n entries of 32 bytes, by (due, seq): due i64, seq u64,
-//	        sid u64, index u32, zero u32
-//	trailer 56 bytes: trailerMagic, id, n, offsets' start, sorted's start
-//	        (u64 each), CRC-32C of offsets, of sorted, of the trailer's
-//	        first 48 bytes, zero u32
+//	        sid u64, index u32, queue u32
+//	names   the queues' names: count u32, then per name its length u32
+//	        and bytes; a job's queue is its number in this list
+//	trailer 64 bytes: trailerMagic, id, n, offsets' start, sorted's
+//	        start, names' start (u64 each), CRC-32C of offsets, of sorted,
+//	        of names, of the trailer's first 60 bytes
 //
 // Little-endian throughout. The index (a job's place in data and offsets)
 // is the order jobs entered the open bucket, so the id index's cells name
@@ -32,9 +35,9 @@ import (
 // data is checked when it is read.
 const (
 	headerSize  = 8
-	trailerSize = 56
+	trailerSize = 64
 	sortedSize  = 32
-	dataHeader  = 32 // hlen, plen, due, seq, sid
+	dataHeader  = 40 // hlen, plen, queue, zero, due, seq, sid
 	// sparseEvery is how many sorted entries share one due in memory
 	// (Run.first): a 4 KiB read finds a due time's place.
 	sparseEvery = 128
@@ -60,6 +63,7 @@ type Sorted struct {
 	Due      int64
 	Seq, SID uint64
 	Index    uint32 // the job's place in data and offsets
+	Queue    uint32 // its queue's number in the run's Names
 }
 
 // Run is a sealed bucket's file, open for reading. Its fields never change
@@ -67,6 +71,7 @@ type Sorted struct {
 type Run struct {
 	ID     uint64
 	N      int
+	Names  []string // the queues of its jobs
 	f      aof.File
 	offsAt int64
 	sortAt int64
@@ -77,14 +82,16 @@ type Run struct {
 type runJob struct {
 	Due           int64
 	Seq, SID      uint64
+	Queue         uint32 // a number in the run's names
 	Head, Payload []byte
 }
 
-// writeRun writes the n jobs job(i) gives as run id at path: to a
+// writeRun writes the n jobs job(i) gives, of the queues names, as run id
+// at path: to a
 // temporary file, fsynced, renamed, the directory fsynced (aof.Install).
 // It reads each job once, in index order, and sorts 32 bytes a job in
 // memory. On error nothing is left under the run's name.
-func writeRun(fs aof.FS, path string, id uint64, n int, job func(i int) (runJob, error)) (r *Run, err error) {
+func writeRun(fs aof.FS, path string, id uint64, names []string, n int, job func(i int) (runJob, error)) (r *Run, err error) {
 	name := RunPath(path, id)
 	tmp := name + ".tmp"
 	f, err := fs.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
@@ -110,13 +117,18 @@ func writeRun(fs aof.FS, path string, id uint64, n int, job func(i int) (runJob,
 		if err != nil {
 			return nil, fmt.Errorf("bucket: run %d, job %d: %w", id, i, err)
 		}
+		if int(j.Queue) >= len(names) {
+			return nil, fmt.Errorf("bucket: run %d, job %d: queue %d of %d", id, i, j.Queue, len(names))
+		}
 		binary.LittleEndian.PutUint64(offs[8*i:], uint64(at))
-		srt[i] = Sorted{Due: j.Due, Seq: j.Seq, SID: j.SID, Index: uint32(i)}
+		srt[i] = Sorted{Due: j.Due, Seq: j.Seq, SID: j.SID, Index: uint32(i), Queue: j.Queue}
 		binary.LittleEndian.PutUint32(hdr[0:], uint32(len(j.Head)))
 		binary.LittleEndian.PutUint32(hdr[4:], uint32(len(j.Payload)))
-		binary.LittleEndian.PutUint64(hdr[8:], uint64(j.Due))
-		binary.LittleEndian.PutUint64(hdr[16:], j.Seq)
-		binary.LittleEndian.PutUint64(hdr[24:], j.SID)
+		binary.LittleEndian.PutUint32(hdr[8:], j.Queue)
+		binary.LittleEndian.PutUint32(hdr[12:], 0)
+		binary.LittleEndian.PutUint64(hdr[16:], uint64(j.Due))
+		binary.LittleEndian.PutUint64(hdr[24:], j.Seq)
+		binary.LittleEndian.PutUint64(hdr[32:], j.SID)
 		c := crc32.Update(0, castagnoli, hdr[:])
 		c = crc32.Update(c, castagnoli, j.Head)
 		c = crc32.Update(c, castagnoli, j.Payload)
@@ -148,15 +160,24 @@ func writeRun(fs aof.FS, path string, id uint64, n int, job func(i int) (runJob,
 			first = append(first, s.Due)
 		}
 	}
+	namesAt := sortAt + sortedSize*int64(n)
+	nb := binary.LittleEndian.AppendUint32(nil, uint32(len(names)))
+	for _, q := range names {
+		nb = binary.LittleEndian.AppendUint32(nb, uint32(len(q)))
+		nb = append(nb, q...)
+	}
+	w.Write(nb)
 	var tr [trailerSize]byte
 	copy(tr[0:], trailerMagic[:])
 	binary.LittleEndian.PutUint64(tr[8:], id)
 	binary.LittleEndian.PutUint64(tr[16:], uint64(n))
 	binary.LittleEndian.PutUint64(tr[24:], uint64(offsAt))
 	binary.LittleEndian.PutUint64(tr[32:], uint64(sortAt))
-	binary.LittleEndian.PutUint32(tr[40:], crc32.Checksum(offs, castagnoli))
-	binary.LittleEndian.PutUint32(tr[44:], sc)
-	binary.LittleEndian.PutUint32(tr[48:], crc32.Checksum(tr[:48], castagnoli))
+	binary.LittleEndian.PutUint64(tr[40:], uint64(namesAt))
+	binary.LittleEndian.PutUint32(tr[48:], crc32.Checksum(offs, castagnoli))
+	binary.LittleEndian.PutUint32(tr[52:], sc)
+	binary.LittleEndian.PutUint32(tr[56:], crc32.Checksum(nb, castagnoli))
+	binary.LittleEndian.PutUint32(tr[60:], crc32.Checksum(tr[:60], castagnoli))
 	w.Write(tr[:])
 	if err := w.Flush(); err != nil {
 		return nil, err
@@ -176,7 +197,7 @@ func writeRun(fs aof.FS, path string, id uint64, n int, job func(i int) (runJob,
 	if err != nil {
 		return nil, err
 	}
-	return &Run{ID: id, N: n, f: rf, offsAt: offsAt, sortAt: sortAt, first: first}, nil
+	return &Run{ID: id, N: n, Names: slices.Clone(names), f: rf, offsAt: offsAt, sortAt: sortAt, first: first}, nil
 }
 
 func cmpInt[T int64 | uint64](a, b T) int {
@@ -194,7 +215,7 @@ func putSorted(b []byte, s Sorted) {
 	binary.LittleEndian.PutUint64(b[8:], s.Seq)
 	binary.LittleEndian.PutUint64(b[16:], s.SID)
 	binary.LittleEndian.PutUint32(b[24:], s.Index)
-	binary.LittleEndian.PutUint32(b[28:], 0)
+	binary.LittleEndian.PutUint32(b[28:], s.Queue)
 }
 
 func getSorted(b []byte) Sorted {
@@ -203,6 +224,7 @@ func getSorted(b []byte) Sorted {
 		Seq:   binary.LittleEndian.Uint64(b[8:]),
 		SID:   binary.LittleEndian.Uint64(b[16:]),
 		Index: binary.LittleEndian.Uint32(b[24:]),
+		Queue: binary.LittleEndian.Uint32(b[28:]),
 	}
 }
 
@@ -239,38 +261,76 @@ func openRun(f aof.File, id uint64, each func(pos int, s Sorted)) (*Run, error) 
 	if _, err := f.ReadAt(tr[:], size-trailerSize); err != nil {
 		return nil, err
 	}
-	if [8]byte(tr[0:8]) != trailerMagic || binary.LittleEndian.Uint32(tr[48:]) != crc32.Checksum(tr[:48], castagnoli) ||
-		binary.LittleEndian.Uint32(tr[52:]) != 0 {
+	if [8]byte(tr[0:8]) != trailerMagic || binary.LittleEndian.Uint32(tr[60:]) != crc32.Checksum(tr[:60], castagnoli) {
 		return nil, errors.New("bad trailer")
 	}
 	n := binary.LittleEndian.Uint64(tr[16:])
 	offsAt := int64(binary.LittleEndian.Uint64(tr[24:]))
 	sortAt := int64(binary.LittleEndian.Uint64(tr[32:]))
+	namesAt := int64(binary.LittleEndian.Uint64(tr[40:]))
 	if binary.LittleEndian.Uint64(tr[8:]) != id || n > maxEntries || offsAt < headerSize ||
-		sortAt != offsAt+8*int64(n) || sortAt+sortedSize*int64(n) != size-trailerSize {
+		sortAt != offsAt+8*int64(n) || namesAt != sortAt+sortedSize*int64(n) || namesAt+4 > size-trailerSize {
 		return nil, errors.New("trailer does not match the file")
 	}
-	if c, err := crcOf(f, offsAt, 8*int64(n), nil); err != nil || c != binary.LittleEndian.Uint32(tr[40:]) {
+	if c, err := crcOf(f, offsAt, 8*int64(n), nil); err != nil || c != binary.LittleEndian.Uint32(tr[48:]) {
 		return nil, errors.New("offsets' CRC")
 	}
-	r := &Run{ID: id, N: int(n), f: f, offsAt: offsAt, sortAt: sortAt, first: make([]int64, 0, (n+sparseEvery-1)/sparseEvery)}
-	pos := 0
+	nb := make([]byte, size-trailerSize-namesAt)
+	if _, err := f.ReadAt(nb, namesAt); err != nil || crc32.Checksum(nb, castagnoli) != binary.LittleEndian.Uint32(tr[56:]) {
+		return nil, errors.New("names' CRC")
+	}
+	names, err := decodeNames(nb)
+	if err != nil {
+		return nil, err
+	}
+	r := &Run{ID: id, N: int(n), Names: names, f: f, offsAt: offsAt, sortAt: sortAt, first: make([]int64, 0, (n+sparseEvery-1)/sparseEvery)}
+	pos, bad := 0, false
 	c, err := crcOf(f, sortAt, sortedSize*int64(n), func(b []byte) {
 		for ; len(b) >= sortedSize; b = b[sortedSize:] {
 			s := getSorted(b)
 			if pos%sparseEvery == 0 {
 				r.first = append(r.first, s.Due)
 			}
-			if each != nil && s.Index < uint32(n) {
+			if s.Index >= uint32(n) || int(s.Queue) >= len(names) {
+				bad = true
+			} else if each != nil {
 				each(pos, s)
 			}
 			pos++
 		}
 	})
-	if err != nil || c != binary.LittleEndian.Uint32(tr[44:]) {
+	if err != nil || c != binary.LittleEndian.Uint32(tr[52:]) {
 		return nil, errors.New("sorted entries' CRC")
 	}
+	if bad {
+		return nil, errors.New("a sorted entry names no job or queue")
+	}
 	return r, nil
+}
+
+func decodeNames(b []byte) ([]string, error) {
+	bad := errors.New("names")
+	if len(b) < 4 {
+		return nil, bad
+	}
+	k := binary.LittleEndian.Uint32(b)
+	b = b[4:]
+	if uint64(k) > uint64(len(b))/4 {
+		return nil, bad
+	}
+	names := make([]string, 0, k)
+	for range k {
+		if len(b) < 4 || uint64(binary.LittleEndian.Uint32(b)) > uint64(len(b)-4) {
+			return nil, bad
+		}
+		l := binary.LittleEndian.Uint32(b)
+		names = append(names, string(b[4:4+l]))
+		b = b[4+l:]
+	}
+	if len(b) != 0 {
+		return nil, bad
+	}
+	return names, nil
 }
 
 // crcOf reads n bytes at off in chunks (a multiple of sortedSize and 8),
@@ -353,9 +413,13 @@ func (r *Run) ReadData(i uint32) (j runJob, err error) {
 	if dataHeader+hl+pl+4 != int64(len(b)) || binary.LittleEndian.Uint32(b[len(b)-4:]) != crc32.Checksum(b[:len(b)-4], castagnoli) {
 		return j, fmt.Errorf("%w: run %d: job %d's data", ErrCorrupt, r.ID, i)
 	}
-	j.Due = int64(binary.LittleEndian.Uint64(b[8:]))
-	j.Seq = binary.LittleEndian.Uint64(b[16:])
-	j.SID = binary.LittleEndian.Uint64(b[24:])
+	j.Queue = binary.LittleEndian.Uint32(b[8:])
+	j.Due = int64(binary.LittleEndian.Uint64(b[16:]))
+	j.Seq = binary.LittleEndian.Uint64(b[24:])
+	j.SID = binary.LittleEndian.Uint64(b[32:])
+	if int(j.Queue) >= len(r.Names) {
+		return j, fmt.Errorf("%w: run %d: job %d's queue", ErrCorrupt, r.ID, i)
+	}
 	h := b[dataHeader:]
 	j.Head, j.Payload = h[:hl:hl], h[hl:hl+pl:hl+pl]
 	return j, nil

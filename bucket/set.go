@@ -41,6 +41,7 @@ type Options struct {
 type Job struct {
 	Due           int64
 	Seq, SID      uint64
+	Queue         string
 	Head, Payload []byte
 	// Where it was: Take checks it is still there.
 	slot  int
@@ -55,11 +56,12 @@ var (
 	ErrZeroID  = errors.New("bucket: a server id of 0")
 )
 
-// openEntry is an open or frozen bucket's job: 56 bytes, mapped.
+// openEntry is an open or frozen bucket's job: 64 bytes, mapped.
 type openEntry struct {
 	Due              int64
 	Seq, SID         uint64
 	HeadOff, HeadLen uint32
+	Queue            uint32 // a number in the bucket's names
 	Loc              Loc
 }
 
@@ -80,6 +82,19 @@ type bucket struct {
 	live int
 	refs int            // entries of buckets in memory whose payload lies in this run
 	uses map[uint64]int // in memory: runs its entries' payloads lie in, and how many
+
+	names  []string          // its jobs' queues (a run's are run.Names)
+	nameNo map[string]uint32 // in memory: names' numbers
+}
+
+// queueNo returns q's number in b's names, or false if no job of b has it.
+func (b *bucket) queueNo(q string) (uint32, bool) {
+	if b.run == nil {
+		n, ok := b.nameNo[q]
+		return n, ok
+	}
+	i := slices.Index(b.run.Names, q)
+	return uint32(i), i >= 0
 }
 
 func (b *bucket) isDead(i uint32) bool { return b.dead[i>>6]&(1<<(i&63)) != 0 }
@@ -142,6 +157,7 @@ func (s *Set) newBucket() (int, error) {
 				dead:   make([]uint64, (s.o.MaxOpen+63)/64),
 				minDue: 1<<63 - 1,
 				uses:   map[uint64]int{},
+				nameNo: map[string]uint32{},
 			}
 			s.nextID++
 			s.b[i] = b
@@ -153,9 +169,10 @@ func (s *Set) newBucket() (int, error) {
 }
 
 // Add puts a job in the open bucket: its due and add order, its server id
-// (not 0), its head (copied) and where its payload lies. A full open
-// bucket is frozen first (Frozen lists it for WriteFrozen). O(len(head)).
-func (s *Set) Add(due int64, seq, sid uint64, head []byte, loc Loc) error {
+// (not 0), its queue, its head (copied) and where its payload lies. A full
+// open bucket is frozen first (Frozen lists it for WriteFrozen).
+// O(len(head)).
+func (s *Set) Add(due int64, seq, sid uint64, queue string, head []byte, loc Loc) error {
 	if sid == 0 {
 		return ErrZeroID
 	}
@@ -187,8 +204,14 @@ func (s *Set) Add(due int64, seq, sid uint64, head []byte, loc Loc) error {
 		s.b[s.open].uses[loc.File]++
 	}
 	b := s.b[s.open]
+	qn, ok := b.nameNo[queue]
+	if !ok {
+		qn = uint32(len(b.names))
+		b.names = append(b.names, queue)
+		b.nameNo[queue] = qn
+	}
 	i := b.n
-	b.ents[i] = openEntry{Due: due, Seq: seq, SID: sid, HeadOff: uint32(b.hn), HeadLen: uint32(len(head)), Loc: loc}
+	b.ents[i] = openEntry{Due: due, Seq: seq, SID: sid, HeadOff: uint32(b.hn), HeadLen: uint32(len(head)), Queue: qn, Loc: loc}
 	copy(b.heads[b.hn:], head)
 	b.hn += len(head)
 	b.n++
@@ -213,10 +236,13 @@ func (s *Set) Get(sid uint64) (j Job, ok bool, err error) {
 		if err == nil && rj.SID != sid {
 			err = fmt.Errorf("%w: run %d: job %d is not id %d", ErrCorrupt, b.id, i, sid)
 		}
-		return Job{Due: rj.Due, Seq: rj.Seq, SID: sid, Head: rj.Head, Payload: rj.Payload, slot: slot, id: b.id, index: i}, true, err
+		if err != nil {
+			return Job{}, true, err
+		}
+		return Job{Due: rj.Due, Seq: rj.Seq, SID: sid, Queue: b.run.Names[rj.Queue], Head: rj.Head, Payload: rj.Payload, slot: slot, id: b.id, index: i}, true, nil
 	}
 	e := &b.ents[i]
-	j = Job{Due: e.Due, Seq: e.Seq, SID: sid, Head: slices.Clone(b.heads[e.HeadOff : e.HeadOff+e.HeadLen]), slot: slot, id: b.id, index: i}
+	j = Job{Due: e.Due, Seq: e.Seq, SID: sid, Queue: b.names[e.Queue], Head: slices.Clone(b.heads[e.HeadOff : e.HeadOff+e.HeadLen]), slot: slot, id: b.id, index: i}
 	j.Payload, err = s.readLoc(e.Loc, s.runOf)
 	return j, true, err
 }
@@ -262,8 +288,9 @@ func (s *Set) Remove(sid uint64) bool {
 }
 
 // Move gives sid's job a new due and add order and head (a reschedule
-// beyond the horizon): it leaves its bucket for the open one, its payload
-// staying where it is (in memory's locator, or in its run: two preads).
+// beyond the horizon): it leaves its bucket for the open one, in the same
+// queue, its payload staying where it is (in memory's locator, or in its
+// run: two preads).
 func (s *Set) Move(sid uint64, due int64, seq uint64, head []byte) error {
 	l, ok := s.x.get(sid)
 	if !ok {
@@ -272,17 +299,22 @@ func (s *Set) Move(sid uint64, due int64, seq uint64, head []byte) error {
 	slot, i := unpackLoc(l)
 	b := s.b[slot]
 	var loc Loc
+	var queue string
 	if b.run != nil {
 		off, n, err := b.run.PayloadAt(i)
 		if err != nil {
 			return err
 		}
-		loc = Loc{File: b.id, Off: off, N: uint32(n), Run: true}
+		rj, err := b.run.ReadData(i)
+		if err != nil {
+			return err
+		}
+		loc, queue = Loc{File: b.id, Off: off, N: uint32(n), Run: true}, b.run.Names[rj.Queue]
 	} else {
-		loc = b.ents[i].Loc
+		loc, queue = b.ents[i].Loc, b.names[b.ents[i].Queue]
 	}
 	s.Remove(sid)
-	return s.Add(due, seq, sid, head, loc)
+	return s.Add(due, seq, sid, queue, head, loc)
 }
 
 // Frozen is a bucket that takes no more jobs, to be written as a run.
@@ -328,13 +360,13 @@ func (s *Set) Frozen() []*Frozen {
 // each payload once through its locator.
 func (s *Set) WriteFrozen(f *Frozen) (*Run, error) {
 	b := f.b
-	return writeRun(s.o.FS, s.o.Path, f.id, b.n, func(i int) (runJob, error) {
+	return writeRun(s.o.FS, s.o.Path, f.id, b.names, b.n, func(i int) (runJob, error) {
 		e := &b.ents[i]
 		p, err := s.readLoc(e.Loc, func(id uint64) *Run { return f.runs[id] })
 		if err != nil {
 			return runJob{}, err
 		}
-		return runJob{Due: e.Due, Seq: e.Seq, SID: e.SID, Head: b.heads[e.HeadOff : e.HeadOff+e.HeadLen], Payload: p}, nil
+		return runJob{Due: e.Due, Seq: e.Seq, SID: e.SID, Queue: e.Queue, Head: b.heads[e.HeadOff : e.HeadOff+e.HeadLen], Payload: p}, nil
 	})
 }
 
@@ -355,6 +387,7 @@ func (s *Set) Install(f *Frozen, r *Run) {
 	offheap.Free(b.ents)
 	offheap.Free(b.heads)
 	b.ents, b.heads, b.uses, b.frozen, b.hn, b.run = nil, nil, nil, false, 0, r
+	b.names, b.nameNo = nil, nil
 	b.dead = b.dead[:(b.n+63)/64]
 }
 
@@ -400,7 +433,7 @@ func (s *Set) Info() Info {
 			in.Runs++
 		default:
 			in.Mem++
-			in.MemBytes += int64(b.n)*56 + int64(b.hn)
+			in.MemBytes += int64(b.n)*64 + int64(b.hn)
 		}
 	}
 	return in
