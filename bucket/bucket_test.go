@@ -641,3 +641,85 @@ func TestFormatIsPinned(t *testing.T) {
 		t.Errorf("checkpoint bytes:\n got %s\nwant %s", got, wantCP)
 	}
 }
+
+// TestMergeWhileJobsChange merges mostly dead runs while jobs are removed,
+// moved and loaded between its steps: no job is lost, doubled or changed,
+// the old runs leave at the next checkpoint, and a start finds the same.
+func TestMergeWhileJobsChange(t *testing.T) {
+	fs, log := aof.NewMemFS(), newFakeLog()
+	s := newSet(t, fs, log, 32)
+	rng := rand.New(rand.NewPCG(7, 8))
+	m := map[uint64]want{}
+	sid := uint64(0)
+	for round := range 8 {
+		for range 40 {
+			sid++
+			due := int64(1000 + rng.IntN(10_000))
+			p := payloadOf(sid)
+			if err := s.Add(due, sid, sid, queueOf(sid), headOf(sid, due), log.put(1, p)); err != nil {
+				t.Fatal(err)
+			}
+			m[sid] = want{due, sid, headOf(sid, due), p, queueOf(sid)}
+		}
+		checkpoint(t, s, fs, Pos{1, int64(round)})
+	}
+	for id := range m {
+		if rng.IntN(10) < 8 {
+			s.Remove(id)
+			delete(m, id)
+		}
+	}
+	clear(log.segs) // compaction dropped the log's copies: the runs hold every job
+	runs := s.Info().Runs
+	mg := s.PlanMerge()
+	if mg == nil {
+		t.Fatalf("no merge of %d mostly dead runs", runs)
+	}
+	r, err := s.WriteMerge(mg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.BeginMerge(mg, r); err != nil {
+		t.Fatal(err)
+	}
+	for step := 0; !s.Step(mg, 3); step++ {
+		for id := range m {
+			switch step % 3 {
+			case 0:
+				s.Remove(id)
+				delete(m, id)
+			case 1:
+				sid++
+				if err := s.Move(id, 20_000, sid, headOf(id, 20_000)); err != nil {
+					t.Fatal(err)
+				}
+				m[id] = want{20_000, sid, headOf(id, 20_000), m[id].payload, queueOf(id)}
+			}
+			break
+		}
+		if step%5 == 4 {
+			for _, j := range load(t, s, 1000+int64(step)*200, 1<<20) {
+				if _, ok := m[j.SID]; !ok {
+					t.Fatalf("loaded %d, which is gone", j.SID)
+				}
+				delete(m, j.SID)
+			}
+		}
+		check(t, s, m)
+	}
+	check(t, s, m)
+	if nb := s.b[mg.slot]; len(mg.from) < mergeMin || len(mg.out) < 20 || nb.live == 0 || nb.live == len(mg.out) {
+		t.Fatalf("merged %d runs, %d jobs, %d still there: the test tests nothing", len(mg.from), len(mg.out), nb.live)
+	}
+	checkpoint(t, s, fs, Pos{2, 0})
+	if got := s.Info().Runs; got >= runs {
+		t.Fatalf("%d runs after merging, %d before", got, runs)
+	}
+	for _, f := range mg.from {
+		if _, err := fs.Stat(RunPath(testPath, f.id)); err == nil {
+			t.Fatalf("merged run %d still on disk", f.id)
+		}
+	}
+	fs.Crash()
+	check(t, newSet(t, fs, log, 32), m)
+}

@@ -78,8 +78,8 @@ func (s *Set) Checkpoint(pos Pos) *Checkpoint {
 	// (Installed), or later if an open bucket reads a payload from it:
 	// a start after a crash removes them again. Any bucket in memory that
 	// reads from one is frozen now, and written before the checkpoint.
-	for _, b := range s.b {
-		if b != nil && b.live == 0 {
+	for slot, b := range s.b {
+		if b != nil && b.live == 0 && slot != s.open {
 			cp.Drop = append(cp.Drop, b.id)
 		}
 	}

@@ -179,21 +179,8 @@ func (s *Set) Add(due int64, seq, sid uint64, queue string, head []byte, loc Loc
 	if _, ok := s.x.get(sid); ok {
 		return ErrExists
 	}
-	if len(head) > s.o.HeadSpace {
-		return fmt.Errorf("bucket: a head of %d bytes", len(head))
-	}
-	if s.open >= 0 {
-		if b := s.b[s.open]; b.n == s.o.MaxOpen || b.hn+len(head) > s.o.HeadSpace {
-			b.frozen = true
-			s.open = -1
-		}
-	}
-	if s.open < 0 {
-		slot, err := s.newBucket()
-		if err != nil {
-			return err
-		}
-		s.open = slot
+	if err := s.room(len(head)); err != nil {
+		return err
 	}
 	if loc.Run {
 		r, ok := s.byID[loc.File]
@@ -219,6 +206,28 @@ func (s *Set) Add(due int64, seq, sid uint64, queue string, head []byte, loc Loc
 	b.minDue = min(b.minDue, due)
 	s.x.put(sid, packLoc(s.open, uint32(i)))
 	s.jobs++
+	return nil
+}
+
+// room makes sure the open bucket can take a job with a head of n bytes,
+// freezing a full one and opening the next.
+func (s *Set) room(n int) error {
+	if n > s.o.HeadSpace {
+		return fmt.Errorf("bucket: a head of %d bytes", n)
+	}
+	if s.open >= 0 {
+		if b := s.b[s.open]; b.n == s.o.MaxOpen || b.hn+n > s.o.HeadSpace {
+			b.frozen = true
+			s.open = -1
+		}
+	}
+	if s.open < 0 {
+		slot, err := s.newBucket()
+		if err != nil {
+			return err
+		}
+		s.open = slot
+	}
 	return nil
 }
 
@@ -313,6 +322,9 @@ func (s *Set) Move(sid uint64, due int64, seq uint64, head []byte) error {
 	} else {
 		loc, queue = b.ents[i].Loc, b.names[b.ents[i].Queue]
 	}
+	if err := s.room(len(head)); err != nil {
+		return err // the job stays where it was
+	}
 	s.Remove(sid)
 	return s.Add(due, seq, sid, queue, head, loc)
 }
@@ -331,7 +343,7 @@ func (f *Frozen) ID() uint64 { return f.id }
 // Freeze closes the open bucket to new jobs (a checkpoint's first step) and
 // returns every frozen bucket not yet written, oldest first.
 func (s *Set) Freeze() []*Frozen {
-	if s.open >= 0 {
+	if s.open >= 0 && s.b[s.open].n > 0 {
 		s.b[s.open].frozen = true
 		s.open = -1
 	}

@@ -1,0 +1,154 @@
+package bucket
+
+import (
+	"slices"
+)
+
+// Merging runs: every checkpoint seals the open bucket, so runs are many
+// and small, and loading and cancels leave them mostly dead. A merge
+// copies the live jobs of a few such runs into one new run and re-points
+// their index cells, a chunk per hold of the owner's lock; the old runs,
+// then all dead, leave at the next checkpoint (Installed), which names
+// the new one. Until then a crash finds the old runs named and the new one
+// not, which Open removes: a merge changes no job.
+
+// mergeMin is how many runs are worth merging at once.
+const mergeMin = 4
+
+// Merge is a merge under way.
+type Merge struct {
+	id    uint64
+	from  []mergeSrc
+	names []string
+	out   []mergeJob // the new run's jobs, by index
+	slot  int        // the new run's slot, once Begin
+	next  int        // the next job Step re-points
+}
+
+type mergeSrc struct {
+	slot  int
+	id    uint64
+	r     *Run
+	dead  []uint64 // its dead bits when planned
+	queue []uint32 // its queues' numbers in the merge's names
+}
+
+type mergeJob struct {
+	src   int // in from
+	index uint32
+	sid   uint64
+}
+
+// PlanMerge picks runs to merge: those at most a quarter live, fewest live
+// first, while their live jobs fit one run; nil if fewer than mergeMin
+// qualify. It captures their dead bits. O(buckets).
+func (s *Set) PlanMerge() *Merge {
+	var c []int
+	for slot, b := range s.b {
+		if b != nil && b.run != nil && b.live > 0 && b.live*4 <= b.run.N {
+			c = append(c, slot)
+		}
+	}
+	slices.SortFunc(c, func(a, b int) int { return s.b[a].live - s.b[b].live })
+	m := &Merge{id: s.nextID}
+	no := map[string]uint32{}
+	total := 0
+	for _, slot := range c {
+		b := s.b[slot]
+		if total+b.live > maxEntries {
+			break
+		}
+		total += b.live
+		f := mergeSrc{slot: slot, id: b.id, r: b.run, dead: slices.Clone(b.dead)}
+		for _, q := range b.run.Names {
+			k, ok := no[q]
+			if !ok {
+				k = uint32(len(m.names))
+				m.names = append(m.names, q)
+				no[q] = k
+			}
+			f.queue = append(f.queue, k)
+		}
+		m.from = append(m.from, f)
+	}
+	if len(m.from) < mergeMin {
+		return nil
+	}
+	s.nextID++
+	return m
+}
+
+// WriteMerge writes the merge's run, without the owner's lock (as
+// WriteFrozen): the jobs live when it was planned, read from their runs.
+func (s *Set) WriteMerge(m *Merge) (*Run, error) {
+	for k, f := range m.from {
+		for i := range uint32(f.r.N) {
+			if f.dead[i>>6]&(1<<(i&63)) == 0 {
+				m.out = append(m.out, mergeJob{src: k, index: i})
+			}
+		}
+	}
+	return writeRun(s.o.FS, s.o.Path, m.id, m.names, len(m.out), func(i int) (runJob, error) {
+		o := &m.out[i]
+		f := m.from[o.src]
+		j, err := f.r.ReadData(o.index)
+		if err != nil {
+			return runJob{}, err
+		}
+		o.sid = j.SID
+		j.Queue = f.queue[j.Queue]
+		return j, nil
+	})
+}
+
+// BeginMerge adds the merge's run to the Set, every job dead until Step
+// re-points it. O(1).
+func (s *Set) BeginMerge(m *Merge, r *Run) error {
+	slot := -1
+	for i := range s.b {
+		if s.b[i] == nil {
+			slot = i
+			break
+		}
+	}
+	if slot < 0 || r.N != len(m.out) {
+		r.Close()
+		return ErrNoSlots
+	}
+	dead := make([]uint64, (r.N+63)/64)
+	for i := range dead {
+		dead[i] = ^uint64(0)
+	}
+	s.b[slot] = &bucket{id: m.id, run: r, n: r.N, dead: dead}
+	s.byID[m.id] = slot
+	m.slot = slot
+	return nil
+}
+
+// Step re-points at most n of the merge's jobs to the new run, those still
+// where it read them (not removed, moved or loaded since), and says
+// whether the merge is done. O(n).
+func (s *Set) Step(m *Merge, n int) bool {
+	nb := s.b[m.slot]
+	if nb == nil || nb.id != m.id {
+		return true // a Reset meanwhile
+	}
+	end := min(m.next+n, len(m.out))
+	for i := m.next; i < end; i++ {
+		o := &m.out[i]
+		f := m.from[o.src]
+		b := s.b[f.slot]
+		if b == nil || b.id != f.id || b.isDead(o.index) {
+			continue
+		}
+		if l, ok := s.x.get(o.sid); !ok || l != packLoc(f.slot, o.index) {
+			continue
+		}
+		s.x.put(o.sid, packLoc(m.slot, uint32(i)))
+		b.kill(o.index)
+		nb.dead[i>>6] &^= 1 << (i & 63)
+		nb.live++
+	}
+	m.next = end
+	return end == len(m.out)
+}
