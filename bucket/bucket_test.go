@@ -623,14 +623,14 @@ func TestFormatIsPinned(t *testing.T) {
 	r.Close()
 	run, _ := fs.ReadFile(RunPath(testPath, 3))
 	const wantRun = "444c59424b540001" + // magic
-		"02000000010000000000000000000000020000000000000000000000000000000001000000000000" + "6800" + "70" + "1789fb88" + // job 0: hlen plen queue 0 due seq sid, head, payload, CRC
-		"02000000010000000000000000000000010000000000000001000000000000000101000000000000" + "6801" + "70" + "a61d5057" +
-		"0800000000000000" + "3700000000000000" + // offsets
+		"02" + "01" + "6800" + "70" + "d012fd87" + // job 0: hlen, plen, head, payload, CRC
+		"02" + "01" + "6801" + "70" + "a78a5f94" +
+		"0800000000000000" + "01000000" + "1100000000000000" + "00000000" + // byindex: data, sorted place
 		"0100000000000000" + "0100000000000000" + "0101000000000000" + "01000000" + "00000000" + // sorted: job 1 (due 1) first
 		"0200000000000000" + "0000000000000000" + "0001000000000000" + "00000000" + "00000000" +
 		"01000000" + "04000000" + "6d61696c" + // names
-		"444c5942454e4401" + "0300000000000000" + "0200000000000000" + "6600000000000000" + "7600000000000000" + "b600000000000000" +
-		"e4dcbab8" + "798aae7b" + "099b63b6" + "7d0c2cd4" // trailer
+		"444c5942454e4401" + "0300000000000000" + "0200000000000000" + "1a00000000000000" + "3200000000000000" + "7200000000000000" +
+		"76548c9e" + "798aae7b" + "099b63b6" + "b56c7d65" // trailer
 	if got := fmt.Sprintf("%x", run); got != wantRun {
 		t.Errorf("run bytes:\n got %s\nwant %s", got, wantRun)
 	}
@@ -722,4 +722,25 @@ func TestMergeWhileJobsChange(t *testing.T) {
 	}
 	fs.Crash()
 	check(t, newSet(t, fs, log, 32), m)
+}
+
+// TestRunDiskPerJob: the target is disk at most 1.3x the payload
+// bytes with 256-byte payloads; a run adds 44 bytes a job and the framing
+// beside the head (the engine's, about 10 bytes for a plain job).
+func TestRunDiskPerJob(t *testing.T) {
+	fs := aof.NewMemFS()
+	const n = 10_000
+	head, payload := make([]byte, 10), make([]byte, 256)
+	r, err := writeRun(fs, testPath, 1, []string{"reminders"}, n, func(i int) (runJob, error) {
+		return runJob{Due: int64(i), Seq: uint64(i), SID: uint64(i + 1), Head: head, Payload: payload}, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Close()
+	b, _ := fs.ReadFile(RunPath(testPath, 1))
+	per := float64(len(b)-len(payload)*n) / n
+	if ratio := float64(len(b)) / float64(len(payload)*n); ratio > 1.3 || per > 44+10+7+1 {
+		t.Fatalf("%.1f bytes a job beside the payload: %.2fx the payload bytes", per, ratio)
+	}
 }

@@ -16,28 +16,30 @@ import (
 // A run's file, written once and never changed:
 //
 //	header  8 bytes: runMagic
-//	data    per job, in index order: hlen u32, plen u32, queue u32,
-//	        zero u32, due i64, seq u64, sid u64, head, payload, CRC-32C of
-//	        all before it
-//	offsets n u64: where each job's data starts, by index
+//	data    per job, in index order: hlen, plen (uvarints), head, payload,
+//	        CRC-32C u32 of all before it
+//	byindex n entries of 12 bytes: where the job's data starts u64, its
+//	        place in sorted u32
 //	sorted  n entries of 32 bytes, by (due, seq): due i64, seq u64,
 //	        sid u64, index u32, queue u32
 //	names   the queues' names: count u32, then per name its length u32
 //	        and bytes; a job's queue is its number in this list
-//	trailer 64 bytes: trailerMagic, id, n, offsets' start, sorted's
-//	        start, names' start (u64 each), CRC-32C of offsets, of sorted,
+//	trailer 64 bytes: trailerMagic, id, n, byindex's start, sorted's
+//	        start, names' start (u64 each), CRC-32C of byindex, of sorted,
 //	        of names, of the trailer's first 60 bytes
 //
-// Little-endian throughout. The index (a job's place in data and offsets)
+// Little-endian throughout. The index (a job's place in data and byindex)
 // is the order jobs entered the open bucket, so the id index's cells name
 // the same entry before and after the seal; sorted is what loading walks.
-// Opening checks the trailer and the CRCs of offsets and sorted; a job's
-// data is checked when it is read.
+// A job costs 44 bytes beside its head and payload, and its data's framing
+// (about 7): due, add order, id and queue are written once, in sorted.
+// Opening checks the trailer and the CRCs of byindex, sorted and names; a
+// job's data is checked when it is read.
 const (
 	headerSize  = 8
 	trailerSize = 64
 	sortedSize  = 32
-	dataHeader  = 40 // hlen, plen, queue, zero, due, seq, sid
+	byIndexSize = 12
 	// sparseEvery is how many sorted entries share one due in memory
 	// (Run.first): a 4 KiB read finds a due time's place.
 	sparseEvery = 128
@@ -73,7 +75,7 @@ type Run struct {
 	N      int
 	Names  []string // the queues of its jobs
 	f      aof.File
-	offsAt int64
+	byAt   int64
 	sortAt int64
 	first  []int64 // due of sorted entry k*sparseEvery
 }
@@ -109,9 +111,9 @@ func writeRun(fs aof.FS, path string, id uint64, names []string, n int, job func
 	w := bufio.NewWriterSize(f, 1<<16)
 	w.Write(runMagic[:])
 	at := int64(headerSize)
-	offs := make([]byte, 8*n)
+	starts := make([]int64, n)
 	srt := make([]Sorted, n)
-	var hdr [dataHeader]byte
+	var hdr []byte
 	for i := range n {
 		j, err := job(i)
 		if err != nil {
@@ -120,25 +122,20 @@ func writeRun(fs aof.FS, path string, id uint64, names []string, n int, job func
 		if int(j.Queue) >= len(names) {
 			return nil, fmt.Errorf("bucket: run %d, job %d: queue %d of %d", id, i, j.Queue, len(names))
 		}
-		binary.LittleEndian.PutUint64(offs[8*i:], uint64(at))
+		starts[i] = at
 		srt[i] = Sorted{Due: j.Due, Seq: j.Seq, SID: j.SID, Index: uint32(i), Queue: j.Queue}
-		binary.LittleEndian.PutUint32(hdr[0:], uint32(len(j.Head)))
-		binary.LittleEndian.PutUint32(hdr[4:], uint32(len(j.Payload)))
-		binary.LittleEndian.PutUint32(hdr[8:], j.Queue)
-		binary.LittleEndian.PutUint32(hdr[12:], 0)
-		binary.LittleEndian.PutUint64(hdr[16:], uint64(j.Due))
-		binary.LittleEndian.PutUint64(hdr[24:], j.Seq)
-		binary.LittleEndian.PutUint64(hdr[32:], j.SID)
-		c := crc32.Update(0, castagnoli, hdr[:])
+		hdr = binary.AppendUvarint(hdr[:0], uint64(len(j.Head)))
+		hdr = binary.AppendUvarint(hdr, uint64(len(j.Payload)))
+		c := crc32.Update(0, castagnoli, hdr)
 		c = crc32.Update(c, castagnoli, j.Head)
 		c = crc32.Update(c, castagnoli, j.Payload)
-		w.Write(hdr[:])
+		w.Write(hdr)
 		w.Write(j.Head)
 		w.Write(j.Payload)
 		var cb [4]byte
 		binary.LittleEndian.PutUint32(cb[:], c)
 		w.Write(cb[:])
-		at += int64(dataHeader + len(j.Head) + len(j.Payload) + 4)
+		at += int64(len(hdr) + len(j.Head) + len(j.Payload) + 4)
 	}
 	slices.SortFunc(srt, func(a, b Sorted) int {
 		if a.Due != b.Due {
@@ -146,9 +143,15 @@ func writeRun(fs aof.FS, path string, id uint64, names []string, n int, job func
 		}
 		return cmpInt(a.Seq, b.Seq)
 	})
-	offsAt := at
-	w.Write(offs)
-	sortAt := offsAt + int64(len(offs))
+	// byindex: each job's data and its place in sorted.
+	bi := make([]byte, byIndexSize*n)
+	for k, e := range srt {
+		binary.LittleEndian.PutUint64(bi[byIndexSize*int(e.Index):], uint64(starts[e.Index]))
+		binary.LittleEndian.PutUint32(bi[byIndexSize*int(e.Index)+8:], uint32(k))
+	}
+	byAt := at
+	w.Write(bi)
+	sortAt := byAt + int64(len(bi))
 	sc := uint32(0)
 	var eb [sortedSize]byte
 	first := make([]int64, 0, (n+sparseEvery-1)/sparseEvery)
@@ -171,10 +174,10 @@ func writeRun(fs aof.FS, path string, id uint64, names []string, n int, job func
 	copy(tr[0:], trailerMagic[:])
 	binary.LittleEndian.PutUint64(tr[8:], id)
 	binary.LittleEndian.PutUint64(tr[16:], uint64(n))
-	binary.LittleEndian.PutUint64(tr[24:], uint64(offsAt))
+	binary.LittleEndian.PutUint64(tr[24:], uint64(byAt))
 	binary.LittleEndian.PutUint64(tr[32:], uint64(sortAt))
 	binary.LittleEndian.PutUint64(tr[40:], uint64(namesAt))
-	binary.LittleEndian.PutUint32(tr[48:], crc32.Checksum(offs, castagnoli))
+	binary.LittleEndian.PutUint32(tr[48:], crc32.Checksum(bi, castagnoli))
 	binary.LittleEndian.PutUint32(tr[52:], sc)
 	binary.LittleEndian.PutUint32(tr[56:], crc32.Checksum(nb, castagnoli))
 	binary.LittleEndian.PutUint32(tr[60:], crc32.Checksum(tr[:60], castagnoli))
@@ -197,7 +200,7 @@ func writeRun(fs aof.FS, path string, id uint64, names []string, n int, job func
 	if err != nil {
 		return nil, err
 	}
-	return &Run{ID: id, N: n, Names: slices.Clone(names), f: rf, offsAt: offsAt, sortAt: sortAt, first: first}, nil
+	return &Run{ID: id, N: n, Names: slices.Clone(names), f: rf, byAt: byAt, sortAt: sortAt, first: first}, nil
 }
 
 func cmpInt[T int64 | uint64](a, b T) int {
@@ -265,15 +268,15 @@ func openRun(f aof.File, id uint64, each func(pos int, s Sorted)) (*Run, error) 
 		return nil, errors.New("bad trailer")
 	}
 	n := binary.LittleEndian.Uint64(tr[16:])
-	offsAt := int64(binary.LittleEndian.Uint64(tr[24:]))
+	byAt := int64(binary.LittleEndian.Uint64(tr[24:]))
 	sortAt := int64(binary.LittleEndian.Uint64(tr[32:]))
 	namesAt := int64(binary.LittleEndian.Uint64(tr[40:]))
-	if binary.LittleEndian.Uint64(tr[8:]) != id || n > maxEntries || offsAt < headerSize ||
-		sortAt != offsAt+8*int64(n) || namesAt != sortAt+sortedSize*int64(n) || namesAt+4 > size-trailerSize {
+	if binary.LittleEndian.Uint64(tr[8:]) != id || n > maxEntries || byAt < headerSize ||
+		sortAt != byAt+byIndexSize*int64(n) || namesAt != sortAt+sortedSize*int64(n) || namesAt+4 > size-trailerSize {
 		return nil, errors.New("trailer does not match the file")
 	}
-	if c, err := crcOf(f, offsAt, 8*int64(n), nil); err != nil || c != binary.LittleEndian.Uint32(tr[48:]) {
-		return nil, errors.New("offsets' CRC")
+	if c, err := crcOf(f, byAt, byIndexSize*int64(n), nil); err != nil || c != binary.LittleEndian.Uint32(tr[48:]) {
+		return nil, errors.New("byindex's CRC")
 	}
 	nb := make([]byte, size-trailerSize-namesAt)
 	if _, err := f.ReadAt(nb, namesAt); err != nil || crc32.Checksum(nb, castagnoli) != binary.LittleEndian.Uint32(tr[56:]) {
@@ -283,7 +286,7 @@ func openRun(f aof.File, id uint64, each func(pos int, s Sorted)) (*Run, error) 
 	if err != nil {
 		return nil, err
 	}
-	r := &Run{ID: id, N: int(n), Names: names, f: f, offsAt: offsAt, sortAt: sortAt, first: make([]int64, 0, (n+sparseEvery-1)/sparseEvery)}
+	r := &Run{ID: id, N: int(n), Names: names, f: f, byAt: byAt, sortAt: sortAt, first: make([]int64, 0, (n+sparseEvery-1)/sparseEvery)}
 	pos, bad := 0, false
 	c, err := crcOf(f, sortAt, sortedSize*int64(n), func(b []byte) {
 		for ; len(b) >= sortedSize; b = b[sortedSize:] {
@@ -333,10 +336,10 @@ func decodeNames(b []byte) ([]string, error) {
 	return names, nil
 }
 
-// crcOf reads n bytes at off in chunks (a multiple of sortedSize and 8),
+// crcOf reads n bytes at off in chunks (a multiple of sortedSize),
 // handing each to see, and returns their CRC-32C.
 func crcOf(f aof.File, off, n int64, see func([]byte)) (uint32, error) {
-	buf := make([]byte, min(n, 1<<16))
+	buf := make([]byte, min(n, 2048*sortedSize))
 	var c uint32
 	for n > 0 {
 		b := buf[:min(n, int64(len(buf)))]
@@ -384,45 +387,72 @@ func (r *Run) ReadSorted(from, to int, out []Sorted) ([]Sorted, error) {
 	return out, nil
 }
 
-// ReadData reads the job at index i: two preads (its offset and the
-// next, then the data), the data's CRC checked.
+// ReadData reads the job at index i: three preads (its place, its data,
+// its sorted entry), the data's CRC checked.
 func (r *Run) ReadData(i uint32) (j runJob, err error) {
-	if int(i) >= r.N {
-		return j, fmt.Errorf("bucket: run %d: no job %d", r.ID, i)
-	}
-	var ob [16]byte
-	ends := ob[:16]
-	if int(i) == r.N-1 {
-		ends = ob[:8]
-	}
-	if _, err := r.f.ReadAt(ends, r.offsAt+8*int64(i)); err != nil {
+	start, end, pos, err := r.place(i)
+	if err != nil {
 		return j, err
-	}
-	start, end := int64(binary.LittleEndian.Uint64(ob[0:])), r.offsAt
-	if len(ends) == 16 {
-		end = int64(binary.LittleEndian.Uint64(ob[8:]))
-	}
-	if start < headerSize || end > r.offsAt || end-start < dataHeader+4 {
-		return j, fmt.Errorf("%w: run %d: job %d's offsets", ErrCorrupt, r.ID, i)
 	}
 	b := make([]byte, end-start)
 	if _, err := r.f.ReadAt(b, start); err != nil {
 		return j, err
 	}
-	hl, pl := int64(binary.LittleEndian.Uint32(b[0:])), int64(binary.LittleEndian.Uint32(b[4:]))
-	if dataHeader+hl+pl+4 != int64(len(b)) || binary.LittleEndian.Uint32(b[len(b)-4:]) != crc32.Checksum(b[:len(b)-4], castagnoli) {
+	hl, pl, at := r.frame(b)
+	if at < 0 {
 		return j, fmt.Errorf("%w: run %d: job %d's data", ErrCorrupt, r.ID, i)
 	}
-	j.Queue = binary.LittleEndian.Uint32(b[8:])
-	j.Due = int64(binary.LittleEndian.Uint64(b[16:]))
-	j.Seq = binary.LittleEndian.Uint64(b[24:])
-	j.SID = binary.LittleEndian.Uint64(b[32:])
-	if int(j.Queue) >= len(r.Names) {
-		return j, fmt.Errorf("%w: run %d: job %d's queue", ErrCorrupt, r.ID, i)
+	var sb [sortedSize]byte
+	if _, err := r.f.ReadAt(sb[:], r.sortAt+sortedSize*int64(pos)); err != nil {
+		return j, err
 	}
-	h := b[dataHeader:]
-	j.Head, j.Payload = h[:hl:hl], h[hl:hl+pl:hl+pl]
-	return j, nil
+	e := getSorted(sb[:])
+	if e.Index != i || int(e.Queue) >= len(r.Names) {
+		return j, fmt.Errorf("%w: run %d: job %d's sorted entry", ErrCorrupt, r.ID, i)
+	}
+	h := b[at:]
+	return runJob{Due: e.Due, Seq: e.Seq, SID: e.SID, Queue: e.Queue, Head: h[:hl:hl], Payload: h[hl : hl+pl : hl+pl]}, nil
+}
+
+// place reads where job i's data starts and ends, and its sorted place.
+func (r *Run) place(i uint32) (start, end int64, pos uint32, err error) {
+	if int(i) >= r.N {
+		return 0, 0, 0, fmt.Errorf("bucket: run %d: no job %d", r.ID, i)
+	}
+	var ob [2 * byIndexSize]byte
+	ends := ob[:]
+	if int(i) == r.N-1 {
+		ends = ob[:byIndexSize]
+	}
+	if _, err := r.f.ReadAt(ends, r.byAt+byIndexSize*int64(i)); err != nil {
+		return 0, 0, 0, err
+	}
+	start, end = int64(binary.LittleEndian.Uint64(ob[0:])), r.byAt
+	pos = binary.LittleEndian.Uint32(ob[8:])
+	if len(ends) > byIndexSize {
+		end = int64(binary.LittleEndian.Uint64(ob[byIndexSize:]))
+	}
+	if start < headerSize || end > r.byAt || end-start < 6 || int(pos) >= r.N {
+		return 0, 0, 0, fmt.Errorf("%w: run %d: job %d's place", ErrCorrupt, r.ID, i)
+	}
+	return start, end, pos, nil
+}
+
+// frame checks b, one job's data, and returns its head's and payload's
+// lengths and where the head starts; at < 0 if b does not check out.
+func (r *Run) frame(b []byte) (hl, pl, at int) {
+	if binary.LittleEndian.Uint32(b[len(b)-4:]) != crc32.Checksum(b[:len(b)-4], castagnoli) {
+		return 0, 0, -1
+	}
+	h, n1 := binary.Uvarint(b)
+	if n1 <= 0 {
+		return 0, 0, -1
+	}
+	p, n2 := binary.Uvarint(b[n1:])
+	if n2 <= 0 || uint64(n1+n2)+h+p+4 != uint64(len(b)) {
+		return 0, 0, -1
+	}
+	return int(h), int(p), n1 + n2
 }
 
 // ReadPayload reads n bytes at off of the run's file: a payload an open
@@ -437,18 +467,17 @@ func (r *Run) ReadPayload(off int64, n int) ([]byte, error) {
 // file and its length: a locator for a job that moves from the run to an
 // open bucket. Two preads.
 func (r *Run) PayloadAt(i uint32) (off int64, n int, err error) {
-	if int(i) >= r.N {
-		return 0, 0, fmt.Errorf("bucket: run %d: no job %d", r.ID, i)
-	}
-	var ob [8]byte
-	if _, err := r.f.ReadAt(ob[:], r.offsAt+8*int64(i)); err != nil {
+	start, end, _, err := r.place(i)
+	if err != nil {
 		return 0, 0, err
 	}
-	start := int64(binary.LittleEndian.Uint64(ob[:]))
-	var hb [8]byte
-	if _, err := r.f.ReadAt(hb[:], start); err != nil {
+	b := make([]byte, end-start)
+	if _, err := r.f.ReadAt(b, start); err != nil {
 		return 0, 0, err
 	}
-	hl, pl := int64(binary.LittleEndian.Uint32(hb[0:])), int(binary.LittleEndian.Uint32(hb[4:]))
-	return start + dataHeader + hl, pl, nil
+	hl, pl, at := r.frame(b)
+	if at < 0 {
+		return 0, 0, fmt.Errorf("%w: run %d: job %d's data", ErrCorrupt, r.ID, i)
+	}
+	return start + int64(at+hl), pl, nil
 }
