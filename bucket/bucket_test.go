@@ -744,3 +744,45 @@ func TestRunDiskPerJob(t *testing.T) {
 		t.Fatalf("%.1f bytes a job beside the payload: %.2fx the payload bytes", per, ratio)
 	}
 }
+
+// TestResetWhileASealIsWritten: FLUSHALL comes while a frozen bucket is
+// being written off the lock; the write and install go on, the next
+// checkpoint names nothing, and every run leaves the disk.
+func TestResetWhileASealIsWritten(t *testing.T) {
+	fs, log := aof.NewMemFS(), newFakeLog()
+	s := newSet(t, fs, log, 8)
+	for sid := uint64(1); sid <= 20; sid++ {
+		s.Add(int64(sid), sid, sid, queueOf(sid), headOf(sid, int64(sid)), log.put(1, payloadOf(sid)))
+	}
+	checkpoint(t, s, fs, Pos{1, 1})
+	s.Move(3, 99, 100, headOf(3, 99)) // the open bucket reads a payload from a run
+	for sid := uint64(21); sid <= 30; sid++ {
+		s.Add(int64(sid), sid, sid, queueOf(sid), headOf(sid, int64(sid)), log.put(1, payloadOf(sid)))
+	}
+	fz := s.Freeze()
+	if len(fz) == 0 {
+		t.Fatal("nothing frozen")
+	}
+	s.Reset()
+	check(t, s, map[uint64]want{})
+	for _, f := range fz {
+		r, err := s.WriteFrozen(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Install(f, r)
+	}
+	s.Add(5, 5, 500, "q", nil, log.put(1, []byte("after"))) // a job after the FLUSHALL
+	checkpoint(t, s, fs, Pos{1, 2})
+	if in := s.Info(); in.Runs != 1 || in.Jobs != 1 {
+		t.Fatalf("after FLUSHALL and a checkpoint: %+v", in)
+	}
+	s2 := newSet(t, fs, log, 8)
+	check(t, s2, map[uint64]want{500: {5, 5, nil, []byte("after"), "q"}})
+	for id := uint64(1); id < s2.nextID; id++ {
+		_, err := fs.Stat(RunPath(testPath, id))
+		if (err == nil) != (id == s2.nextID-1) {
+			t.Fatalf("run %d on disk: %v", id, err == nil)
+		}
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"hash/crc32"
 	"io"
 	iofs "io/fs"
+	"math/bits"
 	"os"
 	"slices"
 
@@ -233,6 +234,14 @@ func Open(o Options) (*Set, error) {
 		return nil, err
 	}
 	s.nextID, s.pos = cp.NextID, cp.Pos
+	live := 0
+	for _, rs := range cp.Runs {
+		live += rs.N
+		for _, w := range rs.Dead {
+			live -= bits.OnesCount64(w)
+		}
+	}
+	s.x.presize(live)
 	for slot, rs := range cp.Runs {
 		b := &bucket{id: rs.ID, dead: rs.Dead, cursor: rs.Cursor}
 		r, err := OpenRun(o.FS, o.Path, rs.ID, func(pos int, e Sorted) {
@@ -277,10 +286,16 @@ func (s *Set) closeRuns() {
 	s.x.reset()
 }
 
-// Close closes the runs and frees the index and the buckets in memory.
+// Close closes the runs and frees the index and the buckets in memory
+// (no WriteFrozen may be running). The Set is not used after.
 func (s *Set) Close() {
-	s.Reset()
 	s.closeRuns()
+	for slot, b := range s.b {
+		if b != nil && b.run == nil {
+			s.free(slot)
+		}
+	}
+	s.open = -1
 }
 
 func readCheckpoint(fs aof.FS, path string) (*Checkpoint, error) {

@@ -154,6 +154,17 @@ func (sh *shard) rebuild(need int) {
 	offheap.Free(old)
 }
 
+// presize sizes every empty shard for n ids in all, so that a start that
+// files them does not grow each shard several times.
+func (x *index) presize(n int) {
+	per := n>>shardBits + 1
+	for i := range x.sh {
+		if sh := &x.sh[i]; len(sh.cells) == 0 && per*2 > minShard {
+			sh.rebuild(per)
+		}
+	}
+}
+
 // bytes is the memory the index maps.
 func (x *index) bytes() int64 {
 	var n int64

@@ -388,8 +388,7 @@ func (s *Set) WriteFrozen(f *Frozen) (*Run, error) {
 func (s *Set) Install(f *Frozen, r *Run) {
 	b := s.b[f.slot]
 	if b != f.b || !b.frozen || r.ID != b.id {
-		r.Close()
-		return // dropped meanwhile (Reset)
+		panic(fmt.Sprintf("bucket: Install of run %d, not the frozen bucket in slot %d", r.ID, f.slot))
 	}
 	for id, n := range b.uses {
 		if slot, ok := s.byID[id]; ok {
@@ -403,28 +402,44 @@ func (s *Set) Install(f *Frozen, r *Run) {
 	b.dead = b.dead[:(b.n+63)/64]
 }
 
-// Reset drops every job (FLUSHALL): the runs stay on disk, all dead, until
-// the next checkpoint that names none of them removes them.
+// Reset drops every job (FLUSHALL). The open bucket is freed; the runs,
+// and the frozen buckets (a WriteFrozen may be reading one: it is written
+// and installed as usual), stay, all dead, until the next checkpoint,
+// which names none of them, removes them.
 func (s *Set) Reset() {
 	s.x.reset()
-	for slot, b := range s.b {
+	if s.open >= 0 {
+		s.free(s.open)
+		s.open = -1
+	}
+	for _, b := range s.b {
 		if b == nil {
-			continue
-		}
-		if b.run == nil {
-			offheap.Free(b.ents)
-			offheap.Free(b.heads)
-			delete(s.byID, b.id)
-			s.b[slot] = nil
 			continue
 		}
 		for i := range b.dead {
 			b.dead[i] = ^uint64(0)
 		}
-		b.live, b.cursor, b.refs = 0, b.run.N, 0
+		b.live = 0
+		if b.run != nil {
+			b.cursor = b.run.N
+		}
 	}
-	s.open = -1
 	s.jobs = 0
+}
+
+// free forgets the bucket in memory at slot, releasing the runs it read
+// payloads from.
+func (s *Set) free(slot int) {
+	b := s.b[slot]
+	for id, n := range b.uses {
+		if r, ok := s.byID[id]; ok {
+			s.b[r].refs -= n
+		}
+	}
+	offheap.Free(b.ents)
+	offheap.Free(b.heads)
+	delete(s.byID, b.id)
+	s.b[slot] = nil
 }
 
 // Info is what INFO shows of the Set.
