@@ -786,3 +786,42 @@ func TestResetWhileASealIsWritten(t *testing.T) {
 		}
 	}
 }
+
+// TestCrashDuringMerge: a checkpoint between a merge's write and its
+// begin, then a crash: the start finds the runs as they were and removes
+// the merged run no checkpoint names.
+func TestCrashDuringMerge(t *testing.T) {
+	fs, log := aof.NewMemFS(), newFakeLog()
+	s := newSet(t, fs, log, 8)
+	m := map[uint64]want{}
+	for sid := uint64(1); sid <= 64; sid++ {
+		p := payloadOf(sid)
+		s.Add(int64(sid), sid, sid, queueOf(sid), headOf(sid, int64(sid)), log.put(1, p))
+		if sid%8 == 0 {
+			checkpoint(t, s, fs, Pos{1, int64(sid)})
+		}
+		if sid%8 == 3 {
+			m[sid] = want{int64(sid), sid, headOf(sid, int64(sid)), p, queueOf(sid)}
+		}
+	}
+	for sid := uint64(1); sid <= 64; sid++ {
+		if _, ok := m[sid]; !ok {
+			s.Remove(sid)
+		}
+	}
+	checkpoint(t, s, fs, Pos{1, 100})
+	mg := s.PlanMerge()
+	if mg == nil {
+		t.Fatal("no merge")
+	}
+	if _, err := s.WriteMerge(mg); err != nil {
+		t.Fatal(err)
+	}
+	checkpoint(t, s, fs, Pos{1, 200})
+	fs.Crash()
+	s2 := newSet(t, fs, log, 8)
+	check(t, s2, m)
+	if _, err := fs.Stat(RunPath(testPath, mg.id)); err == nil {
+		t.Fatalf("merged run %d left on disk", mg.id)
+	}
+}

@@ -84,6 +84,9 @@ func (s *Set) Checkpoint(pos Pos) *Checkpoint {
 			cp.Drop = append(cp.Drop, b.id)
 		}
 	}
+	for id := range s.merging {
+		cp.Drop = append(cp.Drop, id)
+	}
 	slices.Sort(cp.Drop)
 	return cp
 }

@@ -75,6 +75,7 @@ func (s *Set) PlanMerge() *Merge {
 		return nil
 	}
 	s.nextID++
+	s.merging[m.id] = true
 	return m
 }
 
@@ -101,9 +102,14 @@ func (s *Set) WriteMerge(m *Merge) (*Run, error) {
 	})
 }
 
+// AbortMerge forgets a merge whose WriteMerge failed (its file is gone).
+func (s *Set) AbortMerge(m *Merge) { delete(s.merging, m.id) }
+
 // BeginMerge adds the merge's run to the Set, every job dead until Step
-// re-points it. O(1).
+// re-points it. O(1). On error the run is closed and its file is for the
+// owner to remove (RemoveRuns).
 func (s *Set) BeginMerge(m *Merge, r *Run) error {
+	delete(s.merging, m.id)
 	slot := -1
 	for i := range s.b {
 		if s.b[i] == nil {

@@ -102,7 +102,8 @@ func (b *bucket) kill(i uint32)        { b.dead[i>>6] |= 1 << (i & 63); b.live--
 
 // Set is the far-future jobs: the runs on disk, the open bucket, the
 // frozen ones being written, and the index over all of them. Every method
-// but WriteFrozen, ReadDue and the file functions is for the owner's lock.
+// but WriteFrozen, ReadDue, ReadQueue, WriteMerge and the file functions
+// is for the owner's lock.
 type Set struct {
 	o      Options
 	x      index
@@ -113,6 +114,9 @@ type Set struct {
 	jobs   int64
 	named  map[uint64]bool // runs the last checkpoint named
 	pos    Pos             // the log position the last checkpoint covers
+	// merging is the runs being written by a merge not yet begun: a
+	// checkpoint meanwhile lists them to drop, should a crash leave one.
+	merging map[uint64]bool
 }
 
 // New returns an empty Set whose first bucket will be id 1.
@@ -123,7 +127,7 @@ func New(o Options) *Set {
 	if o.HeadSpace <= 0 {
 		o.HeadSpace = 64 << 20
 	}
-	return &Set{o: o, byID: map[uint64]int{}, open: -1, nextID: 1, named: map[uint64]bool{}}
+	return &Set{o: o, byID: map[uint64]int{}, open: -1, nextID: 1, named: map[uint64]bool{}, merging: map[uint64]bool{}}
 }
 
 // Len is the jobs in the Set.
