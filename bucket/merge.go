@@ -133,7 +133,9 @@ func (s *Set) BeginMerge(m *Merge, r *Run) error {
 
 // Step re-points at most n of the merge's jobs to the new run, those still
 // where it read them (not removed, moved or loaded since), and says
-// whether the merge is done. O(n).
+// whether the merge is done. O(n). A load's Due..Take must not straddle a
+// Step (the owner runs both on one goroutine): Take would miss a job
+// re-pointed meanwhile until the next round, which may be after its due.
 func (s *Set) Step(m *Merge, n int) bool {
 	nb := s.b[m.slot]
 	if nb == nil || nb.id != m.id {
