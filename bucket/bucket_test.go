@@ -825,3 +825,65 @@ func TestCrashDuringMerge(t *testing.T) {
 		t.Fatalf("merged run %d left on disk", mg.id)
 	}
 }
+
+// TestEachIsTheCheckpointsState: a backup's walk of the far jobs sees each
+// job live at the checkpoint once, whole, whatever changes after it.
+func TestEachIsTheCheckpointsState(t *testing.T) {
+	fs, log := aof.NewMemFS(), newFakeLog()
+	s := newSet(t, fs, log, 16)
+	m := map[uint64]want{}
+	for sid := uint64(1); sid <= 100; sid++ {
+		p := payloadOf(sid)
+		s.Add(int64(sid*7%50), sid, sid, queueOf(sid), headOf(sid, int64(sid*7%50)), log.put(1, p))
+		m[sid] = want{int64(sid * 7 % 50), sid, headOf(sid, int64(sid*7%50)), p, queueOf(sid)}
+		if sid == 40 {
+			checkpoint(t, s, fs, Pos{1, 1}) // some runs already written, some frozen below
+		}
+	}
+	for sid := uint64(1); sid <= 100; sid += 3 {
+		s.Remove(sid)
+		delete(m, sid)
+	}
+	s.Move(2, 77, 1000, headOf(2, 77))
+	m[2] = want{77, 1000, headOf(2, 77), m[2].payload, queueOf(2)}
+	cp := s.Checkpoint(Pos{1, 2})
+	for _, f := range cp.Frozen() {
+		r, err := s.WriteFrozen(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Install(f, r)
+	}
+	for sid := uint64(2); sid <= 100; sid += 3 {
+		s.Remove(sid) // after the capture: Each still sees them
+	}
+	seen := map[uint64]bool{}
+	err := cp.Each(func(j *Job) error {
+		w, ok := m[j.SID]
+		if !ok || seen[j.SID] {
+			t.Fatalf("Each gave %d (in the model %v, seen %v)", j.SID, ok, seen[j.SID])
+		}
+		if j.Due != w.due || j.Seq != w.seq || j.Queue != w.queue || !bytes.Equal(j.Head, w.head) || !bytes.Equal(j.Payload, w.payload) {
+			t.Fatalf("Each gave %+v, want %+v", j, w)
+		}
+		seen[j.SID] = true
+		return nil
+	})
+	if err != nil || len(seen) != len(m) {
+		t.Fatalf("Each: %v, %d jobs of %d", err, len(seen), len(m))
+	}
+	// A damaged byte of a job's data stops the walk with ErrCorrupt.
+	name := RunPath(testPath, cp.Runs[0].ID)
+	b, _ := fs.ReadFile(name)
+	b[headerSize+4] ^= 1
+	fs.WriteFile(name, b)
+	r, err := OpenRun(fs, testPath, cp.Runs[0].ID, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	cp.runs[cp.Runs[0].ID] = r
+	if err := cp.Each(func(*Job) error { return nil }); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("a damaged run walked: %v", err)
+	}
+}

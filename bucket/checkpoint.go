@@ -1,6 +1,7 @@
 package bucket
 
 import (
+	"bufio"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -50,6 +51,7 @@ type Checkpoint struct {
 	Runs   []RunState
 	Drop   []uint64
 	frozen []*Frozen
+	runs   map[uint64]*Run // the runs it names that were runs when captured
 }
 
 // RunState is a run as a checkpoint names it.
@@ -63,7 +65,7 @@ type RunState struct {
 // end of what the owner has logged: every run and frozen bucket with a
 // live job, its dead bits copied. O(buckets + their entries / 64).
 func (s *Set) Checkpoint(pos Pos) *Checkpoint {
-	cp := &Checkpoint{Pos: pos, NextID: s.nextID, frozen: s.Freeze()}
+	cp := &Checkpoint{Pos: pos, NextID: s.nextID, frozen: s.Freeze(), runs: map[uint64]*Run{}}
 	for _, b := range s.b {
 		if b == nil || b.live == 0 {
 			continue
@@ -71,6 +73,7 @@ func (s *Set) Checkpoint(pos Pos) *Checkpoint {
 		n := b.n
 		if b.run != nil {
 			n = b.run.N
+			cp.runs[b.id] = b.run
 		}
 		cp.Runs = append(cp.Runs, RunState{ID: b.id, N: n, Cursor: b.cursor, Dead: slices.Clone(b.dead[:(n+63)/64])})
 	}
@@ -316,4 +319,80 @@ func readCheckpoint(fs aof.FS, path string) (*Checkpoint, error) {
 		return nil, fmt.Errorf("%w: %s", err, CheckpointPath(path))
 	}
 	return cp, nil
+}
+
+// Each calls f for every job live in cp's runs as of cp, without the
+// owner's lock: what a backup, a rewrite or a Raft snapshot writes of the
+// far jobs, consistent with the owner's state at cp.Pos. Each run is read
+// through once, in order (its sorted entries, then its data), f sees its
+// jobs in the order they entered it. cp's frozen buckets must be
+// installed, and no checkpoint installed meanwhile (it may close a run).
+// The Job's slices are f's only until it returns.
+func (cp *Checkpoint) Each(f func(j *Job) error) error {
+	for _, fz := range cp.frozen {
+		if fz.run != nil {
+			cp.runs[fz.id] = fz.run
+		}
+	}
+	for _, rs := range cp.Runs {
+		r := cp.runs[rs.ID]
+		if r == nil {
+			return fmt.Errorf("bucket: run %d of the checkpoint is not written", rs.ID)
+		}
+		if err := r.each(rs.Dead, f); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// each calls f for the jobs of r whose bit in dead is clear, in index
+// order: the sorted section read whole (32 B a job, into memory by index),
+// then the data section streamed.
+func (r *Run) each(dead []uint64, f func(j *Job) error) error {
+	byIndex := make([]Sorted, r.N)
+	const chunk = 2048
+	var ss []Sorted
+	for from := 0; from < r.N; from += chunk {
+		var err error
+		if ss, err = r.ReadSorted(from, min(from+chunk, r.N), ss[:0]); err != nil {
+			return err
+		}
+		for _, e := range ss {
+			if int(e.Index) >= r.N || int(e.Queue) >= len(r.Names) {
+				return fmt.Errorf("%w: run %d: sorted entry %+v", ErrCorrupt, r.ID, e)
+			}
+			byIndex[e.Index] = e
+		}
+	}
+	br := bufio.NewReaderSize(io.NewSectionReader(r.f, headerSize, r.byAt-headerSize), 1<<16)
+	var buf []byte
+	var j Job
+	for i := range r.N {
+		hl, err1 := binary.ReadUvarint(br)
+		pl, err2 := binary.ReadUvarint(br)
+		if err1 != nil || err2 != nil || hl+pl > uint64(r.byAt) {
+			return fmt.Errorf("%w: run %d: job %d's framing", ErrCorrupt, r.ID, i)
+		}
+		var hdr [2 * binary.MaxVarintLen64]byte
+		hn := binary.PutUvarint(hdr[:], hl)
+		hn += binary.PutUvarint(hdr[hn:], pl)
+		buf = slices.Grow(buf[:0], int(hl+pl)+4)[:hl+pl+4]
+		if _, err := io.ReadFull(br, buf); err != nil {
+			return fmt.Errorf("%w: run %d: job %d: %w", ErrCorrupt, r.ID, i, err)
+		}
+		c := crc32.Update(crc32.Checksum(hdr[:hn], castagnoli), castagnoli, buf[:hl+pl])
+		if c != binary.LittleEndian.Uint32(buf[hl+pl:]) {
+			return fmt.Errorf("%w: run %d: job %d's data", ErrCorrupt, r.ID, i)
+		}
+		if dead[i>>6]&(1<<(i&63)) != 0 {
+			continue
+		}
+		e := byIndex[i]
+		j = Job{Due: e.Due, Seq: e.Seq, SID: e.SID, Queue: r.Names[e.Queue], Head: buf[:hl:hl], Payload: buf[hl : hl+pl : hl+pl]}
+		if err := f(&j); err != nil {
+			return err
+		}
+	}
+	return nil
 }

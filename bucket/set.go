@@ -339,6 +339,7 @@ type Frozen struct {
 	id   uint64
 	b    *bucket
 	runs map[uint64]*Run // the runs its payloads lie in
+	run  *Run            // once installed
 }
 
 // ID is the run id the frozen bucket will be written as.
@@ -402,6 +403,7 @@ func (s *Set) Install(f *Frozen, r *Run) {
 	offheap.Free(b.ents)
 	offheap.Free(b.heads)
 	b.ents, b.heads, b.uses, b.frozen, b.hn, b.run = nil, nil, nil, false, 0, r
+	f.run = r
 	b.names, b.nameNo = nil, nil
 	b.dead = b.dead[:(b.n+63)/64]
 }
