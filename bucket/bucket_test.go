@@ -887,3 +887,60 @@ func TestEachIsTheCheckpointsState(t *testing.T) {
 		t.Fatalf("a damaged run walked: %v", err)
 	}
 }
+
+// TestEarliestPagesThroughAQueue: pages of Earliest, each after the last
+// one's end, list a queue's live jobs in (due, add order), each once,
+// across runs and buckets in memory.
+func TestEarliestPagesThroughAQueue(t *testing.T) {
+	fs, log := aof.NewMemFS(), newFakeLog()
+	s := newSet(t, fs, log, 200)
+	rng := rand.New(rand.NewPCG(9, 10))
+	m := map[uint64]want{}
+	for sid := uint64(1); sid <= 2000; sid++ {
+		due := int64(rng.IntN(300)) // many equal dues across runs
+		p := payloadOf(sid)
+		s.Add(due, sid, sid, queueOf(sid), headOf(sid, due), log.put(1, p))
+		m[sid] = want{due, sid, headOf(sid, due), p, queueOf(sid)}
+		if sid%700 == 0 {
+			checkpoint(t, s, fs, Pos{1, int64(sid)})
+		}
+	}
+	for sid := uint64(1); sid <= 2000; sid += 5 {
+		s.Remove(sid)
+		delete(m, sid)
+	}
+	var want1 []want
+	for _, w := range m {
+		if w.queue == "q1" {
+			want1 = append(want1, w)
+		}
+	}
+	slices.SortFunc(want1, func(a, b want) int {
+		if a.due != b.due {
+			return cmpInt(a.due, b.due)
+		}
+		return cmpInt(a.seq, b.seq)
+	})
+	var got []Job
+	due, seq := int64(-1<<63), uint64(0)
+	for {
+		page, err := s.Earliest("q1", due, seq, 37)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(page) == 0 {
+			break
+		}
+		got = append(got, page...)
+		due, seq = page[len(page)-1].Due, page[len(page)-1].Seq
+	}
+	if len(got) != len(want1) {
+		t.Fatalf("%d jobs listed, want %d", len(got), len(want1))
+	}
+	for i, j := range got {
+		w := want1[i]
+		if j.Due != w.due || j.Seq != w.seq || j.Queue != "q1" || !bytes.Equal(j.Payload, w.payload) || !bytes.Equal(j.Head, w.head) {
+			t.Fatalf("listed %d: %+v, want %+v", i, j, w)
+		}
+	}
+}
