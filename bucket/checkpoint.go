@@ -225,7 +225,7 @@ func (s *Set) Pos() Pos { return s.pos }
 const leftoverMisses = 16
 
 // Open returns the Set the checkpoint at o.Path names: each run opened and
-// checked, the index rebuilt from its live entries (40 bytes read a job).
+// checked, the index rebuilt from its live entries (44 bytes read a job).
 // Files a crash left outside the checkpoint (runs written after it, runs
 // it dropped, temporaries) are removed: their jobs are in the log after
 // its position. No checkpoint is an empty Set. A checkpoint or run that

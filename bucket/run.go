@@ -64,7 +64,7 @@ func RunPath(path string, id uint64) string {
 type Sorted struct {
 	Due      int64
 	Seq, SID uint64
-	Index    uint32 // the job's place in data and offsets
+	Index    uint32 // the job's place in data and byindex
 	Queue    uint32 // its queue's number in the run's Names
 }
 
@@ -89,10 +89,9 @@ type runJob struct {
 }
 
 // writeRun writes the n jobs job(i) gives, of the queues names, as run id
-// at path: to a
-// temporary file, fsynced, renamed, the directory fsynced (aof.Install).
-// It reads each job once, in index order, and sorts 32 bytes a job in
-// memory. On error nothing is left under the run's name.
+// at path: to a temporary file, fsynced, renamed, the directory fsynced
+// (aof.Install). It reads each job once, in index order, and sorts 32
+// bytes a job in memory. On error nothing is left under the run's name.
 func writeRun(fs aof.FS, path string, id uint64, names []string, n int, job func(i int) (runJob, error)) (r *Run, err error) {
 	name := RunPath(path, id)
 	tmp := name + ".tmp"
@@ -232,8 +231,9 @@ func getSorted(b []byte) Sorted {
 }
 
 // OpenRun opens run id at path and checks its trailer and the CRCs of its
-// offsets and sorted sections, calling each, if not nil, for every sorted
-// entry in order (the start's index rebuild). It reads 40 bytes a job.
+// byindex, sorted and names sections, calling each, if not nil, for every
+// sorted entry in order (the start's index rebuild). It reads 44 bytes a
+// job.
 func OpenRun(fs aof.FS, path string, id uint64, each func(pos int, s Sorted)) (*Run, error) {
 	f, err := fs.OpenFile(RunPath(path, id), os.O_RDONLY, 0)
 	if err != nil {
