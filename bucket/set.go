@@ -236,7 +236,7 @@ func (s *Set) room(n int) error {
 }
 
 // Get reads sid's job: from memory and its payload's locator, or from its
-// run (two preads). ok is false if no bucket holds sid.
+// run (three preads). ok is false if no bucket holds sid.
 func (s *Set) Get(sid uint64) (j Job, ok bool, err error) {
 	l, ok := s.x.get(sid)
 	if !ok {
