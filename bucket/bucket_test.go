@@ -207,9 +207,9 @@ func TestRunRoundTripAndBound(t *testing.T) {
 		if got.Due != j.Due || got.Seq != j.Seq || got.SID != j.SID || got.Queue != j.Queue || !bytes.Equal(got.Head, j.Head) || !bytes.Equal(got.Payload, j.Payload) {
 			t.Fatalf("job %d read back as %+v", i, got)
 		}
-		off, pn, err := r.PayloadAt(uint32(i))
-		if p, _ := r.ReadPayload(off, pn); err != nil || !bytes.Equal(p, j.Payload) {
-			t.Fatalf("PayloadAt(%d): %v", i, err)
+		_, off, err := r.read(uint32(i))
+		if p, _ := r.ReadPayload(off, len(j.Payload)); err != nil || !bytes.Equal(p, j.Payload) {
+			t.Fatalf("read(%d)'s payload offset: %v", i, err)
 		}
 	}
 	for until := int64(990); until <= 1060; until++ {

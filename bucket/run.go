@@ -389,29 +389,37 @@ func (r *Run) ReadSorted(from, to int, out []Sorted) ([]Sorted, error) {
 
 // ReadData reads the job at index i: three preads (its place, its data,
 // its sorted entry), the data's CRC checked.
-func (r *Run) ReadData(i uint32) (j runJob, err error) {
+func (r *Run) ReadData(i uint32) (runJob, error) {
+	j, _, err := r.read(i)
+	return j, err
+}
+
+// read is ReadData, and where the payload lies in the file: a locator for
+// a job that moves from the run to an open bucket.
+func (r *Run) read(i uint32) (j runJob, payloadAt int64, err error) {
 	start, end, pos, err := r.place(i)
 	if err != nil {
-		return j, err
+		return j, 0, err
 	}
 	b := make([]byte, end-start)
 	if _, err := r.f.ReadAt(b, start); err != nil {
-		return j, err
+		return j, 0, err
 	}
 	hl, pl, at := r.frame(b)
 	if at < 0 {
-		return j, fmt.Errorf("%w: run %d: job %d's data", ErrCorrupt, r.ID, i)
+		return j, 0, fmt.Errorf("%w: run %d: job %d's data", ErrCorrupt, r.ID, i)
 	}
 	var sb [sortedSize]byte
 	if _, err := r.f.ReadAt(sb[:], r.sortAt+sortedSize*int64(pos)); err != nil {
-		return j, err
+		return j, 0, err
 	}
 	e := getSorted(sb[:])
 	if e.Index != i || int(e.Queue) >= len(r.Names) {
-		return j, fmt.Errorf("%w: run %d: job %d's sorted entry", ErrCorrupt, r.ID, i)
+		return j, 0, fmt.Errorf("%w: run %d: job %d's sorted entry", ErrCorrupt, r.ID, i)
 	}
 	h := b[at:]
-	return runJob{Due: e.Due, Seq: e.Seq, SID: e.SID, Queue: e.Queue, Head: h[:hl:hl], Payload: h[hl : hl+pl : hl+pl]}, nil
+	j = runJob{Due: e.Due, Seq: e.Seq, SID: e.SID, Queue: e.Queue, Head: h[:hl:hl], Payload: h[hl : hl+pl : hl+pl]}
+	return j, start + int64(at+hl), nil
 }
 
 // place reads where job i's data starts and ends, and its sorted place.
@@ -461,23 +469,4 @@ func (r *Run) ReadPayload(off int64, n int) ([]byte, error) {
 	b := make([]byte, n)
 	_, err := r.f.ReadAt(b, off)
 	return b, err
-}
-
-// PayloadAt returns where the payload of the job at index i lies in the
-// file and its length: a locator for a job that moves from the run to an
-// open bucket. Two preads.
-func (r *Run) PayloadAt(i uint32) (off int64, n int, err error) {
-	start, end, _, err := r.place(i)
-	if err != nil {
-		return 0, 0, err
-	}
-	b := make([]byte, end-start)
-	if _, err := r.f.ReadAt(b, start); err != nil {
-		return 0, 0, err
-	}
-	hl, pl, at := r.frame(b)
-	if at < 0 {
-		return 0, 0, fmt.Errorf("%w: run %d: job %d's data", ErrCorrupt, r.ID, i)
-	}
-	return start + int64(at+hl), pl, nil
 }

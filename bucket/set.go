@@ -303,7 +303,7 @@ func (s *Set) Remove(sid uint64) bool {
 // Move gives sid's job a new due and add order and head (a reschedule
 // beyond the horizon): it leaves its bucket for the open one, in the same
 // queue, its payload staying where it is (in memory's locator, or in its
-// run: two preads).
+// run: three preads).
 func (s *Set) Move(sid uint64, due int64, seq uint64, head []byte) error {
 	l, ok := s.x.get(sid)
 	if !ok {
@@ -314,15 +314,11 @@ func (s *Set) Move(sid uint64, due int64, seq uint64, head []byte) error {
 	var loc Loc
 	var queue string
 	if b.run != nil {
-		off, n, err := b.run.PayloadAt(i)
+		rj, off, err := b.run.read(i)
 		if err != nil {
 			return err
 		}
-		rj, err := b.run.ReadData(i)
-		if err != nil {
-			return err
-		}
-		loc, queue = Loc{File: b.id, Off: off, N: uint32(n), Run: true}, b.run.Names[rj.Queue]
+		loc, queue = Loc{File: b.id, Off: off, N: uint32(len(rj.Payload)), Run: true}, b.run.Names[rj.Queue]
 	} else {
 		loc, queue = b.ents[i].Loc, b.names[b.ents[i].Queue]
 	}
