@@ -306,7 +306,13 @@ func TestAddGetRemoveMoveAcrossASeal(t *testing.T) {
 		t.Fatal("Remove")
 	}
 	delete(m, 4)
+	if seg, ok := s.LogInUse(); !ok || seg != 3 {
+		t.Fatalf("LogInUse = %d %v, want segment 3", seg, ok)
+	}
 	checkpoint(t, s, fs, Pos{3, 1000})
+	if seg, ok := s.LogInUse(); ok {
+		t.Fatalf("LogInUse = %d after the seal", seg)
+	}
 	if in := s.Info(); in.Mem != 0 || in.Runs != 3 {
 		t.Fatalf("after a checkpoint: %+v", in)
 	}

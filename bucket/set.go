@@ -82,6 +82,9 @@ type bucket struct {
 	live int
 	refs int            // entries of buckets in memory whose payload lies in this run
 	uses map[uint64]int // in memory: runs its entries' payloads lie in, and how many
+	// minSeg is, in memory, the oldest log segment an entry's payload lies
+	// in (0: none): compaction must not drop it before the bucket is a run.
+	minSeg uint64
 
 	names  []string          // its jobs' queues (a run's are run.Names)
 	nameNo map[string]uint32 // in memory: names' numbers
@@ -186,15 +189,17 @@ func (s *Set) Add(due int64, seq, sid uint64, queue string, head []byte, loc Loc
 	if err := s.room(len(head)); err != nil {
 		return err
 	}
+	b := s.b[s.open]
 	if loc.Run {
 		r, ok := s.byID[loc.File]
 		if !ok || s.b[r].run == nil {
 			return fmt.Errorf("bucket: a payload in run %d, which is not open", loc.File)
 		}
 		s.b[r].refs++
-		s.b[s.open].uses[loc.File]++
+		b.uses[loc.File]++
+	} else if b.minSeg == 0 || loc.File < b.minSeg {
+		b.minSeg = loc.File
 	}
-	b := s.b[s.open]
 	qn, ok := b.nameNo[queue]
 	if !ok {
 		qn = uint32(len(b.names))
@@ -233,6 +238,19 @@ func (s *Set) room(n int) error {
 		s.open = slot
 	}
 	return nil
+}
+
+// LogInUse returns the oldest log segment a payload in a bucket in memory
+// lies in, if any: a compaction that would drop it checkpoints first (the
+// checkpoint seals those buckets into runs, which copy the payloads).
+// O(buckets).
+func (s *Set) LogInUse() (seg uint64, ok bool) {
+	for _, b := range s.b {
+		if b != nil && b.run == nil && b.minSeg != 0 && (!ok || b.minSeg < seg) {
+			seg, ok = b.minSeg, true
+		}
+	}
+	return seg, ok
 }
 
 // Get reads sid's job: from memory and its payload's locator, or from its
