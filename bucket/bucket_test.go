@@ -950,3 +950,31 @@ func TestEarliestPagesThroughAQueue(t *testing.T) {
 		}
 	}
 }
+
+// TestOpenBucketPages: an open bucket's entries and heads span several
+// mapped pages, a head never straddling two, read back whole before and
+// after the seal; what is mapped follows what is used.
+func TestOpenBucketPages(t *testing.T) {
+	fs, log := aof.NewMemFS(), newFakeLog()
+	s := newSet(t, fs, log, 0)
+	m := map[uint64]want{}
+	const n = 3*entPage + 5
+	for sid := uint64(1); sid <= n; sid++ {
+		h := bytes.Repeat([]byte{byte(sid)}, 50+int(sid%101)) // ~100 B: heads fill several pages
+		p := []byte(fmt.Sprint(sid))
+		if err := s.Add(int64(sid), sid, sid, queueOf(sid), h, log.put(1, p)); err != nil {
+			t.Fatal(err)
+		}
+		m[sid] = want{int64(sid), sid, h, p, queueOf(sid)}
+	}
+	b := s.b[s.open]
+	if len(b.ents) != 4 || len(b.heads) < 4 {
+		t.Fatalf("%d entry pages, %d head pages", len(b.ents), len(b.heads))
+	}
+	if in := s.Info(); in.MemBytes > int64(len(b.ents))*entPage*64+int64(len(b.heads))*headPage || in.MemBytes < n*64 {
+		t.Fatalf("MemBytes %d for %d jobs", in.MemBytes, n)
+	}
+	check(t, s, m)
+	checkpoint(t, s, fs, Pos{1, 1})
+	check(t, s, m)
+}

@@ -58,7 +58,7 @@ func (s *Set) dueInMemory(p *Plan, slot int, b *bucket, until int64, max int) {
 	}
 	i := b.scan
 	for ; i < b.n && len(p.mem) < max; i++ {
-		e := &b.ents[i]
+		e := b.ent(i)
 		if b.isDead(uint32(i)) {
 			continue
 		}
@@ -67,7 +67,7 @@ func (s *Set) dueInMemory(p *Plan, slot int, b *bucket, until int64, max int) {
 			continue
 		}
 		p.mem = append(p.mem, Job{Due: e.Due, Seq: e.Seq, SID: e.SID, Queue: b.names[e.Queue],
-			Head: slices.Clone(b.heads[e.HeadOff : e.HeadOff+e.HeadLen]),
+			Head: slices.Clone(b.head(e)),
 			slot: slot, id: b.id, index: uint32(i)})
 		p.locs = append(p.locs, e.Loc)
 		if e.Loc.Run {
@@ -181,7 +181,7 @@ func (s *Set) OfQueue(queue string) *Plan {
 			p.runs = append(p.runs, runPart{slot: slot, id: b.id, r: b.run, from: b.cursor, to: b.run.N, queue: qn})
 		default:
 			for i := range b.n {
-				if e := &b.ents[i]; e.Queue == qn && !b.isDead(uint32(i)) {
+				if e := b.ent(i); e.Queue == qn && !b.isDead(uint32(i)) {
 					p.mem = append(p.mem, Job{Due: e.Due, Seq: e.Seq, SID: e.SID, Queue: queue, slot: slot, id: b.id, index: uint32(i)})
 				}
 			}

@@ -22,7 +22,7 @@ func (s *Set) Earliest(queue string, due int64, seq uint64, count int) ([]Job, e
 		}
 		if b.run == nil {
 			for i := range b.n {
-				e := &b.ents[i]
+				e := b.ent(i)
 				if e.Queue == qn && !b.isDead(uint32(i)) && after(e.Due, e.Seq) {
 					out = append(out, Job{Due: e.Due, Seq: e.Seq, SID: e.SID, Queue: queue, slot: slot, id: b.id, index: uint32(i)})
 				}

@@ -67,10 +67,14 @@ type openEntry struct {
 
 // bucket is an open or frozen bucket (ents set) or a run (run set).
 type bucket struct {
-	id     uint64
-	ents   []openEntry // mapped, cap MaxOpen; nil for a run
-	heads  []byte      // mapped, cap HeadSpace
-	n, hn  int         // entries, head bytes
+	id uint64
+	// In memory, entries and heads live in mapped pages taken as they
+	// fill: what is mapped is what is used (offheap.Mapped, which
+	// --maxmemory reads, counts every mapped byte), and a bucket grows
+	// without copying under the owner's lock.
+	ents   [][]openEntry // pages of entPage entries; nil for a run
+	heads  [][]byte      // pages of headPage bytes; a head never straddles two
+	n, hn  int           // entries, head bytes (hn: an offset in the pages)
 	frozen bool
 	minDue int64 // a lower bound of live entries' dues (in memory)
 	scan   int   // in memory: entries before it are dead
@@ -98,6 +102,31 @@ func (b *bucket) queueNo(q string) (uint32, bool) {
 	}
 	i := slices.Index(b.run.Names, q)
 	return uint32(i), i >= 0
+}
+
+const (
+	entPage  = 1 << 14 // entries a page: 1 MiB
+	headPage = 1 << 20 // bytes of heads a page
+)
+
+func (b *bucket) ent(i int) *openEntry { return &b.ents[i/entPage][i%entPage] }
+
+func (b *bucket) head(e *openEntry) []byte {
+	if e.HeadLen == 0 {
+		return nil
+	}
+	o := int(e.HeadOff)
+	return b.heads[o/headPage][o%headPage : o%headPage+int(e.HeadLen)]
+}
+
+func (b *bucket) freePages() {
+	for _, p := range b.ents {
+		offheap.Free(p)
+	}
+	for _, p := range b.heads {
+		offheap.Free(p)
+	}
+	b.ents, b.heads = nil, nil
 }
 
 func (b *bucket) isDead(i uint32) bool { return b.dead[i>>6]&(1<<(i&63)) != 0 }
@@ -159,8 +188,6 @@ func (s *Set) newBucket() (int, error) {
 		if s.b[i] == nil {
 			b := &bucket{
 				id:     s.nextID,
-				ents:   offheap.Make[openEntry](s.o.MaxOpen),
-				heads:  offheap.Make[byte](s.o.HeadSpace),
 				dead:   make([]uint64, (s.o.MaxOpen+63)/64),
 				minDue: 1<<63 - 1,
 				uses:   map[uint64]int{},
@@ -207,9 +234,18 @@ func (s *Set) Add(due int64, seq, sid uint64, queue string, head []byte, loc Loc
 		b.nameNo[queue] = qn
 	}
 	i := b.n
-	b.ents[i] = openEntry{Due: due, Seq: seq, SID: sid, HeadOff: uint32(b.hn), HeadLen: uint32(len(head)), Queue: qn, Loc: loc}
-	copy(b.heads[b.hn:], head)
-	b.hn += len(head)
+	if i%entPage == 0 {
+		b.ents = append(b.ents, offheap.Make[openEntry](entPage))
+	}
+	if len(head) > 0 && b.hn+len(head) > len(b.heads)*headPage { // the next page, whole
+		b.hn = len(b.heads) * headPage
+		b.heads = append(b.heads, offheap.Make[byte](headPage))
+	}
+	*b.ent(i) = openEntry{Due: due, Seq: seq, SID: sid, HeadOff: uint32(b.hn), HeadLen: uint32(len(head)), Queue: qn, Loc: loc}
+	if len(head) > 0 {
+		copy(b.heads[b.hn/headPage][b.hn%headPage:], head)
+		b.hn += len(head)
+	}
 	b.n++
 	b.live++
 	b.minDue = min(b.minDue, due)
@@ -221,7 +257,7 @@ func (s *Set) Add(due int64, seq, sid uint64, queue string, head []byte, loc Loc
 // room makes sure the open bucket can take a job with a head of n bytes,
 // freezing a full one and opening the next.
 func (s *Set) room(n int) error {
-	if n > s.o.HeadSpace {
+	if n > s.o.HeadSpace || n > headPage {
 		return fmt.Errorf("bucket: a head of %d bytes", n)
 	}
 	if s.open >= 0 {
@@ -272,8 +308,8 @@ func (s *Set) Get(sid uint64) (j Job, ok bool, err error) {
 		}
 		return Job{Due: rj.Due, Seq: rj.Seq, SID: sid, Queue: b.run.Names[rj.Queue], Head: rj.Head, Payload: rj.Payload, slot: slot, id: b.id, index: i}, true, nil
 	}
-	e := &b.ents[i]
-	j = Job{Due: e.Due, Seq: e.Seq, SID: sid, Queue: b.names[e.Queue], Head: slices.Clone(b.heads[e.HeadOff : e.HeadOff+e.HeadLen]), slot: slot, id: b.id, index: i}
+	e := b.ent(int(i))
+	j = Job{Due: e.Due, Seq: e.Seq, SID: sid, Queue: b.names[e.Queue], Head: slices.Clone(b.head(e)), slot: slot, id: b.id, index: i}
 	j.Payload, err = s.readLoc(e.Loc, s.runOf)
 	return j, true, err
 }
@@ -338,7 +374,7 @@ func (s *Set) Move(sid uint64, due int64, seq uint64, head []byte) error {
 		}
 		loc, queue = Loc{File: b.id, Off: off, N: uint32(len(rj.Payload)), Run: true}, b.run.Names[rj.Queue]
 	} else {
-		loc, queue = b.ents[i].Loc, b.names[b.ents[i].Queue]
+		loc, queue = b.ent(int(i)).Loc, b.names[b.ent(int(i)).Queue]
 	}
 	if err := s.room(len(head)); err != nil {
 		return err // the job stays where it was
@@ -392,12 +428,12 @@ func (s *Set) Frozen() []*Frozen {
 func (s *Set) WriteFrozen(f *Frozen) (*Run, error) {
 	b := f.b
 	return writeRun(s.o.FS, s.o.Path, f.id, b.names, b.n, func(i int) (runJob, error) {
-		e := &b.ents[i]
+		e := b.ent(i)
 		p, err := s.readLoc(e.Loc, func(id uint64) *Run { return f.runs[id] })
 		if err != nil {
 			return runJob{}, err
 		}
-		return runJob{Due: e.Due, Seq: e.Seq, SID: e.SID, Queue: e.Queue, Head: b.heads[e.HeadOff : e.HeadOff+e.HeadLen], Payload: p}, nil
+		return runJob{Due: e.Due, Seq: e.Seq, SID: e.SID, Queue: e.Queue, Head: b.head(e), Payload: p}, nil
 	})
 }
 
@@ -414,9 +450,8 @@ func (s *Set) Install(f *Frozen, r *Run) {
 			s.b[slot].refs -= n
 		}
 	}
-	offheap.Free(b.ents)
-	offheap.Free(b.heads)
-	b.ents, b.heads, b.uses, b.frozen, b.hn, b.run = nil, nil, nil, false, 0, r
+	b.freePages()
+	b.uses, b.frozen, b.hn, b.run = nil, false, 0, r
 	f.run = r
 	b.names, b.nameNo = nil, nil
 	b.dead = b.dead[:(b.n+63)/64]
@@ -456,8 +491,7 @@ func (s *Set) free(slot int) {
 			s.b[r].refs -= n
 		}
 	}
-	offheap.Free(b.ents)
-	offheap.Free(b.heads)
+	b.freePages()
 	delete(s.byID, b.id)
 	s.b[slot] = nil
 }
@@ -480,7 +514,7 @@ func (s *Set) Info() Info {
 			in.Runs++
 		default:
 			in.Mem++
-			in.MemBytes += int64(b.n)*64 + int64(b.hn)
+			in.MemBytes += int64(len(b.ents))*entPage*64 + int64(len(b.heads))*headPage
 		}
 	}
 	return in
