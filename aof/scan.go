@@ -2,6 +2,7 @@ package aof
 
 import (
 	"encoding/binary"
+	"fmt"
 	"io"
 )
 
@@ -65,4 +66,25 @@ func ReadRange(f io.ReaderAt, from, to int64, fn func(off int64, payload []byte)
 		}
 	}
 	return from, nil
+}
+
+// ReadRecord reads back one record of f: its frame starts at off and its
+// payload is n bytes (where ReplayAt or a Writer put it), and its checksum
+// is checked. The payload is a new slice, the caller's to keep. One
+// pread of n+RecordHeaderSize bytes. For a reader that indexed a log's
+// records and reads them at random (a Raft log's entries); a mismatch
+// matches ErrChecksum, a length that differs ErrBadLength.
+func ReadRecord(f io.ReaderAt, off int64, n int) ([]byte, error) {
+	b := make([]byte, RecordHeaderSize+n)
+	if _, err := f.ReadAt(b, off); err != nil {
+		return nil, err
+	}
+	if int(binary.LittleEndian.Uint32(b)) != n {
+		return nil, fmt.Errorf("%w: at offset %d, %d bytes where %d were written", ErrBadLength, off, binary.LittleEndian.Uint32(b), n)
+	}
+	payload := b[RecordHeaderSize:]
+	if binary.LittleEndian.Uint32(b[4:]) != recordCRC(b[:4], payload) {
+		return nil, fmt.Errorf("%w: at offset %d", ErrChecksum, off)
+	}
+	return payload, nil
 }
