@@ -3,6 +3,7 @@ package cluster
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"time"
@@ -17,8 +18,16 @@ import (
 
 // boltLog is the Raft log of releases before raftlog: raft-boltdb's file.
 // Once its entries are copied it is renamed boltLog+".migrated", kept for
-// inspection and never read again (docs/decisions/raft-log-store.md).
+// inspection and never read again (docs/decisions/raft-log-store.md), and
+// a short text takes its name (boltMarker): an earlier release started on
+// the directory finds no bolt file there and refuses to start, where an
+// absent raft.db would have made it a node with an empty log.
 const boltLog = "raft.db"
+
+// boltMarker is what raft.db holds on this release: bbolt refuses it
+// ("invalid database").
+const boltMarker = "delayd: this node's Raft log is raft.log, which delayd 0.3.0 and later read; " +
+	"raft.db.migrated, if any, is the log an earlier release kept, copied into raft.log\n"
 
 // migrateBolt copies the entries of a raft.db an earlier release left in
 // dir into log, once. While raft.db keeps its name no copy has finished:
@@ -32,10 +41,17 @@ const boltLog = "raft.db"
 // older than a snapshot this node holds, and the new log takes no gaps.
 func migrateBolt(dir string, log *raftlog.Store, logger zerolog.Logger) error {
 	path := filepath.Join(dir, boltLog)
-	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
-		return nil
+	head := make([]byte, len(boltMarker))
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return writeMarker(dir) // a new node, or a crash after the rename
 	} else if err != nil {
 		return err
+	}
+	n, _ := io.ReadFull(f, head)
+	f.Close()
+	if string(head[:n]) == boltMarker {
+		return nil
 	}
 	start := time.Now()
 	if first, _ := log.FirstIndex(); first != 0 {
@@ -90,15 +106,39 @@ func migrateBolt(dir string, log *raftlog.Store, logger zerolog.Logger) error {
 	if err := os.Rename(path, path+".migrated"); err != nil {
 		return err
 	}
-	if err := syncDir(dir); err != nil {
+	if err := writeMarker(dir); err != nil {
 		return err
 	}
 	ev := logger.Info().Str("from", path).Uint64("entries", last+1-from).Dur("took_ms", time.Since(start))
 	if from > first && first != 0 {
 		ev = ev.Uint64("skipped_before_gap", from-first)
 	}
-	ev.Msg("cluster: the raft log of an earlier release is copied into raft.log; raft.db is kept as raft.db.migrated")
+	ev.Msg("cluster: the raft log of an earlier release is copied into raft.log; the old file is kept as raft.db.migrated")
 	return nil
+}
+
+// writeMarker puts boltMarker at raft.db: written beside, fsynced, renamed,
+// the directory fsynced (which makes an earlier rename durable too).
+func writeMarker(dir string) error {
+	tmp := filepath.Join(dir, boltLog+".tmp")
+	f, err := os.Create(tmp)
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteString(boltMarker)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, filepath.Join(dir, boltLog))
+	}
+	if err != nil {
+		return err
+	}
+	return syncDir(dir)
 }
 
 // syncDir fsyncs a directory: the renames in it are on disk.

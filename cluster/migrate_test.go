@@ -84,12 +84,10 @@ func TestMigrateBolt(t *testing.T) {
 	}
 	check(s)
 	s.Close()
-	if _, err := os.Stat(filepath.Join(dir, boltLog)); !os.IsNotExist(err) {
-		t.Fatalf("raft.db still there: %v", err)
-	}
 	if _, err := os.Stat(filepath.Join(dir, boltLog+".migrated")); err != nil {
 		t.Fatal(err)
 	}
+	refusedByEarlierRelease(t, dir)
 	// Once done, a start copies nothing again.
 	s, err = raftlog.Open(filepath.Join(dir, "raft.log"), raftlog.Options{})
 	if err != nil {
@@ -100,6 +98,30 @@ func TestMigrateBolt(t *testing.T) {
 		t.Fatal(err)
 	}
 	check(s)
+}
+
+// refusedByEarlierRelease checks that raft.db in dir is what an earlier
+// release, which opened it with raft-boltdb, refuses to start on.
+func refusedByEarlierRelease(t *testing.T, dir string) {
+	t.Helper()
+	b, err := raftboltdb.New(raftboltdb.Options{
+		Path:        filepath.Join(dir, boltLog),
+		BoltOptions: &bbolt.Options{Timeout: time.Second, NoFreelistSync: true},
+	})
+	if err == nil {
+		b.Close()
+		t.Fatal("raft-boltdb opens raft.db: an earlier release would start on an empty log")
+	}
+	if got, _ := os.ReadFile(filepath.Join(dir, boltLog)); string(got) != boltMarker {
+		t.Fatalf("raft.db holds %q", got)
+	}
+}
+
+// A new node's raft.db is the marker.
+func TestNewNodeMarksRaftDB(t *testing.T) {
+	n := startNode(t, Config{Bootstrap: true})
+	n.stop()
+	refusedByEarlierRelease(t, filepath.Join(n.dir, "raft"))
 }
 
 // A node of an earlier release (its log in raft.db, entries after its
@@ -137,7 +159,7 @@ func TestMigratedNodeKeepsItsJobs(t *testing.T) {
 	}
 	s.Close()
 	files, _ := filepath.Glob(filepath.Join(raftDir, "raft.log*"))
-	for _, f := range files {
+	for _, f := range append(files, filepath.Join(raftDir, boltLog)) {
 		os.Remove(f)
 	}
 	writeBolt(t, raftDir, entries)
@@ -153,5 +175,6 @@ func TestMigratedNodeKeepsItsJobs(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(raftDir, boltLog+".migrated")); err != nil {
 			t.Fatal(err)
 		}
+		refusedByEarlierRelease(t, raftDir)
 	}
 }
