@@ -299,3 +299,68 @@ func TestNoSync(t *testing.T) {
 	holds(t, s2, 1, 30)
 	s2.Close()
 }
+
+// TestConcurrentReaders: Raft's replication goroutines read while its main
+// goroutine appends, seals and deletes, and a Sync runs beside them (run
+// with -race). A read of an entry the log holds returns that entry.
+func TestConcurrentReaders(t *testing.T) {
+	s := open(t, aof.NewMemFS(), Options{SegmentSize: 4000, NoSync: true})
+	store(t, s, 1, 50, 5)
+	done := make(chan struct{})
+	errs := make(chan error, 4)
+	for r := range 3 {
+		go func() {
+			rng := rand.New(rand.NewPCG(uint64(r), 1))
+			for {
+				select {
+				case <-done:
+					errs <- nil
+					return
+				default:
+				}
+				first, last := bounds(s)
+				if first == 0 {
+					continue
+				}
+				i := first + rng.Uint64N(last-first+1)
+				var l raft.Log
+				err := s.GetLog(i, &l)
+				if errors.Is(err, raft.ErrLogNotFound) {
+					continue // deleted since bounds
+				}
+				if err != nil || l.Index != i || !bytes.Equal(l.Data, entry(i).Data) {
+					errs <- fmt.Errorf("GetLog(%d): %v, index %d", i, err, l.Index)
+					return
+				}
+			}
+		}()
+	}
+	go func() {
+		for {
+			select {
+			case <-done:
+				errs <- nil
+				return
+			default:
+				if err := s.Sync(); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}
+	}()
+	for next := uint64(51); next < 2000; next += 5 {
+		store(t, s, next, next+4, 5)
+		if next%200 == 1 {
+			if err := s.DeleteRange(1, next-100); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	close(done)
+	for range 4 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
