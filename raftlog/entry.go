@@ -20,6 +20,72 @@ import (
 // where it should be is found there, not by the state machine.
 const entryVersion = 1
 
+// An entry longer than maxPart (a batch of large payloads can pass the
+// AOF's record limit) is split over records that follow each other: a
+// head, entryHead then the uvarint length of the whole encoding then its
+// first maxPart bytes, and parts, entryPart then the next bytes. A head
+// whose parts are not all there is a torn tail.
+const (
+	entryHead = 2
+	entryPart = 3
+)
+
+// maxPart bounds a record's share of an entry: well under
+// aof.MaxRecordSize. A variable for the tests, which split small entries.
+var maxPart = 16 << 20
+
+// splitEntry calls fn with each record of the encoded entry e.
+func splitEntry(e []byte, fn func(rec []byte)) {
+	if len(e) <= maxPart {
+		fn(e)
+		return
+	}
+	head := binary.AppendUvarint([]byte{entryHead}, uint64(len(e)))
+	fn(append(head, e[:maxPart]...))
+	for e = e[maxPart:]; len(e) > 0; {
+		n := min(len(e), maxPart)
+		fn(append([]byte{entryPart}, e[:n]...))
+		e = e[n:]
+	}
+}
+
+// joinEntry is the encoding split over recs (one record: itself).
+func joinEntry(recs [][]byte) ([]byte, error) {
+	if len(recs) == 1 {
+		return recs[0], nil
+	}
+	head := recs[0]
+	if len(head) == 0 || head[0] != entryHead {
+		return nil, fmt.Errorf("%w: %d records, not a split entry", errEntry, len(recs))
+	}
+	total, n := binary.Uvarint(head[1:])
+	if n <= 0 {
+		return nil, fmt.Errorf("%w: a split entry's length", errEntry)
+	}
+	e := make([]byte, 0, total)
+	e = append(e, head[1+n:]...)
+	for _, r := range recs[1:] {
+		if len(r) == 0 || r[0] != entryPart {
+			return nil, fmt.Errorf("%w: a split entry's part", errEntry)
+		}
+		e = append(e, r[1:]...)
+	}
+	if uint64(len(e)) != total {
+		return nil, fmt.Errorf("%w: a split entry of %d bytes holds %d", errEntry, total, len(e))
+	}
+	return e, nil
+}
+
+// splitHead reads a head record: the whole encoding's length and its
+// first bytes.
+func splitHead(rec []byte) (total int, first []byte, err error) {
+	t, n := binary.Uvarint(rec[1:])
+	if n <= 0 || t > 1<<40 {
+		return 0, nil, fmt.Errorf("%w: a split entry's length", errEntry)
+	}
+	return int(t), rec[1+n:], nil
+}
+
 // errEntry is a record that checks out (its CRC) but does not decode: a
 // newer format, or a bug.
 var errEntry = errors.New("raftlog: an entry does not decode")

@@ -116,12 +116,32 @@ func Open(path string, opts Options) (*Store, error) {
 
 // load indexes segment id, checking that its entries follow the log's so
 // far. Only the last segment may be empty (a new one, its first batch not
-// written). It returns the segment and the bytes replay kept.
+// written) or end in a split entry whose parts are not all there (a torn
+// tail), which is cut. It returns the segment and its size.
 func (s *Store) load(id uint64, isLast bool) (*segment, int64, error) {
 	p := aof.SegPath(s.path, id)
 	seg := &segment{id: id}
-	res, err := aof.ReplayAt(s.fs, p, func(off int64, payload []byte) error {
-		i, err := entryIndex(payload)
+	want := 0 // bytes of a split entry still to come
+	res, err := aof.ReplayAt(s.fs, p, func(off int64, rec []byte) error {
+		if rec[0] == entryPart {
+			if want < len(rec)-1 {
+				return fmt.Errorf("%s at %d: %w: a part of no split entry", p, off, errEntry)
+			}
+			want -= len(rec) - 1
+			return nil
+		}
+		if want != 0 {
+			return fmt.Errorf("%s at %d: %w: a split entry cut short", p, off, errEntry)
+		}
+		e := rec
+		if rec[0] == entryHead {
+			total, first, err := splitHead(rec)
+			if err != nil {
+				return fmt.Errorf("%s at %d: %w", p, off, err)
+			}
+			e, want = first, total-len(first)
+		}
+		i, err := entryIndex(e)
 		if err != nil {
 			return fmt.Errorf("%s at %d: %w", p, off, err)
 		}
@@ -141,14 +161,49 @@ func (s *Store) load(id uint64, isLast bool) (*segment, int64, error) {
 	if err != nil {
 		return nil, 0, fmt.Errorf("raftlog: %w", err)
 	}
+	size := res.Size
+	if want != 0 {
+		if !isLast {
+			return nil, 0, fmt.Errorf("raftlog: %s: a sealed segment ends in a split entry cut short", p)
+		}
+		// Its batch was never answered: StoreLogs returns once all of
+		// it is written.
+		size = seg.offs[len(seg.offs)-1]
+		seg.offs = seg.offs[:len(seg.offs)-1]
+		if s.last--; len(seg.offs) == 0 && s.first == s.last+1 {
+			s.first, s.last = 0, 0
+		}
+		if err := cut(s.fs, p, size); err != nil {
+			return nil, 0, err
+		}
+	}
 	if len(seg.offs) == 0 && !isLast {
 		return nil, 0, fmt.Errorf("raftlog: %s: a sealed segment with no entries", p)
 	}
-	seg.size = res.Size
+	seg.size = size
 	if seg.r, err = s.fs.OpenFile(p, os.O_RDONLY, 0); err != nil {
 		return nil, 0, fmt.Errorf("raftlog: %w", err)
 	}
-	return seg, res.Size, nil
+	return seg, size, nil
+}
+
+// cut truncates the file at p to size and fsyncs it.
+func cut(fs aof.FS, p string, size int64) error {
+	f, err := fs.OpenFile(p, os.O_RDWR, 0)
+	if err != nil {
+		return fmt.Errorf("raftlog: %w", err)
+	}
+	err = f.Truncate(size)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("raftlog: cut %s at %d: %w", p, size, err)
+	}
+	return nil
 }
 
 func (s *Store) closeFiles() {
@@ -191,13 +246,15 @@ func (s *Store) GetLog(index uint64, l *raft.Log) error {
 	}
 	seg := s.segs[k]
 	i := int(index - seg.first)
-	off := seg.offs[i]
-	payload, err := aof.ReadRecord(seg.r, off, int(seg.end(i)-off-aof.RecordHeaderSize))
+	recs, err := aof.ReadRecords(seg.r, seg.offs[i], seg.end(i))
+	if err == nil {
+		var e []byte
+		if e, err = joinEntry(recs); err == nil {
+			err = decodeEntry(e, l)
+		}
+	}
 	if err != nil {
 		return fmt.Errorf("raftlog: entry %d in %s: %w", index, aof.SegPath(s.path, seg.id), err)
-	}
-	if err := decodeEntry(payload, l); err != nil {
-		return err
 	}
 	if l.Index != index {
 		return fmt.Errorf("%w: entry %d holds %d", errEntry, index, l.Index)
@@ -253,7 +310,7 @@ func (s *Store) StoreLogs(logs []*raft.Log) error {
 	for k, l := range logs {
 		offs[k] = s.w.Size() + int64(s.w.Buffered())
 		s.scratch = appendEntry(s.scratch[:0], l)
-		s.w.Append(s.scratch)
+		splitEntry(s.scratch, s.w.Append)
 	}
 	if cap(s.scratch) > 1<<20 {
 		s.scratch = nil
@@ -437,18 +494,7 @@ func (s *Store) cutSuffix(from uint64) error {
 		size = seg.offs[i]
 	}
 	p := aof.SegPath(s.path, seg.id)
-	f, err := s.fs.OpenFile(p, os.O_RDWR, 0)
-	if err != nil {
-		return fail(err)
-	}
-	err = f.Truncate(size)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
+	if err := cut(s.fs, p, size); err != nil {
 		return fail(err)
 	}
 	w, err := aof.OpenAppend(s.fs, p, size)

@@ -364,3 +364,27 @@ func TestConcurrentReaders(t *testing.T) {
 		}
 	}
 }
+
+// TestSplitEntries runs the tests above with every entry over 64 bytes
+// split over records, as entries over 16 MiB are.
+func TestSplitEntries(t *testing.T) {
+	defer func(n int) { maxPart = n }(maxPart)
+	maxPart = 64
+	for name, f := range map[string]func(*testing.T){
+		"AppendGetReopen": TestAppendGetReopen, "RefusesGaps": TestRefusesGaps,
+		"SegmentsAndDeletes": TestSegmentsAndDeletes, "TornTailAtEveryByte": TestTornTailAtEveryByte,
+		"Checksum": TestChecksum, "NoSync": TestNoSync, "CrashAtEveryStep": TestCrashAtEveryStep,
+	} {
+		t.Run(name, f)
+	}
+	// And one of the records a batch of large payloads makes.
+	s := open(t, aof.NewMemFS(), Options{})
+	big := &raft.Log{Index: 1, Term: 1, Type: raft.LogCommand, Data: bytes.Repeat([]byte("x"), 10_000)}
+	if err := s.StoreLog(big); err != nil {
+		t.Fatal(err)
+	}
+	var l raft.Log
+	if err := s.GetLog(1, &l); err != nil || !bytes.Equal(l.Data, big.Data) {
+		t.Fatalf("GetLog of a split entry: %v, %d bytes", err, len(l.Data))
+	}
+}
