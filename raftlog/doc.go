@@ -5,7 +5,8 @@
 // A log is a manifest and segments, as a single node's AOF is
 // (aof.OpenSegments, aof.WriteManifest): path is the manifest, path.<id>
 // the segments, each a file of checksummed records, one Raft entry a
-// record (encoding in entry.go). The entries are contiguous across the
+// record (encoding in entry.go; one over 16 MiB is split over records
+// that follow each other). The entries are contiguous across the
 // segments in the manifest's order; each segment's first index is its
 // first record's. What is in memory is an index, the file offset of every
 // entry, 8 bytes an entry: GetLog is one pread and a checksum, never a
