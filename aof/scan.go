@@ -2,6 +2,7 @@ package aof
 
 import (
 	"encoding/binary"
+	"fmt"
 	"io"
 )
 
@@ -65,4 +66,47 @@ func ReadRange(f io.ReaderAt, from, to int64, fn func(off int64, payload []byte)
 		}
 	}
 	return from, nil
+}
+
+// ReadRecord reads back one record of f: its frame starts at off and its
+// payload is n bytes (where ReplayAt or a Writer put it), and its checksum
+// is checked. The payload is a new slice, the caller's to keep. One
+// pread of n+RecordHeaderSize bytes. For a reader that indexed a log's
+// records and reads them at random (a Raft log's entries); a mismatch
+// matches ErrChecksum, a length that differs ErrBadLength.
+func ReadRecord(f io.ReaderAt, off int64, n int) ([]byte, error) {
+	ps, err := ReadRecords(f, off, off+RecordHeaderSize+int64(n))
+	if err != nil {
+		return nil, err
+	}
+	return ps[0], nil
+}
+
+// ReadRecords reads back the records of f that lie exactly in [from, to),
+// from a record's start, checking each checksum: their payloads, which
+// share one new buffer, the caller's to keep. One pread of to-from bytes.
+// A record that runs past to, or space left over, matches ErrBadLength.
+func ReadRecords(f io.ReaderAt, from, to int64) ([][]byte, error) {
+	b := make([]byte, to-from)
+	if _, err := f.ReadAt(b, from); err != nil {
+		return nil, err
+	}
+	var ps [][]byte
+	for off := from; len(b) > 0; {
+		if len(b) < RecordHeaderSize {
+			return nil, fmt.Errorf("%w: at offset %d, %d bytes left of %d-%d", ErrBadLength, off, len(b), from, to)
+		}
+		n := int64(binary.LittleEndian.Uint32(b))
+		if n == 0 || RecordHeaderSize+n > int64(len(b)) {
+			return nil, fmt.Errorf("%w: at offset %d, a %d-byte record in %d-%d", ErrBadLength, off, n, from, to)
+		}
+		payload := b[RecordHeaderSize : RecordHeaderSize+n : RecordHeaderSize+n]
+		if binary.LittleEndian.Uint32(b[4:]) != recordCRC(b[:4], payload) {
+			return nil, fmt.Errorf("%w: at offset %d", ErrChecksum, off)
+		}
+		ps = append(ps, payload)
+		b = b[RecordHeaderSize+n:]
+		off += RecordHeaderSize + n
+	}
+	return ps, nil
 }

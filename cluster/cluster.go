@@ -19,6 +19,7 @@ import (
 	"go.etcd.io/bbolt"
 
 	"github.com/delayd/delayd/engine"
+	"github.com/delayd/delayd/raftlog"
 )
 
 // Config is a node's cluster settings; only main fills it.
@@ -64,7 +65,7 @@ type Cluster struct {
 	log    zerolog.Logger
 	rp     atomic.Pointer[raft.Raft] // set by Start; clients may ask before
 	trans  *tracker
-	store  *raftboltdb.BoltStore // the Raft log
+	store  *raftlog.Store        // the Raft log
 	stable *raftboltdb.BoltStore // term and vote
 	snaps  *raft.FileSnapshotStore
 	fsm    *fsm
@@ -139,9 +140,9 @@ func New(cfg Config) (*Cluster, error) {
 		return nil, err
 	}
 	c := &Cluster{cfg: cfg, id: id, log: cfg.Logger.With().Str("node", id[:8]).Logger(), quit: make(chan struct{})}
-	// raft-boltdb, as Consul ran for years. (raft-wal v0.4.0 was tried
-	// first: after a kill -9 it could refuse to open its log, "sealed
-	// segment has no index block", hashicorp/raft-wal#31.)
+	// Segments of the AOF's format (raftlog, docs/decisions/raft-log-store.md):
+	// raft-boltdb's msgpack and B-tree commit per batch were half of a
+	// follower's CPU a request.
 	//
 	// Fsync follows appendfsync, as the single node's log does: always,
 	// every append is on disk before it counts toward a majority (etcd,
@@ -150,13 +151,14 @@ func New(cfg Config) (*Cluster, error) {
 	// machines and on their disks within a second (Kafka's acks=all with
 	// the OS flushing). The term and vote are always fsynced, in their own
 	// file: a node that forgot its vote could vote twice in one term.
-	c.store, err = raftboltdb.New(raftboltdb.Options{
-		Path:        filepath.Join(dir, "raft.db"),
-		BoltOptions: &bbolt.Options{Timeout: 10 * time.Second, NoFreelistSync: true},
-		NoSync:      cfg.Fsync != "always",
-	})
+	logPath := filepath.Join(dir, "raft.log")
+	c.store, err = raftlog.Open(logPath, raftlog.Options{NoSync: cfg.Fsync != "always"})
 	if err != nil {
-		return nil, fmt.Errorf("raft log %s: %w", filepath.Join(dir, "raft.db"), err)
+		return nil, fmt.Errorf("raft log %s: %w", logPath, err)
+	}
+	if err := migrateBolt(dir, c.store, c.log); err != nil {
+		c.store.Close()
+		return nil, fmt.Errorf("raft log %s: copying %s: %w", logPath, filepath.Join(dir, boltLog), err)
 	}
 	c.stable, err = raftboltdb.New(raftboltdb.Options{
 		Path:        filepath.Join(dir, "raft-stable.db"),

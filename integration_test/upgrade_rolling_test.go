@@ -77,7 +77,9 @@ func TestUpgradeRollingFromPrevious(t *testing.T) {
 	// Followers first: each comes back on this binary while the old
 	// leader leads; the cluster's version stays 2 (an old leader raises
 	// nothing).
+	pre := map[*clNode]string{} // each node's directory as the old release left it
 	for _, n := range cc.followers(leader) {
+		pre[n] = keepDir(t, n)
 		upgradeNode(t, n, binPath)
 		pr.wait(t, pr.count()+50)
 		if v := n.clusterInfo("delayd_cluster_version"); v != "2" {
@@ -95,6 +97,7 @@ func TestUpgradeRollingFromPrevious(t *testing.T) {
 	mixedProbe(t, cc, next, leader)
 
 	// The last old node: its SIGTERM, this binary, and the version raised.
+	pre[leader] = keepDir(t, leader)
 	upgradeNode(t, leader, binPath)
 	pr.wait(t, pr.count()+50)
 	final := cc.waitLeader(t, 15*time.Second, nil)
@@ -118,8 +121,9 @@ func TestUpgradeRollingFromPrevious(t *testing.T) {
 	stopNode(t, stray)
 
 	// A member started again on the old binary after the version rose
-	// (a rollback): the leader names it, since it cannot read the log;
-	// back on this binary, it catches up from its Raft log.
+	// (a rollback). On the directory this binary ran on, the old release
+	// refuses to start: its raft.db is this release's marker, which bbolt
+	// does not open, where an absent one would have been an empty log.
 	back := cc.followers(final)[0]
 	stopNode(t, back)
 	newArgs := back.Server.Args
@@ -127,6 +131,18 @@ func TestUpgradeRollingFromPrevious(t *testing.T) {
 	if i := slices.Index(newArgs, "--http-addr"); i >= 0 { // a flag the old release does not know
 		back.Server.Args = slices.Delete(slices.Clone(newArgs), i, i+2)
 	}
+	_ = back.server.Start()
+	if !back.outputHas("invalid database", 10*time.Second) {
+		t.Errorf("the %s binary on a directory this release ran on did not refuse it:\n%s", previousRelease, back.Output())
+	}
+	clWait(t, 10*time.Second, "the old binary to exit", func() (bool, string) { return !back.Running(), "running" })
+	// On its directory from before the upgrade (the copy
+	// docs/operations.md says to keep) it starts, and the leader names it,
+	// since it cannot read the log; back on this binary and its own
+	// directory, it catches up from its Raft log.
+	oldArgs := slices.Clone(back.Server.Args)
+	oldArgs[slices.Index(oldArgs, "--dir")+1] = pre[back]
+	back.Server.Args = oldArgs
 	back.server.Restart()
 	if !final.outputHas("a member runs an older delayd than the cluster's version", 20*time.Second) {
 		t.Errorf("the leader did not name a member back on %s:\n%s", previousRelease, final.Output())
@@ -293,6 +309,18 @@ func upgradeNode(t *testing.T, n *clNode, bin string) {
 	}
 	n.server.Restart()
 	t.Logf("%v runs %s now", n, bin)
+}
+
+// keepDir stops n with SIGTERM and copies its data directory, for a
+// rollback later.
+func keepDir(t *testing.T, n *clNode) string {
+	t.Helper()
+	stopNode(t, n)
+	dst := t.TempDir()
+	if err := os.CopyFS(dst, os.DirFS(n.dir)); err != nil {
+		t.Fatalf("copy of %v's directory: %v", n, err)
+	}
+	return dst
 }
 
 func stopNode(t *testing.T, n *clNode) {

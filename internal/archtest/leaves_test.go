@@ -15,7 +15,7 @@ const module = "github.com/delayd/delayd"
 // skipped, so the entry enforces the rule from the day the package lands.
 var leaves = []string{
 	"wheel", "aof", "offheap", "glob", "schedule", "jobs", "finetimer", "latetrace", "hist", "topn", "backup",
-	"queue", "record", "journal", "clock", "bucket",
+	"queue", "record", "journal", "clock", "bucket", "raftlog",
 }
 
 // above are the packages a leaf must not import, directly or not: the
