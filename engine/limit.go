@@ -143,15 +143,6 @@ func (e *Engine) applyLimit(r *record.Rec) {
 	e.serve(qi)
 }
 
-// limitRecs appends a limit record for each limit, for a rewrite or a
-// snapshot.
-func (e *Engine) limitRecs(out []record.Rec, now int64) []record.Rec {
-	for _, name := range e.limits.Names(func(l *queue.Limit) bool { return !l.Spec().IsZero() }) { // not only paused (pauseRecs)
-		out = append(out, record.Rec{Op: record.Limit, Time: now, Queue: []byte(name), Limit: e.limits.Of(name).Spec()})
-	}
-	return out
-}
-
 // SetLimit sets the flow limit of a queue name outright (a zero spec: OFF)
 // and returns the log ticket to wait for. O(groups of the queue).
 func (e *Engine) SetLimit(name []byte, s LimitSpec) (uint64, error) {
