@@ -100,11 +100,7 @@ func (e *Engine) serveFreed() {
 // laneOf returns the group (a copy; nil for the default group) and the
 // priority of the job in slot s.
 func (e *Engine) laneOf(s uint32) ([]byte, uint8) {
-	g, p := e.queues[e.jobs.At(s).Queue].Order.LaneOf(&e.jobs.Slab, s)
-	if g == "" {
-		return nil, p
-	}
-	return []byte(g), p
+	return record.LaneOf(&e.jobs, &e.queues[e.jobs.At(s).Queue].Queue, s)
 }
 
 // resetFlow forgets the limits (resetState: replay, a reload or a restore

@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"github.com/delayd/delayd/jobs"
 	"github.com/delayd/delayd/queue"
 	"github.com/delayd/delayd/record"
 )
@@ -44,41 +43,13 @@ func (e *Engine) ExportQueue(name []byte) (payload []byte, njobs int, ok bool) {
 		}
 	}
 	out, buf := record.NewExport(), []byte(nil)
-	put := func(r *record.Rec) { out = record.AppendExport(out, r, &buf) }
 	state := record.QueueState(name, now, &e.limits, &e.sched)
 	for i := range state {
-		put(&state[i])
+		out = record.AppendExport(out, &state[i], &buf)
 	}
 	if qi, found := e.queueFor(name, false); found && e.queues[qi].live && e.wheel != nil {
-		q := &e.queues[qi]
-		q.Order.Each(&e.jobs.Slab, func(s uint32) bool {
-			r := e.addRec(s, record.FlagReady)
-			r.Time = now
-			put(&r)
-			njobs++
-			return true
-		})
-		for cursor := uint64(0); ; {
-			cursor = e.jobs.Scan(qi, cursor, 1024, func(s uint32) {
-				var r record.Rec
-				switch e.jobs.At(s).State {
-				case jobs.StateDelayed:
-					r = e.addRec(s, 0)
-				case jobs.StateReserved:
-					deadline, _ := e.wheel.Due(s)
-					r = e.addRec(s, record.FlagReserved)
-					r.Deadline = deadline
-				default:
-					return // ready: written in list order above
-				}
-				r.Time = now
-				put(&r)
-				njobs++
-			})
-			if cursor == 0 {
-				break
-			}
-		}
+		out, njobs = record.AppendQueueJobs(out, &e.jobs, &e.queues[qi].Queue, qi, name, now,
+			func(s uint32) int64 { d, _ := e.wheel.Due(s); return d })
 	}
 	return out, njobs, len(state)+njobs > 0
 }

@@ -1,0 +1,83 @@
+package record
+
+import (
+	"github.com/delayd/delayd/jobs"
+	"github.com/delayd/delayd/queue"
+)
+
+// A job as a record: the add record that recreates it whole, which a
+// rewrite, a snapshot, a compaction, a restatement and a queue's export
+// write.
+
+// Whole is the add record that recreates the job in slot s of t as it is,
+// its queue q of name, stamped now; flags say its state (0: delayed,
+// FlagReady, FlagReserved, whose Deadline the caller sets). By value: a
+// snapshot or a rewrite encodes a million of them, and a Rec on the heap
+// each was a fifth of a snapshot's time.
+func Whole(t *jobs.Table, q *queue.Queue, s uint32, name []byte, now int64, flags byte) Rec {
+	j := t.At(s)
+	r := Rec{Op: Add, Time: now, Queue: name, SID: j.SID, Due: j.Due, Seq: j.Seq, Deliveries: j.Deliveries, Flags: flags,
+		Payload: t.Payload(j), AckTimeout: int64(j.AckTimeout), Retry: int64(j.Retry), DeadLetter: t.DeadLetters[s]}
+	if j.IDLen > 0 {
+		r.ID = t.Arena.Bytes(j.Data, int(j.IDLen))
+	}
+	if ji, ok := t.IdentOf(s); ok { // a rewrite keeps UNIQUE and DEBOUNCE
+		r.UniqueTTL, r.DebounceUntil = ji.UniqueTTL, ji.DebounceUntil
+	}
+	if j.Flags&jobs.FlagOrigin != 0 {
+		r.Origin = t.Origins[s]
+	}
+	if j.Flags&(jobs.FlagReason|jobs.FlagTimedOut) != 0 {
+		r.Reason = []byte(t.Reason(s))
+	}
+	if j.Lane != 0 {
+		r.Group, r.Priority = LaneOf(t, q, s)
+	}
+	return r
+}
+
+// LaneOf returns the group (a copy; nil for the default group) and the
+// priority of the job in slot s of t, of queue q.
+func LaneOf(t *jobs.Table, q *queue.Queue, s uint32) ([]byte, uint8) {
+	g, p := q.Order.LaneOf(&t.Slab, s)
+	if g == "" {
+		return nil, p
+	}
+	return []byte(g), p
+}
+
+// AppendQueueJobs appends to the export out every job of queue q (index qi,
+// named name) as Whole writes it, stamped now: the ready jobs in line
+// order, then the delayed ones and the reservations (deadline gives a
+// reservation's) in slot order; replay puts the delayed back in (due, add
+// order). It returns the export and the jobs appended.
+func AppendQueueJobs(out []byte, t *jobs.Table, q *queue.Queue, qi uint32, name []byte, now int64,
+	deadline func(s uint32) int64) ([]byte, int) {
+	var buf []byte
+	n := 0
+	put := func(s uint32, flags byte) {
+		r := Whole(t, q, s, name, now, flags)
+		if flags == FlagReserved {
+			r.Deadline = deadline(s)
+		}
+		out = AppendExport(out, &r, &buf)
+		n++
+	}
+	q.Order.Each(&t.Slab, func(s uint32) bool {
+		put(s, FlagReady)
+		return true
+	})
+	for cursor := uint64(0); ; {
+		cursor = t.Scan(qi, cursor, 1024, func(s uint32) {
+			switch t.At(s).State {
+			case jobs.StateDelayed:
+				put(s, 0)
+			case jobs.StateReserved:
+				put(s, FlagReserved)
+			}
+		})
+		if cursor == 0 {
+			return out, n
+		}
+	}
+}
