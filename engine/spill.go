@@ -24,13 +24,6 @@ import (
 // spillEvery is how often the log is tailed.
 const spillEvery = 100 * time.Millisecond
 
-type spillCand struct {
-	seg      uint64
-	off      int64 // the payload's offset in the segment's file
-	sid, seq uint64
-	queue    string
-}
-
 // spiller is the goroutine of payloads on disk; it ends with Stop.
 func (e *Engine) spiller() {
 	defer e.bg.Done()
@@ -57,12 +50,12 @@ func (e *Engine) spiller() {
 // move records left there with their payload in memory it restates.
 func (e *Engine) spill() {
 	jn := e.journal
-	var cs, moved []spillCand
+	var cs, moved []record.Cand
 	gen, err := jn.Tail(func(seg uint64, off int64, rec []byte) {
-		if r, at, ok := record.AddPayload(rec); ok && len(r.Payload) <= jobs.MaxSmall {
-			cs = append(cs, spillCand{seg, off + int64(at), r.SID, r.Seq, string(r.Queue)})
-		} else if r, ok := record.MovedLater(rec); ok {
-			moved = append(moved, spillCand{seg, -1, r.SID, r.Seq, string(r.Queue)})
+		if c, m, ok := record.Tailed(seg, off, rec); ok && m {
+			moved = append(moved, c)
+		} else if ok {
+			cs = append(cs, c)
 		}
 	})
 	if err != nil {
@@ -91,7 +84,7 @@ func (e *Engine) spill() {
 // carries no payload, and where the add record's copy lies is not kept
 // (it would cost memory per job), so the job is logged whole again and
 // the next round spills it from there.
-func (e *Engine) restateMoved(ms []spillCand, gen uint64) {
+func (e *Engine) restateMoved(ms []record.Cand, gen uint64) {
 	i := 0
 	e.restateBeyond(len(ms) == 0, func(horizon int64, out []uint32) ([]uint32, bool) {
 		if e.journal.Gen() != gen {
@@ -148,18 +141,14 @@ func (e *Engine) restateBeyond(none bool, pick func(horizon int64, out []uint32)
 // spillable returns the slot of c's job if the job is still as c's record
 // left it (its add order), delayed beyond horizon, with its payload in
 // memory. Called with mu held.
-func (e *Engine) spillable(c *spillCand, horizon int64) (uint32, bool) {
-	qi, ok := e.queueFor(unsafe.Slice(unsafe.StringData(c.queue), len(c.queue)), false)
+func (e *Engine) spillable(c *record.Cand, horizon int64) (uint32, bool) {
+	qi, ok := e.queueFor(unsafe.Slice(unsafe.StringData(c.Queue), len(c.Queue)), false)
 	if !ok {
 		return 0, false
 	}
 	var buf [jobs.SIDLen]byte
-	s, ok := e.jobs.Lookup(&e.queues[qi].run, qi, jobs.RenderSID(&buf, c.sid))
-	if !ok {
-		return 0, false
-	}
-	j := e.jobs.At(s)
-	if j.State != jobs.StateDelayed || j.SID != c.sid || j.Seq != c.seq || j.Due <= horizon || !jobs.CanSpill(j, max(c.off, 0)) {
+	s, ok := e.jobs.Lookup(&e.queues[qi].run, qi, jobs.RenderSID(&buf, c.SID))
+	if !ok || !c.Fits(e.jobs.At(s), horizon) {
 		return 0, false
 	}
 	return s, true
@@ -169,20 +158,20 @@ func (e *Engine) spillable(c *spillCand, horizon int64) (uint32, bool) {
 // record made (its add order), delayed beyond horizon, and homed in c's
 // segment or one before it: a job restated since (a compaction) is homed
 // after it, and c's segment may be about to go. Called with mu held.
-func (e *Engine) spillOne(c *spillCand, horizon int64, segs []uint64, cur *journal.SegSet) {
+func (e *Engine) spillOne(c *record.Cand, horizon int64, segs []uint64, cur *journal.SegSet) {
 	s, ok := e.spillable(c, horizon)
 	if !ok {
 		return
 	}
 	j, h := e.jobs.At(s), e.jobs.Home(s)
-	if !journal.HomedBy(h, c.seg, segs, cur) {
+	if !journal.HomedBy(h, c.Seg, segs, cur) {
 		return // restated since, into a later segment
 	}
 	size := jobs.DataSize(j)
 	e.j.live.Sub(h, size)
-	e.j.live.Add(uint16(c.seg), size)
-	e.jobs.SetHome(s, uint16(c.seg))
-	e.jobs.Spill(j, uint16(c.seg), c.off)
+	e.j.live.Add(uint16(c.Seg), size)
+	e.jobs.SetHome(s, uint16(c.Seg))
+	e.jobs.Spill(j, uint16(c.Seg), c.Off)
 }
 
 // keepOnDisk gives j, placed by r, a replayed record, the locator of r's

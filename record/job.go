@@ -81,3 +81,35 @@ func AppendQueueJobs(out []byte, t *jobs.Table, q *queue.Queue, qi uint32, name 
 		}
 	}
 }
+
+// Cand is a job a record tailed from the log may let go to disk (payloads
+// on disk, docs/decisions/payloads-on-disk.md): the segment the record
+// lies in and where the payload lies there (-1 for a move record, which
+// carries none: its job is restated and spilled from the restatement), the
+// job's server id, add order and queue.
+type Cand struct {
+	Seg      uint64
+	Off      int64
+	SID, Seq uint64
+	Queue    string
+}
+
+// Tailed says what rec, read from the log at off in segment seg, offers to
+// disk: an add record of a server id with a payload of a small block
+// (moved false), or a move that left a server id's job delayed (moved
+// true); ok false for any other record.
+func Tailed(seg uint64, off int64, rec []byte) (c Cand, moved, ok bool) {
+	if r, at, ok := AddPayload(rec); ok && len(r.Payload) <= jobs.MaxSmall {
+		return Cand{seg, off + int64(at), r.SID, r.Seq, string(r.Queue)}, false, true
+	}
+	if r, ok := MovedLater(rec); ok {
+		return Cand{seg, -1, r.SID, r.Seq, string(r.Queue)}, true, true
+	}
+	return Cand{}, false, false
+}
+
+// Fits says j is still the job c's record left (its server id and add
+// order), delayed beyond horizon, with a payload that may go to disk.
+func (c *Cand) Fits(j *jobs.Job, horizon int64) bool {
+	return j.State == jobs.StateDelayed && j.SID == c.SID && j.Seq == c.Seq && j.Due > horizon && jobs.CanSpill(j, max(c.Off, 0))
+}
