@@ -65,7 +65,8 @@ func (e *Engine) startCompaction(reason string) bool {
 		if err != nil && !errors.Is(err, ErrClosed) && !errors.Is(err, journal.ErrCompactionClosed) {
 			ev = e.opts.Logger.Error().Err(err)
 		}
-		ev.Str("reason", reason).Int("segments", n).Dur("took_ms", time.Since(start)).Msg("log compaction")
+		ev.Str("reason", reason).Int("segments", n).Dur("took_ms", time.Since(start)).
+			Dur("max_hold_ms", jn.CompactionInfo().MaxHold).Msg("log compaction")
 	}()
 	return true
 }
@@ -96,17 +97,20 @@ func (e *Engine) restateSegment(id uint64) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
+	held := time.Now()
 	meta := record.Rec{Op: record.Meta, Time: wr.now, SID: e.lastSID, Seq: e.seq}
 	last := e.logRec(&meta)
 	for _, r := range e.stateRecs(wr.now) {
 		last = max(last, e.logRec(&r))
 	}
+	e.journal.Held(time.Since(held))
 	wr.end()
 	for s := uint32(0); ; {
 		wr, err := e.begin(0)
 		if err != nil {
 			return 0, err
 		}
+		held := time.Now()
 		n := e.jobs.Len()
 		if s >= n {
 			wr.end()
@@ -130,6 +134,7 @@ func (e *Engine) restateSegment(id uint64) (uint64, error) {
 			}
 			last, restated = max(last, t), restated+k
 		}
+		e.journal.Held(time.Since(held))
 		wr.end()
 		rewriteYield(ft)
 	}
