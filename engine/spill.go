@@ -4,6 +4,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/delayd/delayd/finetimer"
 	"github.com/delayd/delayd/jobs"
 	"github.com/delayd/delayd/journal"
 	"github.com/delayd/delayd/record"
@@ -24,12 +25,21 @@ import (
 // spillEvery is how often the log is tailed.
 const spillEvery = 100 * time.Millisecond
 
-// spiller is the goroutine of payloads on disk; it ends with Stop.
+// spiller is the goroutine of payloads on disk; it ends with Stop. Its
+// work comes in bursts (a compaction restates a segment's jobs, which it
+// tails and spills again), so it pauses on ft between its chunks, locked
+// or not, as a compaction does (rewriteYield): with one P a loop that only
+// lets the lock go, or only yields, keeps the clients and the poller
+// waiting (docs/decisions/rewrite-pauses.md).
 func (e *Engine) spiller() {
 	defer e.bg.Done()
 	t := time.NewTicker(spillEvery)
 	defer t.Stop()
-	e.restateFar()
+	ft := e.pauseTimer()
+	if ft != nil {
+		defer ft.Close()
+	}
+	e.restateFar(ft)
 	var ahead time.Time
 	for {
 		select {
@@ -37,10 +47,10 @@ func (e *Engine) spiller() {
 			return
 		case <-t.C:
 		}
-		e.spill()
+		e.spill(ft)
 		if time.Since(ahead) >= time.Duration(e.opts.Horizon/4)*time.Millisecond {
 			ahead = time.Now()
-			e.readAhead()
+			e.readAhead(ft)
 		}
 	}
 }
@@ -48,11 +58,17 @@ func (e *Engine) spiller() {
 // spill tails the log and spills the payloads of the jobs its add records
 // made that are still as written and due beyond the horizon; the jobs its
 // move records left there with their payload in memory it restates.
-func (e *Engine) spill() {
+func (e *Engine) spill(ft *finetimer.Timer) {
 	jn := e.journal
 	var cs, moved []record.Cand
+	var last record.Cand
+	n := 0
 	gen, err := jn.Tail(func(seg uint64, off int64, rec []byte) {
-		if c, m, ok := record.Tailed(seg, off, rec); ok && m {
+		if n++; n%compactChunk == 0 {
+			rewriteYield(ft) // the tail of a compaction's restatements is tens of MB to decode
+		}
+		c, m, ok := record.Tailed(seg, off, rec, &last)
+		if ok && m {
 			moved = append(moved, c)
 		} else if ok {
 			cs = append(cs, c)
@@ -75,8 +91,9 @@ func (e *Engine) spill() {
 			e.spillOne(&c, horizon, segs, cur)
 		}
 		e.mu.Unlock()
+		rewriteYield(ft)
 	}
-	e.restateMoved(moved, gen)
+	e.restateMoved(moved, gen, ft)
 }
 
 // restateMoved restates the jobs of ms, move records, that the move left
@@ -84,9 +101,9 @@ func (e *Engine) spill() {
 // carries no payload, and where the add record's copy lies is not kept
 // (it would cost memory per job), so the job is logged whole again and
 // the next round spills it from there.
-func (e *Engine) restateMoved(ms []record.Cand, gen uint64) {
+func (e *Engine) restateMoved(ms []record.Cand, gen uint64, ft *finetimer.Timer) {
 	i := 0
-	e.restateBeyond(len(ms) == 0, func(horizon int64, out []uint32) ([]uint32, bool) {
+	e.restateBeyond(ft, len(ms) == 0, func(horizon int64, out []uint32) ([]uint32, bool) {
 		if e.journal.Gen() != gen {
 			return out, true // a rewrite's install meanwhile: ms name segments gone
 		}
@@ -103,9 +120,9 @@ func (e *Engine) restateMoved(ms []record.Cand, gen uint64) {
 // restateFar restates, once at start, the jobs delayed beyond the horizon
 // whose payload replay left in memory (moved beyond it after their add
 // was logged: replay knows no copy of the payload to point at).
-func (e *Engine) restateFar() {
+func (e *Engine) restateFar(ft *finetimer.Timer) {
 	var s uint32
-	e.restateBeyond(false, func(horizon int64, out []uint32) ([]uint32, bool) {
+	e.restateBeyond(ft, false, func(horizon int64, out []uint32) ([]uint32, bool) {
 		out, s = e.jobs.InMemoryBeyond(s, uint32(compactChunk), horizon, out)
 		return out, s >= e.jobs.Len()
 	})
@@ -115,7 +132,7 @@ func (e *Engine) restateFar() {
 // chunk per lock hold until it says it is done (none: nothing to do), and
 // waits for the records: the tail spills the jobs from them, and nothing
 // else would make them written.
-func (e *Engine) restateBeyond(none bool, pick func(horizon int64, out []uint32) ([]uint32, bool)) {
+func (e *Engine) restateBeyond(ft *finetimer.Timer, none bool, pick func(horizon int64, out []uint32) ([]uint32, bool)) {
 	var ss []uint32
 	var last uint64
 	for done := none; !done; {
@@ -132,6 +149,7 @@ func (e *Engine) restateBeyond(none bool, pick func(horizon int64, out []uint32)
 			last = max(last, e.rehome(s, wr.now))
 		}
 		wr.end()
+		rewriteYield(ft)
 	}
 	if err := e.WaitDurable(last); err != nil {
 		e.opts.Logger.Warn().Err(err).Msg("restating jobs moved beyond the horizon")
@@ -192,7 +210,7 @@ func (e *Engine) keepOnDisk(j *jobs.Job, r *record.Rec) bool {
 // readAhead reads back the payloads of the jobs due within half the
 // horizon, a slab chunk at a time: found under the lock, read without it,
 // put back under it if the job did not change meanwhile.
-func (e *Engine) readAhead() {
+func (e *Engine) readAhead(ft *finetimer.Timer) {
 	var bs []jobs.Back
 	for s := uint32(0); ; {
 		e.mu.Lock()
@@ -214,5 +232,6 @@ func (e *Engine) readAhead() {
 		if done {
 			return
 		}
+		rewriteYield(ft)
 	}
 }

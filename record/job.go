@@ -98,14 +98,27 @@ type Cand struct {
 // disk: an add record of a server id with a payload of a small block
 // (moved false), or a move that left a server id's job delayed (moved
 // true); ok false for any other record.
-func Tailed(seg uint64, off int64, rec []byte) (c Cand, moved, ok bool) {
+// last is the caller's last candidate: its queue's name is shared when
+// the record's is the same (a tail holds runs of one queue's records: one
+// string a run, not one a record, to collect).
+func Tailed(seg uint64, off int64, rec []byte, last *Cand) (c Cand, moved, ok bool) {
 	if r, at, ok := AddPayload(rec); ok && len(r.Payload) <= jobs.MaxSmall {
-		return Cand{seg, off + int64(at), r.SID, r.Seq, string(r.Queue)}, false, true
+		c = Cand{seg, off + int64(at), r.SID, r.Seq, last.name(r.Queue)}
+	} else if r, ok := MovedLater(rec); ok {
+		c, moved = Cand{seg, -1, r.SID, r.Seq, last.name(r.Queue)}, true
+	} else {
+		return Cand{}, false, false
 	}
-	if r, ok := MovedLater(rec); ok {
-		return Cand{seg, -1, r.SID, r.Seq, string(r.Queue)}, true, true
+	*last = c
+	return c, moved, true
+}
+
+// name is q as a string, c's own if it is the same.
+func (c *Cand) name(q []byte) string {
+	if c.Queue == string(q) {
+		return c.Queue
 	}
-	return Cand{}, false, false
+	return string(q)
 }
 
 // Fits says j is still the job c's record left (its server id and add
