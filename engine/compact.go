@@ -31,11 +31,15 @@ import (
 // from the first of its lane whose home is the segment, as one unit.
 
 // compactChunk bounds the jobs restated per hold of the lock (about as
-// long as a rewrite's chunk), compactScan the slots looked at. Variables
-// for the tests, which crash between chunks.
+// long as a rewrite's chunk), compactScan the slots looked at, and
+// compactHold the hold itself: a job whose payload is on disk is read back
+// to be restated (a pread each), so 1,024 of them hold the lock longer
+// than 1,024 in memory, the more so on a busy machine. Variables for the
+// tests, which crash between chunks.
 var (
 	compactChunk        = 1024
 	compactScan  uint32 = 16 << 10
+	compactHold         = time.Millisecond
 )
 
 // startCompaction starts a compaction round in the background unless one,
@@ -116,8 +120,13 @@ func (e *Engine) restateSegment(id uint64) (uint64, error) {
 			wr.end()
 			return last, nil
 		}
-		restated := 0
+		restated, timed := 0, 0
 		for end := min(s+compactScan, n); s < end && restated < compactChunk; s++ {
+			if restated-timed >= 64 {
+				if timed = restated; time.Since(held) >= compactHold {
+					break // the next chunk starts at s
+				}
+			}
 			if h := e.jobs.Home(s); h != victim && cur.Has(h) {
 				continue // homed in a later segment
 			}
