@@ -25,6 +25,10 @@ import (
 // spillEvery is how often the log is tailed.
 const spillEvery = 100 * time.Millisecond
 
+// spillYield is the spiller's pause between its steps: rewriteYield's, a
+// variable of its own for BenchmarkCompactionStall's variants.
+var spillYield = func(ft *finetimer.Timer) { rewriteYield(ft) }
+
 // spiller is the goroutine of payloads on disk; it ends with Stop. Its
 // work comes in bursts (a compaction restates a segment's jobs, which it
 // tails and spills again), so it pauses on ft between its chunks, locked
@@ -65,7 +69,7 @@ func (e *Engine) spill(ft *finetimer.Timer) {
 	n := 0
 	gen, err := jn.Tail(func(seg uint64, off int64, rec []byte) {
 		if n++; n%compactChunk == 0 {
-			rewriteYield(ft) // the tail of a compaction's restatements is tens of MB to decode
+			spillYield(ft) // the tail of a compaction's restatements is tens of MB to decode
 		}
 		c, m, ok := record.Tailed(seg, off, rec, &last)
 		if ok && m {
@@ -91,7 +95,7 @@ func (e *Engine) spill(ft *finetimer.Timer) {
 			e.spillOne(&c, horizon, segs, cur)
 		}
 		e.mu.Unlock()
-		rewriteYield(ft)
+		spillYield(ft)
 	}
 	e.restateMoved(moved, gen, ft)
 }
@@ -149,7 +153,7 @@ func (e *Engine) restateBeyond(ft *finetimer.Timer, none bool, pick func(horizon
 			last = max(last, e.rehome(s, wr.now))
 		}
 		wr.end()
-		rewriteYield(ft)
+		spillYield(ft)
 	}
 	if err := e.WaitDurable(last); err != nil {
 		e.opts.Logger.Warn().Err(err).Msg("restating jobs moved beyond the horizon")
@@ -232,6 +236,6 @@ func (e *Engine) readAhead(ft *finetimer.Timer) {
 		if done {
 			return
 		}
-		rewriteYield(ft)
+		spillYield(ft)
 	}
 }
