@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"unsafe"
+
 	"github.com/delayd/delayd/jobs"
 	"github.com/delayd/delayd/record"
 )
@@ -202,28 +204,11 @@ func (e *Engine) NackReason(queueName, id []byte, delay int64, reason []byte) (b
 	return true, e.endDelivery(s, now, due, true, reason), nil
 }
 
-// addRec is the add record that recreates the job in slot s as it is. By
-// value: a snapshot or a rewrite encodes a million of them, and a Rec on the
-// heap each was a fifth of a snapshot's time.
+// addRec is the add record that recreates the job in slot s as it is
+// (record.Whole), stamped as a record made now.
 func (e *Engine) addRec(s uint32, flags byte) record.Rec {
-	j := e.jobs.At(s)
-	r := e.recFor(record.Add, s)
-	r.Due, r.Seq, r.Deliveries, r.Flags = j.Due, j.Seq, j.Deliveries, flags
-	r.Payload = e.jobs.Payload(j)
-	r.AckTimeout, r.Retry, r.DeadLetter = int64(j.AckTimeout), int64(j.Retry), e.jobs.DeadLetters[s]
-	if ji, ok := e.jobs.IdentOf(s); ok { // a rewrite keeps UNIQUE and DEBOUNCE
-		r.UniqueTTL, r.DebounceUntil = ji.UniqueTTL, ji.DebounceUntil
-	}
-	if j.Flags&jobs.FlagOrigin != 0 {
-		r.Origin = e.jobs.Origins[s]
-	}
-	if j.Flags&(jobs.FlagReason|jobs.FlagTimedOut) != 0 {
-		r.Reason = []byte(e.jobs.Reason(s))
-	}
-	if j.Lane != 0 {
-		r.Group, r.Priority = e.laneOf(s)
-	}
-	return r
+	q := &e.queues[e.jobs.At(s).Queue]
+	return record.Whole(&e.jobs, &q.Queue, s, unsafe.Slice(unsafe.StringData(q.name), len(q.name)), e.recNow(), flags)
 }
 
 // wholeRec is the add record a rewrite, a snapshot or a compaction writes

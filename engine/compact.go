@@ -31,11 +31,15 @@ import (
 // from the first of its lane whose home is the segment, as one unit.
 
 // compactChunk bounds the jobs restated per hold of the lock (about as
-// long as a rewrite's chunk), compactScan the slots looked at. Variables
-// for the tests, which crash between chunks.
+// long as a rewrite's chunk), compactScan the slots looked at, and
+// compactHold the hold itself: a job whose payload is on disk is read back
+// to be restated (a pread each), so 1,024 of them hold the lock longer
+// than 1,024 in memory, the more so on a busy machine. Variables for the
+// tests, which crash between chunks.
 var (
 	compactChunk        = 1024
 	compactScan  uint32 = 16 << 10
+	compactHold         = time.Millisecond
 )
 
 // startCompaction starts a compaction round in the background unless one,
@@ -65,7 +69,8 @@ func (e *Engine) startCompaction(reason string) bool {
 		if err != nil && !errors.Is(err, ErrClosed) && !errors.Is(err, journal.ErrCompactionClosed) {
 			ev = e.opts.Logger.Error().Err(err)
 		}
-		ev.Str("reason", reason).Int("segments", n).Dur("took_ms", time.Since(start)).Msg("log compaction")
+		ev.Str("reason", reason).Int("segments", n).Dur("took_ms", time.Since(start)).
+			Dur("max_hold_ms", jn.CompactionInfo().MaxHold).Msg("log compaction")
 	}()
 	return true
 }
@@ -96,24 +101,32 @@ func (e *Engine) restateSegment(id uint64) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
+	held := time.Now()
 	meta := record.Rec{Op: record.Meta, Time: wr.now, SID: e.lastSID, Seq: e.seq}
 	last := e.logRec(&meta)
 	for _, r := range e.stateRecs(wr.now) {
 		last = max(last, e.logRec(&r))
 	}
+	e.journal.Held(time.Since(held))
 	wr.end()
 	for s := uint32(0); ; {
 		wr, err := e.begin(0)
 		if err != nil {
 			return 0, err
 		}
+		held := time.Now()
 		n := e.jobs.Len()
 		if s >= n {
 			wr.end()
 			return last, nil
 		}
-		restated := 0
+		restated, timed := 0, 0
 		for end := min(s+compactScan, n); s < end && restated < compactChunk; s++ {
+			if restated-timed >= 64 {
+				if timed = restated; time.Since(held) >= compactHold {
+					break // the next chunk starts at s
+				}
+			}
 			if h := e.jobs.Home(s); h != victim && cur.Has(h) {
 				continue // homed in a later segment
 			}
@@ -130,6 +143,7 @@ func (e *Engine) restateSegment(id uint64) (uint64, error) {
 			}
 			last, restated = max(last, t), restated+k
 		}
+		e.journal.Held(time.Since(held))
 		wr.end()
 		rewriteYield(ft)
 	}

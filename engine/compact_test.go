@@ -342,3 +342,45 @@ func TestCompactionAfterRewriteKeepsJobs(t *testing.T) {
 		}
 	})
 }
+
+// A compaction's chunk ends when its hold of the lock reaches compactHold,
+// not only after compactChunk jobs: with no time to spare every 64 jobs
+// restated end one, and the restart sees the same state.
+func TestCompactionChunkEndsAtItsHold(t *testing.T) {
+	for _, hold := range []time.Duration{time.Hour, 0} {
+		t.Run(hold.String(), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				defer func(d time.Duration) { compactHold = d }(compactHold)
+				compactHold = hold
+				fs := aof.NewMemFS()
+				e := mustNew(t, exact(fs, FsyncEverySec))
+				for i := range 1000 {
+					add(t, e, "q", 60_000+int64(i), "p"+strconv.Itoa(i))
+				}
+				before := dump(e)
+				if err := e.journal.Roll(); err != nil {
+					t.Fatal(err)
+				}
+				yields := 0
+				defer func(f func(*finetimer.Timer)) { rewriteYield = f }(rewriteYield)
+				rewriteYield = func(*finetimer.Timer) { yields++ }
+				if err := e.compactSegment(e.journal.Segments()[0]); err != nil {
+					t.Fatal(err)
+				}
+				want := 1 // 1,000 jobs: one chunk
+				if hold == 0 {
+					want = (1000 + 63) / 64
+				}
+				if yields != want {
+					t.Fatalf("compactHold %v: %d chunks for 1,000 jobs, want %d", hold, yields, want)
+				}
+				e.Close()
+				e = mustNew(t, exact(fs, FsyncEverySec))
+				defer e.Close()
+				if after := dump(e); after != before {
+					t.Fatalf("state after compaction and restart differs\n%s", diffLines(before, after))
+				}
+			})
+		})
+	}
+}

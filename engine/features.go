@@ -85,9 +85,11 @@ func features() []feature {
 			onTimer: func(e *Engine, ref uint64, _ int64) { e.tombEnded(ref) },
 		},
 		{
-			name:    "limits", // DELAY.LIMIT (limit.go); the registry holds pauses too
-			kinds:   []kind{{op: record.Limit, apply: (*Engine).applyLimit, rewrite: rewriteState}},
-			state:   (*Engine).limitRecs,
+			name:  "limits", // DELAY.LIMIT (limit.go); the registry holds pauses too
+			kinds: []kind{{op: record.Limit, apply: (*Engine).applyLimit, rewrite: rewriteState}},
+			state: func(e *Engine, out []record.Rec, now int64) []record.Rec {
+				return record.LimitRecs(out, &e.limits, now)
+			},
 			reset:   (*Engine).resetFlow,
 			timer:   timerLimit,
 			onTimer: func(e *Engine, ref uint64, _ int64) { e.limitTimer(ref) },
@@ -95,7 +97,9 @@ func features() []feature {
 		{
 			name:  "pause", // DELAY.PAUSE (pause.go): reset with the limits' registry
 			kinds: []kind{{op: record.Pause, apply: (*Engine).applyPause, rewrite: rewriteState}},
-			state: (*Engine).pauseRecs,
+			state: func(e *Engine, out []record.Rec, now int64) []record.Rec {
+				return record.PauseRecs(out, &e.limits, now)
+			},
 		},
 		{
 			name: "schedules", // DELAY.SCHEDULE (schedule.go)
@@ -104,7 +108,9 @@ func features() []feature {
 				{op: record.Unschedule, apply: (*Engine).applyUnschedule, rewrite: rewriteNever},
 				{op: record.Fire, apply: (*Engine).applyFire, rewrite: rewriteNever}, // the schedule's state counts it
 			},
-			state:   func(e *Engine, out []record.Rec, now int64) []record.Rec { return append(out, e.scheduleRecs(now)...) },
+			state: func(e *Engine, out []record.Rec, now int64) []record.Rec {
+				return record.ScheduleRecs(out, &e.sched, nil, now)
+			},
 			reset:   (*Engine).resetSchedules,
 			timer:   timerSchedule,
 			onTimer: (*Engine).onScheduleTimer,

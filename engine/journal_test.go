@@ -18,6 +18,7 @@ import (
 	"github.com/delayd/delayd/finetimer"
 	"github.com/delayd/delayd/jobs"
 	"github.com/delayd/delayd/journal"
+	"github.com/delayd/delayd/record"
 )
 
 // dump renders the whole state that replay must reproduce: per queue, the
@@ -90,10 +91,10 @@ func dump(e *Engine) string {
 		}
 		sb.WriteString("\n")
 	}
-	for _, r := range e.limitRecs(nil, 0) {
+	for _, r := range record.LimitRecs(nil, &e.limits, 0) {
 		fmt.Fprintf(&sb, "limit %s=%+v\n", r.Queue, r.Limit)
 	}
-	for _, r := range e.pauseRecs(nil, 0) {
+	for _, r := range record.PauseRecs(nil, &e.limits, 0) {
 		fmt.Fprintf(&sb, "paused %s\n", r.Queue)
 	}
 	return sb.String()

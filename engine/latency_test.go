@@ -76,7 +76,7 @@ func TestLatenciesTopAndMost(t *testing.T) {
 		}
 		addOpts(t, e, AddArgs{Queue: b("d"), Payload: b("p"), Delay: 60000, Retry: -1}) // nothing ready
 		top, most := e.Latencies(2)
-		want := []QueueLatency{{"a", 1, 300}, {"b", 1, 200}}
+		want := []QueueLatency{{Name: "a", Ready: 1, Latency: 300}, {Name: "b", Ready: 1, Latency: 200}}
 		if most != 300 || !reflect.DeepEqual(top, want) {
 			t.Fatalf("Latencies(2) = %v, %d; want %v, 300", top, most, want)
 		}

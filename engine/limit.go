@@ -100,11 +100,7 @@ func (e *Engine) serveFreed() {
 // laneOf returns the group (a copy; nil for the default group) and the
 // priority of the job in slot s.
 func (e *Engine) laneOf(s uint32) ([]byte, uint8) {
-	g, p := e.queues[e.jobs.At(s).Queue].Order.LaneOf(&e.jobs.Slab, s)
-	if g == "" {
-		return nil, p
-	}
-	return []byte(g), p
+	return record.LaneOf(&e.jobs, &e.queues[e.jobs.At(s).Queue].Queue, s)
 }
 
 // resetFlow forgets the limits (resetState: replay, a reload or a restore
@@ -141,15 +137,6 @@ func (e *Engine) applyLimit(r *record.Rec) {
 	}
 	e.queues[qi].SetLimit(l)
 	e.serve(qi)
-}
-
-// limitRecs appends a limit record for each limit, for a rewrite or a
-// snapshot.
-func (e *Engine) limitRecs(out []record.Rec, now int64) []record.Rec {
-	for _, name := range e.limits.Names(func(l *queue.Limit) bool { return !l.Spec().IsZero() }) { // not only paused (pauseRecs)
-		out = append(out, record.Rec{Op: record.Limit, Time: now, Queue: []byte(name), Limit: e.limits.Of(name).Spec()})
-	}
-	return out
 }
 
 // SetLimit sets the flow limit of a queue name outright (a zero spec: OFF)

@@ -1,14 +1,12 @@
 package engine
 
 import (
-	"cmp"
-	"slices"
 	"time"
 
 	"github.com/delayd/delayd/hist"
 	"github.com/delayd/delayd/jobs"
 	"github.com/delayd/delayd/journal"
-	"github.com/delayd/delayd/topn"
+	"github.com/delayd/delayd/queue"
 )
 
 // Numbers for /metrics and INFO lateness. The hot paths only count: a pop
@@ -88,44 +86,28 @@ func (e *Engine) Metrics(n int) Metrics {
 	m := Metrics{Stats: e.stats, Waiters: e.stats.WaitersNow}
 	m.Lateness = e.met.lateness.Snapshot(hist.LatencyMs[:], time.Millisecond)
 	m.AckTime = e.met.ackTime.Snapshot(hist.LatencyMs[:], time.Millisecond)
-	// better says a goes before b: more jobs, then the smaller name, so the
-	// choice is the same on every scrape while nothing changes.
-	better := func(a, b uint32) bool {
-		ja, jb := e.queues[a].Jobs(), e.queues[b].Jobs()
-		return ja > jb || ja == jb && e.queues[a].name < e.queues[b].name
-	}
-	top := topn.New(n, len(e.queues), better)
-	for i := range e.queues {
-		q := &e.queues[i]
-		if !q.live {
-			continue
-		}
-		m.Jobs.Delayed += q.Delayed
-		m.Jobs.Ready += q.Ready
-		m.Jobs.Reserved += q.Reserved
-		if q.Jobs() > 0 {
-			m.Queues++
-		}
-		top.Offer(uint32(i))
-	}
+	qs := e.liveQueues()
+	top, t := queue.Top(qs, n)
+	m.Jobs.Delayed, m.Jobs.Ready, m.Jobs.Reserved, m.Queues = t.Delayed, t.Ready, t.Reserved, t.Queues
 	now := e.nowMs()
-	best := top.Sorted()
-	m.Top = make([]NamedQueueStats, len(best))
-	for i, qi := range best {
-		m.Top[i] = NamedQueueStats{Name: e.queues[qi].name, QueueStats: e.queues[qi].Stats(&e.jobs.Slab, now)}
-		m.Top[i].Paused = e.pausedLocked([]byte(e.queues[qi].name))
+	m.Top = make([]NamedQueueStats, len(top))
+	for i, q := range top {
+		m.Top[i] = NamedQueueStats{Name: q.Name, QueueStats: q.Q.Stats(&e.jobs.Slab, now)}
+		m.Top[i].Paused = e.pausedLocked([]byte(q.Name))
 	}
-	// The rest's oldest ready job: one more pass, over the queues with one.
-	inTop := make(map[uint32]bool, len(best))
-	for _, qi := range best {
-		inTop[qi] = true
-	}
+	m.OtherLatency = queue.MostLatent(qs, top, &e.jobs.Slab, now)
+	return m
+}
+
+// liveQueues lists the live queues with their names. Called with mu held.
+func (e *Engine) liveQueues() []queue.Named {
+	qs := make([]queue.Named, 0, len(e.queues))
 	for i := range e.queues {
-		if q := &e.queues[i]; q.live && q.Ready > 0 && !inTop[uint32(i)] {
-			m.OtherLatency = max(m.OtherLatency, q.Latency(&e.jobs.Slab, now))
+		if q := &e.queues[i]; q.live {
+			qs = append(qs, queue.Named{Name: q.name, Q: &q.Queue})
 		}
 	}
-	return m
+	return qs
 }
 
 // LogMetrics is what /metrics shows of the append-only log.
@@ -147,12 +129,8 @@ func EmptyLateness() Histogram {
 	return c.Snapshot(hist.LatencyMs[:], time.Millisecond)
 }
 
-// QueueLatency is a queue's latency, in ms.
-type QueueLatency struct {
-	Name    string
-	Ready   int   // its ready jobs
-	Latency int64 // ms
-}
+// QueueLatency is a queue's latency, in ms, with its ready jobs.
+type QueueLatency = queue.Latent
 
 // Latencies returns the n queues with the oldest ready jobs, the oldest
 // first (ties by name), and the largest latency of all queues, in ms.
@@ -161,20 +139,5 @@ type QueueLatency struct {
 func (e *Engine) Latencies(n int) (top []QueueLatency, most int64) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	now := e.nowMs()
-	for i := range e.queues {
-		q := &e.queues[i]
-		if !q.live || q.Ready == 0 {
-			continue
-		}
-		l := q.Latency(&e.jobs.Slab, now)
-		most = max(most, l)
-		if n > 0 {
-			top = append(top, QueueLatency{Name: q.name, Ready: q.Ready, Latency: l})
-		}
-	}
-	slices.SortFunc(top, func(a, b QueueLatency) int {
-		return cmp.Or(cmp.Compare(b.Latency, a.Latency), cmp.Compare(a.Name, b.Name))
-	})
-	return top[:min(len(top), n)], most
+	return queue.ByLatency(e.liveQueues(), &e.jobs.Slab, e.nowMs(), n)
 }

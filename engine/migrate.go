@@ -1,10 +1,6 @@
 package engine
 
 import (
-	"encoding/binary"
-	"errors"
-
-	"github.com/delayd/delayd/jobs"
 	"github.com/delayd/delayd/queue"
 	"github.com/delayd/delayd/record"
 )
@@ -23,11 +19,7 @@ import (
 // names no queue: they stay, and end, where they were.
 
 // ErrBadMigration is a payload ImportQueue cannot read.
-var ErrBadMigration = errors.New("ERR the migration payload is malformed")
-
-// migrateFormat leads an export: the payload's version, so that a target
-// of a later release can tell what it reads.
-const migrateFormat = 1
+var ErrBadMigration = record.ErrBadExport
 
 // ExportQueue returns the records that rebuild the queue on another engine,
 // each a uvarint length then the record, after a format byte; jobs is the
@@ -50,72 +42,16 @@ func (e *Engine) ExportQueue(name []byte) (payload []byte, njobs int, ok bool) {
 			e.resolve(l.W, false)
 		}
 	}
-	out := []byte{migrateFormat}
-	var buf []byte
-	put := func(r *record.Rec) {
-		buf = r.Encode(buf[:0])
-		out = binary.AppendUvarint(out, uint64(len(buf)))
-		out = append(out, buf...)
-	}
-	n := 0
-	for _, r := range e.queueStateRecs(name, now) {
-		put(&r)
-		n++
+	out, buf := record.NewExport(), []byte(nil)
+	state := record.QueueState(name, now, &e.limits, &e.sched)
+	for i := range state {
+		out = record.AppendExport(out, &state[i], &buf)
 	}
 	if qi, found := e.queueFor(name, false); found && e.queues[qi].live && e.wheel != nil {
-		q := &e.queues[qi]
-		q.Order.Each(&e.jobs.Slab, func(s uint32) bool {
-			r := e.addRec(s, record.FlagReady)
-			r.Time = now
-			put(&r)
-			njobs++
-			return true
-		})
-		for cursor := uint64(0); ; {
-			cursor = e.jobs.Scan(qi, cursor, 1024, func(s uint32) {
-				var r record.Rec
-				switch e.jobs.At(s).State {
-				case jobs.StateDelayed:
-					r = e.addRec(s, 0)
-				case jobs.StateReserved:
-					deadline, _ := e.wheel.Due(s)
-					r = e.addRec(s, record.FlagReserved)
-					r.Deadline = deadline
-				default:
-					return // ready: written in list order above
-				}
-				r.Time = now
-				put(&r)
-				njobs++
-			})
-			if cursor == 0 {
-				break
-			}
-		}
+		out, njobs = record.AppendQueueJobs(out, &e.jobs, &e.queues[qi].Queue, qi, name, now,
+			func(s uint32) int64 { d, _ := e.wheel.Due(s); return d })
 	}
-	return out, njobs, n+njobs > 0
-}
-
-// queueStateRecs is the queue's part of stateRecs: its limit, its pause
-// and its schedules. Called with mu held.
-func (e *Engine) queueStateRecs(name []byte, now int64) []record.Rec {
-	var out []record.Rec
-	if l := e.limits.Of(string(name)); l != nil {
-		if !l.Spec().IsZero() {
-			out = append(out, record.Rec{Op: record.Limit, Time: now, Queue: name, Limit: l.Spec()})
-		}
-		if l.Paused() {
-			out = append(out, record.Rec{Op: record.Pause, Time: now, Queue: name, Flags: 1})
-		}
-	}
-	for _, s := range e.sched.Sorted() {
-		if s.Key.Queue == string(name) {
-			st := s.St
-			out = append(out, record.Rec{Op: record.Schedule, Time: now, Queue: name, ID: []byte(s.Key.Name),
-				Payload: s.Payload, AckTimeout: s.AckTimeout, Retry: s.Retry, DeadLetter: s.DeadLetter, Sched: &st})
-		}
-	}
-	return out
+	return out, njobs, len(state)+njobs > 0
 }
 
 // ImportQueue applies what ExportQueue wrote of queue name, as one unit
@@ -126,21 +62,9 @@ func (e *Engine) queueStateRecs(name []byte, now int64) []record.Rec {
 // engine's time and add order; due times and deadlines are absolute, as
 // exported. Waiters on the queue are served after. O(records).
 func (e *Engine) ImportQueue(name, payload []byte) (added int, ticket uint64, err error) {
-	if len(payload) == 0 || payload[0] != migrateFormat {
-		return 0, 0, ErrBadMigration
-	}
-	var recs []record.Rec
-	for b := payload[1:]; len(b) > 0; {
-		n, k := binary.Uvarint(b)
-		if k <= 0 || n == 0 || n > uint64(len(b)-k) {
-			return 0, 0, ErrBadMigration
-		}
-		var r record.Rec
-		if r.Decode(b[k:k+int(n)]) != nil || !importable(r.Op) || string(r.Queue) != string(name) {
-			return 0, 0, ErrBadMigration
-		}
-		recs = append(recs, r)
-		b = b[k+int(n):]
+	recs, err := record.ReadExport(name, payload)
+	if err != nil {
+		return 0, 0, err
 	}
 	wr, err := e.begin(0)
 	if err != nil {
@@ -164,7 +88,7 @@ func (e *Engine) ImportQueue(name, payload []byte) (added int, ticket uint64, er
 			r := &recs[i]
 			r.Time = wr.now
 			if r.Op == record.Add {
-				if e.holds(r) {
+				if _, ok := e.find(r); ok {
 					continue
 				}
 				e.seq++
@@ -177,31 +101,6 @@ func (e *Engine) ImportQueue(name, payload []byte) (added int, ticket uint64, er
 	return added, ticket, err
 }
 
-// importable says which record kinds an export holds.
-func importable(op byte) bool {
-	switch op {
-	case record.Add, record.Limit, record.Pause, record.Schedule:
-		return true
-	}
-	return false
-}
-
-// holds says whether the queue of an add record has its job's id already.
-// Called with mu held.
-func (e *Engine) holds(r *record.Rec) bool {
-	qi, ok := e.queueFor(r.Queue, false)
-	if !ok {
-		return false
-	}
-	id := r.ID
-	var buf [jobs.SIDLen]byte
-	if id == nil {
-		id = jobs.RenderSID(&buf, r.SID)
-	}
-	_, ok = e.jobs.Lookup(&e.queues[qi].run, qi, id)
-	return ok
-}
-
 // DropQueue removes a queue with everything ExportQueue moves, as one
 // unit: its jobs (as DEL), its limit and pause, its schedules. Clients
 // blocked on it stay blocked: their server sends them on. O(the queue's
@@ -212,23 +111,8 @@ func (e *Engine) DropQueue(name []byte) (ticket uint64, err error) {
 		return 0, err
 	}
 	defer wr.end()
-	var recs []record.Rec
-	if qi, ok := e.queueFor(name, false); ok && e.queues[qi].Jobs() > 0 {
-		recs = append(recs, record.Rec{Op: record.Del, Time: wr.now, Queue: name})
-	}
-	if l := e.limits.Of(string(name)); l != nil {
-		if !l.Spec().IsZero() {
-			recs = append(recs, record.Rec{Op: record.Limit, Time: wr.now, Queue: name})
-		}
-		if l.Paused() {
-			recs = append(recs, record.Rec{Op: record.Pause, Time: wr.now, Queue: name})
-		}
-	}
-	for _, s := range e.sched.Sorted() {
-		if s.Key.Queue == string(name) {
-			recs = append(recs, record.Rec{Op: record.Unschedule, Time: wr.now, Queue: name, ID: []byte(s.Key.Name)})
-		}
-	}
+	qi, ok := e.queueFor(name, false)
+	recs := record.QueueDrop(name, wr.now, ok && e.queues[qi].Jobs() > 0, &e.limits, &e.sched)
 	return e.asUnit(func(logApply func(r *record.Rec)) {
 		for i := range recs {
 			logApply(&recs[i])

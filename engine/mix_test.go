@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/delayd/delayd/aof"
+	"github.com/delayd/delayd/record"
 )
 
 // Issue 10's features were built side by side; this test runs them
@@ -29,7 +30,7 @@ func mixDump(e *Engine) string {
 	for _, r := range e.tombRecs(now) {
 		fmt.Fprintf(&sb, "tomb %x until %d\n", r.SID, r.Due)
 	}
-	for _, r := range e.scheduleRecs(now) {
+	for _, r := range record.ScheduleRecs(nil, &e.sched, nil, now) {
 		st := r.Sched
 		fmt.Fprintf(&sb, "schedule %s/%s every=%d last=%d count=%d\n", r.Queue, r.ID, st.Every, st.Last, st.Count)
 	}

@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"github.com/delayd/delayd/queue"
 	"github.com/delayd/delayd/record"
 )
 
@@ -68,14 +67,4 @@ func (e *Engine) applyPause(r *record.Rec) {
 	if !paused {
 		e.serve(qi)
 	}
-}
-
-// pauseRecs appends a pause record for each paused name, for a rewrite or
-// a snapshot. Their order with limitRecs' does not matter: applyLimit keeps
-// an entry's flag and applyPause its spec.
-func (e *Engine) pauseRecs(out []record.Rec, now int64) []record.Rec {
-	for _, name := range e.limits.Names((*queue.Limit).Paused) {
-		out = append(out, record.Rec{Op: record.Pause, Time: now, Queue: []byte(name), Flags: 1})
-	}
-	return out
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/delayd/delayd/jobs"
+	"github.com/delayd/delayd/record"
 	"slices"
 	"strings"
 	"sync"
@@ -247,10 +248,10 @@ func replDump(e *Engine) string {
 			}
 		}
 	}
-	for _, r := range e.limitRecs(nil, 0) {
+	for _, r := range record.LimitRecs(nil, &e.limits, 0) {
 		fmt.Fprintf(&sb, "limit %s=%+v\n", r.Queue, r.Limit)
 	}
-	for _, r := range e.pauseRecs(nil, 0) {
+	for _, r := range record.PauseRecs(nil, &e.limits, 0) {
 		fmt.Fprintf(&sb, "paused %s\n", r.Queue)
 	}
 	fmt.Fprintf(&sb, "jobs=%d lastSID=%d seq=%d\n", e.njobs, e.lastSID, e.seq)

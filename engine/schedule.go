@@ -292,15 +292,3 @@ func (e *Engine) disarmSchedules() {
 // resetSchedules drops every schedule (resetState: FLUSHALL, a reload or a
 // rebuild). The timers went with the timer wheel.
 func (e *Engine) resetSchedules() { e.sched.Reset() }
-
-// scheduleRecs is every schedule as a record stamped now, for a rewrite or
-// a snapshot (stateRecs).
-func (e *Engine) scheduleRecs(now int64) []record.Rec {
-	var out []record.Rec
-	for _, s := range e.sched.Sorted() {
-		st := s.St
-		out = append(out, record.Rec{Op: record.Schedule, Time: now, Queue: []byte(s.Key.Queue), ID: []byte(s.Key.Name),
-			Payload: s.Payload, AckTimeout: s.AckTimeout, Retry: s.Retry, DeadLetter: s.DeadLetter, Sched: &st})
-	}
-	return out
-}

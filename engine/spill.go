@@ -4,6 +4,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/delayd/delayd/finetimer"
 	"github.com/delayd/delayd/jobs"
 	"github.com/delayd/delayd/journal"
 	"github.com/delayd/delayd/record"
@@ -24,19 +25,25 @@ import (
 // spillEvery is how often the log is tailed.
 const spillEvery = 100 * time.Millisecond
 
-type spillCand struct {
-	seg      uint64
-	off      int64 // the payload's offset in the segment's file
-	sid, seq uint64
-	queue    string
-}
+// spillYield is the spiller's pause between its steps: rewriteYield's, a
+// variable of its own for BenchmarkCompactionStall's variants.
+var spillYield = func(ft *finetimer.Timer) { rewriteYield(ft) }
 
-// spiller is the goroutine of payloads on disk; it ends with Stop.
+// spiller is the goroutine of payloads on disk; it ends with Stop. Its
+// work comes in bursts (a compaction restates a segment's jobs, which it
+// tails and spills again), so it pauses on ft between its chunks, locked
+// or not, as a compaction does (rewriteYield): with one P a loop that only
+// lets the lock go, or only yields, keeps the clients and the poller
+// waiting (docs/decisions/rewrite-pauses.md).
 func (e *Engine) spiller() {
 	defer e.bg.Done()
 	t := time.NewTicker(spillEvery)
 	defer t.Stop()
-	e.restateFar()
+	ft := e.pauseTimer()
+	if ft != nil {
+		defer ft.Close()
+	}
+	e.restateFar(ft)
 	var ahead time.Time
 	for {
 		select {
@@ -44,10 +51,10 @@ func (e *Engine) spiller() {
 			return
 		case <-t.C:
 		}
-		e.spill()
+		e.spill(ft)
 		if time.Since(ahead) >= time.Duration(e.opts.Horizon/4)*time.Millisecond {
 			ahead = time.Now()
-			e.readAhead()
+			e.readAhead(ft)
 		}
 	}
 }
@@ -55,14 +62,20 @@ func (e *Engine) spiller() {
 // spill tails the log and spills the payloads of the jobs its add records
 // made that are still as written and due beyond the horizon; the jobs its
 // move records left there with their payload in memory it restates.
-func (e *Engine) spill() {
+func (e *Engine) spill(ft *finetimer.Timer) {
 	jn := e.journal
-	var cs, moved []spillCand
+	var cs, moved []record.Cand
+	var last record.Cand
+	n := 0
 	gen, err := jn.Tail(func(seg uint64, off int64, rec []byte) {
-		if r, at, ok := record.AddPayload(rec); ok && len(r.Payload) <= jobs.MaxSmall {
-			cs = append(cs, spillCand{seg, off + int64(at), r.SID, r.Seq, string(r.Queue)})
-		} else if r, ok := record.MovedLater(rec); ok {
-			moved = append(moved, spillCand{seg, -1, r.SID, r.Seq, string(r.Queue)})
+		if n++; n%compactChunk == 0 {
+			spillYield(ft) // the tail of a compaction's restatements is tens of MB to decode
+		}
+		c, m, ok := record.Tailed(seg, off, rec, &last)
+		if ok && m {
+			moved = append(moved, c)
+		} else if ok {
+			cs = append(cs, c)
 		}
 	})
 	if err != nil {
@@ -82,8 +95,9 @@ func (e *Engine) spill() {
 			e.spillOne(&c, horizon, segs, cur)
 		}
 		e.mu.Unlock()
+		spillYield(ft)
 	}
-	e.restateMoved(moved, gen)
+	e.restateMoved(moved, gen, ft)
 }
 
 // restateMoved restates the jobs of ms, move records, that the move left
@@ -91,9 +105,9 @@ func (e *Engine) spill() {
 // carries no payload, and where the add record's copy lies is not kept
 // (it would cost memory per job), so the job is logged whole again and
 // the next round spills it from there.
-func (e *Engine) restateMoved(ms []spillCand, gen uint64) {
+func (e *Engine) restateMoved(ms []record.Cand, gen uint64, ft *finetimer.Timer) {
 	i := 0
-	e.restateBeyond(len(ms) == 0, func(horizon int64, out []uint32) ([]uint32, bool) {
+	e.restateBeyond(ft, len(ms) == 0, func(horizon int64, out []uint32) ([]uint32, bool) {
 		if e.journal.Gen() != gen {
 			return out, true // a rewrite's install meanwhile: ms name segments gone
 		}
@@ -110,9 +124,9 @@ func (e *Engine) restateMoved(ms []spillCand, gen uint64) {
 // restateFar restates, once at start, the jobs delayed beyond the horizon
 // whose payload replay left in memory (moved beyond it after their add
 // was logged: replay knows no copy of the payload to point at).
-func (e *Engine) restateFar() {
+func (e *Engine) restateFar(ft *finetimer.Timer) {
 	var s uint32
-	e.restateBeyond(false, func(horizon int64, out []uint32) ([]uint32, bool) {
+	e.restateBeyond(ft, false, func(horizon int64, out []uint32) ([]uint32, bool) {
 		out, s = e.jobs.InMemoryBeyond(s, uint32(compactChunk), horizon, out)
 		return out, s >= e.jobs.Len()
 	})
@@ -122,7 +136,7 @@ func (e *Engine) restateFar() {
 // chunk per lock hold until it says it is done (none: nothing to do), and
 // waits for the records: the tail spills the jobs from them, and nothing
 // else would make them written.
-func (e *Engine) restateBeyond(none bool, pick func(horizon int64, out []uint32) ([]uint32, bool)) {
+func (e *Engine) restateBeyond(ft *finetimer.Timer, none bool, pick func(horizon int64, out []uint32) ([]uint32, bool)) {
 	var ss []uint32
 	var last uint64
 	for done := none; !done; {
@@ -139,6 +153,7 @@ func (e *Engine) restateBeyond(none bool, pick func(horizon int64, out []uint32)
 			last = max(last, e.rehome(s, wr.now))
 		}
 		wr.end()
+		spillYield(ft)
 	}
 	if err := e.WaitDurable(last); err != nil {
 		e.opts.Logger.Warn().Err(err).Msg("restating jobs moved beyond the horizon")
@@ -148,18 +163,14 @@ func (e *Engine) restateBeyond(none bool, pick func(horizon int64, out []uint32)
 // spillable returns the slot of c's job if the job is still as c's record
 // left it (its add order), delayed beyond horizon, with its payload in
 // memory. Called with mu held.
-func (e *Engine) spillable(c *spillCand, horizon int64) (uint32, bool) {
-	qi, ok := e.queueFor(unsafe.Slice(unsafe.StringData(c.queue), len(c.queue)), false)
+func (e *Engine) spillable(c *record.Cand, horizon int64) (uint32, bool) {
+	qi, ok := e.queueFor(unsafe.Slice(unsafe.StringData(c.Queue), len(c.Queue)), false)
 	if !ok {
 		return 0, false
 	}
 	var buf [jobs.SIDLen]byte
-	s, ok := e.jobs.Lookup(&e.queues[qi].run, qi, jobs.RenderSID(&buf, c.sid))
-	if !ok {
-		return 0, false
-	}
-	j := e.jobs.At(s)
-	if j.State != jobs.StateDelayed || j.SID != c.sid || j.Seq != c.seq || j.Due <= horizon || !jobs.CanSpill(j, max(c.off, 0)) {
+	s, ok := e.jobs.Lookup(&e.queues[qi].run, qi, jobs.RenderSID(&buf, c.SID))
+	if !ok || !c.Fits(e.jobs.At(s), horizon) {
 		return 0, false
 	}
 	return s, true
@@ -169,20 +180,20 @@ func (e *Engine) spillable(c *spillCand, horizon int64) (uint32, bool) {
 // record made (its add order), delayed beyond horizon, and homed in c's
 // segment or one before it: a job restated since (a compaction) is homed
 // after it, and c's segment may be about to go. Called with mu held.
-func (e *Engine) spillOne(c *spillCand, horizon int64, segs []uint64, cur *journal.SegSet) {
+func (e *Engine) spillOne(c *record.Cand, horizon int64, segs []uint64, cur *journal.SegSet) {
 	s, ok := e.spillable(c, horizon)
 	if !ok {
 		return
 	}
 	j, h := e.jobs.At(s), e.jobs.Home(s)
-	if !journal.HomedBy(h, c.seg, segs, cur) {
+	if !journal.HomedBy(h, c.Seg, segs, cur) {
 		return // restated since, into a later segment
 	}
 	size := jobs.DataSize(j)
 	e.j.live.Sub(h, size)
-	e.j.live.Add(uint16(c.seg), size)
-	e.jobs.SetHome(s, uint16(c.seg))
-	e.jobs.Spill(j, uint16(c.seg), c.off)
+	e.j.live.Add(uint16(c.Seg), size)
+	e.jobs.SetHome(s, uint16(c.Seg))
+	e.jobs.Spill(j, uint16(c.Seg), c.Off)
 }
 
 // keepOnDisk gives j, placed by r, a replayed record, the locator of r's
@@ -203,7 +214,7 @@ func (e *Engine) keepOnDisk(j *jobs.Job, r *record.Rec) bool {
 // readAhead reads back the payloads of the jobs due within half the
 // horizon, a slab chunk at a time: found under the lock, read without it,
 // put back under it if the job did not change meanwhile.
-func (e *Engine) readAhead() {
+func (e *Engine) readAhead(ft *finetimer.Timer) {
 	var bs []jobs.Back
 	for s := uint32(0); ; {
 		e.mu.Lock()
@@ -225,5 +236,6 @@ func (e *Engine) readAhead() {
 		if done {
 			return
 		}
+		spillYield(ft)
 	}
 }

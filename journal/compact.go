@@ -3,6 +3,7 @@ package journal
 import (
 	"errors"
 	"sync/atomic"
+	"time"
 )
 
 // Compaction of a segmented log (docs/decisions/segmented-log.md), its
@@ -95,6 +96,9 @@ type compState struct {
 	done    atomic.Uint64 // segments compacted since start
 	copied  atomic.Int64  // bytes restated since start
 	failed  atomic.Uint64 // rounds that ended in an error
+	// hold is the longest the owner's lock was held for the running round
+	// (Held), lastHold the last round's: what a client may have waited.
+	hold, lastHold atomic.Int64 // ns
 }
 
 // Grown says the log of size bytes is due an automatic rewrite or
@@ -115,6 +119,17 @@ func (j *Journal) ClaimCompaction() bool {
 	return j.seg.active.Load() != 0 && j.comp.running.CompareAndSwap(false, true)
 }
 
+// Held counts a hold of the owner's lock for a round's step of d: INFO's
+// aof_compaction_max_hold_us is the longest of the last round.
+func (j *Journal) Held(d time.Duration) {
+	for {
+		old := j.comp.hold.Load()
+		if int64(d) <= old || j.comp.hold.CompareAndSwap(old, int64(d)) {
+			return
+		}
+	}
+}
+
 // Unclaim lets go of a claim that will not run.
 func (j *Journal) Unclaim() { j.comp.running.Store(false) }
 
@@ -132,6 +147,7 @@ func (j *Journal) Copied(n int64) { j.comp.copied.Add(n) }
 // started again after every batch.
 func (j *Journal) Compact(c Compactor) (n int, err error) {
 	defer j.comp.running.Store(false)
+	defer func() { j.comp.lastHold.Store(j.comp.hold.Swap(0)) }()
 	defer j.Rebase()
 	defer func() {
 		if err != nil {
@@ -195,10 +211,17 @@ type CompactionInfo struct {
 	Running      bool
 	Done, Failed uint64
 	Copied       int64
+	// MaxHold is the longest hold of the owner's lock by a step of the
+	// last round (by the running one, while it runs).
+	MaxHold time.Duration
 }
 
 // CompactionInfo returns the compaction figures.
 func (j *Journal) CompactionInfo() CompactionInfo {
-	return CompactionInfo{Running: j.comp.running.Load(), Done: j.comp.done.Load(),
-		Failed: j.comp.failed.Load(), Copied: j.comp.copied.Load()}
+	ci := CompactionInfo{Running: j.comp.running.Load(), Done: j.comp.done.Load(),
+		Failed: j.comp.failed.Load(), Copied: j.comp.copied.Load(), MaxHold: time.Duration(j.comp.lastHold.Load())}
+	if ci.Running {
+		ci.MaxHold = time.Duration(j.comp.hold.Load())
+	}
+	return ci
 }

@@ -125,5 +125,6 @@ func (j *Journal) Persistence(replayed int, live int64) [][2]string {
 		[2]string{"aof_compacted_bytes", itoa(ci.Copied)},
 		[2]string{"aof_compaction_in_progress", b(ci.Running)},
 		[2]string{"aof_last_compaction_failures", strconv.FormatUint(ci.Failed, 10)},
+		[2]string{"aof_compaction_max_hold_us", itoa(ci.MaxHold.Microseconds())},
 	)
 }

@@ -28,6 +28,12 @@
 // logging after them) are dropped whole. part is a uvarint, more one byte,
 // and the body the rest of the record.
 //
+// State as records is decided here too (state.go, job.go): the add record
+// that recreates a job whole, the records of a queue name's limit, pause
+// and schedules, a queue's export to another engine (MIGRATE) and its
+// checks, and which record read back from the log offers a job's payload
+// to disk. The engine walks its state and applies.
+//
 // It is a leaf: no goroutines, no import of the engine. What a record
 // means, how it is applied and what a rewrite writes, is the engine's
 // (engine/features.go registers each kind).
