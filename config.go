@@ -70,6 +70,7 @@ type config struct {
 	ClusterSnapshotEntries int64
 	ClusterGroups          int
 	ClusterGroupPortStep   int
+	ClusterBalanceLeaders  bool
 }
 
 // settings are the flags, with their defaults and help; config.yaml and the
@@ -122,6 +123,7 @@ var settings = []struct {
 	{"cluster-snapshot-entries", "8192", "Raft entries between snapshots"},
 	{"cluster-groups", "1", "Raft groups the slots are split over, when this node bootstraps the cluster (1 to 64)"},
 	{"cluster-group-port-step", "100", "group g listens on port + g*step, its bus on bus port + g*step"},
+	{"cluster-balance-leaders", "yes", "with several groups, hand leaderships over so that each node leads its share: yes|no (no: place them with CLUSTER FAILOVER)"},
 }
 
 // boolFlags are settings given as bare flags (--repair), not flag=value.
@@ -303,6 +305,7 @@ func loadConfig(args []string, environ []string, stderr io.Writer) (config, erro
 	c.ClusterSnapshotEntries = num("cluster-snapshot-entries", 16)
 	c.ClusterGroups = int(num("cluster-groups", 1))
 	c.ClusterGroupPortStep = int(num("cluster-group-port-step", 1))
+	c.ClusterBalanceLeaders = yesno("cluster-balance-leaders")
 	if c.ClusterGroups > cluster.MaxGroups {
 		bad("cluster-groups", "at most %d", cluster.MaxGroups)
 	}
@@ -386,6 +389,7 @@ func (c config) view() map[string]string {
 		"cluster-election-timeout":  strconv.FormatInt(c.ClusterElectionTimeout, 10),
 		"cluster-groups":            strconv.Itoa(c.ClusterGroups),
 		"cluster-group-port-step":   strconv.Itoa(c.ClusterGroupPortStep),
+		"cluster-balance-leaders":   yn(c.ClusterBalanceLeaders),
 		"bind":                      c.Bind,
 		"port":                      strconv.Itoa(c.Port),
 		"dir":                       c.Dir,

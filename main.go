@@ -370,6 +370,10 @@ func run(args, environ []string, stderr io.Writer) int {
 		for _, gr := range o.groups {
 			gr.disp.SetEngine(gr.eng)
 		}
+		stopBalance := func() {}
+		if gv != nil && cfg.ClusterBalanceLeaders {
+			stopBalance = gv.balanceLeaders(log) // main_groups.go
+		}
 		ready.Store(true)
 		log.Info().
 			Str("version", version).
@@ -390,6 +394,7 @@ func run(args, environ []string, stderr io.Writer) int {
 			why = s.String()
 		case why = <-stop:
 		}
+		stopBalance() // no hand-over started while the groups stop
 		return stopServer(log, o.groups, why)
 	case s := <-sigs:
 		why = s.String()

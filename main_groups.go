@@ -229,3 +229,39 @@ func startGroupFront(base cluster.Config, dopts commands.Options, ropts resp.Opt
 	glog.Info().Str("addr", srv.Addr().String()).Str("id", clu.ID()).Str("bus", cc.BusAddr).Msg("cluster group listening")
 	return &group{clu: clu, disp: disp, srv: srv}, nil
 }
+
+// balanceLeaders runs the leader placement rule (cluster.Balancer) over
+// this process's groups until the returned func is called, which waits for
+// a hand-over in progress to end.
+func (gv *groupsView) balanceLeaders(log zerolog.Logger) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	b := &cluster.Balancer{
+		Groups: func(g int) *cluster.Cluster { return gv.clusters[g].Load() },
+		Count:  gv.Count,
+		Busy:   gv.moving,
+		Log:    log,
+	}
+	go func() {
+		defer close(done)
+		b.Run(ctx)
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
+}
+
+// moving says whether any slot is migrating or importing.
+func (gv *groupsView) moving() bool {
+	m := gv.m.Load()
+	for s := 0; s < cluster.Slots; s++ {
+		if _, ok := m.Migrating(s); ok {
+			return true
+		}
+		if _, ok := m.Importing(s); ok {
+			return true
+		}
+	}
+	return false
+}

@@ -171,7 +171,8 @@ status() {
   done
 }
 
-spread() { # group g's leader to node g%NODES+1: node 1 bootstrapped them all
+spread() { # group g's leader to node g%NODES+1 at once: node 1 bootstrapped them all, and would
+  # hand them over by itself (--cluster-balance-leaders) 10-15 s later, to nodes of its choosing
   [ "$groups" -gt 1 ] || return 0
   local g n
   for g in $(seq 1 $((groups - 1))); do
