@@ -277,6 +277,7 @@ func run(args, environ []string, stderr io.Writer) int {
 	start := time.Now()
 	type opened struct {
 		groups []*group // one, unless the cluster has several groups
+		layout cluster.Layout
 		err    error
 	}
 	open := make(chan opened, 1)
@@ -296,8 +297,12 @@ func run(args, environ []string, stderr io.Writer) int {
 			}
 			if err == nil && l.Groups > 1 {
 				gv.useSlots(clu, l.Groups)
+				clu.HoldReplicas(cfg.ClusterReplicas, true)
 			}
 			for g := 1; err == nil && g < l.Groups; g++ {
+				if !l.Held(g) {
+					continue // another process's (watchRemote)
+				}
 				join := ""
 				if g < len(l.Join) {
 					join = l.Join[g]
@@ -330,7 +335,7 @@ func run(args, environ []string, stderr io.Writer) int {
 					})
 				}
 			}
-			open <- opened{groups, err}
+			open <- opened{groups, l, err}
 			return
 		}
 		eng, err := engine.New(engine.Options{
@@ -350,7 +355,7 @@ func run(args, environ []string, stderr io.Writer) int {
 			Logger:         log,
 			Loading:        loading,
 		})
-		open <- opened{[]*group{{disp: disp, srv: srv, eng: eng}}, err}
+		open <- opened{groups: []*group{{disp: disp, srv: srv, eng: eng}}, err: err}
 	}()
 
 	var why string
@@ -371,8 +376,13 @@ func run(args, environ []string, stderr io.Writer) int {
 			gr.disp.SetEngine(gr.eng)
 		}
 		stopBalance := func() {}
-		if gv != nil && cfg.ClusterBalanceLeaders {
-			stopBalance = gv.balanceLeaders(log) // main_groups.go
+		if gv != nil {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			go gv.watchRemote(ctx, clu, o.layout, log) // main_groups.go
+			if cfg.ClusterBalanceLeaders {
+				stopBalance = gv.balanceLeaders(log)
+			}
 		}
 		ready.Store(true)
 		log.Info().

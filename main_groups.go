@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"strconv"
@@ -40,6 +41,9 @@ type groupsView struct {
 	clusters [cluster.MaxGroups]atomic.Pointer[cluster.Cluster]
 	// disps are the groups' dispatchers, told when slots change owner.
 	disps [cluster.MaxGroups]atomic.Pointer[commands.Dispatcher]
+	// remote are the groups this process holds no replica of, as read
+	// from a process that does (watchRemote).
+	remote [cluster.MaxGroups]atomic.Pointer[remoteGroup]
 }
 
 func newGroupsView(n int) *groupsView {
@@ -83,17 +87,20 @@ func (gv *groupsView) View(g int) commands.ClusterView {
 	if c := gv.clusters[g].Load(); c != nil {
 		return c
 	}
+	if r := gv.remote[g].Load(); r != nil {
+		return r
+	}
 	return nil // not a typed nil: the commands test for nil
 }
 
 // allLed says whether every group of gv knows a leader taking writes.
 func (gv *groupsView) allLed() bool {
 	for g := 0; g < gv.Count(); g++ {
-		c := gv.clusters[g].Load()
-		if c == nil {
+		v := gv.View(g)
+		if v == nil {
 			return false
 		}
-		if _, ok := c.Leader(); !ok {
+		if _, ok := v.Leader(); !ok {
 			return false
 		}
 	}
@@ -146,6 +153,7 @@ func discoverLayout(ctx context.Context, clu *cluster.Cluster, cfg config, log z
 		cancel()
 		if err == nil {
 			if l.Groups > 1 {
+				holdReplicas(&l, cfg.ClusterReplicas)
 				if err := cluster.WriteLayout(cfg.Dir, l); err != nil {
 					return l, err
 				}
@@ -168,6 +176,21 @@ func discoverLayout(ctx context.Context, clu *cluster.Cluster, cfg config, log z
 	}
 }
 
+// holdReplicas marks in l the groups a joining node takes no replica of:
+// those that have their replicas (--cluster-replicas), and those the
+// member it asked does not hold either (it cannot be joined through).
+// Group 0 it always holds: every process routes by its slot map.
+func holdReplicas(l *cluster.Layout, replicas int) {
+	if replicas <= 0 {
+		return
+	}
+	for g := 1; g < len(l.Join) && g < len(l.Voters); g++ {
+		if l.Join[g] == "" || l.Voters[g] >= replicas {
+			l.Join[g] = cluster.NotHeld
+		}
+	}
+}
+
 // groupConfig is group g's cluster settings: the node's, its addresses
 // shifted by g steps, its own directory and node id, joined through join.
 func groupConfig(base cluster.Config, cfg config, g int, join string, log zerolog.Logger) (cluster.Config, error) {
@@ -180,6 +203,7 @@ func groupConfig(base cluster.Config, cfg config, g int, join string, log zerolo
 	c.NodeID = "" // one id per address, kept in the group's dir
 	c.Join = join
 	c.Logger = log
+	c.Replicas, c.Everywhere = cfg.ClusterReplicas, false
 	var err error
 	for _, a := range []*string{&c.BusAddr, &c.AnnounceAddr, &c.AnnounceBusAddr} {
 		if *a, err = cluster.ShiftPort(*a, off); err != nil {
@@ -237,10 +261,16 @@ func (gv *groupsView) balanceLeaders(log zerolog.Logger) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	b := &cluster.Balancer{
-		Groups: func(g int) *cluster.Cluster { return gv.clusters[g].Load() },
-		Count:  gv.Count,
-		Busy:   gv.moving,
-		Log:    log,
+		Local: func(g int) *cluster.Cluster { return gv.clusters[g].Load() },
+		View: func(g int) cluster.LeaderView {
+			if v := gv.View(g); v != nil {
+				return v
+			}
+			return nil
+		},
+		Count: gv.Count,
+		Busy:  gv.moving,
+		Log:   log,
 	}
 	go func() {
 		defer close(done)
@@ -264,4 +294,105 @@ func (gv *groupsView) moving() bool {
 		}
 	}
 	return false
+}
+
+// remoteGroup is a group this process holds no replica of (it joined
+// once the group had its --cluster-replicas), as one of its members'
+// CLUSTER NODES shows it, read every second (watchRemote): enough to
+// list the group in CLUSTER SLOTS, SHARDS and NODES and send its keys'
+// commands to its leader with MOVED. It takes no writes and no
+// membership changes.
+type remoteGroup struct {
+	g     int
+	nodes atomic.Pointer[[]cluster.Node]
+}
+
+var errNotHeld = errors.New("ERR this node holds no replica of this group; send it to one of the group's addresses")
+
+func (r *remoteGroup) list() []cluster.Node {
+	if p := r.nodes.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+func (r *remoteGroup) Self() cluster.Node                          { return cluster.Node{} }
+func (r *remoteGroup) Nodes() []cluster.Node                       { return append([]cluster.Node(nil), r.list()...) }
+func (r *remoteGroup) Writable() bool                              { return false }
+func (r *remoteGroup) LastIndex() uint64                           { return 0 }
+func (r *remoteGroup) Meet(string, int) error                      { return errNotHeld }
+func (r *remoteGroup) Forget(string) error                         { return errNotHeld }
+func (r *remoteGroup) Join(_, _, _ string) error                   { return errNotHeld }
+func (r *remoteGroup) WaitReplicas(uint64, int, time.Duration) int { return 0 }
+func (r *remoteGroup) LastLeader() (cluster.Node, bool)            { return cluster.Node{}, false }
+
+func (r *remoteGroup) Leader() (cluster.Node, bool) {
+	for _, n := range r.list() {
+		if n.Leader {
+			return n, true
+		}
+	}
+	return cluster.Node{}, false
+}
+
+func (r *remoteGroup) Term() uint64 {
+	if n, ok := r.Leader(); ok {
+		return n.ConfigEpoch
+	}
+	return 0
+}
+
+// watchRemote keeps gv.remote of each group l says this process does not
+// hold, until ctx ends: every second it reads the group's members at an
+// address of it, learned from group 0's members (CLUSTER GROUPS) and kept
+// while it answers.
+func (gv *groupsView) watchRemote(ctx context.Context, c0 *cluster.Cluster, l cluster.Layout, log zerolog.Logger) {
+	var gs []int
+	for g := 1; g < l.Groups; g++ {
+		if !l.Held(g) {
+			gs = append(gs, g)
+			gv.remote[g].Store(&remoteGroup{g: g})
+		}
+	}
+	if len(gs) == 0 {
+		return
+	}
+	addrs := map[int]string{}
+	for {
+		for _, g := range gs {
+			if addrs[g] == "" {
+				for _, n := range c0.Nodes() {
+					if n.Self || n.Addr == "" {
+						continue
+					}
+					actx, cancel := context.WithTimeout(ctx, time.Second)
+					ml, err := c0.AskLayout(actx, n.Addr)
+					cancel()
+					if err == nil && g < len(ml.Join) && ml.Join[g] != "" {
+						addrs[g] = ml.Join[g]
+						break
+					}
+				}
+			}
+			if addrs[g] == "" {
+				continue
+			}
+			actx, cancel := context.WithTimeout(ctx, time.Second)
+			nodes, err := c0.AskGroupNodes(actx, addrs[g])
+			cancel()
+			if err != nil || len(nodes) == 0 {
+				// Another member next time; meanwhile the last view stays, as a
+				// client keeps its map.
+				log.Debug().Err(err).Int("group", g).Str("via", addrs[g]).Msg("cluster: reading a group this node holds no replica of failed")
+				delete(addrs, g)
+				continue
+			}
+			gv.remote[g].Load().nodes.Store(&nodes)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Second):
+		}
+	}
 }

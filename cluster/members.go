@@ -23,10 +23,11 @@ import (
 var errNoLeader = errors.New("CLUSTERDOWN The cluster is down")
 
 // Join adds the node id, reached by Raft at busAddr and by clients at addr,
-// as a voter (CLUSTER JOIN, which --cluster-join sends). A member already
-// known at that bus address under another id (a node whose data dir was
-// wiped came back with a new id) is removed first, so the group's size
-// does not grow with dead ids.
+// as a voter (CLUSTER JOIN, which --cluster-join sends); past
+// Config.Replicas voters, as a nonvoter of a group every node holds, else
+// not at all. A member already known at that bus address under another id
+// (a node whose data dir was wiped came back with a new id) is removed
+// first, so the group's size does not grow with dead ids.
 func (c *Cluster) Join(id, busAddr, addr string) error {
 	if c.r() == nil {
 		return errNoLeader
@@ -39,6 +40,7 @@ func (c *Cluster) Join(id, busAddr, addr string) error {
 	if err := c.checkJoiner(id, addr); err != nil {
 		return err
 	}
+	voters, voter := 0, false
 	if f := c.r().GetConfiguration(); f.Error() == nil {
 		for _, s := range f.Configuration().Servers {
 			if string(s.Address) == busAddr && string(s.ID) != id {
@@ -46,10 +48,22 @@ func (c *Cluster) Join(id, busAddr, addr string) error {
 					return err
 				}
 				c.proposeMember(member{ID: string(s.ID), Remove: true})
+				continue
+			}
+			if s.Suffrage == raft.Voter {
+				voters++
+				voter = voter || string(s.ID) == id
 			}
 		}
 	}
-	if err := c.r().AddVoter(raft.ServerID(id), raft.ServerAddress(busAddr), 0, 10*time.Second).Error(); err != nil {
+	add := c.r().AddVoter
+	if full := c.cfg.Replicas > 0 && !voter && voters >= c.cfg.Replicas; full {
+		if !c.cfg.Everywhere {
+			return fmt.Errorf("ERR this group has its %d replicas (cluster-replicas)", c.cfg.Replicas)
+		}
+		add = c.r().AddNonvoter
+	}
+	if err := add(raft.ServerID(id), raft.ServerAddress(busAddr), 0, 10*time.Second).Error(); err != nil {
 		return err
 	}
 	c.log.Info().Str("id", id).Str("bus", busAddr).Str("addr", addr).Msg("cluster: node added")

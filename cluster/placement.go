@@ -68,10 +68,12 @@ func LeaderMove(self string, groups []PlacedGroup) (group int, to Taker, ok bool
 // Balancer runs the placement rule for this process's groups every few
 // seconds (BalanceLeaders).
 type Balancer struct {
-	// Groups is this process's group g (nil while not started), for g
-	// below Count().
-	Groups func(g int) *Cluster
-	Count  func() int
+	// Local is this process's group g (nil while not started, or when it
+	// holds no replica of g), View any group g as this process sees it
+	// (nil while unknown), for g below Count().
+	Local func(g int) *Cluster
+	View  func(g int) LeaderView
+	Count func() int
 	// Busy says a slot move is open: leaders stay put meanwhile, as a
 	// MIGRATE under way would be cut by the hand-over.
 	Busy func() bool
@@ -96,6 +98,11 @@ type Balancer struct {
 type voterKey struct {
 	group int
 	id    string
+}
+
+// LeaderView is what the rule reads of a group it may hold no replica of.
+type LeaderView interface {
+	Leader() (Node, bool)
 }
 
 // Run runs the rule until ctx ends.
@@ -126,20 +133,24 @@ func (b *Balancer) Run(ctx context.Context) {
 // next round reads them anew.
 func (b *Balancer) round(ctx context.Context, now time.Time) {
 	n := b.Count()
-	clusters := make([]*Cluster, n)
-	for g := range clusters {
-		if clusters[g] = b.Groups(g); clusters[g] == nil {
-			return
+	c0 := b.Local(0)
+	if c0 == nil {
+		return
+	}
+	self := c0.ID()
+	for g := 0; g < n; g++ {
+		if c := b.Local(g); c != nil {
+			b.procs[c.Self().Addr] = self
 		}
 	}
-	self := clusters[0].ID()
-	for _, c := range clusters {
-		b.procs[c.Self().Addr] = self
-	}
-	b.learn(ctx, clusters[0], self)
+	b.learn(ctx, c0, self)
 	groups := make([]PlacedGroup, n)
-	for g, c := range clusters {
-		leader, ok := c.Leader()
+	for g := range groups {
+		v := b.View(g)
+		if v == nil {
+			return
+		}
+		leader, ok := v.Leader()
 		if !ok {
 			return
 		}
@@ -147,7 +158,8 @@ func (b *Balancer) round(ctx context.Context, now time.Time) {
 		if groups[g].Leader == "" {
 			return // a process not asked yet: its count is not known
 		}
-		if !leader.Self {
+		c := b.Local(g)
+		if !leader.Self || c == nil {
 			b.forget(g)
 			continue
 		}
@@ -157,9 +169,10 @@ func (b *Balancer) round(ctx context.Context, now time.Time) {
 	if !ok {
 		return
 	}
+	c := b.Local(g)
 	b.Log.Info().Int("group", g).Str("to", to.ID).Str("to_node", to.Proc).
 		Msg("cluster: this node leads more groups than its share; handing one over")
-	if err := clusters[g].HandOver(to.ID); err != nil {
+	if err := c.HandOver(to.ID); err != nil {
 		b.Log.Warn().Err(err).Int("group", g).Str("to", to.ID).Msg("cluster: leadership hand-over failed")
 	}
 	b.forget(g)

@@ -413,9 +413,10 @@ func codedErr(err error) string {
 }
 
 // clusterGroups is CLUSTER GROUPS, delayd's own: per Raft group, [number,
-// the address this node serves it at, [start, end, ...]]. A node that
-// joins reads it to start the same groups (docs/decisions/raft-groups.md);
-// with one group it is that group, at this address, with every slot.
+// the address this node serves it at ("" when it holds no replica of it),
+// [start, end, ...], its voters]. A node that joins reads it to start the
+// groups that have room (docs/decisions/raft-groups.md); with one group it
+// is that group, at this address, with every slot (and no voter count).
 func clusterGroups(d *Dispatcher, c *Client, cl ClusterView, args [][]byte) {
 	gs := d.opts.Groups
 	if gs == nil {
@@ -430,15 +431,20 @@ func clusterGroups(d *Dispatcher, c *Client, cl ClusterView, args [][]byte) {
 	}
 	c.W.Array(gs.Count())
 	for g := 0; g < gs.Count(); g++ {
-		v, addr := cl, ""
+		v, addr, voters := cl, "", 0
 		if g != d.opts.Group {
 			v = gs.View(g)
 		}
 		if v != nil {
 			addr = v.Self().Addr
+			for _, n := range v.Nodes() {
+				if n.Voter {
+					voters++
+				}
+			}
 		}
 		ranges := gs.Ranges(g)
-		c.W.Array(3)
+		c.W.Array(4)
 		c.W.Int(int64(g))
 		c.W.BulkString(addr)
 		c.W.Array(2 * len(ranges))
@@ -446,6 +452,7 @@ func clusterGroups(d *Dispatcher, c *Client, cl ClusterView, args [][]byte) {
 			c.W.Int(int64(r[0]))
 			c.W.Int(int64(r[1]))
 		}
+		c.W.Int(int64(voters))
 	}
 }
 
