@@ -123,6 +123,7 @@ type Cluster struct {
 	quit      chan struct{}
 	wg        sync.WaitGroup
 	stopOnce  sync.Once
+	meetOnce  sync.Once // a node in no group joins once (meetAlone)
 }
 
 // New opens the node's stores and its Raft transport (listening on the bus

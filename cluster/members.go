@@ -72,6 +72,28 @@ func (c *Cluster) Join(id, busAddr, addr string) error {
 	return err
 }
 
+// Forgotten says whether node id was removed from the group (CLUSTER
+// FORGET) since this node started: a FORGET of it again is answered OK.
+func (c *Cluster) Forgotten(id string) bool { return c.fsm.forgotten(id) }
+
+// Member says whether this node is in its group's Raft configuration.
+func (c *Cluster) Member() bool {
+	r := c.r()
+	if r == nil {
+		return false
+	}
+	f := r.GetConfiguration()
+	if f.Error() != nil {
+		return false
+	}
+	for _, s := range f.Configuration().Servers {
+		if string(s.ID) == c.id {
+			return true
+		}
+	}
+	return false
+}
+
 // Forget removes node id from the group (CLUSTER FORGET).
 func (c *Cluster) Forget(id string) error {
 	if id == c.id {
@@ -90,6 +112,11 @@ func (c *Cluster) Forget(id string) error {
 		}
 	}
 	if !known {
+		if c.fsm.forgotten(id) {
+			// redis-cli's del-node sends FORGET to every node; the first
+			// removed it from the group, the others find it gone.
+			return nil
+		}
 		return fmt.Errorf("ERR Unknown node %s", id)
 	}
 	if err := c.r().RemoveServer(raft.ServerID(id), 0, 10*time.Second).Error(); err != nil {
@@ -100,9 +127,16 @@ func (c *Cluster) Forget(id string) error {
 }
 
 // Meet adds the node whose clients connect at host:port (CLUSTER MEET): it
-// asks that node for its id and bus address, then joins it.
+// asks that node for its id and bus address, then joins it. Sent to a node
+// that is in no group yet (started with neither --cluster-bootstrap nor
+// --cluster-join: what redis-cli --cluster add-node meets), it works the
+// other way, as Redis's MEET introduces both ends: this node asks the
+// member at host:port to add it (MeetAlone).
 func (c *Cluster) Meet(host string, port int) error {
 	addr := net.JoinHostPort(host, strconv.Itoa(port))
+	if c.alone() {
+		return c.meetAlone(addr)
+	}
 	cl := c.client(addr)
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -130,6 +164,47 @@ func (c *Cluster) Meet(host string, port int) error {
 		return fmt.Errorf("ERR %s did not say where its cluster bus is", addr)
 	}
 	return c.Join(id, bus, addr)
+}
+
+// alone says whether Raft runs with no configuration: this node was
+// never bootstrapped, joined or added.
+func (c *Cluster) alone() bool {
+	r := c.r()
+	if r == nil || c.cfg.Bootstrap {
+		return false
+	}
+	f := r.GetConfiguration()
+	return f.Error() == nil && len(f.Configuration().Servers) == 0
+}
+
+// meetAlone makes this node, in no group yet, join the cluster of the
+// member at addr, as --cluster-join would have: the join runs in the
+// background (joinLoop), as Redis's MEET handshake does, and the reply
+// says only that it started. A cluster of several groups is refused: this
+// node would have to start a group for each (start it with --cluster-join
+// instead; docs/decisions/add-node.md).
+func (c *Cluster) meetAlone(addr string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	l, err := c.AskLayout(ctx, addr)
+	if err != nil {
+		return fmt.Errorf("ERR cannot reach %s: %v", addr, err)
+	}
+	if l.Groups > 1 {
+		return fmt.Errorf("ERR %s's cluster splits its slots over %d Raft groups: start this node with --cluster-join %s", addr, l.Groups, addr)
+	}
+	c.meetOnce.Do(func() {
+		c.cfg.Join = addr
+		select {
+		case <-c.quit:
+			return
+		default:
+		}
+		c.log.Info().Str("via", addr).Msg("cluster: CLUSTER MEET of a node in no group: joining the member's")
+		c.wg.Add(1)
+		go c.joinLoop()
+	})
+	return nil
 }
 
 // forward sends a membership change to the leader over RESP.

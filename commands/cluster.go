@@ -67,6 +67,7 @@ func init() {
 		"getkeysinslot":   {4, clusterGetKeys},
 		"meet":            {-4, clusterMeet},
 		"forget":          {3, clusterForget},
+		"reset":           {-2, clusterReset},
 		"join":            {5, clusterJoin},
 		"groups":          {2, clusterGroups},
 		"failover":        {-2, clusterFailover},
@@ -96,7 +97,7 @@ var clusterHelp = []string{
 	"GETKEYSINSLOT <slot> <count>",
 	"    Return key names stored by current node in a slot.",
 	"GROUPS",
-	"    Return the Raft groups: each one's number, the address this node serves it at, and its slot ranges.",
+	"    Return the Raft groups: each one's number, the address this node serves it at, its slot ranges and its voters.",
 	"HANDOVER <node-id>",
 	"    Make <node-id> the leader of its Raft group (what FAILOVER sends the leader).",
 	"INFO",
@@ -114,6 +115,8 @@ var clusterHelp = []string{
 	"NODES",
 	"    Return cluster configuration seen by node. Output format:",
 	"    <id> <ip:port> <flags> <master> <pings> <pongs> <epoch> <link> <slot> ...",
+	"RESET [HARD|SOFT]",
+	"    Reset current node (default: soft).",
 	"SLOTCHANGE <json>",
 	"    Commit a change of the slot map through the leader of Raft group 0 (what SETSLOT sends it).",
 	"SLOTS",
@@ -570,7 +573,14 @@ func clusterForget(d *Dispatcher, c *Client, cl ClusterView, args [][]byte) {
 		found = found || n.ID == id
 	}
 	leader, known := cl.Leader()
+	f, _ := cl.(forgetter)
 	switch {
+	case !found && f != nil && (f.Forgotten(id) || cl.Forget(id) == nil):
+		// redis-cli --cluster del-node sends FORGET to every node: the
+		// first removed it from the group for all. A follower may have
+		// applied the configuration without the member entry yet: the
+		// leader, asked, knows.
+		c.W.Status("OK")
 	case !found:
 		c.W.Error("ERR Unknown node " + clip(args[2]))
 	case id == cl.Self().ID:
@@ -584,6 +594,38 @@ func clusterForget(d *Dispatcher, c *Client, cl ClusterView, args [][]byte) {
 		}
 		c.W.Status("OK")
 	}
+}
+
+// forgetter is what FORGET and RESET read of a Raft group beyond
+// ClusterView (cluster.Cluster has it; the views of groups a node does not
+// hold and the tests' fakes need not).
+type forgetter interface {
+	Forgotten(id string) bool
+	Member() bool
+}
+
+// clusterReset is CLUSTER RESET [HARD|SOFT], what redis-cli --cluster
+// del-node sends the node it removed: Redis's node forgets every other
+// node and becomes an empty master. A delayd node removed from its group
+// (CLUSTER FORGET at another node) is alone already: OK, and nothing
+// changes. A member is refused: its group's membership changes only
+// through the group (FORGET it elsewhere first).
+func clusterReset(d *Dispatcher, c *Client, cl ClusterView, args [][]byte) {
+	if len(args) > 3 {
+		c.W.Error("ERR syntax error")
+		return
+	}
+	if len(args) == 3 {
+		if m := strings.ToLower(string(args[2])); m != "hard" && m != "soft" {
+			c.W.Error("ERR syntax error")
+			return
+		}
+	}
+	if f, ok := cl.(forgetter); ok && f.Member() && len(cl.Nodes()) > 1 {
+		c.W.Error("ERR this node is a member of its Raft group: CLUSTER FORGET it at another node first (redis-cli --cluster del-node does)")
+		return
+	}
+	c.W.Status("OK")
 }
 
 // clusterJoin is CLUSTER JOIN node-id bus-addr client-addr, delayd's own:
