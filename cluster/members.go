@@ -76,8 +76,12 @@ func (c *Cluster) Join(id, busAddr, addr string) error {
 // FORGET) since this node started: a FORGET of it again is answered OK.
 func (c *Cluster) Forgotten(id string) bool { return c.fsm.forgotten(id) }
 
-// Member says whether this node is in its group's Raft configuration.
-func (c *Cluster) Member() bool {
+// Removed says whether no group holds this node with others: its Raft
+// configuration leaves it out (or holds nobody: a node never added), or the
+// leader it last heard from lists it no more. A node removed may never get
+// the entry that removed it (the leader stops replicating to it once the
+// others hold it), so the leader is asked.
+func (c *Cluster) Removed() bool {
 	r := c.r()
 	if r == nil {
 		return false
@@ -86,12 +90,31 @@ func (c *Cluster) Member() bool {
 	if f.Error() != nil {
 		return false
 	}
+	in := false
 	for _, s := range f.Configuration().Servers {
-		if string(s.ID) == c.id {
-			return true
+		in = in || string(s.ID) == c.id
+	}
+	if !in {
+		return true
+	}
+	leader, ok := c.Leader()
+	if !ok || leader.Self || leader.Addr == "" {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	cl := c.client(leader.Addr)
+	defer cl.Close()
+	nodes, err := cl.Do(ctx, "CLUSTER", "NODES").Text()
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(nodes, "\n") {
+		if f := strings.Fields(line); len(f) > 0 && f[0] == c.id {
+			return false
 		}
 	}
-	return false
+	return true
 }
 
 // Forget removes node id from the group (CLUSTER FORGET).

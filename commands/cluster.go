@@ -601,7 +601,7 @@ func clusterForget(d *Dispatcher, c *Client, cl ClusterView, args [][]byte) {
 // hold and the tests' fakes need not).
 type forgetter interface {
 	Forgotten(id string) bool
-	Member() bool
+	Removed() bool
 }
 
 // clusterReset is CLUSTER RESET [HARD|SOFT], what redis-cli --cluster
@@ -621,7 +621,7 @@ func clusterReset(d *Dispatcher, c *Client, cl ClusterView, args [][]byte) {
 			return
 		}
 	}
-	if f, ok := cl.(forgetter); ok && f.Member() && len(cl.Nodes()) > 1 {
+	if f, ok := cl.(forgetter); ok && len(cl.Nodes()) > 1 && !f.Removed() {
 		c.W.Error("ERR this node is a member of its Raft group: CLUSTER FORGET it at another node first (redis-cli --cluster del-node does)")
 		return
 	}
