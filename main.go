@@ -335,6 +335,9 @@ func run(args, environ []string, stderr io.Writer) int {
 					})
 				}
 			}
+			if err == nil && discover && cfg.ClusterReplicas > 0 && len(groups) > 1 {
+				groups, err = keepSeats(groups, &l, cfg, gv, log) // main_groups.go
+			}
 			open <- opened{groups, l, err}
 			return
 		}

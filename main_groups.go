@@ -25,6 +25,7 @@ import (
 
 // group is one Raft group as this process runs it.
 type group struct {
+	g    int
 	clu  *cluster.Cluster
 	disp *commands.Dispatcher
 	srv  *resp.Server
@@ -251,7 +252,41 @@ func startGroupFront(base cluster.Config, dopts commands.Options, ropts resp.Opt
 	gv.clusters[g].Store(clu)
 	gv.disps[g].Store(disp)
 	glog.Info().Str("addr", srv.Addr().String()).Str("id", clu.ID()).Str("bus", cc.BusAddr).Msg("cluster group listening")
-	return &group{clu: clu, disp: disp, srv: srv}, nil
+	return &group{g: g, clu: clu, disp: disp, srv: srv}, nil
+}
+
+// keepSeats makes a node joining a cluster of several groups for the first
+// time take its seat in each group it started (Cluster.Reserve: the joins
+// its joinLoops would make, waited for), and give up a group that turns
+// out full: nodes that joined at once all saw room in it, and its leader
+// took the first ones (--cluster-replicas). Such a group is closed before
+// it served anyone, marked not held in l and the groups file, and seen
+// through another process (watchRemote). Group 0 is never full.
+func keepSeats(groups []*group, l *cluster.Layout, cfg config, gv *groupsView, log zerolog.Logger) ([]*group, error) {
+	kept := groups[:1]
+	for _, gr := range groups[1:] {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		err := gr.clu.Reserve(ctx)
+		cancel()
+		if !errors.Is(err, cluster.ErrGroupFull) {
+			kept = append(kept, gr) // joined, or its joinLoop asks on
+			continue
+		}
+		log.Info().Int("group", gr.g).Msg("cluster: the group took nodes that joined at the same time up to --cluster-replicas; this node holds none of it")
+		gv.clusters[gr.g].Store(nil)
+		gv.disps[gr.g].Store(nil)
+		gr.srv.Close(time.Second)
+		gr.eng.Stop()
+		gr.clu.Close()
+		if err := gr.eng.Close(); err != nil {
+			return kept, err
+		}
+		l.Join[gr.g] = cluster.NotHeld
+		if err := cluster.WriteLayout(cfg.Dir, *l); err != nil {
+			return kept, err
+		}
+	}
+	return kept, nil
 }
 
 // balanceLeaders runs the leader placement rule (cluster.Balancer) over

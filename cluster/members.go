@@ -59,7 +59,7 @@ func (c *Cluster) Join(id, busAddr, addr string) error {
 	add := c.r().AddVoter
 	if full := c.cfg.Replicas > 0 && !voter && voters >= c.cfg.Replicas; full {
 		if !c.cfg.Everywhere {
-			return fmt.Errorf("ERR this group has its %d replicas (cluster-replicas)", c.cfg.Replicas)
+			return fmt.Errorf("ERR this group has its %d %s", c.cfg.Replicas, fullMark)
 		}
 		add = c.r().AddNonvoter
 	}
@@ -273,6 +273,51 @@ func (c *Cluster) announceSelf() {
 	}
 	if err := c.proposeMember(member{ID: c.id, Addr: c.cfg.AnnounceAddr, BusAddr: c.cfg.AnnounceBusAddr}); err != nil {
 		c.log.Warn().Err(err).Msg("cluster: announcing this node's address failed")
+	}
+}
+
+// fullMark ends the refusal of a group that has its voters; ErrGroupFull
+// is that refusal to a joiner (Reserve).
+const fullMark = "replicas (cluster-replicas)"
+
+// ErrGroupFull: the group has its --cluster-replicas voters, and takes no
+// other.
+var ErrGroupFull = errors.New("cluster: the group has its replicas")
+
+// Reserve asks the member named by Config.Join to add this node, before
+// Start, until it answers or ctx ends: a node joining a cluster of several
+// groups takes a group's seat before it starts the group, so that of
+// nodes joining at once, those a full group refuses (ErrGroupFull) never
+// start it. The member's Raft adds a voter that does not answer yet; a
+// majority of the others commits that. Other errors (no leader yet) are
+// retried; ctx's end returns the last, and the caller starts the group
+// anyway, its joinLoop asking on.
+func (c *Cluster) Reserve(ctx context.Context) error {
+	target := c.cfg.Join
+	for {
+		err := func() error {
+			cl := c.client(target)
+			defer cl.Close()
+			actx, cancel := context.WithTimeout(ctx, 15*time.Second)
+			defer cancel()
+			return cl.Do(actx, "CLUSTER", "JOIN", c.id, c.cfg.AnnounceBusAddr, c.cfg.AnnounceAddr).Err()
+		}()
+		switch {
+		case err == nil:
+			return nil
+		case strings.HasSuffix(err.Error(), fullMark):
+			return ErrGroupFull
+		}
+		if f := strings.Fields(err.Error()); len(f) == 3 && f[0] == "MOVED" {
+			target = f[2]
+		} else {
+			target = c.cfg.Join
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(500 * time.Millisecond):
+		}
 	}
 }
 

@@ -3,6 +3,7 @@ package integration
 import (
 	"fmt"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -93,5 +94,28 @@ func TestClusterGroupsPlaceLeaders(t *testing.T) {
 			l, err := grLeaders(nodes, i)
 			return err == nil && grSpread(l), fmt.Sprint(i, l, err)
 		})
+	}
+}
+
+// With --cluster-balance-leaders no, the bootstrapping node keeps leading
+// every group: leaders are the operator's to place.
+func TestClusterGroupsPlaceLeadersOff(t *testing.T) {
+	t.Parallel()
+	off := []string{"--cluster-balance-leaders", "no"}
+	nodes := []*grNode{grStart(t, append(off, "--cluster-bootstrap", "--cluster-groups", strconv.Itoa(grCount))...)}
+	for i := 1; i < 3; i++ {
+		nodes = append(nodes, grStart(t, append(off, "--cluster-join", nodes[0].addr(0))...))
+	}
+	for g := 0; g < grCount; g++ {
+		clWait(t, 30*time.Second, fmt.Sprintf("group %d formed", g), func() (bool, string) {
+			v, err := grAsk(nodes[0].addr(g), "INFO", "replication")
+			return err == nil && strings.Count(fmt.Sprint(v), "state=online") == 2, fmt.Sprint(v, err)
+		})
+	}
+	// Past the rule's 10 s wait and a few of its rounds: nothing moved.
+	for end := time.Now().Add(16 * time.Second); time.Now().Before(end); time.Sleep(500 * time.Millisecond) {
+		if l, err := grLeaders(nodes, 1); err == nil && fmt.Sprint(l) != "[0 0 0]" {
+			t.Fatalf("leaders moved with --cluster-balance-leaders no: %v", l)
+		}
 	}
 }

@@ -129,3 +129,52 @@ func TestClusterGroupsReplicas(t *testing.T) {
 		}
 	})
 }
+
+// Three nodes joining a fresh cluster of 3 groups at once all see room in
+// every group; each group's leader takes the first two, and the node it
+// refuses gives that group up before serving it: every group ends with 3
+// voters, and every address agrees on the map.
+func TestClusterGroupsReplicasJoinAtOnce(t *testing.T) {
+	t.Parallel()
+	first := grStart(t, "--cluster-bootstrap", "--cluster-groups", fmt.Sprint(grCount))
+	for g := 0; g < grCount; g++ {
+		clWait(t, 15*time.Second, fmt.Sprintf("group %d's bootstrap", g), func() (bool, string) {
+			v, err := grAsk(first.addr(g), "INFO", "replication")
+			return err == nil && strings.Contains(fmt.Sprint(v), "role:master"), fmt.Sprint(v, err)
+		})
+	}
+	nodes := []*grNode{first}
+	started := make(chan *grNode)
+	for i := 0; i < 3; i++ {
+		go func() { started <- grStart(t, "--cluster-join", first.addr(0)) }()
+	}
+	for i := 0; i < 3; i++ {
+		nodes = append(nodes, <-started)
+	}
+	clWait(t, 60*time.Second, "3 voters in every group", func() (bool, string) {
+		v, err := grAsk(first.addr(0), "CLUSTER", "GROUPS")
+		if err != nil {
+			return false, err.Error()
+		}
+		var voters []any
+		for _, g := range v.([]any) {
+			voters = append(voters, g.([]any)[3])
+		}
+		return fmt.Sprint(voters) == "[3 3 3]", fmt.Sprint(voters)
+	})
+	for _, n := range nodes {
+		addr := n.addr(0)
+		clWait(t, 30*time.Second, "the whole map at "+addr, func() (bool, string) {
+			m, lines, err := grMasters(addr)
+			return err == nil && lines == 10 && len(m) == grCount, fmt.Sprint(lines, " lines, ", m, err)
+		})
+	}
+	if _, err := exec.LookPath("redis-cli"); err == nil {
+		for _, n := range nodes {
+			out, err := exec.Command("redis-cli", "--cluster", "check", n.addr(0)).CombinedOutput()
+			if s := string(out); err != nil || strings.Contains(s, "[ERR]") || strings.Contains(s, "[WARNING]") {
+				t.Errorf("redis-cli --cluster check at %s: %v\n%s", n.addr(0), err, s)
+			}
+		}
+	}
+}
