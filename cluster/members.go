@@ -284,14 +284,12 @@ const fullMark = "replicas (cluster-replicas)"
 // other.
 var ErrGroupFull = errors.New("cluster: the group has its replicas")
 
-// Reserve asks the member named by Config.Join to add this node, before
-// Start, until it answers or ctx ends: a node joining a cluster of several
-// groups takes a group's seat before it starts the group, so that of
-// nodes joining at once, those a full group refuses (ErrGroupFull) never
-// start it. The member's Raft adds a voter that does not answer yet; a
-// majority of the others commits that. Other errors (no leader yet) are
-// retried; ctx's end returns the last, and the caller starts the group
-// anyway, its joinLoop asking on.
+// Reserve asks the member named by Config.Join to add this node, as
+// joinLoop does, and waits for the answer until ctx ends: a node joining a
+// cluster of several groups learns which groups took it (nodes joining at
+// once all saw room; the leader admits them up to --cluster-replicas and
+// refuses the rest with ErrGroupFull). Other errors (no leader yet) are
+// retried; ctx's end returns the last, and joinLoop asks on.
 func (c *Cluster) Reserve(ctx context.Context) error {
 	target := c.cfg.Join
 	for {
