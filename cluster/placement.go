@@ -66,7 +66,7 @@ func LeaderMove(self string, groups []PlacedGroup) (group int, to Taker, ok bool
 }
 
 // Balancer runs the placement rule for this process's groups every few
-// seconds (BalanceLeaders).
+// seconds (main runs one unless --cluster-balance-leaders no).
 type Balancer struct {
 	// Local is this process's group g (nil while not started, or when it
 	// holds no replica of g), View any group g as this process sees it
