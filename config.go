@@ -70,6 +70,8 @@ type config struct {
 	ClusterSnapshotEntries int64
 	ClusterGroups          int
 	ClusterGroupPortStep   int
+	ClusterBalanceLeaders  bool
+	ClusterReplicas        int
 }
 
 // settings are the flags, with their defaults and help; config.yaml and the
@@ -122,6 +124,8 @@ var settings = []struct {
 	{"cluster-snapshot-entries", "8192", "Raft entries between snapshots"},
 	{"cluster-groups", "1", "Raft groups the slots are split over, when this node bootstraps the cluster (1 to 64)"},
 	{"cluster-group-port-step", "100", "group g listens on port + g*step, its bus on bus port + g*step"},
+	{"cluster-replicas", "3", "with several groups, the voters of each group: a node joining a group that has them holds no replica of it (of group 0, the slot map's, a nonvoter one); 0: every node votes in every group"},
+	{"cluster-balance-leaders", "yes", "with several groups, hand leaderships over so that each node leads its share: yes|no (no: place them with CLUSTER FAILOVER)"},
 }
 
 // boolFlags are settings given as bare flags (--repair), not flag=value.
@@ -303,6 +307,8 @@ func loadConfig(args []string, environ []string, stderr io.Writer) (config, erro
 	c.ClusterSnapshotEntries = num("cluster-snapshot-entries", 16)
 	c.ClusterGroups = int(num("cluster-groups", 1))
 	c.ClusterGroupPortStep = int(num("cluster-group-port-step", 1))
+	c.ClusterBalanceLeaders = yesno("cluster-balance-leaders")
+	c.ClusterReplicas = int(num("cluster-replicas", 0))
 	if c.ClusterGroups > cluster.MaxGroups {
 		bad("cluster-groups", "at most %d", cluster.MaxGroups)
 	}
@@ -386,6 +392,8 @@ func (c config) view() map[string]string {
 		"cluster-election-timeout":  strconv.FormatInt(c.ClusterElectionTimeout, 10),
 		"cluster-groups":            strconv.Itoa(c.ClusterGroups),
 		"cluster-group-port-step":   strconv.Itoa(c.ClusterGroupPortStep),
+		"cluster-balance-leaders":   yn(c.ClusterBalanceLeaders),
+		"cluster-replicas":          strconv.Itoa(c.ClusterReplicas),
 		"bind":                      c.Bind,
 		"port":                      strconv.Itoa(c.Port),
 		"dir":                       c.Dir,

@@ -277,6 +277,7 @@ func run(args, environ []string, stderr io.Writer) int {
 	start := time.Now()
 	type opened struct {
 		groups []*group // one, unless the cluster has several groups
+		layout cluster.Layout
 		err    error
 	}
 	open := make(chan opened, 1)
@@ -296,8 +297,12 @@ func run(args, environ []string, stderr io.Writer) int {
 			}
 			if err == nil && l.Groups > 1 {
 				gv.useSlots(clu, l.Groups)
+				clu.HoldReplicas(cfg.ClusterReplicas, true)
 			}
 			for g := 1; err == nil && g < l.Groups; g++ {
+				if !l.Held(g) {
+					continue // another process's (watchRemote)
+				}
 				join := ""
 				if g < len(l.Join) {
 					join = l.Join[g]
@@ -330,7 +335,10 @@ func run(args, environ []string, stderr io.Writer) int {
 					})
 				}
 			}
-			open <- opened{groups, err}
+			if err == nil && discover && cfg.ClusterReplicas > 0 && len(groups) > 1 {
+				groups, err = keepSeats(groups, &l, cfg, gv, log) // main_groups.go
+			}
+			open <- opened{groups, l, err}
 			return
 		}
 		eng, err := engine.New(engine.Options{
@@ -350,7 +358,7 @@ func run(args, environ []string, stderr io.Writer) int {
 			Logger:         log,
 			Loading:        loading,
 		})
-		open <- opened{[]*group{{disp: disp, srv: srv, eng: eng}}, err}
+		open <- opened{groups: []*group{{disp: disp, srv: srv, eng: eng}}, err: err}
 	}()
 
 	var why string
@@ -369,6 +377,15 @@ func run(args, environ []string, stderr io.Writer) int {
 		}
 		for _, gr := range o.groups {
 			gr.disp.SetEngine(gr.eng)
+		}
+		stopBalance := func() {}
+		if gv != nil {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			go gv.watchRemote(ctx, clu, o.layout, log) // main_groups.go
+			if cfg.ClusterBalanceLeaders {
+				stopBalance = gv.balanceLeaders(log)
+			}
 		}
 		ready.Store(true)
 		log.Info().
@@ -390,6 +407,7 @@ func run(args, environ []string, stderr io.Writer) int {
 			why = s.String()
 		case why = <-stop:
 		}
+		stopBalance() // no hand-over started while the groups stop
 		return stopServer(log, o.groups, why)
 	case s := <-sigs:
 		why = s.String()

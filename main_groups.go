@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"strconv"
@@ -24,6 +25,7 @@ import (
 
 // group is one Raft group as this process runs it.
 type group struct {
+	g    int
 	clu  *cluster.Cluster
 	disp *commands.Dispatcher
 	srv  *resp.Server
@@ -40,6 +42,9 @@ type groupsView struct {
 	clusters [cluster.MaxGroups]atomic.Pointer[cluster.Cluster]
 	// disps are the groups' dispatchers, told when slots change owner.
 	disps [cluster.MaxGroups]atomic.Pointer[commands.Dispatcher]
+	// remote are the groups this process holds no replica of, as read
+	// from a process that does (watchRemote).
+	remote [cluster.MaxGroups]atomic.Pointer[remoteGroup]
 }
 
 func newGroupsView(n int) *groupsView {
@@ -83,17 +88,20 @@ func (gv *groupsView) View(g int) commands.ClusterView {
 	if c := gv.clusters[g].Load(); c != nil {
 		return c
 	}
+	if r := gv.remote[g].Load(); r != nil {
+		return r
+	}
 	return nil // not a typed nil: the commands test for nil
 }
 
 // allLed says whether every group of gv knows a leader taking writes.
 func (gv *groupsView) allLed() bool {
 	for g := 0; g < gv.Count(); g++ {
-		c := gv.clusters[g].Load()
-		if c == nil {
+		v := gv.View(g)
+		if v == nil {
 			return false
 		}
-		if _, ok := c.Leader(); !ok {
+		if _, ok := v.Leader(); !ok {
 			return false
 		}
 	}
@@ -146,6 +154,7 @@ func discoverLayout(ctx context.Context, clu *cluster.Cluster, cfg config, log z
 		cancel()
 		if err == nil {
 			if l.Groups > 1 {
+				holdReplicas(&l, cfg.ClusterReplicas)
 				if err := cluster.WriteLayout(cfg.Dir, l); err != nil {
 					return l, err
 				}
@@ -168,6 +177,21 @@ func discoverLayout(ctx context.Context, clu *cluster.Cluster, cfg config, log z
 	}
 }
 
+// holdReplicas marks in l the groups a joining node takes no replica of:
+// those that have their replicas (--cluster-replicas), and those the
+// member it asked does not hold either (it cannot be joined through).
+// Group 0 it always holds: every process routes by its slot map.
+func holdReplicas(l *cluster.Layout, replicas int) {
+	if replicas <= 0 {
+		return
+	}
+	for g := 1; g < len(l.Join) && g < len(l.Voters); g++ {
+		if l.Join[g] == "" || l.Voters[g] >= replicas {
+			l.Join[g] = cluster.NotHeld
+		}
+	}
+}
+
 // groupConfig is group g's cluster settings: the node's, its addresses
 // shifted by g steps, its own directory and node id, joined through join.
 func groupConfig(base cluster.Config, cfg config, g int, join string, log zerolog.Logger) (cluster.Config, error) {
@@ -180,6 +204,7 @@ func groupConfig(base cluster.Config, cfg config, g int, join string, log zerolo
 	c.NodeID = "" // one id per address, kept in the group's dir
 	c.Join = join
 	c.Logger = log
+	c.Replicas, c.Everywhere = cfg.ClusterReplicas, false
 	var err error
 	for _, a := range []*string{&c.BusAddr, &c.AnnounceAddr, &c.AnnounceBusAddr} {
 		if *a, err = cluster.ShiftPort(*a, off); err != nil {
@@ -227,5 +252,182 @@ func startGroupFront(base cluster.Config, dopts commands.Options, ropts resp.Opt
 	gv.clusters[g].Store(clu)
 	gv.disps[g].Store(disp)
 	glog.Info().Str("addr", srv.Addr().String()).Str("id", clu.ID()).Str("bus", cc.BusAddr).Msg("cluster group listening")
-	return &group{clu: clu, disp: disp, srv: srv}, nil
+	return &group{g: g, clu: clu, disp: disp, srv: srv}, nil
+}
+
+// keepSeats makes a node joining a cluster of several groups for the first
+// time take its seat in each group it started (Cluster.Reserve: the joins
+// its joinLoops would make, waited for), and give up a group that turns
+// out full: nodes that joined at once all saw room in it, and its leader
+// took the first ones (--cluster-replicas). Such a group is closed before
+// it served anyone, marked not held in l and the groups file, and seen
+// through another process (watchRemote). Group 0 is never full.
+func keepSeats(groups []*group, l *cluster.Layout, cfg config, gv *groupsView, log zerolog.Logger) ([]*group, error) {
+	kept := groups[:1]
+	for _, gr := range groups[1:] {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		err := gr.clu.Reserve(ctx)
+		cancel()
+		if !errors.Is(err, cluster.ErrGroupFull) {
+			kept = append(kept, gr) // joined, or its joinLoop asks on
+			continue
+		}
+		log.Info().Int("group", gr.g).Msg("cluster: the group took nodes that joined at the same time up to --cluster-replicas; this node holds none of it")
+		gv.clusters[gr.g].Store(nil)
+		gv.disps[gr.g].Store(nil)
+		gr.srv.Close(time.Second)
+		gr.eng.Stop()
+		gr.clu.Close()
+		if err := gr.eng.Close(); err != nil {
+			return kept, err
+		}
+		l.Join[gr.g] = cluster.NotHeld
+		if err := cluster.WriteLayout(cfg.Dir, *l); err != nil {
+			return kept, err
+		}
+	}
+	return kept, nil
+}
+
+// balanceLeaders runs the leader placement rule (cluster.Balancer) over
+// this process's groups until the returned func is called, which waits for
+// a hand-over in progress to end.
+func (gv *groupsView) balanceLeaders(log zerolog.Logger) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	b := &cluster.Balancer{
+		Local: func(g int) *cluster.Cluster { return gv.clusters[g].Load() },
+		View: func(g int) cluster.LeaderView {
+			if v := gv.View(g); v != nil {
+				return v
+			}
+			return nil
+		},
+		Count: gv.Count,
+		Busy:  gv.moving,
+		Log:   log,
+	}
+	go func() {
+		defer close(done)
+		b.Run(ctx)
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
+}
+
+// moving says whether any slot is migrating or importing.
+func (gv *groupsView) moving() bool {
+	m := gv.m.Load()
+	for s := 0; s < cluster.Slots; s++ {
+		if _, ok := m.Migrating(s); ok {
+			return true
+		}
+		if _, ok := m.Importing(s); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// remoteGroup is a group this process holds no replica of (it joined
+// once the group had its --cluster-replicas), as one of its members'
+// CLUSTER NODES shows it, read every second (watchRemote): enough to
+// list the group in CLUSTER SLOTS, SHARDS and NODES and send its keys'
+// commands to its leader with MOVED. It takes no writes and no
+// membership changes.
+type remoteGroup struct {
+	g     int
+	nodes atomic.Pointer[[]cluster.Node]
+}
+
+var errNotHeld = errors.New("ERR this node holds no replica of this group; send it to one of the group's addresses")
+
+func (r *remoteGroup) list() []cluster.Node {
+	if p := r.nodes.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+func (r *remoteGroup) Self() cluster.Node                          { return cluster.Node{} }
+func (r *remoteGroup) Nodes() []cluster.Node                       { return append([]cluster.Node(nil), r.list()...) }
+func (r *remoteGroup) Writable() bool                              { return false }
+func (r *remoteGroup) LastIndex() uint64                           { return 0 }
+func (r *remoteGroup) Meet(string, int) error                      { return errNotHeld }
+func (r *remoteGroup) Forget(string) error                         { return errNotHeld }
+func (r *remoteGroup) Join(_, _, _ string) error                   { return errNotHeld }
+func (r *remoteGroup) WaitReplicas(uint64, int, time.Duration) int { return 0 }
+func (r *remoteGroup) LastLeader() (cluster.Node, bool)            { return cluster.Node{}, false }
+
+func (r *remoteGroup) Leader() (cluster.Node, bool) {
+	for _, n := range r.list() {
+		if n.Leader {
+			return n, true
+		}
+	}
+	return cluster.Node{}, false
+}
+
+func (r *remoteGroup) Term() uint64 {
+	if n, ok := r.Leader(); ok {
+		return n.ConfigEpoch
+	}
+	return 0
+}
+
+// watchRemote keeps gv.remote of each group l says this process does not
+// hold, until ctx ends: every second it reads the group's members at an
+// address of it, learned from group 0's members (CLUSTER GROUPS) and kept
+// while it answers.
+func (gv *groupsView) watchRemote(ctx context.Context, c0 *cluster.Cluster, l cluster.Layout, log zerolog.Logger) {
+	var gs []int
+	for g := 1; g < l.Groups; g++ {
+		if !l.Held(g) {
+			gs = append(gs, g)
+			gv.remote[g].Store(&remoteGroup{g: g})
+		}
+	}
+	if len(gs) == 0 {
+		return
+	}
+	addrs := map[int]string{}
+	for {
+		for _, g := range gs {
+			if addrs[g] == "" {
+				for _, n := range c0.Nodes() {
+					if n.Self || n.Addr == "" {
+						continue
+					}
+					actx, cancel := context.WithTimeout(ctx, time.Second)
+					ml, err := c0.AskLayout(actx, n.Addr)
+					cancel()
+					if err == nil && g < len(ml.Join) && ml.Join[g] != "" {
+						addrs[g] = ml.Join[g]
+						break
+					}
+				}
+			}
+			if addrs[g] == "" {
+				continue
+			}
+			actx, cancel := context.WithTimeout(ctx, time.Second)
+			nodes, err := c0.AskGroupNodes(actx, addrs[g])
+			cancel()
+			if err != nil || len(nodes) == 0 {
+				// Another member next time; meanwhile the last view stays, as a
+				// client keeps its map.
+				log.Debug().Err(err).Int("group", g).Str("via", addrs[g]).Msg("cluster: reading a group this node holds no replica of failed")
+				delete(addrs, g)
+				continue
+			}
+			gv.remote[g].Load().nodes.Store(&nodes)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Second):
+		}
+	}
 }

@@ -45,6 +45,14 @@ type Config struct {
 	// SnapshotThreshold is how many entries since the last snapshot make
 	// a new one (default 8192).
 	SnapshotThreshold uint64
+	// Replicas caps the group's voters (--cluster-replicas, with several
+	// groups; 0: every node that joins votes, as in a one-group cluster).
+	// A node joining a group that has them all is refused, unless the
+	// group is Everywhere (group 0, which holds the slot map every node
+	// routes by): there it is added as a nonvoter, which applies the log
+	// and counts toward no majority.
+	Replicas   int
+	Everywhere bool
 	// TLS secures the bus and the RESP connections nodes make to each
 	// other (tls.go); nil: plain.
 	TLS    *TLS
@@ -116,6 +124,7 @@ type Cluster struct {
 	quit      chan struct{}
 	wg        sync.WaitGroup
 	stopOnce  sync.Once
+	meetOnce  sync.Once // a node in no group joins once (meetAlone)
 }
 
 // New opens the node's stores and its Raft transport (listening on the bus

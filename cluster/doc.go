@@ -11,5 +11,7 @@
 // commit. While nodes of an older release are members, the cluster's format
 // version holds the leader to what they read (versions.go). With several
 // groups, group 0's log also keeps the slot map, which slot each group owns
-// and which slots are moving (slots.go).
+// and which slots are moving (slots.go); each group has at most
+// --cluster-replicas voters (members.go), and each process hands over the
+// leadership of groups it leads beyond its share (placement.go).
 package cluster

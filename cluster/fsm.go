@@ -48,6 +48,7 @@ type fsm struct {
 
 	mmu     sync.Mutex
 	members map[string]member // guarded by mmu
+	removed map[string]bool   // ids member entries removed since start; guarded by mmu
 
 	// version is the cluster's format version, the gate (versions.go):
 	// raised by a version entry or a versioned snapshot, never lowered.
@@ -98,7 +99,12 @@ func (f *fsm) Apply(l *raft.Log) any {
 		f.mmu.Lock()
 		if m.Remove {
 			delete(f.members, m.ID)
+			if f.removed == nil {
+				f.removed = map[string]bool{}
+			}
+			f.removed[m.ID] = true
 		} else {
+			delete(f.removed, m.ID)
 			f.members[m.ID] = m
 		}
 		f.mmu.Unlock()
@@ -122,6 +128,15 @@ func (f *fsm) cacheMembers() {
 	if err := saveMembersCache(f.cacheDir, f.memberList()); err != nil {
 		f.c.log.Warn().Err(err).Msg("cluster: the members' address file was not written (a restart waits for the log to learn them)")
 	}
+}
+
+// forgotten says whether a member entry removed id since this node
+// started (not kept in snapshots: a FORGET repeated across a restart gets
+// Redis's "Unknown node").
+func (f *fsm) forgotten(id string) bool {
+	f.mmu.Lock()
+	defer f.mmu.Unlock()
+	return f.removed[id]
 }
 
 func (f *fsm) memberList() map[string]member {

@@ -121,11 +121,21 @@ const groupsFile = "cluster-groups"
 
 // Layout is what groupsFile says: the number of groups and, for a node
 // that joined, the member's address for each group (one per line after
-// the count).
+// the count), NotHeld for a group this node holds no replica of.
 type Layout struct {
 	Groups int
 	Join   []string
+	// Voters is, as AskLayout read it, each group's voters (-1: not said);
+	// never kept.
+	Voters []int
 }
+
+// NotHeld stands in groupsFile for the address of a group this node holds
+// no replica of (the group had its --cluster-replicas when it joined).
+const NotHeld = "-"
+
+// Held says whether this node runs group g.
+func (l Layout) Held(g int) bool { return g >= len(l.Join) || l.Join[g] != NotHeld }
 
 // ReadLayout reads dir's groupsFile; ok is false when there is none (a
 // node that never ran several groups: one group).
@@ -199,20 +209,31 @@ func (c *Cluster) AskLayout(ctx context.Context, addr string) (Layout, error) {
 	if len(groups) < 1 || len(groups) > MaxGroups {
 		return Layout{}, fmt.Errorf("CLUSTER GROUPS from %s: %d groups", addr, len(groups))
 	}
-	l := Layout{Groups: len(groups), Join: make([]string, len(groups))}
+	l := Layout{Groups: len(groups), Join: make([]string, len(groups)), Voters: make([]int, len(groups))}
 	for i, g := range groups {
 		f, ok := g.([]any)
 		if !ok || len(f) < 2 {
 			return Layout{}, fmt.Errorf("CLUSTER GROUPS from %s: group %d malformed", addr, i)
 		}
 		id, _ := f[0].(int64)
-		a, _ := f[1].(string)
-		if int(id) != i || a == "" {
+		a, ok := f[1].(string)
+		if int(id) != i || !ok {
 			return Layout{}, fmt.Errorf("CLUSTER GROUPS from %s: group %d malformed", addr, i)
 		}
-		l.Join[i] = a
+		l.Join[i], l.Voters[i] = a, -1
+		if len(f) > 3 {
+			if v, ok := f[3].(int64); ok {
+				l.Voters[i] = int(v)
+			}
+		}
 	}
 	return l, nil
+}
+
+// HoldReplicas sets Config.Replicas and Everywhere, once the node knows
+// it runs several groups. Only before Start.
+func (c *Cluster) HoldReplicas(n int, everywhere bool) {
+	c.cfg.Replicas, c.cfg.Everywhere = n, everywhere
 }
 
 // JoinThrough makes addr the member Start asks to add this node: a node
@@ -220,3 +241,75 @@ func (c *Cluster) AskLayout(ctx context.Context, addr string) (Layout, error) {
 // member's group-0 address, whichever of its addresses --cluster-join
 // named. Only before Start.
 func (c *Cluster) JoinThrough(addr string) { c.cfg.Join = addr }
+
+// AskGroupNodes reads the members of the group served at addr from that
+// address's CLUSTER NODES: the line marked myself and the lines of its
+// master's replicas (ParseGroupNodes). For a group this node holds no
+// replica of.
+func (c *Cluster) AskGroupNodes(ctx context.Context, addr string) ([]Node, error) {
+	cl := c.client(addr)
+	defer cl.Close()
+	s, err := cl.Do(ctx, "CLUSTER", "NODES").Text()
+	if err != nil {
+		return nil, err
+	}
+	return ParseGroupNodes(s), nil
+}
+
+// ParseGroupNodes picks out of a CLUSTER NODES reply the shard of the line
+// marked myself: its master (Leader unless marked fail?) and the master's
+// replicas. While that address knows no master (slave of -), only itself,
+// with no leader. None is Self; Match is 1 for a connected member (an
+// offset this node does not know, but not an empty replica).
+func ParseGroupNodes(s string) []Node {
+	type line struct {
+		f    []string
+		node Node
+	}
+	var lines []line
+	master := ""
+	for _, l := range strings.Split(s, "\n") {
+		f := strings.Fields(l)
+		if len(f) < 8 {
+			continue
+		}
+		n := Node{ID: f[0], Voter: true, Connected: f[7] == "connected"}
+		addr, bus, _ := strings.Cut(f[1], "@")
+		bus, _, _ = strings.Cut(bus, ",")
+		n.Addr = addr
+		if host, _, err := net.SplitHostPort(addr); err == nil && bus != "" {
+			n.BusAddr = net.JoinHostPort(host, bus)
+		}
+		flags := "," + f[2] + ","
+		if strings.Contains(flags, ",master,") && !strings.Contains(flags, "fail") {
+			n.Leader = true
+			n.ConfigEpoch, _ = strconv.ParseUint(f[6], 10, 64)
+		}
+		if n.Connected {
+			n.Match = 1
+		}
+		if strings.Contains(flags, ",myself,") {
+			if strings.Contains(flags, ",master,") {
+				master = f[0]
+			} else if f[3] != "-" {
+				master = f[3]
+			}
+			n.Connected = true
+		}
+		lines = append(lines, line{f, n})
+	}
+	var out []Node
+	for _, l := range lines {
+		if master == "" {
+			if strings.Contains(","+l.f[2]+",", ",myself,") {
+				l.node.Leader = false
+				out = append(out, l.node)
+			}
+			continue
+		}
+		if l.f[0] == master || l.f[3] == master {
+			out = append(out, l.node)
+		}
+	}
+	return out
+}

@@ -23,10 +23,11 @@ import (
 var errNoLeader = errors.New("CLUSTERDOWN The cluster is down")
 
 // Join adds the node id, reached by Raft at busAddr and by clients at addr,
-// as a voter (CLUSTER JOIN, which --cluster-join sends). A member already
-// known at that bus address under another id (a node whose data dir was
-// wiped came back with a new id) is removed first, so the group's size
-// does not grow with dead ids.
+// as a voter (CLUSTER JOIN, which --cluster-join sends); past
+// Config.Replicas voters, as a nonvoter of a group every node holds, else
+// not at all. A member already known at that bus address under another id
+// (a node whose data dir was wiped came back with a new id) is removed
+// first, so the group's size does not grow with dead ids.
 func (c *Cluster) Join(id, busAddr, addr string) error {
 	if c.r() == nil {
 		return errNoLeader
@@ -39,6 +40,7 @@ func (c *Cluster) Join(id, busAddr, addr string) error {
 	if err := c.checkJoiner(id, addr); err != nil {
 		return err
 	}
+	voters, voter := 0, false
 	if f := c.r().GetConfiguration(); f.Error() == nil {
 		for _, s := range f.Configuration().Servers {
 			if string(s.Address) == busAddr && string(s.ID) != id {
@@ -46,16 +48,73 @@ func (c *Cluster) Join(id, busAddr, addr string) error {
 					return err
 				}
 				c.proposeMember(member{ID: string(s.ID), Remove: true})
+				continue
+			}
+			if s.Suffrage == raft.Voter {
+				voters++
+				voter = voter || string(s.ID) == id
 			}
 		}
 	}
-	if err := c.r().AddVoter(raft.ServerID(id), raft.ServerAddress(busAddr), 0, 10*time.Second).Error(); err != nil {
+	add := c.r().AddVoter
+	if full := c.cfg.Replicas > 0 && !voter && voters >= c.cfg.Replicas; full {
+		if !c.cfg.Everywhere {
+			return fmt.Errorf("ERR this group has its %d %s", c.cfg.Replicas, fullMark)
+		}
+		add = c.r().AddNonvoter
+	}
+	if err := add(raft.ServerID(id), raft.ServerAddress(busAddr), 0, 10*time.Second).Error(); err != nil {
 		return err
 	}
 	c.log.Info().Str("id", id).Str("bus", busAddr).Str("addr", addr).Msg("cluster: node added")
 	err := c.proposeMember(member{ID: id, Addr: addr, BusAddr: busAddr})
 	c.kickGate()
 	return err
+}
+
+// Forgotten says whether node id was removed from the group (CLUSTER
+// FORGET) since this node started: a FORGET of it again is answered OK.
+func (c *Cluster) Forgotten(id string) bool { return c.fsm.forgotten(id) }
+
+// Removed says whether no group holds this node with others: its Raft
+// configuration leaves it out (or holds nobody: a node never added), or the
+// leader it last heard from lists it no more. A node removed may never get
+// the entry that removed it (the leader stops replicating to it once the
+// others hold it), so the leader is asked.
+func (c *Cluster) Removed() bool {
+	r := c.r()
+	if r == nil {
+		return false
+	}
+	f := r.GetConfiguration()
+	if f.Error() != nil {
+		return false
+	}
+	in := false
+	for _, s := range f.Configuration().Servers {
+		in = in || string(s.ID) == c.id
+	}
+	if !in {
+		return true
+	}
+	leader, ok := c.Leader()
+	if !ok || leader.Self || leader.Addr == "" {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	cl := c.client(leader.Addr)
+	defer cl.Close()
+	nodes, err := cl.Do(ctx, "CLUSTER", "NODES").Text()
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(nodes, "\n") {
+		if f := strings.Fields(line); len(f) > 0 && f[0] == c.id {
+			return false
+		}
+	}
+	return true
 }
 
 // Forget removes node id from the group (CLUSTER FORGET).
@@ -76,6 +135,11 @@ func (c *Cluster) Forget(id string) error {
 		}
 	}
 	if !known {
+		if c.fsm.forgotten(id) {
+			// redis-cli's del-node sends FORGET to every node; the first
+			// removed it from the group, the others find it gone.
+			return nil
+		}
 		return fmt.Errorf("ERR Unknown node %s", id)
 	}
 	if err := c.r().RemoveServer(raft.ServerID(id), 0, 10*time.Second).Error(); err != nil {
@@ -86,9 +150,16 @@ func (c *Cluster) Forget(id string) error {
 }
 
 // Meet adds the node whose clients connect at host:port (CLUSTER MEET): it
-// asks that node for its id and bus address, then joins it.
+// asks that node for its id and bus address, then joins it. Sent to a node
+// that is in no group yet (started with neither --cluster-bootstrap nor
+// --cluster-join: what redis-cli --cluster add-node meets), it works the
+// other way, as Redis's MEET introduces both ends: this node asks the
+// member at host:port to add it (MeetAlone).
 func (c *Cluster) Meet(host string, port int) error {
 	addr := net.JoinHostPort(host, strconv.Itoa(port))
+	if c.alone() {
+		return c.meetAlone(addr)
+	}
 	cl := c.client(addr)
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -116,6 +187,47 @@ func (c *Cluster) Meet(host string, port int) error {
 		return fmt.Errorf("ERR %s did not say where its cluster bus is", addr)
 	}
 	return c.Join(id, bus, addr)
+}
+
+// alone says whether Raft runs with no configuration: this node was
+// never bootstrapped, joined or added.
+func (c *Cluster) alone() bool {
+	r := c.r()
+	if r == nil || c.cfg.Bootstrap {
+		return false
+	}
+	f := r.GetConfiguration()
+	return f.Error() == nil && len(f.Configuration().Servers) == 0
+}
+
+// meetAlone makes this node, in no group yet, join the cluster of the
+// member at addr, as --cluster-join would have: the join runs in the
+// background (joinLoop), as Redis's MEET handshake does, and the reply
+// says only that it started. A cluster of several groups is refused: this
+// node would have to start a group for each (start it with --cluster-join
+// instead; docs/decisions/add-node.md).
+func (c *Cluster) meetAlone(addr string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	l, err := c.AskLayout(ctx, addr)
+	if err != nil {
+		return fmt.Errorf("ERR cannot reach %s: %v", addr, err)
+	}
+	if l.Groups > 1 {
+		return fmt.Errorf("ERR %s's cluster splits its slots over %d Raft groups: start this node with --cluster-join %s", addr, l.Groups, addr)
+	}
+	c.meetOnce.Do(func() {
+		c.cfg.Join = addr
+		select {
+		case <-c.quit:
+			return
+		default:
+		}
+		c.log.Info().Str("via", addr).Msg("cluster: CLUSTER MEET of a node in no group: joining the member's")
+		c.wg.Add(1)
+		go c.joinLoop()
+	})
+	return nil
 }
 
 // forward sends a membership change to the leader over RESP.
@@ -161,6 +273,49 @@ func (c *Cluster) announceSelf() {
 	}
 	if err := c.proposeMember(member{ID: c.id, Addr: c.cfg.AnnounceAddr, BusAddr: c.cfg.AnnounceBusAddr}); err != nil {
 		c.log.Warn().Err(err).Msg("cluster: announcing this node's address failed")
+	}
+}
+
+// fullMark ends the refusal of a group that has its voters; ErrGroupFull
+// is that refusal to a joiner (Reserve).
+const fullMark = "replicas (cluster-replicas)"
+
+// ErrGroupFull: the group has its --cluster-replicas voters, and takes no
+// other.
+var ErrGroupFull = errors.New("cluster: the group has its replicas")
+
+// Reserve asks the member named by Config.Join to add this node, as
+// joinLoop does, and waits for the answer until ctx ends: a node joining a
+// cluster of several groups learns which groups took it (nodes joining at
+// once all saw room; the leader admits them up to --cluster-replicas and
+// refuses the rest with ErrGroupFull). Other errors (no leader yet) are
+// retried; ctx's end returns the last, and joinLoop asks on.
+func (c *Cluster) Reserve(ctx context.Context) error {
+	target := c.cfg.Join
+	for {
+		err := func() error {
+			cl := c.client(target)
+			defer cl.Close()
+			actx, cancel := context.WithTimeout(ctx, 15*time.Second)
+			defer cancel()
+			return cl.Do(actx, "CLUSTER", "JOIN", c.id, c.cfg.AnnounceBusAddr, c.cfg.AnnounceAddr).Err()
+		}()
+		switch {
+		case err == nil:
+			return nil
+		case strings.HasSuffix(err.Error(), fullMark):
+			return ErrGroupFull
+		}
+		if f := strings.Fields(err.Error()); len(f) == 3 && f[0] == "MOVED" {
+			target = f[2]
+		} else {
+			target = c.cfg.Join
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(500 * time.Millisecond):
+		}
 	}
 }
 

@@ -67,6 +67,7 @@ func init() {
 		"getkeysinslot":   {4, clusterGetKeys},
 		"meet":            {-4, clusterMeet},
 		"forget":          {3, clusterForget},
+		"reset":           {-2, clusterReset},
 		"join":            {5, clusterJoin},
 		"groups":          {2, clusterGroups},
 		"failover":        {-2, clusterFailover},
@@ -96,7 +97,7 @@ var clusterHelp = []string{
 	"GETKEYSINSLOT <slot> <count>",
 	"    Return key names stored by current node in a slot.",
 	"GROUPS",
-	"    Return the Raft groups: each one's number, the address this node serves it at, and its slot ranges.",
+	"    Return the Raft groups: each one's number, the address this node serves it at, its slot ranges and its voters.",
 	"HANDOVER <node-id>",
 	"    Make <node-id> the leader of its Raft group (what FAILOVER sends the leader).",
 	"INFO",
@@ -114,6 +115,8 @@ var clusterHelp = []string{
 	"NODES",
 	"    Return cluster configuration seen by node. Output format:",
 	"    <id> <ip:port> <flags> <master> <pings> <pongs> <epoch> <link> <slot> ...",
+	"RESET [HARD|SOFT]",
+	"    Reset current node (default: soft).",
 	"SLOTCHANGE <json>",
 	"    Commit a change of the slot map through the leader of Raft group 0 (what SETSLOT sends it).",
 	"SLOTS",
@@ -413,9 +416,10 @@ func codedErr(err error) string {
 }
 
 // clusterGroups is CLUSTER GROUPS, delayd's own: per Raft group, [number,
-// the address this node serves it at, [start, end, ...]]. A node that
-// joins reads it to start the same groups (docs/decisions/raft-groups.md);
-// with one group it is that group, at this address, with every slot.
+// the address this node serves it at ("" when it holds no replica of it),
+// [start, end, ...], its voters]. A node that joins reads it to start the
+// groups that have room (docs/decisions/raft-groups.md); with one group it
+// is that group, at this address, with every slot (and no voter count).
 func clusterGroups(d *Dispatcher, c *Client, cl ClusterView, args [][]byte) {
 	gs := d.opts.Groups
 	if gs == nil {
@@ -430,15 +434,20 @@ func clusterGroups(d *Dispatcher, c *Client, cl ClusterView, args [][]byte) {
 	}
 	c.W.Array(gs.Count())
 	for g := 0; g < gs.Count(); g++ {
-		v, addr := cl, ""
+		v, addr, voters := cl, "", 0
 		if g != d.opts.Group {
 			v = gs.View(g)
 		}
 		if v != nil {
 			addr = v.Self().Addr
+			for _, n := range v.Nodes() {
+				if n.Voter {
+					voters++
+				}
+			}
 		}
 		ranges := gs.Ranges(g)
-		c.W.Array(3)
+		c.W.Array(4)
 		c.W.Int(int64(g))
 		c.W.BulkString(addr)
 		c.W.Array(2 * len(ranges))
@@ -446,6 +455,7 @@ func clusterGroups(d *Dispatcher, c *Client, cl ClusterView, args [][]byte) {
 			c.W.Int(int64(r[0]))
 			c.W.Int(int64(r[1]))
 		}
+		c.W.Int(int64(voters))
 	}
 }
 
@@ -563,7 +573,14 @@ func clusterForget(d *Dispatcher, c *Client, cl ClusterView, args [][]byte) {
 		found = found || n.ID == id
 	}
 	leader, known := cl.Leader()
+	f, _ := cl.(forgetter)
 	switch {
+	case !found && f != nil && (f.Forgotten(id) || cl.Forget(id) == nil):
+		// redis-cli --cluster del-node sends FORGET to every node: the
+		// first removed it from the group for all. A follower may have
+		// applied the configuration without the member entry yet: the
+		// leader, asked, knows.
+		c.W.Status("OK")
 	case !found:
 		c.W.Error("ERR Unknown node " + clip(args[2]))
 	case id == cl.Self().ID:
@@ -577,6 +594,38 @@ func clusterForget(d *Dispatcher, c *Client, cl ClusterView, args [][]byte) {
 		}
 		c.W.Status("OK")
 	}
+}
+
+// forgetter is what FORGET and RESET read of a Raft group beyond
+// ClusterView (cluster.Cluster has it; the views of groups a node does not
+// hold and the tests' fakes need not).
+type forgetter interface {
+	Forgotten(id string) bool
+	Removed() bool
+}
+
+// clusterReset is CLUSTER RESET [HARD|SOFT], what redis-cli --cluster
+// del-node sends the node it removed: Redis's node forgets every other
+// node and becomes an empty master. A delayd node removed from its group
+// (CLUSTER FORGET at another node) is alone already: OK, and nothing
+// changes. A member is refused: its group's membership changes only
+// through the group (FORGET it elsewhere first).
+func clusterReset(d *Dispatcher, c *Client, cl ClusterView, args [][]byte) {
+	if len(args) > 3 {
+		c.W.Error("ERR syntax error")
+		return
+	}
+	if len(args) == 3 {
+		if m := strings.ToLower(string(args[2])); m != "hard" && m != "soft" {
+			c.W.Error("ERR syntax error")
+			return
+		}
+	}
+	if f, ok := cl.(forgetter); ok && len(cl.Nodes()) > 1 && !f.Removed() {
+		c.W.Error("ERR this node is a member of its Raft group: CLUSTER FORGET it at another node first (redis-cli --cluster del-node does)")
+		return
+	}
+	c.W.Status("OK")
 }
 
 // clusterJoin is CLUSTER JOIN node-id bus-addr client-addr, delayd's own:

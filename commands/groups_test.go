@@ -88,7 +88,7 @@ func TestSeveralGroups(t *testing.T) {
 		{"CLUSTER SLOTS", down},
 		{"CLUSTER SHARDS", down},
 		{"CLUSTER MYSHARDID", "$" + shardIDOf(1)},
-		{"CLUSTER GROUPS", "*3 *3 :0 $10.0.0.1:7000 *2 :0 :5460 *3 :1 $10.0.0.1:7100 *2 :5461 :10921 *3 :2 $10.0.0.1:7200 *2 :10922 :16383"},
+		{"CLUSTER GROUPS", "*3 *4 :0 $10.0.0.1:7000 *2 :0 :5460 :3 *4 :1 $10.0.0.1:7100 *2 :5461 :10921 :3 *4 :2 $10.0.0.1:7200 *2 :10922 :16383 :3"},
 	} {
 		if got := n.do(c, strings.Fields(s[0])...); got != s[1] {
 			t.Errorf("%s: %q, want %q", s[0], got, s[1])

@@ -133,9 +133,12 @@ func grCluster(t *testing.T) []*grNode {
 			return err == nil && strings.Count(fmt.Sprint(v), "state=online") == 2, fmt.Sprint(v, err)
 		})
 	}
-	// Leaders on different nodes: group g's on node g.
+	// Leaders on different nodes: group g's on node g. The placement rule
+	// would spread them too, after a while and to nodes of its choosing;
+	// these hand-overs come first, and leave it nothing to move.
 	for g := 1; g < grCount; g++ {
-		if _, err := grAsk(nodes[g].addr(g), "CLUSTER", "FAILOVER"); err != nil {
+		_, err := grAsk(nodes[g].addr(g), "CLUSTER", "FAILOVER")
+		if err != nil && !strings.Contains(err.Error(), "send CLUSTER FAILOVER to a replica") {
 			t.Fatalf("CLUSTER FAILOVER at node %d's group %d: %v", g, g, err)
 		}
 	}
