@@ -28,6 +28,7 @@ type payloads struct {
 	// Only Tail's caller uses them.
 	tailSeg uint64
 	tailOff int64
+	tailBuf []byte      // Tail's read buffer, kept from one call to the next
 	retail  atomic.Bool // the next Tail starts again from the first segment
 	reads   atomic.Uint64
 	gen     atomic.Uint64 // changed when a rewrite's install dropped every segment
@@ -194,7 +195,8 @@ func (j *Journal) Tail(fn func(seg uint64, off int64, rec []byte)) (gen uint64, 
 			}
 			to = st.Size()
 		}
-		next, err := aof.ReadRange(f, p.tailOff, to, func(off int64, rec []byte) { fn(id, off, rec) })
+		var next int64
+		p.tailBuf, next, err = aof.ReadRange(f, p.tailBuf, p.tailOff, to, func(off int64, rec []byte) { fn(id, off, rec) })
 		p.tailOff = next
 		if err != nil || active || next < to {
 			return gen, err // the active one's end, or a record not readable yet
