@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"testing"
+	"unsafe"
 )
 
 // ReadRange reads back the records a Writer flushed, with their payloads'
@@ -34,8 +35,11 @@ func TestReadRange(t *testing.T) {
 		t.Fatal(err)
 	}
 	var got int
+	var buf []byte
 	read := func(from, to int64) int64 {
-		next, err := ReadRange(f, from, to, func(off int64, p []byte) {
+		var next int64
+		var err error
+		buf, next, err = ReadRange(f, buf, from, to, func(off int64, p []byte) {
 			b := make([]byte, len(p))
 			if _, err := f.ReadAt(b, off); err != nil || !bytes.Equal(b, p) || (got < len(want) && !bytes.Equal(p, want[got])) {
 				t.Fatalf("record %d at %d: %d bytes, %v", got, off, len(p), err)
@@ -54,6 +58,9 @@ func TestReadRange(t *testing.T) {
 	if end := read(mid, size); end != size || got != len(want) {
 		t.Fatalf("ended at %d of %d with %d of %d records", end, size, got, len(want))
 	}
+	if cap(buf) > rangeBuf {
+		t.Fatalf("the 3 MiB record's buffer (%d bytes) was kept", cap(buf))
+	}
 	// A record cut short (a batch being written, or a torn tail): read up
 	// to it, then nothing.
 	w.Append([]byte("torn"))
@@ -63,5 +70,15 @@ func TestReadRange(t *testing.T) {
 	}
 	if end := read(size, w.Size()); end != w.Size() || got != len(want)+1 {
 		t.Fatalf("then whole: to %d of %d", end, w.Size())
+	}
+	// A tail reads a little each call: one buffer serves them all.
+	read(HeaderSize, HeaderSize+4096)
+	kept := unsafe.SliceData(buf)
+	if cap(buf) != rangeBuf {
+		t.Fatalf("the buffer handed back holds %d bytes, want %d", cap(buf), rangeBuf)
+	}
+	read(HeaderSize, HeaderSize+4096)
+	if unsafe.SliceData(buf) != kept {
+		t.Fatal("a call made a new buffer instead of reusing the one handed in")
 	}
 }

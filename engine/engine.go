@@ -564,6 +564,9 @@ func (e *Engine) Close() error {
 	if e.j.linger != nil {
 		e.j.linger.Close()
 	}
+	if e.j.tailPause != nil {
+		e.j.tailPause.Close() // the spiller ended with bg
+	}
 	return e.journal.Close()
 }
 

@@ -67,7 +67,8 @@ type logState struct {
 	unit   journal.Unit   // a transaction's records while Atomic runs (tx.go)
 	gather journal.Gather // replay's gathering of a unit logged in parts
 
-	linger *finetimer.Timer // the commit leaders' pause (lingerFunc), closed by Close
+	linger    *finetimer.Timer // the commit leaders' pause (lingerFunc), closed by Close
+	tailPause *finetimer.Timer // the spiller's tail's pause (tailPauseFunc), closed by Close
 }
 
 // newJournal makes the journal, its sink the log file or the Replicator,
@@ -77,7 +78,23 @@ func (e *Engine) newJournal() *journal.Journal {
 	return journal.New(journal.Options{
 		FS: e.j.fs, Path: e.j.path, Fsync: o.Fsync, Logger: o.Logger,
 		Replicator: o.Replicator, Window: o.ReplicaWindow, SegmentSize: o.SegmentSize,
-	}, journal.Env{Failed: e.logFailed, Written: e.maybeAutoRewrite, Linger: e.lingerFunc()})
+	}, journal.Env{Failed: e.logFailed, Written: e.maybeAutoRewrite, Linger: e.lingerFunc(), Pause: e.tailPauseFunc()})
+}
+
+// tailPauseFunc is the journal's Pause, between the slices of the
+// spiller's tail (journal.Tail): finetimer.Pause on a timer of its own,
+// closed by Close. Without payloads on disk there is no tail; without a
+// fine timer the tail only yields (nil).
+func (e *Engine) tailPauseFunc() func() {
+	if e.opts.Horizon <= 0 || e.opts.Replicator != nil {
+		return nil
+	}
+	ft := e.pauseTimer()
+	if ft == nil {
+		return nil
+	}
+	e.j.tailPause = ft
+	return func() { finetimer.Pause(ft) }
 }
 
 // lingerFunc is the journal's Linger under appendfsync always with a fine

@@ -150,6 +150,10 @@ type Env struct {
 	// polled the network: a commit leader under appendfsync always calls
 	// it before taking a batch while other clients are writing (lead).
 	Linger func()
+	// Pause, if set, returns after a short sleep in which the process
+	// polled the network (finetimer.Pause): Tail calls it between its
+	// slices of work. Unset, Tail only yields (runtime.Gosched).
+	Pause func()
 }
 
 // Journal is the pending batch, its sink, and the tickets' durability.

@@ -3,8 +3,10 @@ package journal
 import (
 	"fmt"
 	"math"
+	"runtime"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/delayd/delayd/aof"
 )
@@ -28,6 +30,7 @@ type payloads struct {
 	// Only Tail's caller uses them.
 	tailSeg uint64
 	tailOff int64
+	tailBuf []byte      // Tail's read buffer, kept from one call to the next
 	retail  atomic.Bool // the next Tail starts again from the first segment
 	reads   atomic.Uint64
 	gen     atomic.Uint64 // changed when a rewrite's install dropped every segment
@@ -158,7 +161,8 @@ func (j *Journal) Gen() uint64 { return j.pay.gen.Load() }
 // record it cannot read yet (a batch being written), and goes on from
 // there next time; a segment dropped meanwhile is skipped. It returns the
 // Gen the records were read under. O(bytes written since the last call).
-// One caller at a time.
+// One caller at a time, off the owner's lock: after each tailSlice of
+// work it pauses (Env.Pause).
 func (j *Journal) Tail(fn func(seg uint64, off int64, rec []byte)) (gen uint64, err error) {
 	gen = j.Gen()
 	segs := j.Segments()
@@ -169,6 +173,11 @@ func (j *Journal) Tail(fn func(seg uint64, off int64, rec []byte)) (gen uint64, 
 	if p.retail.Swap(false) {
 		p.tailSeg, p.tailOff = 0, 0
 	}
+	pause := j.env.Pause
+	if pause == nil {
+		pause = runtime.Gosched
+	}
+	slice, n := time.Now(), 0
 	for _, id := range segs {
 		if id < p.tailSeg {
 			continue
@@ -194,7 +203,14 @@ func (j *Journal) Tail(fn func(seg uint64, off int64, rec []byte)) (gen uint64, 
 			}
 			to = st.Size()
 		}
-		next, err := aof.ReadRange(f, p.tailOff, to, func(off int64, rec []byte) { fn(id, off, rec) })
+		var next int64
+		p.tailBuf, next, err = aof.ReadRange(f, p.tailBuf, p.tailOff, to, func(off int64, rec []byte) {
+			fn(id, off, rec)
+			if n++; n%16 == 0 && time.Since(slice) >= tailSlice {
+				pause()
+				slice = time.Now()
+			}
+		})
 		p.tailOff = next
 		if err != nil || active || next < to {
 			return gen, err // the active one's end, or a record not readable yet
@@ -202,6 +218,15 @@ func (j *Journal) Tail(fn func(seg uint64, off int64, rec []byte)) (gen uint64, 
 	}
 	return gen, nil
 }
+
+// tailSlice is how long Tail works between pauses. The tail of a busy
+// tenth of a second is thousands of records, milliseconds of work done
+// without blocking; on a server of one CPU (GOMAXPROCS 1) that held the
+// only P, and the replies, the timer's wake-up and every client waited
+// behind it: jobs due meanwhile were served milliseconds late
+// (docs/decisions/background-slices.md; finetimer.Pause says why a yield
+// is not enough).
+const tailSlice = 200 * time.Microsecond
 
 // RetailFrom makes the next Tail read the log again from its first
 // segment: the owner's state was rebuilt from the log (a reload), so what

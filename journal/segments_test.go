@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/delayd/delayd/aof"
 )
@@ -87,5 +88,56 @@ func TestSegmentsRollPrepareAndDrop(t *testing.T) {
 			}
 			j.Close()
 		})
+	}
+}
+
+// A long tail pauses (Env.Pause) after each tailSlice of work, so that on
+// one CPU the network poller runs between its slices, and reads every
+// record in order all the same; a short one does not pause.
+func TestTailPausesInSlices(t *testing.T) {
+	fs := aof.NewMemFS()
+	ids, err := aof.OpenSegments(fs, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pauses := 0
+	j := New(Options{FS: fs, Path: path, Fsync: FsyncNo, SegmentSize: 64 << 20},
+		Env{Failed: func(uint64, error, bool) bool { return false }, Written: func(int64) {}, Pause: func() { pauses++ }})
+	j.SetSegments(ids, 0)
+	if err := j.Open(aof.HeaderSize); err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	const n = 400
+	for i := range n {
+		tk := j.Append(fmt.Appendf(nil, "record-%04d", i))
+		j.Write()
+		if err := j.WaitDurable(tk); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tail := func(work time.Duration) {
+		t.Helper()
+		var got int
+		if _, err := j.Tail(func(_ uint64, _ int64, rec []byte) {
+			if want := fmt.Sprintf("record-%04d", got); string(rec) != want {
+				t.Fatalf("record %q, want %q", rec, want)
+			}
+			got++
+			for start := time.Now(); time.Since(start) < work; {
+			}
+		}); err != nil || got != n {
+			t.Fatalf("tail read %d records (%v), want %d", got, err, n)
+		}
+		j.RetailFrom()
+	}
+	tail(20 * time.Microsecond) // 8 ms of work: 40 slices
+	if pauses < 10 || pauses > n/16 {
+		t.Fatalf("%d pauses in a tail of 8 ms, want one a %v", pauses, tailSlice)
+	}
+	pauses = 0
+	tail(0)
+	if pauses > 1 {
+		t.Fatalf("%d pauses in a tail of %d short records", pauses, n)
 	}
 }

@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// batchLoop is fetchLoop for a BatchHandler: fetch up to Concurrency jobs
+// batchLoop is fetchLoop for a BatchHandler: fetch up to BatchSize jobs
 // (with the last batch's acks in the same write), run them in one call on
 // this goroutine, fetch again. A job costs no goroutine, slot or wake-up of
 // its own; the batch is one task for the heartbeat and the stop.
@@ -30,7 +30,7 @@ func (r *runner) batchLoop() {
 		r.acks = nil
 		r.mu.Unlock()
 
-		jobs, err := r.fetch(ctx, acks, r.w.opt.Concurrency)
+		jobs, err := r.fetch(ctx, acks, r.w.opt.BatchSize)
 		var t *task
 		r.mu.Lock()
 		r.fetching = false

@@ -16,7 +16,7 @@ import (
 	"github.com/delayd/delayd/worker"
 )
 
-// A batch handler gets each fetch's jobs in one call, at most Concurrency
+// A batch handler gets each fetch's jobs in one call, at most BatchSize
 // of them, and their acks go with the next fetch: no ACK goes alone while
 // jobs are waiting.
 func TestBatchHandlerTakesAFetchInOneCall(t *testing.T) {
@@ -33,7 +33,7 @@ func TestBatchHandlerTakesAFetchInOneCall(t *testing.T) {
 	var sizes []int
 	seen := map[string]int{}
 	m := worker.NewMetrics(prometheus.NewRegistry())
-	w := worker.New(wrdb, worker.Options{Concurrency: 16, Logger: quiet, Metrics: m})
+	w := worker.New(wrdb, worker.Options{BatchSize: 16, Logger: quiet, Metrics: m})
 	w.HandleBatchFunc(q, func(ctx context.Context, jobs []*worker.Job) error {
 		mu.Lock()
 		defer mu.Unlock()
@@ -61,7 +61,7 @@ func TestBatchHandlerTakesAFetchInOneCall(t *testing.T) {
 	}
 	for _, s := range sizes {
 		if s < 1 || s > 16 {
-			t.Fatalf("a batch of %d with Concurrency 16", s)
+			t.Fatalf("a batch of %d with BatchSize 16", s)
 		}
 	}
 	// The jobs were all ready before the worker started: full batches.
@@ -90,7 +90,7 @@ func TestBatchErrorsSettleEachJob(t *testing.T) {
 	}
 	hour := func(int, error, *worker.Job) time.Duration { return time.Hour }
 	var batches atomic.Int32
-	w := worker.New(rdb, worker.Options{Concurrency: 16, Logger: quiet, Backoff: hour})
+	w := worker.New(rdb, worker.Options{BatchSize: 16, Logger: quiet, Backoff: hour})
 	w.HandleBatchFunc(q, func(ctx context.Context, jobs []*worker.Job) error {
 		batches.Add(1)
 		errs := make(worker.BatchErrors, len(jobs))
@@ -132,7 +132,7 @@ func TestBatchPanicFailsEveryJob(t *testing.T) {
 	}
 	var calls atomic.Int32
 	now := func(int, error, *worker.Job) time.Duration { return 0 }
-	w := worker.New(rdb, worker.Options{Concurrency: 16, Logger: quiet, Backoff: now})
+	w := worker.New(rdb, worker.Options{BatchSize: 16, Logger: quiet, Backoff: now})
 	w.HandleBatchFunc(q, func(ctx context.Context, jobs []*worker.Job) error {
 		if calls.Add(1) == 1 {
 			panic("boom")
@@ -163,7 +163,7 @@ func TestBatchShutdownDeadlineGivesBack(t *testing.T) {
 	}
 	started := make(chan struct{})
 	release := make(chan struct{})
-	w := worker.New(rdb, worker.Options{Concurrency: 16, Logger: quiet, BlockTime: 200 * time.Millisecond})
+	w := worker.New(rdb, worker.Options{BatchSize: 16, Logger: quiet, BlockTime: 200 * time.Millisecond})
 	w.HandleBatchFunc(q, func(ctx context.Context, jobs []*worker.Job) error {
 		close(started)
 		<-ctx.Done()
@@ -198,7 +198,7 @@ func TestBatchEndingInTheStopIsAckedAtOnce(t *testing.T) {
 	addN(t, c, qs, 1)
 	batchIn, slowIn := make(chan struct{}), make(chan struct{})
 	releaseBatch, releaseSlow := make(chan struct{}), make(chan struct{})
-	w := worker.New(rdb, worker.Options{Concurrency: 16, Logger: quiet})
+	w := worker.New(rdb, worker.Options{BatchSize: 16, Logger: quiet})
 	w.HandleBatchFunc(qb, func(ctx context.Context, jobs []*worker.Job) error {
 		close(batchIn)
 		<-releaseBatch

@@ -26,7 +26,7 @@
 // # Batch mode
 //
 // HandleBatch takes a queue's jobs a fetch at a time: each fetch's jobs, up
-// to Concurrency, go to one call of the batch handler on the goroutine that
+// to BatchSize (64), go to one call of the batch handler on the goroutine that
 // fetched them, and their acks go with the next fetch, sent as soon as the
 // call returns. A job then costs no goroutine, slot or wake-up of its own,
 // which is most of what a fast handler's job costs the worker; the price is

@@ -20,8 +20,9 @@ import (
 // asynq's are, at the handler.
 //
 // batch registers the handler with HandleBatch: a fetch's jobs, up to
-// concurrency, in one call on the fetching goroutine.
-func libraryWorkers(concurrency int, batch bool) func(addr string, n int, rec *recorder) (func(), error) {
+// size (0: the library's BatchSize, 64), in one call on the fetching
+// goroutine; otherwise size is the Concurrency (0: the library's, 10).
+func libraryWorkers(size int, batch bool) func(addr string, n int, rec *recorder) (func(), error) {
 	return func(addr string, n int, rec *recorder) (func(), error) {
 		var ws []*worker.Worker
 		var clients []*redis.Client
@@ -33,7 +34,11 @@ func libraryWorkers(concurrency int, batch bool) func(addr string, n int, rec *r
 				cancel()
 				return nil, err
 			}
-			w := worker.New(c, worker.Options{Concurrency: concurrency, Logger: slog.New(slog.DiscardHandler)})
+			opt := worker.Options{Concurrency: size, Logger: slog.New(slog.DiscardHandler)}
+			if batch {
+				opt = worker.Options{BatchSize: size, Logger: opt.Logger}
+			}
+			w := worker.New(c, opt)
 			if batch {
 				w.HandleBatchFunc(queue, func(_ context.Context, js []*worker.Job) error {
 					for _, j := range js {
@@ -67,8 +72,8 @@ func libraryWorkers(concurrency int, batch bool) func(addr string, n int, rec *r
 	}
 }
 
-// blmpopCount is the batch of the redis-zset-blmpop rival: as many as the
-// library's batch mode may take.
+// blmpopCount is the batch of the redis-zset-blmpop rival, the issue's
+// line for the library's batch mode (delayd-lib-batch16 takes as many).
 const blmpopCount = 16
 
 func blmpop(key string) func(ctx context.Context, c *redis.Client) ([]string, error) {

@@ -330,7 +330,12 @@ var allSystems = []system{
 		startWorkers: libraryWorkers(0, false),
 	},
 	{
-		name: "delayd-lib-batch", label: "delayd, the worker library, HandleBatch of up to 16", server: "delayd",
+		name: "delayd-lib-batch", label: "delayd, the worker library, HandleBatch, default settings (64 a batch)", server: "delayd",
+		newProducer:  delaydAckProducer,
+		startWorkers: libraryWorkers(0, true),
+	},
+	{
+		name: "delayd-lib-batch16", label: "delayd, the worker library, HandleBatch of up to 16", server: "delayd",
 		newProducer:  delaydAckProducer,
 		startWorkers: libraryWorkers(16, true),
 	},

@@ -3,7 +3,8 @@
 // rivals race's burst case, without the race. It adds -jobs ready jobs
 // (ACKTIMEOUT 30 s) to queue "drain" of the delayd at -addr, then runs -w
 // workers of concurrency -c until every job ran; -prof writes a CPU
-// profile of the drain. -batch runs the library's batch mode (HandleBatch);
+// profile of the drain. -batch runs the library's batch mode (HandleBatch,
+// -bs jobs a batch);
 // -raw runs no library, the floor the library is measured against.
 //
 //	taskset -c 0 delayd --port 16999 --appendonly yes &
@@ -38,6 +39,7 @@ func main() {
 	proto := flag.Int("proto", 3, "RESP version of the workers' clients")
 	raw := flag.Bool("raw", false, "no library: each worker pipelines DELAY.ACK of its last batch with DELAY.MPOP COUNT -c on go-redis and handles the jobs in its own goroutine")
 	batch := flag.Bool("batch", false, "the library's batch mode: HandleBatch, a fetch's jobs in one call")
+	batchSize := flag.Int("bs", 0, "the batch mode's BatchSize (0: the library's default)")
 	lead := flag.Duration("lead", 0, "all jobs due this long after the adds begin (0: ready at once)")
 	spread := flag.Duration("spread", 0, "due times spread evenly over this span from the lead on (give a -lead longer than the adds take); prints the handlers' lateness")
 	flag.Parse()
@@ -109,7 +111,7 @@ func main() {
 	for i := 0; i < *workers && !*raw; i++ {
 		c := redis.NewClient(&redis.Options{Addr: *addr, Protocol: *proto})
 		c.AddHook(counter{})
-		w := worker.New(c, worker.Options{Concurrency: *conc, Logger: slog.New(slog.DiscardHandler)})
+		w := worker.New(c, worker.Options{Concurrency: *conc, BatchSize: *batchSize, Logger: slog.New(slog.DiscardHandler)})
 		if *batch {
 			w.HandleBatchFunc("drain", func(_ context.Context, js []*worker.Job) error {
 				for _, j := range js {
