@@ -66,11 +66,9 @@ func (e *Engine) spill(ft *finetimer.Timer) {
 	jn := e.journal
 	var cs, moved []record.Cand
 	var last record.Cand
-	n := 0
+	// The tail slices itself (journal.Env.Pause every 200 µs of records:
+	// a compaction's restatements are tens of MB to decode).
 	gen, err := jn.Tail(func(seg uint64, off int64, rec []byte) {
-		if n++; n%compactChunk == 0 {
-			spillYield(ft) // the tail of a compaction's restatements is tens of MB to decode
-		}
 		c, m, ok := record.Tailed(seg, off, rec, &last)
 		if ok && m {
 			moved = append(moved, c)
