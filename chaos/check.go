@@ -16,6 +16,29 @@ type CheckOptions struct {
 	// down). Both run on the same machine and read the same clock; nothing
 	// else is forgiven. Negative means 0.
 	ClockTolerance time.Duration
+
+	// StoppedMoves are the slot moves the run stopped between the target
+	// group's commit of a queue and the source's drop of it, and that
+	// redis-cli --cluster fix finished (docs/decisions/slot-moves.md).
+	// Meanwhile both groups held the queue, and the group that did not end
+	// as its owner went on serving it: what that group removed or changed
+	// (an ack, a cancel, a pop) is undone by the copy the fix keeps, and the
+	// job comes back. Each such job may be delivered once more, and only
+	// once, per stopped move; Report.Comebacks counts them. Nothing else is
+	// excused: a comeback is never a loss, and a job of a queue no stopped
+	// move names is judged as before.
+	StoppedMoves []StoppedMove
+}
+
+// StoppedMove is a move of slots left open by a crash and finished by
+// redis-cli --cluster fix.
+type StoppedMove struct {
+	// Queues are the queues of the slots the crash left open (CLUSTER
+	// NODES' [slot->-id] markers before the fix).
+	Queues []string
+	// From and To are history times: the move began (the target's commit
+	// can come any time after) and the fix returned (one copy is left).
+	From, To int64
 }
 
 func (o CheckOptions) tolerance() int64 {
@@ -79,6 +102,7 @@ type Report struct {
 	Delivered    int // distinct jobs delivered
 	Deliveries   int // pops that returned a job
 	Redeliveries int // deliveries after a job's first
+	Comebacks    int // deliveries excused by a stopped move (CheckOptions.StoppedMoves), at most one per job and move
 
 	// Outcomes counts operations by kind and outcome, for the run's log.
 	Outcomes map[Kind]map[Outcome]int
@@ -95,9 +119,13 @@ func (r Report) Summary() string {
 			kinds = append(kinds, fmt.Sprintf("%s %d/%d/%d", k, m[OK], m[Fail], m[Unknown]))
 		}
 	}
+	comebacks := ""
+	if r.Comebacks > 0 {
+		comebacks = fmt.Sprintf(", %d comebacks after stopped moves", r.Comebacks)
+	}
 	return fmt.Sprintf("%d jobs (%d acknowledged, %d excused by a cancel or an unseen pop), %d delivered, "+
-		"%d deliveries (%d redeliveries); ops ok/fail/unknown: %s; %d violations",
-		r.Jobs, r.Required, r.Excused, r.Delivered, r.Deliveries, r.Redeliveries,
+		"%d deliveries (%d redeliveries%s); ops ok/fail/unknown: %s; %d violations",
+		r.Jobs, r.Required, r.Excused, r.Delivered, r.Deliveries, r.Redeliveries, comebacks,
 		strings.Join(kinds, ", "), len(r.Violations))
 }
 
@@ -153,6 +181,12 @@ func Check(start int64, ops []Op, opts CheckOptions) Report {
 		return jobs[k]
 	}
 	unseenPop := make(map[string]bool) // queues where a pop may have taken a job no one saw
+	moves := make(map[string][]StoppedMove)
+	for _, m := range opts.StoppedMoves {
+		for _, q := range m.Queues {
+			moves[q] = append(moves[q], m)
+		}
+	}
 
 	for _, op := range ops {
 		if r.Outcomes[op.Kind] == nil {
@@ -205,7 +239,7 @@ func Check(start int64, ops []Op, opts CheckOptions) Report {
 			r.Deliveries += len(j.deliveries)
 			r.Redeliveries += len(j.deliveries) - 1
 		}
-		c := jobCheck{k: k, j: j, start: start, tol: tol, r: &r}
+		c := jobCheck{k: k, j: j, start: start, tol: tol, r: &r, moves: moves[k.queue]}
 		c.lost(unseenPop[k.queue])
 		c.phantomAndEarly()
 		c.doubleReserved()
@@ -222,6 +256,35 @@ type jobCheck struct {
 	start int64 // wall ns of history time 0
 	tol   int64 // ns
 	r     *Report
+
+	moves     []StoppedMove
+	comebacks map[int]int // moves' index -> the Index of the delivery excused as its comeback
+}
+
+// comeback reports whether delivery d may be the one return of the job
+// that a stopped move allows: prior (the delivery or the ack, nack or
+// cancel that d seems to break) may have happened while two groups held
+// the queue, d came back after the move began, and the move has no other
+// comeback of this job. The first delivery excused for a move is its
+// comeback; another one is judged as any other.
+func (c *jobCheck) comeback(prior, d Op) bool {
+	for i, m := range c.moves {
+		if !mayHappenIn(prior, m.From, m.To) || d.Return <= m.From {
+			continue
+		}
+		if c.comebacks == nil {
+			c.comebacks = make(map[int]int)
+		}
+		if idx, ok := c.comebacks[i]; ok && idx != d.Index {
+			continue
+		}
+		if _, ok := c.comebacks[i]; !ok {
+			c.comebacks[i] = d.Index
+			c.r.Comebacks++
+		}
+		return true
+	}
+	return false
 }
 
 func (c *jobCheck) report(rule Rule, why string, ops ...Op) {
@@ -382,7 +445,7 @@ func (c *jobCheck) doubleReserved() {
 					break
 				}
 			}
-			if ended || c.readdPossible(from, to) {
+			if ended || c.readdPossible(from, to) || c.comeback(d1, d2) {
 				continue
 			}
 			why := fmt.Sprintf("handed out again while an earlier delivery held it (ack timeout %d ms, earliest deadline unix ns %d)",
@@ -406,7 +469,7 @@ func (c *jobCheck) afterEnd(kind Kind, ends []Op, rule Rule) {
 			continue
 		}
 		for _, d := range c.j.deliveries {
-			if d.Invoke > e.Return && !c.readdPossible(e.Invoke, d.Return) {
+			if d.Invoke > e.Return && !c.readdPossible(e.Invoke, d.Return) && !c.comeback(e, d) {
 				c.report(rule, fmt.Sprintf("handed out after %s returned %d", kind, e.Count), e, d)
 			}
 		}

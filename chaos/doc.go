@@ -94,6 +94,17 @@
 //     ack) of the job returned 1: the job had been deleted.
 //   - Phantom: a delivery of a job no add made (or only adds answered
 //     Fail, which must mean no effect), or with a payload no add sent.
+//   - A stopped slot move (CheckOptions.StoppedMoves) is the one place a
+//     job may come back: a crash between the target group's commit of a
+//     queue and the source's drop leaves a copy in each group until
+//     redis-cli --cluster fix keeps one, so what the other group did to a
+//     job meanwhile (an ack, a cancel, a pop) is undone. On the queues of
+//     the slots the crash left open, a delivery that would break the
+//     double-reserved, after-ack or after-cancel rule is excused when the
+//     delivery or the ack, nack or cancel before it may lie between the
+//     move's start and the fix's end, once per job and move
+//     (Report.Comebacks). A second one is a violation, and nothing excuses
+//     a loss.
 //
 // # Linearizability
 //
