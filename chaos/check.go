@@ -23,10 +23,11 @@ type CheckOptions struct {
 	// Meanwhile both groups held the queue, and the group that did not end
 	// as its owner went on serving it: what that group removed or changed
 	// (an ack, a cancel, a pop) is undone by the copy the fix keeps, and the
-	// job comes back. Each such job may be delivered once more, and only
-	// once, per stopped move; Report.Comebacks counts them. Nothing else is
-	// excused: a comeback is never a loss, and a job of a queue no stopped
-	// move names is judged as before.
+	// job comes back, as if added again at one instant of the move. Each
+	// job may come back once per stopped move, and then live its life
+	// again (a nack, a redelivery) judged as any job's; Report.Comebacks
+	// counts them. Nothing else is excused: a comeback is never a loss,
+	// and a job of a queue no stopped move names is judged as before.
 	StoppedMoves []StoppedMove
 }
 
@@ -102,7 +103,7 @@ type Report struct {
 	Delivered    int // distinct jobs delivered
 	Deliveries   int // pops that returned a job
 	Redeliveries int // deliveries after a job's first
-	Comebacks    int // deliveries excused by a stopped move (CheckOptions.StoppedMoves), at most one per job and move
+	Comebacks    int // jobs that came back after a stopped move (CheckOptions.StoppedMoves), counted once per move
 
 	// Outcomes counts operations by kind and outcome, for the run's log.
 	Outcomes map[Kind]map[Outcome]int
@@ -257,31 +258,42 @@ type jobCheck struct {
 	tol   int64 // ns
 	r     *Report
 
-	moves     []StoppedMove
-	comebacks map[int]int // moves' index -> the Index of the delivery excused as its comeback
+	moves []StoppedMove
+	readd [][2]int64 // per move, when its one comeback of this job can have happened (history time)
 }
 
-// comeback reports whether delivery d may be the one return of the job
-// that a stopped move allows: prior (the delivery or the ack, nack or
-// cancel that d seems to break) may have happened while two groups held
-// the queue, d came back after the move began, and the move has no other
-// comeback of this job. The first delivery excused for a move is its
-// comeback; another one is judged as any other.
-func (c *jobCheck) comeback(prior, d Op) bool {
+// comeback reports whether a stopped move can explain a delivery that
+// looks like a second life of the job: the fix brought the job back from
+// the other group's copy, which is as if it had been added again at one
+// instant T of the move's [From, To], after from and before to (the op the
+// delivery seems to break, and the delivery). The copy was taken after the
+// move began and before that op took effect, so the op must be able to
+// have taken effect after From (done, its latest time): an ack before the
+// move began is never undone by it. One T must explain every
+// delivery a move excuses for the job, so each job comes back at most once
+// per move; what happens to it after that (a nack, a redelivery after its
+// deadline) is judged as any job's. The first pair that no common T
+// explains is reported (which one of several is arbitrary; that one is,
+// is not).
+func (c *jobCheck) comeback(from, done, to int64) bool {
+	if len(c.moves) == 0 {
+		return false
+	}
+	if c.readd == nil {
+		c.readd = make([][2]int64, len(c.moves))
+		for i, m := range c.moves {
+			c.readd[i] = [2]int64{m.From, m.To}
+		}
+	}
 	for i, m := range c.moves {
-		if !mayHappenIn(prior, m.From, m.To) || d.Return <= m.From {
+		lo, hi := max(c.readd[i][0], from), min(c.readd[i][1], to)
+		if done <= m.From || lo >= hi {
 			continue
 		}
-		if c.comebacks == nil {
-			c.comebacks = make(map[int]int)
-		}
-		if idx, ok := c.comebacks[i]; ok && idx != d.Index {
-			continue
-		}
-		if _, ok := c.comebacks[i]; !ok {
-			c.comebacks[i] = d.Index
+		if c.readd[i] == [2]int64{c.moves[i].From, c.moves[i].To} {
 			c.r.Comebacks++
 		}
+		c.readd[i] = [2]int64{lo, hi}
 		return true
 	}
 	return false
@@ -445,7 +457,7 @@ func (c *jobCheck) doubleReserved() {
 					break
 				}
 			}
-			if ended || c.readdPossible(from, to) || c.comeback(d1, d2) {
+			if ended || c.readdPossible(from, to) || c.comeback(from, d1.Return, to) {
 				continue
 			}
 			why := fmt.Sprintf("handed out again while an earlier delivery held it (ack timeout %d ms, earliest deadline unix ns %d)",
@@ -469,7 +481,7 @@ func (c *jobCheck) afterEnd(kind Kind, ends []Op, rule Rule) {
 			continue
 		}
 		for _, d := range c.j.deliveries {
-			if d.Invoke > e.Return && !c.readdPossible(e.Invoke, d.Return) && !c.comeback(e, d) {
+			if d.Invoke > e.Return && !c.readdPossible(e.Invoke, d.Return) && !c.comeback(e.Invoke, latest(e), d.Return) {
 				c.report(rule, fmt.Sprintf("handed out after %s returned %d", kind, e.Count), e, d)
 			}
 		}

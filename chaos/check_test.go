@@ -331,11 +331,31 @@ func TestCheckStoppedMove(t *testing.T) {
 	}
 	// Without the move it is what it looks like.
 	expectRules(t, check(acked().pop(2, "j1", 7000, 7010, 1000, 5000, OK), CheckOptions{}), RuleAfterAck)
-	// Twice is a double, move or not.
+	// Back once, it lives again: a nack and a redelivery are its own.
 	expectRules(t, check(acked().
 		pop(2, "j1", 7000, 7010, 1000, 5000, OK).
+		cmd(KindNack, "j1", 7020, 7030, 1, OK).
+		pop(3, "j1", 7040, 7050, 1000, 5000, OK).
+		cmd(KindAck, "j1", 7060, 7070, 1, OK), move))
+	// Twice is a double: no one instant of the move explains both.
+	r = check(acked().
+		pop(2, "j1", 7000, 7010, 1000, 5000, OK).
 		cmd(KindAck, "j1", 7020, 7030, 1, OK).
-		pop(3, "j1", 8000, 8010, 1000, 5000, OK), move), RuleAfterAck, RuleAfterAck)
+		pop(3, "j1", 8000, 8010, 1000, 5000, OK), move)
+	expectRules(t, r, RuleAfterAck)
+	if r.Comebacks != 1 || r.Violations[0].Ops[0].Invoke != 7020*ms {
+		t.Fatalf("want the second ack's redelivery reported, one comeback: %s", r)
+	}
+	// Two acks inside the window, each followed by a delivery: one
+	// instant must lie after the second ack and before the first
+	// redelivery, which is impossible here.
+	expectRules(t, check(new(hist).
+		add("j1", 1000, 1001, 1000, 5000, OK).
+		pop(1, "j1", 1000, 1010, 1000, 5000, OK).
+		cmd(KindAck, "j1", 1600, 1610, 1, OK).
+		pop(2, "j1", 2000, 2010, 1000, 5000, OK).
+		cmd(KindAck, "j1", 2100, 2110, 1, OK).
+		pop(3, "j1", 3000, 3010, 1000, 5000, OK), move), RuleAfterAck)
 	// An ack before the move began cannot be undone by it.
 	early := CheckOptions{StoppedMoves: []StoppedMove{{Queues: []string{"q"}, From: 2500 * ms, To: 4000 * ms}}}
 	expectRules(t, check(acked().pop(2, "j1", 7000, 7010, 1000, 5000, OK), early), RuleAfterAck)

@@ -101,10 +101,11 @@
 //     job meanwhile (an ack, a cancel, a pop) is undone. On the queues of
 //     the slots the crash left open, a delivery that would break the
 //     double-reserved, after-ack or after-cancel rule is excused when the
-//     delivery or the ack, nack or cancel before it may lie between the
-//     move's start and the fix's end, once per job and move
-//     (Report.Comebacks). A second one is a violation, and nothing excuses
-//     a loss.
+//     job can have been added again at one instant between the move's
+//     start and the fix's end, after the op it seems to break: the same
+//     instant for every delivery the move excuses, so a job comes back
+//     once per move (Report.Comebacks) and then is judged as any job. A
+//     second comeback is a violation, and nothing excuses a loss.
 //
 // # Linearizability
 //
