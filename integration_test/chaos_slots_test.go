@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/delayd/delayd/chaos"
+	"github.com/redis/go-redis/v9"
 )
 
 // TestChaosSlotMoves runs TestChaos's workload over several Raft groups
@@ -192,6 +193,27 @@ func (m *slotMover) leader(g int) (*grNode, error) {
 	return nil, fmt.Errorf("group %d has no leader: %v", g, last)
 }
 
+// migrating is closed once a client of addr runs MIGRATE (CLIENT LIST
+// names the command a client runs, or ran last: redis-cli's next one for
+// that slot is SETSLOT NODE), or after d.
+func (m *slotMover) migrating(addr string, d time.Duration) <-chan time.Time {
+	c := make(chan time.Time, 1)
+	go func() {
+		rc := redis.NewClient(&redis.Options{Addr: addr, Protocol: 2, MaxRetries: -1, PoolSize: 1, ReadTimeout: time.Second})
+		defer rc.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), d)
+		defer cancel()
+		for ctx.Err() == nil {
+			if v, err := rc.Do(ctx, "CLIENT", "LIST").Text(); err == nil && strings.Contains(v, "cmd=migrate") {
+				break
+			}
+			time.Sleep(time.Millisecond)
+		}
+		c <- time.Now()
+	}()
+	return c
+}
+
 // check runs redis-cli --cluster check until it is clean, up to d.
 func (m *slotMover) check(d time.Duration) (string, bool) {
 	var s string
@@ -282,15 +304,23 @@ func (m *slotMover) move(start time.Time, from, to int, kill bool) error {
 	if m.rng.Intn(2) == 0 {
 		victim, vg = dst, to
 	}
+	// Half the kills come at a random time, the others when the source
+	// runs a MIGRATE (a slot holding queues, whose copy may be committed
+	// at the target and not yet dropped at the source): the step of a
+	// move where a crash could lose or double a job.
+	at, when := "at a random time", time.After(time.Duration(100+m.rng.Intn(900))*time.Millisecond)
+	if m.rng.Intn(2) == 0 {
+		at, when = "during a MIGRATE", m.migrating(src.addr(from), 20*time.Second)
+	}
 	var ended error
 	select {
 	case ended = <-exited:
 		// Quicker than the kill: the leader dies after the move.
 		m.t.Logf("chaos: %6.1fs %s ended before the kill (%v)", time.Since(start).Seconds(), name, ended)
 		exited = nil
-	case <-time.After(time.Duration(100+m.rng.Intn(900)) * time.Millisecond):
+	case <-when:
 	}
-	m.t.Logf("chaos: %6.1fs %s, SIGKILL of group %d's leader (%s)", time.Since(start).Seconds(), name, vg, victim.addr(vg))
+	m.t.Logf("chaos: %6.1fs %s, SIGKILL of group %d's leader (%s) %s", time.Since(start).Seconds(), name, vg, victim.addr(vg), at)
 	victim.Kill9()
 	m.kills++
 	if exited != nil {
