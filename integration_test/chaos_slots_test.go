@@ -416,3 +416,87 @@ func (m *slotMover) move(start time.Time, from, to int, kill bool) error {
 	m.done = append(m.done, name+" kill")
 	return nil
 }
+
+// TestSlotMoveStoppedServesTwice is TestChaosSlotMoves's double-reserved
+// finding reduced (seed 1795940365629957557, job p24-909): a move stopped
+// between the target's commit and the source's drop (MIGRATE COPY stands
+// for a target leader that died after committing, so that the source's
+// MIGRATE failed and dropped nothing). The worker blocked on the queue
+// at the source was released with ASK before the export, follows it to
+// the target and, with ASKING, pops the target's copy; a worker at the
+// source pops the source's. The same job is handed to two workers within
+// a live reservation: slot-moves.md's "the source goes on serving the
+// queue" does not hold while the target serves its copy too.
+func TestSlotMoveStoppedServesTwice(t *testing.T) {
+	if _, err := exec.LookPath("redis-cli"); err != nil {
+		t.Skip("no redis-cli")
+	}
+	t.Parallel()
+	nodes := grCluster(t)
+	src, dst := nodes[0].addr(0), nodes[1].addr(1)
+	id := func(addr string) string {
+		v, err := grAsk(addr, "CLUSTER", "MYID")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v.(string)
+	}
+	q, slot := grKeyIn(t, src, 0, 5460, "twice-")
+	if _, err := grAsk(src, "DELAY.ADD", q, 1500, "x", "ID", "j1"); err != nil {
+		t.Fatal(err)
+	}
+	ctx := ctxT(t, 30*time.Second)
+	// A worker blocked at the source, on one connection (ASKING lasts one command).
+	wc := redis.NewClient(&redis.Options{Addr: src, Protocol: 2, MaxRetries: -1, ReadTimeout: 20 * time.Second, PoolSize: 1})
+	defer wc.Close()
+	blocked := make(chan error, 1)
+	go func() { blocked <- wc.Do(ctx, "DELAY.POP", q, 10).Err() }()
+	clWait(t, 5*time.Second, "the worker blocked", func() (bool, string) {
+		v, err := grAsk(src, "CLIENT", "LIST")
+		return err == nil && strings.Contains(fmt.Sprint(v), "cmd=delay.pop"), fmt.Sprint(v, err)
+	})
+	if _, err := grAsk(dst, "CLUSTER", "SETSLOT", slot, "IMPORTING", id(src)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := grAsk(src, "CLUSTER", "SETSLOT", slot, "MIGRATING", id(dst)); err != nil {
+		t.Fatal(err)
+	}
+	host, port, _ := strings.Cut(dst, ":")
+	if v, err := grAsk(src, "MIGRATE", host, port, "", 0, 5000, "COPY", "KEYS", q); err != nil || v != "OK" {
+		t.Fatalf("MIGRATE COPY: %v %v", v, err)
+	}
+	err := <-blocked
+	if err == nil || !strings.HasPrefix(err.Error(), "ASK ") {
+		t.Skipf("the blocked worker got %v, not ASK: the path this test is about is gone", err)
+	}
+	// It follows the ASK, as go-redis does.
+	tc := redis.NewClient(&redis.Options{Addr: dst, Protocol: 2, MaxRetries: -1, ReadTimeout: 20 * time.Second, PoolSize: 1})
+	defer tc.Close()
+	got := make(chan any, 2)
+	go func() {
+		cmds, _ := tc.Pipelined(ctx, func(p redis.Pipeliner) error {
+			p.Do(ctx, "ASKING")
+			p.Do(ctx, "DELAY.POP", q, 10)
+			return nil
+		})
+		v, err := cmds[1].(*redis.Cmd).Result()
+		got <- fmt.Sprint("target: ", v, err)
+	}()
+	go func() {
+		v, err := grAskT(src, 20*time.Second, "DELAY.POP", q, 10)
+		got <- fmt.Sprint("source: ", v, err)
+	}()
+	a, b := fmt.Sprint(<-got), fmt.Sprint(<-got)
+	if strings.Contains(a, "j1") && strings.Contains(b, "j1") {
+		t.Errorf("job j1 of %s (slot %d) handed out by both groups within a 30 s reservation:\n%s\n%s", q, slot, a, b)
+	}
+}
+
+// grAskT is grAsk with a read timeout of its own.
+func grAskT(addr string, d time.Duration, args ...any) (any, error) {
+	c := redis.NewClient(&redis.Options{Addr: addr, Protocol: 2, MaxRetries: -1, DialTimeout: time.Second, ReadTimeout: d})
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), d+time.Second)
+	defer cancel()
+	return c.Do(ctx, args...).Result()
+}
