@@ -16,6 +16,30 @@ type CheckOptions struct {
 	// down). Both run on the same machine and read the same clock; nothing
 	// else is forgiven. Negative means 0.
 	ClockTolerance time.Duration
+
+	// StoppedMoves are the slot moves the run stopped between the target
+	// group's commit of a queue and the source's drop of it, and that
+	// redis-cli --cluster fix finished (docs/decisions/slot-moves.md).
+	// Meanwhile both groups held the queue, and the group that did not end
+	// as its owner went on serving it: what that group removed or changed
+	// (an ack, a cancel, a pop) is undone by the copy the fix keeps, and the
+	// job comes back, as if added again at one instant of the move. Each
+	// job may come back once per stopped move, and then live its life
+	// again (a nack, a redelivery) judged as any job's; Report.Comebacks
+	// counts them. Nothing else is excused: a comeback is never a loss,
+	// and a job of a queue no stopped move names is judged as before.
+	StoppedMoves []StoppedMove
+}
+
+// StoppedMove is a move of slots left open by a crash and finished by
+// redis-cli --cluster fix.
+type StoppedMove struct {
+	// Queues are the queues of the slots the crash left open (CLUSTER
+	// NODES' [slot->-id] markers before the fix).
+	Queues []string
+	// From and To are history times: the move began (the target's commit
+	// can come any time after) and the fix returned (one copy is left).
+	From, To int64
 }
 
 func (o CheckOptions) tolerance() int64 {
@@ -79,6 +103,7 @@ type Report struct {
 	Delivered    int // distinct jobs delivered
 	Deliveries   int // pops that returned a job
 	Redeliveries int // deliveries after a job's first
+	Comebacks    int // jobs that came back after a stopped move (CheckOptions.StoppedMoves), counted once per move
 
 	// Outcomes counts operations by kind and outcome, for the run's log.
 	Outcomes map[Kind]map[Outcome]int
@@ -95,9 +120,13 @@ func (r Report) Summary() string {
 			kinds = append(kinds, fmt.Sprintf("%s %d/%d/%d", k, m[OK], m[Fail], m[Unknown]))
 		}
 	}
+	comebacks := ""
+	if r.Comebacks > 0 {
+		comebacks = fmt.Sprintf(", %d comebacks after stopped moves", r.Comebacks)
+	}
 	return fmt.Sprintf("%d jobs (%d acknowledged, %d excused by a cancel or an unseen pop), %d delivered, "+
-		"%d deliveries (%d redeliveries); ops ok/fail/unknown: %s; %d violations",
-		r.Jobs, r.Required, r.Excused, r.Delivered, r.Deliveries, r.Redeliveries,
+		"%d deliveries (%d redeliveries%s); ops ok/fail/unknown: %s; %d violations",
+		r.Jobs, r.Required, r.Excused, r.Delivered, r.Deliveries, r.Redeliveries, comebacks,
 		strings.Join(kinds, ", "), len(r.Violations))
 }
 
@@ -153,6 +182,12 @@ func Check(start int64, ops []Op, opts CheckOptions) Report {
 		return jobs[k]
 	}
 	unseenPop := make(map[string]bool) // queues where a pop may have taken a job no one saw
+	moves := make(map[string][]StoppedMove)
+	for _, m := range opts.StoppedMoves {
+		for _, q := range m.Queues {
+			moves[q] = append(moves[q], m)
+		}
+	}
 
 	for _, op := range ops {
 		if r.Outcomes[op.Kind] == nil {
@@ -205,7 +240,7 @@ func Check(start int64, ops []Op, opts CheckOptions) Report {
 			r.Deliveries += len(j.deliveries)
 			r.Redeliveries += len(j.deliveries) - 1
 		}
-		c := jobCheck{k: k, j: j, start: start, tol: tol, r: &r}
+		c := jobCheck{k: k, j: j, start: start, tol: tol, r: &r, moves: moves[k.queue]}
 		c.lost(unseenPop[k.queue])
 		c.phantomAndEarly()
 		c.doubleReserved()
@@ -222,6 +257,46 @@ type jobCheck struct {
 	start int64 // wall ns of history time 0
 	tol   int64 // ns
 	r     *Report
+
+	moves []StoppedMove
+	readd [][2]int64 // per move, when its one comeback of this job can have happened (history time)
+}
+
+// comeback reports whether a stopped move can explain a delivery that
+// looks like a second life of the job: the fix brought the job back from
+// the other group's copy, which is as if it had been added again at one
+// instant T of the move's [From, To], after from and before to (the op the
+// delivery seems to break, and the delivery). The copy was taken after the
+// move began and before that op took effect, so the op must be able to
+// have taken effect after From (done, its latest time): an ack before the
+// move began is never undone by it. One T must explain every
+// delivery a move excuses for the job, so each job comes back at most once
+// per move; what happens to it after that (a nack, a redelivery after its
+// deadline) is judged as any job's. The first pair that no common T
+// explains is reported (which one of several is arbitrary; that one is,
+// is not).
+func (c *jobCheck) comeback(from, done, to int64) bool {
+	if len(c.moves) == 0 {
+		return false
+	}
+	if c.readd == nil {
+		c.readd = make([][2]int64, len(c.moves))
+		for i, m := range c.moves {
+			c.readd[i] = [2]int64{m.From, m.To}
+		}
+	}
+	for i, m := range c.moves {
+		lo, hi := max(c.readd[i][0], from), min(c.readd[i][1], to)
+		if done <= m.From || lo >= hi {
+			continue
+		}
+		if c.readd[i] == [2]int64{c.moves[i].From, c.moves[i].To} {
+			c.r.Comebacks++
+		}
+		c.readd[i] = [2]int64{lo, hi}
+		return true
+	}
+	return false
 }
 
 func (c *jobCheck) report(rule Rule, why string, ops ...Op) {
@@ -382,7 +457,7 @@ func (c *jobCheck) doubleReserved() {
 					break
 				}
 			}
-			if ended || c.readdPossible(from, to) {
+			if ended || c.readdPossible(from, to) || c.comeback(from, d1.Return, to) {
 				continue
 			}
 			why := fmt.Sprintf("handed out again while an earlier delivery held it (ack timeout %d ms, earliest deadline unix ns %d)",
@@ -406,7 +481,7 @@ func (c *jobCheck) afterEnd(kind Kind, ends []Op, rule Rule) {
 			continue
 		}
 		for _, d := range c.j.deliveries {
-			if d.Invoke > e.Return && !c.readdPossible(e.Invoke, d.Return) {
+			if d.Invoke > e.Return && !c.readdPossible(e.Invoke, d.Return) && !c.comeback(e.Invoke, latest(e), d.Return) {
 				c.report(rule, fmt.Sprintf("handed out after %s returned %d", kind, e.Count), e, d)
 			}
 		}

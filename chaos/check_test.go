@@ -309,3 +309,78 @@ func TestPayloadRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// A move stopped between the target's commit and the source's drop, then
+// finished by --cluster fix: a job acked, cancelled or popped at most once
+// at the source meanwhile may come back once from the other copy, and
+// only once, and only on the queues the move left open.
+func TestCheckStoppedMove(t *testing.T) {
+	move := CheckOptions{StoppedMoves: []StoppedMove{{Queues: []string{"q"}, From: 1500 * ms, To: 4000 * ms}}}
+	check := func(h *hist, o CheckOptions) Report { return Check(0, h.ops, o) }
+	acked := func() *hist {
+		return new(hist).
+			add("j1", 1000, 1001, 1000, 5000, OK).
+			pop(1, "j1", 1000, 1010, 1000, 5000, OK).
+			cmd(KindAck, "j1", 2000, 2010, 1, OK)
+	}
+	// Acked inside the window, delivered again after the fix: a comeback.
+	r := check(acked().pop(2, "j1", 7000, 7010, 1000, 5000, OK), move)
+	expectRules(t, r)
+	if r.Comebacks != 1 || !strings.Contains(r.Summary(), "1 comebacks after stopped moves") {
+		t.Fatalf("comebacks %d: %s", r.Comebacks, r.Summary())
+	}
+	// Without the move it is what it looks like.
+	expectRules(t, check(acked().pop(2, "j1", 7000, 7010, 1000, 5000, OK), CheckOptions{}), RuleAfterAck)
+	// Back once, it lives again: a nack and a redelivery are its own.
+	expectRules(t, check(acked().
+		pop(2, "j1", 7000, 7010, 1000, 5000, OK).
+		cmd(KindNack, "j1", 7020, 7030, 1, OK).
+		pop(3, "j1", 7040, 7050, 1000, 5000, OK).
+		cmd(KindAck, "j1", 7060, 7070, 1, OK), move))
+	// Twice is a double: no one instant of the move explains both.
+	r = check(acked().
+		pop(2, "j1", 7000, 7010, 1000, 5000, OK).
+		cmd(KindAck, "j1", 7020, 7030, 1, OK).
+		pop(3, "j1", 8000, 8010, 1000, 5000, OK), move)
+	expectRules(t, r, RuleAfterAck)
+	if r.Comebacks != 1 || r.Violations[0].Ops[0].Invoke != 7020*ms {
+		t.Fatalf("want the second ack's redelivery reported, one comeback: %s", r)
+	}
+	// Two acks inside the window, each followed by a delivery: one
+	// instant must lie after the second ack and before the first
+	// redelivery, which is impossible here.
+	expectRules(t, check(new(hist).
+		add("j1", 1000, 1001, 1000, 5000, OK).
+		pop(1, "j1", 1000, 1010, 1000, 5000, OK).
+		cmd(KindAck, "j1", 1600, 1610, 1, OK).
+		pop(2, "j1", 2000, 2010, 1000, 5000, OK).
+		cmd(KindAck, "j1", 2100, 2110, 1, OK).
+		pop(3, "j1", 3000, 3010, 1000, 5000, OK), move), RuleAfterAck)
+	// An ack before the move began cannot be undone by it.
+	early := CheckOptions{StoppedMoves: []StoppedMove{{Queues: []string{"q"}, From: 2500 * ms, To: 4000 * ms}}}
+	expectRules(t, check(acked().pop(2, "j1", 7000, 7010, 1000, 5000, OK), early), RuleAfterAck)
+	// Another queue's move excuses nothing here.
+	other := CheckOptions{StoppedMoves: []StoppedMove{{Queues: []string{"other"}, From: 1500 * ms, To: 4000 * ms}}}
+	expectRules(t, check(acked().pop(2, "j1", 7000, 7010, 1000, 5000, OK), other), RuleAfterAck)
+	// A cancel inside the window: the same.
+	cancelled := func() *hist {
+		return new(hist).
+			add("j1", 1000, 1001, 6000, 5000, OK).
+			cmd(KindCancel, "j1", 2000, 2010, 1, OK).
+			pop(1, "j1", 6000, 6010, 6000, 5000, OK)
+	}
+	expectRules(t, check(cancelled(), move))
+	expectRules(t, check(cancelled(), CheckOptions{}), RuleAfterCancel)
+	// An at-most-once pop inside the window, the job popped again later.
+	amo := func() *hist {
+		return new(hist).
+			add("f1", 1000, 1001, 1000, 0, OK).
+			pop(1, "f1", 2000, 2010, 1000, 0, OK).
+			pop(2, "f1", 5000, 5010, 1000, 0, OK)
+	}
+	expectRules(t, check(amo(), move))
+	expectRules(t, check(amo(), CheckOptions{}), RuleDoubleReserved)
+	expectRules(t, check(amo().pop(3, "f1", 6000, 6010, 1000, 0, OK), move), RuleDoubleReserved)
+	// A comeback is never a loss: an acknowledged job still must arrive.
+	expectRules(t, check(new(hist).add("j2", 1000, 1001, 1000, 5000, OK), move), RuleLost)
+}

@@ -94,6 +94,18 @@
 //     ack) of the job returned 1: the job had been deleted.
 //   - Phantom: a delivery of a job no add made (or only adds answered
 //     Fail, which must mean no effect), or with a payload no add sent.
+//   - A stopped slot move (CheckOptions.StoppedMoves) is the one place a
+//     job may come back: a crash between the target group's commit of a
+//     queue and the source's drop leaves a copy in each group until
+//     redis-cli --cluster fix keeps one, so what the other group did to a
+//     job meanwhile (an ack, a cancel, a pop) is undone. On the queues of
+//     the slots the crash left open, a delivery that would break the
+//     double-reserved, after-ack or after-cancel rule is excused when the
+//     job can have been added again at one instant between the move's
+//     start and the fix's end, after the op it seems to break: the same
+//     instant for every delivery the move excuses, so a job comes back
+//     once per move (Report.Comebacks) and then is judged as any job. A
+//     second comeback is a violation, and nothing excuses a loss.
 //
 // # Linearizability
 //

@@ -104,6 +104,7 @@ type chaosConfig struct {
 	ackTimeout, maxDelay                     int64 // ms
 	seed                                     int64
 	report                                   string
+	tags                                     []string // the queues' hash tags (default one: "chaos")
 }
 
 func chaosConfigFromEnv(t *testing.T) chaosConfig {
