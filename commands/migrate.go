@@ -178,9 +178,13 @@ func cmdMigrate(d *Dispatcher, c *Client, args [][]byte) {
 	}
 	defer d.moves.unfence(keys)
 	d.drain()
-	// A client blocked on a queue that leaves would wait on a queue no
-	// longer here: Redis sends it where the slot goes.
-	d.unblockKeys(keys, "ASK "+strconv.Itoa(KeySlot(keys[0]))+" "+target)
+	// A client blocked on a queue that leaves would take jobs the export
+	// has copied. It is told to try again, not sent to the target with
+	// ASK: a move stopped after the target's commit leaves the queue here
+	// and a copy there, and a worker sent there would be served the jobs
+	// this group still hands out (TestSlotMoveStoppedServesTwice). Its
+	// retry finds the queue here, or gone and an ASK.
+	d.unblockKeys(keys, errMoving)
 	var cmds [][]any
 	var sent [][]byte
 	for _, k := range keys {
