@@ -224,6 +224,15 @@ func startGroupFront(base cluster.Config, dopts commands.Options, ropts resp.Opt
 	if err != nil {
 		return nil, err
 	}
+	if g > 0 {
+		cc.MapFresh = func() error {
+			c0 := gv.clusters[0].Load()
+			if c0 == nil {
+				return errors.New("group 0 is not started yet")
+			}
+			return c0.SlotsFresh()
+		}
+	}
 	clu, err := cluster.New(cc)
 	if err != nil {
 		return nil, fmt.Errorf("group %d: %w", g, err)

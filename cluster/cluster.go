@@ -53,6 +53,13 @@ type Config struct {
 	// and counts toward no majority.
 	Replicas   int
 	Everywhere bool
+	// MapFresh, for a group other than 0 of a cluster of several groups,
+	// returns once this node's slot map is as new as group 0's leader's
+	// (Cluster.SlotsFresh of group 0). A new leader waits for it before it
+	// takes writes: one routing by an older map (a node just restarted,
+	// its group 0 replica behind) would take writes for slots its group
+	// gave away, left where no map sends anyone (TestChaosSlotMoves).
+	MapFresh func() error
 	// TLS secures the bus and the RESP connections nodes make to each
 	// other (tls.go); nil: plain.
 	TLS    *TLS
@@ -373,6 +380,9 @@ func (c *Cluster) becomeLeader() {
 			return
 		}
 	}
+	if !c.mapFresh() {
+		return
+	}
 	// After a restore: its snapshot holds no version, the entry after it does.
 	c.raiseAlone()
 	f := c.fsm
@@ -391,6 +401,33 @@ func (c *Cluster) becomeLeader() {
 	c.announceSelf()
 	c.seedSlots()
 	c.kickGate()
+}
+
+// mapFresh waits, for a group other than 0, until this node routes by a
+// slot map as new as group 0's leader's (Config.MapFresh), trying again
+// while it leads; false if it stopped leading first. Writes get TRYAGAIN
+// meanwhile.
+func (c *Cluster) mapFresh() bool {
+	if c.cfg.MapFresh == nil {
+		return true
+	}
+	for i := 0; ; i++ {
+		err := c.cfg.MapFresh()
+		if err == nil {
+			return c.r().State() == raft.Leader
+		}
+		if c.r().State() != raft.Leader {
+			return false
+		}
+		if i == 0 {
+			c.log.Warn().Err(err).Msg("new leader: waiting for the slot map of group 0 before taking writes")
+		}
+		select {
+		case <-c.quit:
+			return false
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 // stepDown makes the engine a follower. Writes in flight fail (their

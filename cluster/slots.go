@@ -177,6 +177,45 @@ func (c *Cluster) ChangeSlots(ch SlotChange) (uint64, error) {
 	return f.Index(), nil
 }
 
+// SlotsFresh returns once this node, of group 0, has applied every slot
+// change group 0's leader had applied when asked (CLUSTER SLOTINDEX): a
+// change answered to redis-cli was applied there first, so this node then
+// routes by a map at least as new as any answered. At the leader itself
+// it returns at once: its map is the newest.
+func (c *Cluster) SlotsFresh() error {
+	if c.Writable() {
+		return nil
+	}
+	leader, ok := c.Leader()
+	if !ok || leader.Addr == "" {
+		return errNoLeader
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	index, err := c.slotClient(leader.Addr).Do(ctx, "CLUSTER", "SLOTINDEX").Uint64()
+	if err != nil {
+		return err
+	}
+	if !c.waitApplied(index, 5*time.Second) {
+		return fmt.Errorf("group 0's log applied to %d here, short of the leader's %d", c.r().AppliedIndex(), index)
+	}
+	return nil
+}
+
+// SlotIndex, at group 0's leader, is the index it applied, once it has
+// checked with a majority that it still leads (a deposed leader's would
+// miss the changes of its successor).
+func (c *Cluster) SlotIndex() (uint64, error) {
+	r := c.r()
+	if r == nil || !c.Writable() {
+		return 0, errNoLeader
+	}
+	if err := r.VerifyLeader().Error(); err != nil {
+		return 0, err
+	}
+	return r.AppliedIndex(), nil
+}
+
 // slotClient is a client of group 0's leader at addr, kept while it leads:
 // a reshard sends it a change per slot and end.
 func (c *Cluster) slotClient(addr string) *redis.Client {

@@ -73,6 +73,7 @@ func init() {
 		"failover":        {-2, clusterFailover},
 		"handover":        {3, clusterHandOver},
 		"slotchange":      {3, clusterSlotChange},
+		"slotindex":       {2, clusterSlotIndex},
 		"setslot":         {-4, clusterSetSlot},
 		"addslots":        {-3, clusterAddSlots},
 		"delslots":        {-3, clusterDelSlots},
@@ -119,6 +120,8 @@ var clusterHelp = []string{
 	"    Reset current node (default: soft).",
 	"SLOTCHANGE <json>",
 	"    Commit a change of the slot map through the leader of Raft group 0 (what SETSLOT sends it).",
+	"SLOTINDEX",
+	"    At the leader of Raft group 0: the log index it applied (what a new leader of another group waits for).",
 	"SLOTS",
 	"    Return information about slots range mappings. Each range is made of:",
 	"    start, end, master and replicas IP addresses, ports and ids",
@@ -214,6 +217,30 @@ func clusterSlotChange(d *Dispatcher, c *Client, cl ClusterView, args [][]byte) 
 		return
 	}
 	index, err := sc.ChangeSlots(ch)
+	if err != nil {
+		c.W.Error(codedErr(err))
+		return
+	}
+	c.W.Int(int64(index))
+}
+
+// slotIndexer is group 0's Cluster, asked how far its log is applied.
+type slotIndexer interface {
+	SlotIndex() (uint64, error)
+}
+
+// clusterSlotIndex is CLUSTER SLOTINDEX, delayd's own: group 0's leader
+// answers the index it applied, once a majority confirmed it leads. A new
+// leader of another group waits until its node applied that far before it
+// takes writes (cluster.Config.MapFresh): it then routes by a slot map at
+// least as new as any change answered.
+func clusterSlotIndex(d *Dispatcher, c *Client, cl ClusterView, args [][]byte) {
+	si, ok := cl.(slotIndexer)
+	if !ok || d.opts.Groups == nil || d.opts.Group != 0 {
+		c.W.Error("ERR CLUSTER SLOTINDEX is for the addresses of Raft group 0 of a cluster of several groups")
+		return
+	}
+	index, err := si.SlotIndex()
 	if err != nil {
 		c.W.Error(codedErr(err))
 		return

@@ -101,7 +101,7 @@ func TestClusterRepliesMatchRedis(t *testing.T) {
 		redisHelp[l] = true
 	}
 	for _, l := range clusterHelp {
-		if !strings.HasPrefix(l, " ") && !redisHelp[l] && !strings.HasPrefix(l, "JOIN") && !strings.HasPrefix(l, "GROUPS") && !strings.HasPrefix(l, "HANDOVER") && !strings.HasPrefix(l, "MYSHARDID") && !strings.HasPrefix(l, "SLOTCHANGE") {
+		if !strings.HasPrefix(l, " ") && !redisHelp[l] && !strings.HasPrefix(l, "JOIN") && !strings.HasPrefix(l, "GROUPS") && !strings.HasPrefix(l, "HANDOVER") && !strings.HasPrefix(l, "MYSHARDID") && !strings.HasPrefix(l, "SLOTCHANGE") && !strings.HasPrefix(l, "SLOTINDEX") {
 			t.Errorf("CLUSTER HELP line %q is not Redis's", l)
 		}
 	}
