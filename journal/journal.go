@@ -154,6 +154,9 @@ type Env struct {
 	// polled the network (finetimer.Pause): Tail calls it between its
 	// slices of work. Unset, Tail only yields (runtime.Gosched).
 	Pause func()
+	// Now, if set, is Tail's clock for its slices (tests fake it); unset,
+	// time.Now.
+	Now func() time.Time
 }
 
 // Journal is the pending batch, its sink, and the tickets' durability.

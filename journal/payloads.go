@@ -177,7 +177,11 @@ func (j *Journal) Tail(fn func(seg uint64, off int64, rec []byte)) (gen uint64, 
 	if pause == nil {
 		pause = runtime.Gosched
 	}
-	slice, n := time.Now(), 0
+	now := j.env.Now
+	if now == nil {
+		now = time.Now
+	}
+	slice, n := now(), 0
 	for _, id := range segs {
 		if id < p.tailSeg {
 			continue
@@ -206,9 +210,9 @@ func (j *Journal) Tail(fn func(seg uint64, off int64, rec []byte)) (gen uint64, 
 		var next int64
 		p.tailBuf, next, err = aof.ReadRange(f, p.tailBuf, p.tailOff, to, func(off int64, rec []byte) {
 			fn(id, off, rec)
-			if n++; n%16 == 0 && time.Since(slice) >= tailSlice {
+			if n++; n%16 == 0 && now().Sub(slice) >= tailSlice {
 				pause()
-				slice = time.Now()
+				slice = now()
 			}
 		})
 		p.tailOff = next

@@ -101,8 +101,13 @@ func TestTailPausesInSlices(t *testing.T) {
 		t.Fatal(err)
 	}
 	pauses := 0
+	// A fake clock: each reading is step later than the one before (Tail
+	// reads it once every 16 records and after each pause).
+	var clk time.Time
+	var step time.Duration
 	j := New(Options{FS: fs, Path: path, Fsync: FsyncNo, SegmentSize: 64 << 20},
-		Env{Failed: func(uint64, error, bool) bool { return false }, Written: func(int64) {}, Pause: func() { pauses++ }})
+		Env{Failed: func(uint64, error, bool) bool { return false }, Written: func(int64) {}, Pause: func() { pauses++ },
+			Now: func() time.Time { clk = clk.Add(step); return clk }})
 	j.SetSegments(ids, 0)
 	if err := j.Open(aof.HeaderSize); err != nil {
 		t.Fatal(err)
@@ -118,26 +123,28 @@ func TestTailPausesInSlices(t *testing.T) {
 	}
 	tail := func(work time.Duration) {
 		t.Helper()
+		step = 16 * work // 16 records' work between two readings
 		var got int
 		if _, err := j.Tail(func(_ uint64, _ int64, rec []byte) {
 			if want := fmt.Sprintf("record-%04d", got); string(rec) != want {
 				t.Fatalf("record %q, want %q", rec, want)
 			}
 			got++
-			for start := time.Now(); time.Since(start) < work; {
-			}
 		}); err != nil || got != n {
 			t.Fatalf("tail read %d records (%v), want %d", got, err, n)
 		}
 		j.RetailFrom()
 	}
-	tail(20 * time.Microsecond) // 8 ms of work: 40 slices
-	if pauses < 10 || pauses > n/16 {
-		t.Fatalf("%d pauses in a tail of 8 ms, want one a %v", pauses, tailSlice)
+	// 5 µs a record, the clock read every 16 (80 µs): the third reading
+	// after a slice began is past 200 µs, so a pause every 48 records, 8
+	// in 400 (2 ms of work).
+	tail(5 * time.Microsecond)
+	if pauses != 8 {
+		t.Fatalf("%d pauses in a tail of 2 ms, want 8 (one a %v)", pauses, tailSlice)
 	}
 	pauses = 0
 	tail(0)
-	if pauses > 1 {
-		t.Fatalf("%d pauses in a tail of %d short records", pauses, n)
+	if pauses != 0 {
+		t.Fatalf("%d pauses in a tail of %d records that took no time", pauses, n)
 	}
 }
