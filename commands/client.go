@@ -407,18 +407,25 @@ func (d *Dispatcher) Unblock(id int64, msg string) bool {
 	return cl != nil && cl.unblock(msg)
 }
 
+// allClients is every connected client, read under d.mu, for a walk that
+// locks each client on its own.
+func (d *Dispatcher) allClients() []*Client {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	all := make([]*Client, 0, len(d.clients))
+	for _, cl := range d.clients {
+		all = append(all, cl)
+	}
+	return all
+}
+
 // UnblockAll ends every blocking pop with the error line msg and returns
 // how many it ended. When this node stops leading, the cluster calls it
 // with ErrUnblockedRole, as Redis answers the clients blocked on a master
 // that turns replica: their libraries then find the new leader. A job the
 // engine handed a client at the same moment still goes to it. O(clients).
 func (d *Dispatcher) UnblockAll(msg string) int {
-	d.mu.Lock()
-	all := make([]*Client, 0, len(d.clients))
-	for _, cl := range d.clients {
-		all = append(all, cl)
-	}
-	d.mu.Unlock()
+	all := d.allClients()
 	n := 0
 	for _, cl := range all {
 		if cl.unblock(msg) {

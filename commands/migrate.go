@@ -262,12 +262,7 @@ func cmdRestoreAsking(d *Dispatcher, c *Client, args [][]byte) {
 // atomics: one of the two sees the other's store). Reads, and commands
 // that wait in their handler (WAIT), are not waited for.
 func (d *Dispatcher) drain() {
-	d.mu.Lock()
-	all := make([]*Client, 0, len(d.clients))
-	for _, cl := range d.clients {
-		all = append(all, cl)
-	}
-	d.mu.Unlock()
+	all := d.allClients()
 	for _, cl := range all {
 		if cmd := cl.inflight.Load(); cmd != nil && (cmd.Flags&Write != 0 || cmd.Name == "exec") {
 			cl.running.Lock()
@@ -286,12 +281,7 @@ func (d *Dispatcher) RedirectBlocked() {
 	if gs == nil {
 		return
 	}
-	d.mu.Lock()
-	all := make([]*Client, 0, len(d.clients))
-	for _, cl := range d.clients {
-		all = append(all, cl)
-	}
-	d.mu.Unlock()
+	all := d.allClients()
 	for _, cl := range all {
 		cl.mu.Lock()
 		b := cl.blocked
@@ -307,12 +297,7 @@ func (d *Dispatcher) RedirectBlocked() {
 
 // unblockKeys ends, with msg, the pops parked on any of keys.
 func (d *Dispatcher) unblockKeys(keys [][]byte, msg string) {
-	d.mu.Lock()
-	all := make([]*Client, 0, len(d.clients))
-	for _, cl := range d.clients {
-		all = append(all, cl)
-	}
-	d.mu.Unlock()
+	all := d.allClients()
 	for _, cl := range all {
 		cl.mu.Lock()
 		b := cl.blocked
