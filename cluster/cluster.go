@@ -419,8 +419,10 @@ func (c *Cluster) mapFresh() bool {
 		if c.r().State() != raft.Leader {
 			return false
 		}
-		if i == 0 {
-			c.log.Warn().Err(err).Msg("new leader: waiting for the slot map of group 0 before taking writes")
+		if i == 30 {
+			// Not at once: at a cluster's start group 0 often elects
+			// its leader after the other groups.
+			c.log.Warn().Err(err).Msg("new leader: still waiting for the slot map of group 0 before taking writes")
 		}
 		select {
 		case <-c.quit:
