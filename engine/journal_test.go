@@ -343,12 +343,20 @@ func TestRewriteUnderWritesKeepsState(t *testing.T) {
 		churn(t, e, rng, 3000, &ids)
 		logSize := e.journal.Sizes
 		sizeBefore, _ := logSize()
+		// The rewrite waits at its first pause until the second has been
+		// refused: a small state is otherwise rewritten before the test's
+		// next line runs on a busy machine.
+		release := make(chan struct{})
+		defer func(f func(*finetimer.Timer)) { rewriteYield = f }(rewriteYield)
+		yield := rewriteYield
+		rewriteYield = func(ft *finetimer.Timer) { <-release; yield(ft) }
 		if err := e.Rewrite(); err != nil {
 			t.Fatal(err)
 		}
 		if err := e.Rewrite(); !errors.Is(err, ErrRewriteRunning) {
 			t.Fatalf("second rewrite: %v", err)
 		}
+		close(release)
 		churn(t, e, rng, 300, &ids) // writes go on while it runs
 		waitRewrite(e)
 		churn(t, e, rng, 300, &ids)
