@@ -96,7 +96,7 @@ func ReplayAt(fs FS, path string, fn func(off int64, payload []byte) error, prog
 	case !a.torn:
 		return res, &CorruptError{Path: path, Offset: a.good, Reason: a.reason}
 	}
-	if err := truncate(fs, path, a.good); err != nil {
+	if err := Truncate(fs, path, a.good); err != nil {
 		return res, err
 	}
 	res.TornBytes = s.size - a.good
@@ -135,7 +135,7 @@ func Repair(fs FS, path string) (cutAt int64, err error) {
 	if err := keepBroken(fs, path, io.NewSectionReader(f, a.good, s.size-a.good)); err != nil {
 		return 0, err
 	}
-	if err := truncate(fs, path, a.good); err != nil {
+	if err := Truncate(fs, path, a.good); err != nil {
 		return 0, err
 	}
 	return a.good, nil
@@ -175,8 +175,9 @@ func keepBroken(fs FS, path string, r io.Reader) error {
 	return nil
 }
 
-// truncate cuts path to size and fsyncs it.
-func truncate(fs FS, path string, size int64) error {
+// Truncate cuts path to size and fsyncs it (a torn tail, a Raft log's
+// conflicting suffix).
+func Truncate(fs FS, path string, size int64) error {
 	f, err := fs.OpenFile(path, os.O_RDWR, 0)
 	if err != nil {
 		return fmt.Errorf("aof: open %s to cut it: %w", path, err)

@@ -173,7 +173,7 @@ func (s *Store) load(id uint64, isLast bool) (*segment, int64, error) {
 		if s.last--; len(seg.offs) == 0 && s.first == s.last+1 {
 			s.first, s.last = 0, 0
 		}
-		if err := cut(s.fs, p, size); err != nil {
+		if err := aof.Truncate(s.fs, p, size); err != nil {
 			return nil, 0, err
 		}
 	}
@@ -185,25 +185,6 @@ func (s *Store) load(id uint64, isLast bool) (*segment, int64, error) {
 		return nil, 0, fmt.Errorf("raftlog: %w", err)
 	}
 	return seg, size, nil
-}
-
-// cut truncates the file at p to size and fsyncs it.
-func cut(fs aof.FS, p string, size int64) error {
-	f, err := fs.OpenFile(p, os.O_RDWR, 0)
-	if err != nil {
-		return fmt.Errorf("raftlog: %w", err)
-	}
-	err = f.Truncate(size)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("raftlog: cut %s at %d: %w", p, size, err)
-	}
-	return nil
 }
 
 func (s *Store) closeFiles() {
@@ -494,7 +475,7 @@ func (s *Store) cutSuffix(from uint64) error {
 		size = seg.offs[i]
 	}
 	p := aof.SegPath(s.path, seg.id)
-	if err := cut(s.fs, p, size); err != nil {
+	if err := aof.Truncate(s.fs, p, size); err != nil {
 		return fail(err)
 	}
 	w, err := aof.OpenAppend(s.fs, p, size)
