@@ -34,6 +34,9 @@ type Block struct {
 	cmd  *Command
 	args [][]byte
 	took time.Duration // the handler's time, counted when the block ends
+	// asked: the pop came after ASKING, to a group importing its slot: a
+	// change of owners elsewhere leaves it parked (RedirectBlocked).
+	asked bool
 
 	quiet bool // CLIENT REPLY OFF or SKIP: the connection drops the reply (Quiet)
 }
@@ -47,7 +50,7 @@ func (b *Block) Ready() <-chan struct{} { return b.w.Ready() }
 
 // newBlock parks c in a pop on waiter w; CLIENT UNBLOCK can find it.
 func newBlock(c *Client, eng *engine.Engine, w *engine.Waiter, timeout time.Duration, mode engine.PopMode) *Block {
-	b := &Block{Timeout: timeout, c: c, unblock: make(chan string, 1), w: w, eng: eng, mode: mode}
+	b := &Block{Timeout: timeout, c: c, unblock: make(chan string, 1), w: w, eng: eng, mode: mode, asked: c.asked}
 	c.mu.Lock()
 	c.blocked = b
 	c.mu.Unlock()

@@ -98,6 +98,9 @@ func clusterSetSlot(d *Dispatcher, c *Client, cl ClusterView, args [][]byte) {
 		c.W.Error("ERR Invalid CLUSTER SETSLOT action or number of arguments. Try CLUSTER HELP")
 		return
 	}
+	if !d.freshSlots(c) {
+		return
+	}
 	var ch cluster.SlotChange
 	if action == "stable" {
 		ch.Stable = []int{slot}
@@ -136,10 +139,24 @@ func clusterSetSlot(d *Dispatcher, c *Client, cl ClusterView, args [][]byte) {
 				// Already its owner (the NODE redis-cli sends to every
 				// master after the first): end the move only, if any.
 				_, m := gs.Migrating(slot)
-				_, i := gs.Importing(slot)
-				if !m && !i {
+				i, imp := gs.Importing(slot)
+				if !m && !imp {
 					c.W.Status("OK")
 					return
+				}
+				if !m && i == my && g != my {
+					// This group lost the slot holding queues of it
+					// (ADDSLOTS): they must reach the owner before the mark
+					// goes (STABLE after --cluster fix's MIGRATE), or no
+					// client and no check would find them again.
+					keys, ok := keysInSlot(d, c, slot, 1)
+					if !ok {
+						return
+					}
+					if len(keys) > 0 {
+						c.W.Status("OK")
+						return
+					}
 				}
 			}
 			ch.Assign = [][3]int{{slot, slot, g}}
@@ -157,7 +174,7 @@ func clusterSetSlot(d *Dispatcher, c *Client, cl ClusterView, args [][]byte) {
 // moves ended. A slot is never unassigned here (DELSLOTS), so one of
 // another group is taken from it: what redis-cli --cluster fix means when
 // it gives an open slot to the group holding most of its queues, before it
-// moves the others' queues there.
+// moves the others' queues there. That group is left importing the slot.
 func clusterAddSlots(d *Dispatcher, c *Client, cl ClusterView, args [][]byte) {
 	sc, slots, ok := d.slotArgs(c, cl, args, "ADDSLOTS")
 	if !ok {
@@ -166,6 +183,14 @@ func clusterAddSlots(d *Dispatcher, c *Client, cl ClusterView, args [][]byte) {
 	ch := cluster.SlotChange{}
 	for _, s := range slots {
 		ch.Assign = append(ch.Assign, [3]int{s, s, d.opts.Group})
+		if old := d.opts.Groups.Owner(s); old != d.opts.Group {
+			// The group it is taken from may hold queues of it (a move
+			// stopped midway): it stays importing, an open slot to
+			// --cluster check, until fix has moved them here and closed it
+			// there (SETSLOT STABLE). Were the slot closed now, a fix
+			// stopped after this would leave them where no client goes.
+			ch.Importing = append(ch.Importing, [2]int{s, old})
+		}
 	}
 	if _, err := sc.ChangeSlots(ch); err != nil {
 		c.W.Error(codedErr(err))
@@ -224,7 +249,30 @@ func (d *Dispatcher) slotArgs(c *Client, cl ClusterView, args [][]byte, name str
 		}
 		slots = append(slots, int(n))
 	}
+	if !d.freshSlots(c) {
+		return nil, nil, false
+	}
 	return sc, slots, true
+}
+
+// freshSlots brings this node's slot map up to group 0's leader's before
+// SETSLOT, ADDSLOTS or DELSLOTS decides by it (who owns the slot, is it
+// moving): a node's copy of group 0 may lag, and redis-cli sends the next
+// step to another group at once. A DELSLOTS that still saw the slot as its
+// own, just after ADDSLOTS gave it away, stopped --cluster fix before it
+// moved this group's queues (TestChaosSlotMoves, seed 1795944028760553740).
+// One round trip to group 0's leader; these are an operator's commands.
+func (d *Dispatcher) freshSlots(c *Client) bool {
+	f, ok := d.opts.Groups.View(0).(interface{ SlotsFresh() error })
+	if !ok {
+		c.W.Error(errClusterDown)
+		return false
+	}
+	if err := f.SlotsFresh(); err != nil {
+		c.W.Error("TRYAGAIN this node's slot map is behind group 0's leader's: " + err.Error())
+		return false
+	}
+	return true
 }
 
 // groupOf is the group whose member has node id id (each address has its

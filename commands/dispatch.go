@@ -108,7 +108,9 @@ type Client struct {
 	woff uint64
 	// asking: the client sent ASKING, so its next command may run on a
 	// slot this group imports (route.go); only its goroutine touches it.
-	asking bool
+	// asked: the command running came after ASKING (a pop it blocks in
+	// keeps it: RedirectBlocked).
+	asking, asked bool
 	// running is held by the client's goroutine from routing to the end of
 	// its handler, with inflight the command, on an address of a cluster
 	// of several groups only: MIGRATE waits on each client running a write,

@@ -33,6 +33,9 @@ func (f *fakeCluster) Send(addr, user, password string, timeout time.Duration, c
 // ChangeSlots is group 0's: the change applied to the map at once.
 func (f *fakeCluster) ChangeSlots(ch cluster.SlotChange) (uint64, error) { return 1, f.change(ch) }
 
+// SlotsFresh is group 0's: the fake's map is the leader's.
+func (f *fakeCluster) SlotsFresh() error { return nil }
+
 // groupID is member i's node id in group g: one id per address.
 func groupID(g, i int) string { return fmt.Sprintf("%039x%d", g, i) }
 
@@ -314,8 +317,10 @@ func TestSetSlotAndAsk(t *testing.T) {
 			t.Errorf("%s: %q, want %q", s[0], got, s[1])
 		}
 	}
-	if _, ok := gs.m.Importing(s2); ok || gs.m.Owner(s2) != 1 || gs.m.Owner(s0b) != 0 {
-		t.Errorf("after ADDSLOTS %d: owner %d; slot %d's owner %d", s2, gs.m.Owner(s2), s0b, gs.m.Owner(s0b))
+	// The group the slot was taken from is left importing it: it may hold
+	// queues of it, which --cluster fix moves before it closes the slot.
+	if g, ok := gs.m.Importing(s2); !ok || g != 2 || gs.m.Owner(s2) != 1 || gs.m.Owner(s0b) != 0 {
+		t.Errorf("after ADDSLOTS %d: owner %d, importing %d %v (want 2 true); slot %d's owner %d", s2, gs.m.Owner(s2), g, ok, s0b, gs.m.Owner(s0b))
 	}
 	// A replica of the group refuses SETSLOT.
 	gs.views[1].set(func(f *fakeCluster) { f.leader, f.writable = groupID(1, 2), false })

@@ -275,7 +275,12 @@ func (d *Dispatcher) drain() {
 // address's group no longer owns, with MOVED to its owner's leader, as
 // Redis redirects a blocked client when its slot moves: a worker parked on
 // an empty queue (nothing to MIGRATE) would otherwise wait where no job
-// comes. Called when the slot map changes owners.
+// comes. A pop that came with ASKING to a group importing its slot stays:
+// the move is under way. One that did not, on a group marked importing
+// because it lost the slot while holding queues of it (ADDSLOTS at
+// another group, cluster_slots.go), is sent to the owner too: those queues
+// may have a copy there, and one job must not be served from both.
+// Called when the slot map changes owners.
 func (d *Dispatcher) RedirectBlocked() {
 	gs := d.opts.Groups
 	if gs == nil {
@@ -289,7 +294,7 @@ func (d *Dispatcher) RedirectBlocked() {
 		if b == nil || b.cmd == nil {
 			continue
 		}
-		if slot := commandSlot(b.cmd, b.args); slot >= 0 && gs.Owner(slot) != d.opts.Group && !d.importing(slot) {
+		if slot := commandSlot(b.cmd, b.args); slot >= 0 && gs.Owner(slot) != d.opts.Group && !(b.asked && d.importing(slot)) {
 			cl.unblock(d.otherGroup(slot))
 		}
 	}

@@ -74,6 +74,7 @@ func (d *Dispatcher) route(c *Client, cmd *Command, args [][]byte) bool {
 			c.asking = false
 		}
 	}
+	c.asked = asking
 	var msg string
 	switch {
 	case slot == crossSlot:
