@@ -24,14 +24,14 @@ type slotPreload struct {
 	queues []string
 	slots  []int
 	per    int
-	sample map[[2]string][]any // (queue, id) -> DELAY.GET before the moves
+	sample map[[2]string]any // (queue, id) -> DELAY.GET before the moves
 }
 
 // newSlotPreload adds perGroup jobs to each group's lowest moveSlots
 // slots through c.
 func newSlotPreload(t *testing.T, c *redis.ClusterClient, perGroup, moveSlots int, rng *rand.Rand) *slotPreload {
 	t.Helper()
-	p := &slotPreload{per: max(1, perGroup/moveSlots), sample: map[[2]string][]any{}}
+	p := &slotPreload{per: max(1, perGroup/moveSlots), sample: map[[2]string]any{}}
 	want := map[int]bool{}
 	for _, r := range grRanges {
 		lo, _ := strconv.Atoi(strings.Split(r, "-")[0])
@@ -74,8 +74,8 @@ func newSlotPreload(t *testing.T, c *redis.ClusterClient, perGroup, moveSlots in
 	}
 	for len(p.sample) < min(total, 1000) {
 		q, i := p.queues[rng.Intn(len(p.queues))], strconv.Itoa(rng.Intn(p.per))
-		v, err := c.Do(ctx, "DELAY.GET", q, i).Slice()
-		if err != nil {
+		v, err := c.Do(ctx, "DELAY.GET", q, i).Result()
+		if err != nil || v == nil {
 			t.Fatalf("preload: DELAY.GET %s %s: %v", q, i, err)
 		}
 		p.sample[[2]string{q, i}] = v
@@ -92,16 +92,22 @@ func (p *slotPreload) verify(t *testing.T, c *redis.ClusterClient, m *slotMover)
 	ctx := ctxT(t, 10*time.Minute)
 	bad := 0
 	for _, q := range p.queues {
-		v, err := c.Do(ctx, "DELAY.STATS", q).Slice()
+		v, err := c.Do(ctx, "DELAY.STATS", q).Result()
 		if err != nil {
 			t.Errorf("chaos: preloaded queue %s: DELAY.STATS: %v", q, err)
 			bad++
 			continue
 		}
 		f := map[string]int64{}
-		for i := 0; i+1 < len(v); i += 2 {
-			n, _ := v[i+1].(int64)
-			f[fmt.Sprint(v[i])] = n
+		switch v := v.(type) {
+		case map[any]any: // RESP3
+			for k, n := range v {
+				f[fmt.Sprint(k)], _ = n.(int64)
+			}
+		case []any:
+			for i := 0; i+1 < len(v); i += 2 {
+				f[fmt.Sprint(v[i])], _ = v[i+1].(int64)
+			}
 		}
 		if f["ready"] != int64((p.per+1)/2) || f["delayed"] != int64(p.per/2) || f["reserved"] != 0 {
 			t.Errorf("chaos: preloaded queue %s (slot %d) holds %v, want ready %d, delayed %d", q, commands.KeySlot(q), v, (p.per+1)/2, p.per/2)
@@ -112,7 +118,7 @@ func (p *slotPreload) verify(t *testing.T, c *redis.ClusterClient, m *slotMover)
 		}
 	}
 	for k, before := range p.sample {
-		after, err := c.Do(ctx, "DELAY.GET", k[0], k[1]).Slice()
+		after, err := c.Do(ctx, "DELAY.GET", k[0], k[1]).Result()
 		if err != nil || fmt.Sprint(after) != fmt.Sprint(before) {
 			t.Errorf("chaos: preloaded job %s of %s: %v %v, before the moves %v", k[1], k[0], after, err, before)
 		}
