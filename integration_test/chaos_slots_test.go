@@ -324,13 +324,15 @@ func (m *slotMover) move(start time.Time, from, to int, kill bool) error {
 	go func() { exited <- cmd.Wait() }()
 
 	name := fmt.Sprintf("move %d->%d", from, to)
+	// A slot's step is a few commits in group 0 and a MIGRATE.
+	limit := 2*time.Minute + time.Duration(m.slots)*100*time.Millisecond
 	if !kill {
 		m.t.Logf("chaos: %6.1fs %s", time.Since(start).Seconds(), name)
 		select {
 		case err = <-exited:
-		case <-time.After(2 * time.Minute):
+		case <-time.After(limit):
 			cmd.Process.Kill()
-			err = fmt.Errorf("still running after 2 minutes: %v", <-exited)
+			err = fmt.Errorf("still running after %v: %v", limit, <-exited)
 		}
 		if err != nil || strings.Contains(out.String(), "[ERR]") {
 			return fmt.Errorf("redis-cli --cluster reshard: %v\n%s", err, lastLines(out.String(), 20))
@@ -369,9 +371,9 @@ func (m *slotMover) move(start time.Time, from, to int, kill bool) error {
 	if exited != nil {
 		select {
 		case ended = <-exited:
-		case <-time.After(2 * time.Minute):
+		case <-time.After(limit):
 			cmd.Process.Kill()
-			ended = fmt.Errorf("still running after 2 minutes: %v", <-exited)
+			ended = fmt.Errorf("still running after %v: %v", limit, <-exited)
 		}
 	}
 	time.Sleep(time.Duration(500+m.rng.Intn(1500)) * time.Millisecond)
