@@ -45,6 +45,10 @@ type fsm struct {
 	mu      sync.Mutex // Apply, Snapshot, Restore, and leadership changes
 	ownTerm uint64     // guarded by mu
 	applied uint64     // guarded by mu: the last index applied
+	// done is the last index whose effects are in place, for readers that
+	// wait for an entry (waitApplied): Raft's AppliedIndex moves when it
+	// hands entries to this goroutine, before they are applied.
+	done atomic.Uint64
 
 	mmu     sync.Mutex
 	members map[string]member // guarded by mmu
@@ -73,6 +77,7 @@ type fsm struct {
 func (f *fsm) Apply(l *raft.Log) any {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	defer f.done.Store(l.Index)
 	f.applied = l.Index
 	if l.Type != raft.LogCommand || len(l.Data) == 0 {
 		return nil
@@ -212,6 +217,11 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	f.members = ms
 	f.mmu.Unlock()
 	f.cacheMembers()
+	// Raft restores the newest snapshot in the store (at start, or the one
+	// a leader just sent): the state is now that snapshot's index.
+	if metas, err := f.c.snaps.List(); err == nil && len(metas) > 0 {
+		f.done.Store(metas[0].Index)
+	}
 	return nil
 }
 

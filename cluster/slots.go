@@ -197,7 +197,7 @@ func (c *Cluster) SlotsFresh() error {
 		return err
 	}
 	if !c.waitApplied(index, 5*time.Second) {
-		return fmt.Errorf("group 0's log applied to %d here, short of the leader's %d", c.r().AppliedIndex(), index)
+		return fmt.Errorf("group 0's log applied to %d here, short of the leader's %d", c.fsm.done.Load(), index)
 	}
 	return nil
 }
@@ -231,10 +231,10 @@ func (c *Cluster) slotClient(addr string) *redis.Client {
 	return c.slotCl
 }
 
-// waitApplied waits until this node applied index, at most d, and says
-// whether it did.
+// waitApplied waits until this node applied index, its effects in place
+// (the slot map routes by it), at most d, and says whether it did.
 func (c *Cluster) waitApplied(index uint64, d time.Duration) bool {
-	for end := time.Now().Add(d); c.r().AppliedIndex() < index; time.Sleep(time.Millisecond) {
+	for end := time.Now().Add(d); c.fsm.done.Load() < index; time.Sleep(time.Millisecond) {
 		if time.Now().After(end) {
 			return false
 		}
