@@ -146,7 +146,47 @@ func (c *Cluster) Forget(id string) error {
 		return err
 	}
 	c.log.Info().Str("id", id).Msg("cluster: node removed")
-	return c.proposeMember(member{ID: id, Remove: true})
+	if err := c.proposeMember(member{ID: id, Remove: true}); err != nil {
+		return err
+	}
+	c.promote()
+	return nil
+}
+
+// promote, at the leader of a group every node holds (group 0) short of
+// Config.Replicas voters, makes its most caught-up nonvoter that the
+// leader hears from a voter (hashicorp/raft's AddVoter of a nonvoter
+// promotes it). A voter forgotten (a node gone for good, `redis-cli
+// --cluster del-node`) would otherwise leave the slot map's group one
+// failure from losing its majority until a node joined again.
+func (c *Cluster) promote() {
+	if !c.cfg.Everywhere || c.cfg.Replicas <= 0 {
+		return
+	}
+	voters := 0
+	var best *Node
+	nodes := c.Nodes()
+	for i := range nodes {
+		n := &nodes[i]
+		if n.Voter {
+			voters++
+			continue
+		}
+		if n.Self || !n.Connected || n.LastHeard > c.cfg.ElectionTimeout {
+			continue
+		}
+		if best == nil || n.Match > best.Match {
+			best = n
+		}
+	}
+	if voters >= c.cfg.Replicas || best == nil {
+		return
+	}
+	if err := c.r().AddVoter(raft.ServerID(best.ID), raft.ServerAddress(best.BusAddr), 0, 10*time.Second).Error(); err != nil {
+		c.log.Warn().Err(err).Str("id", best.ID).Msg("cluster: promoting a nonvoter")
+		return
+	}
+	c.log.Info().Str("id", best.ID).Int("voters", voters+1).Msg("cluster: nonvoter promoted to voter")
 }
 
 // Meet adds the node whose clients connect at host:port (CLUSTER MEET): it

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/raft"
 )
@@ -49,6 +50,54 @@ func TestJoinPastReplicas(t *testing.T) {
 				t.Fatalf("configuration %v, want %v", got, want)
 			}
 		})
+	}
+}
+
+// Forgetting a voter of a group every node holds promotes its nonvoter:
+// the slot map's group is back to its Replicas voters, and a later failure
+// of one more leaves it a majority. A group of its own replicas only
+// (not Everywhere) has no nonvoter and stays one short.
+func TestForgetPromotesNonvoter(t *testing.T) {
+	first := startNode(t, Config{Bootstrap: true, Replicas: 2, Everywhere: true})
+	leaderOf(t, []*testNode{first})
+	second := startNode(t, Config{})
+	third := startNode(t, Config{})
+	for _, n := range []*testNode{second, third} {
+		if err := first.c.Join(n.c.ID(), n.cfg.BusAddr, n.cfg.AnnounceAddr); err != nil {
+			t.Fatal(err)
+		}
+	}
+	suffrage := func() map[string]raft.ServerSuffrage {
+		f := first.c.r().GetConfiguration()
+		if err := f.Error(); err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]raft.ServerSuffrage{}
+		for _, s := range f.Configuration().Servers {
+			got[string(s.ID)] = s.Suffrage
+		}
+		return got
+	}
+	if got := suffrage(); got[third.c.ID()] != raft.Nonvoter {
+		t.Fatalf("before: %v, want the third a nonvoter", got)
+	}
+	// The leader must have heard from the nonvoter to promote it.
+	waitFor(t, 10*time.Second, "the leader hears from the nonvoter", func() bool {
+		for _, n := range first.c.Nodes() {
+			if n.ID == third.c.ID() && n.Connected && n.Match > 0 {
+				return true
+			}
+		}
+		return false
+	})
+	gone := second.c.ID()
+	second.stop()
+	if err := first.c.Forget(gone); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]raft.ServerSuffrage{first.c.ID(): raft.Voter, third.c.ID(): raft.Voter}
+	if got := suffrage(); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("after FORGET of a voter: %v, want %v", got, want)
 	}
 }
 
