@@ -391,48 +391,53 @@ func (c *Cluster) snapshotLoop() {
 		if r.AppliedIndex()-last < c.cfg.SnapshotThreshold {
 			continue
 		}
-		start := time.Now()
-		var fut raft.SnapshotFuture
-		held := c.eng.Quiesce(2*time.Second, func(data []byte) {
-			f := c.fsm
-			taken := make(chan struct{})
-			f.cmu.Lock()
-			f.captured, f.taken = data, taken
-			f.cmu.Unlock()
-			// Asked from a goroutine: Raft may be busy with a snapshot of
-			// its own, and this one must not wait for it holding the engine.
-			futc := make(chan raft.SnapshotFuture, 1)
-			done := make(chan struct{})
-			go func() {
-				f := r.Snapshot()
-				futc <- f
-				f.Error()
-				close(done)
-			}()
-			defer func() {
-				select {
-				case fut = <-futc:
-				default:
-				}
-			}()
-			select { // the engine stays held until Raft took the capture
-			case <-taken:
-			case <-done:
-			case <-time.After(2 * time.Second):
-			}
-			f.cmu.Lock()
-			f.captured, f.taken = nil, nil
-			f.cmu.Unlock()
-		})
-		if !held || fut == nil {
-			continue
-		}
-		if err := fut.Error(); err != nil {
-			c.log.Warn().Err(err).Msg("cluster: leader snapshot failed")
-			continue
-		}
-		c.log.Info().Dur("held_ms", time.Since(start)).Uint64("index", r.AppliedIndex()).Msg("cluster: leader snapshot taken")
+		c.leaderSnapshot(r)
 	}
+}
+
+// leaderSnapshot takes one leader snapshot (snapshotLoop's step).
+func (c *Cluster) leaderSnapshot(r *raft.Raft) {
+	start := time.Now()
+	var fut raft.SnapshotFuture
+	held := c.eng.Quiesce(2*time.Second, func(data []byte) {
+		f := c.fsm
+		taken := make(chan struct{})
+		f.cmu.Lock()
+		f.captured, f.taken = data, taken
+		f.cmu.Unlock()
+		// Asked from a goroutine: Raft may be busy with a snapshot of
+		// its own, and this one must not wait for it holding the engine.
+		futc := make(chan raft.SnapshotFuture, 1)
+		done := make(chan struct{})
+		go func() {
+			f := r.Snapshot()
+			futc <- f
+			f.Error()
+			close(done)
+		}()
+		defer func() {
+			select {
+			case fut = <-futc:
+			default:
+			}
+		}()
+		select { // the engine stays held until Raft took the capture
+		case <-taken:
+		case <-done:
+		case <-time.After(2 * time.Second):
+		}
+		f.cmu.Lock()
+		f.captured, f.taken = nil, nil
+		f.cmu.Unlock()
+	})
+	if !held || fut == nil {
+		return
+	}
+	if err := fut.Error(); err != nil {
+		c.log.Warn().Err(err).Msg("cluster: leader snapshot failed")
+		return
+	}
+	c.log.Info().Dur("held_ms", time.Since(start)).Uint64("index", r.AppliedIndex()).Msg("cluster: leader snapshot taken")
 }
 
 // Failover makes this node its group's leader (CLUSTER FAILOVER sent to a

@@ -1,0 +1,158 @@
+package cluster
+
+import (
+	"fmt"
+	"os"
+	"runtime"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/delayd/delayd/engine"
+)
+
+// TestSnapshotScale measures, at DELAYD_SNAPSHOT_JOBS jobs (skipped
+// without it), what docs/decisions/raft-snapshots.md reports: the
+// longest a leader's lock is held while it takes a snapshot under writes,
+// and how long a wiped follower takes to hold every job again.
+//
+//	DELAYD_SNAPSHOT_JOBS=1000000 go test ./cluster -run TestSnapshotScale -count=1 -v -timeout 30m
+func TestSnapshotScale(t *testing.T) {
+	n, _ := strconv.Atoi(os.Getenv("DELAYD_SNAPSHOT_JOBS"))
+	if n <= 0 {
+		t.Skip("set DELAYD_SNAPSHOT_JOBS to the job count")
+	}
+	nodes := startGroup(t, 3)
+	l := leaderOf(t, nodes)
+	start := time.Now()
+	fill(t, l.eng, n)
+	t.Logf("filled %d jobs in %v", n, time.Since(start).Round(time.Millisecond))
+	waitFor(t, 5*time.Minute, "every follower to hold every job", func() bool {
+		for _, x := range nodes {
+			if st := x.eng.QueueStats([]byte("scale")); st.Delayed != n {
+				return false
+			}
+		}
+		return true
+	})
+
+	// (a) The leader's snapshot while a client writes: the longest wait of
+	// its adds is the longest hold of the lock (plus one commit round).
+	var worst atomic.Int64
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			t0 := time.Now()
+			res, err := l.eng.Add(engine.AddArgs{Queue: []byte("probe"), Payload: []byte("p"), Delay: 3_600_000, AckTimeout: -1, Retry: -1})
+			if err == nil {
+				err = l.eng.WaitDurable(res.Ticket)
+			}
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if d := int64(time.Since(t0)); d > worst.Load() {
+				worst.Store(d)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}()
+	time.Sleep(200 * time.Millisecond)
+	base := time.Duration(worst.Swap(0))
+	before := snapshotIndex(l.c)
+	start = time.Now()
+	l.c.leaderSnapshot(l.c.r())
+	took := time.Since(start)
+	time.Sleep(50 * time.Millisecond)
+	close(stop)
+	wg.Wait()
+	if snapshotIndex(l.c) == before {
+		t.Fatal("no snapshot was taken")
+	}
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	t.Logf("leader snapshot of %d jobs: took %v, longest add wait %v (before it: %v); heap in use %d MiB",
+		n, took.Round(time.Millisecond), time.Duration(worst.Load()).Round(time.Microsecond), base.Round(time.Microsecond), ms.HeapInuse>>20)
+
+	// (b) A follower wiped: stopped, its directory removed, started empty
+	// at the same bus address; it must hold every job again.
+	var f *testNode
+	for _, x := range nodes {
+		if x != l {
+			f = x
+			break
+		}
+	}
+	cfg := f.cfg
+	f.stop()
+	if err := os.RemoveAll(cfg.Dir); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Dir, cfg.NodeID = "", ""
+	start = time.Now()
+	g := startNode(t, cfg)
+	if err := l.c.Join(g.c.ID(), cfg.BusAddr, cfg.AnnounceAddr); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Minute, "the wiped follower to hold every job", func() bool {
+		return g.eng.QueueStats([]byte("scale")).Delayed == n
+	})
+	t.Logf("wiped follower back with %d jobs in %v", n, time.Since(start).Round(time.Millisecond))
+}
+
+// fill adds n delayed jobs (an hour out) to queue "scale" on the leader.
+func fill(t *testing.T, eng *engine.Engine, n int) {
+	const workers = 16
+	var wg sync.WaitGroup
+	var next atomic.Int64
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var last uint64
+			for {
+				i := next.Add(1) - 1
+				if i >= int64(n) {
+					break
+				}
+				res, err := eng.Add(engine.AddArgs{Queue: []byte("scale"), ID: []byte(fmt.Sprint("j", i)),
+					Payload: []byte("0123456789abcdef"), Delay: 3_600_000, AckTimeout: -1, Retry: -1})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				last = res.Ticket
+				if i%256 == 0 {
+					if err := eng.WaitDurable(last); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			}
+			if err := eng.WaitDurable(last); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
+}
+
+func snapshotIndex(c *Cluster) uint64 {
+	if metas, err := c.snaps.List(); err == nil && len(metas) > 0 {
+		return metas[0].Index
+	}
+	return 0
+}
