@@ -151,6 +151,7 @@ func New(cfg Config) (*Cluster, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
+	os.Remove(filepath.Join(dir, captureFile)) // a capture a stop cut short
 	id, err := nodeID(cfg.Dir, cfg.NodeID)
 	if err != nil {
 		return nil, err
@@ -220,7 +221,7 @@ func (c *Cluster) Start(eng *engine.Engine, onRole func(leading bool)) error {
 	rc.CommitTimeout = 5 * time.Millisecond
 	rc.BatchApplyCh = true
 	rc.MaxAppendEntries = 256
-	rc.SnapshotThreshold = c.cfg.SnapshotThreshold
+	rc.SnapshotThreshold = 4 * c.cfg.SnapshotThreshold // a backstop: snapshotLoop takes them (snapshot.go)
 	rc.SnapshotInterval = 10 * time.Second
 	rc.TrailingLogs = 10240
 	rc.Logger = newHclog(c.log)
