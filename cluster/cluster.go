@@ -151,7 +151,11 @@ func New(cfg Config) (*Cluster, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	os.Remove(filepath.Join(dir, captureFile)) // a capture a stop cut short
+	if old, err := filepath.Glob(filepath.Join(dir, capturePrefix+"*.tmp")); err == nil {
+		for _, p := range old {
+			os.Remove(p) // a capture a stop cut short
+		}
+	}
 	id, err := nodeID(cfg.Dir, cfg.NodeID)
 	if err != nil {
 		return nil, err

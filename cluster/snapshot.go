@@ -25,8 +25,10 @@ import (
 // snapshot always had (a header, framed records, an end mark): old
 // snapshots restore as before and older nodes read new ones.
 
-// captureFile is the capture's name in the raft directory; one at a time.
-const captureFile = "snapshot-capture.tmp"
+// capturePrefix starts a capture's name in the raft directory. Each
+// capture has a name of its own: Raft's backstop snapshot may take a
+// capture and still be streaming it when the next one is written.
+const capturePrefix = "snapshot-capture-"
 
 // capture is a capture ready for fsm.Snapshot to take.
 type capture struct {
@@ -41,11 +43,11 @@ type capture struct {
 func (c *Cluster) takeSnapshot(r *raft.Raft) error {
 	f := c.fsm
 	start := time.Now()
-	path := filepath.Join(c.cfg.Dir, "raft", captureFile)
-	fh, err := os.Create(path)
+	fh, err := os.CreateTemp(filepath.Join(c.cfg.Dir, "raft"), capturePrefix+"*.tmp")
 	if err != nil {
 		return err
 	}
+	path := fh.Name()
 	bw := bufio.NewWriterSize(fh, 1<<20)
 	var from uint64
 	f.mu.Lock() // a follower stays one while it is held (Lead is called under it)

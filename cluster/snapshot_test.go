@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"fmt"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -87,6 +88,11 @@ func TestStreamedSnapshotUnderWrites(t *testing.T) {
 	}
 	close(stop)
 	wg.Wait()
+	for _, n := range nodes {
+		if left, _ := filepath.Glob(filepath.Join(n.dir, "raft", capturePrefix+"*")); len(left) > 0 {
+			t.Errorf("node %s kept capture files after its snapshots: %v", n.c.ID()[:8], left)
+		}
+	}
 	if t.Failed() {
 		t.FailNow()
 	}
