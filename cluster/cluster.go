@@ -132,6 +132,8 @@ type Cluster struct {
 	wg        sync.WaitGroup
 	stopOnce  sync.Once
 	meetOnce  sync.Once // a node in no group joins once (meetAlone)
+
+	trailingLogs uint64 // tests: the log kept behind a snapshot, if not 10240
 }
 
 // New opens the node's stores and its Raft transport (listening on the bus
@@ -228,6 +230,9 @@ func (c *Cluster) Start(eng *engine.Engine, onRole func(leading bool)) error {
 	rc.SnapshotThreshold = 4 * c.cfg.SnapshotThreshold // a backstop: snapshotLoop takes them (snapshot.go)
 	rc.SnapshotInterval = 10 * time.Second
 	rc.TrailingLogs = 10240
+	if c.trailingLogs > 0 {
+		rc.TrailingLogs = c.trailingLogs
+	}
 	rc.Logger = newHclog(c.log)
 	notify := make(chan bool, 16)
 	rc.NotifyCh = notify

@@ -24,10 +24,21 @@ func TestSnapshotScale(t *testing.T) {
 	if n <= 0 {
 		t.Skip("set DELAYD_SNAPSHOT_JOBS to the job count")
 	}
-	nodes := startGroup(t, 3)
+	// A short log behind each snapshot, so the new node must take one.
+	short := func(c *Cluster) { c.trailingLogs = 64 }
+	first := startNode(t, Config{Bootstrap: true}, short)
+	nodes := []*testNode{first}
+	leaderOf(t, nodes)
+	for range 2 {
+		x := startNode(t, Config{}, short)
+		if err := first.c.Join(x.c.ID(), x.cfg.BusAddr, x.cfg.AnnounceAddr); err != nil {
+			t.Fatal(err)
+		}
+		nodes = append(nodes, x)
+	}
 	l := leaderOf(t, nodes)
 	start := time.Now()
-	fill(t, l.eng, n)
+	l = fill(t, nodes, n)
 	t.Logf("filled %d jobs in %v", n, time.Since(start).Round(time.Millisecond))
 	waitFor(t, 5*time.Minute, "every follower to hold every job", func() bool {
 		for _, x := range nodes {
@@ -103,54 +114,72 @@ func TestSnapshotScale(t *testing.T) {
 	}
 	cfg.Dir, cfg.NodeID = "", ""
 	start = time.Now()
-	g := startNode(t, cfg)
+	g := startNode(t, cfg, short)
 	if err := l.c.Join(g.c.ID(), cfg.BusAddr, cfg.AnnounceAddr); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, 5*time.Minute, "the wiped follower to hold every job", func() bool {
 		return g.eng.QueueStats([]byte("scale")).Delayed == n
 	})
-	t.Logf("wiped follower back with %d jobs in %v", n, time.Since(start).Round(time.Millisecond))
+	from, _ := l.c.store.FirstIndex()
+	t.Logf("wiped follower back with %d jobs in %v (its snapshot at %d; the leader's log from %d to %d)",
+		n, time.Since(start).Round(time.Millisecond), snapshotIndex(g.c), from, l.c.r().LastIndex())
 }
 
-// fill adds n delayed jobs (an hour out) to queue "scale" on the leader.
-func fill(t *testing.T, eng *engine.Engine, n int) {
+// fill adds n delayed jobs (an hour out) to queue "scale" on the leader,
+// again on the next one when leadership moves (the ids make that safe),
+// and returns the leader.
+func fill(t *testing.T, nodes []*testNode, n int) *testNode {
 	const workers = 16
 	var wg sync.WaitGroup
 	var next atomic.Int64
+	var mu sync.Mutex
+	l := leaderOf(t, nodes)
+	leader := func(stale *testNode) *testNode {
+		mu.Lock()
+		defer mu.Unlock()
+		if l == stale {
+			time.Sleep(50 * time.Millisecond)
+			l = leaderOf(t, nodes)
+		}
+		return l
+	}
 	for range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			ln := leader(nil)
 			var last uint64
-			for {
-				i := next.Add(1) - 1
-				if i >= int64(n) {
-					break
-				}
-				res, err := eng.Add(engine.AddArgs{Queue: []byte("scale"), ID: []byte(fmt.Sprint("j", i)),
+			for i := next.Add(1) - 1; i < int64(n); {
+				res, err := ln.eng.Add(engine.AddArgs{Queue: []byte("scale"), ID: []byte(fmt.Sprint("j", i)),
 					Payload: []byte("0123456789abcdef"), Delay: 3_600_000, AckTimeout: -1, Retry: -1})
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				last = res.Ticket
-				if i%256 == 0 {
-					if err := eng.WaitDurable(last); err != nil {
-						t.Error(err)
-						return
+				if err == nil {
+					last = res.Ticket
+					if i%256 == 0 {
+						err = ln.eng.WaitDurable(last)
 					}
 				}
+				if err != nil {
+					ln = leader(ln) // TRYAGAIN: this one again, on the leader
+					continue
+				}
+				i = next.Add(1) - 1
 			}
-			if err := eng.WaitDurable(last); err != nil {
-				t.Error(err)
-			}
+			// An error here leaves adds no one retries: the wait for
+			// every job on every node then fails the test.
+			ln.eng.WaitDurable(last)
 		}()
 	}
 	wg.Wait()
-	if t.Failed() {
-		t.FailNow()
+	// Adds answered with an error before their batch's wait are added
+	// again, one at a time.
+	for i := range n {
+		id := fmt.Sprint("j", i)
+		if _, ok := leaderOf(t, nodes).eng.Get([]byte("scale"), []byte(id)); !ok {
+			add(t, nodes, "scale", id, 3_600_000)
+		}
 	}
+	return leaderOf(t, nodes)
 }
 
 func snapshotIndex(c *Cluster) uint64 {
