@@ -1,7 +1,9 @@
 package cluster
 
 import (
+	"bytes"
 	"fmt"
+	"io"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -11,6 +13,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/delayd/delayd/engine"
+	"github.com/delayd/delayd/record"
 )
 
 // A snapshot taken while a client goes on writing (on the leader, then on
@@ -156,4 +159,35 @@ func restoreNewest(t *testing.T, n *testNode) *engine.Engine {
 		}
 	}
 	return x
+}
+
+// A capture streamed for members of an older version is the capture
+// downgraded as a whole would be: a reason left out, the rest as it was.
+func TestDowngradeStream(t *testing.T) {
+	var in []byte
+	for i := range 50 {
+		r := record.Rec{Op: record.Add, Time: 1000, Queue: []byte("q"), SID: uint64(i + 1), Due: 2000, Seq: uint64(i + 1),
+			Payload: []byte(fmt.Sprint("p", i)), Retry: -1}
+		if i%3 == 0 {
+			r.Reason = []byte("boom")
+		}
+		in = record.AppendSnap(in, r.Encode(nil))
+	}
+	want, err := downgrade(in, minFormat)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Equal(want, in) {
+		t.Fatal("nothing to downgrade: the test checks nothing")
+	}
+	var got bytes.Buffer
+	if err := downgradeStream(&got, bytes.NewReader(in), minFormat); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got.Bytes(), want) {
+		t.Fatalf("streamed downgrade differs: %d bytes, want %d", got.Len(), len(want))
+	}
+	if err := downgradeStream(io.Discard, bytes.NewReader(in[:len(in)-3]), minFormat); err == nil {
+		t.Fatal("a capture cut short was streamed")
+	}
 }
