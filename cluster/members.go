@@ -366,10 +366,11 @@ func (c *Cluster) joinLoop() {
 }
 
 // snapshotLoop takes this node's snapshots once enough entries piled up
-// since the last, on every role (takeSnapshot: the state copied in
-// slices). Raft's own timer is a backstop at a higher threshold: its
-// snapshot is taken under the engine's lock, and on a leader only when no
-// write is in flight, which under steady load is never.
+// since the last, on every role (takeSnapshot: the state written to a file
+// at a known index, the log after it streamed behind). Raft's own timer is
+// a backstop at a higher threshold: its snapshot is copied in memory under
+// the engine's lock, and on a leader only when no write is in flight,
+// which under steady load is never.
 func (c *Cluster) snapshotLoop() {
 	defer c.wg.Done()
 	t := time.NewTicker(time.Second)
