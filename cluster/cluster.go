@@ -109,10 +109,13 @@ type Cluster struct {
 	// starts or stops leading; main unblocks blocked clients on false.
 	onRole func(leading bool)
 
-	// groups and onSlots: on group 0 of a cluster of several groups, their
-	// number and who hears of each slot map applied (slots.go, UseSlots).
-	groups  int
-	onSlots func(*SlotMap)
+	// groups and onSlots: on group 0 of a cluster of several groups, the
+	// number the bootstrap split the slots over (the map a snapshot with
+	// none stands for) and who hears of each slot map applied; onAddGroup
+	// who hears of each group added (slots.go, UseSlots).
+	groups     atomic.Int32
+	onSlots    func(*SlotMap)
+	onAddGroup func(SlotChange)
 	// slotCl is the client of group 0's leader at slotAddr that slot
 	// changes are sent through from a follower (slots.go).
 	slotMu   sync.Mutex
