@@ -76,7 +76,7 @@ func (gv *groupsView) setMap(n int, m *cluster.SlotMap) {
 
 // useSlots makes clu, this process's group 0, keep gv's map.
 func (gv *groupsView) useSlots(clu *cluster.Cluster, n int) {
-	clu.UseSlots(n, func(m *cluster.SlotMap) { gv.setMap(n, m) })
+	clu.UseSlots(n, func(m *cluster.SlotMap) { gv.setMap(int(gv.n.Load()), m) })
 }
 
 func (gv *groupsView) Count() int                     { return gv.m.Load().Groups() }
@@ -284,6 +284,7 @@ func keepSeats(groups []*group, l *cluster.Layout, cfg config, gv *groupsView, l
 		log.Info().Int("group", gr.g).Msg("cluster: the group took nodes that joined at the same time up to --cluster-replicas; this node holds none of it")
 		gv.clusters[gr.g].Store(nil)
 		gv.disps[gr.g].Store(nil)
+		gv.remote[gr.g].Store(&remoteGroup{g: gr.g})
 		gr.srv.Close(time.Second)
 		gr.eng.Stop()
 		gr.clu.Close()
@@ -386,24 +387,18 @@ func (r *remoteGroup) Term() uint64 {
 	return 0
 }
 
-// watchRemote keeps gv.remote of each group l says this process does not
-// hold, until ctx ends: every second it reads the group's members at an
-// address of it, learned from group 0's members (CLUSTER GROUPS) and kept
-// while it answers.
-func (gv *groupsView) watchRemote(ctx context.Context, c0 *cluster.Cluster, l cluster.Layout, log zerolog.Logger) {
-	var gs []int
-	for g := 1; g < l.Groups; g++ {
-		if !l.Held(g) {
-			gs = append(gs, g)
-			gv.remote[g].Store(&remoteGroup{g: g})
-		}
-	}
-	if len(gs) == 0 {
-		return
-	}
+// watchRemote keeps the view of each group this process holds no replica
+// of (gv.remote, set at start and as groups are added), until ctx ends:
+// every second it reads the group's members at an address of it, learned
+// from group 0's members (CLUSTER GROUPS) and kept while it answers.
+func (gv *groupsView) watchRemote(ctx context.Context, c0 *cluster.Cluster, log zerolog.Logger) {
 	addrs := map[int]string{}
 	for {
-		for _, g := range gs {
+		for g := 1; g < gv.Count(); g++ {
+			r := gv.remote[g].Load()
+			if r == nil {
+				continue
+			}
 			if addrs[g] == "" {
 				for _, n := range c0.Nodes() {
 					if n.Self || n.Addr == "" {
@@ -431,7 +426,7 @@ func (gv *groupsView) watchRemote(ctx context.Context, c0 *cluster.Cluster, l cl
 				delete(addrs, g)
 				continue
 			}
-			gv.remote[g].Load().nodes.Store(&nodes)
+			r.nodes.Store(&nodes)
 		}
 		select {
 		case <-ctx.Done():

@@ -135,6 +135,9 @@ type Cluster struct {
 	wg        sync.WaitGroup
 	stopOnce  sync.Once
 	meetOnce  sync.Once // a node in no group joins once (meetAlone)
+	// onMeet hears of a MEET that joins a node in no group to a cluster of
+	// several groups (OnMeetGroups); nil: such a MEET is refused.
+	onMeet func(addr string, l Layout)
 }
 
 // New opens the node's stores and its Raft transport (listening on the bus

@@ -203,9 +203,9 @@ func (c *Cluster) alone() bool {
 // meetAlone makes this node, in no group yet, join the cluster of the
 // member at addr, as --cluster-join would have: the join runs in the
 // background (joinLoop), as Redis's MEET handshake does, and the reply
-// says only that it started. A cluster of several groups is refused: this
-// node would have to start a group for each (start it with --cluster-join
-// instead; docs/decisions/add-node.md).
+// says only that it started. Of a cluster of several groups it joins
+// group 0, and the process (OnMeetGroups) adds a group of its own
+// (docs/decisions/add-node.md); without one such a MEET is refused.
 func (c *Cluster) meetAlone(addr string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -213,11 +213,17 @@ func (c *Cluster) meetAlone(addr string) error {
 	if err != nil {
 		return fmt.Errorf("ERR cannot reach %s: %v", addr, err)
 	}
-	if l.Groups > 1 {
+	if l.Groups > 1 && c.onMeet == nil {
 		return fmt.Errorf("ERR %s's cluster splits its slots over %d Raft groups: start this node with --cluster-join %s", addr, l.Groups, addr)
 	}
 	c.meetOnce.Do(func() {
 		c.cfg.Join = addr
+		if l.Groups > 1 {
+			if l.Join[0] != "" {
+				c.cfg.Join = l.Join[0] // group 0's address at the member
+			}
+			c.onMeet(addr, l)
+		}
 		select {
 		case <-c.quit:
 			return
@@ -229,6 +235,12 @@ func (c *Cluster) meetAlone(addr string) error {
 	})
 	return nil
 }
+
+// OnMeetGroups makes on hear of a CLUSTER MEET that joins this node, in
+// no group yet, to a cluster of several groups, before it asks to join
+// group 0: the process runs the map's groups from then on, and adds one
+// of its own. Only before Start.
+func (c *Cluster) OnMeetGroups(on func(addr string, l Layout)) { c.onMeet = on }
 
 // forward sends a membership change to the leader over RESP.
 func (c *Cluster) forward(sub string, args ...string) error {
