@@ -162,6 +162,7 @@ func run(args, environ []string, stderr io.Writer) int {
 		if layout.Total() > 1 || discover || alone {
 			gv = newGroupsView(layout.Groups)
 			gv.clusters[0].Store(clu)
+			gv.step = cfg.ClusterGroupPortStep
 		}
 		log.Info().Str("id", clu.ID()).Str("bus", cfg.ClusterBusAddr).Str("announce", cfg.ClusterAnnounceAddr).
 			Msg("cluster mode: the Raft log is the durability")
@@ -306,7 +307,7 @@ func run(args, environ []string, stderr io.Writer) int {
 			}
 			if err == nil && gv != nil {
 				gv.useSlots(clu, l.Groups)
-				clu.OnAddGroup(runner.added)
+				clu.OnGroupChange(runner.added)
 				if l.Total() > 1 {
 					clu.HoldReplicas(cfg.ClusterReplicas, true)
 				}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"os"
 	"slices"
 	"sort"
 	"sync"
@@ -54,7 +55,7 @@ func newGroupRunner(ccfg cluster.Config, dopts commands.Options, ropts resp.Opti
 		kick: make(chan struct{}, 1)}
 }
 
-// added is group 0's OnAddGroup: it runs in group 0's apply.
+// added is group 0's OnGroupChange: it runs in group 0's apply.
 func (r *groupRunner) added(ch cluster.SlotChange) {
 	r.qmu.Lock()
 	r.queue = append(r.queue, ch)
@@ -84,7 +85,11 @@ func (r *groupRunner) startedUp(ctx context.Context, groups []*group, l cluster.
 			r.queue = nil
 			r.qmu.Unlock()
 			for _, ch := range q {
-				r.start(ch)
+				if ch.RemoveGroup != 0 {
+					r.remove(ctx, ch)
+				} else {
+					r.start(ch)
+				}
 			}
 			select {
 			case <-ctx.Done():
@@ -146,6 +151,57 @@ func (r *groupRunner) start(ch cluster.SlotChange) {
 	if err := cluster.WriteLayout(r.cfg.Dir, r.layout); err != nil {
 		glog.Error().Err(err).Msg("cluster: writing the groups file failed (the map in group 0's log still has the group)")
 	}
+}
+
+// removeGrace is how long a removed group's addresses still answer:
+// redis-cli --cluster del-node sends the group's other addresses REPLICATE
+// and FORGET after the first FORGET removed it, then the node RESET.
+const removeGrace = 5 * time.Second
+
+// remove acts on a group's removal (del-node): its members' ids are
+// forgotten (a FORGET of them answers OK), and, after removeGrace, this
+// process stops running it or viewing it, and deletes its directory: a
+// group added later under the same number starts empty.
+func (r *groupRunner) remove(ctx context.Context, ch cluster.SlotChange) {
+	g := ch.RemoveGroup
+	r.gv.forgot(ch.Forget)
+	r.log.Info().Int("group", g).Msg("cluster: a group was removed from the map; stopping it here in a moment")
+	select {
+	case <-ctx.Done():
+		return
+	case <-time.After(removeGrace):
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.stopped || r.gv.Count() > g {
+		return // added again meanwhile
+	}
+	r.gv.remote[g].Store(nil)
+	for i, gr := range r.groups {
+		if gr.g != g || gr.clu == nil || r.gv.clusters[g].Load() != gr.clu {
+			continue
+		}
+		r.gv.clusters[g].Store(nil)
+		r.gv.disps[g].Store(nil)
+		gr.srv.Close(time.Second)
+		gr.eng.Stop()
+		gr.clu.Close()
+		if err := gr.eng.Close(); err != nil {
+			r.log.Warn().Err(err).Int("group", g).Msg("cluster: closing a removed group's engine")
+		}
+		r.groups = slices.Delete(r.groups, i, i+1)
+		if err := os.RemoveAll(cluster.GroupDir(r.cfg.Dir, g)); err != nil {
+			r.log.Warn().Err(err).Int("group", g).Msg("cluster: deleting a removed group's directory")
+		}
+		break
+	}
+	if len(r.layout.Join) > g {
+		r.layout.Join = r.layout.Join[:g]
+		if err := cluster.WriteLayout(r.cfg.Dir, r.layout); err != nil {
+			r.log.Error().Err(err).Msg("cluster: writing the groups file failed")
+		}
+	}
+	r.log.Info().Int("group", g).Msg("cluster: a removed group stopped")
 }
 
 // startGroup starts group g whole (the start-up loop's steps for one

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -45,6 +46,13 @@ type groupsView struct {
 	// remote are the groups this process holds no replica of, as read
 	// from a process that does (watchRemote).
 	remote [cluster.MaxGroups]atomic.Pointer[remoteGroup]
+	// step is --cluster-group-port-step: group g of a process listens g
+	// steps above its group 0.
+	step int
+	// gone are the node ids of the addresses of groups removed since the
+	// start (del-node): a FORGET of one answers OK.
+	goneMu sync.Mutex
+	gone   map[string]bool
 }
 
 func newGroupsView(n int) *groupsView {
@@ -434,4 +442,92 @@ func (gv *groupsView) watchRemote(ctx context.Context, c0 *cluster.Cluster, log 
 		case <-time.After(time.Second):
 		}
 	}
+}
+
+// forgot records the node ids of a removed group's addresses.
+func (gv *groupsView) forgot(ids []string) {
+	gv.goneMu.Lock()
+	defer gv.goneMu.Unlock()
+	if gv.gone == nil {
+		gv.gone = map[string]bool{}
+	}
+	for _, id := range ids {
+		gv.gone[id] = true
+	}
+}
+
+func (gv *groupsView) isGone(id string) bool {
+	gv.goneMu.Lock()
+	defer gv.goneMu.Unlock()
+	return gv.gone[id]
+}
+
+// ForgetGroupNode is CLUSTER FORGET id where id is an address of the last
+// group, added since the bootstrap (add-node) and owning no slot again
+// (rebalance with its master's weight 0), on the process that brought it
+// (one holding group 0 and this group only): redis-cli --cluster del-node
+// of that node. It commits the group's removal from the map and removes
+// the process from group 0. A FORGET of an address of a group removed
+// answers OK, as redis-cli sends it to every address; any other id is not
+// handled here.
+func (gv *groupsView) ForgetGroupNode(id string) (bool, error) {
+	c0 := gv.clusters[0].Load()
+	if gv.isGone(id) || c0 == nil || gv.Count()-1 < int(gv.n.Load()) {
+		return gv.isGone(id), nil // or no group added
+	}
+	// The removal may be committed and not applied here yet.
+	if err := c0.SlotsFresh(); err != nil {
+		return false, nil
+	}
+	g := gv.Count() - 1
+	if gv.isGone(id) || g < int(gv.n.Load()) {
+		return gv.isGone(id), nil
+	}
+	v := gv.View(g)
+	if v == nil {
+		return false, nil
+	}
+	var node cluster.Node
+	var ids []string
+	for _, n := range v.Nodes() {
+		ids = append(ids, n.ID)
+		if n.ID == id {
+			node = n
+		}
+	}
+	if node.ID == "" {
+		return false, nil
+	}
+	// Its process's addresses are g steps below and h steps above: it
+	// must serve no group but 0 and g.
+	addr0, err := cluster.ShiftPort(node.Addr, -g*gv.step)
+	if err != nil {
+		return false, nil
+	}
+	for h := 1; h < g; h++ {
+		addr, _ := cluster.ShiftPort(addr0, h*gv.step)
+		if hv := gv.View(h); hv != nil {
+			for _, n := range hv.Nodes() {
+				if n.Addr == addr {
+					return false, nil // a replica of group h too: not the node that brought g
+				}
+			}
+		}
+	}
+	if len(gv.Ranges(g)) > 0 {
+		return true, errors.New("ERR this node's Raft group still owns slots: rebalance with --cluster-weight <its master's id>=0 first")
+	}
+	if _, err := c0.ChangeSlots(cluster.SlotChange{RemoveGroup: g, Forget: ids}); err != nil {
+		return true, err
+	}
+	for _, n := range c0.Nodes() {
+		if n.Addr != addr0 {
+			continue
+		}
+		if n.ID == c0.ID() {
+			return true, c0.ForgetSelf()
+		}
+		return true, c0.Forget(n.ID)
+	}
+	return true, nil
 }

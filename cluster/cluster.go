@@ -111,11 +111,11 @@ type Cluster struct {
 
 	// groups and onSlots: on group 0 of a cluster of several groups, the
 	// number the bootstrap split the slots over (the map a snapshot with
-	// none stands for) and who hears of each slot map applied; onAddGroup
-	// who hears of each group added (slots.go, UseSlots).
-	groups     atomic.Int32
-	onSlots    func(*SlotMap)
-	onAddGroup func(SlotChange)
+	// none stands for) and who hears of each slot map applied;
+	// onGroupChange who hears of each group added or removed (slots.go).
+	groups        atomic.Int32
+	onSlots       func(*SlotMap)
+	onGroupChange func(SlotChange)
 	// slotCl is the client of group 0's leader at slotAddr that slot
 	// changes are sent through from a follower (slots.go).
 	slotMu   sync.Mutex

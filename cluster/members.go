@@ -149,6 +149,11 @@ func (c *Cluster) Forget(id string) error {
 	return c.proposeMember(member{ID: id, Remove: true})
 }
 
+// ForgetSelf asks the group's leader to remove this node (CLUSTER FORGET
+// of it there): a node that leaves with a group of its own removed
+// (del-node, which sends every address but the group's master FORGET).
+func (c *Cluster) ForgetSelf() error { return c.forward("FORGET", c.id) }
+
 // Meet adds the node whose clients connect at host:port (CLUSTER MEET): it
 // asks that node for its id and bus address, then joins it. Sent to a node
 // that is in no group yet (started with neither --cluster-bootstrap nor

@@ -51,6 +51,11 @@ type SlotChange struct {
 	AddGroup int      `json:"add_group,omitempty"`
 	Hosts    []string `json:"hosts,omitempty"`
 	First    string   `json:"first,omitempty"`
+	// RemoveGroup drops the map's last group, which owns no slot and has
+	// no move open (redis-cli --cluster del-node of its master); Forget
+	// are its addresses' node ids, which a FORGET repeated answers OK.
+	RemoveGroup int      `json:"remove_group,omitempty"`
+	Forget      []string `json:"forget,omitempty"`
 }
 
 var errNoSlotMap = errors.New("cluster: a slot change before the map's first entry")
@@ -59,8 +64,8 @@ var errNoSlotMap = errors.New("cluster: a slot change before the map's first ent
 // empty map). A change naming a group or slot out of range is refused
 // whole.
 func (m *SlotMap) apply(ch SlotChange) (*SlotMap, error) {
-	if ch.Groups != 0 && ch.AddGroup != 0 {
-		return nil, errors.New("cluster: a slot change both starts a map and adds a group")
+	if ch.Groups != 0 && ch.AddGroup != 0 || ch.RemoveGroup != 0 && (ch.Groups != 0 || ch.AddGroup != 0 || len(ch.Assign) > 0) {
+		return nil, errors.New("cluster: a slot change both starts a map and adds or removes a group")
 	}
 	if ch.Groups != 0 {
 		if m != nil {
@@ -114,9 +119,22 @@ func (m *SlotMap) apply(ch SlotChange) (*SlotMap, error) {
 			return nil, fmt.Errorf("cluster: a slot change adds group %d with no host", ch.AddGroup)
 		}
 	}
+	if g := ch.RemoveGroup; g != 0 {
+		if g != m.n-1 {
+			return nil, fmt.Errorf("cluster: a slot change removes group %d of a map of %d groups (the last only)", g, m.n)
+		}
+		for s := 0; s < Slots; s++ {
+			if int(m.owner[s]) == g || m.migrating[s] == uint8(g+1) || m.importing[s] == uint8(g+1) {
+				return nil, fmt.Errorf("cluster: a slot change removes group %d, which holds slot %d", g, s)
+			}
+		}
+	}
 	n := *m
 	if ch.AddGroup != 0 {
 		n.n++ // before the ranges: a change may give the new group slots
+	}
+	if ch.RemoveGroup != 0 {
+		n.n--
 	}
 	for _, a := range ch.Assign {
 		for s := a[0]; s <= a[1]; s++ {
@@ -172,10 +190,11 @@ func (c *Cluster) UseSlots(groups int, on func(*SlotMap)) {
 // of its entries.
 func (c *Cluster) SetGroups(groups int) { c.groups.Store(int32(groups)) }
 
-// OnAddGroup makes on hear, in apply order, of each group added to the
-// map (a slot change with AddGroup), after the map was applied. It is
-// called as group 0 applies: it must not wait. Only before Start.
-func (c *Cluster) OnAddGroup(on func(SlotChange)) { c.onAddGroup = on }
+// OnGroupChange makes on hear, in apply order, of each group added to the
+// map or removed from it (a slot change with AddGroup or RemoveGroup),
+// after the map was applied. It is called as group 0 applies: it must
+// not wait. Only before Start.
+func (c *Cluster) OnGroupChange(on func(SlotChange)) { c.onGroupChange = on }
 
 // Slots is the slot map this node's group 0 applied last; nil before the
 // first slot entry (or with one group).
@@ -309,8 +328,8 @@ func (f *fsm) applySlots(b []byte, index uint64) error {
 		return err
 	}
 	f.setSlots(m)
-	if ch.AddGroup != 0 && f.c.onAddGroup != nil {
-		f.c.onAddGroup(ch)
+	if (ch.AddGroup != 0 || ch.RemoveGroup != 0) && f.c.onGroupChange != nil {
+		f.c.onGroupChange(ch)
 	}
 	return nil
 }

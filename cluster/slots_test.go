@@ -180,7 +180,11 @@ func TestSlotMapAddGroup(t *testing.T) {
 	f := &fsm{c: &Cluster{log: zerolog.Nop()}}
 	f.c.groups.Store(3)
 	var heard []SlotChange
-	f.c.OnAddGroup(func(ch SlotChange) {
+	f.c.OnGroupChange(func(ch SlotChange) {
+		if ch.RemoveGroup != 0 {
+			heard = append(heard, ch)
+			return
+		}
 		if f.slots.Load().Groups() != ch.AddGroup+1 {
 			t.Errorf("told of the add before the map had it")
 		}
@@ -228,6 +232,29 @@ func TestSlotMapAddGroup(t *testing.T) {
 	r.c.groups.Store(3)
 	if err := r.restoreSlots(b); err != nil || *r.slots.Load() != *f.slots.Load() || r.slots.Load().Groups() != 4 {
 		t.Fatalf("restored: %v", err)
+	}
+	// The group is removed only once it owns no slot again (rebalance
+	// with its weight 0), and only the last.
+	if err := f.applySlots([]byte(`{"remove_group":3,"forget":["x"]}`), 4); err == nil {
+		t.Error("a group owning slots was removed")
+	}
+	ch = SlotChange{Assign: [][3]int{{0, q[0] - 1, 0}, {Slots / 3, q[1] - 1, 1}, {2 * Slots / 3, q[2] - 1, 2}}}
+	if err := f.applySlots(mustJSON(t, ch), 5); err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range []string{`{"remove_group":2}`, `{"remove_group":3,"assign":[[0,0,3]]}`} {
+		if err := f.applySlots([]byte(bad), 6); err == nil {
+			t.Errorf("%s applied", bad)
+		}
+	}
+	if err := f.applySlots([]byte(`{"remove_group":3,"forget":["x"]}`), 7); err != nil {
+		t.Fatal(err)
+	}
+	if m := f.slots.Load(); m.Groups() != 3 || *m != *EvenSlots(3) || len(heard) != 2 || heard[1].Forget[0] != "x" {
+		t.Fatalf("after the removal: %d groups, heard %+v", m.Groups(), heard)
+	}
+	if b, _ := f.slotsJSON(); b != nil {
+		t.Error("the bootstrap's split again was snapshotted")
 	}
 }
 

@@ -65,6 +65,7 @@ func init() {
 		"meet":            {-4, clusterMeet},
 		"forget":          {3, clusterForget},
 		"reset":           {-2, clusterReset},
+		"replicate":       {3, clusterReplicate},
 		"join":            {5, clusterJoin},
 		"groups":          {2, clusterGroups},
 		"failover":        {-2, clusterFailover},
@@ -113,6 +114,8 @@ var clusterHelp = []string{
 	"NODES",
 	"    Return cluster configuration seen by node. Output format:",
 	"    <id> <ip:port> <flags> <master> <pings> <pongs> <epoch> <link> <slot> ...",
+	"REPLICATE <node-id>",
+	"    Configure current node as replica to <node-id>.",
 	"RESET [HARD|SOFT]",
 	"    Reset current node (default: soft).",
 	"SLOTCHANGE <json>",
@@ -356,6 +359,16 @@ func clusterMeet(d *Dispatcher, c *Client, cl ClusterView, args [][]byte) {
 // to repeat on every node): Raft membership is one decision.
 func clusterForget(d *Dispatcher, c *Client, cl ClusterView, args [][]byte) {
 	id := string(args[2])
+	if gf, ok := d.opts.Groups.(groupForgetter); ok {
+		if handled, err := gf.ForgetGroupNode(id); handled {
+			if err != nil {
+				c.W.Error(codedErr(err))
+				return
+			}
+			c.W.Status("OK")
+			return
+		}
+	}
 	var found bool
 	for _, n := range cl.Nodes() {
 		found = found || n.ID == id
@@ -384,6 +397,46 @@ func clusterForget(d *Dispatcher, c *Client, cl ClusterView, args [][]byte) {
 	}
 }
 
+// groupForgetter is a Groups that removes a group added by add-node when
+// FORGET names its master (del-node of that node; docs/decisions/
+// add-node.md); handled is false for any other id, which FORGET treats
+// as always.
+type groupForgetter interface {
+	ForgetGroupNode(id string) (handled bool, err error)
+}
+
+// groupGone says whether this address's group has left the map (del-node
+// removed it): its addresses answer a moment more, for redis-cli's last
+// commands.
+func (d *Dispatcher) groupGone() bool {
+	gs := d.opts.Groups
+	return gs != nil && d.opts.Group >= gs.Count()
+}
+
+// clusterReplicate is CLUSTER REPLICATE node-id. An address replicates
+// its own group's leader, always: REPLICATE of that leader answers OK, as
+// Redis answers a replica already following it. So does REPLICATE at a
+// replica of a group that owns no slot or has left the map: what redis-cli
+// --cluster del-node sends the replicas of the master it removes, before
+// it FORGETs it. Anything else is refused.
+func clusterReplicate(d *Dispatcher, c *Client, cl ClusterView, args [][]byte) {
+	id := string(args[2])
+	if id == cl.Self().ID {
+		c.W.Error("ERR Can't replicate myself")
+		return
+	}
+	leader, ok := cl.Leader()
+	gs := d.opts.Groups
+	switch {
+	case ok && leader.ID == id && !leader.Self:
+		c.W.Status("OK")
+	case gs != nil && !cl.Writable() && (d.groupGone() || len(gs.Ranges(d.opts.Group)) == 0):
+		c.W.Status("OK")
+	default:
+		c.W.Error("ERR this address replicates its own Raft group's leader only: a node's role follows its group (docs/decisions/raft-groups.md)")
+	}
+}
+
 // forgetter is what FORGET and RESET read of a Raft group beyond
 // ClusterView (cluster.Cluster has it; the views of groups a node does not
 // hold and the tests' fakes need not).
@@ -409,7 +462,7 @@ func clusterReset(d *Dispatcher, c *Client, cl ClusterView, args [][]byte) {
 			return
 		}
 	}
-	if f, ok := cl.(forgetter); ok && len(cl.Nodes()) > 1 && !f.Removed() {
+	if f, ok := cl.(forgetter); ok && len(cl.Nodes()) > 1 && !d.groupGone() && !f.Removed() {
 		c.W.Error("ERR this node is a member of its Raft group: CLUSTER FORGET it at another node first (redis-cli --cluster del-node does)")
 		return
 	}

@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -91,7 +93,7 @@ func TestClusterAddNodeGroup(t *testing.T) {
 		args = append(args, "--cluster-weight", fmt.Sprint(v, "=0.05"))
 	}
 	began := time.Now()
-	out, err = exec.Command("redis-cli", args...).CombinedOutput()
+	out, err = grRebalance(t, args...)
 	took := time.Since(began)
 	if err != nil || strings.Contains(string(out), "[ERR]") || !strings.Contains(string(out), "Moving") {
 		t.Fatalf("redis-cli --cluster rebalance: %v\n%s", err, out)
@@ -143,6 +145,89 @@ func TestClusterAddNodeGroup(t *testing.T) {
 	if v, err := rc.Do(ctx, "DELAY.GET", key, "kept").Result(); err != nil {
 		t.Errorf("the new group's job after the restarts: %v %v", v, err)
 	}
+
+	// del-node: rebalance with the new group's master's weight 0 empties
+	// it, under load again; del-node of the new node's address removes the
+	// group everywhere and the process from group 0.
+	load = startAddLoad(t, nodes[0].addr(0), append(queues, stays))
+	master := grMasterOf(t, fresh.addr(3))
+	out, err = grRebalance(t, "--cluster", "rebalance", nodes[1].addr(0), "--cluster-weight", master+"=0",
+		"--cluster-pipeline", "5")
+	if err != nil || strings.Contains(string(out), "[ERR]") || !strings.Contains(string(out), "Moving") {
+		t.Fatalf("redis-cli --cluster rebalance --cluster-weight %s=0: %v\n%s", master, err, out)
+	}
+	load.stop(t)
+	id, err := grAsk(fresh.addr(3), "CLUSTER", "MYID")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err = exec.Command("redis-cli", "--cluster", "del-node", nodes[2].addr(0), fmt.Sprint(id)).CombinedOutput()
+	if err != nil || strings.Contains(string(out), "ERR") {
+		t.Fatalf("redis-cli --cluster del-node: %v\n%s", err, out)
+	}
+	for _, n := range nodes {
+		addr := n.addr(0)
+		clWait(t, 20*time.Second, "3 groups and 9 members at "+addr, func() (bool, string) {
+			v, err := grAsk(addr, "CLUSTER", "NODES")
+			s := fmt.Sprint(v)
+			return err == nil && strings.Count(strings.TrimSpace(s), "\n") == 8 && !strings.Contains(s, fresh.addr(0)) &&
+				!strings.Contains(s, fresh.addr(3)), s
+		})
+	}
+	clWait(t, 20*time.Second, "redis-cli --cluster check clean after del-node", func() (bool, string) {
+		out, err := exec.Command("redis-cli", "--cluster", "check", nodes[0].addr(0)).CombinedOutput()
+		s := string(out)
+		return err == nil && strings.Contains(s, "[OK] All 16384 slots covered.") && !strings.Contains(s, "[ERR]") &&
+			!strings.Contains(s, "[WARNING]") && strings.Count(s, "M: ") == 3, s
+	})
+	if v, err := rc.Do(ctx, "DELAY.GET", key, "kept").Result(); err != nil {
+		t.Errorf("the job after del-node: %v %v", v, err)
+	}
+	// Its hosts stop it a few seconds later (redis-cli's last commands
+	// reach its addresses meanwhile) and delete its directory.
+	for _, n := range append(nodes, fresh) {
+		dir := n.Args[slices.Index(n.Args, "--dir")+1]
+		clWait(t, 20*time.Second, "the removed group stopped at "+n.addr(3), func() (bool, string) {
+			_, err := grAsk(n.addr(3), "PING")
+			_, serr := os.Stat(filepath.Join(dir, "group-3"))
+			return err != nil && serr != nil, fmt.Sprint(err, serr)
+		})
+	}
+	fresh.Stop()
+}
+
+// grRebalance runs redis-cli --cluster rebalance, again while its own
+// check before it moves anything finds the cluster changing (a group's
+// leader elected a moment ago, a view a second old): nothing moved then.
+func grRebalance(t *testing.T, args ...string) ([]byte, error) {
+	t.Helper()
+	for try := 0; ; try++ {
+		out, err := exec.Command("redis-cli", args...).CombinedOutput()
+		if err == nil || try == 10 || !strings.Contains(string(out), "Please fix your cluster problems before rebalancing") {
+			return out, err
+		}
+		t.Logf("rebalance refused to start, again in 1 s:\n%s", out)
+		time.Sleep(time.Second)
+	}
+}
+
+// grMasterOf is the node id of the master of the group served at addr.
+func grMasterOf(t *testing.T, addr string) string {
+	t.Helper()
+	v, err := grAsk(addr, "CLUSTER", "NODES")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(fmt.Sprint(v), "\n") {
+		if f := strings.Fields(l); len(f) > 3 && strings.Contains(f[2], "myself") {
+			if strings.Contains(f[2], "master") {
+				return f[0]
+			}
+			return f[3]
+		}
+	}
+	t.Fatalf("no myself line at %s: %v", addr, v)
+	return ""
 }
 
 // addLoad is a producer and a worker per queue, through a ClusterClient:
