@@ -88,6 +88,7 @@ func (gv *groupsView) useSlots(clu *cluster.Cluster, n int) {
 }
 
 func (gv *groupsView) Count() int                     { return gv.m.Load().Groups() }
+func (gv *groupsView) Base() int                      { return int(gv.n.Load()) } // the bootstrap's count
 func (gv *groupsView) Owner(slot int) int             { return gv.m.Load().Owner(slot) }
 func (gv *groupsView) Ranges(g int) [][2]int          { return gv.m.Load().Ranges(g) }
 func (gv *groupsView) Migrating(slot int) (int, bool) { return gv.m.Load().Migrating(slot) }

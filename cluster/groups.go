@@ -238,6 +238,8 @@ func (c *Cluster) AskLayout(ctx context.Context, addr string) (Layout, error) {
 	if len(groups) < 1 || len(groups) > MaxGroups {
 		return Layout{}, fmt.Errorf("CLUSTER GROUPS from %s: %d groups", addr, len(groups))
 	}
+	// Groups added since the bootstrap (add-node) are marked: the
+	// bootstrap's count is the even split a snapshot with no map means.
 	l := Layout{Groups: len(groups), Join: make([]string, len(groups)), Voters: make([]int, len(groups))}
 	for i, g := range groups {
 		f, ok := g.([]any)
@@ -254,6 +256,9 @@ func (c *Cluster) AskLayout(ctx context.Context, addr string) (Layout, error) {
 			if v, ok := f[3].(int64); ok {
 				l.Voters[i] = int(v)
 			}
+		}
+		if added, _ := f[len(f)-1].(int64); len(f) > 4 && added == 1 && i > 0 && i < l.Groups {
+			l.Groups = i
 		}
 	}
 	return l, nil

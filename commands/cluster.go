@@ -208,7 +208,9 @@ func codedErr(err error) string {
 
 // clusterGroups is CLUSTER GROUPS, delayd's own: per Raft group, [number,
 // the address this node serves it at ("" when it holds no replica of it),
-// [start, end, ...], its voters]. A node that joins reads it to start the
+// [start, end, ...], its voters], and a fifth element, 1, for a group
+// added since the bootstrap (add-node): a node that joins learns the
+// bootstrap's split from it. A node that joins reads it to start the
 // groups that have room (docs/decisions/raft-groups.md); with one group it
 // is that group, at this address, with every slot (and no voter count).
 func clusterGroups(d *Dispatcher, c *Client, cl ClusterView, args [][]byte) {
@@ -222,6 +224,10 @@ func clusterGroups(d *Dispatcher, c *Client, cl ClusterView, args [][]byte) {
 		c.W.Int(0)
 		c.W.Int(Slots - 1)
 		return
+	}
+	base := gs.Count()
+	if b, ok := gs.(interface{ Base() int }); ok {
+		base = b.Base()
 	}
 	c.W.Array(gs.Count())
 	for g := 0; g < gs.Count(); g++ {
@@ -238,7 +244,11 @@ func clusterGroups(d *Dispatcher, c *Client, cl ClusterView, args [][]byte) {
 			}
 		}
 		ranges := gs.Ranges(g)
-		c.W.Array(4)
+		if g >= base {
+			c.W.Array(5)
+		} else {
+			c.W.Array(4)
+		}
 		c.W.Int(int64(g))
 		c.W.BulkString(addr)
 		c.W.Array(2 * len(ranges))
@@ -247,6 +257,9 @@ func clusterGroups(d *Dispatcher, c *Client, cl ClusterView, args [][]byte) {
 			c.W.Int(int64(r[1]))
 		}
 		c.W.Int(int64(voters))
+		if g >= base {
+			c.W.Int(1)
+		}
 	}
 }
 

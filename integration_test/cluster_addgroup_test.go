@@ -62,8 +62,9 @@ func TestClusterAddNodeGroup(t *testing.T) {
 		if len(gs) != 4 {
 			return false, fmt.Sprint(gs)
 		}
-		g3 := gs[3].([]any)
-		return len(g3[2].([]any)) == 0 && g3[3] == int64(3), fmt.Sprint(gs)
+		g3 := gs[3].([]any) // marked added: a joiner learns the bootstrap's split
+		return len(g3[2].([]any)) == 0 && g3[3] == int64(3) && len(g3) == 5 && g3[4] == int64(1) &&
+			len(gs[2].([]any)) == 4, fmt.Sprint(gs)
 	})
 	for _, n := range append([]*grNode{fresh}, nodes...) {
 		addr := n.addr(0)
