@@ -96,7 +96,7 @@ var clusterHelp = []string{
 	"GETKEYSINSLOT <slot> <count>",
 	"    Return key names stored by current node in a slot.",
 	"GROUPS",
-	"    Return the Raft groups: each one's number, the address this node serves it at, its slot ranges and its voters.",
+	"    Return the Raft groups: each one's number, the address this node serves it at, its slot ranges, its voters (and 1 for a group added by add-node).",
 	"HANDOVER <node-id>",
 	"    Make <node-id> the leader of its Raft group (what FAILOVER sends the leader).",
 	"INFO",
