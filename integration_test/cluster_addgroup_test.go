@@ -66,6 +66,10 @@ func TestClusterAddNodeGroup(t *testing.T) {
 		return len(g3[2].([]any)) == 0 && g3[3] == int64(3) && len(g3) == 5 && g3[4] == int64(1) &&
 			len(gs[2].([]any)) == 4, fmt.Sprint(gs)
 	})
+	clWait(t, 20*time.Second, "group 3's leader hears from both followers", func() (bool, string) {
+		v, err := grAsk(fresh.addr(3), "INFO", "replication")
+		return err == nil && strings.Contains(fmt.Sprint(v), "role:master") && strings.Count(fmt.Sprint(v), "state=online") == 2, fmt.Sprint(v, err)
+	})
 	for _, n := range append([]*grNode{fresh}, nodes...) {
 		addr := n.addr(0)
 		clWait(t, 30*time.Second, "the new group's master at "+addr, func() (bool, string) {
