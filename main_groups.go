@@ -457,6 +457,19 @@ func (gv *groupsView) forgot(ids []string) {
 	}
 }
 
+// own says whether id is one of this process's addresses.
+func (gv *groupsView) own(id string) bool {
+	for g := range gv.clusters {
+		if c := gv.clusters[g].Load(); c != nil && c.ID() == id {
+			return true
+		}
+	}
+	return false
+}
+
+// Gone says whether id is an address of a group removed (del-node).
+func (gv *groupsView) Gone(id string) bool { return gv.isGone(id) }
+
 func (gv *groupsView) isGone(id string) bool {
 	gv.goneMu.Lock()
 	defer gv.goneMu.Unlock()
@@ -476,8 +489,14 @@ func (gv *groupsView) ForgetGroupNode(id string) (bool, error) {
 	if gv.isGone(id) || c0 == nil || gv.Count()-1 < int(gv.n.Load()) {
 		return gv.isGone(id), nil // or no group added
 	}
-	// The removal may be committed and not applied here yet.
+	// The removal may be committed and not applied here yet. The process
+	// removed may never apply it: the FORGET that removed the group took
+	// it out of group 0 too.
 	if err := c0.SlotsFresh(); err != nil {
+		if gv.own(id) && c0.Removed() {
+			gv.forgot([]string{id})
+			return true, nil
+		}
 		return false, nil
 	}
 	g := gv.Count() - 1

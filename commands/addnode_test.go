@@ -22,6 +22,8 @@ type member struct{ *fakeCluster }
 func (member) Forgotten(string) bool { return false }
 func (member) Removed() bool         { return false }
 
+func (g *forgetGroups) Gone(id string) bool { return false }
+
 func (g *forgetGroups) ForgetGroupNode(id string) (bool, error) {
 	err, ok := g.handled[id]
 	return ok, err

@@ -416,6 +416,8 @@ func clusterForget(d *Dispatcher, c *Client, cl ClusterView, args [][]byte) {
 // as always.
 type groupForgetter interface {
 	ForgetGroupNode(id string) (handled bool, err error)
+	// Gone says whether id is an address of a group removed so.
+	Gone(id string) bool
 }
 
 // groupGone says whether this address's group has left the map (del-node
@@ -423,7 +425,13 @@ type groupForgetter interface {
 // commands.
 func (d *Dispatcher) groupGone() bool {
 	gs := d.opts.Groups
-	return gs != nil && d.opts.Group >= gs.Count()
+	if gs == nil {
+		return false
+	}
+	if gf, ok := gs.(groupForgetter); ok && d.opts.Cluster != nil && gf.Gone(d.opts.Cluster.Self().ID) {
+		return true // the node removed, which may never apply its removal
+	}
+	return d.opts.Group >= gs.Count()
 }
 
 // clusterReplicate is CLUSTER REPLICATE node-id. An address replicates
