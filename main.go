@@ -119,7 +119,9 @@ func run(args, environ []string, stderr io.Writer) int {
 		ccfg     cluster.Config
 		layout   cluster.Layout
 		discover bool        // a first join: ask the member how many groups there are
+		alone    bool        // in no group: waits to be met (CLUSTER MEET)
 		gv       *groupsView // several groups (main_groups.go); nil: one
+		runner   *groupRunner
 	)
 	if cfg.ClusterEnabled {
 		ccfg = cluster.Config{
@@ -139,8 +141,8 @@ func run(args, environ []string, stderr io.Writer) int {
 			Logger:            log,
 		}
 		clu, err = cluster.New(ccfg)
+		var has bool
 		if err == nil {
-			var has bool
 			if has, err = clu.HasState(); err == nil {
 				layout, discover, err = groupLayout(cfg, has)
 			}
@@ -153,9 +155,14 @@ func run(args, environ []string, stderr io.Writer) int {
 			fmt.Fprintln(stderr, "delayd:", err)
 			return 1
 		}
-		if layout.Groups > 1 || discover {
+		// A node in no group (neither bootstrap nor join, nothing on disk)
+		// may be met into a cluster of several groups (add-node): it has
+		// the view from the start, as its dispatcher reads it.
+		alone = !has && !cfg.ClusterBootstrap && cfg.ClusterJoin == "" && layout.Total() == 1
+		if layout.Total() > 1 || discover || alone {
 			gv = newGroupsView(layout.Groups)
 			gv.clusters[0].Store(clu)
+			gv.step = cfg.ClusterGroupPortStep
 		}
 		log.Info().Str("id", clu.ID()).Str("bus", cfg.ClusterBusAddr).Str("announce", cfg.ClusterAnnounceAddr).
 			Msg("cluster mode: the Raft log is the durability")
@@ -197,17 +204,20 @@ func run(args, environ []string, stderr io.Writer) int {
 	if gv != nil {
 		gv.disps[0].Store(disp)
 	}
-	if err := disp.LoadACLFile(); err != nil {
-		// As Redis: a bad aclfile stops the start rather than run open.
-		log.Error().Err(err).Msg("cannot load the aclfile")
-		fmt.Fprintln(stderr, "delayd:", err)
-		return 1
-	}
 	addr, tlsAddr := listenAddrs(cfg)
 	ropts := resp.Options{Addr: addr, TLSAddr: tlsAddr, TLS: tlsOf(tlsStore),
 		MaxClients: cfg.MaxClients, Dispatcher: disp, Log: log,
 		IdleTimeout: time.Duration(cfg.Timeout) * time.Second,
 		OutputLimit: cfg.OutputLimit,
+	}
+	if gv != nil {
+		runner = newGroupRunner(ccfg, dopts, ropts, cfg, gv, layout, log) // main_addgroup.go
+	}
+	if err := disp.LoadACLFile(); err != nil {
+		// As Redis: a bad aclfile stops the start rather than run open.
+		log.Error().Err(err).Msg("cannot load the aclfile")
+		fmt.Fprintln(stderr, "delayd:", err)
+		return 1
 	}
 	srv, err := resp.Listen(ropts)
 	if err != nil {
@@ -295,45 +305,38 @@ func run(args, environ []string, stderr io.Writer) int {
 					}
 				}
 			}
-			if err == nil && l.Groups > 1 {
+			if err == nil && gv != nil {
 				gv.useSlots(clu, l.Groups)
-				clu.HoldReplicas(cfg.ClusterReplicas, true)
+				clu.OnGroupChange(runner.added)
+				if l.Total() > 1 {
+					clu.HoldReplicas(cfg.ClusterReplicas, true)
+				}
+				if alone {
+					clu.OnMeetGroups(runner.met)
+				}
 			}
-			for g := 1; err == nil && g < l.Groups; g++ {
+			for g := 1; err == nil && g < l.Total(); g++ {
 				if !l.Held(g) {
-					continue // another process's (watchRemote)
+					gv.remote[g].Store(&remoteGroup{g: g}) // another process's (watchRemote)
+					continue
 				}
 				join := ""
 				if g < len(l.Join) {
 					join = l.Join[g]
 				}
+				base := ccfg
+				if g >= l.Groups {
+					// Added since the bootstrap (add-node): bootstrapped by
+					// the node that added it, joined by its other hosts.
+					base.Bootstrap = join == ""
+				}
 				var gr *group
-				if gr, err = startGroupFront(ccfg, dopts, ropts, cfg, gv, g, join, log); err == nil {
+				if gr, err = startGroupFront(base, dopts, ropts, cfg, gv, g, join, log); err == nil {
 					groups = append(groups, gr)
 				}
 			}
 			for i := 0; err == nil && i < len(groups); i++ {
-				gr := groups[i]
-				gr.eng, err = engine.New(engine.Options{
-					Tick:          cfg.Tick,
-					FineTimer:     true,
-					MaxPayload:    cfg.MaxPayloadBytes,
-					MaxJobs:       cfg.MaxJobs,
-					AckTimeout:    cfg.AckTimeout,
-					Logger:        log,
-					Replicator:    gr.clu,
-					Follower:      true,
-					ReplicaWindow: cluster.ReplicaWindow,
-				})
-				if err == nil {
-					err = gr.clu.Start(gr.eng, func(leading bool) {
-						if !leading {
-							// As Redis answers clients blocked on a master that
-							// becomes a replica: their libraries retry elsewhere.
-							gr.disp.UnblockAll(commands.ErrUnblockedRole)
-						}
-					})
-				}
+				err = startGroupRaft(groups[i], cfg, log) // main_addgroup.go
 			}
 			if err == nil && discover && cfg.ClusterReplicas > 0 && len(groups) > 1 {
 				groups, err = keepSeats(groups, &l, cfg, gv, log) // main_groups.go
@@ -382,7 +385,8 @@ func run(args, environ []string, stderr io.Writer) int {
 		if gv != nil {
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			go gv.watchRemote(ctx, clu, o.layout, log) // main_groups.go
+			runner.startedUp(ctx, o.groups, o.layout) // main_addgroup.go
+			go gv.watchRemote(ctx, clu, log)          // main_groups.go
 			if cfg.ClusterBalanceLeaders {
 				stopBalance = gv.balanceLeaders(log)
 			}
@@ -408,6 +412,9 @@ func run(args, environ []string, stderr io.Writer) int {
 		case why = <-stop:
 		}
 		stopBalance() // no hand-over started while the groups stop
+		if runner != nil {
+			o.groups = runner.stop() // with those started since
+		}
 		return stopServer(log, o.groups, why)
 	case s := <-sigs:
 		why = s.String()

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -45,6 +46,13 @@ type groupsView struct {
 	// remote are the groups this process holds no replica of, as read
 	// from a process that does (watchRemote).
 	remote [cluster.MaxGroups]atomic.Pointer[remoteGroup]
+	// step is --cluster-group-port-step: group g of a process listens g
+	// steps above its group 0.
+	step int
+	// gone are the node ids of the addresses of groups removed since the
+	// start (del-node): a FORGET of one answers OK.
+	goneMu sync.Mutex
+	gone   map[string]bool
 }
 
 func newGroupsView(n int) *groupsView {
@@ -76,10 +84,11 @@ func (gv *groupsView) setMap(n int, m *cluster.SlotMap) {
 
 // useSlots makes clu, this process's group 0, keep gv's map.
 func (gv *groupsView) useSlots(clu *cluster.Cluster, n int) {
-	clu.UseSlots(n, func(m *cluster.SlotMap) { gv.setMap(n, m) })
+	clu.UseSlots(n, func(m *cluster.SlotMap) { gv.setMap(int(gv.n.Load()), m) })
 }
 
 func (gv *groupsView) Count() int                     { return gv.m.Load().Groups() }
+func (gv *groupsView) Base() int                      { return int(gv.n.Load()) } // the bootstrap's count
 func (gv *groupsView) Owner(slot int) int             { return gv.m.Load().Owner(slot) }
 func (gv *groupsView) Ranges(g int) [][2]int          { return gv.m.Load().Ranges(g) }
 func (gv *groupsView) Migrating(slot int) (int, bool) { return gv.m.Load().Migrating(slot) }
@@ -284,6 +293,7 @@ func keepSeats(groups []*group, l *cluster.Layout, cfg config, gv *groupsView, l
 		log.Info().Int("group", gr.g).Msg("cluster: the group took nodes that joined at the same time up to --cluster-replicas; this node holds none of it")
 		gv.clusters[gr.g].Store(nil)
 		gv.disps[gr.g].Store(nil)
+		gv.remote[gr.g].Store(&remoteGroup{g: gr.g})
 		gr.srv.Close(time.Second)
 		gr.eng.Stop()
 		gr.clu.Close()
@@ -386,24 +396,18 @@ func (r *remoteGroup) Term() uint64 {
 	return 0
 }
 
-// watchRemote keeps gv.remote of each group l says this process does not
-// hold, until ctx ends: every second it reads the group's members at an
-// address of it, learned from group 0's members (CLUSTER GROUPS) and kept
-// while it answers.
-func (gv *groupsView) watchRemote(ctx context.Context, c0 *cluster.Cluster, l cluster.Layout, log zerolog.Logger) {
-	var gs []int
-	for g := 1; g < l.Groups; g++ {
-		if !l.Held(g) {
-			gs = append(gs, g)
-			gv.remote[g].Store(&remoteGroup{g: g})
-		}
-	}
-	if len(gs) == 0 {
-		return
-	}
+// watchRemote keeps the view of each group this process holds no replica
+// of (gv.remote, set at start and as groups are added), until ctx ends:
+// every second it reads the group's members at an address of it, learned
+// from group 0's members (CLUSTER GROUPS) and kept while it answers.
+func (gv *groupsView) watchRemote(ctx context.Context, c0 *cluster.Cluster, log zerolog.Logger) {
 	addrs := map[int]string{}
 	for {
-		for _, g := range gs {
+		for g := 1; g < gv.Count(); g++ {
+			r := gv.remote[g].Load()
+			if r == nil {
+				continue
+			}
 			if addrs[g] == "" {
 				for _, n := range c0.Nodes() {
 					if n.Self || n.Addr == "" {
@@ -431,7 +435,7 @@ func (gv *groupsView) watchRemote(ctx context.Context, c0 *cluster.Cluster, l cl
 				delete(addrs, g)
 				continue
 			}
-			gv.remote[g].Load().nodes.Store(&nodes)
+			r.nodes.Store(&nodes)
 		}
 		select {
 		case <-ctx.Done():
@@ -439,4 +443,111 @@ func (gv *groupsView) watchRemote(ctx context.Context, c0 *cluster.Cluster, l cl
 		case <-time.After(time.Second):
 		}
 	}
+}
+
+// forgot records the node ids of a removed group's addresses.
+func (gv *groupsView) forgot(ids []string) {
+	gv.goneMu.Lock()
+	defer gv.goneMu.Unlock()
+	if gv.gone == nil {
+		gv.gone = map[string]bool{}
+	}
+	for _, id := range ids {
+		gv.gone[id] = true
+	}
+}
+
+// own says whether id is one of this process's addresses.
+func (gv *groupsView) own(id string) bool {
+	for g := range gv.clusters {
+		if c := gv.clusters[g].Load(); c != nil && c.ID() == id {
+			return true
+		}
+	}
+	return false
+}
+
+// Gone says whether id is an address of a group removed (del-node).
+func (gv *groupsView) Gone(id string) bool { return gv.isGone(id) }
+
+func (gv *groupsView) isGone(id string) bool {
+	gv.goneMu.Lock()
+	defer gv.goneMu.Unlock()
+	return gv.gone[id]
+}
+
+// ForgetGroupNode is CLUSTER FORGET id where id is an address of the last
+// group, added since the bootstrap (add-node) and owning no slot again
+// (rebalance with its master's weight 0), on the process that brought it
+// (one holding group 0 and this group only): redis-cli --cluster del-node
+// of that node. It commits the group's removal from the map and removes
+// the process from group 0. A FORGET of an address of a group removed
+// answers OK, as redis-cli sends it to every address; any other id is not
+// handled here.
+func (gv *groupsView) ForgetGroupNode(id string) (bool, error) {
+	c0 := gv.clusters[0].Load()
+	if gv.isGone(id) || c0 == nil || gv.Count()-1 < int(gv.n.Load()) {
+		return gv.isGone(id), nil // or no group added
+	}
+	// The removal may be committed and not applied here yet. The process
+	// removed may never apply it: the FORGET that removed the group took
+	// it out of group 0 too.
+	if err := c0.SlotsFresh(); err != nil {
+		if gv.own(id) && c0.Removed() {
+			gv.forgot([]string{id})
+			return true, nil
+		}
+		return false, nil
+	}
+	g := gv.Count() - 1
+	if gv.isGone(id) || g < int(gv.n.Load()) {
+		return gv.isGone(id), nil
+	}
+	v := gv.View(g)
+	if v == nil {
+		return false, nil
+	}
+	var node cluster.Node
+	var ids []string
+	for _, n := range v.Nodes() {
+		ids = append(ids, n.ID)
+		if n.ID == id {
+			node = n
+		}
+	}
+	if node.ID == "" {
+		return false, nil
+	}
+	// Its process's addresses are g steps below and h steps above: it
+	// must serve no group but 0 and g.
+	addr0, err := cluster.ShiftPort(node.Addr, -g*gv.step)
+	if err != nil {
+		return false, nil
+	}
+	for h := 1; h < g; h++ {
+		addr, _ := cluster.ShiftPort(addr0, h*gv.step)
+		if hv := gv.View(h); hv != nil {
+			for _, n := range hv.Nodes() {
+				if n.Addr == addr {
+					return false, nil // a replica of group h too: not the node that brought g
+				}
+			}
+		}
+	}
+	if len(gv.Ranges(g)) > 0 {
+		return true, errors.New("ERR this node's Raft group still owns slots: rebalance with --cluster-weight <its master's id>=0 first")
+	}
+	if _, err := c0.ChangeSlots(cluster.SlotChange{RemoveGroup: g, Forget: ids}); err != nil {
+		return true, err
+	}
+	for _, n := range c0.Nodes() {
+		if n.Addr != addr0 {
+			continue
+		}
+		if n.ID == c0.ID() {
+			return true, c0.ForgetSelf()
+		}
+		return true, c0.Forget(n.ID)
+	}
+	return true, nil
 }

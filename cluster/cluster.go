@@ -109,10 +109,13 @@ type Cluster struct {
 	// starts or stops leading; main unblocks blocked clients on false.
 	onRole func(leading bool)
 
-	// groups and onSlots: on group 0 of a cluster of several groups, their
-	// number and who hears of each slot map applied (slots.go, UseSlots).
-	groups  int
-	onSlots func(*SlotMap)
+	// groups and onSlots: on group 0 of a cluster of several groups, the
+	// number the bootstrap split the slots over (the map a snapshot with
+	// none stands for) and who hears of each slot map applied;
+	// onGroupChange who hears of each group added or removed (slots.go).
+	groups        atomic.Int32
+	onSlots       func(*SlotMap)
+	onGroupChange func(SlotChange)
 	// slotCl is the client of group 0's leader at slotAddr that slot
 	// changes are sent through from a follower (slots.go).
 	slotMu   sync.Mutex
@@ -134,6 +137,9 @@ type Cluster struct {
 	meetOnce  sync.Once // a node in no group joins once (meetAlone)
 
 	trailingLogs uint64 // tests: the log kept behind a snapshot, if not 10240
+	// onMeet hears of a MEET that joins a node in no group to a cluster of
+	// several groups (OnMeetGroups); nil: such a MEET is refused.
+	onMeet func(addr string, l Layout)
 }
 
 // New opens the node's stores and its Raft transport (listening on the bus

@@ -115,13 +115,17 @@ func ShiftPort(addr string, off int) (string, error) {
 	return net.JoinHostPort(host, strconv.Itoa(port+off)), nil
 }
 
-// groupsFile holds how many groups the node's cluster has, and, on a node
-// that joined, the addresses it joined each group through.
+// groupsFile holds how many groups the node's cluster was bootstrapped
+// with, and, on a node that joined, the addresses it joined each group
+// through. Groups added since (add-node) are listed past the count: the
+// map in group 0's log is the truth, the file its cache for the start.
 const groupsFile = "cluster-groups"
 
-// Layout is what groupsFile says: the number of groups and, for a node
-// that joined, the member's address for each group (one per line after
-// the count), NotHeld for a group this node holds no replica of.
+// Layout is what groupsFile says: the number of groups the bootstrap split
+// the slots over and, for a node that joined or a cluster that grew, the
+// member's address for each group (one per line after the count; "" is a
+// group this node bootstrapped), NotHeld for a group this node holds no
+// replica of.
 type Layout struct {
 	Groups int
 	Join   []string
@@ -134,8 +138,24 @@ type Layout struct {
 // no replica of (the group had its --cluster-replicas when it joined).
 const NotHeld = "-"
 
+// noJoin stands in groupsFile for "" (a group this node bootstrapped) when
+// a later line follows: the file is read by fields.
+const noJoin = "+"
+
 // Held says whether this node runs group g.
 func (l Layout) Held(g int) bool { return g >= len(l.Join) || l.Join[g] != NotHeld }
+
+// Total is the number of groups: the bootstrap's, plus those added since.
+func (l Layout) Total() int { return max(l.Groups, len(l.Join)) }
+
+// SetJoin records how this node holds group g (an address, "" for one it
+// bootstrapped, NotHeld), the groups before it being held as they were.
+func (l *Layout) SetJoin(g int, join string) {
+	for len(l.Join) <= g {
+		l.Join = append(l.Join, "")
+	}
+	l.Join[g] = join
+}
 
 // ReadLayout reads dir's groupsFile; ok is false when there is none (a
 // node that never ran several groups: one group).
@@ -155,7 +175,13 @@ func ReadLayout(dir string) (l Layout, ok bool, err error) {
 	if err != nil || n < 1 || n > MaxGroups {
 		return l, false, fmt.Errorf("%s: %q is not a number of groups", filepath.Join(dir, groupsFile), lines[0])
 	}
-	return Layout{Groups: n, Join: lines[1:]}, true, nil
+	join := lines[1:]
+	for i, a := range join {
+		if a == noJoin {
+			join[i] = ""
+		}
+	}
+	return Layout{Groups: n, Join: join}, true, nil
 }
 
 // WriteLayout writes dir's groupsFile (a new file renamed over the old,
@@ -163,6 +189,9 @@ func ReadLayout(dir string) (l Layout, ok bool, err error) {
 func WriteLayout(dir string, l Layout) error {
 	s := strconv.Itoa(l.Groups) + "\n"
 	for _, a := range l.Join {
+		if a == "" {
+			a = noJoin
+		}
 		s += a + "\n"
 	}
 	tmp := filepath.Join(dir, groupsFile+".tmp")
@@ -209,6 +238,8 @@ func (c *Cluster) AskLayout(ctx context.Context, addr string) (Layout, error) {
 	if len(groups) < 1 || len(groups) > MaxGroups {
 		return Layout{}, fmt.Errorf("CLUSTER GROUPS from %s: %d groups", addr, len(groups))
 	}
+	// Groups added since the bootstrap (add-node) are marked: the
+	// bootstrap's count is the even split a snapshot with no map means.
 	l := Layout{Groups: len(groups), Join: make([]string, len(groups)), Voters: make([]int, len(groups))}
 	for i, g := range groups {
 		f, ok := g.([]any)
@@ -225,6 +256,9 @@ func (c *Cluster) AskLayout(ctx context.Context, addr string) (Layout, error) {
 			if v, ok := f[3].(int64); ok {
 				l.Voters[i] = int(v)
 			}
+		}
+		if added, _ := f[len(f)-1].(int64); len(f) > 4 && added == 1 && i > 0 && i < l.Groups {
+			l.Groups = i
 		}
 	}
 	return l, nil

@@ -189,6 +189,11 @@ func (c *Cluster) promote() {
 	c.log.Info().Str("id", best.ID).Int("voters", voters+1).Msg("cluster: nonvoter promoted to voter")
 }
 
+// ForgetSelf asks the group's leader to remove this node (CLUSTER FORGET
+// of it there): a node that leaves with a group of its own removed
+// (del-node, which sends every address but the group's master FORGET).
+func (c *Cluster) ForgetSelf() error { return c.forward("FORGET", c.id) }
+
 // Meet adds the node whose clients connect at host:port (CLUSTER MEET): it
 // asks that node for its id and bus address, then joins it. Sent to a node
 // that is in no group yet (started with neither --cluster-bootstrap nor
@@ -243,9 +248,9 @@ func (c *Cluster) alone() bool {
 // meetAlone makes this node, in no group yet, join the cluster of the
 // member at addr, as --cluster-join would have: the join runs in the
 // background (joinLoop), as Redis's MEET handshake does, and the reply
-// says only that it started. A cluster of several groups is refused: this
-// node would have to start a group for each (start it with --cluster-join
-// instead; docs/decisions/add-node.md).
+// says only that it started. Of a cluster of several groups it joins
+// group 0, and the process (OnMeetGroups) adds a group of its own
+// (docs/decisions/add-node.md); without one such a MEET is refused.
 func (c *Cluster) meetAlone(addr string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -253,11 +258,17 @@ func (c *Cluster) meetAlone(addr string) error {
 	if err != nil {
 		return fmt.Errorf("ERR cannot reach %s: %v", addr, err)
 	}
-	if l.Groups > 1 {
+	if l.Groups > 1 && c.onMeet == nil {
 		return fmt.Errorf("ERR %s's cluster splits its slots over %d Raft groups: start this node with --cluster-join %s", addr, l.Groups, addr)
 	}
 	c.meetOnce.Do(func() {
 		c.cfg.Join = addr
+		if l.Groups > 1 {
+			if l.Join[0] != "" {
+				c.cfg.Join = l.Join[0] // group 0's address at the member
+			}
+			c.onMeet(addr, l)
+		}
 		select {
 		case <-c.quit:
 			return
@@ -269,6 +280,12 @@ func (c *Cluster) meetAlone(addr string) error {
 	})
 	return nil
 }
+
+// OnMeetGroups makes on hear of a CLUSTER MEET that joins this node, in
+// no group yet, to a cluster of several groups, before it asks to join
+// group 0: the process runs the map's groups from then on, and adds one
+// of its own. Only before Start.
+func (c *Cluster) OnMeetGroups(on func(addr string, l Layout)) { c.onMeet = on }
 
 // forward sends a membership change to the leader over RESP.
 func (c *Cluster) forward(sub string, args ...string) error {

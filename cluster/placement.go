@@ -90,6 +90,9 @@ type Balancer struct {
 	// process serving it (CLUSTER GROUPS, asked once per process).
 	procs map[string]string
 	asked map[string]bool // group 0 ids whose addresses are in procs
+	// learned is the number of groups when procs was learned: a group
+	// added or removed (add-node, del-node) has it learned again.
+	learned int
 	// since is when each voter of a group this process leads began its
 	// current run of rounds seen caught up and connected.
 	since map[voterKey]time.Time
@@ -181,6 +184,9 @@ func (b *Balancer) round(ctx context.Context, now time.Time) {
 // learn asks each process of group 0 not asked yet where it serves each
 // group. A process that does not answer is asked again next round.
 func (b *Balancer) learn(ctx context.Context, c0 *Cluster, self string) {
+	if n := b.Count(); n != b.learned {
+		b.procs, b.asked, b.learned = map[string]string{}, map[string]bool{}, n
+	}
 	for _, n := range c0.Nodes() {
 		if n.ID == self || b.asked[n.ID] || n.Addr == "" {
 			continue

@@ -42,6 +42,20 @@ type SlotChange struct {
 	Migrating [][2]int `json:"migrating,omitempty"`
 	Importing [][2]int `json:"importing,omitempty"`
 	Stable    []int    `json:"stable,omitempty"`
+	// AddGroup adds group AddGroup, owning no slot, to a map of AddGroup
+	// groups (redis-cli --cluster add-node; docs/decisions/add-node.md):
+	// Hosts are the processes that run it (group 0's node ids), the first
+	// bootstrapping it and the others joining it through First, its
+	// address there. A map of another size refuses it (two adds at once:
+	// the second is made again on the new map).
+	AddGroup int      `json:"add_group,omitempty"`
+	Hosts    []string `json:"hosts,omitempty"`
+	First    string   `json:"first,omitempty"`
+	// RemoveGroup drops the map's last group, which owns no slot and has
+	// no move open (redis-cli --cluster del-node of its master); Forget
+	// are its addresses' node ids, which a FORGET repeated answers OK.
+	RemoveGroup int      `json:"remove_group,omitempty"`
+	Forget      []string `json:"forget,omitempty"`
 }
 
 var errNoSlotMap = errors.New("cluster: a slot change before the map's first entry")
@@ -50,6 +64,9 @@ var errNoSlotMap = errors.New("cluster: a slot change before the map's first ent
 // empty map). A change naming a group or slot out of range is refused
 // whole.
 func (m *SlotMap) apply(ch SlotChange) (*SlotMap, error) {
+	if ch.Groups != 0 && ch.AddGroup != 0 || ch.RemoveGroup != 0 && (ch.Groups != 0 || ch.AddGroup != 0 || len(ch.Assign) > 0) {
+		return nil, errors.New("cluster: a slot change both starts a map and adds or removes a group")
+	}
 	if ch.Groups != 0 {
 		if m != nil {
 			return m, nil
@@ -61,9 +78,13 @@ func (m *SlotMap) apply(ch SlotChange) (*SlotMap, error) {
 	} else if m == nil {
 		return nil, errNoSlotMap
 	}
+	groups := m.n
+	if ch.AddGroup != 0 {
+		groups++
+	}
 	group := func(g int) error {
-		if g < 0 || g >= m.n {
-			return fmt.Errorf("cluster: slot change names group %d of %d", g, m.n)
+		if g < 0 || g >= groups {
+			return fmt.Errorf("cluster: slot change names group %d of %d", g, groups)
 		}
 		return nil
 	}
@@ -88,7 +109,33 @@ func (m *SlotMap) apply(ch SlotChange) (*SlotMap, error) {
 			return nil, err
 		}
 	}
+	if ch.AddGroup != 0 {
+		switch {
+		case ch.AddGroup != m.n:
+			return nil, fmt.Errorf("cluster: a slot change adds group %d to a map of %d groups", ch.AddGroup, m.n)
+		case m.n >= MaxGroups:
+			return nil, fmt.Errorf("cluster: a map has %d groups at most", MaxGroups)
+		case len(ch.Hosts) == 0 || ch.First == "":
+			return nil, fmt.Errorf("cluster: a slot change adds group %d with no host", ch.AddGroup)
+		}
+	}
+	if g := ch.RemoveGroup; g != 0 {
+		if g != m.n-1 {
+			return nil, fmt.Errorf("cluster: a slot change removes group %d of a map of %d groups (the last only)", g, m.n)
+		}
+		for s := 0; s < Slots; s++ {
+			if int(m.owner[s]) == g || m.migrating[s] == uint8(g+1) || m.importing[s] == uint8(g+1) {
+				return nil, fmt.Errorf("cluster: a slot change removes group %d, which holds slot %d", g, s)
+			}
+		}
+	}
 	n := *m
+	if ch.AddGroup != 0 {
+		n.n++ // before the ranges: a change may give the new group slots
+	}
+	if ch.RemoveGroup != 0 {
+		n.n--
+	}
 	for _, a := range ch.Assign {
 		for s := a[0]; s <= a[1]; s++ {
 			n.owner[s], n.migrating[s], n.importing[s] = uint8(a[2]), 0, 0
@@ -134,8 +181,20 @@ func (m *SlotMap) Change() SlotChange {
 // has none, and on is called, in apply order, with each map applied (nil
 // when a snapshot restored holds none). Only before Start.
 func (c *Cluster) UseSlots(groups int, on func(*SlotMap)) {
-	c.groups, c.onSlots = groups, on
+	c.groups.Store(int32(groups))
+	c.onSlots = on
 }
+
+// SetGroups is UseSlots's number, for a node in no group that learns it
+// when it is met (CLUSTER MEET), before it joins group 0 and applies any
+// of its entries.
+func (c *Cluster) SetGroups(groups int) { c.groups.Store(int32(groups)) }
+
+// OnGroupChange makes on hear, in apply order, of each group added to the
+// map or removed from it (a slot change with AddGroup or RemoveGroup),
+// after the map was applied. It is called as group 0 applies: it must
+// not wait. Only before Start.
+func (c *Cluster) OnGroupChange(on func(SlotChange)) { c.onGroupChange = on }
 
 // Slots is the slot map this node's group 0 applied last; nil before the
 // first slot entry (or with one group).
@@ -245,10 +304,11 @@ func (c *Cluster) waitApplied(index uint64, d time.Duration) bool {
 // seedSlots writes the map's first entry, the even split, when group 0's
 // new leader finds none applied (after its barrier, so none committed).
 func (c *Cluster) seedSlots() {
-	if c.groups < 2 || c.Slots() != nil {
+	n := int(c.groups.Load())
+	if n < 2 || c.Slots() != nil {
 		return
 	}
-	if _, err := c.ChangeSlots(EvenSlots(c.groups).Change()); err != nil {
+	if _, err := c.ChangeSlots(EvenSlots(n).Change()); err != nil {
 		c.log.Warn().Err(err).Msg("cluster: the slot map's first entry failed; the next leader writes it")
 	}
 }
@@ -268,6 +328,9 @@ func (f *fsm) applySlots(b []byte, index uint64) error {
 		return err
 	}
 	f.setSlots(m)
+	if (ch.AddGroup != 0 || ch.RemoveGroup != 0) && f.c.onGroupChange != nil {
+		f.c.onGroupChange(ch)
+	}
 	return nil
 }
 
@@ -284,19 +347,20 @@ func (f *fsm) setSlots(m *SlotMap) {
 // routes by meanwhile; a first entry applies to none.
 func (f *fsm) baseSlots(ch SlotChange) *SlotMap {
 	m := f.slots.Load()
-	if m == nil && ch.Groups == 0 && f.c.groups > 1 {
-		return EvenSlots(f.c.groups)
+	if n := int(f.c.groups.Load()); m == nil && ch.Groups == 0 && n > 1 {
+		return EvenSlots(n)
 	}
 	return m
 }
 
 // slotsJSON is the map as a snapshot keeps it; nil for none, and for the
-// even split with no move open: a snapshot of a cluster whose slots never
-// moved is framed as before maps were kept (an older member reads it), and
-// restores as no map, which routes alike.
+// bootstrap's even split with no move open: a snapshot of a cluster whose
+// slots never moved is framed as before maps were kept (an older member
+// reads it), and restores as no map, which routes alike. A map with a
+// group added is never that split.
 func (f *fsm) slotsJSON() ([]byte, error) {
 	m := f.slots.Load()
-	if m == nil || *m == *EvenSlots(m.n) {
+	if m == nil || (m.n == int(f.c.groups.Load()) && *m == *EvenSlots(m.n)) {
 		return nil, nil
 	}
 	return json.Marshal(m.Change())

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"encoding/json"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -147,7 +148,8 @@ func TestSlotMapReplicated(t *testing.T) {
 // maps were kept), and a node that restored none applies a change to the
 // even split it routes by.
 func TestSlotMapWithoutEntries(t *testing.T) {
-	f := &fsm{c: &Cluster{groups: 3, log: zerolog.Nop()}}
+	f := &fsm{c: &Cluster{log: zerolog.Nop()}}
+	f.c.groups.Store(3)
 	if b, err := f.slotsJSON(); b != nil || err != nil {
 		t.Fatalf("no map: %s %v", b, err)
 	}
@@ -167,4 +169,100 @@ func TestSlotMapWithoutEntries(t *testing.T) {
 	if b, _ := f.slotsJSON(); b != nil {
 		t.Errorf("the even split again was snapshotted: %s", b)
 	}
+}
+
+// A group added (redis-cli --cluster add-node) owns no slot; the map
+// counts it from then on, takes changes naming it, and is snapshotted
+// even once its slots are the even split of its new size; a stale add (a
+// map that grew meanwhile) and an add with no host are refused. The
+// process hears of the add after the map.
+func TestSlotMapAddGroup(t *testing.T) {
+	f := &fsm{c: &Cluster{log: zerolog.Nop()}}
+	f.c.groups.Store(3)
+	var heard []SlotChange
+	f.c.OnGroupChange(func(ch SlotChange) {
+		if ch.RemoveGroup != 0 {
+			heard = append(heard, ch)
+			return
+		}
+		if f.slots.Load().Groups() != ch.AddGroup+1 {
+			t.Errorf("told of the add before the map had it")
+		}
+		heard = append(heard, ch)
+	})
+	// On a node that restored no map: the add applies to the even split.
+	if err := f.applySlots([]byte(`{"add_group":3,"hosts":["a","b"],"first":"h:1"}`), 1); err != nil {
+		t.Fatal(err)
+	}
+	m := f.slots.Load()
+	if m.Groups() != 4 || len(m.Ranges(3)) != 0 || m.Owner(16383) != 2 {
+		t.Fatalf("after the add: %d groups, group 3's ranges %v", m.Groups(), m.Ranges(3))
+	}
+	if len(heard) != 1 || heard[0].First != "h:1" || len(heard[0].Hosts) != 2 {
+		t.Fatalf("heard %+v", heard)
+	}
+	if b, _ := f.slotsJSON(); b == nil {
+		t.Error("a map with a group added was not snapshotted")
+	}
+	for _, bad := range []string{
+		`{"add_group":3,"hosts":["a"],"first":"h:1"}`, // the map has 4 now
+		`{"add_group":4,"first":"h:1"}`,
+		`{"add_group":4,"hosts":["a"]}`,
+		`{"add_group":4,"groups":5,"hosts":["a"],"first":"h:1"}`,
+	} {
+		if err := f.applySlots([]byte(bad), 2); err == nil {
+			t.Errorf("%s applied", bad)
+		}
+	}
+	if len(heard) != 1 || f.slots.Load() != m {
+		t.Fatalf("a refused add changed the map or was heard")
+	}
+	// Slots move to it (rebalance), and the map restored from a snapshot
+	// keeps its 4 groups.
+	var q [3]int
+	for g := 0; g < 3; g++ {
+		q[g] = g*Slots/3 + Slots/12
+	}
+	ch := SlotChange{Assign: [][3]int{{0, q[0] - 1, 3}, {Slots / 3, q[1] - 1, 3}, {2 * Slots / 3, q[2] - 1, 3}}}
+	if err := f.applySlots(mustJSON(t, ch), 3); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := f.slotsJSON()
+	r := &fsm{c: &Cluster{log: zerolog.Nop()}}
+	r.c.groups.Store(3)
+	if err := r.restoreSlots(b); err != nil || *r.slots.Load() != *f.slots.Load() || r.slots.Load().Groups() != 4 {
+		t.Fatalf("restored: %v", err)
+	}
+	// The group is removed only once it owns no slot again (rebalance
+	// with its weight 0), and only the last.
+	if err := f.applySlots([]byte(`{"remove_group":3,"forget":["x"]}`), 4); err == nil {
+		t.Error("a group owning slots was removed")
+	}
+	ch = SlotChange{Assign: [][3]int{{0, q[0] - 1, 0}, {Slots / 3, q[1] - 1, 1}, {2 * Slots / 3, q[2] - 1, 2}}}
+	if err := f.applySlots(mustJSON(t, ch), 5); err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range []string{`{"remove_group":2}`, `{"remove_group":3,"assign":[[0,0,3]]}`} {
+		if err := f.applySlots([]byte(bad), 6); err == nil {
+			t.Errorf("%s applied", bad)
+		}
+	}
+	if err := f.applySlots([]byte(`{"remove_group":3,"forget":["x"]}`), 7); err != nil {
+		t.Fatal(err)
+	}
+	if m := f.slots.Load(); m.Groups() != 3 || *m != *EvenSlots(3) || len(heard) != 2 || heard[1].Forget[0] != "x" {
+		t.Fatalf("after the removal: %d groups, heard %+v", m.Groups(), heard)
+	}
+	if b, _ := f.slotsJSON(); b != nil {
+		t.Error("the bootstrap's split again was snapshotted")
+	}
+}
+
+func mustJSON(t *testing.T, ch SlotChange) []byte {
+	t.Helper()
+	b, err := json.Marshal(ch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

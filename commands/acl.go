@@ -69,7 +69,7 @@ var subcommandSpecs = map[string]subcommandSpec{
 		plain: []string{"caching", "getname", "getredir", "help", "id", "info", "no-touch", "reply", "setinfo", "setname", "tracking", "trackinginfo"},
 		admin: []string{"kill", "list", "no-evict", "unblock"}},
 	"cluster": {plain: []string{"countkeysinslot", "getkeysinslot", "groups", "help", "info", "keyslot", "myid", "myshardid", "nodes", "shards", "slots"},
-		admin: []string{"addslots", "bumpepoch", "delslots", "failover", "forget", "handover", "join", "meet", "reset", "setslot", "slotchange", "slotindex"}},
+		admin: []string{"addslots", "bumpepoch", "delslots", "failover", "forget", "handover", "join", "meet", "replicate", "reset", "setslot", "slotchange", "slotindex"}},
 	"command": {group: "connection", plain: []string{"count", "docs", "getkeys", "info", "list"}},
 	"config":  {admin: []string{"get", "resetstat", "rewrite", "set"}},
 	"memory":  {plain: []string{"help", "stats"}, read: []string{"usage"}},

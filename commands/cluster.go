@@ -65,6 +65,7 @@ func init() {
 		"meet":            {-4, clusterMeet},
 		"forget":          {3, clusterForget},
 		"reset":           {-2, clusterReset},
+		"replicate":       {3, clusterReplicate},
 		"join":            {5, clusterJoin},
 		"groups":          {2, clusterGroups},
 		"failover":        {-2, clusterFailover},
@@ -95,7 +96,7 @@ var clusterHelp = []string{
 	"GETKEYSINSLOT <slot> <count>",
 	"    Return key names stored by current node in a slot.",
 	"GROUPS",
-	"    Return the Raft groups: each one's number, the address this node serves it at, its slot ranges and its voters.",
+	"    Return the Raft groups: each one's number, the address this node serves it at, its slot ranges, its voters (and 1 for a group added by add-node).",
 	"HANDOVER <node-id>",
 	"    Make <node-id> the leader of its Raft group (what FAILOVER sends the leader).",
 	"INFO",
@@ -113,6 +114,8 @@ var clusterHelp = []string{
 	"NODES",
 	"    Return cluster configuration seen by node. Output format:",
 	"    <id> <ip:port> <flags> <master> <pings> <pongs> <epoch> <link> <slot> ...",
+	"REPLICATE <node-id>",
+	"    Configure current node as replica to <node-id>.",
 	"RESET [HARD|SOFT]",
 	"    Reset current node (default: soft).",
 	"SLOTCHANGE <json>",
@@ -205,7 +208,9 @@ func codedErr(err error) string {
 
 // clusterGroups is CLUSTER GROUPS, delayd's own: per Raft group, [number,
 // the address this node serves it at ("" when it holds no replica of it),
-// [start, end, ...], its voters]. A node that joins reads it to start the
+// [start, end, ...], its voters], and a fifth element, 1, for a group
+// added since the bootstrap (add-node): a node that joins learns the
+// bootstrap's split from it. A node that joins reads it to start the
 // groups that have room (docs/decisions/raft-groups.md); with one group it
 // is that group, at this address, with every slot (and no voter count).
 func clusterGroups(d *Dispatcher, c *Client, cl ClusterView, args [][]byte) {
@@ -219,6 +224,10 @@ func clusterGroups(d *Dispatcher, c *Client, cl ClusterView, args [][]byte) {
 		c.W.Int(0)
 		c.W.Int(Slots - 1)
 		return
+	}
+	base := gs.Count()
+	if b, ok := gs.(interface{ Base() int }); ok {
+		base = b.Base()
 	}
 	c.W.Array(gs.Count())
 	for g := 0; g < gs.Count(); g++ {
@@ -235,7 +244,11 @@ func clusterGroups(d *Dispatcher, c *Client, cl ClusterView, args [][]byte) {
 			}
 		}
 		ranges := gs.Ranges(g)
-		c.W.Array(4)
+		if g >= base {
+			c.W.Array(5)
+		} else {
+			c.W.Array(4)
+		}
 		c.W.Int(int64(g))
 		c.W.BulkString(addr)
 		c.W.Array(2 * len(ranges))
@@ -244,6 +257,9 @@ func clusterGroups(d *Dispatcher, c *Client, cl ClusterView, args [][]byte) {
 			c.W.Int(int64(r[1]))
 		}
 		c.W.Int(int64(voters))
+		if g >= base {
+			c.W.Int(1)
+		}
 	}
 }
 
@@ -356,6 +372,16 @@ func clusterMeet(d *Dispatcher, c *Client, cl ClusterView, args [][]byte) {
 // to repeat on every node): Raft membership is one decision.
 func clusterForget(d *Dispatcher, c *Client, cl ClusterView, args [][]byte) {
 	id := string(args[2])
+	if gf, ok := d.opts.Groups.(groupForgetter); ok {
+		if handled, err := gf.ForgetGroupNode(id); handled {
+			if err != nil {
+				c.W.Error(codedErr(err))
+				return
+			}
+			c.W.Status("OK")
+			return
+		}
+	}
 	var found bool
 	for _, n := range cl.Nodes() {
 		found = found || n.ID == id
@@ -384,6 +410,54 @@ func clusterForget(d *Dispatcher, c *Client, cl ClusterView, args [][]byte) {
 	}
 }
 
+// groupForgetter is a Groups that removes a group added by add-node when
+// FORGET names its master (del-node of that node; docs/decisions/
+// add-node.md); handled is false for any other id, which FORGET treats
+// as always.
+type groupForgetter interface {
+	ForgetGroupNode(id string) (handled bool, err error)
+	// Gone says whether id is an address of a group removed so.
+	Gone(id string) bool
+}
+
+// groupGone says whether this address's group has left the map (del-node
+// removed it): its addresses answer a moment more, for redis-cli's last
+// commands.
+func (d *Dispatcher) groupGone() bool {
+	gs := d.opts.Groups
+	if gs == nil {
+		return false
+	}
+	if gf, ok := gs.(groupForgetter); ok && d.opts.Cluster != nil && gf.Gone(d.opts.Cluster.Self().ID) {
+		return true // the node removed, which may never apply its removal
+	}
+	return d.opts.Group >= gs.Count()
+}
+
+// clusterReplicate is CLUSTER REPLICATE node-id. An address replicates
+// its own group's leader, always: REPLICATE of that leader answers OK, as
+// Redis answers a replica already following it. So does REPLICATE at a
+// replica of a group that owns no slot or has left the map: what redis-cli
+// --cluster del-node sends the replicas of the master it removes, before
+// it FORGETs it. Anything else is refused.
+func clusterReplicate(d *Dispatcher, c *Client, cl ClusterView, args [][]byte) {
+	id := string(args[2])
+	if id == cl.Self().ID {
+		c.W.Error("ERR Can't replicate myself")
+		return
+	}
+	leader, ok := cl.Leader()
+	gs := d.opts.Groups
+	switch {
+	case ok && leader.ID == id && !leader.Self:
+		c.W.Status("OK")
+	case gs != nil && !cl.Writable() && (d.groupGone() || len(gs.Ranges(d.opts.Group)) == 0):
+		c.W.Status("OK")
+	default:
+		c.W.Error("ERR this address replicates its own Raft group's leader only: a node's role follows its group (docs/decisions/raft-groups.md)")
+	}
+}
+
 // forgetter is what FORGET and RESET read of a Raft group beyond
 // ClusterView (cluster.Cluster has it; the views of groups a node does not
 // hold and the tests' fakes need not).
@@ -409,7 +483,7 @@ func clusterReset(d *Dispatcher, c *Client, cl ClusterView, args [][]byte) {
 			return
 		}
 	}
-	if f, ok := cl.(forgetter); ok && len(cl.Nodes()) > 1 && !f.Removed() {
+	if f, ok := cl.(forgetter); ok && len(cl.Nodes()) > 1 && !d.groupGone() && !f.Removed() {
 		c.W.Error("ERR this node is a member of its Raft group: CLUSTER FORGET it at another node first (redis-cli --cluster del-node does)")
 		return
 	}

@@ -62,7 +62,7 @@ func TestClusterSubcommands(t *testing.T) {
 	if got := n.do(c, "CLUSTER", "MEET", "10.0.0.4", "7003"); got != "-ERR no quorum" {
 		t.Errorf("failed MEET: %q", got)
 	}
-	if got := n.do(c, "CLUSTER", "HELP"); !strings.HasPrefix(got, "*49 +CLUSTER <subcommand> [<arg> [value] [opt] ...]. Subcommands are: +ADDSLOTS <slot> [<slot> ...]") {
+	if got := n.do(c, "CLUSTER", "HELP"); !strings.HasPrefix(got, "*51 +CLUSTER <subcommand> [<arg> [value] [opt] ...]. Subcommands are: +ADDSLOTS <slot> [<slot> ...]") {
 		t.Errorf("HELP: %q", got)
 	}
 	// RESP3: SHARDS's shard and nodes are maps.

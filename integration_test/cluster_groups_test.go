@@ -41,12 +41,19 @@ func (n *grNode) addr(g int) string {
 // grStart starts a node whose group ports (client and bus) are all free.
 func grStart(t *testing.T, how ...string) *grNode {
 	t.Helper()
+	return grStartWide(t, grCount, how...)
+}
+
+// grStartWide starts a node whose first width group ports are free: a
+// cluster that grows a group (add-node) needs one more.
+func grStartWide(t *testing.T, width int, how ...string) *grNode {
+	t.Helper()
 	for try := 0; ; try++ {
-		port, err := ports.TakeRun("127.0.0.1", grCount, 1)
+		port, err := ports.TakeRun("127.0.0.1", width, 1)
 		if err != nil {
 			t.Fatal(err)
 		}
-		bus, err := ports.TakeRun("127.0.0.1", grCount, 1)
+		bus, err := ports.TakeRun("127.0.0.1", width, 1)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -116,7 +123,13 @@ var grRanges = []string{"0-5460", "5461-10921", "10922-16383"}
 // grCluster starts three nodes, three groups, group g led by node g.
 func grCluster(t *testing.T) []*grNode {
 	t.Helper()
-	nodes := []*grNode{grStart(t, "--cluster-bootstrap", "--cluster-groups", strconv.Itoa(grCount))}
+	return grClusterWide(t, grCount)
+}
+
+// grClusterWide is grCluster on nodes with width free group ports each.
+func grClusterWide(t *testing.T, width int) []*grNode {
+	t.Helper()
+	nodes := []*grNode{grStartWide(t, width, "--cluster-bootstrap", "--cluster-groups", strconv.Itoa(grCount))}
 	for g := 0; g < grCount; g++ {
 		clWait(t, 15*time.Second, fmt.Sprintf("group %d's bootstrap", g), func() (bool, string) {
 			v, err := grAsk(nodes[0].addr(g), "INFO", "replication")
@@ -124,7 +137,7 @@ func grCluster(t *testing.T) []*grNode {
 		})
 	}
 	for i := 1; i < 3; i++ {
-		nodes = append(nodes, grStart(t, "--cluster-join", nodes[0].addr(0)))
+		nodes = append(nodes, grStartWide(t, width, "--cluster-join", nodes[0].addr(0)))
 	}
 	// Each group's leader hears from both followers.
 	for g := 0; g < grCount; g++ {

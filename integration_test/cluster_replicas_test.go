@@ -106,17 +106,6 @@ func TestClusterGroupsReplicas(t *testing.T) {
 		}
 	})
 
-	t.Run("redis-cli --cluster add-node is refused, saying what to do", func(t *testing.T) {
-		if _, err := exec.LookPath("redis-cli"); err != nil {
-			t.Skip("no redis-cli")
-		}
-		fresh := grStart(t) // in no group: waits to be met
-		out, err := exec.Command("redis-cli", "--cluster", "add-node", fresh.addr(0), nodes[0].addr(0)).CombinedOutput()
-		if err == nil || !strings.Contains(string(out), "splits its slots over 3 Raft groups: start this node with --cluster-join "+nodes[0].addr(0)) {
-			t.Errorf("add-node to a cluster of several groups: %v\n%s", err, out)
-		}
-	})
-
 	t.Run("a group the 4th node does not hold fails over", func(t *testing.T) {
 		nodes[2].Kill9() // group 2's leader
 		clWait(t, 30*time.Second, "the 4th node names group 2's new leader", func() (bool, string) {
