@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/delayd/delayd/aof"
+	"github.com/delayd/delayd/bucket"
 	"github.com/delayd/delayd/finetimer"
 	"github.com/delayd/delayd/jobs"
 	"github.com/delayd/delayd/journal"
@@ -126,6 +127,11 @@ func (e *Engine) openLog() error {
 		return err
 	}
 	j.presizeFor = l.Size // presize.go
+	if o.FarBuckets {
+		if err := e.openFar(); err != nil {
+			return err
+		}
+	}
 	if o.Loading != nil {
 		o.Loading.Begin(l.Size)
 	}
@@ -149,6 +155,10 @@ func (e *Engine) openLog() error {
 	}
 	if err != nil {
 		return err
+	}
+	if e.far.before {
+		o.Logger.Warn().Uint64("mark", e.far.mark).Msg("the log holds no mark of the far-future buckets' checkpoint")
+		e.countOpened()
 	}
 	e.journal = e.newJournal()
 	if err := e.journal.OpenLog(l.Segs, res); err != nil {
@@ -213,6 +223,9 @@ func (e *Engine) apply(p []byte) error {
 	var r record.Rec
 	if err := r.Decode(p); err != nil {
 		return err
+	}
+	if e.far.set != nil && e.farSkips(&r) {
+		return nil
 	}
 	if e.wheel == nil {
 		e.wheel = e.newJobWheel(r.Time)
@@ -489,6 +502,15 @@ func (e *Engine) Rewrite() error {
 	for _, r := range e.stateRecs(snapTime) {
 		state = append(state, r.Encode(nil))
 	}
+	// The far jobs are not rewritten: a checkpoint of them, captured with
+	// the plan, is written before the rewrite, whose first record is its
+	// mark (far.go).
+	var cp *bucket.Checkpoint
+	var cpAt uint64
+	if e.far.set != nil {
+		cp, cpAt = e.captureFar(snapTime)
+		meta = *e.farMark(snapTime)
+	}
 	if err := jn.BeginRewrite(); err != nil {
 		return err
 	}
@@ -498,6 +520,16 @@ func (e *Engine) Rewrite() error {
 		ft := e.pauseTimer()
 		if ft != nil {
 			defer ft.Close()
+		}
+		if cp != nil {
+			e.far.work.Lock()
+			err := e.finishCheckpoint(cp, cpAt)
+			e.far.work.Unlock()
+			if err != nil {
+				jn.Finish(started, err)
+				e.opts.Logger.Error().Err(err).Msg("log rewrite failed: the far-future buckets' checkpoint")
+				return
+			}
 		}
 		var buf []byte
 		head := append([][]byte{meta.Encode(nil)}, state...)

@@ -54,6 +54,9 @@ func (e *Engine) spiller() {
 		e.spill(ft)
 		if time.Since(ahead) >= time.Duration(e.opts.Horizon/4)*time.Millisecond {
 			ahead = time.Now()
+			if e.far.set != nil {
+				e.loadFar(ft)
+			}
 			e.readAhead(ft)
 		}
 	}
@@ -186,6 +189,9 @@ func (e *Engine) spillOne(c *record.Cand, horizon int64, segs []uint64, cur *jou
 	j, h := e.jobs.At(s), e.jobs.Home(s)
 	if !journal.HomedBy(h, c.Seg, segs, cur) {
 		return // restated since, into a later segment
+	}
+	if e.far.set != nil && j.Flags&^jobs.FlagInRun == 0 && e.out(s, c) {
+		return
 	}
 	size := jobs.DataSize(j)
 	e.j.live.Sub(h, size)

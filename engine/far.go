@@ -1,0 +1,319 @@
+package engine
+
+import (
+	"sync"
+
+	"github.com/delayd/delayd/bucket"
+	"github.com/delayd/delayd/finetimer"
+	"github.com/delayd/delayd/jobs"
+	"github.com/delayd/delayd/record"
+)
+
+// Far-future jobs in buckets on disk (docs/decisions/far-future-buckets.md;
+// what to read, keep and drop is package bucket's). With
+// Options.FarBuckets the spiller moves a job whose payload it would keep
+// on disk out of memory into the open bucket (out); an operation that
+// names it by id brings it back first, restated (fault); ahead of its time
+// the spiller loads it back, restated (loadFar); a compaction and a
+// rewrite checkpoint the buckets before a segment goes (checkpoint). A far
+// job stays its queue's delayed job and one of njobs; its bytes leave
+// its queue's (they count memory).
+//
+// The log says everything: a checkpoint is derived from it up to its mark
+// (a meta record, record.FarMark), and replay skips, before the mark of
+// the checkpoint it opened, every record of a job that checkpoint's runs
+// hold (farSkips); nothing about going out is logged, and each way back
+// is an add record, which replay meets before any record of the job's.
+
+// farState is the engine's side of the buckets; set is nil when they are
+// off.
+type farState struct {
+	set *bucket.Set
+	// work makes the bucket's file work (a checkpoint's seals, a load's
+	// reads) one at a time: a seal's reads must not meet a checkpoint's
+	// closing of a run. Taken before mu, never under it.
+	work sync.Mutex
+	mark uint64 // the last mark logged, or the opened checkpoint's
+	// before says the start-up's replay has not yet met the opened
+	// checkpoint's mark; opened is what its runs hold by queue, counted
+	// in the queues when it does.
+	before bool
+	opened map[string]int
+}
+
+// farLog reads a bucket's payloads from the log.
+type farLog struct{ e *Engine }
+
+func (l farLog) ReadPayload(seg uint16, off int64, n int) ([]byte, error) {
+	return l.e.journal.ReadPayload(seg, off, n)
+}
+
+// openFar opens the buckets the checkpoint beside the log names, before
+// the log is replayed.
+func (e *Engine) openFar() error {
+	s, err := bucket.Open(bucket.Options{FS: e.j.fs, Path: e.j.path, Log: farLog{e}})
+	if err != nil {
+		return err
+	}
+	f := &e.far
+	f.set, f.mark, f.opened = s, s.Pos().Seg, s.Opened()
+	f.before = f.mark != 0
+	return nil
+}
+
+// farSkips says whether replay skips r: a record of a job the opened
+// checkpoint holds, before its mark (the run has the job as of the mark).
+// At the mark the runs' jobs join their queues' counts.
+func (e *Engine) farSkips(r *record.Rec) bool {
+	f := &e.far
+	if n, ok := record.MarkOf(r); ok {
+		if f.before && n == f.mark {
+			e.countOpened()
+		}
+		f.mark = max(f.mark, n) // a mark logged by a checkpoint a crash left unwritten
+		return false
+	}
+	switch r.Op {
+	case record.Add, record.Cancel, record.Pop, record.Reserve, record.Move, record.Requeue:
+	default:
+		return false
+	}
+	if !f.before || r.ID != nil || !f.set.InRun(r.SID) {
+		return false
+	}
+	e.lastSID, e.seq = max(e.lastSID, r.SID), max(e.seq, r.Seq)
+	return true
+}
+
+// countOpened counts the opened runs' jobs in their queues. Called with mu
+// held, at the opened checkpoint's mark (or at replay's end, which has
+// none if the log lost it).
+func (e *Engine) countOpened() {
+	f := &e.far
+	for name, n := range f.opened {
+		qi, _ := e.queueFor([]byte(name), true)
+		e.queues[qi].Delayed += n
+		e.njobs += n
+	}
+	f.before, f.opened = false, nil
+}
+
+// out moves the job in slot s, delayed beyond the horizon with its payload
+// at c's record, into the open bucket: its head (its add record without
+// what the bucket keeps) and where its payload lies. It leaves memory as a
+// removal would, but stays its queue's delayed job. It reports whether it
+// went. Called with mu held.
+func (e *Engine) out(s uint32, c *record.Cand) bool {
+	j := e.jobs.At(s)
+	q := &e.queues[j.Queue]
+	r := e.addRec(s, 0)
+	loc := bucket.Loc{File: c.Seg, Off: c.Off, N: uint32(len(r.Payload))}
+	r.Queue, r.Payload, r.SID, r.Seq, r.Due = nil, nil, 0, 0, 0
+	e.j.scratch = r.Encode(e.j.scratch[:0])
+	if e.far.set.Add(j.Due, j.Seq, j.SID, q.name, e.j.scratch, loc) != nil {
+		return false // no bucket slot left: it keeps its payload on disk alone
+	}
+	e.wheel.Remove(s)
+	q.Order.Leave(&e.jobs.Slab, s)
+	size := jobs.DataSize(j)
+	q.Bytes -= size
+	e.j.live.Sub(e.jobs.Home(s), size) // the checkpoint before its segment's drop covers it
+	e.jobs.Delete(&q.run, s, nil)
+	e.jobs.Free(s)
+	return true
+}
+
+// lookup is e.jobs.Lookup for an operation that changes the job it finds:
+// a far job of the id is brought back first (fault). Replay never faults:
+// the live fault's restatement is in the log before the operation.
+func (e *Engine) lookup(qi uint32, id []byte) (uint32, bool) {
+	s, ok := e.jobs.Lookup(&e.queues[qi].run, qi, id)
+	if ok || e.far.set == nil || e.j.replaying {
+		return s, ok
+	}
+	sid, ok := jobs.ParseSID(id)
+	if !ok || !e.far.set.Has(sid) {
+		return 0, false
+	}
+	fj, _, err := e.far.set.Get(sid) // a pread or three under the lock, as a payload on disk
+	if err != nil {
+		e.opts.Logger.Error().Err(err).Uint64("sid", sid).Msg("reading a far-future job")
+		return 0, false
+	}
+	if fj.Queue != e.queues[qi].name {
+		return 0, false
+	}
+	e.unfar(qi, sid)
+	e.back(&fj)
+	return e.jobs.Lookup(&e.queues[qi].run, qi, id)
+}
+
+// unfar takes sid's job out of the buckets, if they hold it, with its
+// count: it is being placed in queue qi (a restatement replayed, a fault, a
+// load) or dropped with it (DEL). Called with mu held.
+func (e *Engine) unfar(qi uint32, sid uint64) {
+	if e.far.set != nil && e.far.set.Remove(sid) {
+		e.queues[qi].Delayed--
+		e.njobs--
+	}
+}
+
+// back places fj, a job taken out of the buckets, and restates it: an add
+// record of it whole, which replay meets before any record of the job's
+// own. It reports whether the job was due already (the caller serves its
+// queue's waiters). Called with mu held, writes allowed.
+func (e *Engine) back(fj *bucket.Job) bool {
+	var r record.Rec
+	if err := r.Decode(fj.Head); err != nil || r.Op != record.Add {
+		e.opts.Logger.Error().Err(err).Uint64("sid", fj.SID).Msg("a far-future job's head does not decode")
+		return false
+	}
+	r.Time, r.Queue, r.SID, r.Seq, r.Due, r.Payload = e.recNow(), []byte(fj.Queue), fj.SID, fj.Seq, fj.Due, fj.Payload
+	e.logRec(&r)
+	_, ready := e.place(&r, false, false)
+	return ready
+}
+
+// dropFar drops the far jobs of queue qi, which DEL detaches (doom): they
+// are found in the runs (read under the lock: a DEL of a queue with far
+// jobs costs 32 bytes read a far job of any queue in the runs that hold
+// one of its). Replay before the opened checkpoint's mark leaves the runs
+// as they are: they are as of the mark. Called with mu held.
+func (e *Engine) dropFar(qi uint32) {
+	f := &e.far
+	if f.set == nil || f.before {
+		return
+	}
+	js, err := f.set.ReadQueue(f.set.OfQueue(e.queues[qi].name))
+	if err != nil {
+		e.opts.Logger.Error().Err(err).Str("queue", e.queues[qi].name).Msg("reading a deleted queue's far-future jobs")
+	}
+	for i := range js {
+		if f.set.Take(&js[i]) {
+			e.queues[qi].Delayed--
+			e.njobs--
+		}
+	}
+}
+
+// flushFar drops every far job (FLUSHALL), but before the opened
+// checkpoint's mark.
+func (e *Engine) flushFar() {
+	if e.far.set != nil && !e.far.before {
+		e.far.set.Reset()
+	}
+}
+
+// loadChunk bounds the sorted entries a load round plans per run.
+const loadChunk = 16 << 10
+
+// loadFar brings back the far jobs due within half the horizon, restated:
+// planned under the lock (no I/O), read without it, taken and placed under
+// it, a chunk at a time, until a round takes none.
+func (e *Engine) loadFar(ft *finetimer.Timer) {
+	f := &e.far
+	f.work.Lock()
+	defer f.work.Unlock()
+	for {
+		e.mu.Lock()
+		if e.closed {
+			e.mu.Unlock()
+			return
+		}
+		p := f.set.Due(e.nowMs()+e.opts.Horizon/2, loadChunk)
+		e.mu.Unlock()
+		js, err := f.set.ReadDue(p)
+		if err != nil {
+			e.opts.Logger.Error().Err(err).Msg("loading far-future jobs")
+			return
+		}
+		took := 0
+		for i := 0; ; i += compactChunk {
+			wr, err := e.begin(0)
+			if err != nil {
+				return
+			}
+			for k := i; k < min(i+compactChunk, len(js)); k++ {
+				qi, ok := e.queueFor([]byte(js[k].Queue), false)
+				if ok && f.set.Take(&js[k]) {
+					e.queues[qi].Delayed--
+					e.njobs--
+					if e.back(&js[k]) {
+						e.serve(qi)
+					}
+					took++
+				}
+			}
+			last := i+compactChunk >= len(js)
+			if last {
+				f.set.Settle(p)
+			}
+			wr.end()
+			spillYield(ft)
+			if last {
+				break
+			}
+		}
+		if took == 0 {
+			return // a round found nothing left due (or only jobs taken meanwhile)
+		}
+	}
+}
+
+// checkpoint writes a checkpoint of the buckets: captured under the lock
+// with its mark logged, then its frozen buckets written as runs, the log
+// made durable up to the mark, and the file written (finishCheckpoint).
+// What its runs hold no longer needs the log before the mark.
+func (e *Engine) checkpoint() error {
+	e.far.work.Lock()
+	defer e.far.work.Unlock()
+	wr, err := e.begin(0)
+	if err != nil {
+		return err
+	}
+	cp, t := e.captureFar(wr.now)
+	wr.end()
+	return e.finishCheckpoint(cp, t)
+}
+
+// captureFar captures a checkpoint and logs its mark, at now; it returns
+// the checkpoint and the mark's ticket. Called with mu and far.work held.
+func (e *Engine) captureFar(now int64) (*bucket.Checkpoint, uint64) {
+	e.far.mark++
+	cp := e.far.set.Checkpoint(bucket.Pos{Seg: e.far.mark})
+	return cp, e.logRec(e.farMark(now))
+}
+
+// farMark is the mark of the last checkpoint captured: a meta record.
+func (e *Engine) farMark(now int64) *record.Rec {
+	return &record.Rec{Op: record.Meta, Time: now, SID: e.lastSID, Seq: e.seq, Queue: record.FarMark(e.far.mark)}
+}
+
+// finishCheckpoint writes cp, captured with its mark at ticket t. Called
+// with far.work held, without mu.
+func (e *Engine) finishCheckpoint(cp *bucket.Checkpoint, t uint64) error {
+	f := &e.far
+	for _, fz := range cp.Frozen() {
+		r, err := f.set.WriteFrozen(fz)
+		if err != nil {
+			return err
+		}
+		e.mu.Lock()
+		f.set.Install(fz, r)
+		e.mu.Unlock()
+	}
+	if err := e.WaitDurable(t); err != nil {
+		return err
+	}
+	if err := e.journal.Sync(); err != nil {
+		return err
+	}
+	if err := bucket.WriteCheckpoint(e.j.fs, e.j.path, cp); err != nil {
+		return err
+	}
+	e.mu.Lock()
+	gone := f.set.Installed(cp)
+	e.mu.Unlock()
+	bucket.RemoveRuns(e.j.fs, e.j.path, gone)
+	return nil
+}
