@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"slices"
 	"sync"
 
 	"github.com/delayd/delayd/bucket"
@@ -99,15 +100,15 @@ func (e *Engine) countOpened() {
 }
 
 // out moves the job in slot s, delayed beyond the horizon with its payload
-// at c's record, into the open bucket: its head (its add record without
-// what the bucket keeps) and where its payload lies. It leaves memory as a
-// removal would, but stays its queue's delayed job. It reports whether it
-// went. Called with mu held.
-func (e *Engine) out(s uint32, c *record.Cand) bool {
+// at offset off of segment seg, into the open bucket: its head (its add
+// record without what the bucket keeps) and where its payload lies. It
+// leaves memory as a removal would, but stays its queue's delayed job. It
+// reports whether it went. Called with mu held.
+func (e *Engine) out(s uint32, seg uint64, off int64) bool {
 	j := e.jobs.At(s)
 	q := &e.queues[j.Queue]
 	r := e.addRec(s, 0)
-	loc := bucket.Loc{File: c.Seg, Off: c.Off, N: uint32(len(r.Payload))}
+	loc := bucket.Loc{File: seg, Off: off, N: uint32(len(r.Payload))}
 	r.Queue, r.Payload, r.SID, r.Seq, r.Due = nil, nil, 0, 0, 0
 	e.j.scratch = r.Encode(e.j.scratch[:0])
 	if e.far.set.Add(j.Due, j.Seq, j.SID, q.name, e.j.scratch, loc) != nil {
@@ -121,6 +122,35 @@ func (e *Engine) out(s uint32, c *record.Cand) bool {
 	e.jobs.Delete(&q.run, s, nil)
 	e.jobs.Free(s)
 	return true
+}
+
+// outKept moves out, once at start, the jobs replay kept on disk (its
+// locators: the tail starts after them), a chunk of slots per lock hold.
+func (e *Engine) outKept(ft *finetimer.Timer) {
+	for s := uint32(0); ; {
+		e.mu.Lock()
+		if e.closed || e.journal.Rewriting() {
+			e.mu.Unlock()
+			return
+		}
+		segs, horizon := e.journal.Segments(), e.nowMs()+e.opts.Horizon
+		for end := min(s+compactScan, e.jobs.Len()); s < end; s++ {
+			j := e.jobs.At(s)
+			if j.Flags&^jobs.FlagInRun != jobs.FlagOnDisk || j.State != jobs.StateDelayed || j.Due <= horizon {
+				continue
+			}
+			seg, off, _ := jobs.LocOf(j)
+			if i := slices.IndexFunc(segs, func(id uint64) bool { return uint16(id) == seg }); i >= 0 {
+				e.out(s, segs[i], off)
+			}
+		}
+		done := s >= e.jobs.Len()
+		e.mu.Unlock()
+		if done {
+			return
+		}
+		spillYield(ft)
+	}
 }
 
 // lookup is e.jobs.Lookup for an operation that changes the job it finds:

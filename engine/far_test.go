@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/delayd/delayd/aof"
+	"github.com/delayd/delayd/finetimer"
 	"github.com/delayd/delayd/jobs"
 )
 
@@ -231,5 +233,101 @@ func TestFarBuckets(t *testing.T) {
 			t.Fatalf("%d jobs left in the buckets", n)
 		}
 		e.Close()
+	})
+}
+
+// A compaction checkpoints the buckets before it drops a segment, and a
+// crash at any step of it (between its chunks, after its drop, at every
+// write, fsync, rename and removal of the checkpoint's runs and file and
+// of the log) loses nothing: a restart has every job, far or near, with
+// its payload, due and counts.
+func TestCompactionWithFarBuckets(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fs := aof.NewMemFS()
+		rng := rand.New(rand.NewPCG(9, 10))
+		var ids []string
+		e := mustNew(t, segmented(fs, FsyncAlways))
+		churn(t, e, rng, 200, &ids)
+		far := addFar(t, e, 40, 60)
+		churn(t, e, rng, 60, &ids)
+		e.Close()
+		var want string
+		check := func(name string, crashed *aof.MemFS) {
+			t.Helper()
+			o := farBuckets(crashed)
+			o.SegmentSize = 1 << 10
+			c := mustNew(t, o)
+			defer c.Close()
+			if got := delayedView(t, c); got != want {
+				t.Fatalf("%s: state after the crash differs\n%s", name, diffLines(want, got))
+			}
+		}
+		opts := func(fs *aof.MemFS) Options {
+			o := farBuckets(fs)
+			o.SegmentSize = 1 << 10
+			return o
+		}
+		defer func(c int, s uint32) { compactChunk, compactScan = c, s }(compactChunk, compactScan)
+		compactChunk, compactScan = 16, 64
+		{
+			fs2 := fs.CrashClone()
+			e2 := mustNew(t, opts(fs2))
+			settleSpill()
+			if n := farLen(e2); n < 30 {
+				t.Fatalf("%d far jobs out before the compaction", n)
+			}
+			// One far job cancelled by id from disk, in the log the
+			// compaction drops.
+			qs, id, _ := strings.Cut(far[1], "/")
+			if n, tk, _ := e2.Cancel(b(qs), [][]byte{b(id)}); n != 1 || e2.WaitDurable(tk) != nil {
+				t.Fatal("cancel of a far job")
+			}
+			want = delayedView(t, e2)
+			check("start", fs2.CrashClone())
+			steps := 0
+			defer func(f func(*finetimer.Timer)) { rewriteYield = f }(rewriteYield)
+			rewriteYield = func(*finetimer.Timer) {
+				steps++
+				check(fmt.Sprintf("chunk %d", steps), fs2.CrashClone())
+			}
+			defer func() { compactDropped = nil }()
+			compactDropped = func() { check("dropped", fs2.CrashClone()) }
+			compactAll(t, e2)
+			compactDropped, rewriteYield = nil, finetimer.Pause
+			if got := delayedView(t, e2); got != want {
+				t.Fatalf("after compacting with far jobs out\n%s", diffLines(want, got))
+			}
+			if n := farLen(e2); n < 30 {
+				t.Fatalf("%d far jobs out after the compaction, want them still in runs", n)
+			}
+			e2.Close()
+			check("done", fs2.CrashClone())
+		}
+		fired := 0
+		for _, op := range []aof.Op{aof.OpWrite, aof.OpSync, aof.OpRename, aof.OpSyncDir, aof.OpRemove} {
+			for after := int64(0); after < 6; after++ {
+				fs2 := fs.CrashClone()
+				e2 := mustNew(t, opts(fs2))
+				settleSpill()
+				want = delayedView(t, e2)
+				n := after
+				if op == aof.OpWrite {
+					n *= 700
+				}
+				fs2.Inject(aof.Fault{Op: op, After: n})
+				err := e2.journal.Roll()
+				for active := e2.journal.Active(); err == nil && e2.journal.Segments()[0] < active; {
+					err = e2.compactSegment(e2.journal.Segments()[0])
+				}
+				if err != nil {
+					fired++
+				}
+				check(fmt.Sprintf("op %d after %d (%v)", op, after, err), fs2.CrashClone())
+				e2.Close()
+			}
+		}
+		if fired < 10 {
+			t.Fatalf("%d of the injected faults fired: the test crashes too little", fired)
+		}
 	})
 }

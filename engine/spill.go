@@ -44,6 +44,9 @@ func (e *Engine) spiller() {
 		defer ft.Close()
 	}
 	e.restateFar(ft)
+	if e.far.set != nil {
+		e.outKept(ft)
+	}
 	var ahead time.Time
 	for {
 		select {
@@ -190,7 +193,7 @@ func (e *Engine) spillOne(c *record.Cand, horizon int64, segs []uint64, cur *jou
 	if !journal.HomedBy(h, c.Seg, segs, cur) {
 		return // restated since, into a later segment
 	}
-	if e.far.set != nil && j.Flags&^jobs.FlagInRun == 0 && e.out(s, c) {
+	if e.far.set != nil && j.Flags&^jobs.FlagInRun == 0 && e.out(s, c.Seg, c.Off) {
 		return
 	}
 	size := jobs.DataSize(j)
