@@ -94,7 +94,7 @@ func (e *Engine) restateSegment(id uint64) (uint64, error) {
 		e.journal.Warm(id) // its payloads on disk are read back under the lock (spill.go)
 	}
 	if e.far.set != nil {
-		if err := e.checkpoint(); err != nil { // far jobs' records in it are covered first (far.go)
+		if err := e.checkpoint(id); err != nil { // far jobs' records in it are covered first (far.go)
 			return 0, err
 		}
 	}

@@ -35,6 +35,10 @@ type farState struct {
 	// closing of a run. Taken before mu, never under it.
 	work sync.Mutex
 	mark uint64 // the last mark logged, or the opened checkpoint's
+	// victim is the last segment a compaction checkpointed for: no job
+	// goes out with its payload there (the tail lags), since the drop
+	// follows with no checkpoint between.
+	victim uint64
 	// before says the start-up's replay has not yet met the opened
 	// checkpoint's mark; opened is what its runs hold by queue, counted
 	// in the queues when it does.
@@ -105,6 +109,9 @@ func (e *Engine) countOpened() {
 // leaves memory as a removal would, but stays its queue's delayed job. It
 // reports whether it went. Called with mu held.
 func (e *Engine) out(s uint32, seg uint64, off int64) bool {
+	if seg <= e.far.victim {
+		return false
+	}
 	j := e.jobs.At(s)
 	q := &e.queues[j.Queue]
 	r := e.addRec(s, 0)
@@ -176,6 +183,22 @@ func (e *Engine) lookup(qi uint32, id []byte) (uint32, bool) {
 	e.unfar(qi, sid)
 	e.back(&fj)
 	return e.jobs.Lookup(&e.queues[qi].run, qi, id)
+}
+
+// farInfo is DELAY.GET's view of a far job of queue qi: rendered from its
+// head, not brought back (a read logs nothing). Called with mu held.
+func (e *Engine) farInfo(qi uint32, id []byte) (JobInfo, bool) {
+	sid, ok := jobs.ParseSID(id)
+	if e.far.set == nil || !ok || !e.far.set.Has(sid) {
+		return JobInfo{}, false
+	}
+	fj, _, err := e.far.set.Get(sid)
+	var r record.Rec
+	if err != nil || fj.Queue != e.queues[qi].name || r.Decode(fj.Head) != nil {
+		return JobInfo{}, false
+	}
+	return JobInfo{ID: slices.Clone(id), Queue: []byte(fj.Queue), Payload: fj.Payload, State: jobs.StateNames[jobs.StateDelayed],
+		Due: fj.Due, Deliveries: r.Deliveries, Group: slices.Clone(r.Group), Priority: r.Priority}, true
 }
 
 // unfar takes sid's job out of the buckets, if they hold it, with its
@@ -290,17 +313,19 @@ func (e *Engine) loadFar(ft *finetimer.Timer) {
 	}
 }
 
-// checkpoint writes a checkpoint of the buckets: captured under the lock
-// with its mark logged, then its frozen buckets written as runs, the log
-// made durable up to the mark, and the file written (finishCheckpoint).
-// What its runs hold no longer needs the log before the mark.
-func (e *Engine) checkpoint() error {
+// checkpoint writes a checkpoint of the buckets before a compaction drops
+// segment victim: captured under the lock with its mark logged, then its
+// frozen buckets written as runs, the log made durable up to the mark, and
+// the file written (finishCheckpoint). What its runs hold no longer needs
+// the log before the mark.
+func (e *Engine) checkpoint(victim uint64) error {
 	e.far.work.Lock()
 	defer e.far.work.Unlock()
 	wr, err := e.begin(0)
 	if err != nil {
 		return err
 	}
+	e.far.victim = max(e.far.victim, victim)
 	cp, t := e.captureFar(wr.now)
 	wr.end()
 	return e.finishCheckpoint(cp, t)
@@ -317,6 +342,30 @@ func (e *Engine) captureFar(now int64) (*bucket.Checkpoint, uint64) {
 // farMark is the mark of the last checkpoint captured: a meta record.
 func (e *Engine) farMark(now int64) *record.Rec {
 	return &record.Rec{Op: record.Meta, Time: now, SID: e.lastSID, Seq: e.seq, Queue: record.FarMark(e.far.mark)}
+}
+
+// appendFar appends to a snapshot (its end mark moved after them) the far
+// jobs as of cp, captured with it at ticket t, as add records at now: a
+// backup holds every job. The checkpoint is written first (its runs are
+// what is read, each through once). Called with far.work held, without
+// mu.
+func (e *Engine) appendFar(out []byte, cp *bucket.Checkpoint, t uint64, now int64) ([]byte, error) {
+	if err := e.finishCheckpoint(cp, t); err != nil {
+		return nil, err
+	}
+	out = out[:len(out)-1]
+	var r record.Rec
+	var buf []byte
+	err := cp.Each(func(j *bucket.Job) error {
+		if err := r.Decode(j.Head); err != nil {
+			return err
+		}
+		r.Time, r.Queue, r.SID, r.Seq, r.Due, r.Payload = now, []byte(j.Queue), j.SID, j.Seq, j.Due, j.Payload
+		buf = r.Encode(buf[:0])
+		out = record.AppendSnap(out, buf)
+		return nil
+	})
+	return record.EndSnap(out), err
 }
 
 // finishCheckpoint writes cp, captured with its mark at ticket t. Called

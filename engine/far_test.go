@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"bytes"
 	"cmp"
 	"fmt"
 	"math"
@@ -155,7 +156,7 @@ func TestFarBuckets(t *testing.T) {
 			t.Fatalf("%d in the buckets after 4 operations by id, want 66", farLen(e))
 		}
 		settleSpill() // the rescheduled and replaced jobs go out again
-		if err := e.checkpoint(); err != nil {
+		if err := e.checkpoint(0); err != nil {
 			t.Fatal(err)
 		}
 		// After the checkpoint, a cancel of a job its runs hold: replay
@@ -329,5 +330,66 @@ func TestCompactionWithFarBuckets(t *testing.T) {
 		if fired < 10 {
 			t.Fatalf("%d of the injected faults fired: the test crashes too little", fired)
 		}
+	})
+}
+
+// A backup holds the far jobs (read from the runs of a checkpoint it
+// takes), a rewrite leaves them in the runs and starts the new log with
+// that checkpoint's mark, and DELAY.GET shows one on disk without bringing
+// it back; FLUSHALL drops them for good.
+func TestFarBucketsBackupRewriteGet(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fs := aof.NewMemFS()
+		e := mustNew(t, farBuckets(fs))
+		far := addFar(t, e, 30, 100)
+		settleSpill()
+		if farLen(e) != 30 {
+			t.Fatalf("%d far jobs out, want 30", farLen(e))
+		}
+		want := delayedView(t, e)
+		qs, id, _ := strings.Cut(far[7], "/")
+		info, ok := e.Get(b(qs), b(id))
+		if !ok || info.State != "delayed" || len(info.Payload) != 100 || string(info.ID) != id || farLen(e) != 30 {
+			t.Fatalf("DELAY.GET of a far job: %v %+v, %d out", ok, info, farLen(e))
+		}
+		if in := e.Info(); in.Far.Jobs != 30 || in.Jobs != 60 || in.Far.IndexBytes == 0 {
+			t.Fatalf("INFO: %+v", in.Far)
+		}
+		c, err := e.Backup(0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The backup replayed as a log: every job, in memory.
+		x := newEngine(t, Options{Replicator: &fakeRepl{closed: true}, Follower: true})
+		if err := x.Restore(bytes.NewReader(c.Data)); err != nil {
+			t.Fatal(err)
+		}
+		if got := delayedView(t, x); got != want {
+			t.Fatalf("a backup's jobs\n%s", diffLines(want, got))
+		}
+		if err := e.Rewrite(); err != nil {
+			t.Fatal(err)
+		}
+		waitRewrite(e)
+		if farLen(e) != 30 {
+			t.Fatalf("%d far jobs out after a rewrite", farLen(e))
+		}
+		e.Close()
+		e = mustNew(t, farBuckets(fs))
+		if got := delayedView(t, e); got != want {
+			t.Fatalf("after a rewrite and a restart\n%s", diffLines(want, got))
+		}
+		if _, err := e.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		if farLen(e) != 0 {
+			t.Fatalf("%d far jobs after FLUSHALL", farLen(e))
+		}
+		e.Close()
+		e = mustNew(t, farBuckets(fs))
+		if in := e.Info(); in.Jobs != 0 || farLen(e) != 0 {
+			t.Fatalf("after FLUSHALL and a restart: %d jobs, %d far", in.Jobs, farLen(e))
+		}
+		e.Close()
 	})
 }

@@ -164,6 +164,12 @@ func (e *Engine) openLog() error {
 	if err := e.journal.OpenLog(l.Segs, res); err != nil {
 		return err
 	}
+	if e.far.set != nil && e.journal.Active() == 0 {
+		// A log of a release before segments: no spiller, so no buckets
+		// (its Set is empty: that release wrote none).
+		e.far.set.Close()
+		e.far.set = nil
+	}
 	if j.keepBy != 0 {
 		e.jobs.SetDisk(e.journal)
 		e.journal.TailFromEnd() // replay decided for every record there is
@@ -470,6 +476,15 @@ func (e *Engine) Rewrite() error {
 	if e.mu.held {
 		return ErrInTransaction // its goroutine needs the lock this handle holds
 	}
+	held := e.far.set != nil // far.work, which the rewrite's goroutine lets go once its checkpoint is written
+	if held {
+		e.far.work.Lock()
+		defer func() {
+			if held {
+				e.far.work.Unlock()
+			}
+		}()
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	jn := e.journal
@@ -515,6 +530,7 @@ func (e *Engine) Rewrite() error {
 		return err
 	}
 	started := time.Now()
+	held = false
 
 	go func() {
 		ft := e.pauseTimer()
@@ -522,7 +538,6 @@ func (e *Engine) Rewrite() error {
 			defer ft.Close()
 		}
 		if cp != nil {
-			e.far.work.Lock()
 			err := e.finishCheckpoint(cp, cpAt)
 			e.far.work.Unlock()
 			if err != nil {
