@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"errors"
 	"slices"
 	"sync"
 
@@ -372,12 +373,18 @@ func (e *Engine) appendFar(out []byte, cp *bucket.Checkpoint, t uint64, now int6
 // with far.work held, without mu.
 func (e *Engine) finishCheckpoint(cp *bucket.Checkpoint, t uint64) error {
 	f := &e.far
+	set := f.set
 	for _, fz := range cp.Frozen() {
-		r, err := f.set.WriteFrozen(fz)
+		r, err := set.WriteFrozen(fz)
 		if err != nil {
 			return err
 		}
 		e.mu.Lock()
+		if f.set != set {
+			e.mu.Unlock()
+			r.Close()
+			return errReopened
+		}
 		f.set.Install(fz, r)
 		e.mu.Unlock()
 	}
@@ -391,8 +398,39 @@ func (e *Engine) finishCheckpoint(cp *bucket.Checkpoint, t uint64) error {
 		return err
 	}
 	e.mu.Lock()
+	if f.set != set {
+		e.mu.Unlock()
+		return errReopened
+	}
 	gone := f.set.Installed(cp)
 	e.mu.Unlock()
 	bucket.RemoveRuns(e.j.fs, e.j.path, gone)
 	return nil
+}
+
+// errReopened is a checkpoint given up because a reload reopened the
+// buckets meanwhile.
+var errReopened = errors.New("the far-future buckets were reopened by a reload")
+
+// reopenFar opens the buckets again from their checkpoint for a reload
+// (logFailed): its replay of the whole log is a start's, and so is what it
+// needs of them. The Set before is left to the garbage collector, not
+// closed (a checkpoint or a load may be reading it without the lock; they
+// see the new one when they take it, and give up). Called with mu held.
+func (e *Engine) reopenFar() error {
+	e.far.set, e.far.opened = nil, nil
+	return e.openFar()
+}
+
+// sealFar writes the frozen buckets (an open bucket full at 1M jobs) as a
+// checkpoint's runs, so that memory holds at most one open bucket.
+func (e *Engine) sealFar() {
+	e.mu.Lock()
+	n := len(e.far.set.Frozen())
+	e.mu.Unlock()
+	if n > 0 {
+		if err := e.checkpoint(0); err != nil {
+			e.opts.Logger.Warn().Err(err).Msg("sealing the far-future buckets")
+		}
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -391,5 +392,50 @@ func TestFarBucketsBackupRewriteGet(t *testing.T) {
 			t.Fatalf("after FLUSHALL and a restart: %d jobs, %d far", in.Jobs, farLen(e))
 		}
 		e.Close()
+	})
+}
+
+// A failed log write reloads the state from the log: the buckets are
+// reopened from their checkpoint and the replay is a start's, so every far
+// job is still there once, counted once, and comes when due.
+func TestFarBucketsReload(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fs := aof.NewMemFS()
+		e := mustNew(t, farBuckets(fs))
+		defer e.Close()
+		far := addFar(t, e, 30, 100)
+		settleSpill()
+		if err := e.checkpoint(0); err != nil {
+			t.Fatal(err)
+		}
+		qs, id, _ := strings.Cut(far[3], "/")
+		if n, tk, _ := e.Cancel(b(qs), [][]byte{b(id)}); n != 1 || e.WaitDurable(tk) != nil {
+			t.Fatal("cancel of a far job in a run")
+		}
+		addFar(t, e, 5, 100) // in the open bucket, after the checkpoint
+		settleSpill()
+		want := delayedView(t, e)
+		fs.Inject(aof.Fault{Op: aof.OpWrite, Err: syscall.ENOSPC})
+		res, _ := e.Add(AddArgs{Queue: b("x"), Payload: b("lost"), Delay: 5})
+		if err := e.WaitDurable(res.Ticket); err == nil {
+			t.Fatal("the write the fault was for succeeded")
+		}
+		if got := delayedView(t, e); got != want {
+			t.Fatalf("after a reload\n%s", diffLines(want, got))
+		}
+		if farLen(e) != 29 { // the runs' (the open bucket's come back from the log)
+			t.Fatalf("%d far jobs out after the reload, want 29", farLen(e))
+		}
+		time.Sleep(20 * time.Minute)
+		n := 0
+		for {
+			if _, ok := e.Pop([][]byte{b("q0"), b("q1"), b("q2")}); !ok {
+				break
+			}
+			n++
+		}
+		if n != 70-1 {
+			t.Fatalf("%d jobs handed out, want 69", n)
+		}
 	})
 }

@@ -401,7 +401,15 @@ func (e *Engine) logFailed(first uint64, err error, fsyncErr bool) bool {
 func (e *Engine) reloadLocked() error {
 	waiting := e.parkedWaiters()
 	e.resetState()
+	if e.far.set != nil {
+		if err := e.reopenFar(); err != nil {
+			return err
+		}
+	}
 	_, err := e.replayFile(nil)
+	if e.far.before {
+		e.countOpened() // the log lost the checkpoint's mark (openLog warns)
+	}
 	e.journal.RetailFrom() // every payload is in memory again
 	e.changedAll()
 	if e.wheel == nil {

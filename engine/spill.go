@@ -55,6 +55,9 @@ func (e *Engine) spiller() {
 		case <-t.C:
 		}
 		e.spill(ft)
+		if e.far.set != nil {
+			e.sealFar()
+		}
 		if time.Since(ahead) >= time.Duration(e.opts.Horizon/4)*time.Millisecond {
 			ahead = time.Now()
 			if e.far.set != nil {
