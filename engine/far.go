@@ -429,7 +429,7 @@ func (e *Engine) sealFar() {
 	n := len(e.far.set.Frozen())
 	e.mu.Unlock()
 	if n > 0 {
-		if err := e.checkpoint(0); err != nil {
+		if err := e.checkpoint(0); err != nil && !errors.Is(err, ErrClosed) {
 			e.opts.Logger.Warn().Err(err).Msg("sealing the far-future buckets")
 		}
 	}

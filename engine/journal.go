@@ -131,6 +131,9 @@ func (e *Engine) openLog() error {
 		if err := e.openFar(); err != nil {
 			return err
 		}
+		if e.far.set.Len() > 0 {
+			j.presizeFor = 0 // the log's adds are mostly of jobs its runs hold: the index grows as it must
+		}
 	}
 	if o.Loading != nil {
 		o.Loading.Begin(l.Size)
