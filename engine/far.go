@@ -1,7 +1,9 @@
 package engine
 
 import (
+	"cmp"
 	"errors"
+	"math"
 	"slices"
 	"sync"
 
@@ -200,6 +202,36 @@ func (e *Engine) farInfo(qi uint32, id []byte) (JobInfo, bool) {
 	}
 	return JobInfo{ID: slices.Clone(id), Queue: []byte(fj.Queue), Payload: fj.Payload, State: jobs.StateNames[jobs.StateDelayed],
 		Due: fj.Due, Deliveries: r.Deliveries, Group: slices.Clone(r.Group), Priority: r.Priority}, true
+}
+
+// farUpcoming merges into mem, a page of DELAY.UPCOMING from memory, the
+// far jobs of the named queue after the cursor (Set.Earliest: their runs'
+// sorted entries, read under the lock, an admin's listing), and returns the
+// first count. The cursor is after its job's (due, add order) if that job
+// is still delayed at its time, else at its time, as jobs.Listing.After.
+// Called with mu held.
+func (e *Engine) farUpcoming(name []byte, count int, after *Cursor, mem []Upcoming) []Upcoming {
+	due, seq := int64(math.MinInt64), uint64(0)
+	if qi, ok := e.queueFor(name, false); ok && after != nil {
+		due, seq = after.Time-1, math.MaxUint64
+		if s, ok := e.jobs.Lookup(&e.queues[qi].run, qi, after.ID); ok && e.jobs.At(s).Due == after.Time {
+			due, seq = after.Time, e.jobs.At(s).Seq
+		} else if sid, ok := jobs.ParseSID(after.ID); ok {
+			if fj, ok, err := e.far.set.Get(sid); ok && err == nil && fj.Due == after.Time {
+				due, seq = after.Time, fj.Seq
+			}
+		}
+	}
+	fs, err := e.far.set.Earliest(string(name), due, seq, count)
+	if err != nil {
+		e.opts.Logger.Error().Err(err).Msg("listing far-future jobs")
+	}
+	var buf [jobs.SIDLen]byte
+	for _, f := range fs {
+		mem = append(mem, Upcoming{ID: slices.Clone(jobs.RenderSID(&buf, f.SID)), Due: f.Due, Payload: f.Payload, seq: f.Seq})
+	}
+	slices.SortFunc(mem, func(a, b Upcoming) int { return cmp.Or(cmp.Compare(a.Due, b.Due), cmp.Compare(a.seq, b.seq)) })
+	return mem[:min(len(mem), count)]
 }
 
 // unfar takes sid's job out of the buckets, if they hold it, with its

@@ -353,6 +353,32 @@ func TestFarBucketsBackupRewriteGet(t *testing.T) {
 		if !ok || info.State != "delayed" || len(info.Payload) != 100 || string(info.ID) != id || farLen(e) != 30 {
 			t.Fatalf("DELAY.GET of a far job: %v %+v, %d out", ok, info, farLen(e))
 		}
+		// DELAY.UPCOMING merges the far jobs with the near ones in (due,
+		// add order), a page at a time: q0 holds 10 of each.
+		var all []Upcoming
+		var after *Cursor
+		for {
+			page := e.UpcomingAfter(b("q0"), 7, after)
+			all = append(all, page...)
+			if len(page) < 7 {
+				break
+			}
+			last := page[len(page)-1]
+			after = &Cursor{Time: last.Due, ID: last.ID}
+		}
+		seen, nfar := map[string]bool{}, 0
+		for i, u := range all {
+			if seen[string(u.ID)] || i > 0 && u.Due < all[i-1].Due {
+				t.Fatalf("DELAY.UPCOMING of q0: %d: %s due %d repeated or out of order", i, u.ID, u.Due)
+			}
+			seen[string(u.ID)] = true
+			if u.Due > e.Now()+60_000 {
+				nfar++
+			}
+		}
+		if len(all) != 20 || nfar != 10 {
+			t.Fatalf("DELAY.UPCOMING of q0 in pages: %d jobs, %d far; want 20, 10", len(all), nfar)
+		}
 		if in := e.Info(); in.Far.Jobs != 30 || in.Jobs != 60 || in.Far.IndexBytes == 0 {
 			t.Fatalf("INFO: %+v", in.Far)
 		}
