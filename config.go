@@ -40,6 +40,7 @@ type config struct {
 	AutoRewriteMinSize    int64
 	SegmentSize           int64
 	Horizon               int64
+	FarBuckets            bool
 	Repair                bool
 	SlowlogSlowerThan     int64
 	SlowlogMaxLen         int
@@ -104,6 +105,7 @@ var settings = []struct {
 	{"auto-rewrite-min-size", "67108864", "no automatic rewrite below this log size, in bytes"},
 	{"aof-segment-size", "67108864", "the log's segments roll at this size, in bytes; compaction works one segment at a time"},
 	{"horizon", "3600000", "keep in memory the payloads of jobs due within this many ms, the rest in the log only (0: all in memory; off in a cluster and with appendonly no)"},
+	{"far-buckets", "no", "move jobs due beyond the horizon out of memory into time buckets on disk: yes|no (off in a cluster, with appendonly no and with horizon 0)"},
 	{"repair", "false", "cut a damaged log at the damage (keeping the rest as *.broken) and start"},
 	{"slowlog-log-slower-than", "10000", "SLOWLOG keeps commands slower than this, in microseconds (0: every command, -1: none)"},
 	{"slowlog-max-len", "128", "most SLOWLOG entries kept"},
@@ -280,6 +282,7 @@ func loadConfig(args []string, environ []string, stderr io.Writer) (config, erro
 	c.AutoRewriteMinSize = num("auto-rewrite-min-size", 0)
 	c.SegmentSize = num("aof-segment-size", 4096)
 	c.Horizon = num("horizon", 0)
+	c.FarBuckets = yesno("far-buckets")
 	c.Repair = yesno("repair")
 	c.SlowlogSlowerThan = num("slowlog-log-slower-than", -1)
 	c.SlowlogMaxLen = int(num("slowlog-max-len", 0))
@@ -412,6 +415,7 @@ func (c config) view() map[string]string {
 		"auto-rewrite-min-size":     strconv.FormatInt(c.AutoRewriteMinSize, 10),
 		"aof-segment-size":          strconv.FormatInt(c.SegmentSize, 10),
 		"horizon":                   strconv.FormatInt(c.Horizon, 10),
+		"far-buckets":               yn(c.FarBuckets),
 		"slowlog-log-slower-than":   strconv.FormatInt(c.SlowlogSlowerThan, 10),
 		"slowlog-max-len":           strconv.Itoa(c.SlowlogMaxLen),
 		"log-level":                 c.LogLevel,

@@ -358,6 +358,7 @@ func run(args, environ []string, stderr io.Writer) int {
 			RewriteMinSize: cfg.AutoRewriteMinSize,
 			SegmentSize:    cfg.SegmentSize,
 			Horizon:        cfg.Horizon,
+			FarBuckets:     cfg.FarBuckets,
 			Logger:         log,
 			Loading:        loading,
 		})

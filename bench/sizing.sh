@@ -6,10 +6,13 @@
 #
 #   bench/sizing.sh                 # 500k jobs at payloads of 16, 256 and 1024 bytes
 #   N=2000000 SIZES="64 512" bench/sizing.sh
+#   ARGS="--far-buckets yes" SETTLE=20 bench/sizing.sh   # server flags; seconds to let the spiller settle
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${N:-500000}
 SIZES=${SIZES:-"16 256 1024"}
+ARGS=${ARGS:-}
+SETTLE=${SETTLE:-1}
 P=${PORT:-6397}
 SERVER_CPU=${SERVER_CPU:-0}
 CLIENT_CPU=${CLIENT_CPU:-1}
@@ -21,7 +24,7 @@ rss() { awk '/VmRSS/{printf "%d\n", $2*1024}' /proc/"$1"/status; }
 start() {
   rm -rf "$work/data"
   taskset -c "$SERVER_CPU" "$work/delayd" --port "$P" --http-addr "" --dir "$work/data" \
-    --appendonly yes --appendfsync everysec --log-level error & pid=$!
+    --appendonly yes --appendfsync everysec --log-level error $ARGS & pid=$!
   wait_port "$P"
 }
 stop() { redis-cli -p "$P" shutdown >/dev/null 2>&1 || true; wait "$pid" 2>/dev/null || true; }
@@ -40,7 +43,7 @@ for size in $SIZES; do
     [ "$(redis-cli -p "$P" info persistence | tr -d '\r' | sed -n 's/^aof_rewrite_in_progress://p')" = 0 ] && break
     sleep 0.1
   done
-  sleep 1
+  sleep "$SETTLE"
   r1=$(rss "$pid")
   logb=$(stat -c %s "$work/data/delayd.aof")
   awk -v n="$N" -v s="$size" -v r=$((r1-r0)) -v l="$logb" \

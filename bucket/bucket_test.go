@@ -978,3 +978,29 @@ func TestOpenBucketPages(t *testing.T) {
 	checkpoint(t, s, fs, Pos{1, 1})
 	check(t, s, m)
 }
+
+// Opened counts the live jobs of each queue in the runs a checkpoint names:
+// what the owner's queues count once its replay reaches the checkpoint.
+func TestOpenedCountsByQueue(t *testing.T) {
+	fs, log := aof.NewMemFS(), newFakeLog()
+	s := newSet(t, fs, log, 4)
+	want := map[string]int{}
+	for sid := uint64(1); sid <= 11; sid++ {
+		if err := s.Add(int64(sid), sid, sid, queueOf(sid), nil, log.put(1, payloadOf(sid))); err != nil {
+			t.Fatal(err)
+		}
+		want[queueOf(sid)]++
+	}
+	s.Remove(3)
+	want[queueOf(3)]--
+	checkpoint(t, s, fs, Pos{1, 0})
+	s.Remove(4) // after the checkpoint: still live in it
+	s2, err := Open(Options{FS: fs, Path: testPath, Log: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	if got := s2.Opened(); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("Opened = %v, want %v", got, want)
+	}
+}

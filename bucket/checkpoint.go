@@ -34,6 +34,9 @@ var cpMagic = [8]byte{'D', 'L', 'Y', 'B', 'C', 'K', 'P', 1}
 func CheckpointPath(path string) string { return path + ".buckets" }
 
 // Pos is a place in the log: a segment's id and an offset in its file.
+// The engine's is the number of the mark record its checkpoint logged, in
+// Seg (record.FarMark): when a checkpoint is captured, the records before
+// it are not yet written, so no offset names where they end.
 type Pos struct {
 	Seg uint64
 	Off int64
@@ -219,6 +222,11 @@ func RemoveRuns(fs aof.FS, path string, ids []uint64) {
 // Pos returns the log position the last checkpoint covers (zero: none).
 func (s *Set) Pos() Pos { return s.pos }
 
+// Opened returns the live jobs of each queue in the runs Open found: what
+// the owner counts in its queues once its replay reaches the checkpoint's
+// position (before it, records of those jobs are skipped).
+func (s *Set) Opened() map[string]int { return s.opened }
+
 // leftoverMisses is how many consecutive ids past the checkpoint's next
 // id Open tries after the last file it found: frozen buckets are given ids
 // in order, and one whose write failed leaves a gap.
@@ -248,12 +256,15 @@ func Open(o Options) (*Set, error) {
 		}
 	}
 	s.x.presize(live)
+	s.opened = map[string]int{}
 	for slot, rs := range cp.Runs {
 		b := &bucket{id: rs.ID, dead: rs.Dead, cursor: rs.Cursor}
+		perQ := map[uint32]int{}
 		r, err := OpenRun(o.FS, o.Path, rs.ID, func(pos int, e Sorted) {
 			if int(e.Index) < rs.N && !b.isDead(e.Index) {
 				s.x.put(e.SID, packLoc(slot, e.Index))
 				b.live++
+				perQ[e.Queue]++
 			}
 		})
 		if err == nil && r.N != rs.N {
@@ -265,6 +276,9 @@ func Open(o Options) (*Set, error) {
 			return nil, err
 		}
 		b.run, b.n = r, r.N
+		for qn, n := range perQ {
+			s.opened[r.Names[qn]] += n
+		}
 		s.b[slot] = b
 		s.byID[rs.ID] = slot
 		s.named[rs.ID] = true

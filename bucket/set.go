@@ -149,6 +149,7 @@ type Set struct {
 	// merging is the runs being written by a merge not yet begun: a
 	// checkpoint meanwhile lists them to drop, should a crash leave one.
 	merging map[uint64]bool
+	opened  map[string]int // Open's live jobs by queue (Opened)
 }
 
 // New returns an empty Set whose first bucket will be id 1.

@@ -311,6 +311,9 @@ func cmdInfo(d *Dispatcher, c *Client, args [][]byte) {
 		{"payloads_on_disk", itoa(in.DiskJobs)},
 		{"payloads_on_disk_bytes", itoa(in.DiskBytes)},
 		{"payload_disk_reads", strconv.FormatUint(in.DiskReads, 10)},
+		{"far_jobs", itoa(in.Far.Jobs)},
+		{"far_runs", strconv.Itoa(in.Far.Runs)},
+		{"far_index_bytes", itoa(in.Far.IndexBytes)},
 		{"lazyfree_pending_objects", strconv.Itoa(in.LazyfreePending)}, // jobs of deleted queues not freed yet
 		{"gc_cycles", strconv.FormatUint(uint64(ms.NumGC), 10)},
 	})

@@ -105,7 +105,7 @@ func (e *Engine) exhausted(s uint32, logIt bool) uint64 {
 	to, _ := e.queueFor(dl, true)
 	j.Queue = to
 	e.queues[to].Join(&e.jobs.Slab, s, grp, prio)
-	if _, taken := e.jobs.Lookup(&e.queues[to].run, to, id); taken {
+	if _, taken := e.lookup(to, id); taken {
 		// Not time based, so replay makes the same id as the live server did.
 		e.lastSID = e.jobs.FreeSID(&e.queues[to].run, to, e.lastSID+1)
 		j.SID, j.IDLen = e.lastSID, 0
@@ -307,5 +307,5 @@ func (e *Engine) find(r *record.Rec) (uint32, bool) {
 	if !ok {
 		return 0, false
 	}
-	return e.jobs.Lookup(&e.queues[qi].run, qi, id)
+	return e.lookup(qi, id)
 }

@@ -92,7 +92,7 @@ func (e *Engine) Add(a AddArgs) (AddResult, error) {
 	exists := false
 	var s uint32
 	if existed && a.ID != nil {
-		if s, exists = e.jobs.Lookup(&e.queues[qi].run, qi, a.ID); exists {
+		if s, exists = e.lookup(qi, a.ID); exists {
 			// DEBOUNCE replaces a job that is still delayed, as REPLACE does.
 			if !a.Replace && (a.Debounce <= 0 || e.jobs.At(s).State != jobs.StateDelayed) {
 				return AddResult{}, nil
@@ -178,6 +178,8 @@ func (e *Engine) place(r *record.Rec, fresh, pushed bool) (uint32, bool) {
 			if s, ok := e.jobs.Lookup(&e.queues[qi].run, qi, id); ok {
 				e.jobs.DropIdent(s) // replaced, not ended: no tombstone
 				e.remove(s)
+			} else if r.ID == nil {
+				e.unfar(qi, r.SID) // a far job restated (far.go)
 			}
 		}
 	}

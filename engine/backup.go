@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/delayd/delayd/bucket"
 )
 
 // A backup's capture (docs/decisions/backup.md): the snapshot a Raft
@@ -41,14 +43,30 @@ func (e *Engine) Backup(prefix int) (Capture, error) {
 		return Capture{}, errors.New("engine: a cluster node's backup is taken on the leader (BackupLeader)")
 	}
 	buf := e.captureBuf(prefix)
+	if e.far.set != nil {
+		e.far.work.Lock() // until the far jobs are read (far.go)
+		defer e.far.work.Unlock()
+	}
 	e.mu.Lock()
 	start := time.Now()
 	c := Capture{Data: e.appendSnapshot(buf)}
+	var cp *bucket.Checkpoint
+	var cpAt uint64
+	now := e.nowMs()
+	if e.far.set != nil {
+		cp, cpAt = e.captureFar(now)
+	}
 	ticket := e.journal.Ticket()
 	c.Held = time.Since(start)
 	e.mu.Unlock()
 	if err := e.WaitDurable(ticket); err != nil {
 		return Capture{}, fmt.Errorf("the log did not take the writes before the backup: %w", err)
+	}
+	if cp != nil {
+		var err error
+		if c.Data, err = e.appendFar(c.Data, cp, cpAt, now); err != nil {
+			return Capture{}, fmt.Errorf("the far-future jobs: %w", err)
+		}
 	}
 	return c, nil
 }

@@ -93,6 +93,11 @@ func (e *Engine) restateSegment(id uint64) (uint64, error) {
 	if e.opts.Horizon > 0 {
 		e.journal.Warm(id) // its payloads on disk are read back under the lock (spill.go)
 	}
+	if e.far.set != nil {
+		if err := e.checkpoint(id); err != nil { // far jobs' records in it are covered first (far.go)
+			return 0, err
+		}
+	}
 	ft := e.pauseTimer() // the pause between chunks, as a rewrite's
 	if ft != nil {
 		defer ft.Close()

@@ -62,7 +62,11 @@ type Options struct {
 	// and those of the rest in the log (0: every payload in memory; off
 	// without a log of our own: docs/decisions/payloads-on-disk.md).
 	Horizon int64
-	Logger  zerolog.Logger
+	// FarBuckets moves the jobs whose payloads the horizon keeps on disk
+	// out of memory, into time buckets on disk (far.go; off without a
+	// horizon).
+	FarBuckets bool
+	Logger     zerolog.Logger
 	// Loading, if set, follows the replay of the log in New from other
 	// goroutines, and can stop it (see Loading).
 	Loading *Loading
@@ -119,6 +123,7 @@ func (o *Options) Validate() error {
 	if !o.AppendOnly || o.Horizon < 0 {
 		o.Horizon = 0 // a cluster's payloads are in Raft's log, not in segments of ours
 	}
+	o.FarBuckets = o.FarBuckets && o.Horizon > 0
 	return nil
 }
 
@@ -214,6 +219,7 @@ type core struct {
 	clk clock.Clock // the time since start: nowMs and clockAt add what is not the clock's
 
 	j       logState         // replay's state and the record buffers (journal.go)
+	far     farState         // the far-future jobs on disk (far.go)
 	journal *journal.Journal // the log: the file, or the Replicator in cluster mode; nil when off
 	repl    replState        // cluster mode's role and clock (replica.go)
 
@@ -506,6 +512,11 @@ func (e *Engine) Stop() {
 	if e.mu.held {
 		panic("engine: Stop inside Atomic") // it waits for the timer goroutine, which needs the lock
 	}
+	if e.far.set != nil {
+		// The next start replays over it: the far jobs' records are skipped, not placed in memory
+		// and sent out again (far.go). A failure leaves the last checkpoint, which the log covers.
+		_ = e.checkpoint(0)
+	}
 	e.mu.Lock()
 	if e.closed {
 		e.mu.Unlock()
@@ -537,6 +548,9 @@ func (e *Engine) Close() error {
 	}
 	e.Stop()
 	e.bg.Wait() // a compaction ends at its next step once closed (compact.go)
+	if e.far.set != nil {
+		defer e.far.set.Close()
+	}
 	defer func() {
 		e.mu.Lock()
 		e.dropPages()

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/delayd/delayd/aof"
+	"github.com/delayd/delayd/bucket"
 	"github.com/delayd/delayd/finetimer"
 	"github.com/delayd/delayd/jobs"
 	"github.com/delayd/delayd/journal"
@@ -126,6 +127,14 @@ func (e *Engine) openLog() error {
 		return err
 	}
 	j.presizeFor = l.Size // presize.go
+	if o.FarBuckets {
+		if err := e.openFar(); err != nil {
+			return err
+		}
+		if e.far.set.Len() > 0 {
+			j.presizeFor = 0 // the log's adds are mostly of jobs its runs hold: the index grows as it must
+		}
+	}
 	if o.Loading != nil {
 		o.Loading.Begin(l.Size)
 	}
@@ -150,9 +159,19 @@ func (e *Engine) openLog() error {
 	if err != nil {
 		return err
 	}
+	if e.far.before {
+		o.Logger.Warn().Uint64("mark", e.far.mark).Msg("the log holds no mark of the far-future buckets' checkpoint")
+		e.countOpened()
+	}
 	e.journal = e.newJournal()
 	if err := e.journal.OpenLog(l.Segs, res); err != nil {
 		return err
+	}
+	if e.far.set != nil && e.journal.Active() == 0 {
+		// A log of a release before segments: no spiller, so no buckets
+		// (its Set is empty: that release wrote none).
+		e.far.set.Close()
+		e.far.set = nil
 	}
 	if j.keepBy != 0 {
 		e.jobs.SetDisk(e.journal)
@@ -213,6 +232,9 @@ func (e *Engine) apply(p []byte) error {
 	var r record.Rec
 	if err := r.Decode(p); err != nil {
 		return err
+	}
+	if e.far.set != nil && e.farSkips(&r) {
+		return nil
 	}
 	if e.wheel == nil {
 		e.wheel = e.newJobWheel(r.Time)
@@ -382,7 +404,15 @@ func (e *Engine) logFailed(first uint64, err error, fsyncErr bool) bool {
 func (e *Engine) reloadLocked() error {
 	waiting := e.parkedWaiters()
 	e.resetState()
+	if e.far.set != nil {
+		if err := e.reopenFar(); err != nil {
+			return err
+		}
+	}
 	_, err := e.replayFile(nil)
+	if e.far.before {
+		e.countOpened() // the log lost the checkpoint's mark (openLog warns)
+	}
 	e.journal.RetailFrom() // every payload is in memory again
 	e.changedAll()
 	if e.wheel == nil {
@@ -457,6 +487,15 @@ func (e *Engine) Rewrite() error {
 	if e.mu.held {
 		return ErrInTransaction // its goroutine needs the lock this handle holds
 	}
+	held := e.far.set != nil // far.work, which the rewrite's goroutine lets go once its checkpoint is written
+	if held {
+		e.far.work.Lock()
+		defer func() {
+			if held {
+				e.far.work.Unlock()
+			}
+		}()
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	jn := e.journal
@@ -489,15 +528,34 @@ func (e *Engine) Rewrite() error {
 	for _, r := range e.stateRecs(snapTime) {
 		state = append(state, r.Encode(nil))
 	}
+	// The far jobs are not rewritten: a checkpoint of them, captured with
+	// the plan, is written before the rewrite, whose first record is its
+	// mark (far.go).
+	var cp *bucket.Checkpoint
+	var cpAt uint64
+	if e.far.set != nil {
+		cp, cpAt = e.captureFar(snapTime)
+		meta = *e.farMark(snapTime)
+	}
 	if err := jn.BeginRewrite(); err != nil {
 		return err
 	}
 	started := time.Now()
+	held = false
 
 	go func() {
 		ft := e.pauseTimer()
 		if ft != nil {
 			defer ft.Close()
+		}
+		if cp != nil {
+			err := e.finishCheckpoint(cp, cpAt)
+			e.far.work.Unlock()
+			if err != nil {
+				jn.Finish(started, err)
+				e.opts.Logger.Error().Err(err).Msg("log rewrite failed: the far-future buckets' checkpoint")
+				return
+			}
 		}
 		var buf []byte
 		head := append([][]byte{meta.Encode(nil)}, state...)

@@ -89,6 +89,7 @@ func (e *Engine) flushAll() {
 	}
 	waiting := e.parkedWaiters() // a follower's, or none at start-up
 	limits := e.limits           // limits belong to names, not to jobs: FLUSHALL keeps them
+	e.flushFar()
 	if e.j.replaying {
 		now := e.wheel.Now()
 		e.resetState()

@@ -27,6 +27,7 @@ type lazyState struct {
 // (DEL, live). at is the DEL record's time. O(1) plus the clients blocked
 // on the name and the jobs with UNIQUE or DEBOUNCE (of any queue).
 func (e *Engine) doom(qi uint32, at int64) {
+	e.dropFar(qi)
 	q := &e.queues[qi]
 	if q.watch != nil || e.watches.All {
 		e.changed(q) // once for the queue, as WATCH and tracking want

@@ -90,7 +90,7 @@ func (e *Engine) moveFrom(qi uint32, dst []byte, ends MoveEnds) (Delivery, uint3
 	}
 	if src != string(dst) {
 		if to, ok := e.queueFor(dst, false); ok {
-			if _, taken := e.jobs.Lookup(&e.queues[to].run, to, id); taken {
+			if _, taken := e.lookup(to, id); taken {
 				r.DID, r.DSID = nil, e.newSID(dst, r.Time)
 			}
 		}

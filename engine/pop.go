@@ -26,7 +26,7 @@ func (e *Engine) Cancel(queueName []byte, ids [][]byte) (int, uint64, error) {
 		if !ok {
 			break // the last job went and the queue with it
 		}
-		if s, ok := e.jobs.Lookup(&e.queues[qi].run, qi, id); ok {
+		if s, ok := e.lookup(qi, id); ok {
 			r := e.recFor(record.Cancel, s)
 			ticket = e.logRec(&r) // encodes r before remove frees the id it aliases
 			e.remove(s)

@@ -3,6 +3,7 @@ package engine
 import (
 	"unsafe"
 
+	"github.com/delayd/delayd/bucket"
 	"github.com/delayd/delayd/jobs"
 	"github.com/delayd/delayd/queue"
 )
@@ -32,7 +33,7 @@ func (e *Engine) Get(queueName, id []byte) (JobInfo, bool) {
 	}
 	s, ok := e.jobs.Lookup(&e.queues[qi].run, qi, id)
 	if !ok {
-		return JobInfo{}, false
+		return e.farInfo(qi, id) // far.go
 	}
 	return e.infoOf(s, queueName), true
 }
@@ -134,6 +135,7 @@ type Info struct {
 	// payload is in the log, their bytes, and the reads of payloads back.
 	Horizon, DiskJobs, DiskBytes int64
 	DiskReads                    uint64
+	Far                          bucket.Info // the far-future jobs' buckets (far.go)
 	Stats
 }
 
@@ -160,6 +162,10 @@ func (e *Engine) Info() Info {
 	// The wheel's slab grows with the job slab; its node is about 32 bytes.
 	in.MemoryBytes = e.jobs.Bytes() + int64(e.jobs.Len())*32 + e.jobs.Arena.Footprint() +
 		e.jobs.IndexBytes() + runs + int64(cap(e.queues))*int64(unsafe.Sizeof(queueEntry{}))
+	if e.far.set != nil {
+		in.Far = e.far.set.Info()
+		in.MemoryBytes += in.Far.IndexBytes + in.Far.MemBytes
+	}
 	in.PayloadBytes = e.jobs.Arena.InUse
 	d := e.jobs.DiskInfo()
 	in.Horizon, in.DiskJobs, in.DiskBytes, in.DiskReads = e.opts.Horizon, d.Jobs, d.Bytes, d.Reads

@@ -85,7 +85,7 @@ func (e *Engine) requeueRec(s uint32, to []byte) (record.Rec, bool) {
 	}
 	if src != string(r.Dst) {
 		if t, ok := e.queueFor(r.Dst, false); ok {
-			if _, taken := e.jobs.Lookup(&e.queues[t].run, t, id); taken {
+			if _, taken := e.lookup(t, id); taken {
 				r.DID, r.DSID = nil, e.newSID(r.Dst, r.Time)
 			}
 		}

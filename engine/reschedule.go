@@ -89,7 +89,7 @@ func (e *Engine) movable(queueName, id []byte, readyToo bool) (uint32, bool) {
 	if !ok {
 		return 0, false
 	}
-	s, ok := e.jobs.Lookup(&e.queues[qi].run, qi, id)
+	s, ok := e.lookup(qi, id)
 	if !ok {
 		return 0, false
 	}

@@ -180,7 +180,7 @@ func (e *Engine) applyFire(r *record.Rec) {
 	}
 	id := schedule.FireID(r.ID, r.Due)
 	if qi, ok := e.queueFor(r.Queue, false); ok {
-		if _, exists := e.jobs.Lookup(&e.queues[qi].run, qi, id); exists {
+		if _, exists := e.lookup(qi, id); exists {
 			return
 		}
 	}

@@ -44,6 +44,9 @@ func (e *Engine) spiller() {
 		defer ft.Close()
 	}
 	e.restateFar(ft)
+	if e.far.set != nil {
+		e.outKept(ft)
+	}
 	var ahead time.Time
 	for {
 		select {
@@ -52,8 +55,14 @@ func (e *Engine) spiller() {
 		case <-t.C:
 		}
 		e.spill(ft)
+		if e.far.set != nil {
+			e.sealFar()
+		}
 		if time.Since(ahead) >= time.Duration(e.opts.Horizon/4)*time.Millisecond {
 			ahead = time.Now()
+			if e.far.set != nil {
+				e.loadFar(ft)
+			}
 			e.readAhead(ft)
 		}
 	}
@@ -186,6 +195,9 @@ func (e *Engine) spillOne(c *record.Cand, horizon int64, segs []uint64, cur *jou
 	j, h := e.jobs.At(s), e.jobs.Home(s)
 	if !journal.HomedBy(h, c.Seg, segs, cur) {
 		return // restated since, into a later segment
+	}
+	if e.far.set != nil && j.Flags&^jobs.FlagInRun == 0 && e.out(s, c.Seg, c.Off) {
+		return
 	}
 	size := jobs.DataSize(j)
 	e.j.live.Sub(h, size)

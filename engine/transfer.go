@@ -106,7 +106,7 @@ func (e *Engine) Import(a ImportArgs) (added bool, ticket uint64, err error) {
 		return false, 0, nil
 	}
 	if qi, ok := e.queueFor(a.Queue, false); ok {
-		if _, exists := e.jobs.Lookup(&e.queues[qi].run, qi, a.ID); exists {
+		if _, exists := e.lookup(qi, a.ID); exists {
 			return false, 0, nil
 		}
 	}

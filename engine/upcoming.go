@@ -16,6 +16,7 @@ type Upcoming struct {
 	ID      []byte
 	Due     int64 // unix ms
 	Payload []byte
+	seq     uint64
 }
 
 // upcomingWalkShare: the wheel walk may visit at most one job slot in this
@@ -44,7 +45,7 @@ func (e *Engine) UpcomingAfter(queueName []byte, count int, after *Cursor) []Upc
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	hs := e.earliestOf(queueName, count, jobs.StateDelayed, after)
-	if len(hs) == 0 {
+	if len(hs) == 0 && e.far.set == nil {
 		return nil
 	}
 	out := make([]Upcoming, len(hs))
@@ -52,7 +53,10 @@ func (e *Engine) UpcomingAfter(queueName []byte, count int, after *Cursor) []Upc
 	for i, s := range hs {
 		j := e.jobs.At(s)
 		out[i] = Upcoming{ID: append([]byte(nil), e.jobs.ID(j, &buf)...), Due: j.Due,
-			Payload: append([]byte(nil), e.jobs.Payload(j)...)}
+			Payload: append([]byte(nil), e.jobs.Payload(j)...), seq: j.Seq}
+	}
+	if e.far.set != nil {
+		return e.farUpcoming(queueName, count, after, out)
 	}
 	return out
 }

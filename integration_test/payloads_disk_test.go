@@ -23,7 +23,20 @@ func diskPayload(i int) string { return fmt.Sprintf("%-200s", "payload-"+strconv
 // payload when due, never early.
 func TestPayloadsOnDiskSurviveKill9(t *testing.T) {
 	t.Parallel()
-	args := []string{"--appendonly", "yes", "--appendfsync", "always", "--horizon", "1000",
+	diskKill9(t, "no", "payloads_on_disk")
+}
+
+// TestFarBucketsSurviveKill9 is TestPayloadsOnDiskSurviveKill9 with the
+// far-future buckets on: every job passes through disk (INFO far_jobs),
+// the kills come during spills, seals, checkpoints (each compaction takes
+// one) and loads, and a cancel by id reaches jobs in runs.
+func TestFarBucketsSurviveKill9(t *testing.T) {
+	t.Parallel()
+	diskKill9(t, "yes", "far_jobs")
+}
+
+func diskKill9(t *testing.T, far, field string) {
+	args := []string{"--appendonly", "yes", "--appendfsync", "always", "--horizon", "1000", "--far-buckets", far,
 		"--aof-segment-size", "65536", "--auto-rewrite-min-size", "65536", "--auto-rewrite-percentage", "50"}
 	s := startServer(t, args...)
 	c := s.Client()
@@ -76,7 +89,7 @@ func TestPayloadsOnDiskSurviveKill9(t *testing.T) {
 		}
 	}
 	onDisk := func() int {
-		v, _ := s.info("memory", "payloads_on_disk")
+		v, _ := s.info("memory", field)
 		k, _ := strconv.Atoi(v)
 		return k
 	}

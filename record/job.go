@@ -1,6 +1,9 @@
 package record
 
 import (
+	"bytes"
+	"encoding/binary"
+
 	"github.com/delayd/delayd/jobs"
 	"github.com/delayd/delayd/queue"
 )
@@ -125,4 +128,25 @@ func (c *Cand) name(q []byte) string {
 // order), delayed beyond horizon, with a payload that may go to disk.
 func (c *Cand) Fits(j *jobs.Job, horizon int64) bool {
 	return j.State == jobs.StateDelayed && j.SID == c.SID && j.Seq == c.Seq && j.Due > horizon && jobs.CanSpill(j, max(c.Off, 0))
+}
+
+// farMarkTag begins the queue field of a meta record that marks a
+// checkpoint of the far-future buckets (FarMark). No meta record carried a
+// queue before: a release that does not know the mark applies it as the
+// meta record it is.
+const farMarkTag = "\x00far-checkpoint:"
+
+// FarMark is the queue field of the meta record that marks checkpoint n of
+// the far-future buckets in the log (docs/decisions/far-future-buckets.md):
+// replay skips, before it, every record of a job the checkpoint's runs hold.
+func FarMark(n uint64) []byte { return binary.AppendUvarint([]byte(farMarkTag), n) }
+
+// MarkOf returns the checkpoint r marks, if r is a mark (FarMark).
+func MarkOf(r *Rec) (uint64, bool) {
+	q, ok := bytes.CutPrefix(r.Queue, []byte(farMarkTag))
+	if r.Op != Meta || !ok {
+		return 0, false
+	}
+	n, k := binary.Uvarint(q)
+	return n, k == len(q) && k > 0
 }

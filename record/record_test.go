@@ -151,3 +151,26 @@ func TestNonCanonical(t *testing.T) {
 		}
 	}
 }
+
+// A checkpoint's mark is a meta record (an old release applies it as one)
+// whose queue field says which checkpoint; nothing else reads as a mark.
+func TestFarMark(t *testing.T) {
+	r := Rec{Op: Meta, Time: 5, SID: 9, Seq: 7, Queue: FarMark(300)}
+	var got Rec
+	if err := got.Decode(r.Encode(nil)); err != nil {
+		t.Fatal(err)
+	}
+	if n, ok := MarkOf(&got); !ok || n != 300 || got.SID != 9 || got.Seq != 7 {
+		t.Fatalf("MarkOf = %d, %v; record %+v", n, ok, got)
+	}
+	for _, r := range []Rec{
+		{Op: Meta, Time: 5, SID: 9, Seq: 7},
+		{Op: Add, Queue: FarMark(300)},
+		{Op: Meta, Queue: FarMark(300)[:len(FarMark(300))-1]},
+		{Op: Meta, Queue: append(FarMark(300), 0)},
+	} {
+		if n, ok := MarkOf(&r); ok {
+			t.Errorf("MarkOf(%+v) = %d, true", r, n)
+		}
+	}
+}

@@ -1,0 +1,468 @@
+package engine
+
+import (
+	"cmp"
+	"errors"
+	"math"
+	"slices"
+	"sync"
+
+	"github.com/delayd/delayd/bucket"
+	"github.com/delayd/delayd/finetimer"
+	"github.com/delayd/delayd/jobs"
+	"github.com/delayd/delayd/record"
+)
+
+// Far-future jobs in buckets on disk (docs/decisions/far-future-buckets.md;
+// what to read, keep and drop is package bucket's). With
+// Options.FarBuckets the spiller moves a job whose payload it would keep
+// on disk out of memory into the open bucket (out); an operation that
+// names it by id brings it back first, restated (fault); ahead of its time
+// the spiller loads it back, restated (loadFar); a compaction and a
+// rewrite checkpoint the buckets before a segment goes (checkpoint). A far
+// job stays its queue's delayed job and one of njobs; its bytes leave
+// its queue's (they count memory).
+//
+// The log says everything: a checkpoint is derived from it up to its mark
+// (a meta record, record.FarMark), and replay skips, before the mark of
+// the checkpoint it opened, every record of a job that checkpoint's runs
+// hold (farSkips); nothing about going out is logged, and each way back
+// is an add record, which replay meets before any record of the job's.
+
+// farState is the engine's side of the buckets; set is nil when they are
+// off.
+type farState struct {
+	set *bucket.Set
+	// work makes the bucket's file work (a checkpoint's seals, a load's
+	// reads) one at a time: a seal's reads must not meet a checkpoint's
+	// closing of a run. Taken before mu, never under it.
+	work sync.Mutex
+	mark uint64 // the last mark logged, or the opened checkpoint's
+	// victim is the last segment a compaction checkpointed for: no job
+	// goes out with its payload there (the tail lags), since the drop
+	// follows with no checkpoint between.
+	victim uint64
+	// before says the start-up's replay has not yet met the opened
+	// checkpoint's mark; opened is what its runs hold by queue, counted
+	// in the queues when it does.
+	before bool
+	opened map[string]int
+}
+
+// farLog reads a bucket's payloads from the log.
+type farLog struct{ e *Engine }
+
+func (l farLog) ReadPayload(seg uint16, off int64, n int) ([]byte, error) {
+	return l.e.journal.ReadPayload(seg, off, n)
+}
+
+// openFar opens the buckets the checkpoint beside the log names, before
+// the log is replayed.
+func (e *Engine) openFar() error {
+	s, err := bucket.Open(bucket.Options{FS: e.j.fs, Path: e.j.path, Log: farLog{e}})
+	if err != nil {
+		return err
+	}
+	f := &e.far
+	f.set, f.mark, f.opened = s, s.Pos().Seg, s.Opened()
+	f.before = f.mark != 0
+	return nil
+}
+
+// farSkips says whether replay skips r: a record of a job the opened
+// checkpoint holds, before its mark (the run has the job as of the mark).
+// At the mark the runs' jobs join their queues' counts.
+func (e *Engine) farSkips(r *record.Rec) bool {
+	f := &e.far
+	if n, ok := record.MarkOf(r); ok {
+		if f.before && n == f.mark {
+			e.countOpened()
+		}
+		f.mark = max(f.mark, n) // a mark logged by a checkpoint a crash left unwritten
+		return false
+	}
+	switch r.Op {
+	case record.Add, record.Cancel, record.Pop, record.Reserve, record.Move, record.Requeue:
+	default:
+		return false
+	}
+	if !f.before || r.ID != nil || !f.set.InRun(r.SID) {
+		return false
+	}
+	e.lastSID, e.seq = max(e.lastSID, r.SID), max(e.seq, r.Seq)
+	return true
+}
+
+// countOpened counts the opened runs' jobs in their queues. Called with mu
+// held, at the opened checkpoint's mark (or at replay's end, which has
+// none if the log lost it).
+func (e *Engine) countOpened() {
+	f := &e.far
+	for name, n := range f.opened {
+		qi, _ := e.queueFor([]byte(name), true)
+		e.queues[qi].Delayed += n
+		e.njobs += n
+	}
+	f.before, f.opened = false, nil
+}
+
+// out moves the job in slot s, delayed beyond the horizon with its payload
+// at offset off of segment seg, into the open bucket: its head (its add
+// record without what the bucket keeps) and where its payload lies. It
+// leaves memory as a removal would, but stays its queue's delayed job. It
+// reports whether it went. Called with mu held.
+func (e *Engine) out(s uint32, seg uint64, off int64) bool {
+	if seg <= e.far.victim {
+		return false
+	}
+	j := e.jobs.At(s)
+	q := &e.queues[j.Queue]
+	r := e.addRec(s, 0)
+	loc := bucket.Loc{File: seg, Off: off, N: uint32(len(r.Payload))}
+	r.Queue, r.Payload, r.SID, r.Seq, r.Due = nil, nil, 0, 0, 0
+	e.j.scratch = r.Encode(e.j.scratch[:0])
+	if e.far.set.Add(j.Due, j.Seq, j.SID, q.name, e.j.scratch, loc) != nil {
+		return false // no bucket slot left: it keeps its payload on disk alone
+	}
+	e.wheel.Remove(s)
+	q.Order.Leave(&e.jobs.Slab, s)
+	size := jobs.DataSize(j)
+	q.Bytes -= size
+	e.j.live.Sub(e.jobs.Home(s), size) // the checkpoint before its segment's drop covers it
+	e.jobs.Delete(&q.run, s, nil)
+	e.jobs.Free(s)
+	return true
+}
+
+// outKept moves out, once at start, the jobs replay kept on disk (its
+// locators: the tail starts after them), a chunk of slots per lock hold.
+func (e *Engine) outKept(ft *finetimer.Timer) {
+	for s := uint32(0); ; {
+		e.mu.Lock()
+		if e.closed || e.journal.Rewriting() {
+			e.mu.Unlock()
+			return
+		}
+		segs, horizon := e.journal.Segments(), e.nowMs()+e.opts.Horizon
+		for end := min(s+compactScan, e.jobs.Len()); s < end; s++ {
+			j := e.jobs.At(s)
+			if j.Flags&^jobs.FlagInRun != jobs.FlagOnDisk || j.State != jobs.StateDelayed || j.Due <= horizon {
+				continue
+			}
+			seg, off, _ := jobs.LocOf(j)
+			if i := slices.IndexFunc(segs, func(id uint64) bool { return uint16(id) == seg }); i >= 0 {
+				e.out(s, segs[i], off)
+			}
+		}
+		done := s >= e.jobs.Len()
+		e.mu.Unlock()
+		if done {
+			return
+		}
+		spillYield(ft)
+	}
+}
+
+// lookup is e.jobs.Lookup for an operation that changes the job it finds:
+// a far job of the id is brought back first (fault). Replay never faults:
+// the live fault's restatement is in the log before the operation.
+func (e *Engine) lookup(qi uint32, id []byte) (uint32, bool) {
+	s, ok := e.jobs.Lookup(&e.queues[qi].run, qi, id)
+	if ok || e.far.set == nil || e.j.replaying {
+		return s, ok
+	}
+	sid, ok := jobs.ParseSID(id)
+	if !ok || !e.far.set.Has(sid) {
+		return 0, false
+	}
+	fj, _, err := e.far.set.Get(sid) // a pread or three under the lock, as a payload on disk
+	if err != nil {
+		e.opts.Logger.Error().Err(err).Uint64("sid", sid).Msg("reading a far-future job")
+		return 0, false
+	}
+	if fj.Queue != e.queues[qi].name {
+		return 0, false
+	}
+	e.unfar(qi, sid)
+	e.back(&fj)
+	return e.jobs.Lookup(&e.queues[qi].run, qi, id)
+}
+
+// farInfo is DELAY.GET's view of a far job of queue qi: rendered from its
+// head, not brought back (a read logs nothing). Called with mu held.
+func (e *Engine) farInfo(qi uint32, id []byte) (JobInfo, bool) {
+	sid, ok := jobs.ParseSID(id)
+	if e.far.set == nil || !ok || !e.far.set.Has(sid) {
+		return JobInfo{}, false
+	}
+	fj, _, err := e.far.set.Get(sid)
+	var r record.Rec
+	if err != nil || fj.Queue != e.queues[qi].name || r.Decode(fj.Head) != nil {
+		return JobInfo{}, false
+	}
+	return JobInfo{ID: slices.Clone(id), Queue: []byte(fj.Queue), Payload: fj.Payload, State: jobs.StateNames[jobs.StateDelayed],
+		Due: fj.Due, Deliveries: r.Deliveries, Group: slices.Clone(r.Group), Priority: r.Priority}, true
+}
+
+// farUpcoming merges into mem, a page of DELAY.UPCOMING from memory, the
+// far jobs of the named queue after the cursor (Set.Earliest: their runs'
+// sorted entries, read under the lock, an admin's listing), and returns the
+// first count. The cursor is after its job's (due, add order) if that job
+// is still delayed at its time, else at its time, as jobs.Listing.After.
+// Called with mu held.
+func (e *Engine) farUpcoming(name []byte, count int, after *Cursor, mem []Upcoming) []Upcoming {
+	due, seq := int64(math.MinInt64), uint64(0)
+	if qi, ok := e.queueFor(name, false); ok && after != nil {
+		due, seq = after.Time-1, math.MaxUint64
+		if s, ok := e.jobs.Lookup(&e.queues[qi].run, qi, after.ID); ok && e.jobs.At(s).Due == after.Time {
+			due, seq = after.Time, e.jobs.At(s).Seq
+		} else if sid, ok := jobs.ParseSID(after.ID); ok {
+			if fj, ok, err := e.far.set.Get(sid); ok && err == nil && fj.Due == after.Time {
+				due, seq = after.Time, fj.Seq
+			}
+		}
+	}
+	fs, err := e.far.set.Earliest(string(name), due, seq, count)
+	if err != nil {
+		e.opts.Logger.Error().Err(err).Msg("listing far-future jobs")
+	}
+	var buf [jobs.SIDLen]byte
+	for _, f := range fs {
+		mem = append(mem, Upcoming{ID: slices.Clone(jobs.RenderSID(&buf, f.SID)), Due: f.Due, Payload: f.Payload, seq: f.Seq})
+	}
+	slices.SortFunc(mem, func(a, b Upcoming) int { return cmp.Or(cmp.Compare(a.Due, b.Due), cmp.Compare(a.seq, b.seq)) })
+	return mem[:min(len(mem), count)]
+}
+
+// unfar takes sid's job out of the buckets, if they hold it, with its
+// count: it is being placed in queue qi (a restatement replayed, a fault, a
+// load) or dropped with it (DEL). Called with mu held.
+func (e *Engine) unfar(qi uint32, sid uint64) {
+	if e.far.set != nil && e.far.set.Remove(sid) {
+		e.queues[qi].Delayed--
+		e.njobs--
+	}
+}
+
+// back places fj, a job taken out of the buckets, and restates it: an add
+// record of it whole, which replay meets before any record of the job's
+// own. It reports whether the job was due already (the caller serves its
+// queue's waiters). Called with mu held, writes allowed.
+func (e *Engine) back(fj *bucket.Job) bool {
+	var r record.Rec
+	if err := r.Decode(fj.Head); err != nil || r.Op != record.Add {
+		e.opts.Logger.Error().Err(err).Uint64("sid", fj.SID).Msg("a far-future job's head does not decode")
+		return false
+	}
+	r.Time, r.Queue, r.SID, r.Seq, r.Due, r.Payload = e.recNow(), []byte(fj.Queue), fj.SID, fj.Seq, fj.Due, fj.Payload
+	e.logRec(&r)
+	_, ready := e.place(&r, false, false)
+	return ready
+}
+
+// dropFar drops the far jobs of queue qi, which DEL detaches (doom): they
+// are found in the runs (read under the lock: a DEL of a queue with far
+// jobs costs 32 bytes read a far job of any queue in the runs that hold
+// one of its). Replay before the opened checkpoint's mark leaves the runs
+// as they are: they are as of the mark. Called with mu held.
+func (e *Engine) dropFar(qi uint32) {
+	f := &e.far
+	if f.set == nil || f.before {
+		return
+	}
+	js, err := f.set.ReadQueue(f.set.OfQueue(e.queues[qi].name))
+	if err != nil {
+		e.opts.Logger.Error().Err(err).Str("queue", e.queues[qi].name).Msg("reading a deleted queue's far-future jobs")
+	}
+	for i := range js {
+		if f.set.Take(&js[i]) {
+			e.queues[qi].Delayed--
+			e.njobs--
+		}
+	}
+}
+
+// flushFar drops every far job (FLUSHALL), but before the opened
+// checkpoint's mark.
+func (e *Engine) flushFar() {
+	if e.far.set != nil && !e.far.before {
+		e.far.set.Reset()
+	}
+}
+
+// loadChunk bounds the sorted entries a load round plans per run.
+const loadChunk = 16 << 10
+
+// loadFar brings back the far jobs due within half the horizon, restated:
+// planned under the lock (no I/O), read without it, taken and placed under
+// it, a chunk at a time, until a round takes none.
+func (e *Engine) loadFar(ft *finetimer.Timer) {
+	f := &e.far
+	f.work.Lock()
+	defer f.work.Unlock()
+	for {
+		e.mu.Lock()
+		if e.closed {
+			e.mu.Unlock()
+			return
+		}
+		p := f.set.Due(e.nowMs()+e.opts.Horizon/2, loadChunk)
+		e.mu.Unlock()
+		js, err := f.set.ReadDue(p)
+		if err != nil {
+			e.opts.Logger.Error().Err(err).Msg("loading far-future jobs")
+			return
+		}
+		took := 0
+		for i := 0; ; i += compactChunk {
+			wr, err := e.begin(0)
+			if err != nil {
+				return
+			}
+			for k := i; k < min(i+compactChunk, len(js)); k++ {
+				qi, ok := e.queueFor([]byte(js[k].Queue), false)
+				if ok && f.set.Take(&js[k]) {
+					e.queues[qi].Delayed--
+					e.njobs--
+					if e.back(&js[k]) {
+						e.serve(qi)
+					}
+					took++
+				}
+			}
+			last := i+compactChunk >= len(js)
+			if last {
+				f.set.Settle(p)
+			}
+			wr.end()
+			spillYield(ft)
+			if last {
+				break
+			}
+		}
+		if took == 0 {
+			return // a round found nothing left due (or only jobs taken meanwhile)
+		}
+	}
+}
+
+// checkpoint writes a checkpoint of the buckets before a compaction drops
+// segment victim: captured under the lock with its mark logged, then its
+// frozen buckets written as runs, the log made durable up to the mark, and
+// the file written (finishCheckpoint). What its runs hold no longer needs
+// the log before the mark.
+func (e *Engine) checkpoint(victim uint64) error {
+	e.far.work.Lock()
+	defer e.far.work.Unlock()
+	wr, err := e.begin(0)
+	if err != nil {
+		return err
+	}
+	e.far.victim = max(e.far.victim, victim)
+	cp, t := e.captureFar(wr.now)
+	wr.end()
+	return e.finishCheckpoint(cp, t)
+}
+
+// captureFar captures a checkpoint and logs its mark, at now; it returns
+// the checkpoint and the mark's ticket. Called with mu and far.work held.
+func (e *Engine) captureFar(now int64) (*bucket.Checkpoint, uint64) {
+	e.far.mark++
+	cp := e.far.set.Checkpoint(bucket.Pos{Seg: e.far.mark})
+	return cp, e.logRec(e.farMark(now))
+}
+
+// farMark is the mark of the last checkpoint captured: a meta record.
+func (e *Engine) farMark(now int64) *record.Rec {
+	return &record.Rec{Op: record.Meta, Time: now, SID: e.lastSID, Seq: e.seq, Queue: record.FarMark(e.far.mark)}
+}
+
+// appendFar appends to a snapshot (its end mark moved after them) the far
+// jobs as of cp, captured with it at ticket t, as add records at now: a
+// backup holds every job. The checkpoint is written first (its runs are
+// what is read, each through once). Called with far.work held, without
+// mu.
+func (e *Engine) appendFar(out []byte, cp *bucket.Checkpoint, t uint64, now int64) ([]byte, error) {
+	if err := e.finishCheckpoint(cp, t); err != nil {
+		return nil, err
+	}
+	out = out[:len(out)-1]
+	var r record.Rec
+	var buf []byte
+	err := cp.Each(func(j *bucket.Job) error {
+		if err := r.Decode(j.Head); err != nil {
+			return err
+		}
+		r.Time, r.Queue, r.SID, r.Seq, r.Due, r.Payload = now, []byte(j.Queue), j.SID, j.Seq, j.Due, j.Payload
+		buf = r.Encode(buf[:0])
+		out = record.AppendSnap(out, buf)
+		return nil
+	})
+	return record.EndSnap(out), err
+}
+
+// finishCheckpoint writes cp, captured with its mark at ticket t. Called
+// with far.work held, without mu.
+func (e *Engine) finishCheckpoint(cp *bucket.Checkpoint, t uint64) error {
+	f := &e.far
+	set := f.set
+	for _, fz := range cp.Frozen() {
+		r, err := set.WriteFrozen(fz)
+		if err != nil {
+			return err
+		}
+		e.mu.Lock()
+		if f.set != set {
+			e.mu.Unlock()
+			r.Close()
+			return errReopened
+		}
+		f.set.Install(fz, r)
+		e.mu.Unlock()
+	}
+	if err := e.WaitDurable(t); err != nil {
+		return err
+	}
+	if err := e.journal.Sync(); err != nil {
+		return err
+	}
+	if err := bucket.WriteCheckpoint(e.j.fs, e.j.path, cp); err != nil {
+		return err
+	}
+	e.mu.Lock()
+	if f.set != set {
+		e.mu.Unlock()
+		return errReopened
+	}
+	gone := f.set.Installed(cp)
+	e.mu.Unlock()
+	bucket.RemoveRuns(e.j.fs, e.j.path, gone)
+	return nil
+}
+
+// errReopened is a checkpoint given up because a reload reopened the
+// buckets meanwhile.
+var errReopened = errors.New("the far-future buckets were reopened by a reload")
+
+// reopenFar opens the buckets again from their checkpoint for a reload
+// (logFailed): its replay of the whole log is a start's, and so is what it
+// needs of them. The Set before is left to the garbage collector, not
+// closed (a checkpoint or a load may be reading it without the lock; they
+// see the new one when they take it, and give up). Called with mu held.
+func (e *Engine) reopenFar() error {
+	e.far.set, e.far.opened = nil, nil
+	return e.openFar()
+}
+
+// sealFar writes the frozen buckets (an open bucket full at 1M jobs) as a
+// checkpoint's runs, so that memory holds at most one open bucket.
+func (e *Engine) sealFar() {
+	e.mu.Lock()
+	n := len(e.far.set.Frozen())
+	e.mu.Unlock()
+	if n > 0 {
+		if err := e.checkpoint(0); err != nil && !errors.Is(err, ErrClosed) {
+			e.opts.Logger.Warn().Err(err).Msg("sealing the far-future buckets")
+		}
+	}
+}

@@ -1,0 +1,467 @@
+package engine
+
+import (
+	"bytes"
+	"cmp"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/delayd/delayd/aof"
+	"github.com/delayd/delayd/finetimer"
+	"github.com/delayd/delayd/jobs"
+)
+
+// farBuckets is horizoned (a minute) with the far-future buckets on.
+func farBuckets(fs aof.FS) Options {
+	o := horizoned(fs, FsyncAlways)
+	o.FarBuckets = true
+	return o
+}
+
+// delayedView renders every queue's delayed jobs, in memory or in the
+// buckets, in (due, add order), with their ids, payloads and dues, and its
+// counts: what must not change when jobs go out to disk and come back.
+func delayedView(t *testing.T, e *Engine) string {
+	t.Helper()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	type job struct {
+		due  int64
+		seq  uint64
+		id   string
+		data string
+	}
+	var names []string
+	for name := range e.byName {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	var sb strings.Builder
+	var buf [jobs.SIDLen]byte
+	fmt.Fprintf(&sb, "jobs %d\n", e.njobs)
+	for _, name := range names {
+		qi := e.byName[name]
+		var js []job
+		for i := range e.jobs.Len() {
+			if j := e.jobs.At(i); j.State == jobs.StateDelayed && j.Queue == qi {
+				js = append(js, job{j.Due, j.Seq, string(e.jobs.ID(j, &buf)), string(e.jobs.Payload(j))})
+			}
+		}
+		if e.far.set != nil {
+			fs, err := e.far.set.Earliest(name, math.MinInt64, 0, math.MaxInt32)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, f := range fs {
+				js = append(js, job{f.Due, f.Seq, string(jobs.RenderSID(&buf, f.SID)), string(f.Payload)})
+			}
+		}
+		slices.SortFunc(js, func(a, b job) int { return cmp.Or(cmp.Compare(a.due, b.due), cmp.Compare(a.seq, b.seq)) })
+		q := &e.queues[qi]
+		fmt.Fprintf(&sb, "%s delayed %d ready %d:", name, q.Delayed, q.Ready)
+		for _, j := range js {
+			fmt.Fprintf(&sb, " %s=%s@%d", j.id, strings.TrimSpace(j.data), j.due)
+		}
+		sb.WriteString("\n")
+	}
+	return sb.String()
+}
+
+// inMemory is the jobs in the slab.
+func inMemory(e *Engine) int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	n := 0
+	for i := range e.jobs.Len() {
+		if e.jobs.At(i).State != jobs.StateFree {
+			n++
+		}
+	}
+	return n
+}
+
+func farLen(e *Engine) int64 {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.far.set.Len()
+}
+
+// Jobs due beyond the horizon leave memory for the buckets and keep their
+// counts; cancel, reschedule and REPLACE find them by id on disk; a
+// checkpoint and a restart (replay over it) keep every one; they come back
+// ahead of their time and are handed out never early, in (due, add order);
+// DEL and FLUSHALL drop them, for good.
+func TestFarBuckets(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fs := aof.NewMemFS()
+		e := mustNew(t, farBuckets(fs))
+		far := addFar(t, e, 60, 200)
+		// Ten more far jobs of q0 due in the same millisecond: their add
+		// order must hold.
+		same := e.Now() + 900_000
+		for i := range 10 {
+			res, err := e.Add(AddArgs{Queue: b("q0"), At: true, Due: same, Payload: []byte(fmt.Sprint("same", i))})
+			if err != nil || e.WaitDurable(res.Ticket) != nil {
+				t.Fatal(err)
+			}
+		}
+		before := delayedView(t, e)
+		settleSpill()
+		if n := farLen(e); n != 70 {
+			t.Fatalf("%d jobs in the buckets after a spill round, want 70", n)
+		}
+		if n := inMemory(e); n != 60 {
+			t.Fatalf("%d jobs in memory, want the 60 near ones", n)
+		}
+		if after := delayedView(t, e); after != before {
+			t.Fatalf("jobs out on disk read differently\n%s", diffLines(before, after))
+		}
+		id := func(i int) (q, id []byte) {
+			qs, ids, _ := strings.Cut(far[i], "/")
+			return b(qs), b(ids)
+		}
+		// By id on disk: a cancel, reschedules (beyond the horizon and
+		// near), a REPLACE.
+		if q, x := id(0); true {
+			if n, _, err := e.Cancel(q, [][]byte{x}); n != 1 || err != nil {
+				t.Fatalf("cancel of a far job: %d %v", n, err)
+			}
+		}
+		if q, x := id(1); true {
+			if ok, _, err := e.Reschedule(RescheduleArgs{Queue: q, ID: x, Delay: 700_000}); !ok || err != nil {
+				t.Fatalf("reschedule of a far job: %v %v", ok, err)
+			}
+		}
+		if q, x := id(2); true {
+			if ok, _, err := e.Reschedule(RescheduleArgs{Queue: q, ID: x, Delay: 10_000}); !ok || err != nil {
+				t.Fatalf("reschedule of a far job near: %v %v", ok, err)
+			}
+		}
+		if q, x := id(3); true {
+			res, err := e.Add(AddArgs{Queue: q, ID: x, Replace: true, Delay: 800_000, Payload: b("replaced")})
+			if err != nil || !res.Added {
+				t.Fatalf("REPLACE of a far job: %+v %v", res, err)
+			}
+			if res, _ := e.Add(AddArgs{Queue: q, ID: x, Delay: 5, Payload: b("not")}); res.Added {
+				t.Fatal("an add of a far job's id without REPLACE added")
+			}
+		}
+		if farLen(e) != 66 {
+			t.Fatalf("%d in the buckets after 4 operations by id, want 66", farLen(e))
+		}
+		settleSpill() // the rescheduled and replaced jobs go out again
+		if err := e.checkpoint(0); err != nil {
+			t.Fatal(err)
+		}
+		// After the checkpoint, a cancel of a job its runs hold: replay
+		// must apply it over them.
+		if q, x := id(4); true {
+			if n, _, _ := e.Cancel(q, [][]byte{x}); n != 1 {
+				t.Fatal("cancel of a far job in a run")
+			}
+		}
+		before = delayedView(t, e)
+		e.Close()
+		e = mustNew(t, farBuckets(fs))
+		if after := delayedView(t, e); after != before {
+			t.Fatalf("after a restart over a checkpoint\n%s", diffLines(before, after))
+		}
+		if n := farLen(e); n == 0 {
+			t.Fatal("a restart over a checkpoint brought every far job into memory")
+		}
+		// Near jobs fire; the far ones come back ahead of their time and
+		// none is handed out early.
+		time.Sleep(15 * time.Second)
+		n := 0
+		for {
+			if _, ok := e.Pop([][]byte{b("q0"), b("q1"), b("q2")}); !ok {
+				break
+			}
+			n++
+		}
+		if n != 61 {
+			t.Fatalf("%d near jobs, want 61 (60 and one rescheduled near)", n)
+		}
+		time.Sleep(600_000*time.Millisecond - 15*time.Second - 20*time.Second)
+		synctest.Wait()
+		if d, ok := e.Pop([][]byte{b("q0"), b("q1"), b("q2")}); ok {
+			t.Fatalf("a job handed out 20 s early: %s due %d at %d", d.ID, d.Due, e.Now())
+		}
+		// DEL of a queue with far jobs still out (the ten due together
+		// and the rescheduled and replaced ones).
+		if farLen(e) == 0 {
+			t.Fatal("nothing left in the buckets to DEL")
+		}
+		if n, _, err := e.Del([][]byte{b("q1")}); n != 1 || err != nil {
+			t.Fatalf("DEL q1: %d %v", n, err)
+		}
+		time.Sleep(10 * time.Minute)
+		var last [2]int64
+		var seqs [2]uint64
+		popped := 0
+		for {
+			d, ok := e.Pop([][]byte{b("q0"), b("q2")})
+			if !ok {
+				break
+			}
+			if d.Due > e.Now() {
+				t.Fatalf("a far job handed out early: due %d at %d", d.Due, e.Now())
+			}
+			if string(d.Queue) == "q1" {
+				t.Fatal("a job of a deleted queue")
+			}
+			q := (d.Queue[1] - '0') / 2
+			if d.Due < last[q] || d.Due == last[q] && d.seq < seqs[q] {
+				t.Fatalf("out of order in %s: (%d, %d) after (%d, %d)", d.Queue, d.Due, d.seq, last[q], seqs[q])
+			}
+			last[q], seqs[q] = d.Due, d.seq
+			popped++
+		}
+		if st := e.QueueStats(b("q1")); st.Delayed != 0 {
+			t.Fatalf("q1 after DEL: %+v", st)
+		}
+		// q0's 20 far jobs and the ten, q2's 20, less the two cancelled.
+		if popped != 48 {
+			t.Fatalf("%d far jobs of q0 and q2 handed out, want 48", popped)
+		}
+		if n := farLen(e); n != 0 {
+			t.Fatalf("%d jobs left in the buckets", n)
+		}
+		e.Close()
+	})
+}
+
+// A compaction checkpoints the buckets before it drops a segment, and a
+// crash at any step of it (between its chunks, after its drop, at every
+// write, fsync, rename and removal of the checkpoint's runs and file and
+// of the log) loses nothing: a restart has every job, far or near, with
+// its payload, due and counts.
+func TestCompactionWithFarBuckets(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fs := aof.NewMemFS()
+		rng := rand.New(rand.NewPCG(9, 10))
+		var ids []string
+		e := mustNew(t, segmented(fs, FsyncAlways))
+		churn(t, e, rng, 200, &ids)
+		far := addFar(t, e, 40, 60)
+		churn(t, e, rng, 60, &ids)
+		e.Close()
+		var want string
+		check := func(name string, crashed *aof.MemFS) {
+			t.Helper()
+			o := farBuckets(crashed)
+			o.SegmentSize = 1 << 10
+			c := mustNew(t, o)
+			defer c.Close()
+			if got := delayedView(t, c); got != want {
+				t.Fatalf("%s: state after the crash differs\n%s", name, diffLines(want, got))
+			}
+		}
+		opts := func(fs *aof.MemFS) Options {
+			o := farBuckets(fs)
+			o.SegmentSize = 1 << 10
+			return o
+		}
+		defer func(c int, s uint32) { compactChunk, compactScan = c, s }(compactChunk, compactScan)
+		compactChunk, compactScan = 16, 64
+		{
+			fs2 := fs.CrashClone()
+			e2 := mustNew(t, opts(fs2))
+			settleSpill()
+			if n := farLen(e2); n < 30 {
+				t.Fatalf("%d far jobs out before the compaction", n)
+			}
+			// One far job cancelled by id from disk, in the log the
+			// compaction drops.
+			qs, id, _ := strings.Cut(far[1], "/")
+			if n, tk, _ := e2.Cancel(b(qs), [][]byte{b(id)}); n != 1 || e2.WaitDurable(tk) != nil {
+				t.Fatal("cancel of a far job")
+			}
+			want = delayedView(t, e2)
+			check("start", fs2.CrashClone())
+			steps := 0
+			defer func(f func(*finetimer.Timer)) { rewriteYield = f }(rewriteYield)
+			rewriteYield = func(*finetimer.Timer) {
+				steps++
+				check(fmt.Sprintf("chunk %d", steps), fs2.CrashClone())
+			}
+			defer func() { compactDropped = nil }()
+			compactDropped = func() { check("dropped", fs2.CrashClone()) }
+			compactAll(t, e2)
+			compactDropped, rewriteYield = nil, finetimer.Pause
+			if got := delayedView(t, e2); got != want {
+				t.Fatalf("after compacting with far jobs out\n%s", diffLines(want, got))
+			}
+			if n := farLen(e2); n < 30 {
+				t.Fatalf("%d far jobs out after the compaction, want them still in runs", n)
+			}
+			e2.Close()
+			check("done", fs2.CrashClone())
+		}
+		fired := 0
+		for _, op := range []aof.Op{aof.OpWrite, aof.OpSync, aof.OpRename, aof.OpSyncDir, aof.OpRemove} {
+			for after := int64(0); after < 6; after++ {
+				fs2 := fs.CrashClone()
+				e2 := mustNew(t, opts(fs2))
+				settleSpill()
+				want = delayedView(t, e2)
+				n := after
+				if op == aof.OpWrite {
+					n *= 700
+				}
+				fs2.Inject(aof.Fault{Op: op, After: n})
+				err := e2.journal.Roll()
+				for active := e2.journal.Active(); err == nil && e2.journal.Segments()[0] < active; {
+					err = e2.compactSegment(e2.journal.Segments()[0])
+				}
+				if err != nil {
+					fired++
+				}
+				check(fmt.Sprintf("op %d after %d (%v)", op, after, err), fs2.CrashClone())
+				e2.Close()
+			}
+		}
+		if fired < 10 {
+			t.Fatalf("%d of the injected faults fired: the test crashes too little", fired)
+		}
+	})
+}
+
+// A backup holds the far jobs (read from the runs of a checkpoint it
+// takes), a rewrite leaves them in the runs and starts the new log with
+// that checkpoint's mark, and DELAY.GET shows one on disk without bringing
+// it back; FLUSHALL drops them for good.
+func TestFarBucketsBackupRewriteGet(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fs := aof.NewMemFS()
+		e := mustNew(t, farBuckets(fs))
+		far := addFar(t, e, 30, 100)
+		settleSpill()
+		if farLen(e) != 30 {
+			t.Fatalf("%d far jobs out, want 30", farLen(e))
+		}
+		want := delayedView(t, e)
+		qs, id, _ := strings.Cut(far[7], "/")
+		info, ok := e.Get(b(qs), b(id))
+		if !ok || info.State != "delayed" || len(info.Payload) != 100 || string(info.ID) != id || farLen(e) != 30 {
+			t.Fatalf("DELAY.GET of a far job: %v %+v, %d out", ok, info, farLen(e))
+		}
+		// DELAY.UPCOMING merges the far jobs with the near ones in (due,
+		// add order), a page at a time: q0 holds 10 of each.
+		var all []Upcoming
+		var after *Cursor
+		for {
+			page := e.UpcomingAfter(b("q0"), 7, after)
+			all = append(all, page...)
+			if len(page) < 7 {
+				break
+			}
+			last := page[len(page)-1]
+			after = &Cursor{Time: last.Due, ID: last.ID}
+		}
+		seen, nfar := map[string]bool{}, 0
+		for i, u := range all {
+			if seen[string(u.ID)] || i > 0 && u.Due < all[i-1].Due {
+				t.Fatalf("DELAY.UPCOMING of q0: %d: %s due %d repeated or out of order", i, u.ID, u.Due)
+			}
+			seen[string(u.ID)] = true
+			if u.Due > e.Now()+60_000 {
+				nfar++
+			}
+		}
+		if len(all) != 20 || nfar != 10 {
+			t.Fatalf("DELAY.UPCOMING of q0 in pages: %d jobs, %d far; want 20, 10", len(all), nfar)
+		}
+		if in := e.Info(); in.Far.Jobs != 30 || in.Jobs != 60 || in.Far.IndexBytes == 0 {
+			t.Fatalf("INFO: %+v", in.Far)
+		}
+		c, err := e.Backup(0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The backup replayed as a log: every job, in memory.
+		x := newEngine(t, Options{Replicator: &fakeRepl{closed: true}, Follower: true})
+		if err := x.Restore(bytes.NewReader(c.Data)); err != nil {
+			t.Fatal(err)
+		}
+		if got := delayedView(t, x); got != want {
+			t.Fatalf("a backup's jobs\n%s", diffLines(want, got))
+		}
+		if err := e.Rewrite(); err != nil {
+			t.Fatal(err)
+		}
+		waitRewrite(e)
+		if farLen(e) != 30 {
+			t.Fatalf("%d far jobs out after a rewrite", farLen(e))
+		}
+		e.Close()
+		e = mustNew(t, farBuckets(fs))
+		if got := delayedView(t, e); got != want {
+			t.Fatalf("after a rewrite and a restart\n%s", diffLines(want, got))
+		}
+		if _, err := e.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		if farLen(e) != 0 {
+			t.Fatalf("%d far jobs after FLUSHALL", farLen(e))
+		}
+		e.Close()
+		e = mustNew(t, farBuckets(fs))
+		if in := e.Info(); in.Jobs != 0 || farLen(e) != 0 {
+			t.Fatalf("after FLUSHALL and a restart: %d jobs, %d far", in.Jobs, farLen(e))
+		}
+		e.Close()
+	})
+}
+
+// A failed log write reloads the state from the log: the buckets are
+// reopened from their checkpoint and the replay is a start's, so every far
+// job is still there once, counted once, and comes when due.
+func TestFarBucketsReload(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fs := aof.NewMemFS()
+		e := mustNew(t, farBuckets(fs))
+		defer e.Close()
+		far := addFar(t, e, 30, 100)
+		settleSpill()
+		if err := e.checkpoint(0); err != nil {
+			t.Fatal(err)
+		}
+		qs, id, _ := strings.Cut(far[3], "/")
+		if n, tk, _ := e.Cancel(b(qs), [][]byte{b(id)}); n != 1 || e.WaitDurable(tk) != nil {
+			t.Fatal("cancel of a far job in a run")
+		}
+		addFar(t, e, 5, 100) // in the open bucket, after the checkpoint
+		settleSpill()
+		want := delayedView(t, e)
+		fs.Inject(aof.Fault{Op: aof.OpWrite, Err: syscall.ENOSPC})
+		res, _ := e.Add(AddArgs{Queue: b("x"), Payload: b("lost"), Delay: 5})
+		if err := e.WaitDurable(res.Ticket); err == nil {
+			t.Fatal("the write the fault was for succeeded")
+		}
+		if got := delayedView(t, e); got != want {
+			t.Fatalf("after a reload\n%s", diffLines(want, got))
+		}
+		if farLen(e) != 29 { // the runs' (the open bucket's come back from the log)
+			t.Fatalf("%d far jobs out after the reload, want 29", farLen(e))
+		}
+		time.Sleep(20 * time.Minute)
+		n := 0
+		for {
+			if _, ok := e.Pop([][]byte{b("q0"), b("q1"), b("q2")}); !ok {
+				break
+			}
+			n++
+		}
+		if n != 70-1 {
+			t.Fatalf("%d jobs handed out, want 69", n)
+		}
+	})
+}
