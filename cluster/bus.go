@@ -277,6 +277,8 @@ type frameConn struct {
 	r    *bufio.Reader
 	w    *bufio.Writer
 	buf  []byte // the request's body, then the reply's
+	// answered: a reply came on it (a peer that reads frames).
+	answered bool
 }
 
 // heartbeat says whether a is a heartbeat, by NetworkTransport's rule:

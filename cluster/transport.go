@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -93,13 +94,16 @@ type tracker struct {
 	hbMu    sync.Mutex
 	hbFn    func(raft.RPC) // guarded by hbMu
 
-	pmu    sync.Mutex
-	pool   map[raft.ServerAddress][]*frameConn // guarded by pmu
-	open   map[net.Conn]struct{}               // accepted, not handed to NetworkTransport; guarded by pmu
-	closed bool                                // guarded by pmu
-	done   chan struct{}                       // closed by Close
-	once   sync.Once
-	serve  sync.WaitGroup // acceptLoop and the goroutines it starts
+	pmu  sync.Mutex
+	pool map[raft.ServerAddress][]*frameConn // guarded by pmu
+	open map[net.Conn]struct{}               // accepted, not handed to NetworkTransport; guarded by pmu
+	// msgpackUntil: peers that refused frames, sent msgpack until then.
+	msgpackUntil map[raft.ServerAddress]time.Time // guarded by pmu
+	now          func() time.Time                 // time.Now; tests set it
+	closed       bool                             // guarded by pmu
+	done         chan struct{}                    // closed by Close
+	once         sync.Once
+	serve        sync.WaitGroup // acceptLoop and the goroutines it starts
 
 	mu    sync.Mutex
 	cond  *sync.Cond
@@ -142,15 +146,17 @@ func newTracker(bind, announce string, logger hclog.Logger, timeout time.Duratio
 			Timeout:         timeout,
 			Logger:          logger,
 		}),
-		stream:  sl,
-		timeout: timeout,
-		logger:  logger,
-		consume: make(chan raft.RPC),
-		pool:    make(map[raft.ServerAddress][]*frameConn),
-		open:    make(map[net.Conn]struct{}),
-		done:    make(chan struct{}),
-		match:   make(map[string]uint64),
-		heard:   make(map[string]time.Time),
+		stream:       sl,
+		timeout:      timeout,
+		logger:       logger,
+		consume:      make(chan raft.RPC),
+		pool:         make(map[raft.ServerAddress][]*frameConn),
+		open:         make(map[net.Conn]struct{}),
+		now:          time.Now,
+		msgpackUntil: make(map[raft.ServerAddress]time.Time),
+		done:         make(chan struct{}),
+		match:        make(map[string]uint64),
+		heard:        make(map[string]time.Time),
 	}
 	t.cond = sync.NewCond(&t.mu)
 	t.serve.Add(1)
@@ -311,8 +317,19 @@ func (t *tracker) isClosed() bool {
 // AppendEntries sends the RPC and records what a successful reply says.
 func (t *tracker) AppendEntries(id raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
 	var err error
-	if t.framing != nil && t.framing() {
-		err = t.appendFramed(target, args, resp)
+	if t.framing != nil && t.framing() && !t.msgpackOnly(target) {
+		var refused bool
+		if refused, err = t.appendFramed(target, args, resp); refused {
+			// A node that closes a new connection of frames unanswered
+			// is most likely of an older release, started again on a
+			// member after the version rose: it stores entries it
+			// cannot apply (the gate loop names it), but refusing them
+			// would pile up Raft's failure backoff, up to 10 s an
+			// attempt, which it still pays once back on this release.
+			t.fallBack(target)
+			t.logger.Warn("cluster bus: a peer closed a connection of frames unanswered (an older delayd?): msgpack to it for a while", "peer", target)
+			err = t.NetworkTransport.AppendEntries(id, target, args, resp)
+		}
 	} else {
 		err = t.NetworkTransport.AppendEntries(id, target, args, resp)
 	}
@@ -331,32 +348,63 @@ func (t *tracker) AppendEntries(id raft.ServerID, target raft.ServerAddress, arg
 	return err
 }
 
-// appendFramed is AppendEntries over a connection of frames.
-func (t *tracker) appendFramed(target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
+// appendFramed is AppendEntries over a connection of frames. refused says
+// the peer closed a connection dialed for this RPC without a reply.
+func (t *tracker) appendFramed(target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) (refused bool, err error) {
 	c, err := t.frameConn(target)
 	if err != nil {
-		return err
+		return false, err
 	}
 	c.conn.SetDeadline(time.Now().Add(t.timeout))
 	c.buf = appendEntriesFrame(c.buf[:0], args)
-	if err := writeFrame(c.w, c.buf); err != nil {
-		c.conn.Close()
-		return err
+	if err = writeFrame(c.w, c.buf); err == nil {
+		c.buf, err = readFrame(c.r, c.buf)
 	}
-	if c.buf, err = readFrame(c.r, c.buf); err != nil {
+	if err != nil {
 		c.conn.Close()
-		return err
+		return !c.answered && closedByPeer(err), err
 	}
+	c.answered = true
 	errText, err := decodeReplyFrame(c.buf, resp)
 	if err != nil {
 		c.conn.Close()
-		return err
+		return false, err
 	}
 	t.putFrameConn(target, c)
 	if errText != "" {
-		return errors.New(errText)
+		return false, errors.New(errText)
 	}
-	return nil
+	return false, nil
+}
+
+// closedByPeer says err is the peer closing the connection (not a
+// timeout, not a dial).
+func closedByPeer(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
+}
+
+// fallbackFor is how long AppendEntries to a peer that refused frames go
+// in msgpack before frames are tried again: long enough that an old node
+// costs one refused connection a minute, short enough that a node back on
+// this release gets frames soon.
+const fallbackFor = time.Minute
+
+func (t *tracker) fallBack(target raft.ServerAddress) {
+	t.pmu.Lock()
+	t.msgpackUntil[target] = t.now().Add(fallbackFor)
+	t.pmu.Unlock()
+}
+
+func (t *tracker) msgpackOnly(target raft.ServerAddress) bool {
+	t.pmu.Lock()
+	defer t.pmu.Unlock()
+	until, ok := t.msgpackUntil[target]
+	if ok && !t.now().Before(until) {
+		delete(t.msgpackUntil, target)
+		return false
+	}
+	return ok
 }
 
 // frameConn takes an idle connection of frames to target, or dials one.
