@@ -30,9 +30,6 @@ import (
 const (
 	frameMagic  byte = 0xD1 // the first byte of a connection of frames
 	frameAppend byte = 1    // a frame's kind: AppendEntries, or its reply
-	// frameMax refuses a length no leader sends (MaxAppendEntries entries
-	// of at most a batch each), before it is allocated.
-	frameMax = 1 << 32
 	// frameKeep is the largest scratch buffer a pooled connection keeps
 	// between RPCs: one catching up a follower need not hold its largest
 	// frame forever.
@@ -42,7 +39,16 @@ const (
 	busFramingSince = 3
 )
 
-var errBadFrame = errors.New("cluster bus: malformed frame")
+// frameMax is the longest frame: a reader refuses a longer length before
+// allocating it, and a leader sends an AppendEntries that would not fit
+// (256 entries of the largest batches) in msgpack instead. A variable for
+// tests.
+var frameMax uint64 = 1 << 32
+
+var (
+	errBadFrame      = errors.New("cluster bus: malformed frame")
+	errFrameTooLarge = errors.New("cluster bus: AppendEntries longer than a frame")
+)
 
 // appendEntriesFrame appends a's frame body.
 func appendEntriesFrame(b []byte, a *raft.AppendEntriesRequest) []byte {

@@ -313,6 +313,31 @@ func oldTransport(t *testing.T) (*raft.NetworkTransport, raft.ServerAddress) {
 	return tr, tr.LocalAddr()
 }
 
+// An AppendEntries longer than a frame goes in msgpack, whole.
+func TestTrackerFrameTooLarge(t *testing.T) {
+	leader, _ := testTracker(t, true)
+	follower, addr := testTracker(t, true)
+	got := serveRPCs(t, follower.Consumer(), func(rpc raft.RPC) { rpc.Respond(okAppend, nil) })
+	defer func(m uint64) { frameMax = m }(frameMax)
+	frameMax = 100
+	var resp raft.AppendEntriesResponse
+	if err := leader.AppendEntries("f", addr, sampleAppend(), &resp); err != nil || !resp.Success {
+		t.Fatalf("an append longer than a frame: %+v, %v", resp, err)
+	}
+	if a := (<-got).Command.(*raft.AppendEntriesRequest); len(a.Entries) != 4 || len(a.Entries[2].Data) != 300 {
+		t.Fatalf("the follower got %d entries", len(a.Entries))
+	}
+	leader.pmu.Lock()
+	idle := len(leader.pool[addr])
+	leader.pmu.Unlock()
+	if idle != 1 {
+		t.Fatalf("%d idle connections of frames after a refused frame, want the one kept", idle)
+	}
+	if err := leader.AppendEntries("f", addr, &raft.AppendEntriesRequest{Term: 1}, &resp); err != nil {
+		t.Fatalf("a short append after it: %v", err)
+	}
+}
+
 // Appends from several goroutines (Raft's heartbeat and replication, and
 // several followers) share at most maxPool connections to a peer, and each
 // gets its own reply.

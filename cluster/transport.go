@@ -329,6 +329,8 @@ func (t *tracker) AppendEntries(id raft.ServerID, target raft.ServerAddress, arg
 			t.fallBack(target)
 			t.logger.Warn("cluster bus: a peer closed a connection of frames unanswered (an older delayd?): msgpack to it for a while", "peer", target)
 			err = t.NetworkTransport.AppendEntries(id, target, args, resp)
+		} else if errors.Is(err, errFrameTooLarge) {
+			err = t.NetworkTransport.AppendEntries(id, target, args, resp)
 		}
 	} else {
 		err = t.NetworkTransport.AppendEntries(id, target, args, resp)
@@ -357,6 +359,11 @@ func (t *tracker) appendFramed(target raft.ServerAddress, args *raft.AppendEntri
 	}
 	c.conn.SetDeadline(time.Now().Add(t.timeout))
 	c.buf = appendEntriesFrame(c.buf[:0], args)
+	if uint64(len(c.buf)) > frameMax {
+		c.buf = nil
+		t.putFrameConn(target, c)
+		return false, errFrameTooLarge
+	}
 	if err = writeFrame(c.w, c.buf); err == nil {
 		c.buf, err = readFrame(c.r, c.buf)
 	}
