@@ -204,6 +204,7 @@ func New(cfg Config) (*Cluster, error) {
 	}
 	c.fsm = &fsm{c: c, members: make(map[string]member), cacheDir: dir}
 	c.fsm.version.Store(minFormat)
+	c.trans.framing = func() bool { return c.fsm.version.Load() >= busFramingSince }
 	c.gateKick = make(chan struct{}, 1)
 	c.versionOf = c.askVersion
 	c.cachedMembers = loadMembersCache(dir)

@@ -13,5 +13,7 @@
 // groups, group 0's log also keeps the slot map, which slot each group owns
 // and which slots are moving (slots.go); each group has at most
 // --cluster-replicas voters (members.go), and each process hands over the
-// leadership of groups it leads beyond its share (placement.go).
+// leadership of groups it leads beyond its share (placement.go). On the bus,
+// AppendEntries go in frames of this package's own once every member reads
+// them (bus.go); every other RPC is hashicorp/raft's NetworkTransport.
 package cluster

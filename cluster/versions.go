@@ -28,7 +28,8 @@ import (
 //	3  0.3.0  ops 16-17 (pause, requeue), add tail bits origin and reason,
 //	          the move tail; version entries; snapshots with a version;
 //	          with several groups (0.3.0's too), group 0's slot entries
-//	          (kind 4) and its snapshots with a map (slotsFraming)
+//	          (kind 4) and its snapshots with a map (slotsFraming); the
+//	          bus's own framing of AppendEntries (bus.go)
 //
 // A node tells its format version in CLUSTER INFO (delayd_node_version); a
 // node whose CLUSTER INFO says none is a 0.2.0 (or older) node, read as 2.
