@@ -136,6 +136,7 @@ type Cluster struct {
 	stopOnce  sync.Once
 	meetOnce  sync.Once // a node in no group joins once (meetAlone)
 
+	trailingLogs uint64 // tests: the log kept behind a snapshot, if not 10240
 	// onMeet hears of a MEET that joins a node in no group to a cluster of
 	// several groups (OnMeetGroups); nil: such a MEET is refused.
 	onMeet func(addr string, l Layout)
@@ -157,6 +158,11 @@ func New(cfg Config) (*Cluster, error) {
 	dir := filepath.Join(cfg.Dir, "raft")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
+	}
+	if old, err := filepath.Glob(filepath.Join(dir, capturePrefix+"*.tmp")); err == nil {
+		for _, p := range old {
+			os.Remove(p) // a capture a stop cut short
+		}
 	}
 	id, err := nodeID(cfg.Dir, cfg.NodeID)
 	if err != nil {
@@ -228,9 +234,12 @@ func (c *Cluster) Start(eng *engine.Engine, onRole func(leading bool)) error {
 	rc.CommitTimeout = 5 * time.Millisecond
 	rc.BatchApplyCh = true
 	rc.MaxAppendEntries = 256
-	rc.SnapshotThreshold = c.cfg.SnapshotThreshold
+	rc.SnapshotThreshold = 4 * c.cfg.SnapshotThreshold // a backstop: snapshotLoop takes them (snapshot.go)
 	rc.SnapshotInterval = 10 * time.Second
 	rc.TrailingLogs = 10240
+	if c.trailingLogs > 0 {
+		rc.TrailingLogs = c.trailingLogs
+	}
 	rc.Logger = newHclog(c.log)
 	notify := make(chan bool, 16)
 	rc.NotifyCh = notify

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -66,11 +67,10 @@ type fsm struct {
 	// mu whenever members change; "" writes none.
 	cacheDir string
 
-	// A leader's snapshot captured by snapshotLoop while its engine was
-	// quiesced (engine.Quiesce), for the next Snapshot call to take.
-	cmu      sync.Mutex
-	captured []byte        // guarded by cmu
-	taken    chan struct{} // guarded by cmu: closed when Snapshot took captured
+	// A capture made by takeSnapshot (snapshot.go), for the next Snapshot
+	// call to take.
+	cmu     sync.Mutex
+	pending *capture // guarded by cmu
 }
 
 // Apply applies one committed entry.
@@ -159,33 +159,18 @@ func (f *fsm) memberList() map[string]member {
 // Raft labels it with. Raft tries again later.
 var errSnapshotBusy = errors.New("writes in flight: the leader's snapshot is taken when they commit")
 
-// Snapshot captures the state at the last applied index.
+// Snapshot captures the state at the last applied index: the capture
+// takeSnapshot made and the engine batches committed after it (Persist
+// streams both), or else a copy made at once under the engine's lock, if
+// it is settled (Raft's own timer, as a backstop).
 func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.cmu.Lock()
-	data, taken := f.captured, f.taken
-	f.captured, f.taken = nil, nil
+	cp := f.pending
+	f.pending = nil
 	f.cmu.Unlock()
-	if taken != nil {
-		// Captured while the leader's engine was held settled; it still
-		// is (snapshotLoop holds it until this returns), so the entries
-		// applied since are not the engine's.
-		close(taken)
-	} else {
-		var ok bool
-		data, ok = f.c.eng.SnapshotSettled()
-		if !ok || f.c.unacked.Load() > 0 || f.c.lost.Load() {
-			return nil, errSnapshotBusy
-		}
-	}
 	version := f.version.Load()
-	if version < FormatVersion {
-		var err error
-		if data, err = downgrade(data, version); err != nil {
-			return nil, fmt.Errorf("snapshot for version %d members: %w", version, err)
-		}
-	}
 	f.mmu.Lock()
 	ms, err := json.Marshal(f.members)
 	f.mmu.Unlock()
@@ -196,7 +181,26 @@ func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &snapshot{header: appendSnapshotHeader(nil, version, ms, slots), data: data}, nil
+	header := appendSnapshotHeader(nil, version, ms, slots)
+	if cp != nil {
+		if f.c.eng.Generation() != cp.gen {
+			// Restored or rebuilt since: the log after cp.from may not
+			// follow the capture.
+			os.Remove(cp.path)
+			return nil, errSnapshotBusy
+		}
+		return &streamedSnapshot{c: f.c, header: header, path: cp.path, from: cp.from, to: f.applied, version: version}, nil
+	}
+	data, ok := f.c.eng.SnapshotSettled()
+	if !ok || f.c.unacked.Load() > 0 || f.c.lost.Load() {
+		return nil, errSnapshotBusy
+	}
+	if version < FormatVersion {
+		if data, err = downgrade(data, version); err != nil {
+			return nil, fmt.Errorf("snapshot for version %d members: %w", version, err)
+		}
+	}
+	return &snapshot{header: header, data: data}, nil
 }
 
 // Restore replaces the state with a snapshot's (at start, or one the

@@ -422,11 +422,12 @@ func (c *Cluster) joinLoop() {
 	}
 }
 
-// snapshotLoop takes the leader's snapshots. Raft's own timer snapshots
-// followers, but a leader's engine is exact only when no write is in flight
-// (fsm.Snapshot), which under steady load is never: so when enough entries
-// piled up, the leader holds its writes for a moment (engine.Quiesce: one
-// commit round), captures the snapshot, and has Raft take it.
+// snapshotLoop takes this node's snapshots once enough entries piled up
+// since the last, on every role (takeSnapshot: the state written to a file
+// at a known index, the log after it streamed behind). Raft's own timer is
+// a backstop at a higher threshold: its snapshot is copied in memory under
+// the engine's lock, and on a leader only when no write is in flight,
+// which under steady load is never.
 func (c *Cluster) snapshotLoop() {
 	defer c.wg.Done()
 	t := time.NewTicker(time.Second)
@@ -439,7 +440,7 @@ func (c *Cluster) snapshotLoop() {
 		case <-t.C:
 		}
 		r := c.r()
-		if r == nil || !c.Writable() {
+		if r == nil || r.State() == raft.Shutdown {
 			continue
 		}
 		if metas, err := c.snaps.List(); err == nil && len(metas) > 0 {
@@ -448,47 +449,9 @@ func (c *Cluster) snapshotLoop() {
 		if r.AppliedIndex()-last < c.cfg.SnapshotThreshold {
 			continue
 		}
-		start := time.Now()
-		var fut raft.SnapshotFuture
-		held := c.eng.Quiesce(2*time.Second, func(data []byte) {
-			f := c.fsm
-			taken := make(chan struct{})
-			f.cmu.Lock()
-			f.captured, f.taken = data, taken
-			f.cmu.Unlock()
-			// Asked from a goroutine: Raft may be busy with a snapshot of
-			// its own, and this one must not wait for it holding the engine.
-			futc := make(chan raft.SnapshotFuture, 1)
-			done := make(chan struct{})
-			go func() {
-				f := r.Snapshot()
-				futc <- f
-				f.Error()
-				close(done)
-			}()
-			defer func() {
-				select {
-				case fut = <-futc:
-				default:
-				}
-			}()
-			select { // the engine stays held until Raft took the capture
-			case <-taken:
-			case <-done:
-			case <-time.After(2 * time.Second):
-			}
-			f.cmu.Lock()
-			f.captured, f.taken = nil, nil
-			f.cmu.Unlock()
-		})
-		if !held || fut == nil {
-			continue
+		if err := c.takeSnapshot(r); err != nil {
+			c.log.Debug().Err(err).Msg("cluster: snapshot not taken; trying again")
 		}
-		if err := fut.Error(); err != nil {
-			c.log.Warn().Err(err).Msg("cluster: leader snapshot failed")
-			continue
-		}
-		c.log.Info().Dur("held_ms", time.Since(start)).Uint64("index", r.AppliedIndex()).Msg("cluster: leader snapshot taken")
 	}
 }
 

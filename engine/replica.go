@@ -51,6 +51,9 @@ type replState struct {
 	now atomic.Int64
 	// lastTime is the latest time of a record applied (guarded by mu).
 	lastTime int64
+	// gen counts Resets: the records committed after a capture
+	// (CaptureTo) no longer follow it once the state was replaced.
+	gen atomic.Uint64
 }
 
 // Following reports whether the engine is a follower.
@@ -158,6 +161,7 @@ func (e *Engine) Reset() {
 		e.repl.now.Store(e.wheel.Now())
 	}
 	e.repl.following.Store(true)
+	e.repl.gen.Add(1)
 	waiting := e.parkedWaiters()
 	e.resetState() // the first record restored sets the wheel's time, as replay does
 	e.lastSID, e.seq, e.repl.lastTime = 0, 0, 0

@@ -1,0 +1,165 @@
+package engine
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// A capture followed by the batches committed after it restores to
+// exactly the state the group's log reaches later: on a leader whose
+// clients go on writing, and on a follower that goes on applying. Jobs
+// fire, are popped, nacked, cancelled, replaced and moved meanwhile.
+func TestCaptureUnderWrites(t *testing.T) {
+	for _, size := range []int{0, 1, 1500, 20_000} {
+		for _, role := range []string{"leader", "follower"} {
+			t.Run(fmt.Sprint(role, size), func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) { captureUnderWrites(t, size, role == "leader") })
+			})
+		}
+	}
+}
+
+func captureUnderWrites(t *testing.T, size int, onLeader bool) {
+	g := newGroup(t, 3, Options{}, nil)
+	ln, fn := g.nodes[0], g.nodes[1]
+	L := ln.e
+	rng := rand.New(rand.NewPCG(uint64(size), 9))
+	var ids []string
+	step := func() {
+		churn(t, L, rng, 1, &ids)
+		if rng.IntN(8) == 0 {
+			churnMove(t, L, rng, []byte(fmt.Sprintf("q%d", rng.IntN(3))))
+		}
+	}
+	// Writes on the leader commit at once into its fakeRepl's log.
+	ln.r.setAuto(true)
+	for i := range size {
+		a := AddArgs{Queue: []byte(fmt.Sprintf("q%d", i%3)), Payload: []byte(fmt.Sprint(i)),
+			Delay: int64(rng.IntN(3) * rng.IntN(2_000)), AckTimeout: int64(rng.IntN(2) * 500)}
+		if i%5 == 0 {
+			a.ID = []byte(fmt.Sprint("c", i))
+			ids = append(ids, string(a.ID))
+		}
+		if _, err := L.Add(a); err != nil {
+			t.Fatal(err)
+		}
+		if i%97 == 0 {
+			step()
+		}
+	}
+	for range 200 {
+		step()
+	}
+	synctest.Wait()
+	log := func() [][]byte { ln.r.mu.Lock(); defer ln.r.mu.Unlock(); return ln.r.log }
+	F := fn.e
+	for _, b := range log() {
+		if err := F.ApplyBatch(b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	applied := len(log())
+
+	// The capture, on the chosen node; the group moves on after it.
+	src, lead := F, false
+	if onLeader {
+		src, lead = L, true
+	}
+	between := func() {
+		for range 1 + rng.IntN(20) {
+			step()
+		}
+		time.Sleep(time.Duration(rng.IntN(300)) * time.Millisecond) // jobs fire, reservations expire
+		step()
+		for ; applied < len(log()); applied++ {
+			if err := F.ApplyBatch(log()[applied]); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	from := -1
+	var mark func() bool
+	if lead {
+		mark = func() bool { from = len(log()); return true }
+	} else {
+		mark = func() bool { from = applied; return true }
+	}
+	defer func(n int) { captureFlush = n }(captureFlush)
+	captureFlush = 4 << 10
+	var out bytes.Buffer
+	w := &countingWriter{w: &out}
+	gen, ok, err := src.CaptureTo(lead, time.Second, w, mark)
+	if err != nil || !ok {
+		t.Fatalf("capture: %v %v", ok, err)
+	}
+	if out.Len() > 2*captureFlush && w.writes < out.Len()/(2*captureFlush) {
+		t.Fatalf("a capture of %d bytes went to its writer in %d piece(s): not streamed", out.Len(), w.writes)
+	}
+	if _, ok, _ := L.CaptureTo(false, time.Second, &bytes.Buffer{}, func() bool { return true }); ok {
+		t.Fatal("a leader took a follower's capture")
+	}
+	between() // the group moves on before the snapshot is labelled
+	between()
+	if src.Generation() != gen {
+		t.Fatal("the generation moved without a Reset")
+	}
+	// The snapshot at the log's end: the capture, every batch after its
+	// start, the end mark.
+	entries := log()
+	if !lead {
+		entries = entries[:applied]
+	}
+	for _, b := range entries[from:] {
+		out.Write(b)
+	}
+	out.WriteByte(0)
+
+	want := replDump(L)
+	if !lead {
+		want = replDump(F)
+	}
+	x := newEngine(t, Options{Replicator: &fakeRepl{closed: true}, Follower: true})
+	if err := x.Restore(&out); err != nil {
+		t.Fatal(err)
+	}
+	if got := replDump(x); got != want {
+		t.Fatalf("restored state differs:\n%s", diffLines(want, got))
+	}
+}
+
+// countingWriter counts the writes it is given.
+type countingWriter struct {
+	w      io.Writer
+	writes int
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	c.writes++
+	return c.w.Write(p)
+}
+
+// A Reset moves the generation a capture is checked against; a mark that
+// says no takes nothing.
+func TestCaptureGeneration(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g := newGroup(t, 2, Options{}, nil)
+		F := g.nodes[1].e
+		gen, ok, err := F.CaptureTo(false, time.Second, &bytes.Buffer{}, func() bool { return true })
+		if !ok || err != nil {
+			t.Fatal(ok, err)
+		}
+		F.Reset()
+		if F.Generation() == gen {
+			t.Fatal("a Reset left the generation")
+		}
+		var out bytes.Buffer
+		if _, ok, _ := F.CaptureTo(false, time.Second, &out, func() bool { return false }); ok || out.Len() != 0 {
+			t.Fatal("a capture its mark refused was taken")
+		}
+	})
+}
