@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/hashicorp/raft"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -291,14 +292,41 @@ func (c *Cluster) slotClient(addr string) *redis.Client {
 }
 
 // waitApplied waits until this node applied index, its effects in place
-// (the slot map routes by it), at most d, and says whether it did.
+// (the slot map routes by it), at most d, and says whether it did. Raft's
+// AppliedIndex moves when it hands entries to the state machine, before
+// they are applied; and the entries that are no command (a new leader's
+// no-op, a barrier) never reach it: so once AppliedIndex is there, the
+// last command at or before index must be applied too.
 func (c *Cluster) waitApplied(index uint64, d time.Duration) bool {
-	for end := time.Now().Add(d); c.fsm.done.Load() < index; time.Sleep(time.Millisecond) {
+	end := time.Now().Add(d)
+	for c.r().AppliedIndex() < index {
+		if time.Now().After(end) {
+			return false
+		}
+		time.Sleep(time.Millisecond)
+	}
+	for last := c.lastCommand(index); c.fsm.done.Load() < last; time.Sleep(time.Millisecond) {
 		if time.Now().After(end) {
 			return false
 		}
 	}
 	return true
+}
+
+// lastCommand is the index of the last command entry at or before index
+// in this node's log, 0 if none is within 64 entries or the log no longer
+// holds it (a snapshot the state machine restored covers it).
+func (c *Cluster) lastCommand(index uint64) uint64 {
+	for i := index; i > 0 && index-i < 64; i-- {
+		var l raft.Log
+		if err := c.store.GetLog(i, &l); err != nil {
+			return 0
+		}
+		if l.Type == raft.LogCommand {
+			return i
+		}
+	}
+	return 0
 }
 
 // seedSlots writes the map's first entry, the even split, when group 0's
