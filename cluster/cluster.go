@@ -99,6 +99,12 @@ type Cluster struct {
 	// and whether one failed since the last rebuild.
 	unacked atomic.Int64
 	lost    atomic.Bool
+	// relead: a batch failed while Raft may still have this node lead
+	// (a leadership transfer in progress refuses every Apply; a transfer
+	// that then fails leaves the leader in place). The follow goroutine
+	// rebuilds the engine and leads again (releadIfStuck): nothing else
+	// would, since Raft sends no leadership change.
+	relead chan struct{}
 
 	// restorePath is a backup's snapshot to install once this node leads
 	// (backup.go); "" when none waits. Set by Start, read and cleared by
@@ -212,6 +218,7 @@ func New(cfg Config) (*Cluster, error) {
 	c.fsm.version.Store(minFormat)
 	c.trans.framing = func() bool { return c.fsm.version.Load() >= busFramingSince }
 	c.gateKick = make(chan struct{}, 1)
+	c.relead = make(chan struct{}, 1)
 	c.versionOf = c.askVersion
 	c.cachedMembers = loadMembersCache(dir)
 	return c, nil
@@ -333,7 +340,7 @@ func (c *Cluster) Propose(batch []byte) engine.Proposal {
 	data = append(append(data, entryEngine), batch...)
 	f := c.r().Apply(data, 0)
 	if !c.cfg.AckLeader {
-		return f
+		return watched{f, c}
 	}
 	// --cluster-ack leader: the reply goes at once, as with Redis's
 	// asynchronous replication; the batch is watched here instead, so that
@@ -343,10 +350,36 @@ func (c *Cluster) Propose(batch []byte) engine.Proposal {
 	go func() {
 		if f.Error() != nil {
 			c.lost.Store(true)
+			c.batchFailed()
 		}
 		c.unacked.Add(-1)
 	}()
 	return done{}
+}
+
+// watched is a batch's future that tells the follow goroutine when the
+// batch failed (batchFailed).
+type watched struct {
+	raft.ApplyFuture
+	c *Cluster
+}
+
+func (w watched) Error() error {
+	err := w.ApplyFuture.Error()
+	if err != nil {
+		w.c.batchFailed()
+	}
+	return err
+}
+
+// batchFailed asks the follow goroutine to check whether this node still
+// leads with an engine ahead of the log (releadIfStuck). It never blocks:
+// one request pending is enough.
+func (c *Cluster) batchFailed() {
+	select {
+	case c.relead <- struct{}{}:
+	default:
+	}
 }
 
 // done is a proposal answered at once.
@@ -363,42 +396,85 @@ func (c *Cluster) settled() bool {
 // follow applies leadership changes in order.
 func (c *Cluster) follow(notify <-chan bool) {
 	defer c.wg.Done()
+	// retry: this node is Raft's leader but does not take writes (a
+	// barrier that failed, a batch that did not commit); tried again
+	// until it leads or Raft says it no longer does.
+	var retry <-chan time.Time
 	for {
 		select {
 		case <-c.quit:
 			return
 		case lead := <-notify:
-			if lead {
-				c.becomeLeader()
-			} else {
+			retry = nil
+			if lead && !c.becomeLeader() {
+				retry = time.After(releadPause)
+			} else if !lead {
 				c.stepDown()
+			}
+		case <-c.relead:
+			if !c.releadIfStuck() {
+				retry = time.After(releadPause)
+			}
+		case <-retry:
+			retry = nil
+			if !c.releadIfStuck() {
+				retry = time.After(releadPause)
 			}
 		}
 	}
 }
 
+// releadPause is the wait between tries to lead again: a leadership
+// transfer ends within an election timeout, by a new leader (Raft then
+// says so) or by giving up.
+const releadPause = 100 * time.Millisecond
+
+// releadIfStuck makes a node that Raft still has lead but whose engine
+// cannot take writes lead again: a batch that did not commit (hashicorp/raft
+// refuses every Apply while a leadership transfer runs, and a transfer to a
+// peer that died fails and leaves this node leader) left the engine ahead
+// of the log and refusing writes, which only a rebuild ends; a barrier that
+// failed left it not leading at all. Without this the group answered
+// CLUSTERDOWN until its next election, which a healthy leader never has
+// (TestChaosSlotMoves with a kill every other move: the balancer's
+// hand-over to a node just killed). It reports false to be called again.
+func (c *Cluster) releadIfStuck() bool {
+	r := c.r()
+	if r == nil || r.State() != raft.Leader {
+		return true // a follower: Raft's notification steps it down
+	}
+	if c.leading.Load() && !c.eng.ReplFailed() && !c.lost.Load() {
+		return true
+	}
+	c.log.Warn().Msg("leader: a batch did not commit or the barrier failed; rebuilding the engine from the log and leading again")
+	c.stepDown()
+	return c.becomeLeader()
+}
+
 // becomeLeader waits until every entry of earlier terms is applied (the
 // barrier), then lets the engine lead: its clock runs, jobs due meanwhile
-// become ready, writes are taken.
-func (c *Cluster) becomeLeader() {
+// become ready, writes are taken. It reports false when Raft still has
+// this node lead but it could not take writes yet (the barrier failed):
+// the follow goroutine tries again.
+func (c *Cluster) becomeLeader() bool {
 	start := time.Now()
 	if err := c.r().Barrier(10 * time.Second).Error(); err != nil {
-		c.log.Warn().Err(err).Msg("new leader: the barrier failed; waiting for the next election")
-		return
+		c.log.Warn().Err(err).Msg("new leader: the barrier failed; trying again while Raft has this node lead")
+		return c.r().State() != raft.Leader
 	}
 	if c.r().State() != raft.Leader {
-		return
+		return true
 	}
 	if c.restorePath != "" {
 		if err := c.restorePending(); err != nil {
 			// Taking writes on an empty state would hide the backup.
 			c.log.Error().Err(err).Msg("cluster: the restore failed; this node stops")
 			go c.Close()
-			return
+			return true
 		}
 	}
 	if !c.mapFresh() {
-		return
+		return true // no longer leads (Raft says so) or stopping
 	}
 	// After a restore: its snapshot holds no version, the entry after it does.
 	c.raiseAlone()
@@ -418,6 +494,7 @@ func (c *Cluster) becomeLeader() {
 	c.announceSelf()
 	c.seedSlots()
 	c.kickGate()
+	return true
 }
 
 // mapFresh waits, for a group other than 0, until this node routes by a

@@ -1,8 +1,11 @@
 package cluster
 
 import (
+	"fmt"
 	"testing"
 	"time"
+
+	"github.com/delayd/delayd/engine"
 )
 
 // A node Raft elected is not the leader the commands show until it takes
@@ -128,6 +131,64 @@ func TestHandOver(t *testing.T) {
 	for _, id := range []string{"before", "after"} {
 		if _, ok := to.eng.Get([]byte("q"), []byte(id)); !ok {
 			t.Errorf("the new leader lacks job %s", id)
+		}
+	}
+}
+
+// A hand-over to a node that died fails; meanwhile Raft refused the
+// leader's batches (a transfer in progress refuses every Apply), so its
+// engine was ahead of the log and refused writes. It stays Raft's leader,
+// and no leadership change comes to rebuild it: it must rebuild and lead
+// again by itself. Before, the group answered CLUSTERDOWN until its next
+// election (TestChaosSlotMoves: the balancer handed over to a node just
+// SIGKILLed, and the jobs of the leader's queues were never served again).
+func TestFailedHandOverLeadsAgain(t *testing.T) {
+	nodes := startGroup(t, 3)
+	leader := leaderOf(t, nodes)
+	var dead *testNode
+	for _, n := range nodes {
+		if n != leader {
+			dead = n
+		}
+	}
+	add(t, nodes, "q", "before", 0)
+	deadID := dead.c.ID()
+	dead.stop()
+
+	// Writes go on while the hand-over runs, until one is refused.
+	refused := false
+	for try := 0; try < 5 && !refused; try++ {
+		ho := make(chan error, 1)
+		go func() { ho <- leader.c.HandOver(deadID) }()
+		for i := 0; ; i++ {
+			res, err := leader.eng.Add(engine.AddArgs{Queue: []byte("q"), ID: []byte(fmt.Sprintf("during-%d-%d", try, i)), Payload: []byte("p"), AckTimeout: -1, Retry: -1})
+			if err == nil {
+				err = leader.eng.WaitDurable(res.Ticket)
+			}
+			if err != nil {
+				refused = true
+			}
+			select {
+			case err := <-ho:
+				if err == nil {
+					t.Fatal("the hand-over to a stopped node succeeded")
+				}
+			default:
+				time.Sleep(2 * time.Millisecond)
+				continue
+			}
+			break
+		}
+	}
+	if !refused {
+		t.Skip("no write came during a hand-over: nothing to check")
+	}
+	// Whoever leads (this node, still Raft's leader) takes writes again.
+	add(t, nodes, "q", "after", 0)
+	l := leaderOf(t, nodes)
+	for _, id := range []string{"before", "after"} {
+		if _, ok := l.eng.Get([]byte("q"), []byte(id)); !ok {
+			t.Errorf("the leader lacks job %s", id)
 		}
 	}
 }

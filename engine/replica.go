@@ -310,6 +310,10 @@ func (e *Engine) Rebuilt() {
 	}
 }
 
+// ReplFailed reports whether a batch did not commit and the engine, ahead
+// of the log, refuses writes until it is rebuilt (Rebuilt).
+func (e *Engine) ReplFailed() bool { return e.journal != nil && e.journal.ReplFailed() }
+
 // replWritable refuses a write or a pop on a follower, or while a failed
 // batch leaves the state ahead of the log. Two atomic loads: it guards
 // every write and every serving of a blocked client.
