@@ -395,3 +395,68 @@ func TestMigrate(t *testing.T) {
 }
 
 var errMovingLine = "-" + errMoving
+
+// What ADDSLOTS and STABLE leave marked, as redis-cli --cluster fix sends
+// them after a stopped move: a group that may hold queues of a slot it
+// lost keeps its importing mark until it is sent STABLE itself.
+func TestSlotFixMarks(t *testing.T) {
+	const s = 5461 // group 1's first slot
+	type marks struct{ owner, migrating, importing int }
+	state := func(m *cluster.SlotMap) marks {
+		mg, ok := m.Migrating(s)
+		if !ok {
+			mg = -1
+		}
+		return marks{m.Owner(s), mg, importer(&fakeGroups{m: m}, s)}
+	}
+	with := func(m *cluster.SlotMap, ch cluster.SlotChange) *cluster.SlotMap {
+		t.Helper()
+		n, err := m.With(ch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	moving := with(cluster.EvenSlots(3), cluster.SlotChange{Migrating: [][2]int{{s, 2}}, Importing: [][2]int{{s, 2}}})
+	for _, tc := range []struct {
+		name   string
+		m      *cluster.SlotMap
+		add    int // ADDSLOTS at this group, or -1
+		stable []int
+		want   marks
+		err    string
+	}{
+		{name: "a move 1->2 ended by STABLE at its source", m: moving, add: -1, stable: []int{1}, want: marks{1, -1, -1}},
+		{name: "... or at its target", m: moving, add: -1, stable: []int{2}, want: marks{1, -1, -1}},
+		{name: "STABLE at a group not in the move changes nothing", m: moving, add: -1, stable: []int{0}, want: marks{1, 2, 2}},
+		{name: "ADDSLOTS at the target: the source keeps a mark", m: moving, add: 2, want: marks{2, -1, 1}},
+		{name: "then STABLE at the new owner keeps it", m: moving, add: 2, stable: []int{2}, want: marks{2, -1, 1}},
+		{name: "then STABLE at the old owner, its queues moved, ends it", m: moving, add: 2, stable: []int{2, 1}, want: marks{2, -1, -1}},
+		{name: "ADDSLOTS at a third group of a slot open between two", m: moving, add: 0, err: "TRYAGAIN slot 5461 is open between groups 1 and 2"},
+		{name: "ADDSLOTS at the owner of its own open slot: the importer keeps a mark", m: moving, add: 1, want: marks{1, -1, 2}},
+		{name: "ADDSLOTS of a closed slot", m: cluster.EvenSlots(3), add: 0, want: marks{0, -1, 1}},
+	} {
+		m := tc.m
+		if tc.add >= 0 {
+			ch, err := addSlotsChange(&fakeGroups{m: m}, []int{s}, tc.add)
+			if tc.err != "" {
+				if err == nil || !strings.HasPrefix(err.Error(), tc.err) {
+					t.Errorf("%s: %v, want %q", tc.name, err, tc.err)
+				}
+				continue
+			}
+			if err != nil {
+				t.Fatalf("%s: %v", tc.name, err)
+			}
+			m = with(m, ch)
+		}
+		for _, g := range tc.stable {
+			if ch, ok := stableChange(&fakeGroups{m: m}, s, g); ok {
+				m = with(m, ch)
+			}
+		}
+		if got := state(m); got != tc.want {
+			t.Errorf("%s: owner, migrating, importing %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

@@ -185,7 +185,9 @@ func TestClusterAddNodeGroup(t *testing.T) {
 		return err == nil && strings.Contains(s, "[OK] All 16384 slots covered.") && !strings.Contains(s, "[ERR]") &&
 			!strings.Contains(s, "[WARNING]") && strings.Count(s, "M: ") == 3, s
 	})
-	if v, err := rc.Do(ctx, "DELAY.GET", key, "kept").Result(); err != nil {
+	// (A context of its own: the restarts and the rebalance above outlast
+	// the first one.)
+	if v, err := rc.Do(ctxT(t, 30*time.Second), "DELAY.GET", key, "kept").Result(); err != nil {
 		t.Errorf("the job after del-node: %v %v", v, err)
 	}
 	// Its hosts stop it a few seconds later (redis-cli's last commands
