@@ -128,6 +128,12 @@ func clusterSetSlot(d *Dispatcher, c *Client, cl ClusterView, args [][]byte) {
 				c.W.Error("ERR I'm already the owner of hash slot " + strconv.Itoa(slot))
 				return
 			}
+			if in := importer(gs, slot); in >= 0 && in != my {
+				// One importer a slot: taking its mark would leave that
+				// group's queues of the slot unmarked (ADDSLOTS, below).
+				c.W.Error(fmt.Sprintf("ERR Slot %d is being imported by group %d: finish that move first (redis-cli --cluster fix)", slot, in))
+				return
+			}
 			ch.Importing = [][2]int{{slot, my}}
 		case "node":
 			if gs.Owner(slot) == my && g != my {

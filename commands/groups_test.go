@@ -275,6 +275,7 @@ func TestSetSlotAndAsk(t *testing.T) {
 		{"LLEN " + b, ":0"},
 		// Slot s0 is imported from group 0: after ASKING, one command runs here.
 		{"CLUSTER SETSLOT " + fmt.Sprint(s0) + " IMPORTING " + groupID(0, 1), "+OK"},
+		{"CLUSTER SETSLOT " + fmt.Sprint(s0) + " IMPORTING " + groupID(0, 1), "+OK"}, // again: the same mark
 		{"RPUSH " + k0 + " y", fmt.Sprintf("-MOVED %d 10.0.0.2:7000", s0)},
 		{"ASKING", "+OK"},
 		{"RPUSH " + k0 + " y", ":1"},
@@ -291,8 +292,8 @@ func TestSetSlotAndAsk(t *testing.T) {
 	if _, ok := gs.m.Importing(s0); ok || gs.m.Owner(s0) != 1 {
 		t.Errorf("slot %d after NODE: owner %d", s0, gs.m.Owner(s0))
 	}
-	if len(changes) != 4 {
-		t.Errorf("%d slot entries, want 4: %v", len(changes), changes)
+	if len(changes) != 5 {
+		t.Errorf("%d slot entries, want 5: %v", len(changes), changes)
 	}
 	// CLUSTER NODES shows the open slots on this master's own line.
 	s2 := KeySlot(keyOf(gs.m, 2))
@@ -458,5 +459,38 @@ func TestSlotFixMarks(t *testing.T) {
 		if got := state(m); got != tc.want {
 			t.Errorf("%s: owner, migrating, importing %v, want %v", tc.name, got, tc.want)
 		}
+	}
+}
+
+// IMPORTING of a slot another group imports is refused: the map keeps one
+// importer a slot, and that group may hold queues of it.
+func TestSetSlotImportingTaken(t *testing.T) {
+	gs := &fakeGroups{m: cluster.EvenSlots(3), views: []*fakeCluster{newGroupFake(0, 1), newGroupFake(1, 0), newGroupFake(2, 2)}}
+	gs.views[0].change = func(ch cluster.SlotChange) error {
+		m, err := gs.m.With(ch)
+		if err == nil {
+			gs.m = m
+		}
+		return err
+	}
+	s0 := KeySlot(keyOf(gs.m, 0))
+	m, err := gs.m.With(cluster.SlotChange{Importing: [][2]int{{s0, 2}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gs.m = m
+	eng, err := engine.New(engine.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { eng.Close() })
+	n := &node{t: t, d: New(Options{Engine: eng, Config: map[string]string{}, Cluster: gs.views[1], Groups: gs, Group: 1}), eng: eng}
+	c := n.client()
+	want := fmt.Sprintf("-ERR Slot %d is being imported by group 2: finish that move first (redis-cli --cluster fix)", s0)
+	if got := n.do(c, "CLUSTER", "SETSLOT", fmt.Sprint(s0), "IMPORTING", groupID(0, 1)); got != want {
+		t.Errorf("IMPORTING of a slot group 2 imports: %q, want %q", got, want)
+	}
+	if g, ok := gs.m.Importing(s0); !ok || g != 2 {
+		t.Errorf("the importer after the refusal: %d %v, want 2", g, ok)
 	}
 }
