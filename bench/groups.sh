@@ -15,7 +15,8 @@
 # Knobs: ROUNDS (5), N requests a run (300000), P pipeline (16), C clients
 # a group (50: redis-benchmark --cluster deals its clients out over the
 # masters, so the 3-group run gets 3C and each leader C, as the one group's), QUOTA percent of one CPU a node (25), POLICY appendfsync (everysec),
-# SERVER_CPU (0) all nodes, CLIENT_CPU (1) redis-benchmark.
+# SERVER_CPU (0) all nodes, CLIENT_CPU (1) redis-benchmark, BIN (a delayd
+# binary to run instead of this checkout's build).
 # Needs root (cgroups: v1 cpu.cfs_quota_us or v2 cpu.max), redis-benchmark.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -47,7 +48,7 @@ cleanup() {
   rm -rf "$work"
 }
 trap cleanup EXIT
-go build -o "$work/delayd" .
+if [ -n "${BIN:-}" ]; then cp "$BIN" "$work/delayd"; else go build -o "$work/delayd" .; fi
 
 # Each node starts through this wrapper: into its own cgroup, then pinned.
 cat >"$work/node.sh" <<EOF
