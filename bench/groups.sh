@@ -16,7 +16,8 @@
 # a group (50: redis-benchmark --cluster deals its clients out over the
 # masters, so the 3-group run gets 3C and each leader C, as the one group's), QUOTA percent of one CPU a node (25), POLICY appendfsync (everysec),
 # SERVER_CPU (0) all nodes, CLIENT_CPU (1) redis-benchmark, BIN (a delayd
-# binary to run instead of this checkout's build).
+# binary to run instead of this checkout's build), PROFILE (a directory:
+# each node writes its CPU profile there, node-<port>.prof, whole runs).
 # Needs root (cgroups: v1 cpu.cfs_quota_us or v2 cpu.max), redis-benchmark.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -39,6 +40,8 @@ fi
 mkdir -p "$cgroot"
 
 work=$(mktemp -d)
+PROFILE=${PROFILE:-}
+[ -n "$PROFILE" ] && mkdir -p "$PROFILE" && PROFILE=$(cd "$PROFILE" && pwd)
 cleanup() {
   [ -d "$work/a" ] && DATA=$work/a BASE_PORT=7500 scripts/cluster.sh stop >/dev/null 2>&1 || true
   [ -d "$work/b" ] && DATA=$work/b BASE_PORT=7600 RAFT_GROUPS=3 scripts/cluster.sh stop >/dev/null 2>&1 || true
@@ -58,6 +61,7 @@ for a in "\$@"; do [ "\$prev" = --port ] && port=\$a; prev=\$a; done
 cg=$cgroot/node-\$port; mkdir -p "\$cg"
 if [ $cgv = 2 ]; then echo "$((QUOTA * 1000)) 100000" >"\$cg/cpu.max"; else echo $((QUOTA * 1000)) >"\$cg/cpu.cfs_quota_us"; fi
 echo \$\$ >"\$cg/cgroup.procs"
+[ -n "$PROFILE" ] && export DELAYD_CPUPROFILE=$PROFILE/node-\$port.prof
 exec taskset -c $SERVER_CPU "$work/delayd" "\$@"
 EOF
 chmod +x "$work/node.sh"
