@@ -11,13 +11,16 @@
 #   AGAINST=/tmp/delayd.old bench/clustercpu.sh  # and another binary, the same rounds
 #
 # Knobs: ROUNDS (3), N requests a run (200000), BASE port (9700; ports
-# BASE..BASE+3 and BASE+11..BASE+13, and BASE+100.. for AGAINST).
+# BASE..BASE+3 and BASE+11..BASE+13, and BASE+100.. for AGAINST), PROFILE
+# (a directory: this checkout's four nodes write CPU profiles there, whole
+# runs, read with `go tool pprof -top -cum -ignore stopServer DIR/follower2.prof`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROUNDS=${ROUNDS:-3}
 N=${N:-200000}
 BASE=${BASE:-9700}
 work=$(mktemp -d)
+[ -n "${PROFILE:-}" ] && mkdir -p "$PROFILE" && PROFILE=$(cd "$PROFILE" && pwd)
 pids=()
 trap 'kill "${pids[@]}" 2>/dev/null || true; wait 2>/dev/null; rm -rf "$work"' EXIT
 go build -o "$work/delayd" .
@@ -25,14 +28,17 @@ go build -o "$work/delayd" .
 common=(--bind 127.0.0.1 --log-level error --appendfsync everysec --auto-rewrite-percentage 0 --http-addr "")
 cl=(--cluster-enabled yes --cluster-election-timeout 3000)
 up() { for _ in $(seq 100); do redis-cli -p "$1" ping >/dev/null 2>&1 && return 0; sleep 0.1; done; return 1; }
+prof() { # bin role -> the environment its node runs with
+  if [ -n "${PROFILE:-}" ] && [ "$1" = "$work/delayd" ]; then echo "DELAYD_CPUPROFILE=$PROFILE/$2.prof"; else echo "DELAYD_CPUPROFILE="; fi
+}
 start() { # bin base -> "single leader follower follower" pids
   local bin=$1 b=$2 d=$work/$2 s p1 p2 p3
-  taskset -c 0 "$bin" --port "$b" --dir "$d/s" "${common[@]}" >/dev/null 2>&1 & s=$!
-  taskset -c 0 "$bin" --port $((b+1)) --dir "$d/c1" "${common[@]}" "${cl[@]}" --cluster-bootstrap \
+  env "$(prof "$bin" single)" taskset -c 0 "$bin" --port "$b" --dir "$d/s" "${common[@]}" >/dev/null 2>&1 & s=$!
+  env "$(prof "$bin" leader)" taskset -c 0 "$bin" --port $((b+1)) --dir "$d/c1" "${common[@]}" "${cl[@]}" --cluster-bootstrap \
     --cluster-bus-addr 127.0.0.1:$((b+11)) >/dev/null 2>&1 & p1=$!
   up $((b+1)); sleep 1.5
   for i in 2 3; do
-    taskset -c 0 "$bin" --port $((b+i)) --dir "$d/c$i" "${common[@]}" "${cl[@]}" --cluster-join 127.0.0.1:$((b+1)) \
+    env "$(prof "$bin" "follower$i")" taskset -c 0 "$bin" --port $((b+i)) --dir "$d/c$i" "${common[@]}" "${cl[@]}" --cluster-join 127.0.0.1:$((b+1)) \
       --cluster-bus-addr 127.0.0.1:$((b+10+i)) >/dev/null 2>&1 &
     [ "$i" = 2 ] && p2=$! || p3=$!
   done

@@ -15,7 +15,9 @@
 # Knobs: ROUNDS (5), N requests a run (300000), P pipeline (16), C clients
 # a group (50: redis-benchmark --cluster deals its clients out over the
 # masters, so the 3-group run gets 3C and each leader C, as the one group's), QUOTA percent of one CPU a node (25), POLICY appendfsync (everysec),
-# SERVER_CPU (0) all nodes, CLIENT_CPU (1) redis-benchmark.
+# SERVER_CPU (0) all nodes, CLIENT_CPU (1) redis-benchmark, BIN (a delayd
+# binary to run instead of this checkout's build), PROFILE (a directory:
+# each node writes its CPU profile there, node-<port>.prof, whole runs).
 # Needs root (cgroups: v1 cpu.cfs_quota_us or v2 cpu.max), redis-benchmark.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -38,6 +40,8 @@ fi
 mkdir -p "$cgroot"
 
 work=$(mktemp -d)
+PROFILE=${PROFILE:-}
+[ -n "$PROFILE" ] && mkdir -p "$PROFILE" && PROFILE=$(cd "$PROFILE" && pwd)
 cleanup() {
   [ -d "$work/a" ] && DATA=$work/a BASE_PORT=7500 scripts/cluster.sh stop >/dev/null 2>&1 || true
   [ -d "$work/b" ] && DATA=$work/b BASE_PORT=7600 RAFT_GROUPS=3 scripts/cluster.sh stop >/dev/null 2>&1 || true
@@ -47,7 +51,7 @@ cleanup() {
   rm -rf "$work"
 }
 trap cleanup EXIT
-go build -o "$work/delayd" .
+if [ -n "${BIN:-}" ]; then cp "$BIN" "$work/delayd"; else go build -o "$work/delayd" .; fi
 
 # Each node starts through this wrapper: into its own cgroup, then pinned.
 cat >"$work/node.sh" <<EOF
@@ -57,6 +61,7 @@ for a in "\$@"; do [ "\$prev" = --port ] && port=\$a; prev=\$a; done
 cg=$cgroot/node-\$port; mkdir -p "\$cg"
 if [ $cgv = 2 ]; then echo "$((QUOTA * 1000)) 100000" >"\$cg/cpu.max"; else echo $((QUOTA * 1000)) >"\$cg/cpu.cfs_quota_us"; fi
 echo \$\$ >"\$cg/cgroup.procs"
+[ -n "$PROFILE" ] && export DELAYD_CPUPROFILE=$PROFILE/node-\$port.prof
 exec taskset -c $SERVER_CPU "$work/delayd" "\$@"
 EOF
 chmod +x "$work/node.sh"
