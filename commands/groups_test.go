@@ -72,12 +72,7 @@ func keyOf(m *cluster.SlotMap, g int) string {
 func TestSeveralGroups(t *testing.T) {
 	m := cluster.EvenSlots(3)
 	gs := &fakeGroups{m: m, views: []*fakeCluster{newGroupFake(0, 1), newGroupFake(1, 0), newGroupFake(2, -1)}}
-	eng, err := engine.New(engine.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { eng.Close() })
-	n := &node{t: t, d: New(Options{Engine: eng, Config: map[string]string{}, Cluster: gs.views[1], Groups: gs, Group: 1}), eng: eng}
+	n := groupNode(t, gs, 1)
 	c := n.client()
 	k0, k1, k2 := keyOf(m, 0), keyOf(m, 1), keyOf(m, 2)
 
@@ -243,12 +238,7 @@ func TestSetSlotAndAsk(t *testing.T) {
 		}
 		return err
 	}
-	eng, err := engine.New(engine.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { eng.Close() })
-	n := &node{t: t, d: New(Options{Engine: eng, Config: map[string]string{}, Cluster: gs.views[1], Groups: gs, Group: 1}), eng: eng}
+	n := groupNode(t, gs, 1)
 	c := n.client()
 	// Keys of one slot of group 1 (a hash tag) and one of group 0's.
 	tag := keyOf(gs.m, 1)
@@ -335,12 +325,7 @@ func TestSetSlotAndAsk(t *testing.T) {
 // meanwhile; a target's error keeps them here.
 func TestMigrate(t *testing.T) {
 	gs := &fakeGroups{m: cluster.EvenSlots(3), views: []*fakeCluster{newGroupFake(0, 1), newGroupFake(1, 0), newGroupFake(2, 2)}}
-	eng, err := engine.New(engine.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { eng.Close() })
-	n := &node{t: t, d: New(Options{Engine: eng, Config: map[string]string{}, Cluster: gs.views[1], Groups: gs, Group: 1}), eng: eng}
+	n := groupNode(t, gs, 1)
 	c, other := n.client(), n.client()
 	tag := keyOf(gs.m, 1)
 	a, b := "{"+tag+"}a", "{"+tag+"}b"
@@ -378,17 +363,17 @@ func TestMigrate(t *testing.T) {
 	if during != errMovingLine {
 		t.Errorf("a command on a queue being moved: %q, want %q", during, errMovingLine)
 	}
-	if eng.Exists([]byte(a)) || eng.Exists([]byte(b)) {
+	if n.eng.Exists([]byte(a)) || n.eng.Exists([]byte(b)) {
 		t.Error("the queues stayed after MIGRATE")
 	}
 	// COPY keeps the queue; a target's error keeps it too.
 	n.do(c, "DELAY.ADD", a, "0", "x", "ID", "j4")
-	if got := n.do(c, "MIGRATE", "10.0.0.3", "7200", a, "0", "5000", "COPY"); got != "+OK" || !eng.Exists([]byte(a)) {
-		t.Errorf("MIGRATE COPY: %q, queue kept %v", got, eng.Exists([]byte(a)))
+	if got := n.do(c, "MIGRATE", "10.0.0.3", "7200", a, "0", "5000", "COPY"); got != "+OK" || !n.eng.Exists([]byte(a)) {
+		t.Errorf("MIGRATE COPY: %q, queue kept %v", got, n.eng.Exists([]byte(a)))
 	}
 	gs.views[1].send = func(string, [][]any) error { return errors.New("BUSYKEY Target key name already exists.") }
-	if got := n.do(c, "MIGRATE", "10.0.0.3", "7200", a, "0", "5000"); got != "-ERR Target instance replied with error: BUSYKEY Target key name already exists." || !eng.Exists([]byte(a)) {
-		t.Errorf("MIGRATE to a target that refused: %q, queue kept %v", got, eng.Exists([]byte(a)))
+	if got := n.do(c, "MIGRATE", "10.0.0.3", "7200", a, "0", "5000"); got != "-ERR Target instance replied with error: BUSYKEY Target key name already exists." || !n.eng.Exists([]byte(a)) {
+		t.Errorf("MIGRATE to a target that refused: %q, queue kept %v", got, n.eng.Exists([]byte(a)))
 	}
 	if got := n.do(c, "DELAY.GET", a, "j4"); !strings.HasPrefix(got, "*") {
 		t.Errorf("the queue is not fenced after a failed MIGRATE: %q", got)
@@ -479,12 +464,7 @@ func TestSetSlotImportingTaken(t *testing.T) {
 		t.Fatal(err)
 	}
 	gs.m = m
-	eng, err := engine.New(engine.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { eng.Close() })
-	n := &node{t: t, d: New(Options{Engine: eng, Config: map[string]string{}, Cluster: gs.views[1], Groups: gs, Group: 1}), eng: eng}
+	n := groupNode(t, gs, 1)
 	c := n.client()
 	want := fmt.Sprintf("-ERR Slot %d is being imported by group 2: finish that move first (redis-cli --cluster fix)", s0)
 	if got := n.do(c, "CLUSTER", "SETSLOT", fmt.Sprint(s0), "IMPORTING", groupID(0, 1)); got != want {
@@ -493,4 +473,15 @@ func TestSetSlotImportingTaken(t *testing.T) {
 	if g, ok := gs.m.Importing(s0); !ok || g != 2 {
 		t.Errorf("the importer after the refusal: %d %v, want 2", g, ok)
 	}
+}
+
+// groupNode is this process's address of group g, over an engine of its own.
+func groupNode(t *testing.T, gs *fakeGroups, g int) *node {
+	t.Helper()
+	eng, err := engine.New(engine.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { eng.Close() })
+	return &node{t: t, d: New(Options{Engine: eng, Config: map[string]string{}, Cluster: gs.views[g], Groups: gs, Group: g}), eng: eng}
 }
