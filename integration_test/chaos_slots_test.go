@@ -104,7 +104,10 @@ func TestChaosSlotMoves(t *testing.T) {
 	w.startWorkers(workCtx)
 	w.startProducers(prodCtx)
 
-	m := &slotMover{t: t, nodes: nodes, w: w, rng: rand.New(rand.NewSource(cfg.seed)), slots: moveSlots, killEvery: killEvery}
+	// A node restarted on a million preloaded jobs a group replays them
+	// before it answers PING (about 20 µs a job here, three groups a node).
+	ready := 10*time.Second + time.Duration(preloadJobs)*3*20*time.Microsecond
+	m := &slotMover{t: t, nodes: nodes, w: w, rng: rand.New(rand.NewSource(cfg.seed)), slots: moveSlots, killEvery: killEvery, ready: ready}
 	faultCtx, stopFaults := context.WithTimeout(context.Background(), cfg.duration)
 	defer stopFaults()
 	m.run(faultCtx)
@@ -172,6 +175,7 @@ type slotMover struct {
 	rng       *rand.Rand
 	slots     int
 	killEvery int
+	ready     time.Duration // how long a restarted node may take to answer PING
 
 	moves, kills int
 	stopped      []stoppedMove
@@ -391,6 +395,7 @@ func (m *slotMover) move(start time.Time, from, to int, kill bool) error {
 		args = append(args, victim.Args[i])
 	}
 	victim.Args = args
+	victim.ReadyWithin = m.ready
 	if err := victim.Start(); err != nil {
 		return fmt.Errorf("restart %s: %w", victim.addr(0), err)
 	}
