@@ -143,6 +143,7 @@ func (s *Set) Take(j *Job) bool {
 	}
 	s.x.del(j.SID)
 	b.kill(j.index)
+	b.back = true
 	s.jobs--
 	return true
 }

@@ -196,12 +196,76 @@ func (e *Engine) farInfo(qi uint32, id []byte) (JobInfo, bool) {
 		return JobInfo{}, false
 	}
 	fj, _, err := e.far.set.Get(sid)
-	var r record.Rec
-	if err != nil || fj.Queue != e.queues[qi].name || r.Decode(fj.Head) != nil {
+	if err != nil || fj.Queue != e.queues[qi].name {
 		return JobInfo{}, false
 	}
-	return JobInfo{ID: slices.Clone(id), Queue: []byte(fj.Queue), Payload: fj.Payload, State: jobs.StateNames[jobs.StateDelayed],
-		Due: fj.Due, Deliveries: r.Deliveries, Group: slices.Clone(r.Group), Priority: r.Priority}, true
+	sj, ok := farScanJob(&fj)
+	sj.ID = slices.Clone(id)
+	return sj.JobInfo, ok
+}
+
+// farScanJob is DELAY.SCAN's view of a far job: its head is its add record
+// but for what the bucket keeps.
+func farScanJob(fj *bucket.Job) (ScanJob, bool) {
+	var r record.Rec
+	if r.Decode(fj.Head) != nil {
+		return ScanJob{}, false
+	}
+	var buf [jobs.SIDLen]byte
+	return ScanJob{JobInfo: JobInfo{ID: slices.Clone(jobs.RenderSID(&buf, fj.SID)), Queue: []byte(fj.Queue), Payload: fj.Payload,
+		State: jobs.StateNames[jobs.StateDelayed], Due: fj.Due, Deliveries: r.Deliveries, Group: slices.Clone(r.Group), Priority: r.Priority},
+		Seq: fj.Seq, AckTimeout: r.AckTimeout, Retry: r.Retry}, true
+}
+
+// scanFar is a DELAY.SCAN page of queue qi with the buckets on: the walk
+// of the buckets, then the slab's (jobs.Table.Scan), then the buckets'
+// again from where a job entering them stood when the slab's began, which
+// also looks up in memory the jobs of dead entries it passes (bucket.Scan
+// says why each job there for the whole scan is met). Each walk visits
+// what one page of the slab's would. Called with mu held.
+func (e *Engine) scanFar(qi uint32, name []byte, cursor uint64, count int, out []ScanJob) (uint64, []ScanJob, error) {
+	c := e.far.set.Resume(bucket.ParseCursor(cursor))
+	visit := max(count*jobs.ScanVisit, jobs.ScanMinVisit)
+	var buf [jobs.SIDLen]byte
+	for len(out) < count {
+		if c.Phase == bucket.ScanSlab {
+			next := e.jobs.Scan(qi, c.Slot, count-len(out), func(s uint32) { out = append(out, e.scanJob(s, name)) })
+			if next != 0 {
+				c.Slot = next
+				break
+			}
+			c = bucket.ScanCursor{Phase: bucket.ScanTail, At: c.Tail}
+			continue
+		}
+		var gone []uint64
+		g := &gone
+		if c.Phase == bucket.ScanBuckets {
+			g = nil
+		}
+		js, at, done, err := e.far.set.Scan(e.queues[qi].name, c.At, count-len(out), visit, g)
+		if err != nil {
+			return 0, nil, err
+		}
+		for i := range js {
+			if sj, ok := farScanJob(&js[i]); ok {
+				out = append(out, sj)
+			}
+		}
+		for _, sid := range gone {
+			if s, ok := e.jobs.Lookup(&e.queues[qi].run, qi, jobs.RenderSID(&buf, sid)); ok {
+				out = append(out, e.scanJob(s, name))
+			}
+		}
+		c.At = at
+		switch {
+		case !done:
+			return c.Encode(), out, nil
+		case c.Phase == bucket.ScanTail:
+			return 0, out, nil
+		}
+		c = bucket.ScanCursor{Phase: bucket.ScanSlab, Tail: e.far.set.Tail()}
+	}
+	return c.Encode(), out, nil
 }
 
 // farUpcoming merges into mem, a page of DELAY.UPCOMING from memory, the
@@ -238,7 +302,7 @@ func (e *Engine) farUpcoming(name []byte, count int, after *Cursor, mem []Upcomi
 // count: it is being placed in queue qi (a restatement replayed, a fault, a
 // load) or dropped with it (DEL). Called with mu held.
 func (e *Engine) unfar(qi uint32, sid uint64) {
-	if e.far.set != nil && e.far.set.Remove(sid) {
+	if e.far.set != nil && e.far.set.Fault(sid) {
 		e.queues[qi].Delayed--
 		e.njobs--
 	}

@@ -465,3 +465,100 @@ func TestFarBucketsReload(t *testing.T) {
 		}
 	})
 }
+
+// DELAY.SCAN lists far jobs with the fields a copy needs, read from their
+// heads, and meets every job there for the whole scan while, between its
+// pages, jobs go out to the buckets (the spiller), come back (a
+// reschedule by id, a load as time passes), are sealed into runs by a
+// checkpoint, and new ones come.
+func TestScanJobsListsFarJobs(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fs := aof.NewMemFS()
+		e := mustNew(t, farBuckets(fs))
+		defer e.Close()
+		far := addFar(t, e, 90, 50)
+		for i := range 30 { // far jobs with fields of their own
+			res, err := e.Add(AddArgs{Queue: b("q1"), Delay: 900_000 + int64(i), Payload: b(fmt.Sprint("opt", i)),
+				AckTimeout: 7000, Retry: 3, Priority: 2})
+			if err != nil || e.WaitDurable(res.Ticket) != nil {
+				t.Fatal(err)
+			}
+			far = append(far, "q1/"+string(res.ID))
+		}
+		settleSpill()
+		if err := e.checkpoint(0); err != nil {
+			t.Fatal(err)
+		}
+		if farLen(e) < 60 {
+			t.Fatalf("%d jobs in the buckets: the test tests nothing", farLen(e))
+		}
+		want := map[string]JobInfo{}
+		for _, q := range []string{"q0", "q1", "q2"} {
+			for _, j := range scanAll(t, e, q, 1<<20, func() {}) {
+				got, ok := e.Get(b(q), j.ID)
+				if !ok {
+					t.Fatalf("%s/%s listed, not there", q, j.ID)
+				}
+				if fmt.Sprint(got) != fmt.Sprint(j.JobInfo) {
+					t.Fatalf("%s/%s listed\n%+v\nis\n%+v", q, j.ID, j.JobInfo, got)
+				}
+				if strings.HasPrefix(string(j.Payload), "opt") && (j.AckTimeout != 7000 || j.Retry != 3 || j.Priority != 2 || j.Seq == 0) {
+					t.Fatalf("a far job's options: %+v", j)
+				}
+				want[q+"/"+string(j.ID)] = j.JobInfo
+			}
+		}
+		if len(want) != 180+30 {
+			t.Fatalf("one scan a queue listed %d jobs, want 210", len(want))
+		}
+		// Now with the world moving between pages of 7.
+		moved, n := 0, 0
+		for _, q := range []string{"q0", "q1", "q2"} {
+			seen := map[string]bool{}
+			for _, j := range scanAll(t, e, q, 7, func() {
+				n++
+				if moved < len(far) { // back into memory, then out again
+					qs, id, _ := strings.Cut(far[moved], "/")
+					moved++
+					if ok, _, err := e.Reschedule(RescheduleArgs{Queue: b(qs), ID: b(id), Delay: 800_000}); !ok || err != nil {
+						t.Fatalf("reschedule: %v %v", ok, err)
+					}
+				}
+				if n%5 == 0 {
+					add(t, e, "q0", 700_000, "new")
+				}
+				if n%11 == 0 {
+					if err := e.checkpoint(0); err != nil {
+						t.Fatal(err)
+					}
+				}
+				time.Sleep(20 * time.Second) // the spiller's rounds, loads at half the horizon
+				synctest.Wait()
+			}) {
+				seen[string(j.ID)] = true
+			}
+			for k := range want {
+				if qs, id, _ := strings.Cut(k, "/"); qs == q && !seen[id] {
+					t.Fatalf("%s was there for the whole scan and was not listed", k)
+				}
+			}
+		}
+		if moved < 20 {
+			t.Fatalf("%d jobs moved during the scans: the test tests little", moved)
+		}
+		// Jobs still in memory when the slab's walk begins go out to the
+		// buckets during it, behind the first walk: the last one lists them.
+		stay := map[string]bool{}
+		for range 40 {
+			stay[add(t, e, "q9", 900_000, "late")] = true
+		}
+		var got []ScanJob
+		for _, j := range scanAll(t, e, "q9", 7, func() { settleSpill() }) {
+			got = append(got, j)
+			delete(stay, string(j.ID))
+		}
+		if len(stay) != 0 || farLen(e) < 40 {
+			t.Fatalf("%d of 40 jobs that went out during the scan not listed (%d far)", len(stay), farLen(e))
+		}
+	})
+}
