@@ -518,6 +518,7 @@ type Info struct {
 	Runs, Mem  int   // buckets on disk, in memory (open and frozen)
 	IndexBytes int64 // the index's mapped memory
 	MemBytes   int64 // what the in-memory buckets' entries and heads have touched
+	DiskBytes  int64 // the runs' files
 }
 
 // Info returns the Set's figures. O(buckets).
@@ -528,6 +529,7 @@ func (s *Set) Info() Info {
 		case b == nil:
 		case b.run != nil:
 			in.Runs++
+			in.DiskBytes += b.run.Size
 		default:
 			in.Mem++
 			in.MemBytes += int64(len(b.ents))*entPage*64 + int64(len(b.heads))*headPage

@@ -101,6 +101,7 @@ func (e *Engine) countOpened() {
 	for name, n := range f.opened {
 		qi, _ := e.queueFor([]byte(name), true)
 		e.queues[qi].Delayed += n
+		e.queues[qi].far += n
 		e.njobs += n
 	}
 	f.before, f.opened = false, nil
@@ -125,6 +126,7 @@ func (e *Engine) out(s uint32, seg uint64, off int64) bool {
 		return false // no bucket slot left: it keeps its payload on disk alone
 	}
 	e.wheel.Remove(s)
+	q.far++
 	q.Order.Leave(&e.jobs.Slab, s)
 	size := jobs.DataSize(j)
 	q.Bytes -= size
@@ -303,6 +305,7 @@ func (e *Engine) farUpcoming(name []byte, count int, after *Cursor, mem []Upcomi
 // load) or dropped with it (DEL). Called with mu held.
 func (e *Engine) unfar(qi uint32, sid uint64) {
 	if e.far.set != nil && e.far.set.Fault(sid) {
+		e.queues[qi].far--
 		e.queues[qi].Delayed--
 		e.njobs--
 	}
@@ -340,6 +343,7 @@ func (e *Engine) dropFar(qi uint32) {
 	}
 	for i := range js {
 		if f.set.Take(&js[i]) {
+			e.queues[qi].far--
 			e.queues[qi].Delayed--
 			e.njobs--
 		}
@@ -386,6 +390,7 @@ func (e *Engine) loadFar(ft *finetimer.Timer) {
 			for k := i; k < min(i+compactChunk, len(js)); k++ {
 				qi, ok := e.queueFor([]byte(js[k].Queue), false)
 				if ok && f.set.Take(&js[k]) {
+					e.queues[qi].far--
 					e.queues[qi].Delayed--
 					e.njobs--
 					if e.back(&js[k]) {

@@ -562,3 +562,45 @@ func TestScanJobsListsFarJobs(t *testing.T) {
 		}
 	})
 }
+
+// MEMORY USAGE counts a far job as what it keeps in memory, its cell of
+// the buckets' index, not its slab record, wheel node and payload; INFO
+// counts the runs' bytes on disk once they are sealed.
+func TestFarMemoryUsage(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := mustNew(t, farBuckets(aof.NewMemFS()))
+		defer e.Close()
+		for i := range 200 {
+			add(t, e, "near", 5_000, strings.Repeat("n", 300))
+			add(t, e, "far", 900_000+int64(i), strings.Repeat("f", 300))
+		}
+		near, _ := e.MemoryUsage(b("near"))
+		before, _ := e.MemoryUsage(b("far"))
+		for range 10 {
+			settleSpill()
+		}
+		if n := farLen(e); n != 200 {
+			t.Fatalf("%d far jobs, want 200", n)
+		}
+		after, _ := e.MemoryUsage(b("far"))
+		if want := queueBytes + 3 + 200*farCellBytes; after != want || before < near-10 {
+			t.Fatalf("MEMORY USAGE of 200 far jobs: %d before they went out, %d after; want %d (near: %d)", before, after, want, near)
+		}
+		if in := e.Info(); in.Far.DiskBytes != 0 || in.Far.MemBytes == 0 {
+			t.Fatalf("before a seal: %+v", in.Far)
+		}
+		if err := e.checkpoint(0); err != nil {
+			t.Fatal(err)
+		}
+		if in := e.Info(); in.Far.DiskBytes < 200*300 || in.Far.MemBytes != 0 {
+			t.Fatalf("after a seal: %+v", in.Far)
+		}
+		// Back in memory, it counts as before.
+		if ok, _, err := e.Reschedule(RescheduleArgs{Queue: b("far"), ID: e.Upcoming(b("far"), 1)[0].ID, Delay: 5_000}); !ok || err != nil {
+			t.Fatal(ok, err)
+		}
+		if got, _ := e.MemoryUsage(b("far")); got <= after+300 {
+			t.Fatalf("MEMORY USAGE %d after a far job came back, %d before", got, after)
+		}
+	})
+}
