@@ -415,6 +415,75 @@ func (e *Engine) loadFar(ft *finetimer.Timer) {
 	}
 }
 
+// mergeFar merges runs loads and cancels left mostly dead (which, and when,
+// is Set.PlanMerge's): the new run written without the lock, its jobs
+// re-pointed a chunk a hold, then a checkpoint that names it and drops the
+// old ones. A crash before that checkpoint finds the old runs named and
+// the new one not, which a start removes: a merge changes no job and logs
+// nothing. Under far.work, so a load's Due..Take never straddles a Step.
+func (e *Engine) mergeFar(ft *finetimer.Timer) {
+	if !e.far.mergeOnce(e, ft) {
+		return
+	}
+	if err := e.checkpoint(0); err != nil && !errors.Is(err, ErrClosed) {
+		e.opts.Logger.Warn().Err(err).Msg("checkpointing a merge of far-future runs")
+	}
+}
+
+// mergeOnce runs one merge, if one is planned, and says whether it did.
+func (f *farState) mergeOnce(e *Engine, ft *finetimer.Timer) bool {
+	f.work.Lock()
+	defer f.work.Unlock()
+	e.mu.Lock()
+	set := f.set
+	var m *bucket.Merge
+	if !e.closed && !f.before {
+		m = set.PlanMerge()
+	}
+	e.mu.Unlock()
+	if m == nil {
+		return false
+	}
+	r, err := set.WriteMerge(m) // runs do not change, and none closes under far.work
+	e.mu.Lock()
+	switch {
+	case f.set != set: // a reload reopened the buckets: its start removes the file
+		e.mu.Unlock()
+		if r != nil {
+			r.Close()
+		}
+		return false
+	case err != nil:
+		set.AbortMerge(m)
+		e.mu.Unlock()
+		e.opts.Logger.Warn().Err(err).Msg("merging far-future runs")
+		return false
+	}
+	err = set.BeginMerge(m, r)
+	e.mu.Unlock()
+	if err != nil {
+		bucket.RemoveRuns(e.j.fs, e.j.path, []uint64{r.ID})
+		return false
+	}
+	for done := false; !done; {
+		e.mu.Lock()
+		if f.set != set || e.closed {
+			e.mu.Unlock()
+			return false
+		}
+		done = set.Step(m, compactChunk)
+		e.mu.Unlock()
+		if mergeStepped != nil {
+			mergeStepped()
+		}
+		spillYield(ft)
+	}
+	return true
+}
+
+// mergeStepped, when set (tests), is called after each Step of a merge.
+var mergeStepped func()
+
 // checkpoint writes a checkpoint of the buckets before a compaction drops
 // segment victim: captured under the lock with its mark logged, then its
 // frozen buckets written as runs, the log made durable up to the mark, and
