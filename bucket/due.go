@@ -191,6 +191,12 @@ func (s *Set) OfQueue(queue string) *Plan {
 	return p
 }
 
+// Split parts p, an OfQueue's, into what lies in runs (to read without
+// the owner's lock) and what lies in buckets in memory (no I/O).
+func (p *Plan) Split() (runs, mem *Plan) {
+	return &Plan{until: p.until, runs: p.runs}, &Plan{until: p.until, mem: p.mem}
+}
+
 // ReadQueue reads what OfQueue planned, without the owner's lock (as
 // ReadDue): the jobs' ids and places, not their heads or payloads; dead
 // ones included (Take tells).

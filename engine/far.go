@@ -42,6 +42,9 @@ type farState struct {
 	// goes out with its payload there (the tail lags), since the drop
 	// follows with no checkpoint between.
 	victim uint64
+	// pre is, during a DEL, the far jobs in runs of the queues it names,
+	// read before it took the lock (readDoomed), by name.
+	pre map[string][]bucket.Job
 	// before says the start-up's replay has not yet met the opened
 	// checkpoint's mark; opened is what its runs hold by queue, counted
 	// in the queues when it does.
@@ -327,20 +330,92 @@ func (e *Engine) back(fj *bucket.Job) bool {
 	return ready
 }
 
-// dropFar drops the far jobs of queue qi, which DEL detaches (doom): they
-// are found in the runs (read under the lock: a DEL of a queue with far
-// jobs costs 32 bytes read a far job of any queue in the runs that hold
-// one of its). Replay before the opened checkpoint's mark leaves the runs
-// as they are: they are as of the mark. Called with mu held.
+// readDoomed reads, for a DEL of names, their far jobs in runs without
+// the lock (32 bytes read a far job of any queue in the runs that hold one
+// of theirs), into far.pre, and takes far.work, which the caller gives
+// back (unlockDoomed) once the DEL has dropped them: meanwhile no run is
+// written, merged or dropped, so dropFar finds each job it has to drop in
+// what was read or in the buckets in memory. Inside MULTI (the lock held
+// already), or for queues with no far job, it reads nothing: dropFar reads
+// under the lock what there is. It reports whether it took far.work.
+func (e *Engine) readDoomed(names [][]byte) bool {
+	f := &e.far
+	if f.set == nil || e.mu.held {
+		return false
+	}
+	e.mu.Lock()
+	any := false
+	for _, name := range names {
+		if qi, ok := e.queueFor(name, false); ok && e.queues[qi].far > 0 {
+			any = true
+		}
+	}
+	e.mu.Unlock()
+	if !any {
+		return false
+	}
+	f.work.Lock()
+	e.mu.Lock()
+	set, plans := f.set, make([]*bucket.Plan, len(names))
+	for i, name := range names {
+		if qi, ok := e.queueFor(name, false); ok && e.queues[qi].far > 0 {
+			plans[i], _ = set.OfQueue(e.queues[qi].name).Split()
+		}
+	}
+	e.mu.Unlock()
+	pre := map[string][]bucket.Job{}
+	for i, p := range plans {
+		if p == nil {
+			continue
+		}
+		js, err := set.ReadQueue(p)
+		if err != nil {
+			continue // dropFar reads them under the lock
+		}
+		pre[string(names[i])] = js
+	}
+	if doomedRead != nil {
+		doomedRead(pre)
+	}
+	e.mu.Lock()
+	if f.set == set {
+		f.pre = pre
+	}
+	e.mu.Unlock()
+	return true
+}
+
+// doomedRead, when set (tests), sees what readDoomed read, without the lock.
+var doomedRead func(map[string][]bucket.Job)
+
+// unlockDoomed ends what readDoomed began.
+func (e *Engine) unlockDoomed() {
+	e.mu.Lock()
+	e.far.pre = nil
+	e.mu.Unlock()
+	e.far.work.Unlock()
+}
+
+// dropFar drops the far jobs of queue qi, which DEL detaches (doom): those
+// in runs as read before the lock (readDoomed), or else read now, and
+// those in the buckets in memory. Replay before the opened checkpoint's
+// mark leaves the runs as they are: they are as of the mark. Called with mu
+// held.
 func (e *Engine) dropFar(qi uint32) {
 	f := &e.far
 	if f.set == nil || f.before {
 		return
 	}
-	js, err := f.set.ReadQueue(f.set.OfQueue(e.queues[qi].name))
+	p := f.set.OfQueue(e.queues[qi].name)
+	js, read := f.pre[e.queues[qi].name]
+	if read {
+		_, p = p.Split()
+	}
+	more, err := f.set.ReadQueue(p)
 	if err != nil {
 		e.opts.Logger.Error().Err(err).Str("queue", e.queues[qi].name).Msg("reading a deleted queue's far-future jobs")
 	}
+	js = append(js, more...)
 	for i := range js {
 		if f.set.Take(&js[i]) {
 			e.queues[qi].far--

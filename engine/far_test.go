@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/delayd/delayd/aof"
+	"github.com/delayd/delayd/bucket"
 	"github.com/delayd/delayd/finetimer"
 	"github.com/delayd/delayd/jobs"
 )
@@ -696,6 +697,60 @@ func TestFarCancelSurvivesCrash(t *testing.T) {
 				t.Fatalf("after a crash\n%s", diffLines(want, got))
 			}
 			c.Close()
+		}
+	})
+}
+
+// A DEL of a queue with far jobs in runs reads them without the engine's
+// lock, then drops those and the ones in the open bucket under it; the
+// other queues' far jobs stay, and a restart agrees.
+func TestFarDelReadsOutsideTheLock(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fs := aof.NewMemFS()
+		e := mustNew(t, farBuckets(fs))
+		defer e.Close()
+		for i := range 60 {
+			add(t, e, fmt.Sprint("q", i%2), 900_000+int64(i), "in a run")
+		}
+		for farLen(e) < 60 {
+			settleSpill()
+		}
+		if err := e.checkpoint(0); err != nil {
+			t.Fatal(err)
+		}
+		for i := range 10 {
+			add(t, e, fmt.Sprint("q", i%2), 900_000+int64(i), "in the open bucket")
+		}
+		for farLen(e) < 70 {
+			settleSpill()
+		}
+		read := -1
+		defer func() { doomedRead = nil }()
+		doomedRead = func(pre map[string][]bucket.Job) {
+			if !e.core.mutex.TryLock() {
+				t.Error("the runs were read under the engine's lock")
+				return
+			}
+			e.core.mutex.Unlock()
+			read = len(pre["q0"])
+		}
+		if n, tk, err := e.Del([][]byte{b("q0")}); n != 1 || err != nil || e.WaitDurable(tk) != nil {
+			t.Fatalf("DEL q0: %d %v", n, err)
+		}
+		if read != 30 {
+			t.Fatalf("%d of q0's 30 far jobs in runs read before the lock", read)
+		}
+		if n := farLen(e); n != 35 {
+			t.Fatalf("%d far jobs after DEL q0, want q1's 35", n)
+		}
+		if st := e.QueueStats(b("q0")); st.Delayed != 0 {
+			t.Fatalf("q0 after DEL: %+v", st)
+		}
+		want := delayedView(t, e)
+		c := mustNew(t, farBuckets(fs.CrashClone()))
+		defer c.Close()
+		if got := delayedView(t, c); got != want {
+			t.Fatalf("after a crash\n%s", diffLines(want, got))
 		}
 	})
 }
