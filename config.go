@@ -105,7 +105,7 @@ var settings = []struct {
 	{"auto-rewrite-min-size", "67108864", "no automatic rewrite below this log size, in bytes"},
 	{"aof-segment-size", "67108864", "the log's segments roll at this size, in bytes; compaction works one segment at a time"},
 	{"horizon", "3600000", "keep in memory the payloads of jobs due within this many ms, the rest in the log only (0: all in memory; off in a cluster and with appendonly no)"},
-	{"far-buckets", "no", "move jobs due beyond the horizon out of memory into time buckets on disk: yes|no (off in a cluster, with appendonly no and with horizon 0)"},
+	{"far-buckets", "yes", "move jobs due beyond the horizon out of memory into time buckets on disk: yes|no (off in a cluster, with appendonly no and with horizon 0)"},
 	{"repair", "false", "cut a damaged log at the damage (keeping the rest as *.broken) and start"},
 	{"slowlog-log-slower-than", "10000", "SLOWLOG keeps commands slower than this, in microseconds (0: every command, -1: none)"},
 	{"slowlog-max-len", "128", "most SLOWLOG entries kept"},

@@ -205,6 +205,9 @@ func (s *Set) Installed(cp *Checkpoint) []uint64 {
 		delete(s.byID, b.id)
 		s.b[slot] = nil
 		gone = append(gone, b.id)
+		if b.back {
+			s.dropped = max(s.dropped, b.id)
+		}
 	}
 	return gone
 }
@@ -218,6 +221,11 @@ func RemoveRuns(fs aof.FS, path string, ids []uint64) {
 		_ = fs.Remove(RunPath(path, id) + ".tmp")
 	}
 }
+
+// Dropped is the greatest id of a run Installed dropped that a job left
+// for memory (Take, Fault): a scan whose last walk began before that run
+// was made may have missed the job (Scan).
+func (s *Set) Dropped() uint64 { return s.dropped }
 
 // Pos returns the log position the last checkpoint covers (zero: none).
 func (s *Set) Pos() Pos { return s.pos }

@@ -143,6 +143,7 @@ func (s *Set) Take(j *Job) bool {
 	}
 	s.x.del(j.SID)
 	b.kill(j.index)
+	b.back = true
 	s.jobs--
 	return true
 }
@@ -188,6 +189,12 @@ func (s *Set) OfQueue(queue string) *Plan {
 		}
 	}
 	return p
+}
+
+// Split parts p, an OfQueue's, into what lies in runs (to read without
+// the owner's lock) and what lies in buckets in memory (no I/O).
+func (p *Plan) Split() (runs, mem *Plan) {
+	return &Plan{until: p.until, runs: p.runs}, &Plan{until: p.until, mem: p.mem}
 }
 
 // ReadQueue reads what OfQueue planned, without the owner's lock (as

@@ -76,6 +76,16 @@ func (s *Set) PlanMerge() *Merge {
 	}
 	s.nextID++
 	s.merging[m.id] = true
+	// The open bucket must keep the greatest id (a job entering the
+	// buckets lands after every place there is: Scan): it takes no more.
+	if s.open >= 0 {
+		if s.b[s.open].n == 0 {
+			s.free(s.open)
+		} else {
+			s.b[s.open].frozen = true
+		}
+		s.open = -1
+	}
 	return m
 }
 

@@ -73,6 +73,7 @@ type Sorted struct {
 type Run struct {
 	ID     uint64
 	N      int
+	Size   int64    // the file's bytes
 	Names  []string // the queues of its jobs
 	f      aof.File
 	byAt   int64
@@ -199,7 +200,7 @@ func writeRun(fs aof.FS, path string, id uint64, names []string, n int, job func
 	if err != nil {
 		return nil, err
 	}
-	return &Run{ID: id, N: n, Names: slices.Clone(names), f: rf, byAt: byAt, sortAt: sortAt, first: first}, nil
+	return &Run{ID: id, N: n, Size: namesAt + int64(len(nb)) + trailerSize, Names: slices.Clone(names), f: rf, byAt: byAt, sortAt: sortAt, first: first}, nil
 }
 
 func cmpInt[T int64 | uint64](a, b T) int {
@@ -286,7 +287,7 @@ func openRun(f aof.File, id uint64, each func(pos int, s Sorted)) (*Run, error) 
 	if err != nil {
 		return nil, err
 	}
-	r := &Run{ID: id, N: int(n), Names: names, f: f, byAt: byAt, sortAt: sortAt, first: make([]int64, 0, (n+sparseEvery-1)/sparseEvery)}
+	r := &Run{ID: id, N: int(n), Size: size, Names: names, f: f, byAt: byAt, sortAt: sortAt, first: make([]int64, 0, (n+sparseEvery-1)/sparseEvery)}
 	pos, bad := 0, false
 	c, err := crcOf(f, sortAt, sortedSize*int64(n), func(b []byte) {
 		for ; len(b) >= sortedSize; b = b[sortedSize:] {

@@ -84,6 +84,9 @@ type bucket struct {
 
 	dead []uint64 // a bit per index: removed, moved or taken
 	live int
+	// back says a job of it went back to memory (Take, Fault): dropping
+	// it may lose a scan's track of that job (Dropped).
+	back bool
 	refs int            // entries of buckets in memory whose payload lies in this run
 	uses map[uint64]int // in memory: runs its entries' payloads lie in, and how many
 	// minSeg is, in memory, the oldest log segment an entry's payload lies
@@ -150,6 +153,7 @@ type Set struct {
 	// checkpoint meanwhile lists them to drop, should a crash leave one.
 	merging map[uint64]bool
 	opened  map[string]int // Open's live jobs by queue (Opened)
+	dropped uint64         // Dropped
 }
 
 // New returns an empty Set whose first bucket will be id 1.
@@ -355,6 +359,17 @@ func (s *Set) Remove(sid uint64) bool {
 	return true
 }
 
+// Fault is Remove for a job that goes back to memory (an operation by id
+// on it), not away: a scan must be able to follow it (Scan).
+func (s *Set) Fault(sid uint64) bool {
+	l, ok := s.x.get(sid)
+	if ok {
+		slot, _ := unpackLoc(l)
+		s.b[slot].back = true
+	}
+	return s.Remove(sid)
+}
+
 // Move gives sid's job a new due and add order and head (a reschedule
 // beyond the horizon): it leaves its bucket for the open one, in the same
 // queue, its payload staying where it is (in memory's locator, or in its
@@ -503,6 +518,7 @@ type Info struct {
 	Runs, Mem  int   // buckets on disk, in memory (open and frozen)
 	IndexBytes int64 // the index's mapped memory
 	MemBytes   int64 // what the in-memory buckets' entries and heads have touched
+	DiskBytes  int64 // the runs' files
 }
 
 // Info returns the Set's figures. O(buckets).
@@ -513,6 +529,7 @@ func (s *Set) Info() Info {
 		case b == nil:
 		case b.run != nil:
 			in.Runs++
+			in.DiskBytes += b.run.Size
 		default:
 			in.Mem++
 			in.MemBytes += int64(len(b.ents))*entPage*64 + int64(len(b.heads))*headPage

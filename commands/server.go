@@ -314,6 +314,8 @@ func cmdInfo(d *Dispatcher, c *Client, args [][]byte) {
 		{"far_jobs", itoa(in.Far.Jobs)},
 		{"far_runs", strconv.Itoa(in.Far.Runs)},
 		{"far_index_bytes", itoa(in.Far.IndexBytes)},
+		{"far_memory_bytes", itoa(in.Far.IndexBytes + in.Far.MemBytes)}, // the index and the buckets not yet sealed
+		{"far_disk_bytes", itoa(in.Far.DiskBytes)},
 		{"lazyfree_pending_objects", strconv.Itoa(in.LazyfreePending)}, // jobs of deleted queues not freed yet
 		{"gc_cycles", strconv.FormatUint(uint64(ms.NumGC), 10)},
 	})

@@ -38,7 +38,11 @@ func cmdScanJobs(d *Dispatcher, c *Client, args [][]byte) {
 		c.W.Error(msg)
 		return
 	}
-	next, page := d.engineFor(c).ScanJobs(args[1], cursor, int(count))
+	next, page, err := d.engineFor(c).ScanJobs(args[1], cursor, int(count))
+	if err != nil {
+		d.replyErr(c, err)
+		return
+	}
 	w := c.W
 	w.Array(2)
 	w.BulkString(strconv.FormatUint(next, 10))

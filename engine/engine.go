@@ -138,6 +138,7 @@ type queueEntry struct {
 	live    bool
 	watch   *queue.Watch // non-nil while the name is watched or tracked (watch.go)
 	run     jobs.PushRun // the server ids of its list-pushed jobs (jobs/pushrun.go)
+	far     int          // of its Delayed, those in the far-future buckets (far.go)
 }
 
 // Engine owns every job and queue (the package doc says how it locks). It

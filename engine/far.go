@@ -42,6 +42,9 @@ type farState struct {
 	// goes out with its payload there (the tail lags), since the drop
 	// follows with no checkpoint between.
 	victim uint64
+	// pre is, during a DEL, the far jobs in runs of the queues it names,
+	// read before it took the lock (readDoomed), by name.
+	pre map[string][]bucket.Job
 	// before says the start-up's replay has not yet met the opened
 	// checkpoint's mark; opened is what its runs hold by queue, counted
 	// in the queues when it does.
@@ -101,6 +104,7 @@ func (e *Engine) countOpened() {
 	for name, n := range f.opened {
 		qi, _ := e.queueFor([]byte(name), true)
 		e.queues[qi].Delayed += n
+		e.queues[qi].far += n
 		e.njobs += n
 	}
 	f.before, f.opened = false, nil
@@ -125,6 +129,7 @@ func (e *Engine) out(s uint32, seg uint64, off int64) bool {
 		return false // no bucket slot left: it keeps its payload on disk alone
 	}
 	e.wheel.Remove(s)
+	q.far++
 	q.Order.Leave(&e.jobs.Slab, s)
 	size := jobs.DataSize(j)
 	q.Bytes -= size
@@ -196,12 +201,76 @@ func (e *Engine) farInfo(qi uint32, id []byte) (JobInfo, bool) {
 		return JobInfo{}, false
 	}
 	fj, _, err := e.far.set.Get(sid)
-	var r record.Rec
-	if err != nil || fj.Queue != e.queues[qi].name || r.Decode(fj.Head) != nil {
+	if err != nil || fj.Queue != e.queues[qi].name {
 		return JobInfo{}, false
 	}
-	return JobInfo{ID: slices.Clone(id), Queue: []byte(fj.Queue), Payload: fj.Payload, State: jobs.StateNames[jobs.StateDelayed],
-		Due: fj.Due, Deliveries: r.Deliveries, Group: slices.Clone(r.Group), Priority: r.Priority}, true
+	sj, ok := farScanJob(&fj)
+	sj.ID = slices.Clone(id)
+	return sj.JobInfo, ok
+}
+
+// farScanJob is DELAY.SCAN's view of a far job: its head is its add record
+// but for what the bucket keeps.
+func farScanJob(fj *bucket.Job) (ScanJob, bool) {
+	var r record.Rec
+	if r.Decode(fj.Head) != nil {
+		return ScanJob{}, false
+	}
+	var buf [jobs.SIDLen]byte
+	return ScanJob{JobInfo: JobInfo{ID: slices.Clone(jobs.RenderSID(&buf, fj.SID)), Queue: []byte(fj.Queue), Payload: fj.Payload,
+		State: jobs.StateNames[jobs.StateDelayed], Due: fj.Due, Deliveries: r.Deliveries, Group: slices.Clone(r.Group), Priority: r.Priority},
+		Seq: fj.Seq, AckTimeout: r.AckTimeout, Retry: r.Retry}, true
+}
+
+// scanFar is a DELAY.SCAN page of queue qi with the buckets on: the walk
+// of the buckets, then the slab's (jobs.Table.Scan), then the buckets'
+// again from where a job entering them stood when the slab's began, which
+// also looks up in memory the jobs of dead entries it passes (bucket.Scan
+// says why each job there for the whole scan is met). Each walk visits
+// what one page of the slab's would. Called with mu held.
+func (e *Engine) scanFar(qi uint32, name []byte, cursor uint64, count int, out []ScanJob) (uint64, []ScanJob, error) {
+	c := e.far.set.Resume(bucket.ParseCursor(cursor))
+	visit := max(count*jobs.ScanVisit, jobs.ScanMinVisit)
+	var buf [jobs.SIDLen]byte
+	for len(out) < count {
+		if c.Phase == bucket.ScanSlab {
+			next := e.jobs.Scan(qi, c.Slot, count-len(out), func(s uint32) { out = append(out, e.scanJob(s, name)) })
+			if next != 0 {
+				c.Slot = next
+				break
+			}
+			c = bucket.ScanCursor{Phase: bucket.ScanTail, At: c.Tail}
+			continue
+		}
+		var gone []uint64
+		g := &gone
+		if c.Phase == bucket.ScanBuckets {
+			g = nil
+		}
+		js, at, done, err := e.far.set.Scan(e.queues[qi].name, c.At, count-len(out), visit, g)
+		if err != nil {
+			return 0, nil, err
+		}
+		for i := range js {
+			if sj, ok := farScanJob(&js[i]); ok {
+				out = append(out, sj)
+			}
+		}
+		for _, sid := range gone {
+			if s, ok := e.jobs.Lookup(&e.queues[qi].run, qi, jobs.RenderSID(&buf, sid)); ok {
+				out = append(out, e.scanJob(s, name))
+			}
+		}
+		c.At = at
+		switch {
+		case !done:
+			return c.Encode(), out, nil
+		case c.Phase == bucket.ScanTail:
+			return 0, out, nil
+		}
+		c = bucket.ScanCursor{Phase: bucket.ScanSlab, Tail: e.far.set.Tail()}
+	}
+	return c.Encode(), out, nil
 }
 
 // farUpcoming merges into mem, a page of DELAY.UPCOMING from memory, the
@@ -238,7 +307,8 @@ func (e *Engine) farUpcoming(name []byte, count int, after *Cursor, mem []Upcomi
 // count: it is being placed in queue qi (a restatement replayed, a fault, a
 // load) or dropped with it (DEL). Called with mu held.
 func (e *Engine) unfar(qi uint32, sid uint64) {
-	if e.far.set != nil && e.far.set.Remove(sid) {
+	if e.far.set != nil && e.far.set.Fault(sid) {
+		e.queues[qi].far--
 		e.queues[qi].Delayed--
 		e.njobs--
 	}
@@ -260,22 +330,95 @@ func (e *Engine) back(fj *bucket.Job) bool {
 	return ready
 }
 
-// dropFar drops the far jobs of queue qi, which DEL detaches (doom): they
-// are found in the runs (read under the lock: a DEL of a queue with far
-// jobs costs 32 bytes read a far job of any queue in the runs that hold
-// one of its). Replay before the opened checkpoint's mark leaves the runs
-// as they are: they are as of the mark. Called with mu held.
+// readDoomed reads, for a DEL of names, their far jobs in runs without
+// the lock (32 bytes read a far job of any queue in the runs that hold one
+// of theirs), into far.pre, and takes far.work, which the caller gives
+// back (unlockDoomed) once the DEL has dropped them: meanwhile no run is
+// written, merged or dropped, so dropFar finds each job it has to drop in
+// what was read or in the buckets in memory. Inside MULTI (the lock held
+// already), or for queues with no far job, it reads nothing: dropFar reads
+// under the lock what there is. It reports whether it took far.work.
+func (e *Engine) readDoomed(names [][]byte) bool {
+	f := &e.far
+	if f.set == nil || e.mu.held {
+		return false
+	}
+	e.mu.Lock()
+	any := false
+	for _, name := range names {
+		if qi, ok := e.queueFor(name, false); ok && e.queues[qi].far > 0 {
+			any = true
+		}
+	}
+	e.mu.Unlock()
+	if !any {
+		return false
+	}
+	f.work.Lock()
+	e.mu.Lock()
+	set, plans := f.set, make([]*bucket.Plan, len(names))
+	for i, name := range names {
+		if qi, ok := e.queueFor(name, false); ok && e.queues[qi].far > 0 {
+			plans[i], _ = set.OfQueue(e.queues[qi].name).Split()
+		}
+	}
+	e.mu.Unlock()
+	pre := map[string][]bucket.Job{}
+	for i, p := range plans {
+		if p == nil {
+			continue
+		}
+		js, err := set.ReadQueue(p)
+		if err != nil {
+			continue // dropFar reads them under the lock
+		}
+		pre[string(names[i])] = js
+	}
+	if doomedRead != nil {
+		doomedRead(pre)
+	}
+	e.mu.Lock()
+	if f.set == set {
+		f.pre = pre
+	}
+	e.mu.Unlock()
+	return true
+}
+
+// doomedRead, when set (tests), sees what readDoomed read, without the lock.
+var doomedRead func(map[string][]bucket.Job)
+
+// unlockDoomed ends what readDoomed began.
+func (e *Engine) unlockDoomed() {
+	e.mu.Lock()
+	e.far.pre = nil
+	e.mu.Unlock()
+	e.far.work.Unlock()
+}
+
+// dropFar drops the far jobs of queue qi, which DEL detaches (doom): those
+// in runs as read before the lock (readDoomed), or else read now, and
+// those in the buckets in memory. Replay before the opened checkpoint's
+// mark leaves the runs as they are: they are as of the mark. Called with mu
+// held.
 func (e *Engine) dropFar(qi uint32) {
 	f := &e.far
 	if f.set == nil || f.before {
 		return
 	}
-	js, err := f.set.ReadQueue(f.set.OfQueue(e.queues[qi].name))
+	p := f.set.OfQueue(e.queues[qi].name)
+	js, read := f.pre[e.queues[qi].name]
+	if read {
+		_, p = p.Split()
+	}
+	more, err := f.set.ReadQueue(p)
 	if err != nil {
 		e.opts.Logger.Error().Err(err).Str("queue", e.queues[qi].name).Msg("reading a deleted queue's far-future jobs")
 	}
+	js = append(js, more...)
 	for i := range js {
 		if f.set.Take(&js[i]) {
+			e.queues[qi].far--
 			e.queues[qi].Delayed--
 			e.njobs--
 		}
@@ -322,6 +465,7 @@ func (e *Engine) loadFar(ft *finetimer.Timer) {
 			for k := i; k < min(i+compactChunk, len(js)); k++ {
 				qi, ok := e.queueFor([]byte(js[k].Queue), false)
 				if ok && f.set.Take(&js[k]) {
+					e.queues[qi].far--
 					e.queues[qi].Delayed--
 					e.njobs--
 					if e.back(&js[k]) {
@@ -345,6 +489,75 @@ func (e *Engine) loadFar(ft *finetimer.Timer) {
 		}
 	}
 }
+
+// mergeFar merges runs loads and cancels left mostly dead (which, and when,
+// is Set.PlanMerge's): the new run written without the lock, its jobs
+// re-pointed a chunk a hold, then a checkpoint that names it and drops the
+// old ones. A crash before that checkpoint finds the old runs named and
+// the new one not, which a start removes: a merge changes no job and logs
+// nothing. Under far.work, so a load's Due..Take never straddles a Step.
+func (e *Engine) mergeFar(ft *finetimer.Timer) {
+	if !e.far.mergeOnce(e, ft) {
+		return
+	}
+	if err := e.checkpoint(0); err != nil && !errors.Is(err, ErrClosed) {
+		e.opts.Logger.Warn().Err(err).Msg("checkpointing a merge of far-future runs")
+	}
+}
+
+// mergeOnce runs one merge, if one is planned, and says whether it did.
+func (f *farState) mergeOnce(e *Engine, ft *finetimer.Timer) bool {
+	f.work.Lock()
+	defer f.work.Unlock()
+	e.mu.Lock()
+	set := f.set
+	var m *bucket.Merge
+	if !e.closed && !f.before {
+		m = set.PlanMerge()
+	}
+	e.mu.Unlock()
+	if m == nil {
+		return false
+	}
+	r, err := set.WriteMerge(m) // runs do not change, and none closes under far.work
+	e.mu.Lock()
+	switch {
+	case f.set != set: // a reload reopened the buckets: its start removes the file
+		e.mu.Unlock()
+		if r != nil {
+			r.Close()
+		}
+		return false
+	case err != nil:
+		set.AbortMerge(m)
+		e.mu.Unlock()
+		e.opts.Logger.Warn().Err(err).Msg("merging far-future runs")
+		return false
+	}
+	err = set.BeginMerge(m, r)
+	e.mu.Unlock()
+	if err != nil {
+		bucket.RemoveRuns(e.j.fs, e.j.path, []uint64{r.ID})
+		return false
+	}
+	for done := false; !done; {
+		e.mu.Lock()
+		if f.set != set || e.closed {
+			e.mu.Unlock()
+			return false
+		}
+		done = set.Step(m, compactChunk)
+		e.mu.Unlock()
+		if mergeStepped != nil {
+			mergeStepped()
+		}
+		spillYield(ft)
+	}
+	return true
+}
+
+// mergeStepped, when set (tests), is called after each Step of a merge.
+var mergeStepped func()
 
 // checkpoint writes a checkpoint of the buckets before a compaction drops
 // segment victim: captured under the lock with its mark logged, then its

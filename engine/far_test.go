@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/delayd/delayd/aof"
+	"github.com/delayd/delayd/bucket"
 	"github.com/delayd/delayd/finetimer"
 	"github.com/delayd/delayd/jobs"
 )
@@ -462,6 +463,294 @@ func TestFarBucketsReload(t *testing.T) {
 		}
 		if n != 70-1 {
 			t.Fatalf("%d jobs handed out, want 69", n)
+		}
+	})
+}
+
+// DELAY.SCAN lists far jobs with the fields a copy needs, read from their
+// heads, and meets every job there for the whole scan while, between its
+// pages, jobs go out to the buckets (the spiller), come back (a
+// reschedule by id, a load as time passes), are sealed into runs by a
+// checkpoint, and new ones come.
+func TestScanJobsListsFarJobs(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fs := aof.NewMemFS()
+		e := mustNew(t, farBuckets(fs))
+		defer e.Close()
+		far := addFar(t, e, 90, 50)
+		for i := range 30 { // far jobs with fields of their own
+			res, err := e.Add(AddArgs{Queue: b("q1"), Delay: 900_000 + int64(i), Payload: b(fmt.Sprint("opt", i)),
+				AckTimeout: 7000, Retry: 3, Priority: 2})
+			if err != nil || e.WaitDurable(res.Ticket) != nil {
+				t.Fatal(err)
+			}
+			far = append(far, "q1/"+string(res.ID))
+		}
+		settleSpill()
+		if err := e.checkpoint(0); err != nil {
+			t.Fatal(err)
+		}
+		if farLen(e) < 60 {
+			t.Fatalf("%d jobs in the buckets: the test tests nothing", farLen(e))
+		}
+		want := map[string]JobInfo{}
+		for _, q := range []string{"q0", "q1", "q2"} {
+			for _, j := range scanAll(t, e, q, 1<<20, func() {}) {
+				got, ok := e.Get(b(q), j.ID)
+				if !ok {
+					t.Fatalf("%s/%s listed, not there", q, j.ID)
+				}
+				if fmt.Sprint(got) != fmt.Sprint(j.JobInfo) {
+					t.Fatalf("%s/%s listed\n%+v\nis\n%+v", q, j.ID, j.JobInfo, got)
+				}
+				if strings.HasPrefix(string(j.Payload), "opt") && (j.AckTimeout != 7000 || j.Retry != 3 || j.Priority != 2 || j.Seq == 0) {
+					t.Fatalf("a far job's options: %+v", j)
+				}
+				want[q+"/"+string(j.ID)] = j.JobInfo
+			}
+		}
+		if len(want) != 180+30 {
+			t.Fatalf("one scan a queue listed %d jobs, want 210", len(want))
+		}
+		// Now with the world moving between pages of 7.
+		moved, n := 0, 0
+		for _, q := range []string{"q0", "q1", "q2"} {
+			seen := map[string]bool{}
+			for _, j := range scanAll(t, e, q, 7, func() {
+				n++
+				if moved < len(far) { // back into memory, then out again
+					qs, id, _ := strings.Cut(far[moved], "/")
+					moved++
+					if ok, _, err := e.Reschedule(RescheduleArgs{Queue: b(qs), ID: b(id), Delay: 800_000}); !ok || err != nil {
+						t.Fatalf("reschedule: %v %v", ok, err)
+					}
+				}
+				if n%5 == 0 {
+					add(t, e, "q0", 700_000, "new")
+				}
+				if n%11 == 0 {
+					if err := e.checkpoint(0); err != nil {
+						t.Fatal(err)
+					}
+				}
+				time.Sleep(20 * time.Second) // the spiller's rounds, loads at half the horizon
+				synctest.Wait()
+			}) {
+				seen[string(j.ID)] = true
+			}
+			for k := range want {
+				if qs, id, _ := strings.Cut(k, "/"); qs == q && !seen[id] {
+					t.Fatalf("%s was there for the whole scan and was not listed", k)
+				}
+			}
+		}
+		if moved < 20 {
+			t.Fatalf("%d jobs moved during the scans: the test tests little", moved)
+		}
+		// Jobs still in memory when the slab's walk begins go out to the
+		// buckets during it, behind the first walk: the last one lists them.
+		stay := map[string]bool{}
+		for range 40 {
+			stay[add(t, e, "q9", 900_000, "late")] = true
+		}
+		var got []ScanJob
+		for _, j := range scanAll(t, e, "q9", 7, func() { settleSpill() }) {
+			got = append(got, j)
+			delete(stay, string(j.ID))
+		}
+		if len(stay) != 0 || farLen(e) < 40 {
+			t.Fatalf("%d of 40 jobs that went out during the scan not listed (%d far)", len(stay), farLen(e))
+		}
+	})
+}
+
+// MEMORY USAGE counts a far job as what it keeps in memory, its cell of
+// the buckets' index, not its slab record, wheel node and payload; INFO
+// counts the runs' bytes on disk once they are sealed.
+func TestFarMemoryUsage(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := mustNew(t, farBuckets(aof.NewMemFS()))
+		defer e.Close()
+		for i := range 200 {
+			add(t, e, "near", 5_000, strings.Repeat("n", 300))
+			add(t, e, "far", 900_000+int64(i), strings.Repeat("f", 300))
+		}
+		near, _ := e.MemoryUsage(b("near"))
+		before, _ := e.MemoryUsage(b("far"))
+		for range 10 {
+			settleSpill()
+		}
+		if n := farLen(e); n != 200 {
+			t.Fatalf("%d far jobs, want 200", n)
+		}
+		after, _ := e.MemoryUsage(b("far"))
+		if want := queueBytes + 3 + 200*farCellBytes; after != want || before < near-10 {
+			t.Fatalf("MEMORY USAGE of 200 far jobs: %d before they went out, %d after; want %d (near: %d)", before, after, want, near)
+		}
+		if in := e.Info(); in.Far.DiskBytes != 0 || in.Far.MemBytes == 0 {
+			t.Fatalf("before a seal: %+v", in.Far)
+		}
+		if err := e.checkpoint(0); err != nil {
+			t.Fatal(err)
+		}
+		if in := e.Info(); in.Far.DiskBytes < 200*300 || in.Far.MemBytes != 0 {
+			t.Fatalf("after a seal: %+v", in.Far)
+		}
+		// Back in memory, it counts as before.
+		if ok, _, err := e.Reschedule(RescheduleArgs{Queue: b("far"), ID: e.Upcoming(b("far"), 1)[0].ID, Delay: 5_000}); !ok || err != nil {
+			t.Fatal(ok, err)
+		}
+		if got, _ := e.MemoryUsage(b("far")); got <= after+300 {
+			t.Fatalf("MEMORY USAGE %d after a far job came back, %d before", got, after)
+		}
+	})
+}
+
+// Runs that cancels left mostly dead are merged in the background, a
+// chunk of re-pointed jobs a lock hold, and the checkpoint after drops
+// them: fewer runs, the same jobs; a crash after any step of the merge
+// (and after its checkpoint) loses nothing.
+func TestFarMergeRuns(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fs := aof.NewMemFS()
+		e := mustNew(t, farBuckets(fs))
+		defer e.Close()
+		var far []string
+		for range 6 { // six runs of 40
+			for i := range 40 {
+				far = append(far, add(t, e, "q", 900_000+int64(i)*1000, fmt.Sprint("payload", len(far))))
+			}
+			for farLen(e) < int64(len(far)) {
+				settleSpill()
+			}
+			if err := e.checkpoint(0); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for i, id := range far {
+			if i%5 != 0 {
+				if n, tk, _ := e.Cancel(b("q"), [][]byte{b(id)}); n != 1 || e.WaitDurable(tk) != nil {
+					t.Fatal("cancel of a far job")
+				}
+			}
+		}
+		runs := e.Info().Far.Runs
+		want := delayedView(t, e)
+		check := func(name string) {
+			t.Helper()
+			c := mustNew(t, farBuckets(fs.CrashClone()))
+			defer c.Close()
+			if got := delayedView(t, c); got != want {
+				t.Fatalf("%s: after a crash\n%s", name, diffLines(want, got))
+			}
+		}
+		check("before")
+		steps := 0
+		defer func() { mergeStepped = nil }()
+		mergeStepped = func() { steps++; check(fmt.Sprint("step ", steps)) }
+		defer func(c int) { compactChunk = c }(compactChunk)
+		compactChunk = 8
+		e.mergeFar(nil)
+		mergeStepped = nil
+		if got := delayedView(t, e); got != want {
+			t.Fatalf("after the merge\n%s", diffLines(want, got))
+		}
+		if in := e.Info().Far; in.Runs >= runs || in.Jobs != 48 || steps < 4 {
+			t.Fatalf("%d runs before the merge, after %+v, in %d steps", runs, in, steps)
+		}
+		check("after")
+		e.mergeFar(nil) // nothing left worth merging
+		if got := delayedView(t, e); got != want {
+			t.Fatalf("after a second merge\n%s", diffLines(want, got))
+		}
+	})
+}
+
+// A cancel of a far job a run holds, logged after the checkpoint, holds
+// after a crash: replay's restatement of the job (the fault's add record)
+// takes it out of the run, though the records skipped before the mark
+// left the server-id builder's ceiling below its id.
+func TestFarCancelSurvivesCrash(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fs := aof.NewMemFS()
+		e := mustNew(t, farBuckets(fs))
+		defer e.Close()
+		var far []string
+		for range 2 {
+			for i := range 5 {
+				far = append(far, add(t, e, "q", 900_000+int64(i)*1000, fmt.Sprint("payload", len(far))))
+			}
+			for farLen(e) < int64(len(far)) {
+				settleSpill()
+			}
+			if err := e.checkpoint(0); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, id := range far[1:3] {
+			if n, tk, _ := e.Cancel(b("q"), [][]byte{b(id)}); n != 1 || e.WaitDurable(tk) != nil {
+				t.Fatal("cancel of a far job")
+			}
+			want := delayedView(t, e)
+			c := mustNew(t, farBuckets(fs.CrashClone()))
+			if got := delayedView(t, c); got != want {
+				t.Fatalf("after a crash\n%s", diffLines(want, got))
+			}
+			c.Close()
+		}
+	})
+}
+
+// A DEL of a queue with far jobs in runs reads them without the engine's
+// lock, then drops those and the ones in the open bucket under it; the
+// other queues' far jobs stay, and a restart agrees.
+func TestFarDelReadsOutsideTheLock(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fs := aof.NewMemFS()
+		e := mustNew(t, farBuckets(fs))
+		defer e.Close()
+		for i := range 60 {
+			add(t, e, fmt.Sprint("q", i%2), 900_000+int64(i), "in a run")
+		}
+		for farLen(e) < 60 {
+			settleSpill()
+		}
+		if err := e.checkpoint(0); err != nil {
+			t.Fatal(err)
+		}
+		for i := range 10 {
+			add(t, e, fmt.Sprint("q", i%2), 900_000+int64(i), "in the open bucket")
+		}
+		for farLen(e) < 70 {
+			settleSpill()
+		}
+		read := -1
+		defer func() { doomedRead = nil }()
+		doomedRead = func(pre map[string][]bucket.Job) {
+			if !e.core.mutex.TryLock() {
+				t.Error("the runs were read under the engine's lock")
+				return
+			}
+			e.core.mutex.Unlock()
+			read = len(pre["q0"])
+		}
+		if n, tk, err := e.Del([][]byte{b("q0")}); n != 1 || err != nil || e.WaitDurable(tk) != nil {
+			t.Fatalf("DEL q0: %d %v", n, err)
+		}
+		if read != 30 {
+			t.Fatalf("%d of q0's 30 far jobs in runs read before the lock", read)
+		}
+		if n := farLen(e); n != 35 {
+			t.Fatalf("%d far jobs after DEL q0, want q1's 35", n)
+		}
+		if st := e.QueueStats(b("q0")); st.Delayed != 0 {
+			t.Fatalf("q0 after DEL: %+v", st)
+		}
+		want := delayedView(t, e)
+		c := mustNew(t, farBuckets(fs.CrashClone()))
+		defer c.Close()
+		if got := delayedView(t, c); got != want {
+			t.Fatalf("after a crash\n%s", diffLines(want, got))
 		}
 	})
 }

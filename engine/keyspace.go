@@ -107,10 +107,13 @@ func (e *Engine) flushAll() {
 // Per-job and per-queue costs beyond the arena bytes, for MEMORY USAGE:
 // the slab record, an index entry (a 4-byte cell of a table kept between
 // 3/8 and 3/4 full, about 8 bytes a job), a wheel node for a delayed or reserved job, and
-// the queue's own struct, name and byName entry.
+// the queue's own struct, name and byName entry. A job in the far-future
+// buckets keeps only its cell of their index (12 bytes in a table kept
+// between 3/8 and 3/4 full).
 const (
 	indexEntryBytes = 8
 	wheelNodeBytes  = 32
+	farCellBytes    = 20
 	queueBytes      = int64(unsafe.Sizeof(queueEntry{})) + 48
 )
 
@@ -126,8 +129,8 @@ func (e *Engine) MemoryUsage(name []byte) (int64, bool) {
 		return 0, false
 	}
 	q := &e.queues[qi]
-	held := int64(q.Jobs())
-	n := queueBytes + int64(len(q.name)) + q.Bytes +
-		held*(int64(jobs.Size)+indexEntryBytes) + int64(q.Delayed+q.Reserved)*wheelNodeBytes
+	held, far := int64(q.Jobs()-q.far), int64(q.far)
+	n := queueBytes + int64(len(q.name)) + q.Bytes + far*farCellBytes +
+		held*(int64(jobs.Size)+indexEntryBytes) + int64(q.Delayed-q.far+q.Reserved)*wheelNodeBytes
 	return n, true
 }

@@ -153,6 +153,9 @@ func (e *Engine) Range(queueName []byte, start, stop int64) [][]byte {
 // many of them held a job. Blocked clients stay blocked. The jobs are freed
 // in the background (lazyfree.go): O(1) per queue here.
 func (e *Engine) Del(names [][]byte) (int, uint64, error) {
+	if e.readDoomed(names) {
+		defer e.unlockDoomed()
+	}
 	wr, err := e.begin(0)
 	if err != nil {
 		return 0, 0, err
@@ -189,6 +192,8 @@ func (e *Engine) delQueue(name []byte, at int64) {
 		e.doom(qi, at)
 		return
 	}
+	e.dropFar(qi) // after the opened checkpoint's mark, its runs' jobs of the queue go too
+	e.releaseQueue(qi)
 	q := &e.queues[qi]
 	for s := q.Order.First(); s != 0; s = q.Order.First() {
 		e.remove(s - 1)

@@ -48,6 +48,9 @@ func (e *Engine) deferrable(r *record.Rec) bool {
 	if b == nil || r.Op != record.Add || r.ID != nil || e.jobs.SIDLike || r.SID <= b.Ceil || e.wheel == nil {
 		return false
 	}
+	if e.far.set != nil && e.far.set.Has(r.SID) {
+		return false // a far job restated: place takes it out of the buckets (the records farSkips skipped left Ceil below it)
+	}
 	if dl, ok := e.wheel.NextDeadline(); ok && dl <= r.Time {
 		return false
 	}

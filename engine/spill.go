@@ -62,6 +62,7 @@ func (e *Engine) spiller() {
 			ahead = time.Now()
 			if e.far.set != nil {
 				e.loadFar(ft)
+				e.mergeFar(ft)
 			}
 			e.readAhead(ft)
 		}

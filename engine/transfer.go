@@ -34,22 +34,27 @@ type ScanJob struct {
 
 // ScanJobs returns up to count jobs of a queue from the job slot cursor
 // on, and the cursor of the next page (0: done), as jobs.Table.Scan walks
-// them: a job present for the whole scan is returned exactly once. Slot
-// numbers are one engine's: a cursor means nothing after a restart, or on
-// another node of a cluster. O(visited slots), bounded.
-func (e *Engine) ScanJobs(queueName []byte, cursor uint64, count int) (next uint64, out []ScanJob) {
+// them: a job present for the whole scan is returned exactly once. With
+// far-future buckets the cursor also walks them (scanFar), and such a job
+// is returned at least once. Slot numbers are one engine's: a cursor means
+// nothing after a restart, or on another node of a cluster. O(visited
+// slots), bounded. An error is a bucket's run that could not be read.
+func (e *Engine) ScanJobs(queueName []byte, cursor uint64, count int) (next uint64, out []ScanJob, err error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.advanceLocked(e.nowMs()) // the states a pop would see
 	qi, ok := e.queueFor(queueName, false)
 	if !ok {
-		return 0, nil
+		return 0, nil, nil
 	}
 	out = make([]ScanJob, 0, max(0, min(count, e.queues[qi].Jobs())))
+	if e.far.set != nil {
+		return e.scanFar(qi, queueName, cursor, count, out)
+	}
 	next = e.jobs.Scan(qi, cursor, count, func(s uint32) {
 		out = append(out, e.scanJob(s, queueName))
 	})
-	return next, out
+	return next, out, nil
 }
 
 // scanJob is DELAY.SCAN's view of the job in slot s: its add record (what

@@ -24,7 +24,7 @@ func scanAll(t *testing.T, e *Engine, q string, count int, between func()) []Sca
 		if pages > 100000 {
 			t.Fatal("the scan does not end")
 		}
-		next, page := e.ScanJobs(b(q), cursor, count)
+		next, page, _ := e.ScanJobs(b(q), cursor, count)
 		if len(page) > count {
 			t.Fatalf("a page of %d jobs for count %d", len(page), count)
 		}
@@ -114,14 +114,14 @@ func TestScanJobsBoundedWalk(t *testing.T) {
 			add(t, e, "big", 1000, "x")
 		}
 		add(t, e, "small", 1000, "x")
-		next, page := e.ScanJobs(b("small"), 0, 1)
+		next, page, _ := e.ScanJobs(b("small"), 0, 1)
 		if len(page) != 0 || next != jobs.ScanMinVisit {
 			t.Fatalf("first page: %d jobs, next %d; want none, next %d", len(page), next, jobs.ScanMinVisit)
 		}
 		if got := scanAll(t, e, "small", 1, func() {}); len(got) != 1 {
 			t.Fatalf("the whole scan found %d jobs", len(got))
 		}
-		if next, page := e.ScanJobs(b("none"), 0, 10); next != 0 || page != nil {
+		if next, page, _ := e.ScanJobs(b("none"), 0, 10); next != 0 || page != nil {
 			t.Fatalf("a queue that does not exist: %d %v", next, page)
 		}
 	})

@@ -381,3 +381,71 @@ func TestExportImportAuth(t *testing.T) {
 		t.Fatalf("DELAY.GET q j on the second server: %v %v", v, err)
 	}
 }
+
+// TestExportImportFarBuckets: a server whose jobs are mostly far (a
+// horizon of one second, so that they sit in the buckets on disk, some in
+// runs after a restart) exports every one of them; wiped (FLUSHALL) and
+// imported back, it holds the same jobs, field by field, and they go out
+// to disk again.
+func TestExportImportFarBuckets(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, "--appendonly", "yes", "--horizon", "1000", "--far-buckets", "yes")
+	c := s.Client()
+	ctx := context.Background()
+	farJobs := func(min int64) {
+		t.Helper()
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			v, _ := s.info("memory", "far_jobs")
+			if n, _ := strconv.ParseInt(v, 10, 64); n >= min {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("far_jobs %s, want at least %d", v, min)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	pipe := c.Pipeline()
+	for i := range 3000 {
+		q := fmt.Sprint("q", i%3)
+		switch {
+		case i%10 == 0: // near: stays in memory
+			pipe.Do(ctx, "DELAY.ADD", q, 600_000, fmt.Sprint("near", i))
+		case i%7 == 0:
+			pipe.Do(ctx, "DELAY.ADD", q, 3_600_000+i*1000, fmt.Sprint("opts", i), "ID", fmt.Sprint("id", i),
+				"ACKTIMEOUT", 5000, "RETRY", 2, "PRIORITY", 1+i%5, "GROUP", fmt.Sprint("g", i%4))
+		default:
+			pipe.Do(ctx, "DELAY.ADD", q, 3_600_000+i*1000, strings.Repeat(fmt.Sprint(i), 1+i%40))
+		}
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		t.Fatal(err)
+	}
+	farJobs(2000)
+	s.Restart() // a graceful stop seals the open bucket: the far jobs are in runs
+	farJobs(2000)
+	src := xferExport(t, s.Addr())
+	if len(src) != 3000 {
+		t.Fatalf("exported %d of 3000 jobs", len(src))
+	}
+	if j := src["q1/id721"]; j.AckTimeout != 5000 || j.Retry != 2 || j.Priority != 1+721%5 || j.Group != "g1" || j.Payload != "opts721" {
+		t.Fatalf("a far job with options exported as %+v", j)
+	}
+	file := filepath.Join(t.TempDir(), "jobs.jsonl")
+	if _, errs, code := xferRun(t, nil, "export", "--addr", s.Addr(), "-o", file); code != 0 {
+		t.Fatalf("export: exit %d: %s", code, errs)
+	}
+	if err := c.FlushAll(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := c.DBSize(ctx).Result(); n != 0 {
+		t.Fatalf("DBSIZE %d after FLUSHALL", n)
+	}
+	if _, errs, code := xferRun(t, nil, "import", "--addr", s.Addr(), "-i", file); code != 0 ||
+		!strings.Contains(errs, "read 3000, added 3000, already there 0, failed 0") {
+		t.Fatalf("import: exit %d: %s", code, errs)
+	}
+	farJobs(2000)
+	xferSame(t, src, xferExport(t, s.Addr()))
+}

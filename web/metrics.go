@@ -82,6 +82,7 @@ type collector struct {
 	fsync, logSize, rewrites, commands, commandTime     *prometheus.Desc
 	logSegments, logLive, compactions                   *prometheus.Desc
 	diskJobs, diskBytes, diskReads                      *prometheus.Desc
+	farJobs, farMemory, farDisk                         *prometheus.Desc
 }
 
 func newCollector(s *Server) *collector {
@@ -111,6 +112,9 @@ func newCollector(s *Server) *collector {
 		diskJobs:    d("payloads_on_disk", "Jobs due beyond --horizon whose payload is kept in the log, not in memory (INFO payloads_on_disk)"),
 		diskBytes:   d("payloads_on_disk_bytes", "Their payloads' bytes (INFO payloads_on_disk_bytes)"),
 		diskReads:   d("payload_disk_reads_total", "Payloads read back from the log since start (INFO payload_disk_reads)"),
+		farJobs:     d("far_jobs", "Jobs due beyond --horizon kept out of memory in the far-future buckets (INFO far_jobs)"),
+		farMemory:   d("far_memory_bytes", "Memory the far-future buckets hold: their index and the buckets not yet written (INFO far_memory_bytes)"),
+		farDisk:     d("far_disk_bytes", "The far-future buckets' runs on disk (INFO far_disk_bytes)"),
 		commands:    d("commands_total", "Commands run, by command (INFO commandstats calls)", "command"),
 		commandTime: d("commands_duration_seconds_total",
 			"Time spent in command handlers, by command (INFO commandstats usec; a blocking pop's wait is not counted)", "command"),
@@ -129,7 +133,7 @@ func newCollector(s *Server) *collector {
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.buildInfo, c.connected, c.blocked, c.queues, c.paused, c.jobs, c.latency, c.lateness,
 		c.ackTime, c.fsync, c.logSize, c.rewrites, c.commands, c.commandTime, c.logSegments, c.logLive, c.compactions,
-		c.diskJobs, c.diskBytes, c.diskReads} {
+		c.diskJobs, c.diskBytes, c.diskReads, c.farJobs, c.farMemory, c.farDisk} {
 		ch <- d
 	}
 	for _, ds := range [][]*prometheus.Desc{c.queueTotal, c.total, c.totalOnly} {
@@ -232,6 +236,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		gauge(c.diskJobs, float64(in.DiskJobs))
 		gauge(c.diskBytes, float64(in.DiskBytes))
 		counter(c.diskReads, float64(in.DiskReads))
+		gauge(c.farJobs, float64(in.Far.Jobs))
+		gauge(c.farMemory, float64(in.Far.IndexBytes+in.Far.MemBytes))
+		gauge(c.farDisk, float64(in.Far.DiskBytes))
 	}
 }
 
