@@ -27,9 +27,10 @@ import (
 // FIFO queues are spread over the same tags. The fault loop moves the
 // lowest DELAYD_CHAOS_MOVE_SLOTS slots of one group to another, group
 // pairs in a seeded order, and every other move SIGKILLs the leader of
-// the source or the target group in the middle of it, restarts it, and
-// finishes the move with `redis-cli --cluster fix` until `--cluster
-// check` is clean, as an operator would. Then it drains and checks:
+// the source or the target group in the middle of it, restarts it,
+// closes the slots it left open with `redis-cli --cluster fix` until
+// `--cluster check` is clean, and runs the reshard again for the slots
+// still at the source, as an operator would. Then it drains and checks:
 // nothing acknowledged lost, nothing early, no job with two workers
 // within a live reservation, nothing after a cancel or an ack, and the
 // sampled queues linearizable. The one excuse is explicit: on the queues
@@ -296,59 +297,28 @@ func (m *slotMover) run(ctx context.Context) {
 // SIGKILLs the leader of one of them in the middle, restarts it, and
 // finishes the move with --cluster fix.
 func (m *slotMover) move(start time.Time, from, to int, kill bool) error {
-	src, err := m.leader(from)
-	if err != nil {
-		return err
-	}
-	dst, err := m.leader(to)
-	if err != nil {
-		return err
-	}
-	id := func(n *grNode, g int) (string, error) {
-		v, err := grAsk(n.addr(g), "CLUSTER", "MYID")
-		return fmt.Sprint(v), err
-	}
-	fromID, err := id(src, from)
-	if err != nil {
-		return err
-	}
-	toID, err := id(dst, to)
-	if err != nil {
-		return err
-	}
-	began := m.w.h.Now()
-	cmd := exec.Command("redis-cli", "--cluster", "reshard", m.nodes[m.rng.Intn(3)].addr(m.rng.Intn(grCount)),
-		"--cluster-from", fromID, "--cluster-to", toID, "--cluster-slots", strconv.Itoa(m.slots),
-		"--cluster-yes", "--cluster-pipeline", "10", "--cluster-timeout", "5000")
-	var out strings.Builder
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		return err
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-
 	name := fmt.Sprintf("move %d->%d", from, to)
-	// A slot's step is a few commits in group 0 and a MIGRATE.
-	limit := 2*time.Minute + time.Duration(m.slots)*100*time.Millisecond
 	if !kill {
 		m.t.Logf("chaos: %6.1fs %s", time.Since(start).Seconds(), name)
-		select {
-		case err = <-exited:
-		case <-time.After(limit):
-			cmd.Process.Kill()
-			err = fmt.Errorf("still running after %v: %v", limit, <-exited)
-		}
-		if err != nil || strings.Contains(out.String(), "[ERR]") {
-			return fmt.Errorf("redis-cli --cluster reshard: %v\n%s", err, lastLines(out.String(), 20))
-		}
-		if s, ok := m.check(30 * time.Second); !ok {
-			return fmt.Errorf("--cluster check after the move:\n%s", s)
+		if err := m.reshard(start, from, to, m.slots); err != nil {
+			return err
 		}
 		m.moves++
 		m.done = append(m.done, name)
 		return nil
 	}
+	before, err := m.slotsOf(from)
+	if err != nil {
+		return err
+	}
+	src, dst, cmd, _, err := m.startReshard(from, to, m.slots)
+	if err != nil {
+		return err
+	}
+	began := m.w.h.Now()
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	limit := m.limit(m.slots)
 
 	victim, vg := src, from
 	if m.rng.Intn(2) == 0 {
@@ -437,9 +407,112 @@ func (m *slotMover) move(start time.Time, from, to int, kill bool) error {
 	m.t.Logf("chaos: %6.1fs %s: reshard ended %v; %d slots left open, fixed", time.Since(start).Seconds(), name, ended, len(open))
 	if ended == nil {
 		m.moves++
+		m.done = append(m.done, name+" kill")
+		return nil
 	}
-	m.done = append(m.done, name+" kill")
+	// The move goes on, as an operator runs the reshard again: the slots
+	// the kill left at the source move now, so that a move's whole count
+	// (a million jobs with DELAYD_CHAOS_PRELOAD) crosses, a kill in it.
+	now, err := m.slotsOf(from)
+	if err != nil {
+		return err
+	}
+	if left := m.slots - (before - now); left > 0 {
+		m.t.Logf("chaos: %6.1fs %s resumed: %d slots of %d left", time.Since(start).Seconds(), name, left, m.slots)
+		if err := m.reshard(start, from, to, left); err != nil {
+			return fmt.Errorf("the reshard resumed after the kill: %w", err)
+		}
+	}
+	m.moves++
+	m.done = append(m.done, name+" kill resumed")
 	return nil
+}
+
+// startReshard starts redis-cli --cluster reshard of n slots from group
+// from's leader to group to's, through a random address.
+func (m *slotMover) startReshard(from, to, n int) (src, dst *grNode, cmd *exec.Cmd, out *strings.Builder, err error) {
+	if src, err = m.leader(from); err != nil {
+		return
+	}
+	if dst, err = m.leader(to); err != nil {
+		return
+	}
+	id := func(n *grNode, g int) (string, error) {
+		v, err := grAsk(n.addr(g), "CLUSTER", "MYID")
+		return fmt.Sprint(v), err
+	}
+	var fromID, toID string
+	if fromID, err = id(src, from); err != nil {
+		return
+	}
+	if toID, err = id(dst, to); err != nil {
+		return
+	}
+	cmd = exec.Command("redis-cli", "--cluster", "reshard", m.nodes[m.rng.Intn(3)].addr(m.rng.Intn(grCount)),
+		"--cluster-from", fromID, "--cluster-to", toID, "--cluster-slots", strconv.Itoa(n),
+		"--cluster-yes", "--cluster-pipeline", "10", "--cluster-timeout", "5000")
+	out = new(strings.Builder)
+	cmd.Stdout, cmd.Stderr = out, out
+	err = cmd.Start()
+	return
+}
+
+// limit is how long a reshard of n slots may take: a slot's step is a few
+// commits in group 0 and a MIGRATE.
+func (m *slotMover) limit(n int) time.Duration {
+	return 2*time.Minute + time.Duration(n)*100*time.Millisecond
+}
+
+// reshard moves n slots from group from to group to, no fault injected,
+// and checks the cluster after.
+func (m *slotMover) reshard(start time.Time, from, to, n int) error {
+	_, _, cmd, out, err := m.startReshard(from, to, n)
+	if err != nil {
+		return err
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	select {
+	case err = <-exited:
+	case <-time.After(m.limit(n)):
+		cmd.Process.Kill()
+		err = fmt.Errorf("still running after %v: %v", m.limit(n), <-exited)
+	}
+	if err != nil || strings.Contains(out.String(), "[ERR]") {
+		return fmt.Errorf("redis-cli --cluster reshard: %v\n%s", err, lastLines(out.String(), 20))
+	}
+	if s, ok := m.check(30 * time.Second); !ok {
+		return fmt.Errorf("--cluster check after the move:\n%s", s)
+	}
+	return nil
+}
+
+// slotsOf is how many slots group g owns (CLUSTER GROUPS of a running
+// node).
+func (m *slotMover) slotsOf(g int) (int, error) {
+	var err error
+	for _, n := range m.nodes {
+		if !n.Running() {
+			continue
+		}
+		var v any
+		if v, err = grAsk(n.addr(0), "CLUSTER", "GROUPS"); err != nil {
+			continue
+		}
+		for _, e := range v.([]any) {
+			f := e.([]any)
+			if int(f[0].(int64)) != g {
+				continue
+			}
+			r, count := f[2].([]any), 0
+			for i := 0; i+1 < len(r); i += 2 {
+				count += int(r[i+1].(int64)-r[i].(int64)) + 1
+			}
+			return count, nil
+		}
+		return 0, fmt.Errorf("CLUSTER GROUPS has no group %d: %v", g, v)
+	}
+	return 0, fmt.Errorf("no node answered CLUSTER GROUPS: %v", err)
 }
 
 // TestSlotMoveStoppedServesTwice is TestChaosSlotMoves's double-reserved
