@@ -210,6 +210,50 @@ func TestCompactionWithPayloadsOnDisk(t *testing.T) {
 	})
 }
 
+// A compaction reads the payloads on disk of the jobs it restates without
+// the engine's lock (readVictims), not one pread each under it: a read
+// the page cache missed held every client for a disk's latency. Counted,
+// not timed: the payloads read under the lock (jobs.Table.Payload) stay
+// where they were, and the state is the same, after a restart too.
+func TestCompactionReadsPayloadsOffTheLock(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		defer func(c int) { compactChunk = c }(compactChunk)
+		compactChunk = 32 // several steps
+		fs := aof.NewMemFS()
+		e := mustNew(t, horizoned(fs, FsyncEverySec))
+		addFar(t, e, 200, 40)
+		settleSpill()
+		if n := e.Info().DiskJobs; n != 200 {
+			t.Fatalf("%d payloads on disk, want 200", n)
+		}
+		before := dump(e)
+		if err := e.journal.Roll(); err != nil {
+			t.Fatal(err)
+		}
+		locked, all := e.jobs.DiskInfo().Reads, e.journal.PayloadReads()
+		compactAll(t, e)
+		if n := e.jobs.DiskInfo().Reads - locked; n != 0 {
+			t.Errorf("the compaction read %d payloads under the engine's lock, want 0", n)
+		}
+		if n := e.journal.PayloadReads() - all; n != 200 {
+			t.Errorf("the compaction read %d payloads back, want the 200 on disk", n)
+		}
+		if after := dump(e); after != before {
+			t.Fatalf("after the compaction\n%s", diffLines(before, after))
+		}
+		settleSpill()
+		if n := e.Info().DiskJobs; n != 200 {
+			t.Fatalf("%d payloads on disk after the compaction, want 200 spilled again", n)
+		}
+		e.Close()
+		e = mustNew(t, horizoned(fs, FsyncEverySec))
+		defer e.Close()
+		if after := dump(e); after != before {
+			t.Fatalf("after the compaction and a restart\n%s", diffLines(before, after))
+		}
+	})
+}
+
 // A rewrite (BGREWRITEAOF) drops every segment: the payloads on disk come
 // back into memory as it writes them, and are spilled again from its file.
 func TestRewriteWithPayloadsOnDisk(t *testing.T) {
