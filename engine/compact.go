@@ -90,17 +90,19 @@ func (c compactor) Restate(id uint64) (uint64, error) { return c.e.restateSegmen
 // of the live state, and returns the last ticket.
 func (e *Engine) restateSegment(id uint64) (uint64, error) {
 	victim, cur := uint16(id), journal.SegSetOf(e.journal.Segments())
+	ft := e.pauseTimer() // the pause between chunks, as a rewrite's
+	if ft != nil {
+		defer ft.Close()
+	}
 	if e.opts.Horizon > 0 {
-		e.journal.Warm(id) // its payloads on disk are read back under the lock (spill.go)
+		// Its payloads on disk are read back (readVictims) from the page
+		// cache.
+		e.journal.Warm(id, func() { rewriteYield(ft) })
 	}
 	if e.far.set != nil {
 		if err := e.checkpoint(id); err != nil { // far jobs' records in it are covered first (far.go)
 			return 0, err
 		}
-	}
-	ft := e.pauseTimer() // the pause between chunks, as a rewrite's
-	if ft != nil {
-		defer ft.Close()
 	}
 	wr, err := e.begin(0)
 	if err != nil {
