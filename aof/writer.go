@@ -190,7 +190,13 @@ func (w *Writer) Sync() error {
 	if err := w.failed(); err != nil {
 		return err
 	}
-	if err := w.f.Sync(); err != nil {
+	// Through the poller where it can (aiosync_linux.go): the caller's P
+	// runs the other goroutines while the disk works.
+	ok, err := w.syncPolled()
+	if !ok {
+		err = w.f.Sync()
+	}
+	if err != nil {
 		return w.fail(fmt.Errorf("aof: fsync %s: %w", w.path, err))
 	}
 	return nil
