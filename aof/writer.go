@@ -237,6 +237,7 @@ func (w *Writer) Close() error {
 		err = w.Sync()
 	}
 	w.closed = true
+	w.closeAIO()
 	if cerr := w.f.Close(); err == nil && cerr != nil {
 		err = fmt.Errorf("aof: close %s: %w", w.path, cerr)
 	}
