@@ -9,7 +9,7 @@ import (
 	"unsafe"
 )
 
-// The fsync of Sync, where it can, goes through Linux AIO (IOCB_CMD_FSYNC,
+// The fsync of SyncPolled, where it can, goes through Linux AIO (IOCB_CMD_FSYNC,
 // since 4.18): the kernel runs it on a worker and signals an eventfd the
 // runtime's poller watches, and the calling goroutine parks on that
 // eventfd meanwhile. An fsync(2) made as an ordinary system call keeps the
@@ -21,23 +21,22 @@ import (
 // run: the P held through the whole fsync in 26 of 48 fsyncs over 1 ms, up
 // to 166 ms). docs/decisions/compaction-stalls.md. What the fsync does
 // and reports is fsync(2)'s (vfs_fsync on the kernel's worker); where AIO
-// is refused (no context to be had, a file it cannot fsync) Sync makes the
-// ordinary call. Each Writer has its own context (io_setup reserves about
-// 16 of the system's aio-max-nr, 65,536 by default), freed by Close.
+// is refused (no context to be had, a file it cannot fsync) SyncPolled
+// makes the ordinary call.
 
-// aioState is a Writer's AIO context and eventfd, made at its first Sync
-// and let go by Close: one per file, so that the fsyncs of different logs
-// (a cluster's Raft groups) still run side by side. One completion is ever
-// pending on it: lock is held from submit to reaping.
-type aioState struct {
-	lock chan struct{}
-	ctx  uintptr  // aio_context_t; 0 until made
-	ev   *os.File // the eventfd, non-blocking: its reads park in the poller
-	off  bool     // AIO was refused for this file: Sync makes the ordinary call
+// aioSync is the process's one AIO context and its eventfd, made at the
+// first SyncPolled and never freed: io_destroy waits tens of milliseconds.
+// Fsyncs through it go one at a time (the log's: once a second, a
+// compaction's, a rolled segment's), so one completion is ever pending.
+var aioSync struct {
+	lock  chan struct{} // held from submit to reaping
+	ctx   uintptr       // aio_context_t; 0 until made
+	ev    *os.File      // the eventfd, non-blocking: reads park in the poller
+	off   bool          // AIO was refused once: SyncPolled makes the ordinary call
+	count atomic.Uint64 // fsyncs made through it (tests)
 }
 
-// aioSyncs counts the fsyncs made through AIO (tests).
-var aioSyncs atomic.Uint64
+func init() { aioSync.lock = make(chan struct{}, 1) }
 
 // iocb and ioEvent are the kernel's struct iocb and struct io_event
 // (include/uapi/linux/aio_abi.h) on a little-endian 64-bit machine.
@@ -73,79 +72,58 @@ func (w *Writer) syncPolled() (ok bool, err error) {
 	if r == nil {
 		return false, nil
 	}
-	a := &r.aio
-	a.lock <- struct{}{}
-	defer func() { <-a.lock }()
-	if a.off || !a.setup() {
+	aioSync.lock <- struct{}{}
+	defer func() { <-aioSync.lock }()
+	if aioSync.off || !aioSetup() {
 		return false, nil
 	}
 	var errno syscall.Errno
 	cerr := r.rc.Control(func(fd uintptr) {
-		ok, errno = a.fsync(fd)
+		ok, errno = aioFsync(fd)
 	})
 	if cerr != nil {
 		return true, cerr
 	}
 	if !ok {
-		a.off = true // refused for this file: one probe, not one a second
-		a.close()
+		aioSync.off = true // refused for this file, so for the next: one probe, not one a second
 		return false, nil
 	}
-	aioSyncs.Add(1)
+	aioSync.count.Add(1)
 	if errno != 0 {
 		return true, &os.PathError{Op: "sync", Path: w.path, Err: errno}
 	}
 	return true, nil
 }
 
-// setup makes the context and the eventfd once. Called with lock held;
-// false (and AIO off for the file) if either is refused.
-func (a *aioState) setup() bool {
-	if a.ctx != 0 {
+// aioSetup makes the context and the eventfd once. Called with the lock
+// held; false (and AIO off for good) if either is refused.
+func aioSetup() bool {
+	if aioSync.ctx != 0 {
 		return true
 	}
 	var ctx uintptr
 	if _, _, e := syscall.Syscall(syscall.SYS_IO_SETUP, 1, uintptr(unsafe.Pointer(&ctx)), 0); e != 0 {
-		a.off = true
+		aioSync.off = true
 		return false
 	}
 	efd, _, e := syscall.Syscall(syscall.SYS_EVENTFD2, 0, syscall.O_CLOEXEC|syscall.O_NONBLOCK, 0)
 	if e != 0 {
 		syscall.Syscall(syscall.SYS_IO_DESTROY, ctx, 0, 0)
-		a.off = true
+		aioSync.off = true
 		return false
 	}
-	a.ctx, a.ev = ctx, os.NewFile(efd, "aof-fsync-eventfd")
+	aioSync.ctx, aioSync.ev = ctx, os.NewFile(efd, "aof-fsync-eventfd")
 	return true
 }
 
-// close lets go of the context and the eventfd. Called with lock held, or
-// by the Writer's Close.
-func (a *aioState) close() {
-	if a.ctx != 0 {
-		syscall.Syscall(syscall.SYS_IO_DESTROY, a.ctx, 0, 0)
-		a.ev.Close()
-		a.ctx, a.ev = 0, nil
-	}
-}
-
-// closeAIO is Close's: the file's AIO state goes with it.
-func (w *Writer) closeAIO() {
-	if r := w.raw; r != nil {
-		r.aio.lock <- struct{}{}
-		r.aio.close()
-		<-r.aio.lock
-	}
-}
-
-// fsync submits an fsync of fd, parks until the eventfd says it is done,
-// and reaps it. submitted is false if the kernel refused the request;
-// errno is the fsync's own result.
-func (a *aioState) fsync(fd uintptr) (submitted bool, errno syscall.Errno) {
-	cb := iocb{opcode: iocbCmdFsync, fildes: uint32(fd), flags: iocbFlagResfd, resfd: uint32(a.ev.Fd())}
+// aioFsync submits an fsync of fd, parks until the eventfd says it is
+// done, and reaps it. submitted is false if the kernel refused the
+// request; errno is the fsync's own result.
+func aioFsync(fd uintptr) (submitted bool, errno syscall.Errno) {
+	cb := iocb{opcode: iocbCmdFsync, fildes: uint32(fd), flags: iocbFlagResfd, resfd: uint32(aioSync.ev.Fd())}
 	cbs := [1]*iocb{&cb}
 	for {
-		n, _, e := syscall.Syscall(syscall.SYS_IO_SUBMIT, a.ctx, 1, uintptr(unsafe.Pointer(&cbs[0])))
+		n, _, e := syscall.Syscall(syscall.SYS_IO_SUBMIT, aioSync.ctx, 1, uintptr(unsafe.Pointer(&cbs[0])))
 		if e == syscall.EINTR || e == syscall.EAGAIN {
 			continue
 		}
@@ -158,10 +136,10 @@ func (a *aioState) fsync(fd uintptr) (submitted bool, errno syscall.Errno) {
 	// until the kernel's worker has made the fsync. Should it fail, the
 	// reaping below waits in the kernel instead.
 	var buf [8]byte
-	a.ev.Read(buf[:])
+	aioSync.ev.Read(buf[:])
 	var ev ioEvent
 	for {
-		n, _, e := syscall.Syscall6(syscall.SYS_IO_GETEVENTS, a.ctx, 1, 1, uintptr(unsafe.Pointer(&ev)), 0, 0)
+		n, _, e := syscall.Syscall6(syscall.SYS_IO_GETEVENTS, aioSync.ctx, 1, 1, uintptr(unsafe.Pointer(&ev)), 0, 0)
 		if e == syscall.EINTR {
 			continue
 		}

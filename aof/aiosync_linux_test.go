@@ -8,17 +8,18 @@ import (
 	"testing"
 )
 
-// Sync of a log file goes through its own AIO context and the poller
-// (aiosync_linux.go), not an fsync(2) that keeps the caller's P: every Sync
-// of a real file is one AIO fsync, and what was flushed before it replays.
-// A file AIO cannot take (MemFS's) is fsynced as before.
+// SyncPolled of a log file goes through AIO and the poller
+// (aiosync_linux.go), not an fsync(2) that keeps the caller's P: every
+// SyncPolled of a real file is one AIO fsync, and what was flushed before
+// it replays; Sync makes the ordinary call. A file AIO cannot take
+// (MemFS's) is fsynced as before.
 func TestSyncThroughThePoller(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "log")
 	w, err := OpenAppend(OS, path, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	before := aioSyncs.Load()
+	before := aioSync.count.Load()
 	var want []string
 	for i := range 3 {
 		for k := range 100 {
@@ -29,15 +30,18 @@ func TestSyncThroughThePoller(t *testing.T) {
 		if err := w.Flush(); err != nil {
 			t.Fatal(err)
 		}
-		if err := w.Sync(); err != nil {
+		if err := w.SyncPolled(); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if w.raw.aio.off {
+	if err := w.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if aioSync.off {
 		t.Skip("AIO refused on this kernel: Sync made the ordinary call")
 	}
-	if n := aioSyncs.Load() - before; n != 3 {
-		t.Fatalf("%d fsyncs through AIO for 3 Syncs, want 3", n)
+	if n := aioSync.count.Load() - before; n != 3 {
+		t.Fatalf("%d fsyncs through AIO for 3 SyncPolled and a Sync, want 3", n)
 	}
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
@@ -55,15 +59,15 @@ func TestSyncThroughThePoller(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n, syncs := aioSyncs.Load(), fs.SyncCount("log")
+	n, syncs := aioSync.count.Load(), fs.SyncCount("log")
 	m.Append([]byte("x"))
 	if err := m.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	if err := m.Sync(); err != nil {
+	if err := m.SyncPolled(); err != nil {
 		t.Fatal(err)
 	}
-	if aioSyncs.Load() != n || fs.SyncCount("log") != syncs+1 {
-		t.Fatalf("a MemFS file: %d AIO fsyncs and %d of its own, want 0 and 1", aioSyncs.Load()-n, fs.SyncCount("log")-syncs)
+	if aioSync.count.Load() != n || fs.SyncCount("log") != syncs+1 {
+		t.Fatalf("a MemFS file: %d AIO fsyncs and %d of its own, want 0 and 1", aioSync.count.Load()-n, fs.SyncCount("log")-syncs)
 	}
 }

@@ -20,8 +20,6 @@ type rawFile struct {
 
 	syncFn    func(fd uintptr)
 	syncErrno syscall.Errno
-
-	aio aioState // Sync's fsync through AIO (aiosync_linux.go)
 }
 
 // write appends b to the file. An *os.File gets raw write calls, without the
@@ -65,7 +63,6 @@ func (w *Writer) initRaw() {
 	}
 	r := &rawFile{rc: rc}
 	r.fn, r.syncFn = r.write, r.fsync
-	r.aio.lock = make(chan struct{}, 1)
 	w.raw = r
 }
 

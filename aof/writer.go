@@ -190,11 +190,29 @@ func (w *Writer) Sync() error {
 	if err := w.failed(); err != nil {
 		return err
 	}
-	// Through the poller where it can (aiosync_linux.go): the caller's P
-	// runs the other goroutines while the disk works.
+	if err := w.f.Sync(); err != nil {
+		return w.fail(fmt.Errorf("aof: fsync %s: %w", w.path, err))
+	}
+	return nil
+}
+
+// SyncPolled is Sync, with the fsync of an *os.File made through Linux AIO
+// and its completion read through the runtime's poller (aiosync_linux.go):
+// the calling goroutine parks and its P runs the others while the disk
+// works, where fsync(2) kept the P until sysmon took it back. The process
+// has one AIO context, never freed (io_destroy takes tens of ms), and its
+// fsyncs go one at a time: for the log's own fsyncs, which go one at a
+// time anyway. Elsewhere, or where AIO is refused, it is Sync.
+func (w *Writer) SyncPolled() error {
+	if w.closed {
+		return ErrClosed
+	}
+	if err := w.failed(); err != nil {
+		return err
+	}
 	ok, err := w.syncPolled()
 	if !ok {
-		err = w.f.Sync()
+		return w.Sync()
 	}
 	if err != nil {
 		return w.fail(fmt.Errorf("aof: fsync %s: %w", w.path, err))
@@ -237,7 +255,6 @@ func (w *Writer) Close() error {
 		err = w.Sync()
 	}
 	w.closed = true
-	w.closeAIO()
 	if cerr := w.f.Close(); err == nil && cerr != nil {
 		err = fmt.Errorf("aof: close %s: %w", w.path, cerr)
 	}
