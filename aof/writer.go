@@ -196,6 +196,30 @@ func (w *Writer) Sync() error {
 	return nil
 }
 
+// SyncPolled is Sync, with the fsync of an *os.File made through Linux AIO
+// and its completion read through the runtime's poller (aiosync_linux.go):
+// the calling goroutine parks and its P runs the others while the disk
+// works, where fsync(2) kept the P until sysmon took it back. The process
+// has one AIO context, never freed (io_destroy takes tens of ms), and its
+// fsyncs go one at a time: for the log's own fsyncs, which go one at a
+// time anyway. Elsewhere, or where AIO is refused, it is Sync.
+func (w *Writer) SyncPolled() error {
+	if w.closed {
+		return ErrClosed
+	}
+	if err := w.failed(); err != nil {
+		return err
+	}
+	ok, err := w.syncPolled()
+	if !ok {
+		return w.Sync()
+	}
+	if err != nil {
+		return w.fail(fmt.Errorf("aof: fsync %s: %w", w.path, err))
+	}
+	return nil
+}
+
 // SyncRaw is Sync, with the fsync(2) of an *os.File made as a raw system
 // call (rawwrite_linux.go): the calling goroutine keeps its P until the
 // disk answers, instead of handing it to another thread and taking it back

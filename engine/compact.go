@@ -90,17 +90,19 @@ func (c compactor) Restate(id uint64) (uint64, error) { return c.e.restateSegmen
 // of the live state, and returns the last ticket.
 func (e *Engine) restateSegment(id uint64) (uint64, error) {
 	victim, cur := uint16(id), journal.SegSetOf(e.journal.Segments())
+	ft := e.pauseTimer() // the pause between chunks, as a rewrite's
+	if ft != nil {
+		defer ft.Close()
+	}
 	if e.opts.Horizon > 0 {
-		e.journal.Warm(id) // its payloads on disk are read back under the lock (spill.go)
+		// Its payloads on disk are read back (readVictims) from the page
+		// cache.
+		e.journal.Warm(id, func() { rewriteYield(ft) })
 	}
 	if e.far.set != nil {
 		if err := e.checkpoint(id); err != nil { // far jobs' records in it are covered first (far.go)
 			return 0, err
 		}
-	}
-	ft := e.pauseTimer() // the pause between chunks, as a rewrite's
-	if ft != nil {
-		defer ft.Close()
 	}
 	wr, err := e.begin(0)
 	if err != nil {
@@ -114,12 +116,17 @@ func (e *Engine) restateSegment(id uint64) (uint64, error) {
 	}
 	e.journal.Held(time.Since(held))
 	wr.end()
+	var backs []jobs.Back
 	for s := uint32(0); ; {
+		backs = e.readVictims(s, victim, cur, backs[:0])
 		wr, err := e.begin(0)
 		if err != nil {
 			return 0, err
 		}
 		held := time.Now()
+		for i := range backs {
+			e.jobs.PutBack(&backs[i]) // unless the job changed meanwhile: then it is read under the lock
+		}
 		n := e.jobs.Len()
 		if s >= n {
 			wr.end()
@@ -152,6 +159,31 @@ func (e *Engine) restateSegment(id uint64) (uint64, error) {
 		wr.end()
 		rewriteYield(ft)
 	}
+}
+
+// readVictims reads back, without the lock, the payloads on disk of the
+// jobs the step from slot s may restate (homed in victim, or in a segment
+// gone: as the step picks them), into out, for the step to put back
+// (jobs.Table.PutBack) before it restates them. Under the lock each would
+// be a pread: a page-cache miss there (the segment read through by Warm
+// evicted since, a busy disk) held the lock for milliseconds a read, and
+// every client with it. As readAhead does: found under the lock, read
+// without it.
+func (e *Engine) readVictims(s uint32, victim uint16, cur *journal.SegSet, out []jobs.Back) []jobs.Back {
+	e.mu.Lock()
+	for end := min(s+compactScan, e.jobs.Len()); s < end && len(out) < compactChunk; s++ {
+		if h := e.jobs.Home(s); h != victim && cur.Has(h) {
+			continue
+		}
+		if j := e.jobs.At(s); j.Flags&jobs.FlagOnDisk != 0 && j.State != jobs.StateFree && e.queues[j.Queue].live {
+			out = append(out, jobs.Back{S: s, Seq: j.Seq, Data: j.Data})
+		}
+	}
+	e.mu.Unlock()
+	for i := range out {
+		e.jobs.ReadBack(&out[i])
+	}
+	return out
 }
 
 // restate is a compaction's rehome, counted as bytes it copied.

@@ -72,40 +72,69 @@ func (e *Engine) spiller() {
 // spill tails the log and spills the payloads of the jobs its add records
 // made that are still as written and due beyond the horizon; the jobs its
 // move records left there with their payload in memory it restates.
+//
+// It spills as it tails, compactChunk candidates at a time: after a
+// compaction the tail is every job restated (500k with bench/loadgen's
+// pending jobs), and gathering them all first made a slice of 24 MB, grown
+// by doubling, whose pointers (the queue's name) every collection then
+// scanned, on the clients' one CPU, as they waited in assists.
 func (e *Engine) spill(ft *finetimer.Timer) {
 	jn := e.journal
-	var cs, moved []record.Cand
+	// Tail reads Gen when it starts: this one is older or the same, and
+	// a change between them only makes spillChunk refuse.
+	gen := jn.Gen()
+	cs := make([]record.Cand, 0, compactChunk)
+	var moved []record.Cand
 	var last record.Cand
+	stopped := false
 	// The tail slices itself (journal.Env.Pause every 200 µs of records:
 	// a compaction's restatements are tens of MB to decode).
-	gen, err := jn.Tail(func(seg uint64, off int64, rec []byte) {
+	_, err := jn.Tail(func(seg uint64, off int64, rec []byte) {
 		c, m, ok := record.Tailed(seg, off, rec, &last)
-		if ok && m {
+		if !ok || stopped {
+			return
+		}
+		if m {
 			moved = append(moved, c)
-		} else if ok {
-			cs = append(cs, c)
+			return
+		}
+		if cs = append(cs, c); len(cs) == compactChunk {
+			stopped = !e.spillChunk(cs, gen, ft)
+			cs = cs[:0]
 		}
 	})
 	if err != nil {
 		e.opts.Logger.Warn().Err(err).Msg("tailing the log for payloads to keep on disk")
 	}
-	segs := jn.Segments()
-	cur := journal.SegSetOf(segs)
-	for i := 0; i < len(cs); i += compactChunk {
-		e.mu.Lock()
-		// A rewrite drops every segment: none is spilled into meanwhile.
-		if e.closed || jn.Rewriting() || jn.Gen() != gen {
-			e.mu.Unlock()
-			return
-		}
-		horizon := e.nowMs() + e.opts.Horizon
-		for _, c := range cs[i:min(i+compactChunk, len(cs))] {
-			e.spillOne(&c, horizon, segs, cur)
-		}
-		e.mu.Unlock()
-		spillYield(ft)
+	if stopped || len(cs) > 0 && !e.spillChunk(cs, gen, ft) {
+		return
 	}
 	e.restateMoved(moved, gen, ft)
+}
+
+// spillChunk spills what of cs, candidates tailed under gen, is still as
+// its record made it, under one hold of the lock, then pauses. It reports
+// false if the round must stop: the engine is closing, or a rewrite runs
+// or installed its file since gen (it drops every segment: none is spilled
+// into meanwhile).
+func (e *Engine) spillChunk(cs []record.Cand, gen uint64, ft *finetimer.Timer) bool {
+	jn := e.journal
+	// The segments after the candidates were read: a job restated into a
+	// segment rolled since must be seen homed there (spillOne).
+	segs := jn.Segments()
+	cur := journal.SegSetOf(segs)
+	e.mu.Lock()
+	if e.closed || jn.Rewriting() || jn.Gen() != gen {
+		e.mu.Unlock()
+		return false
+	}
+	horizon := e.nowMs() + e.opts.Horizon
+	for i := range cs {
+		e.spillOne(&cs[i], horizon, segs, cur)
+	}
+	e.mu.Unlock()
+	spillYield(ft)
+	return true
 }
 
 // restateMoved restates the jobs of ms, move records, that the move left

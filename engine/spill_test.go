@@ -3,13 +3,16 @@ package engine
 import (
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
+	"unsafe"
 
 	"github.com/delayd/delayd/aof"
 	"github.com/delayd/delayd/finetimer"
+	"github.com/delayd/delayd/record"
 )
 
 // horizoned is a segmented log with a horizon of a minute.
@@ -206,6 +209,100 @@ func TestCompactionWithPayloadsOnDisk(t *testing.T) {
 				check(fmt.Sprintf("op %d after %d (%v)", op, after, err), fs2.CrashClone())
 				e2.Close()
 			}
+		}
+	})
+}
+
+// A compaction reads the payloads on disk of the jobs it restates without
+// the engine's lock (readVictims), not one pread each under it: a read
+// the page cache missed held every client for a disk's latency. Counted,
+// not timed: the payloads read under the lock (jobs.Table.Payload) stay
+// where they were, and the state is the same, after a restart too.
+func TestCompactionReadsPayloadsOffTheLock(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		defer func(c int) { compactChunk = c }(compactChunk)
+		compactChunk = 32 // several steps
+		fs := aof.NewMemFS()
+		e := mustNew(t, horizoned(fs, FsyncEverySec))
+		addFar(t, e, 200, 40)
+		settleSpill()
+		if n := e.Info().DiskJobs; n != 200 {
+			t.Fatalf("%d payloads on disk, want 200", n)
+		}
+		before := dump(e)
+		if err := e.journal.Roll(); err != nil {
+			t.Fatal(err)
+		}
+		locked, all := e.jobs.DiskInfo().Reads, e.journal.PayloadReads()
+		compactAll(t, e)
+		if n := e.jobs.DiskInfo().Reads - locked; n != 0 {
+			t.Errorf("the compaction read %d payloads under the engine's lock, want 0", n)
+		}
+		if n := e.journal.PayloadReads() - all; n != 200 {
+			t.Errorf("the compaction read %d payloads back, want the 200 on disk", n)
+		}
+		if after := dump(e); after != before {
+			t.Fatalf("after the compaction\n%s", diffLines(before, after))
+		}
+		settleSpill()
+		if n := e.Info().DiskJobs; n != 200 {
+			t.Fatalf("%d payloads on disk after the compaction, want 200 spilled again", n)
+		}
+		e.Close()
+		e = mustNew(t, horizoned(fs, FsyncEverySec))
+		defer e.Close()
+		if after := dump(e); after != before {
+			t.Fatalf("after the compaction and a restart\n%s", diffLines(before, after))
+		}
+	})
+}
+
+// The spiller spills a compaction's restatements as it tails them, a chunk
+// at a time, rather than gathering every candidate first: 20,000 of them
+// were a slice of about 1 MB, grown by doubling and scanned by every
+// collection meanwhile. Counted in bytes allocated by the round.
+func TestSpillerSpillsAsItTails(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const n = 20_000
+		fs := aof.NewMemFS()
+		o := horizoned(fs, FsyncEverySec)
+		o.SegmentSize = 8 << 20 // the jobs in one segment
+		e := mustNew(t, o)
+		defer e.Close()
+		var last uint64
+		for i := range n {
+			res, err := e.Add(AddArgs{Queue: b("q"), Delay: 600_000 + int64(i), Payload: []byte("0123456789abcdef")})
+			if err != nil {
+				t.Fatal(err)
+			}
+			last = res.Ticket
+		}
+		if err := e.WaitDurable(last); err != nil {
+			t.Fatal(err)
+		}
+		settleSpill()
+		if d := e.Info().DiskJobs; d != n {
+			t.Fatalf("%d payloads on disk, want %d", d, n)
+		}
+		if err := e.journal.Roll(); err != nil {
+			t.Fatal(err)
+		}
+		compactAll(t, e) // every job restated at the head, its payload in memory again
+		synctest.Wait()  // the spiller waits for its tick: this test's round is the one that spills them
+		if d := e.Info().DiskJobs; d != 0 {
+			t.Fatalf("%d payloads on disk after the compaction, want 0 before the spiller's round", d)
+		}
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		e.spill(nil)
+		runtime.ReadMemStats(&after)
+		if d := e.Info().DiskJobs; d != n {
+			t.Fatalf("%d payloads on disk after the spiller's round, want %d", d, n)
+		}
+		got, most := after.TotalAlloc-before.TotalAlloc, uint64(n*unsafe.Sizeof(record.Cand{})/2)
+		t.Logf("the round allocated %d bytes", got)
+		if got > most {
+			t.Errorf("the spiller's round over %d candidates allocated %d bytes, want at most %d", n, got, most)
 		}
 	})
 }

@@ -253,19 +253,30 @@ func (p *payloads) close() {
 func (j *Journal) PayloadReads() uint64 { return j.pay.reads.Load() }
 
 // Warm reads segment id through once, without keeping it, so that the
-// payloads its compaction reads back under the owner's lock come from the
-// page cache: one sequential read off the lock instead of a random one per
-// job under it.
-func (j *Journal) Warm(id uint64) {
+// payloads its compaction reads back come from the page cache: one
+// sequential read instead of a random one per job. It reads warmRead at a
+// time and calls pause between reads (nil: runtime.Gosched): the caller
+// runs on the server's goroutines, and a read through 64 MiB without a
+// break held the only P for milliseconds at a time (a blocking read keeps
+// it until the runtime's sysmon takes it back, up to 10 ms).
+func (j *Journal) Warm(id uint64, pause func()) {
 	f, err := j.opts.FS.OpenFile(aof.SegPath(j.opts.Path, id), 0, 0) // os.O_RDONLY
 	if err != nil {
 		return
 	}
 	defer f.Close()
-	buf := make([]byte, 1<<20)
+	if pause == nil {
+		pause = runtime.Gosched
+	}
+	buf := make([]byte, warmRead)
 	for off := int64(0); ; off += int64(len(buf)) {
 		if n, err := f.ReadAt(buf, off); err != nil || n < len(buf) {
 			return
 		}
+		pause()
 	}
 }
+
+// warmRead is how much Warm reads between pauses: about 50 µs of copying
+// from the page cache.
+const warmRead = 256 << 10

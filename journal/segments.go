@@ -213,7 +213,7 @@ func (j *Journal) roll() (fatal bool, err error) {
 // (no other fsync can be using them), not wmu.
 func (j *Journal) syncRetired(ws []*aof.Writer) error {
 	for i, w := range ws {
-		if err := w.Sync(); err != nil {
+		if err := w.SyncPolled(); err != nil {
 			j.wmu.Lock()
 			j.seg.retired = append(ws[i:], j.seg.retired...) // fsynced again by the next Sync, which fails too: the writer's error is sticky
 			j.wmu.Unlock()

@@ -148,3 +148,18 @@ func TestTailPausesInSlices(t *testing.T) {
 		t.Fatalf("%d pauses in a tail of %d records that took no time", pauses, n)
 	}
 }
+
+// Warm reads a segment through in warmRead pieces with a pause between
+// them: a compaction's read of 64 MiB on the server's goroutines must let
+// the clients and the poller run, as its chunks do.
+func TestWarmPausesBetweenReads(t *testing.T) {
+	fs := aof.NewMemFS()
+	fs.WriteFile(aof.SegPath(path, 3), make([]byte, 4*warmRead+100))
+	j := New(Options{FS: fs, Path: path, Fsync: FsyncEverySec}, Env{})
+	pauses := 0
+	j.Warm(3, func() { pauses++ })
+	if pauses != 4 {
+		t.Fatalf("%d pauses reading %d bytes, want 4 (one after each %d read)", pauses, 4*warmRead+100, warmRead)
+	}
+	j.Warm(4, func() { t.Fatal("a pause warming a segment that is not there") })
+}

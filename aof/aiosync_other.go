@@ -1,0 +1,7 @@
+//go:build !linux || !(amd64 || arm64)
+
+package aof
+
+// syncPolled is Linux's (aiosync_linux.go): elsewhere Sync makes the
+// ordinary call.
+func (w *Writer) syncPolled() (ok bool, err error) { return false, nil }
