@@ -223,10 +223,17 @@ func (e *Engine) appendSnapshot(out []byte) []byte {
 		now = e.nowMs() // just Reset: no job
 	}
 	var buf []byte
-	put := func(r *record.Rec) {
+	e.snapshotRecs(now, func(r *record.Rec) {
 		buf = r.Encode(buf[:0])
 		out = record.AppendSnap(out, buf)
-	}
+	})
+	return record.EndSnap(out)
+}
+
+// snapshotRecs hands put a snapshot's records at now, in the order replay
+// must see them: the meta record, the state records, then every job.
+// Called with mu held.
+func (e *Engine) snapshotRecs(now int64, put func(*record.Rec)) {
 	put(&record.Rec{Op: record.Meta, Time: now, SID: e.lastSID, Seq: e.seq})
 	for _, r := range e.stateRecs(now) {
 		put(&r)
@@ -234,11 +241,9 @@ func (e *Engine) appendSnapshot(out []byte) []byte {
 	if e.wheel != nil {
 		e.eachJob(func(s uint32, ready bool) {
 			r := e.wholeRec(s, ready, now)
-			buf = r.Encode(buf[:0])
-			out = record.AppendSnap(out, buf)
+			put(&r)
 		})
 	}
-	return record.EndSnap(out)
 }
 
 // eachJob calls fn for every job in the order replay must see them: each

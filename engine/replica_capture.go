@@ -72,16 +72,7 @@ func (e *Engine) writeSnapshot(w io.Writer) error {
 			out = out[:0]
 		}
 	}
-	put(&record.Rec{Op: record.Meta, Time: now, SID: e.lastSID, Seq: e.seq})
-	for _, r := range e.stateRecs(now) {
-		put(&r)
-	}
-	if e.wheel != nil {
-		e.eachJob(func(s uint32, ready bool) {
-			r := e.wholeRec(s, ready, now)
-			put(&r)
-		})
-	}
+	e.snapshotRecs(now, put)
 	if err == nil {
 		_, err = w.Write(out)
 	}
