@@ -5,13 +5,20 @@
 #
 #   FAR=yes N=1000000 bench/far-restart.sh
 #   FAR=no  N=1000000 bench/far-restart.sh
+#
+# KEEP=dir keeps the data directory there and leaves the restarted server
+# running on PORT (for measurements at that size; stop it with redis-cli).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 FAR=${FAR:-yes}
 N=${N:-1000000}
 P=${PORT:-6492}
-work=$(mktemp -d)
-trap 'redis-cli -p $P shutdown >/dev/null 2>&1 || true; rm -rf "$work"' EXIT
+if [ -n "${KEEP:-}" ]; then
+  work=$KEEP; mkdir -p "$work"
+else
+  work=$(mktemp -d)
+  trap 'redis-cli -p $P shutdown >/dev/null 2>&1 || true; rm -rf "$work"' EXIT
+fi
 go build -o "$work/delayd" .
 rss() { awk '/VmRSS/{printf "%d\n", $2*1024}' /proc/"$1"/status; }
 info() { redis-cli -p "$P" info memory | tr -d '\r' | sed -n "s/^$1://p"; }
