@@ -169,6 +169,46 @@ func TestIndexAgainstAMap(t *testing.T) {
 	}
 }
 
+// fileAll files in another order than it is given (by shard, shards over
+// CPUs): the index must end as put one at a time leaves it, duplicates
+// (the last wins), ids already filed and tombstones included, on both the
+// one-CPU and the shared-out path.
+func TestFileAllMatchesPut(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	var x, y index
+	defer x.reset()
+	defer y.reset()
+	var f filer
+	for _, n := range []int{100, 5_000, fileParallel * 3} {
+		sids, locs := make([]uint64, n), make([]uint32, n)
+		for i := range sids {
+			sids[i] = 1 + rng.Uint64N(uint64(n)) // about a third are duplicates
+			if i%4 == 0 {
+				sids[i] = rng.Uint64() | 1
+			}
+			locs[i] = rng.Uint32() &^ 1
+		}
+		for i := range n / 10 { // tombstones where ids will go
+			x.put(sids[i], 7)
+			y.put(sids[i], 7)
+			x.del(sids[i])
+			y.del(sids[i])
+		}
+		for i := range sids {
+			x.put(sids[i], locs[i])
+		}
+		y.fileAll(&f, sids, locs)
+		if x.n != y.n {
+			t.Fatalf("%d ids: n %d one at a time, %d by fileAll", n, x.n, y.n)
+		}
+		x.each(func(sid uint64, loc uint32) {
+			if got, ok := y.get(sid); !ok || got != loc {
+				t.Fatalf("%d ids: get(%d) = %d %v after fileAll, want %d", n, sid, got, ok, loc)
+			}
+		})
+	}
+}
+
 func TestRunRoundTripAndBound(t *testing.T) {
 	fs := aof.NewMemFS()
 	rng := rand.New(rand.NewPCG(3, 4))

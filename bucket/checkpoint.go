@@ -265,16 +265,25 @@ func Open(o Options) (*Set, error) {
 	}
 	s.x.presize(live)
 	s.opened = map[string]int{}
+	var (
+		f    filer
+		sids []uint64
+		locs []uint32
+	)
 	for slot, rs := range cp.Runs {
 		b := &bucket{id: rs.ID, dead: rs.Dead, cursor: rs.Cursor}
 		perQ := map[uint32]int{}
+		sids, locs = sids[:0], locs[:0]
 		r, err := OpenRun(o.FS, o.Path, rs.ID, func(pos int, e Sorted) {
 			if int(e.Index) < rs.N && !b.isDead(e.Index) {
-				s.x.put(e.SID, packLoc(slot, e.Index))
+				sids, locs = append(sids, e.SID), append(locs, packLoc(slot, e.Index))
 				b.live++
 				perQ[e.Queue]++
 			}
 		})
+		if err == nil {
+			s.x.fileAll(&f, sids, locs)
+		}
 		if err == nil && r.N != rs.N {
 			r.Close()
 			err = fmt.Errorf("%w: run %d holds %d jobs, the checkpoint says %d", ErrCorrupt, rs.ID, r.N, rs.N)

@@ -1,6 +1,12 @@
 package bucket
 
-import "github.com/delayd/delayd/offheap"
+import (
+	"runtime"
+	"sync"
+	"sync/atomic"
+
+	"github.com/delayd/delayd/offheap"
+)
 
 // The id index: a server id -> where its job is (a bucket slot and the
 // job's index in it), 12 bytes a cell, open addressing with linear
@@ -92,7 +98,13 @@ func (x *index) get(sid uint64) (uint32, bool) {
 // amortized; a growth rebuilds one shard.
 func (x *index) put(sid uint64, loc uint32) {
 	h := mix(sid)
-	sh := &x.sh[h>>(64-shardBits)]
+	if x.sh[h>>(64-shardBits)].put(sid, h, loc) {
+		x.n++
+	}
+}
+
+// put files sid (h = mix(sid)) in sh and says whether it is new there.
+func (sh *shard) put(sid, h uint64, loc uint32) bool {
 	if (sh.n+sh.tombs+1)*4 > len(sh.cells)*3 {
 		sh.rebuild(sh.n + 1)
 	}
@@ -103,9 +115,92 @@ func (x *index) put(sid uint64, loc uint32) {
 			sh.tombs--
 		}
 		sh.n++
-		x.n++
 	}
 	*c = cell{uint32(sid), uint32(sid >> 32), loc}
+	return !ok
+}
+
+// fileBatch is how many ids fileAll looks up at once: about the misses a
+// core keeps in flight (its line fill buffers), with room to spare.
+const fileBatch = 32
+
+// fileParallel is the fewest ids fileAll shares out between CPUs.
+const fileParallel = 1 << 15
+
+// touched keeps fileAll's reads ahead from being optimized away.
+var touched atomic.Uint32
+
+// filer files many ids at once (fileAll); its buffers are kept between
+// calls.
+type filer struct {
+	hs, sids []uint64
+	locs     []uint32
+}
+
+// fileAll files sids[i] at locs[i], as put does each, in an order chosen
+// for the memory: grouped by shard, so that a shard's pages and their
+// page-table entries stay cached while its ids go in, 32 ids at a time
+// whose first cells are read before any is filed (those reads do not
+// depend on one another, so the CPU has them all in flight instead of one
+// DRAM and TLB miss after another), and the shards shared out between the
+// CPUs (disjoint: no lock). At 100M ids the index is 3.2 GB: a start
+// filing them one at a time spent 43 s of CPU in find, 430 ns an id
+// (BenchmarkIndexFileMany). len(locs) must be len(sids).
+func (x *index) fileAll(f *filer, sids []uint64, locs []uint32) {
+	n := len(sids)
+	if cap(f.hs) < n {
+		f.hs, f.sids, f.locs = make([]uint64, n), make([]uint64, n), make([]uint32, n)
+	}
+	hs, ss, ls := f.hs[:n], f.sids[:n], f.locs[:n]
+	var at [1<<shardBits + 1]int
+	for _, sid := range sids {
+		at[mix(sid)>>(64-shardBits)+1]++
+	}
+	for i := 1; i < len(at); i++ {
+		at[i] += at[i-1]
+	}
+	ends := at // at[k] is where shard k's ids start; ends[k+1] where they end
+	for i, sid := range sids {
+		h := mix(sid)
+		k := &at[h>>(64-shardBits)]
+		hs[*k], ss[*k], ls[*k] = h, sid, locs[i]
+		*k++
+	}
+	file := func(from, to int) (added int) { // ids from..to, whole shards
+		t := uint32(0)
+		defer func() { touched.Add(t) }()
+		for i := from; i < to; i += fileBatch {
+			j := min(to, i+fileBatch)
+			for _, h := range hs[i:j] {
+				if cs := x.sh[h>>(64-shardBits)].cells; len(cs) > 0 {
+					t ^= cs[int(h)&(len(cs)-1)].lo
+				}
+			}
+			for k := i; k < j; k++ {
+				if x.sh[hs[k]>>(64-shardBits)].put(ss[k], hs[k], ls[k]) {
+					added++
+				}
+			}
+		}
+		return added
+	}
+	cpus := runtime.GOMAXPROCS(0)
+	if n < fileParallel || cpus < 2 {
+		x.n += file(0, n)
+		return
+	}
+	var wg sync.WaitGroup
+	added := make([]int, cpus)
+	for w := range cpus {
+		// Worker w takes the shards from w/cpus to (w+1)/cpus of them.
+		from, to := ends[w*(1<<shardBits)/cpus], ends[(w+1)*(1<<shardBits)/cpus]
+		wg.Add(1)
+		go func() { defer wg.Done(); added[w] = file(from, to) }()
+	}
+	wg.Wait()
+	for _, a := range added {
+		x.n += a
+	}
 }
 
 // del unfiles sid and says whether it was filed. O(1).
