@@ -35,8 +35,11 @@ settle() { # until the spiller has nothing left to move
 }
 start; wait_port; r0=$(rss "$pid")
 payload=$(head -c 256 /dev/zero | tr '\0' x)
+from=$(date +%s%3N)
 awk -v n="$N" -v p="$payload" 'BEGIN{for(i=0;i<n;i++) printf "DELAY.ADD q %d %s\r\n", 7200000+(i*2591)%2592000000, p}' \
   | redis-cli -p "$P" --pipe >/dev/null
+# The unix ms the adds' server ids were made between (bench/far-add.sh draws ids from it).
+echo "$from $(date +%s%3N)" > "$work/fill-ms"
 settle
 r1=$(rss "$pid")
 echo "far-buckets $FAR, $N jobs: after the adds RSS $(( (r1-r0)/N )) B/job, far_jobs $(info far_jobs), payloads_on_disk $(info payloads_on_disk)"

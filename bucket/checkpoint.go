@@ -240,6 +240,35 @@ func (s *Set) Opened() map[string]int { return s.opened }
 // in order, and one whose write failed leaves a gap.
 const leftoverMisses = 16
 
+// warmAhead is how many runs Open's reader may be ahead of the filing.
+const warmAhead = 2
+
+// warmRun reads the part of a run a start reads (from its id index to its
+// end: 44 B a job) into the page cache, so that a start's reading of one
+// run overlaps the filing of the one before (100M far jobs are 4.4 GB to
+// read: ~11 s of this machine's disk when the cache is cold). It is only
+// a hint: any error leaves the open that follows to find and report it.
+func warmRun(fs aof.FS, name string, buf []byte) {
+	f, err := fs.OpenFile(name, os.O_RDONLY, 0)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil || st.Size() < headerSize+trailerSize {
+		return
+	}
+	var tr [trailerSize]byte
+	if _, err := f.ReadAt(tr[:], st.Size()-trailerSize); err != nil {
+		return
+	}
+	for off := int64(binary.LittleEndian.Uint64(tr[24:])); off > 0 && off < st.Size(); off += int64(len(buf)) {
+		if _, err := f.ReadAt(buf[:min(int64(len(buf)), st.Size()-off)], off); err != nil {
+			return
+		}
+	}
+}
+
 // Open returns the Set the checkpoint at o.Path names: each run opened and
 // checked, the index rebuilt from its live entries (44 bytes read a job).
 // Files a crash left outside the checkpoint (runs written after it, runs
@@ -270,7 +299,23 @@ func Open(o Options) (*Set, error) {
 		sids []uint64
 		locs []uint32
 	)
+	// The runs' tails are read from disk by a goroutine up to warmAhead
+	// runs ahead, while this one files the ids of the one before.
+	ahead, stop := make(chan struct{}, warmAhead), make(chan struct{})
+	defer close(stop)
+	go func() {
+		buf := make([]byte, 1<<20)
+		for _, rs := range cp.Runs {
+			select {
+			case ahead <- struct{}{}:
+			case <-stop:
+				return
+			}
+			warmRun(o.FS, RunPath(o.Path, rs.ID), buf)
+		}
+	}()
 	for slot, rs := range cp.Runs {
+		<-ahead
 		b := &bucket{id: rs.ID, dead: rs.Dead, cursor: rs.Cursor}
 		perQ := map[uint32]int{}
 		sids, locs = sids[:0], locs[:0]
