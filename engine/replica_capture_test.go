@@ -8,6 +8,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/delayd/delayd/record"
 )
 
 // A capture followed by the batches committed after it restores to
@@ -221,6 +223,65 @@ func TestRestoreReplacesAfterCapture(t *testing.T) {
 		}
 		if x.repl.snapJobs {
 			t.Fatal("the restore still files without lookups")
+		}
+	})
+}
+
+// A snapshot without the size and end marks (one of the last release)
+// restores as before, every add looked up; so does one with the marks
+// restored on top of jobs already there (none is filed twice).
+func TestRestoreWithoutMarks(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		L := newEngine(t, Options{})
+		for i := range 2000 {
+			a := AddArgs{Queue: []byte(fmt.Sprintf("q%d", i%3)), Payload: []byte(fmt.Sprint("p", i)), Delay: int64(i % 2 * 60_000)}
+			if i%2 == 0 {
+				a.ID = []byte(fmt.Sprint("c", i))
+			}
+			if _, err := L.Add(a); err != nil {
+				t.Fatal(err)
+			}
+		}
+		snap := L.Snapshot()
+		want := replDump(L)
+		var old []byte
+		marks := 0
+		eachRecord(snap, func(p []byte) {
+			if len(p) == 0 {
+				return // the end mark
+			}
+			var r record.Rec
+			if err := r.Decode(p); err != nil {
+				t.Fatal(err)
+			}
+			if _, _, ok := record.SizeOf(&r); ok {
+				r.Queue = nil // the meta record as the last release wrote it
+				marks++
+				p = r.Encode(nil)
+			} else if record.IsJobsEnd(&r) {
+				marks++
+				return
+			}
+			old = record.AppendSnap(old, p)
+		})
+		if marks != 2 {
+			t.Fatalf("%d snapshot marks, want 2", marks)
+		}
+		old = record.EndSnap(old)
+		x := newEngine(t, Options{Replicator: &fakeRepl{closed: true}, Follower: true})
+		if err := x.Restore(bytes.NewReader(old)); err != nil {
+			t.Fatal(err)
+		}
+		if got := replDump(x); got != want {
+			t.Fatalf("a snapshot without marks restored otherwise:\n%s", diffLines(want, got))
+		}
+		// Restored again on top: the marks are there, the engine is not
+		// empty, so each add replaces the job it restates.
+		if err := x.Restore(bytes.NewReader(snap)); err != nil {
+			t.Fatal(err)
+		}
+		if got := replDump(x); got != want || x.njobs != 2000 {
+			t.Fatalf("restored on top: %d jobs, state:\n%s", x.njobs, diffLines(want, got))
 		}
 	})
 }
