@@ -446,7 +446,11 @@ func (c *Cluster) snapshotLoop() {
 		if metas, err := c.snaps.List(); err == nil && len(metas) > 0 {
 			last = metas[0].Index
 		}
-		if r.AppliedIndex()-last < c.cfg.SnapshotThreshold {
+		// A node installing a snapshot has it in the store before its
+		// applied index reaches it: not a reason to capture (unsigned, the
+		// difference would wrap to a huge one, and the capture wait for
+		// the restore and then hold the lock for as long again).
+		if applied := r.AppliedIndex(); applied < last || applied-last < c.cfg.SnapshotThreshold {
 			continue
 		}
 		if err := c.takeSnapshot(r); err != nil {

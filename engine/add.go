@@ -175,7 +175,7 @@ func (e *Engine) place(r *record.Rec, fresh, pushed bool) (uint32, bool) {
 			id = jobs.RenderSID(&buf, r.SID)
 		}
 		if qi, ok := e.queueFor(r.Queue, false); ok {
-			if s, ok := e.jobs.Lookup(&e.queues[qi].run, qi, id); ok {
+			if s, ok := e.replaced(qi, id); ok {
 				e.jobs.DropIdent(s) // replaced, not ended: no tombstone
 				e.remove(s)
 			} else if r.ID == nil {

@@ -54,6 +54,9 @@ type replState struct {
 	// gen counts Resets: the records committed after a capture
 	// (CaptureTo) no longer follow it once the state was replaced.
 	gen atomic.Uint64
+	// snapJobs: Restore is filing a snapshot's own jobs into an engine
+	// that held none, each distinct (presizeRestore). Guarded by mu.
+	snapJobs bool
 }
 
 // Following reports whether the engine is a follower.
@@ -183,13 +186,22 @@ func (e *Engine) Restore(r io.Reader) error {
 	}
 	e.j.replaying = true
 	defer e.endApply()
-	for {
+	defer func() { e.repl.snapJobs = false }()
+	for first := true; ; first = false {
 		buf, err := sr.Next()
 		if err != nil {
 			return fmt.Errorf("snapshot: %w", err)
 		}
 		if buf == nil { // the end mark
 			break
+		}
+		if first {
+			e.repl.snapJobs = e.presizeRestore(buf)
+		} else if e.repl.snapJobs && len(buf) > 0 && buf[0] == record.Meta {
+			var r record.Rec
+			if r.Decode(buf) == nil && record.IsJobsEnd(&r) {
+				e.repl.snapJobs = false // what follows is the log after the capture
+			}
 		}
 		if err := e.replayRecord(buf); err != nil {
 			return fmt.Errorf("snapshot: %w", err)
@@ -199,6 +211,40 @@ func (e *Engine) Restore(r io.Reader) error {
 		e.wheel = e.newJobWheel(e.nowMs())
 	}
 	return nil
+}
+
+// presizeRestore sizes the id index for the jobs a snapshot says it
+// holds (record.SizeMark on its first record), when the engine holds none:
+// grown one power of two at a time, the index moved every job again at
+// each step and a lookup probed both tables while it moved, most of a
+// restore's time at millions of jobs (docs/decisions/raft-snapshots.md).
+// It says whether the snapshot's jobs, up to its record.JobsEndMark, may be
+// filed without a lookup (place: distinct jobs, and none before them).
+// Called with mu held.
+func (e *Engine) presizeRestore(first []byte) bool {
+	var r record.Rec
+	if r.Decode(first) != nil || e.njobs > 0 {
+		return false
+	}
+	clients, sids, ok := record.SizeOf(&r)
+	const most = 1 << 31 // slots are uint32: a bad hint must not map a huge table
+	if !ok || clients > most || sids > most {
+		return false
+	}
+	e.jobs.ReserveIDs(int(clients))
+	e.jobs.ReserveSIDs(int(sids))
+	return true
+}
+
+// replaced finds the job an add of id to queue qi replaces: none among a
+// snapshot's own jobs restored into an empty engine (snapJobs), where a
+// lookup was a third of a restore's time, each probe a miss in the job
+// table.
+func (e *Engine) replaced(qi uint32, id []byte) (uint32, bool) {
+	if e.repl.snapJobs {
+		return 0, false
+	}
+	return e.jobs.Lookup(&e.queues[qi].run, qi, id)
 }
 
 // Snapshot encodes every job, as the log rewrite writes them, each record
@@ -234,16 +280,23 @@ func (e *Engine) appendSnapshot(out []byte) []byte {
 // must see them: the meta record, the state records, then every job.
 // Called with mu held.
 func (e *Engine) snapshotRecs(now int64, put func(*record.Rec)) {
-	put(&record.Rec{Op: record.Meta, Time: now, SID: e.lastSID, Seq: e.seq})
+	clients := e.jobs.ClientIDs()
+	size := record.SizeMark(uint64(clients), uint64(max(e.njobs-clients, 0)))
+	put(&record.Rec{Op: record.Meta, Time: now, SID: e.lastSID, Seq: e.seq, Queue: size})
 	for _, r := range e.stateRecs(now) {
 		put(&r)
 	}
 	if e.wheel != nil {
+		// One record for every job: declared in the closure, each escaped
+		// to the heap through put (a func value), an allocation a job and
+		// a quarter of a capture's time under the lock at 10M jobs.
+		var r record.Rec
 		e.eachJob(func(s uint32, ready bool) {
-			r := e.wholeRec(s, ready, now)
+			r = e.wholeRec(s, ready, now)
 			put(&r)
 		})
 	}
+	put(&record.Rec{Op: record.Meta, Time: now, SID: e.lastSID, Seq: e.seq, Queue: record.JobsEndMark})
 }
 
 // eachJob calls fn for every job in the order replay must see them: each

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/delayd/delayd/record"
 )
 
 // A capture followed by the batches committed after it restores to
@@ -166,6 +168,120 @@ func TestCaptureGeneration(t *testing.T) {
 		var out bytes.Buffer
 		if _, ok, _ := F.CaptureTo(false, time.Second, &out, func() bool { return false }); ok || out.Len() != 0 {
 			t.Fatal("a capture its mark refused was taken")
+		}
+	})
+}
+
+// A restore files the capture's own jobs without looking each up (they are
+// distinct, restored into an empty engine), and only those: an add in the
+// batches after the capture that replaces a captured job still replaces it.
+func TestRestoreReplacesAfterCapture(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g := newGroup(t, 2, Options{}, nil)
+		ln := g.nodes[0]
+		L := ln.e
+		ln.r.setAuto(true)
+		for i := range 3000 {
+			a := AddArgs{Queue: []byte(fmt.Sprintf("q%d", i%3)), Payload: []byte(fmt.Sprint("p", i)), Delay: 60_000}
+			if i%2 == 0 {
+				a.ID = []byte(fmt.Sprint("c", i))
+			}
+			if _, err := L.Add(a); err != nil {
+				t.Fatal(err)
+			}
+		}
+		synctest.Wait()
+		log := func() [][]byte { ln.r.mu.Lock(); defer ln.r.mu.Unlock(); return ln.r.log }
+		var from int
+		var out bytes.Buffer
+		if _, ok, err := L.CaptureTo(true, time.Second, &out, func() bool { from = len(log()); return true }); !ok || err != nil {
+			t.Fatal(ok, err)
+		}
+		for _, i := range []int{0, 1000, 2998} {
+			a := AddArgs{Queue: []byte(fmt.Sprintf("q%d", i%3)), ID: []byte(fmt.Sprint("c", i)), Payload: b("new"),
+				Delay: 1000, Replace: true}
+			if res, err := L.Add(a); err != nil || !res.Added {
+				t.Fatalf("replacing c%d: %+v %v", i, res, err)
+			}
+		}
+		if !L.quiesce(time.Second, func() {}) {
+			t.Fatal("the leader did not settle")
+		}
+		for _, b := range log()[from:] {
+			out.Write(b)
+		}
+		out.WriteByte(0)
+		x := newEngine(t, Options{Replicator: &fakeRepl{closed: true}, Follower: true})
+		if err := x.Restore(&out); err != nil {
+			t.Fatal(err)
+		}
+		if want, got := replDump(L), replDump(x); got != want {
+			t.Fatalf("restored state differs:\n%s", diffLines(want, got))
+		}
+		if x.njobs != 3000 {
+			t.Fatalf("%d jobs restored, want 3000", x.njobs)
+		}
+		if x.repl.snapJobs {
+			t.Fatal("the restore still files without lookups")
+		}
+	})
+}
+
+// A snapshot without the size and end marks (one of the last release)
+// restores as before, every add looked up; so does one with the marks
+// restored on top of jobs already there (none is filed twice).
+func TestRestoreWithoutMarks(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		L := newEngine(t, Options{})
+		for i := range 2000 {
+			a := AddArgs{Queue: []byte(fmt.Sprintf("q%d", i%3)), Payload: []byte(fmt.Sprint("p", i)), Delay: int64(i % 2 * 60_000)}
+			if i%2 == 0 {
+				a.ID = []byte(fmt.Sprint("c", i))
+			}
+			if _, err := L.Add(a); err != nil {
+				t.Fatal(err)
+			}
+		}
+		snap := L.Snapshot()
+		want := replDump(L)
+		var old []byte
+		marks := 0
+		eachRecord(snap, func(p []byte) {
+			if len(p) == 0 {
+				return // the end mark
+			}
+			var r record.Rec
+			if err := r.Decode(p); err != nil {
+				t.Fatal(err)
+			}
+			if _, _, ok := record.SizeOf(&r); ok {
+				r.Queue = nil // the meta record as the last release wrote it
+				marks++
+				p = r.Encode(nil)
+			} else if record.IsJobsEnd(&r) {
+				marks++
+				return
+			}
+			old = record.AppendSnap(old, p)
+		})
+		if marks != 2 {
+			t.Fatalf("%d snapshot marks, want 2", marks)
+		}
+		old = record.EndSnap(old)
+		x := newEngine(t, Options{Replicator: &fakeRepl{closed: true}, Follower: true})
+		if err := x.Restore(bytes.NewReader(old)); err != nil {
+			t.Fatal(err)
+		}
+		if got := replDump(x); got != want {
+			t.Fatalf("a snapshot without marks restored otherwise:\n%s", diffLines(want, got))
+		}
+		// Restored again on top: the marks are there, the engine is not
+		// empty, so each add replaces the job it restates.
+		if err := x.Restore(bytes.NewReader(snap)); err != nil {
+			t.Fatal(err)
+		}
+		if got := replDump(x); got != want || x.njobs != 2000 {
+			t.Fatalf("restored on top: %d jobs, state:\n%s", x.njobs, diffLines(want, got))
 		}
 	})
 }

@@ -107,7 +107,13 @@ func (n *clNode) launch(t testing.TB, how ...string) {
 // without waiting for it to answer.
 func (n *clNode) spawnAgain(t testing.TB, how ...string) {
 	t.Helper()
-	s := newServer(t, n.Port(), nil, n.args(n.Port(), n.bus, how...)...)
+	n.spawnAgainEnv(t, nil, how...)
+}
+
+// spawnAgainEnv is spawnAgain with env added to the process's environment.
+func (n *clNode) spawnAgainEnv(t testing.TB, env []string, how ...string) {
+	t.Helper()
+	s := newServer(t, n.Port(), env, n.args(n.Port(), n.bus, how...)...)
 	s.TLS = n.cc.tls
 	if err := s.Spawn(); err != nil {
 		t.Fatalf("node %d did not start again: %v", n.idx, err)
@@ -531,6 +537,14 @@ func clSnapshots(dir string) []uint64 {
 // leader's log has grown by at least entries, and returns how many it added.
 func clChurn(t testing.TB, leader *clNode, key string, entries uint64) int {
 	t.Helper()
+	return clChurnWithin(t, leader, key, entries, clOp, 60*time.Second)
+}
+
+// clChurnWithin is clChurn with each write bounded by op and the whole by
+// within: a leader of millions of jobs holds writes for seconds while it
+// captures a snapshot.
+func clChurnWithin(t testing.TB, leader *clNode, key string, entries uint64, op, within time.Duration) int {
+	t.Helper()
 	index := func() uint64 {
 		v, _ := strconv.ParseUint(leader.infoField("replication", "master_repl_offset"), 10, 64)
 		return v
@@ -544,9 +558,9 @@ func clChurn(t testing.TB, leader *clNode, key string, entries uint64) int {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			c := leader.Client()
+			c := leader.Client(func(o *redis.Options) { o.ReadTimeout = op })
 			for i := 0; !stop.Load(); i++ {
-				ctx, cancel := context.WithTimeout(context.Background(), clOp)
+				ctx, cancel := context.WithTimeout(context.Background(), op)
 				err := c.Do(ctx, "DELAY.ADD", key, 3600000, "x").Err()
 				cancel()
 				if err != nil {
@@ -557,7 +571,7 @@ func clChurn(t testing.TB, leader *clNode, key string, entries uint64) int {
 			}
 		}()
 	}
-	deadline := time.Now().Add(60 * time.Second)
+	deadline := time.Now().Add(within)
 	for index() < target && time.Now().Before(deadline) && len(errs) == 0 {
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -568,7 +582,7 @@ func clChurn(t testing.TB, leader *clNode, key string, entries uint64) int {
 		t.Fatalf("%v: a single write: %v", leader, err)
 	}
 	if index() < target {
-		t.Fatalf("%v: the log grew to %d, not %d, in 60 s", leader, index(), target)
+		t.Fatalf("%v: the log grew to %d, not %d, in %v", leader, index(), target, within)
 	}
 	return int(added.Load())
 }

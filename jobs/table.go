@@ -218,6 +218,17 @@ func (t *Table) ReserveSIDs(n int) {
 	}
 }
 
+// ReserveIDs makes room for n client ids in all, if none is filed yet:
+// ReserveSIDs's twin, for a restore that knows its job count.
+func (t *Table) ReserveIDs(n int) {
+	if t.index.len() == 0 {
+		t.index.reserve(n)
+	}
+}
+
+// ClientIDs is how many client ids are filed. O(1).
+func (t *Table) ClientIDs() int { return t.index.len() }
+
 // IndexBytes is the memory of the id index's tables (the push runs are
 // counted with their queues). O(1).
 func (t *Table) IndexBytes() int64 { return t.index.bytes() + t.sids.bytes() }

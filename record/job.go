@@ -130,6 +130,42 @@ func (c *Cand) Fits(j *jobs.Job, horizon int64) bool {
 	return j.State == jobs.StateDelayed && j.SID == c.SID && j.Seq == c.Seq && j.Due > horizon && jobs.CanSpill(j, max(c.Off, 0))
 }
 
+// sizeTag begins the queue field of a snapshot's meta record that says
+// how many jobs follow (SizeMark), so a restore sizes its id index once
+// instead of growing it through every power of two. As with FarMark, a
+// release that does not know it applies the meta record it is.
+const sizeTag = "\x00snapshot-size:"
+
+// SizeMark is the queue field of a snapshot's meta record: the jobs it
+// holds with a client id and with a server id. A hint: a restore may see
+// more or fewer.
+func SizeMark(clientIDs, serverIDs uint64) []byte {
+	return binary.AppendUvarint(binary.AppendUvarint([]byte(sizeTag), clientIDs), serverIDs)
+}
+
+// SizeOf returns the counts of r, if r is a meta record with a SizeMark.
+func SizeOf(r *Rec) (clientIDs, serverIDs uint64, ok bool) {
+	q, ok := bytes.CutPrefix(r.Queue, []byte(sizeTag))
+	if r.Op != Meta || !ok {
+		return 0, 0, false
+	}
+	c, k := binary.Uvarint(q)
+	if k <= 0 {
+		return 0, 0, false
+	}
+	s, k2 := binary.Uvarint(q[k:])
+	return c, s, k2 > 0 && k+k2 == len(q)
+}
+
+// JobsEndMark is the queue field of the meta record a snapshot writes
+// after its last job: the adds between a SizeMark and it are of distinct
+// jobs, which a restore into an empty engine files without looking each
+// up first. A release that does not know it applies the meta record it is.
+var JobsEndMark = []byte("\x00snapshot-jobs-end")
+
+// IsJobsEnd says whether r is the meta record that ends a snapshot's jobs.
+func IsJobsEnd(r *Rec) bool { return r.Op == Meta && bytes.Equal(r.Queue, JobsEndMark) }
+
 // farMarkTag begins the queue field of a meta record that marks a
 // checkpoint of the far-future buckets (FarMark). No meta record carried a
 // queue before: a release that does not know the mark applies it as the

@@ -44,3 +44,34 @@ func TestSnapshotFraming(t *testing.T) {
 		}
 	}
 }
+
+// A snapshot's size mark and jobs' end mark read back, and neither is
+// taken for the other or for a far-future checkpoint's mark.
+func TestSnapshotMarks(t *testing.T) {
+	for _, c := range [][2]uint64{{0, 0}, {1, 2}, {10_000_000, 3}, {1 << 40, 1 << 33}} {
+		r := Rec{Op: Meta, Time: 5, SID: 9, Seq: 7, Queue: SizeMark(c[0], c[1])}
+		var back Rec
+		if err := back.Decode(r.Encode(nil)); err != nil {
+			t.Fatal(err)
+		}
+		if cl, s, ok := SizeOf(&back); !ok || cl != c[0] || s != c[1] {
+			t.Fatalf("SizeOf(SizeMark(%d, %d)) = %d, %d, %v", c[0], c[1], cl, s, ok)
+		}
+		if IsJobsEnd(&back) {
+			t.Fatal("a size mark read as the jobs' end")
+		}
+		if _, ok := MarkOf(&back); ok {
+			t.Fatal("a size mark read as a far-future mark")
+		}
+	}
+	end := Rec{Op: Meta, Queue: JobsEndMark}
+	if _, _, ok := SizeOf(&end); ok || !IsJobsEnd(&end) {
+		t.Fatal("the jobs' end mark misread")
+	}
+	for _, r := range []Rec{{Op: Add, Queue: JobsEndMark}, {Op: Add, Queue: SizeMark(1, 1)}, {Op: Meta, Queue: FarMark(3)},
+		{Op: Meta, Queue: []byte("\x00snapshot-size:")}, {Op: Meta, Queue: append(SizeMark(1, 1), 0)}} {
+		if _, _, ok := SizeOf(&r); ok || IsJobsEnd(&r) {
+			t.Fatalf("%v %q read as a snapshot mark", r.Op, r.Queue)
+		}
+	}
+}
