@@ -9,9 +9,10 @@
 #
 #   bench/clustercpu.sh                          # this checkout
 #   AGAINST=/tmp/delayd.old bench/clustercpu.sh  # and another binary, the same rounds
+#   AGAINST="/tmp/a /tmp/b" bench/clustercpu.sh  # several, each its own ports
 #
 # Knobs: ROUNDS (3), N requests a run (200000), BASE port (9700; ports
-# BASE..BASE+3 and BASE+11..BASE+13, and BASE+100.. for AGAINST), PROFILE
+# BASE..BASE+3 and BASE+11..BASE+13, and BASE+100.., BASE+200.. for each AGAINST), PROFILE
 # (a directory: this checkout's four nodes write CPU profiles there, whole
 # runs, read with `go tool pprof -top -cum -ignore stopServer DIR/follower2.prof`).
 set -euo pipefail
@@ -57,16 +58,20 @@ round() { # name base pids...
 }
 read -ra mine <<<"$(start "$work/delayd" "$BASE")"
 pids+=("${mine[@]}")
-other=()
-if [ -n "${AGAINST:-}" ]; then
-  read -ra other <<<"$(start "$AGAINST" $((BASE+100)))"
-  pids+=("${other[@]}")
-fi
+read -ra against <<<"${AGAINST:-}"
+others=() # each AGAINST binary's four pids, one string each
+for k in "${!against[@]}"; do
+  others+=("$(start "${against[$k]}" $((BASE+100*(k+1))))")
+  read -ra o <<<"${others[$k]}"; pids+=("${o[@]}")
+done
 sleep 1
 echo "# $(date -u '+%F %H:%M') UTC; $(nproc) CPUs; every server on CPU 0, redis-benchmark -P 16 -c 50 on CPU 1; N=$N; appendfsync everysec"
 echo "| binary | single node µs a request | leader L | each follower F | 3 nodes | single / 3 nodes | adds/s single / cluster |"
 echo "| --- | --- | --- | --- | --- | --- | --- |"
 for _ in $(seq "$ROUNDS"); do
   round this "$BASE" "${mine[@]}"
-  [ -n "${AGAINST:-}" ] && round "$(basename "$AGAINST")" $((BASE+100)) "${other[@]}"
+  for k in "${!against[@]}"; do
+    read -ra o <<<"${others[$k]}"
+    round "$(basename "${against[$k]}")" $((BASE+100*(k+1))) "${o[@]}"
+  done
 done
