@@ -217,6 +217,14 @@ func New(cfg Config) (*Cluster, error) {
 	c.fsm = &fsm{c: c, members: make(map[string]member), cacheDir: dir}
 	c.fsm.version.Store(minFormat)
 	c.trans.framing = func() bool { return c.fsm.version.Load() >= busFramingSince }
+	c.trans.self, c.trans.linger = c.id, replicaLinger
+	c.trans.voters = func() []raft.Server {
+		r := c.r()
+		if r == nil {
+			return nil
+		}
+		return r.GetConfiguration().Configuration().Servers // the latest, not a round trip to Raft's loop
+	}
 	c.gateKick = make(chan struct{}, 1)
 	c.relead = make(chan struct{}, 1)
 	c.versionOf = c.askVersion

@@ -89,6 +89,12 @@ type tracker struct {
 	// framing says whether AppendEntries go in frames (the group's format
 	// version, set by New; nil: never).
 	framing func() bool
+	// linger holds the appends to a follower no commit waits for
+	// (linger.go; 0: never), voters says who votes (set by New; nil:
+	// never), and self is this node's id.
+	linger time.Duration
+	voters func() []raft.Server
+	self   string
 
 	consume chan raft.RPC // Raft's, fed by both paths
 	hbMu    sync.Mutex
@@ -316,6 +322,11 @@ func (t *tracker) isClosed() bool {
 
 // AppendEntries sends the RPC and records what a successful reply says.
 func (t *tracker) AppendEntries(id raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
+	if len(args.Entries) > 0 {
+		if d := t.lingerFor(string(id)); d > 0 {
+			time.Sleep(d)
+		}
+	}
 	var err error
 	if t.framing != nil && t.framing() && !t.msgpackOnly(target) {
 		var refused bool
