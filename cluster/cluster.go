@@ -217,7 +217,7 @@ func New(cfg Config) (*Cluster, error) {
 	c.fsm = &fsm{c: c, members: make(map[string]member), cacheDir: dir}
 	c.fsm.version.Store(minFormat)
 	c.trans.framing = func() bool { return c.fsm.version.Load() >= busFramingSince }
-	c.trans.self, c.trans.linger = c.id, replicaLinger
+	c.trans.self, c.trans.linger, c.trans.hedge = c.id, replicaLinger, replicaHedge
 	c.trans.voters = func() []raft.Server {
 		r := c.r()
 		if r == nil {

@@ -26,6 +26,13 @@ import (
 // run (READONLY reads there, WAIT for every replica).
 const replicaLinger = 2 * time.Millisecond
 
+// replicaHedge is how long the followers ahead may take to have what an
+// append holds before it goes anyway: a leader used to commit with the
+// first of its followers to answer, and a hiccup of the one ahead (a
+// collection, a descheduled process) now costs a commit this much more
+// at most, not replicaLinger.
+const replicaHedge = 500 * time.Microsecond
+
 // freshFor is how recently a follower must have answered to count as
 // ahead: one that stops answering is waited on no longer than this before
 // the others send at once again.
@@ -64,17 +71,66 @@ func lagging(id, leader string, voters []raft.Server, match map[string]uint64, h
 	return need > 0 && ahead >= need
 }
 
-// lingerFor is how long the append to follower id waits: replicaLinger
-// when it is lagging, else 0.
-func (t *tracker) lingerFor(id string) time.Duration {
+// covered says whether enough followers other than id (a majority with
+// the leader) have the log up to last: a commit of it needs nothing of id.
+func covered(id, leader string, voters []raft.Server, match map[string]uint64, last uint64) bool {
+	n, have := 0, 0
+	for _, s := range voters {
+		if s.Suffrage != raft.Voter {
+			continue
+		}
+		n++
+		if f := string(s.ID); f != id && f != leader && match[f] >= last {
+			have++
+		}
+	}
+	return have >= n/2
+}
+
+// hold delays the append to follower id of entries up to last while id is
+// lagging: until the followers ahead have them, at most hedge (past it, a
+// commit may be waiting on id: it goes at once), then until linger has
+// passed since the call. The next append to id carries what came
+// meanwhile.
+func (t *tracker) hold(id string, last uint64) {
 	if t.linger <= 0 || t.voters == nil {
-		return 0
+		return
 	}
 	voters := t.voters()
+	start := time.Now()
 	t.mu.Lock()
-	defer t.mu.Unlock()
-	if !lagging(id, t.self, voters, t.match, t.heard, time.Now()) {
-		return 0
+	if !lagging(id, t.self, voters, t.match, t.heard, start) {
+		t.mu.Unlock()
+		return
 	}
-	return t.linger
+	for !covered(id, t.self, voters, t.match, last) {
+		acked := t.acked
+		t.mu.Unlock()
+		left := t.hedge - time.Since(start)
+		if left <= 0 {
+			return
+		}
+		if !t.sleep(left, acked) {
+			return
+		}
+		t.mu.Lock()
+	}
+	t.mu.Unlock()
+	t.sleep(t.linger-time.Since(start), nil)
+}
+
+// sleep waits d, or until wake is closed; false when the transport closed.
+func (t *tracker) sleep(d time.Duration, wake <-chan struct{}) bool {
+	if d <= 0 {
+		return true
+	}
+	tm := time.NewTimer(d)
+	defer tm.Stop()
+	select {
+	case <-tm.C:
+	case <-wake:
+	case <-t.done:
+		return false
+	}
+	return true
 }
