@@ -9,10 +9,12 @@ package cluster
 // every entry the leader has and the follower lacks; so each follower
 // answers an RPC per commit, and under a moderate load (50 clients, no
 // pipelining) an RPC carries 15-20 records and costs its follower more
-// than the records do. The slower follower's answers decide nothing: its
-// appends wait replicaLinger before they go, so that each carries what
-// came meanwhile, and it reads, logs and answers a third as many RPCs.
-// Commits wait for the followers that are ahead, which do not wait.
+// than the records do. The slower follower's answers decide nothing: once
+// the follower ahead has an append's entries, the append waits out
+// replicaLinger before it goes, so that the next carries what came
+// meanwhile, and that follower reads, logs and answers a third as many
+// RPCs. Commits wait for the followers ahead, which never wait; if they do
+// not have the entries within replicaHedge, the append goes at once.
 
 import (
 	"time"

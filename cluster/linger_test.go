@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -44,4 +45,77 @@ func TestLagging(t *testing.T) {
 			t.Errorf("%s: lagging(%s) = %v, want %v", tc.name, tc.id, got, tc.want)
 		}
 	}
+}
+
+func TestCovered(t *testing.T) {
+	three := []raft.Server{{ID: "l", Suffrage: raft.Voter}, {ID: "a", Suffrage: raft.Voter}, {ID: "b", Suffrage: raft.Voter}}
+	if !covered("b", "l", three, map[string]uint64{"a": 7, "b": 3}, 7) {
+		t.Error("a has 7: b is not needed for it")
+	}
+	if covered("b", "l", three, map[string]uint64{"a": 6, "b": 3}, 7) {
+		t.Error("a has 6 only: a commit of 7 needs b")
+	}
+	five := append(three, raft.Server{ID: "c", Suffrage: raft.Voter}, raft.Server{ID: "d", Suffrage: raft.Voter})
+	if covered("d", "l", five, map[string]uint64{"a": 7, "b": 6, "c": 6}, 7) {
+		t.Error("of five, one other has 7: a commit needs d")
+	}
+	if !covered("d", "l", five, map[string]uint64{"a": 7, "b": 8, "c": 6}, 7) {
+		t.Error("of five, two others have 7: d is not needed")
+	}
+}
+
+// TestHold runs the tracker's hold on a fake clock (synctest): a follower
+// lagging behind one that is ahead and fresh.
+func TestHold(t *testing.T) {
+	three := []raft.Server{{ID: "l", Suffrage: raft.Voter}, {ID: "a", Suffrage: raft.Voter}, {ID: "b", Suffrage: raft.Voter}}
+	mk := func() *tracker {
+		return &tracker{
+			self: "l", linger: 2 * time.Millisecond, hedge: 500 * time.Microsecond,
+			voters: func() []raft.Server { return three },
+			match:  map[string]uint64{"a": 5, "b": 5},
+			heard:  map[string]time.Time{"a": time.Now(), "b": time.Now()},
+			acked:  make(chan struct{}),
+			done:   make(chan struct{}),
+		}
+	}
+	ack := func(tr *tracker, id string, m uint64) {
+		tr.mu.Lock()
+		tr.match[id], tr.heard[id] = m, time.Now()
+		close(tr.acked)
+		tr.acked = make(chan struct{})
+		tr.mu.Unlock()
+	}
+	took := func(f func()) time.Duration {
+		start := time.Now()
+		f()
+		return time.Since(start)
+	}
+	synctest.Test(t, func(t *testing.T) {
+		tr := mk()
+		if d := took(func() { tr.hold("a", 6) }); d != 0 {
+			t.Errorf("the follower ahead waited %v", d)
+		}
+		if d := took(func() { tr.hold("b", 6) }); d != tr.hedge {
+			t.Errorf("lagging, the one ahead never has the entries: waited %v, want the hedge %v", d, tr.hedge)
+		}
+		go func() {
+			time.Sleep(100 * time.Microsecond)
+			ack(tr, "a", 6)
+		}()
+		if d := took(func() { tr.hold("b", 6) }); d != tr.linger {
+			t.Errorf("lagging, the one ahead has them after 100µs: waited %v, want the linger %v", d, tr.linger)
+		}
+		go func() {
+			time.Sleep(100 * time.Microsecond)
+			close(tr.done)
+		}()
+		if d := took(func() { tr.hold("b", 7) }); d != 100*time.Microsecond {
+			t.Errorf("closed while holding: waited %v, want 100µs", d)
+		}
+		off := mk()
+		off.linger = 0
+		if d := took(func() { off.hold("b", 6) }); d != 0 {
+			t.Errorf("linger 0 waited %v", d)
+		}
+	})
 }
