@@ -43,8 +43,9 @@ const freshFor = 50 * time.Millisecond
 // lagging says whether follower id is one no commit needs: among the
 // voters, enough others to make a majority with the leader (quorum - 1)
 // answered within freshFor and match at least as far, a tie going to the
-// lower id, so that of two followers level with each other one waits and
-// one does not. A non-voter, or a follower not in voters, never waits.
+// follower that comes first after the leader in the ring of ids
+// (ringBefore), so that of two followers level with each other one waits
+// and one does not. A non-voter, or a follower not in voters, never waits.
 func lagging(id, leader string, voters []raft.Server, match map[string]uint64, heard map[string]time.Time, now time.Time) bool {
 	n, mine := 0, false
 	for _, s := range voters {
@@ -66,11 +67,24 @@ func lagging(id, leader string, voters []raft.Server, match map[string]uint64, h
 		if now.Sub(heard[f]) >= freshFor {
 			continue
 		}
-		if m, me := match[f], match[id]; m > me || (m == me && f < id) {
+		if m, me := match[f], match[id]; m > me || (m == me && ringBefore(f, id, leader)) {
 			ahead++
 		}
 	}
 	return need > 0 && ahead >= need
+}
+
+// ringBefore says whether follower a comes before b in the ring of ids
+// that starts after the leader's: with several groups whose leaders are
+// spread over the nodes, each node is then the follower ahead in as many
+// groups as it is the one held (with ids 1 < 2 < 3: 2 ahead in 1's group,
+// 3 in 2's, 1 in 3's), where plain id order would put the lowest id ahead
+// in every group it follows and leave it the busiest node.
+func ringBefore(a, b, leader string) bool {
+	if wa, wb := a < leader, b < leader; wa != wb {
+		return wb // a after the leader, b wrapped around
+	}
+	return a < b
 }
 
 // covered says whether enough followers other than id (a majority with

@@ -36,12 +36,18 @@ func TestLagging(t *testing.T) {
 		{"two nodes: the one follower never waits", "a", voters("l", "a"), map[string]uint64{"a": 5}, map[string]time.Time{"a": fresh}, false},
 		{"a non-voter never waits", "n", append(three, raft.Server{ID: "n", Suffrage: raft.Nonvoter}), map[string]uint64{"a": 9, "b": 9, "n": 1}, map[string]time.Time{"a": fresh, "b": fresh}, false},
 		{"a non-voter ahead does not count", "b", append(voters("l", "b"), raft.Server{ID: "a", Suffrage: raft.Nonvoter}), map[string]uint64{"a": 9, "b": 5}, map[string]time.Time{"a": fresh, "b": fresh}, false},
+		{"ring: level, the one after the leader is ahead", "a", voters("b", "a", "c"), map[string]uint64{"a": 5, "c": 5}, map[string]time.Time{"a": fresh, "c": fresh}, true},
+		{"ring: level, the one after the leader does not wait", "c", voters("b", "a", "c"), map[string]uint64{"a": 5, "c": 5}, map[string]time.Time{"a": fresh, "c": fresh}, false},
 		{"not a member", "x", three, map[string]uint64{"a": 9, "b": 9}, map[string]time.Time{"a": fresh, "b": fresh}, false},
 		{"five: two ahead, the third waits", "c", voters("l", "a", "b", "c", "d"), map[string]uint64{"a": 9, "b": 9, "c": 9, "d": 9}, map[string]time.Time{"a": fresh, "b": fresh, "c": fresh, "d": fresh}, true},
 		{"five: the second does not", "b", voters("l", "a", "b", "c", "d"), map[string]uint64{"a": 9, "b": 9, "c": 9, "d": 9}, map[string]time.Time{"a": fresh, "b": fresh, "c": fresh, "d": fresh}, false},
 		{"five: one ahead silent, the third is needed", "c", voters("l", "a", "b", "c", "d"), map[string]uint64{"a": 9, "b": 9, "c": 9, "d": 9}, map[string]time.Time{"a": stale, "b": fresh, "c": fresh, "d": fresh}, false},
 	} {
-		if got := lagging(tc.id, "l", tc.voters, tc.match, tc.heard, now); got != tc.want {
+		leader := "l"
+		if tc.voters[0].ID != "l" {
+			leader = string(tc.voters[0].ID)
+		}
+		if got := lagging(tc.id, leader, tc.voters, tc.match, tc.heard, now); got != tc.want {
 			t.Errorf("%s: lagging(%s) = %v, want %v", tc.name, tc.id, got, tc.want)
 		}
 	}
@@ -118,4 +124,31 @@ func TestHold(t *testing.T) {
 			t.Errorf("linger 0 waited %v", d)
 		}
 	})
+}
+
+// TestRingBalances: three groups, each led by another of three nodes,
+// each node is held in exactly one group it follows.
+func TestRingBalances(t *testing.T) {
+	ids := []string{"n1", "n2", "n3"}
+	held := map[string]int{}
+	for _, leader := range ids {
+		var vs []raft.Server
+		match, heard := map[string]uint64{}, map[string]time.Time{}
+		for _, id := range ids {
+			vs = append(vs, raft.Server{ID: raft.ServerID(id), Suffrage: raft.Voter})
+			if id != leader {
+				match[id], heard[id] = 5, time.Unix(1000, 0)
+			}
+		}
+		for _, id := range ids {
+			if id != leader && lagging(id, leader, vs, match, heard, time.Unix(1000, 0)) {
+				held[id]++
+			}
+		}
+	}
+	for _, id := range ids {
+		if held[id] != 1 {
+			t.Errorf("held in %d groups: %v", held[id], held)
+		}
+	}
 }
