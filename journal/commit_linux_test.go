@@ -5,18 +5,21 @@ package journal
 import (
 	"fmt"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"testing"
 
 	"github.com/delayd/delayd/aof"
 )
 
-// Under always a commit among writers (its batch or the last held more
-// than one ticket) fsyncs through AIO and parks in the poller, so the
-// server's P reads and applies the next batch meanwhile; a lone writer's
-// fsync holds the P (SyncRaw), which costs it no AIO round. A real file:
-// MemFS's fsync is the same on both paths.
+// Under always, with one P, a commit among writers (its batch or the last
+// held more than one ticket) fsyncs through AIO and parks in the poller,
+// so the P reads and applies the next batch meanwhile; a lone writer's
+// fsync holds the P (SyncRaw), which costs it no AIO round. With several
+// Ps a batch of up to rawSyncBatch holds its P: the others read the next
+// batch. A real file: MemFS's fsync is the same on both paths.
 func TestAlwaysCommitAmongWritersParksInThePoller(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
 	dir := t.TempDir()
 	probe, err := aof.OpenAppend(aof.OS, filepath.Join(dir, "probe"), 0)
 	if err != nil {
@@ -62,7 +65,15 @@ func TestAlwaysCommitAmongWritersParksInThePoller(t *testing.T) {
 		{[]string{"a", "b"}, 1, "a batch of two parks in the poller"},
 		{[]string{"after"}, 1, "one record after a batch of two: the others may still be writing"},
 		{[]string{"alone again"}, 0, "a second batch of one: a lone writer again"},
+		{[]string{"c", "d"}, 0, "with two Ps a batch of two holds its P"},
+		{[]string{"e", "f"}, 1, "back to one P: a batch of two parks"},
 	} {
+		switch c.recs[0] {
+		case "c":
+			runtime.GOMAXPROCS(2)
+		case "e":
+			runtime.GOMAXPROCS(1)
+		}
 		if got := commit(c.recs...); got != c.polled {
 			t.Errorf("commit %d (%q): %d fsyncs through AIO, want %d: %s", i, c.recs, got, c.polled, c.why)
 		}
