@@ -153,3 +153,7 @@ func aioFsync(fd uintptr) (submitted bool, errno syscall.Errno) {
 	}
 	return true, 0
 }
+
+// PolledSyncs is how many fsyncs went through AIO (SyncPolled) since the
+// process started: its callers' tests tell which path an fsync took.
+func PolledSyncs() uint64 { return aioSync.count.Load() }

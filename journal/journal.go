@@ -176,10 +176,11 @@ type Journal struct {
 	// commit is in progress: it leads the group commit (lead).
 	leads bool
 	// slowSync says the last commit's fsync took over rawSyncMax: the next
-	// one hands its P on for the fsync. Used by the leader only.
+	// one parks in the poller whatever its batch. Used by the leader only.
 	slowSync bool
 	// lastBatch is how many tickets the last commit under appendfsync
-	// always held. Used by the leader only.
+	// always held: more than one says others are writing (lead,
+	// commitSync). Used by the leader only.
 	lastBatch uint64
 
 	wmu sync.Mutex  // held while the log writer is used (a batch's writer, rewrite switch)
@@ -485,32 +486,50 @@ func (j *Journal) endLead() {
 	j.dcond.Broadcast()
 }
 
-// rawSyncMax is the longest commit fsync after which the next one is still
-// made holding the P (aof.Writer.SyncRaw). A longer one says the disk is
-// stalling: the next fsync takes the ordinary path, so the server's other
-// goroutines run meanwhile and a stall holds them up for no more than the
-// one fsync that found it. Not lower: on this project's shared machine a
-// busy disk's fsyncs take 2 to 7 ms, and holding the P through them is
-// still what Redis does and cheaper than handing it on.
+// rawSyncMax is the longest commit fsync after which the next one may
+// still be made holding the P (aof.Writer.SyncRaw). A longer one says
+// the disk is stalling: the next fsync parks in the poller, so the
+// server's other goroutines run meanwhile and a stall holds them up for no
+// more than the one fsync that found it.
 const rawSyncMax = 10 * time.Millisecond
 
-// rawSyncBatch is the most tickets a batch may hold for its fsync to hold
-// the P. A bigger batch says the server is busy, and the work waiting for
-// the P (the next batch's requests) is worth running during the fsync:
-// at -P 16, with batches of hundreds, holding the P cost a quarter of the
-// throughput, as much as the hand-off costs at -P 1, with batches of 10
-// to 50, where it saves it.
+// rawSyncBatch is, with several Ps, the most tickets a batch may hold for
+// its fsync to hold its P. A bigger batch says the server is busy, and the
+// work waiting for the P (the next batch's requests) is worth running
+// during the fsync: at -P 16, with batches of hundreds, holding the P cost
+// a quarter of the throughput, as much as the hand-off cost at -P 1, with
+// batches of 10 to 50, where holding it saved it.
 const rawSyncBatch = 64
 
 // commitSync fsyncs a commit's batch of n tickets under appendfsync
-// always: the leader's own fsync, held on its P while fsyncs are short
-// (rawSyncMax) and batches small (rawSyncBatch). With one P the ordinary
-// path handed the P to another thread for every fsync and took it back
-// after, and kept the runtime's sysmon waking every 20 µs: a third of the
-// server's context switches under 50 clients.
+// always.
+//
+// With one P (a server pinned to one CPU), while others write (this batch
+// or the last held more than one ticket) the fsync goes through AIO and
+// the leader parks in the poller (aof.Writer.SyncPolled): the P reads and
+// applies the requests that come during the fsync, so when it ends the
+// next batch is already appended and its leader writes it at once.
+// Redis's event loop blocks in its fdatasync and reads nothing meanwhile;
+// holding the only P did the same, and -P 1 with 50 clients ran at 0.85x
+// to 0.92x Redis's ZADD (docs/decisions/group-commit.md). A lone writer
+// has nothing to overlap: its fsync holds the P (SyncRaw), which saves the
+// AIO round (a submit, the kernel worker's switch, the eventfd's wake-up).
+//
+// With several Ps the other Ps read the next batch while this one holds
+// its P through the fsync, so the AIO round buys nothing and cost 0.6x to
+// 0.7x of the throughput at -P 1 unpinned: the fsync holds the P for
+// batches of up to rawSyncBatch tickets.
+//
+// Either way, after a fsync over rawSyncMax the next one parks.
 func (j *Journal) commitSync(n uint64) error {
+	var raw bool
+	if runtime.GOMAXPROCS(0) == 1 {
+		raw = n == 1 && j.lastBatch <= 1
+	} else {
+		raw = n <= rawSyncBatch
+	}
 	j.lastBatch = n
-	took, err := j.sync(!j.slowSync && n <= rawSyncBatch)
+	took, err := j.sync(raw && !j.slowSync)
 	j.slowSync = took > rawSyncMax
 	return err
 }
