@@ -50,9 +50,11 @@ trap 'for p in $pids; do kill $p 2>/dev/null; done; rm -rf "$work"' EXIT
 mkdir "$work/empty"
 start "$FP" "$FULL"; start "$EP" "$work/empty"
 for r in $(seq "$ROUNDS"); do
-  settle "$FP"; pend=$(info "$FP" far_jobs)
+  # Each measured with the other one still: the spiller of the last round's
+  # adds competes for CPU 0 otherwise.
+  settle "$EP"; settle "$FP"; pend=$(info "$FP" far_jobs)
   full=$(rate "$FP")
-  redis-cli -p "$EP" flushall >/dev/null; settle "$EP"
+  redis-cli -p "$EP" flushall >/dev/null; settle "$FP"; settle "$EP"
   empty=$(rate "$EP")
   echo "round $r: $full adds/s with $pend far jobs pending, $empty with none: $(echo "scale=2; $full/$empty" | bc)x (load $(cut -d' ' -f1 /proc/loadavg))"
 done
