@@ -5,7 +5,6 @@
 #
 #   bench/cluster.sh                    # appendfsync everysec on both sides
 #   POLICY=always bench/cluster.sh      # fsync on every append on both sides
-#   BIN=/tmp/delayd.old bench/cluster.sh # another build (run both builds in turns)
 #
 # Every server is pinned to CPU 0 (the three nodes share it, as three
 # machines' worth of work on one core), redis-benchmark to CPU 1 (taskset),
@@ -24,7 +23,7 @@ CLIENT_CPU=${CLIENT_CPU:-1}
 
 work=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null || true; wait 2>/dev/null; rm -rf "$work"' EXIT
-if [ -n "${BIN:-}" ]; then cp "$BIN" "$work/delayd"; else go build -o "$work/delayd" .; fi
+go build -o "$work/delayd" .
 
 pin() { taskset -c "$1" "${@:2}"; }
 bench() { { pin "$CLIENT_CPU" redis-benchmark --csv "$@" 2>/dev/null || true; } | tail -1; }

@@ -9,18 +9,15 @@
 #
 #   bench/clustercpu.sh                          # this checkout
 #   AGAINST=/tmp/delayd.old bench/clustercpu.sh  # and another binary, the same rounds
-#   AGAINST="/tmp/a /tmp/b" bench/clustercpu.sh  # several, each its own ports
 #
-# Knobs: ROUNDS (3), N requests a run (200000), P pipeline (16), C clients (50), BASE port (9700; ports
-# BASE..BASE+3 and BASE+11..BASE+13, and BASE+100.., BASE+200.. for each AGAINST), PROFILE
+# Knobs: ROUNDS (3), N requests a run (200000), BASE port (9700; ports
+# BASE..BASE+3 and BASE+11..BASE+13, and BASE+100.. for AGAINST), PROFILE
 # (a directory: this checkout's four nodes write CPU profiles there, whole
 # runs, read with `go tool pprof -top -cum -ignore stopServer DIR/follower2.prof`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROUNDS=${ROUNDS:-3}
 N=${N:-200000}
-P=${P:-16}
-C=${C:-50}
 BASE=${BASE:-9700}
 work=$(mktemp -d)
 [ -n "${PROFILE:-}" ] && mkdir -p "$PROFILE" && PROFILE=$(cd "$PROFILE" && pwd)
@@ -50,7 +47,7 @@ start() { # bin base -> "single leader follower follower" pids
   echo "$s $p1 $p2 $p3"
 }
 cpu() { for p in "$@"; do awk '{printf "%d ", $14+$15}' "/proc/$p/stat"; done; }
-bench() { taskset -c 1 redis-benchmark -p "$1" --csv -c "$C" -n "$N" -P "$P" -r 100000 DELAY.ADD q __rand_int__ p:__rand_int__ 2>/dev/null | tail -1 | cut -d, -f2 | tr -d '"'; }
+bench() { taskset -c 1 redis-benchmark -p "$1" --csv -c 50 -n "$N" -P 16 -r 100000 DELAY.ADD q __rand_int__ p:__rand_int__ 2>/dev/null | tail -1 | cut -d, -f2 | tr -d '"'; }
 round() { # name base pids...
   local name=$1 b=$2 s0 s1 t0 t1 sr cr
   read -ra s0 <<<"$(cpu "$3")"; sr=$(bench "$b"); read -ra s1 <<<"$(cpu "$3")"
@@ -60,20 +57,16 @@ round() { # name base pids...
 }
 read -ra mine <<<"$(start "$work/delayd" "$BASE")"
 pids+=("${mine[@]}")
-read -ra against <<<"${AGAINST:-}"
-others=() # each AGAINST binary's four pids, one string each
-for k in "${!against[@]}"; do
-  others+=("$(start "${against[$k]}" $((BASE+100*(k+1))))")
-  read -ra o <<<"${others[$k]}"; pids+=("${o[@]}")
-done
+other=()
+if [ -n "${AGAINST:-}" ]; then
+  read -ra other <<<"$(start "$AGAINST" $((BASE+100)))"
+  pids+=("${other[@]}")
+fi
 sleep 1
-echo "# $(date -u '+%F %H:%M') UTC; $(nproc) CPUs; every server on CPU 0, redis-benchmark -P $P -c $C on CPU 1; N=$N; appendfsync everysec"
+echo "# $(date -u '+%F %H:%M') UTC; $(nproc) CPUs; every server on CPU 0, redis-benchmark -P 16 -c 50 on CPU 1; N=$N; appendfsync everysec"
 echo "| binary | single node µs a request | leader L | each follower F | 3 nodes | single / 3 nodes | adds/s single / cluster |"
 echo "| --- | --- | --- | --- | --- | --- | --- |"
 for _ in $(seq "$ROUNDS"); do
   round this "$BASE" "${mine[@]}"
-  for k in "${!against[@]}"; do
-    read -ra o <<<"${others[$k]}"
-    round "$(basename "${against[$k]}")" $((BASE+100*(k+1))) "${o[@]}"
-  done
+  [ -n "${AGAINST:-}" ] && round "$(basename "$AGAINST")" $((BASE+100)) "${other[@]}"
 done

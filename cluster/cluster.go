@@ -72,10 +72,6 @@ type Config struct {
 // 117k adds/s with 1 ms commit waits, against 35k and 3.5 ms unbounded.
 const ReplicaWindow = 2
 
-// maxAppendEntries is the most entries an AppendEntries carries; one that
-// full is catching a follower up and is never held (linger.go).
-const maxAppendEntries = 256
-
 // Cluster is one node of the Raft group: it replicates its engine, answers
 // who leads, and changes membership.
 type Cluster struct {
@@ -221,14 +217,6 @@ func New(cfg Config) (*Cluster, error) {
 	c.fsm = &fsm{c: c, members: make(map[string]member), cacheDir: dir}
 	c.fsm.version.Store(minFormat)
 	c.trans.framing = func() bool { return c.fsm.version.Load() >= busFramingSince }
-	c.trans.self, c.trans.linger, c.trans.hedge = c.id, replicaLinger, replicaHedge
-	c.trans.voters = func() []raft.Server {
-		r := c.r()
-		if r == nil {
-			return nil
-		}
-		return r.GetConfiguration().Configuration().Servers // the latest, not a round trip to Raft's loop
-	}
 	c.gateKick = make(chan struct{}, 1)
 	c.relead = make(chan struct{}, 1)
 	c.versionOf = c.askVersion
@@ -252,7 +240,7 @@ func (c *Cluster) Start(eng *engine.Engine, onRole func(leading bool)) error {
 	rc.LeaderLeaseTimeout = c.cfg.ElectionTimeout / 2
 	rc.CommitTimeout = 5 * time.Millisecond
 	rc.BatchApplyCh = true
-	rc.MaxAppendEntries = maxAppendEntries
+	rc.MaxAppendEntries = 256
 	rc.SnapshotThreshold = 4 * c.cfg.SnapshotThreshold // a backstop: snapshotLoop takes them (snapshot.go)
 	rc.SnapshotInterval = 10 * time.Second
 	rc.TrailingLogs = 10240

@@ -89,13 +89,6 @@ type tracker struct {
 	// framing says whether AppendEntries go in frames (the group's format
 	// version, set by New; nil: never).
 	framing func() bool
-	// linger holds the appends to a follower no commit waits for, and
-	// hedge is how long the others may take to have them (linger.go; 0:
-	// never), voters says who votes (set by New; nil: never), and self is
-	// this node's id.
-	linger, hedge time.Duration
-	voters        func() []raft.Server
-	self          string
 
 	consume chan raft.RPC // Raft's, fed by both paths
 	hbMu    sync.Mutex
@@ -115,7 +108,6 @@ type tracker struct {
 	mu    sync.Mutex
 	cond  *sync.Cond
 	match map[string]uint64    // follower id -> last index known to match
-	acked chan struct{}        // closed when a match moves, then replaced
 	heard map[string]time.Time // follower id -> last successful reply
 }
 
@@ -164,7 +156,6 @@ func newTracker(bind, announce string, logger hclog.Logger, timeout time.Duratio
 		msgpackUntil: make(map[raft.ServerAddress]time.Time),
 		done:         make(chan struct{}),
 		match:        make(map[string]uint64),
-		acked:        make(chan struct{}),
 		heard:        make(map[string]time.Time),
 	}
 	t.cond = sync.NewCond(&t.mu)
@@ -325,11 +316,6 @@ func (t *tracker) isClosed() bool {
 
 // AppendEntries sends the RPC and records what a successful reply says.
 func (t *tracker) AppendEntries(id raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
-	if n := len(args.Entries); n > 0 && n < maxAppendEntries {
-		// A full one is catching the follower up: never held, or a
-		// follower far behind would take 2 ms more every 256 entries.
-		t.hold(string(id), args.Entries[n-1].Index)
-	}
 	var err error
 	if t.framing != nil && t.framing() && !t.msgpackOnly(target) {
 		var refused bool
@@ -357,8 +343,6 @@ func (t *tracker) AppendEntries(id raft.ServerID, target raft.ServerAddress, arg
 			if m > t.match[string(id)] {
 				t.match[string(id)] = m
 				t.cond.Broadcast()
-				close(t.acked) // for held appends (linger.go)
-				t.acked = make(chan struct{})
 			}
 		}
 		t.mu.Unlock()
