@@ -529,7 +529,18 @@ func TestRewriteYieldsBetweenChunks(t *testing.T) {
 		defer func(f func(*finetimer.Timer)) { rewriteYield = f }(rewriteYield)
 		rewriteYield = func(*finetimer.Timer) {
 			yields++
-			if !e.mu.m.TryLock() {
+			// Another of the engine's goroutines (the flusher, the spiller)
+			// may hold the lock for a moment: only a lock that stays held
+			// while fake time passes is the rewrite's own.
+			free := false
+			for range 100 {
+				if e.mu.m.TryLock() {
+					free = true
+					break
+				}
+				time.Sleep(time.Millisecond)
+			}
+			if !free {
 				held++
 				return
 			}
