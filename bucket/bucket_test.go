@@ -96,7 +96,7 @@ func checkpoint(t *testing.T, s *Set, fs aof.FS, pos Pos) {
 	t.Helper()
 	cp := s.Checkpoint(pos)
 	for _, f := range cp.Frozen() {
-		r, err := s.WriteFrozen(f)
+		r, err := s.WriteFrozen(f, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -112,7 +112,7 @@ func checkpoint(t *testing.T, s *Set, fs aof.FS, pos Pos) {
 func load(t *testing.T, s *Set, until int64, max int) []Job {
 	t.Helper()
 	p := s.Due(until, max)
-	js, err := s.ReadDue(p)
+	js, err := s.ReadDue(p, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -387,7 +387,7 @@ func TestAddGetRemoveMoveAcrossASeal(t *testing.T) {
 		t.Fatalf("runs gone before the seal: %v", gone)
 	}
 	check(t, s, m)
-	r, err := s.WriteFrozen(cp.Frozen()[0])
+	r, err := s.WriteFrozen(cp.Frozen()[0], nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -556,7 +556,7 @@ func TestCrashBetweenSteps(t *testing.T) {
 				if crash(i) {
 					return
 				}
-				r, err := s.WriteFrozen(f)
+				r, err := s.WriteFrozen(f, nil)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -721,7 +721,7 @@ func TestMergeWhileJobsChange(t *testing.T) {
 	if mg == nil {
 		t.Fatalf("no merge of %d mostly dead runs", runs)
 	}
-	r, err := s.WriteMerge(mg)
+	r, err := s.WriteMerge(mg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -812,7 +812,7 @@ func TestResetWhileASealIsWritten(t *testing.T) {
 	s.Reset()
 	check(t, s, map[uint64]want{})
 	for _, f := range fz {
-		r, err := s.WriteFrozen(f)
+		r, err := s.WriteFrozen(f, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -860,7 +860,7 @@ func TestCrashDuringMerge(t *testing.T) {
 	if mg == nil {
 		t.Fatal("no merge")
 	}
-	if _, err := s.WriteMerge(mg); err != nil {
+	if _, err := s.WriteMerge(mg, nil); err != nil {
 		t.Fatal(err)
 	}
 	checkpoint(t, s, fs, Pos{1, 200})
@@ -894,7 +894,7 @@ func TestEachIsTheCheckpointsState(t *testing.T) {
 	m[2] = want{77, 1000, headOf(2, 77), m[2].payload, queueOf(2)}
 	cp := s.Checkpoint(Pos{1, 2})
 	for _, f := range cp.Frozen() {
-		r, err := s.WriteFrozen(f)
+		r, err := s.WriteFrozen(f, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

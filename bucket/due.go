@@ -85,8 +85,12 @@ func (s *Set) dueInMemory(p *Plan, slot int, b *bucket, until int64, max int) {
 // ReadDue reads what p planned, without the owner's lock (a run's file
 // and a frozen bucket's entries do not change; the owner must not install
 // a checkpoint, which may close runs, meanwhile). It returns the jobs due
-// by p's time in (due, add order), dead ones included: Take tells.
-func (s *Set) ReadDue(p *Plan) ([]Job, error) {
+// by p's time in (due, add order), dead ones included: Take tells. yield,
+// if not nil, is called before each job read (as WriteFrozen's).
+func (s *Set) ReadDue(p *Plan, yield func()) ([]Job, error) {
+	if yield == nil {
+		yield = func() {}
+	}
 	js := p.mem
 	runs := map[uint64]*Run{}
 	for _, rp := range p.runs {
@@ -96,6 +100,7 @@ func (s *Set) ReadDue(p *Plan) ([]Job, error) {
 		runs[id] = r
 	}
 	for i := range p.mem {
+		yield()
 		pl, err := s.readLoc(p.locs[i], func(id uint64) *Run { return runs[id] })
 		if err != nil {
 			return nil, err
@@ -113,6 +118,7 @@ func (s *Set) ReadDue(p *Plan) ([]Job, error) {
 			if e.Due > p.until {
 				break
 			}
+			yield()
 			rj, err := rp.r.ReadData(e.Index)
 			if err != nil {
 				return nil, err

@@ -90,8 +90,9 @@ func (s *Set) PlanMerge() *Merge {
 }
 
 // WriteMerge writes the merge's run, without the owner's lock (as
-// WriteFrozen): the jobs live when it was planned, read from their runs.
-func (s *Set) WriteMerge(m *Merge) (*Run, error) {
+// WriteFrozen, yield too): the jobs live when it was planned, read from
+// their runs.
+func (s *Set) WriteMerge(m *Merge, yield func()) (*Run, error) {
 	for k, f := range m.from {
 		for i := range uint32(f.r.N) {
 			if f.dead[i>>6]&(1<<(i&63)) == 0 {
@@ -100,6 +101,9 @@ func (s *Set) WriteMerge(m *Merge) (*Run, error) {
 		}
 	}
 	return writeRun(s.o.FS, s.o.Path, m.id, m.names, len(m.out), func(i int) (runJob, error) {
+		if yield != nil {
+			yield()
+		}
 		o := &m.out[i]
 		f := m.from[o.src]
 		j, err := f.r.ReadData(o.index)

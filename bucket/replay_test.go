@@ -180,7 +180,7 @@ func simulate(t *testing.T, seed uint64) {
 			}
 		case k < 80: // loading: taken out of the Set and restated
 			p := m.s.Due(int64(rng.IntN(5000)), 8)
-			js, err := m.s.ReadDue(p)
+			js, err := m.s.ReadDue(p, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -198,7 +198,7 @@ func simulate(t *testing.T, seed uint64) {
 		case k < 92: // a checkpoint, then compaction as hard as it may go
 			cp := m.s.Checkpoint(Pos{1, m.pos + 1})
 			for _, f := range cp.Frozen() {
-				r, err := m.s.WriteFrozen(f)
+				r, err := m.s.WriteFrozen(f, nil)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -230,7 +230,7 @@ func simulate(t *testing.T, seed uint64) {
 			m.rec = keep
 		case k < 94 && step > 0: // a merge, all of it
 			if mg := m.s.PlanMerge(); mg != nil {
-				r, err := m.s.WriteMerge(mg)
+				r, err := m.s.WriteMerge(mg, nil)
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -171,7 +171,7 @@ func TestScanMeetsEveryJobThatStays(t *testing.T) {
 						}
 					}
 					if m := s.PlanMerge(); m != nil {
-						r, err := s.WriteMerge(m)
+						r, err := s.WriteMerge(m, nil)
 						if err != nil {
 							t.Fatal(err)
 						}

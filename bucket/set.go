@@ -440,10 +440,15 @@ func (s *Set) Frozen() []*Frozen {
 // WriteFrozen writes f as a run: without the owner's lock (a frozen
 // bucket's entries and heads do not change; which are dead is not read:
 // the run holds them all and Install carries the dead bits over). It reads
-// each payload once through its locator.
-func (s *Set) WriteFrozen(f *Frozen) (*Run, error) {
+// each payload once through its locator, and calls yield (if not nil)
+// before each job: a bucket is up to a million reads, and the owner gives
+// its CPU up there now and then (one CPU: its clients wait otherwise).
+func (s *Set) WriteFrozen(f *Frozen, yield func()) (*Run, error) {
 	b := f.b
 	return writeRun(s.o.FS, s.o.Path, f.id, b.names, b.n, func(i int) (runJob, error) {
+		if yield != nil {
+			yield()
+		}
 		e := b.ent(i)
 		p, err := s.readLoc(e.Loc, func(id uint64) *Run { return f.runs[id] })
 		if err != nil {

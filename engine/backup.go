@@ -63,8 +63,12 @@ func (e *Engine) Backup(prefix int) (Capture, error) {
 		return Capture{}, fmt.Errorf("the log did not take the writes before the backup: %w", err)
 	}
 	if cp != nil {
+		ft := e.pauseTimer() // the far jobs are read and copied without the lock, paced (farPacer)
+		if ft != nil {
+			defer ft.Close()
+		}
 		var err error
-		if c.Data, err = e.appendFar(c.Data, cp, cpAt, now); err != nil {
+		if c.Data, err = e.appendFar(c.Data, cp, cpAt, now, ft); err != nil {
 			return Capture{}, fmt.Errorf("the far-future jobs: %w", err)
 		}
 	}

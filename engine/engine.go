@@ -516,7 +516,7 @@ func (e *Engine) Stop() {
 	if e.far.set != nil {
 		// The next start replays over it: the far jobs' records are skipped, not placed in memory
 		// and sent out again (far.go). A failure leaves the last checkpoint, which the log covers.
-		_ = e.checkpoint(0)
+		_ = e.checkpoint(0, nil)
 	}
 	e.mu.Lock()
 	if e.closed {

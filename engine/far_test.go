@@ -158,7 +158,7 @@ func TestFarBuckets(t *testing.T) {
 			t.Fatalf("%d in the buckets after 4 operations by id, want 66", farLen(e))
 		}
 		settleSpill() // the rescheduled and replaced jobs go out again
-		if err := e.checkpoint(0); err != nil {
+		if err := e.checkpoint(0, nil); err != nil {
 			t.Fatal(err)
 		}
 		// After the checkpoint, a cancel of a job its runs hold: replay
@@ -432,7 +432,7 @@ func TestFarBucketsReload(t *testing.T) {
 		defer e.Close()
 		far := addFar(t, e, 30, 100)
 		settleSpill()
-		if err := e.checkpoint(0); err != nil {
+		if err := e.checkpoint(0, nil); err != nil {
 			t.Fatal(err)
 		}
 		qs, id, _ := strings.Cut(far[3], "/")
@@ -487,7 +487,7 @@ func TestScanJobsListsFarJobs(t *testing.T) {
 			far = append(far, "q1/"+string(res.ID))
 		}
 		settleSpill()
-		if err := e.checkpoint(0); err != nil {
+		if err := e.checkpoint(0, nil); err != nil {
 			t.Fatal(err)
 		}
 		if farLen(e) < 60 {
@@ -529,7 +529,7 @@ func TestScanJobsListsFarJobs(t *testing.T) {
 					add(t, e, "q0", 700_000, "new")
 				}
 				if n%11 == 0 {
-					if err := e.checkpoint(0); err != nil {
+					if err := e.checkpoint(0, nil); err != nil {
 						t.Fatal(err)
 					}
 				}
@@ -590,7 +590,7 @@ func TestFarMemoryUsage(t *testing.T) {
 		if in := e.Info(); in.Far.DiskBytes != 0 || in.Far.MemBytes == 0 {
 			t.Fatalf("before a seal: %+v", in.Far)
 		}
-		if err := e.checkpoint(0); err != nil {
+		if err := e.checkpoint(0, nil); err != nil {
 			t.Fatal(err)
 		}
 		if in := e.Info(); in.Far.DiskBytes < 200*300 || in.Far.MemBytes != 0 {
@@ -623,7 +623,7 @@ func TestFarMergeRuns(t *testing.T) {
 			for farLen(e) < int64(len(far)) {
 				settleSpill()
 			}
-			if err := e.checkpoint(0); err != nil {
+			if err := e.checkpoint(0, nil); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -683,7 +683,7 @@ func TestFarCancelSurvivesCrash(t *testing.T) {
 			for farLen(e) < int64(len(far)) {
 				settleSpill()
 			}
-			if err := e.checkpoint(0); err != nil {
+			if err := e.checkpoint(0, nil); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -715,7 +715,7 @@ func TestFarDelReadsOutsideTheLock(t *testing.T) {
 		for farLen(e) < 60 {
 			settleSpill()
 		}
-		if err := e.checkpoint(0); err != nil {
+		if err := e.checkpoint(0, nil); err != nil {
 			t.Fatal(err)
 		}
 		for i := range 10 {
@@ -751,6 +751,54 @@ func TestFarDelReadsOutsideTheLock(t *testing.T) {
 		defer c.Close()
 		if got := delayedView(t, c); got != want {
 			t.Fatalf("after a crash\n%s", diffLines(want, got))
+		}
+	})
+}
+
+// The file work of the buckets gives its CPU up as it goes (farPacer): a
+// checkpoint writing a bucket of far jobs, a pread a payload, pauses
+// every farSlice of its work, never with the lock held; on one CPU the
+// clients' requests run in those pauses (a whole 500k-job bucket written
+// without one stalled them 300-400 ms).
+func TestFarFileWorkPauses(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fs := aof.NewMemFS()
+		e := mustNew(t, farBuckets(fs))
+		defer e.Close()
+		const n = 2000
+		addFar(t, e, n, 100)
+		settleSpill()
+		if farLen(e) != n {
+			t.Fatalf("%d far jobs in the buckets, want %d", farLen(e), n)
+		}
+		// Each look at the clock finds 40 µs more: a pause every third look.
+		var clock time.Time
+		defer func(f func() time.Time) { farNow = f }(farNow)
+		farNow = func() time.Time { clock = clock.Add(40 * time.Microsecond); return clock }
+		pauses, locked := 0, 0
+		defer func(f func(*finetimer.Timer)) { farPause = f }(farPause)
+		farPause = func(*finetimer.Timer) {
+			pauses++
+			free := false
+			for range 100 { // another goroutine's moment with the lock is not the writer's
+				if free = e.mu.m.TryLock(); free {
+					e.mu.m.Unlock()
+					break
+				}
+				time.Sleep(time.Millisecond)
+			}
+			if !free {
+				locked++
+			}
+		}
+		e.mu.Lock()
+		e.far.set.Freeze() // the open bucket, written by the next checkpoint
+		e.mu.Unlock()
+		if err := e.checkpoint(0, nil); err != nil {
+			t.Fatal(err)
+		}
+		if want := n / 16 / 3; pauses < want || locked != 0 {
+			t.Fatalf("writing %d far jobs paused %d times (want at least %d), %d of them with the lock held", n, pauses, want, locked)
 		}
 	})
 }

@@ -549,7 +549,7 @@ func (e *Engine) Rewrite() error {
 			defer ft.Close()
 		}
 		if cp != nil {
-			err := e.finishCheckpoint(cp, cpAt)
+			err := e.finishCheckpoint(cp, cpAt, ft)
 			e.far.work.Unlock()
 			if err != nil {
 				jn.Finish(started, err)

@@ -56,7 +56,7 @@ func (e *Engine) spiller() {
 		}
 		e.spill(ft)
 		if e.far.set != nil {
-			e.sealFar()
+			e.sealFar(ft)
 		}
 		if time.Since(ahead) >= time.Duration(e.opts.Horizon/4)*time.Millisecond {
 			ahead = time.Now()
