@@ -100,7 +100,7 @@ func (e *Engine) restateSegment(id uint64) (uint64, error) {
 		e.journal.Warm(id, func() { rewriteYield(ft) })
 	}
 	if e.far.set != nil {
-		if err := e.checkpoint(id, ft); err != nil { // far jobs' records in it are covered first (far.go)
+		if err := e.checkpoint(id, e.farPacer(ft, true)); err != nil { // far jobs' records in it are covered first (far.go)
 			return 0, err
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"math"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/delayd/delayd/bucket"
@@ -51,6 +52,9 @@ type farState struct {
 	// in the queues when it does.
 	before bool
 	opened map[string]int
+	// loaded is when the last load round began (UnixNano), for a long
+	// write that runs them in its pauses (farPacer).
+	loaded atomic.Int64
 }
 
 // farLog reads a bucket's payloads from the log.
@@ -441,9 +445,15 @@ const loadChunk = 16 << 10
 // planned under the lock (no I/O), read without it, taken and placed under
 // it, a chunk at a time, until a round takes none.
 func (e *Engine) loadFar(ft *finetimer.Timer) {
+	e.far.work.Lock()
+	defer e.far.work.Unlock()
+	e.loadHeld(ft)
+}
+
+// loadHeld is loadFar with far.work held.
+func (e *Engine) loadHeld(ft *finetimer.Timer) {
 	f := &e.far
-	f.work.Lock()
-	defer f.work.Unlock()
+	f.loaded.Store(time.Now().UnixNano())
 	for {
 		e.mu.Lock()
 		if e.closed {
@@ -452,7 +462,7 @@ func (e *Engine) loadFar(ft *finetimer.Timer) {
 		}
 		p := f.set.Due(e.nowMs()+e.opts.Horizon/2, loadChunk)
 		e.mu.Unlock()
-		js, err := f.set.ReadDue(p, farPacer(ft))
+		js, err := f.set.ReadDue(p, e.farPacer(ft, false))
 		if err != nil {
 			e.opts.Logger.Error().Err(err).Msg("loading far-future jobs")
 			return
@@ -501,7 +511,7 @@ func (e *Engine) mergeFar(ft *finetimer.Timer) {
 	if !e.far.mergeOnce(e, ft) {
 		return
 	}
-	if err := e.checkpoint(0, ft); err != nil && !errors.Is(err, ErrClosed) {
+	if err := e.checkpoint(0, e.farPacer(ft, true)); err != nil && !errors.Is(err, ErrClosed) {
 		e.opts.Logger.Warn().Err(err).Msg("checkpointing a merge of far-future runs")
 	}
 }
@@ -520,7 +530,7 @@ func (f *farState) mergeOnce(e *Engine, ft *finetimer.Timer) bool {
 	if m == nil {
 		return false
 	}
-	r, err := set.WriteMerge(m, farPacer(ft)) // runs do not change, and none closes under far.work
+	r, err := set.WriteMerge(m, e.farPacer(ft, true)) // runs do not change, and none closes under far.work
 	e.mu.Lock()
 	switch {
 	case f.set != set: // a reload reopened the buckets: its start removes the file
@@ -574,15 +584,34 @@ var farPause = finetimer.Pause
 // length (a syscall that short keeps it) but for a preemption every 10 ms,
 // and each request waited for one: bench/loadgen's p99.9 went from 7 ms
 // to 305-416 ms with the buckets on (docs/decisions/far-bucket-pacing.md).
-func farPacer(ft *finetimer.Timer) func() {
+//
+// With loads (the write of a run: a seal, a compaction's checkpoint, a
+// merge) it also runs a load round there when one is due (loadEvery): a
+// seal of a million jobs takes seconds, and the jobs due meanwhile must
+// come back on time. A load may run in the middle of such a write: it
+// takes jobs (kills bits the write does not read, which Install carries
+// over), reads entries and runs that stay until the write is installed,
+// after it on this goroutine, and logs after the checkpoint's mark, as a
+// client's cancel does. Called with far.work held.
+func (e *Engine) farPacer(ft *finetimer.Timer, loads bool) func() {
 	n, since := 0, farNow()
 	return func() {
 		if n++; n%16 != 0 || farNow().Sub(since) < farSlice {
 			return
 		}
 		farPause(ft)
+		if loads && time.Since(time.Unix(0, e.far.loaded.Load())) >= e.loadEvery() {
+			e.loadHeld(ft)
+		}
 		since = farNow()
 	}
+}
+
+// loadEvery is how often the far jobs' load rounds run: a quarter of the
+// horizon, so that each brings back what is due within half of it well
+// ahead.
+func (e *Engine) loadEvery() time.Duration {
+	return time.Duration(e.opts.Horizon/4) * time.Millisecond
 }
 
 // farNow is farPacer's clock: a variable for tests, whose fake time does
@@ -594,7 +623,7 @@ var farNow = time.Now
 // frozen buckets written as runs, the log made durable up to the mark, and
 // the file written (finishCheckpoint). What its runs hold no longer needs
 // the log before the mark.
-func (e *Engine) checkpoint(victim uint64, ft *finetimer.Timer) error {
+func (e *Engine) checkpoint(victim uint64, pace func()) error {
 	e.far.work.Lock()
 	defer e.far.work.Unlock()
 	wr, err := e.begin(0)
@@ -604,7 +633,7 @@ func (e *Engine) checkpoint(victim uint64, ft *finetimer.Timer) error {
 	e.far.victim = max(e.far.victim, victim)
 	cp, t := e.captureFar(wr.now)
 	wr.end()
-	return e.finishCheckpoint(cp, t, ft)
+	return e.finishCheckpoint(cp, t, pace)
 }
 
 // captureFar captures a checkpoint and logs its mark, at now; it returns
@@ -626,13 +655,13 @@ func (e *Engine) farMark(now int64) *record.Rec {
 // what is read, each through once). Called with far.work held, without
 // mu.
 func (e *Engine) appendFar(out []byte, cp *bucket.Checkpoint, t uint64, now int64, ft *finetimer.Timer) ([]byte, error) {
-	if err := e.finishCheckpoint(cp, t, ft); err != nil {
+	pace := e.farPacer(ft, false)
+	if err := e.finishCheckpoint(cp, t, pace); err != nil {
 		return nil, err
 	}
 	out = out[:len(out)-1]
 	var r record.Rec
 	var buf []byte
-	pace := farPacer(ft)
 	err := cp.Each(func(j *bucket.Job) error {
 		pace()
 		if err := r.Decode(j.Head); err != nil {
@@ -648,10 +677,9 @@ func (e *Engine) appendFar(out []byte, cp *bucket.Checkpoint, t uint64, now int6
 
 // finishCheckpoint writes cp, captured with its mark at ticket t. Called
 // with far.work held, without mu.
-func (e *Engine) finishCheckpoint(cp *bucket.Checkpoint, t uint64, ft *finetimer.Timer) error {
+func (e *Engine) finishCheckpoint(cp *bucket.Checkpoint, t uint64, pace func()) error {
 	f := &e.far
 	set := f.set
-	pace := farPacer(ft)
 	for _, fz := range cp.Frozen() {
 		r, err := set.WriteFrozen(fz, pace)
 		if err != nil {
@@ -707,7 +735,7 @@ func (e *Engine) sealFar(ft *finetimer.Timer) {
 	n := len(e.far.set.Frozen())
 	e.mu.Unlock()
 	if n > 0 {
-		if err := e.checkpoint(0, ft); err != nil && !errors.Is(err, ErrClosed) {
+		if err := e.checkpoint(0, e.farPacer(ft, true)); err != nil && !errors.Is(err, ErrClosed) {
 			e.opts.Logger.Warn().Err(err).Msg("sealing the far-future buckets")
 		}
 	}

@@ -794,11 +794,68 @@ func TestFarFileWorkPauses(t *testing.T) {
 		e.mu.Lock()
 		e.far.set.Freeze() // the open bucket, written by the next checkpoint
 		e.mu.Unlock()
-		if err := e.checkpoint(0, nil); err != nil {
+		if err := e.checkpoint(0, e.farPacer(nil, false)); err != nil {
 			t.Fatal(err)
 		}
 		if want := n / 16 / 3; pauses < want || locked != 0 {
 			t.Fatalf("writing %d far jobs paused %d times (want at least %d), %d of them with the lock held", n, pauses, want, locked)
+		}
+	})
+}
+
+// A long write of a run (a seal of a million jobs takes seconds) runs the
+// far jobs' load rounds in its pauses: the jobs due meanwhile come back on
+// time, not after it. Nothing is lost or doubled by a load in the middle
+// of a checkpoint's write, and a restart over that checkpoint has the same
+// jobs.
+func TestFarLoadsDuringSeal(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fs := aof.NewMemFS()
+		e := mustNew(t, farBuckets(fs))
+		const n = 2000
+		for i := range n { // due 600 s to 700 s out, 50 ms apart
+			res, err := e.Add(AddArgs{Queue: b("q"), Delay: 600_000 + 50*int64(i), Payload: []byte(fmt.Sprintf("%-100d", i))})
+			if err != nil || e.WaitDurable(res.Ticket) != nil {
+				t.Fatal(err)
+			}
+		}
+		settleSpill()
+		if farLen(e) != n {
+			t.Fatalf("%d far jobs in the buckets, want %d", farLen(e), n)
+		}
+		// Past the spiller's load round nearest 600 s, and 10 s more:
+		// less than a round's interval (15 s), so the jobs due within the
+		// next 10 s past the half horizon are still out.
+		time.Sleep(575 * time.Second)
+		synctest.Wait()
+		last := time.Unix(0, e.far.loaded.Load())
+		time.Sleep(time.Until(last.Add(10 * time.Second)))
+		before, out := delayedView(t, e), farLen(e)
+		var clock time.Time
+		defer func(f func() time.Time) { farNow = f }(farNow)
+		farNow = func() time.Time { clock = clock.Add(40 * time.Microsecond); return clock }
+		var during []int64
+		defer func(f func(*finetimer.Timer)) { farPause = f }(farPause)
+		farPause = func(*finetimer.Timer) { during = append(during, farLen(e)) }
+		e.mu.Lock()
+		e.far.set.Freeze()
+		e.mu.Unlock()
+		e.far.loaded.Store(last.Add(-5 * time.Second).UnixNano()) // the seal began as a round came due
+		if err := e.checkpoint(0, e.farPacer(nil, true)); err != nil {
+			t.Fatal(err)
+		}
+		loaded := out - farLen(e)
+		if loaded < 100 || len(during) < 2 || during[len(during)-1] != farLen(e) || during[0] != out {
+			t.Fatalf("%d far jobs before the seal, %d after; during it: %v: want about 200 loaded by a pause of it", out, farLen(e), during)
+		}
+		if got := delayedView(t, e); got != before {
+			t.Fatalf("a load during a seal changed the jobs\n%s", diffLines(before, got))
+		}
+		e.Close()
+		e = mustNew(t, farBuckets(fs))
+		defer e.Close()
+		if got := delayedView(t, e); got != before {
+			t.Fatalf("after a restart over a checkpoint a load ran in\n%s", diffLines(before, got))
 		}
 	})
 }

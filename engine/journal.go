@@ -549,7 +549,7 @@ func (e *Engine) Rewrite() error {
 			defer ft.Close()
 		}
 		if cp != nil {
-			err := e.finishCheckpoint(cp, cpAt, ft)
+			err := e.finishCheckpoint(cp, cpAt, e.farPacer(ft, true))
 			e.far.work.Unlock()
 			if err != nil {
 				jn.Finish(started, err)

@@ -58,7 +58,7 @@ func (e *Engine) spiller() {
 		if e.far.set != nil {
 			e.sealFar(ft)
 		}
-		if time.Since(ahead) >= time.Duration(e.opts.Horizon/4)*time.Millisecond {
+		if time.Since(ahead) >= e.loadEvery() {
 			ahead = time.Now()
 			if e.far.set != nil {
 				e.loadFar(ft)
