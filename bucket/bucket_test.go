@@ -219,7 +219,7 @@ func TestRunRoundTripAndBound(t *testing.T) {
 		due := 1000 + rng.Int64N(50) // many equal dues: order by seq
 		jobs[i] = runJob{Due: due, Seq: uint64(n - i), SID: sid, Queue: uint32(i % 2), Head: headOf(sid, due), Payload: payloadOf(sid)}
 	}
-	r, err := writeRun(fs, testPath, 7, []string{"a", "bb"}, n, func(i int) (runJob, error) { return jobs[i], nil })
+	r, err := writeRun(fs, testPath, 7, []string{"a", "bb"}, n, func(i int) (runJob, error) { return jobs[i], nil }, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -270,7 +270,7 @@ func TestTornRunIsRefused(t *testing.T) {
 	const n = 20
 	r, err := writeRun(fs, testPath, 1, []string{"q", "r"}, n, func(i int) (runJob, error) {
 		return runJob{Due: int64(i), Seq: uint64(i), SID: uint64(i + 1), Queue: uint32(i % 2), Head: []byte("h"), Payload: payloadOf(uint64(i))}, nil
-	})
+	}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -662,7 +662,7 @@ func TestFormatIsPinned(t *testing.T) {
 	fs := aof.NewMemFS()
 	r, err := writeRun(fs, testPath, 3, []string{"mail"}, 2, func(i int) (runJob, error) {
 		return runJob{Due: int64(2 - i), Seq: uint64(i), SID: uint64(0x100 + i), Head: []byte{'h', byte(i)}, Payload: []byte{'p'}}, nil
-	})
+	}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -779,7 +779,7 @@ func TestRunDiskPerJob(t *testing.T) {
 	head, payload := make([]byte, 10), make([]byte, 256)
 	r, err := writeRun(fs, testPath, 1, []string{"reminders"}, n, func(i int) (runJob, error) {
 		return runJob{Due: int64(i), Seq: uint64(i), SID: uint64(i + 1), Head: head, Payload: payload}, nil
-	})
+	}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1042,5 +1042,29 @@ func TestOpenedCountsByQueue(t *testing.T) {
 	defer s2.Close()
 	if got := s2.Opened(); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("Opened = %v, want %v", got, want)
+	}
+}
+
+// sortSorted's pieces (blocks sorted alone, merged bottom up) give the
+// order one sort gives, at every size around a block's, and its yield
+// comes at least once a block.
+func TestSortSortedInPieces(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 9))
+	for _, n := range []int{0, 1, 2, sortBlock - 1, sortBlock, sortBlock + 1, 2*sortBlock + 3, 5*sortBlock - 1, 40_000} {
+		s := make([]Sorted, n)
+		for i := range s {
+			s[i] = Sorted{Due: rng.Int64N(int64(n/4 + 1)), Seq: uint64(i), SID: rng.Uint64(), Index: uint32(i)}
+		}
+		rng.Shuffle(n, func(i, j int) { s[i], s[j] = s[j], s[i] })
+		want := slices.Clone(s)
+		slices.SortFunc(want, cmpSorted)
+		yields := 0
+		sortSorted(s, func() { yields++ })
+		if !slices.Equal(s, want) {
+			t.Fatalf("%d entries: sorted in pieces differs from one sort", n)
+		}
+		if min := (n - 1) / sortBlock; yields < min {
+			t.Fatalf("%d entries: %d yields, want at least %d", n, yields, min)
+		}
 	}
 }

@@ -101,9 +101,6 @@ func (s *Set) WriteMerge(m *Merge, yield func()) (*Run, error) {
 		}
 	}
 	return writeRun(s.o.FS, s.o.Path, m.id, m.names, len(m.out), func(i int) (runJob, error) {
-		if yield != nil {
-			yield()
-		}
 		o := &m.out[i]
 		f := m.from[o.src]
 		j, err := f.r.ReadData(o.index)
@@ -113,7 +110,7 @@ func (s *Set) WriteMerge(m *Merge, yield func()) (*Run, error) {
 		o.sid = j.SID
 		j.Queue = f.queue[j.Queue]
 		return j, nil
-	})
+	}, yield)
 }
 
 // AbortMerge forgets a merge whose WriteMerge failed (its file is gone).

@@ -93,7 +93,12 @@ type runJob struct {
 // at path: to a temporary file, fsynced, renamed, the directory fsynced
 // (aof.Install). It reads each job once, in index order, and sorts 32
 // bytes a job in memory. On error nothing is left under the run's name.
-func writeRun(fs aof.FS, path string, id uint64, names []string, n int, job func(i int) (runJob, error)) (r *Run, err error) {
+// yield, if not nil, is called before each job and between pieces of the
+// sort and of the index's writing: the owner's pauses (WriteFrozen).
+func writeRun(fs aof.FS, path string, id uint64, names []string, n int, job func(i int) (runJob, error), yield func()) (r *Run, err error) {
+	if yield == nil {
+		yield = func() {}
+	}
 	name := RunPath(path, id)
 	tmp := name + ".tmp"
 	f, err := fs.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
@@ -115,6 +120,7 @@ func writeRun(fs aof.FS, path string, id uint64, names []string, n int, job func
 	srt := make([]Sorted, n)
 	var hdr []byte
 	for i := range n {
+		yield()
 		j, err := job(i)
 		if err != nil {
 			return nil, fmt.Errorf("bucket: run %d, job %d: %w", id, i, err)
@@ -137,15 +143,13 @@ func writeRun(fs aof.FS, path string, id uint64, names []string, n int, job func
 		w.Write(cb[:])
 		at += int64(len(hdr) + len(j.Head) + len(j.Payload) + 4)
 	}
-	slices.SortFunc(srt, func(a, b Sorted) int {
-		if a.Due != b.Due {
-			return cmpInt(a.Due, b.Due)
-		}
-		return cmpInt(a.Seq, b.Seq)
-	})
+	sortSorted(srt, yield)
 	// byindex: each job's data and its place in sorted.
 	bi := make([]byte, byIndexSize*n)
 	for k, e := range srt {
+		if k%sortBlock == 0 {
+			yield()
+		}
 		binary.LittleEndian.PutUint64(bi[byIndexSize*int(e.Index):], uint64(starts[e.Index]))
 		binary.LittleEndian.PutUint32(bi[byIndexSize*int(e.Index)+8:], uint32(k))
 	}
@@ -156,6 +160,9 @@ func writeRun(fs aof.FS, path string, id uint64, names []string, n int, job func
 	var eb [sortedSize]byte
 	first := make([]int64, 0, (n+sparseEvery-1)/sparseEvery)
 	for k, s := range srt {
+		if k%sortBlock == 0 {
+			yield()
+		}
 		putSorted(eb[:], s)
 		sc = crc32.Update(sc, castagnoli, eb[:])
 		w.Write(eb[:])
@@ -201,6 +208,57 @@ func writeRun(fs aof.FS, path string, id uint64, names []string, n int, job func
 		return nil, err
 	}
 	return &Run{ID: id, N: n, Size: namesAt + int64(len(nb)) + trailerSize, Names: slices.Clone(names), f: rf, byAt: byAt, sortAt: sortAt, first: first}, nil
+}
+
+// sortBlock is the entries sortSorted sorts alone, and merges, between
+// two calls of its yield: about 100 µs of work.
+const sortBlock = 2048
+
+// sortSorted sorts s in (due, add order), in pieces with yield between
+// them: blocks of sortBlock sorted alone, then merged pairwise, bottom up
+// (a sort of a million entries is 100-200 ms of one CPU, which a single
+// slices.SortFunc would keep but for the runtime's preemptions). Its
+// order is the single sort's: (due, seq) is unique.
+func sortSorted(s []Sorted, yield func()) {
+	n := len(s)
+	if n <= sortBlock {
+		slices.SortFunc(s, cmpSorted)
+		return
+	}
+	for i := 0; i < n; i += sortBlock {
+		slices.SortFunc(s[i:min(i+sortBlock, n)], cmpSorted)
+		yield()
+	}
+	src, dst := s, make([]Sorted, n)
+	for w := sortBlock; w < n; w *= 2 {
+		for lo := 0; lo < n; lo += 2 * w {
+			mid, hi := min(lo+w, n), min(lo+2*w, n)
+			i, j := lo, mid
+			for k := lo; k < hi; k++ {
+				if j >= hi || (i < mid && cmpSorted(src[i], src[j]) <= 0) {
+					dst[k] = src[i]
+					i++
+				} else {
+					dst[k] = src[j]
+					j++
+				}
+				if k%sortBlock == 0 {
+					yield()
+				}
+			}
+		}
+		src, dst = dst, src
+	}
+	if &src[0] != &s[0] {
+		copy(s, src)
+	}
+}
+
+func cmpSorted(a, b Sorted) int {
+	if a.Due != b.Due {
+		return cmpInt(a.Due, b.Due)
+	}
+	return cmpInt(a.Seq, b.Seq)
 }
 
 func cmpInt[T int64 | uint64](a, b T) int {

@@ -446,16 +446,13 @@ func (s *Set) Frozen() []*Frozen {
 func (s *Set) WriteFrozen(f *Frozen, yield func()) (*Run, error) {
 	b := f.b
 	return writeRun(s.o.FS, s.o.Path, f.id, b.names, b.n, func(i int) (runJob, error) {
-		if yield != nil {
-			yield()
-		}
 		e := b.ent(i)
 		p, err := s.readLoc(e.Loc, func(id uint64) *Run { return f.runs[id] })
 		if err != nil {
 			return runJob{}, err
 		}
 		return runJob{Due: e.Due, Seq: e.Seq, SID: e.SID, Queue: e.Queue, Head: b.head(e), Payload: p}, nil
-	})
+	}, yield)
 }
 
 // Install makes f's bucket the run WriteFrozen wrote: its memory is freed
