@@ -835,8 +835,14 @@ func TestFarLoadsDuringSeal(t *testing.T) {
 		defer func(f func() time.Time) { farNow = f }(farNow)
 		farNow = func() time.Time { clock = clock.Add(40 * time.Microsecond); return clock }
 		var during []int64
+		var crashed *aof.MemFS // the files as a kill -9 would leave them right after the load
 		defer func(f func(*finetimer.Timer)) { farPause = f }(farPause)
-		farPause = func(*finetimer.Timer) { during = append(during, farLen(e)) }
+		farPause = func(*finetimer.Timer) {
+			during = append(during, farLen(e))
+			if crashed == nil && farLen(e) < out {
+				crashed = fs.CrashClone()
+			}
+		}
 		e.mu.Lock()
 		e.far.set.Freeze()
 		e.mu.Unlock()
@@ -853,9 +859,17 @@ func TestFarLoadsDuringSeal(t *testing.T) {
 		}
 		e.Close()
 		e = mustNew(t, farBuckets(fs))
-		defer e.Close()
 		if got := delayedView(t, e); got != before {
 			t.Fatalf("after a restart over a checkpoint a load ran in\n%s", diffLines(before, got))
+		}
+		e.Close()
+		if crashed == nil {
+			t.Fatal("no crash taken after the load")
+		}
+		e = mustNew(t, farBuckets(crashed))
+		defer e.Close()
+		if got := delayedView(t, e); got != before {
+			t.Fatalf("after a kill -9 in the middle of the seal, after a load\n%s", diffLines(before, got))
 		}
 	})
 }
