@@ -1,6 +1,15 @@
 package bucket
 
-import "testing"
+import (
+	"bufio"
+	"bytes"
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/delayd/delayd/aof"
+)
 
 // BenchmarkIndexFile files b.N ids in a presized index, as a start does
 // from its runs (a DRAM miss an id), and reports the index's bytes a job.
@@ -37,4 +46,86 @@ func BenchmarkIndexFileMany(b *testing.B) {
 	}
 	b.StopTimer()
 	b.ReportMetric(float64(x.bytes())/float64(b.N), "B/job")
+}
+
+// fileLog reads payloads from one file of the OS, as the journal does: a
+// pread and a fresh slice each, or (window) a span at a time.
+type fileLog struct {
+	f      *os.File
+	window bool
+}
+
+func (l fileLog) ReadPayload(seg uint16, off int64, n int) ([]byte, error) {
+	b := make([]byte, n)
+	_, err := l.f.ReadAt(b, off)
+	return b, err
+}
+
+type fileSpans struct{ fileLog }
+
+func (l fileSpans) ReadSpan(seg uint16, off int64, dst []byte) (int, error) {
+	n, err := l.f.ReadAt(dst, off)
+	if err == io.EOF && n > 0 {
+		err = nil
+	}
+	return n, err
+}
+
+// BenchmarkSeal writes a frozen bucket of 200k jobs of 256-byte payloads,
+// which lie in a log file among other records (as many bytes again), as
+// a run in a file: each payload read alone (pread) or through a window of
+// the log.
+// go test ./bucket -run XXX -bench Seal -benchtime 5x
+func BenchmarkSeal(b *testing.B) {
+	const n = 200_000
+	dir := b.TempDir()
+	f, err := os.Create(filepath.Join(dir, "log"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	w := bufio.NewWriter(f)
+	locs := make([]Loc, n)
+	p, filler := bytes.Repeat([]byte{'p'}, 256), make([]byte, 256)
+	at := int64(0)
+	for i := range locs {
+		w.Write(filler)
+		w.Write(p)
+		locs[i] = Loc{File: 1, Off: at + 256, N: 256}
+		at += 512
+	}
+	if err := w.Flush(); err != nil {
+		b.Fatal(err)
+	}
+	for _, mode := range []string{"pread", "window"} {
+		b.Run(mode, func(b *testing.B) {
+			var log LogReader = fileLog{f: f}
+			if mode == "window" {
+				log = fileSpans{fileLog{f: f}}
+			}
+			for range b.N {
+				b.StopTimer()
+				s, err := Open(Options{FS: aof.OS, Path: filepath.Join(b.TempDir(), "delayd.aof"), Log: log})
+				if err != nil {
+					b.Fatal(err)
+				}
+				for i, loc := range locs {
+					if err := s.Add(int64(1_000_000+i%5000), uint64(i+1), uint64(i+1), "q", nil, loc); err != nil {
+						b.Fatal(err)
+					}
+				}
+				cp := s.Checkpoint(Pos{Seg: 1})
+				b.StartTimer()
+				for _, fz := range cp.Frozen() {
+					r, err := s.WriteFrozen(fz, nil)
+					if err != nil {
+						b.Fatal(err)
+					}
+					s.Install(fz, r)
+				}
+				b.StopTimer()
+				s.Close()
+			}
+		})
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -1066,5 +1067,77 @@ func TestSortSortedInPieces(t *testing.T) {
 		if min := (n - 1) / sortBlock; yields < min {
 			t.Fatalf("%d entries: %d yields, want at least %d", n, yields, min)
 		}
+	}
+}
+
+// byteLog is a log of segments of bytes, read as the journal reads them:
+// a payload at a time or a span at a time.
+type byteLog struct {
+	segs          map[uint16][]byte
+	payloads      int // ReadPayload calls
+	spans, spanOK int
+}
+
+func (l *byteLog) put(seg uint16, filler int, payload []byte) Loc {
+	if l.segs == nil {
+		l.segs = map[uint16][]byte{}
+	}
+	l.segs[seg] = append(l.segs[seg], make([]byte, filler)...)
+	off := int64(len(l.segs[seg]))
+	l.segs[seg] = append(l.segs[seg], payload...)
+	return Loc{File: uint64(seg), Off: off, N: uint32(len(payload))}
+}
+
+func (l *byteLog) ReadPayload(seg uint16, off int64, n int) ([]byte, error) {
+	l.payloads++
+	b := l.segs[seg]
+	if off+int64(n) > int64(len(b)) {
+		return nil, fmt.Errorf("no %d bytes at %d:%d", n, seg, off)
+	}
+	return slices.Clone(b[off : off+int64(n)]), nil
+}
+
+func (l *byteLog) ReadSpan(seg uint16, off int64, dst []byte) (int, error) {
+	l.spans++
+	b := l.segs[seg]
+	if off >= int64(len(b)) {
+		return 0, io.EOF
+	}
+	return copy(dst, b[off:]), nil
+}
+
+// A seal reads its payloads in the log through a window of it (a span
+// read for many payloads): every job's payload comes out right, whatever
+// its size (one larger than a window's share is read alone), across
+// segments written in turns, at a segment's end.
+func TestWriteFrozenReadsTheLogThroughAWindow(t *testing.T) {
+	fs := aof.NewMemFS()
+	l := &byteLog{}
+	s := newSet(t, fs, l, 0)
+	rng := rand.New(rand.NewPCG(3, 4))
+	m := map[uint64]want{}
+	for i := range 20_000 {
+		sid := uint64(i + 1)
+		size := 1 + rng.IntN(600)
+		if i%997 == 0 {
+			size = windowSize/8 + 1 + rng.IntN(windowSize) // read alone
+		}
+		p := make([]byte, size)
+		for k := range p {
+			p[k] = byte(rng.Uint32())
+		}
+		seg := uint16(1 + (i/3000)%2) // two segments in turns
+		loc := l.put(seg, rng.IntN(200), p)
+		due := int64(1_000_000 + rng.IntN(1_000_000))
+		if err := s.Add(due, uint64(i+1), sid, queueOf(sid), headOf(sid, due), loc); err != nil {
+			t.Fatal(err)
+		}
+		m[sid] = want{due: due, seq: uint64(i + 1), head: headOf(sid, due), payload: p, queue: queueOf(sid)}
+	}
+	checkpoint(t, s, fs, Pos{Seg: 9})
+	check(t, s, m) // every job read back from the run
+	t.Logf("%d payloads read alone, %d spans", l.payloads, l.spans)
+	if l.payloads > 200 || l.spans > 2000 {
+		t.Fatalf("the seal read %d payloads alone and %d spans for 20,000 jobs", l.payloads, l.spans)
 	}
 }

@@ -25,6 +25,47 @@ type LogReader interface {
 	ReadPayload(seg uint16, off int64, n int) ([]byte, error)
 }
 
+// SpanReader is a LogReader that also reads a span of a segment into dst,
+// as much as it holds up to len(dst) (the journal's ReadSpan): a seal reads
+// its bucket's payloads, which lie in the log in about add order, through
+// a window of it, not a read and a fresh slice each.
+type SpanReader interface {
+	ReadSpan(seg uint16, off int64, dst []byte) (int, error)
+}
+
+// windowSize is the span of the log a seal reads at once.
+const windowSize = 1 << 20
+
+// logWindow is a span of one segment of the log, read through a
+// SpanReader; a payload it does not cover starts the next (if it is small
+// enough to leave room for others), or is read alone.
+type logWindow struct {
+	r      SpanReader
+	seg    uint16
+	off    int64
+	b, buf []byte
+}
+
+// read returns the n bytes at off of segment seg: valid until the next
+// read.
+func (w *logWindow) read(log LogReader, seg uint16, off int64, n int) ([]byte, error) {
+	if w.r == nil || n > windowSize/8 {
+		return log.ReadPayload(seg, off, n)
+	}
+	if w.b == nil || seg != w.seg || off < w.off || off+int64(n) > w.off+int64(len(w.b)) {
+		if w.buf == nil {
+			w.buf = make([]byte, windowSize)
+		}
+		k, err := w.r.ReadSpan(seg, off, w.buf)
+		if err != nil || k < n {
+			w.b = nil
+			return log.ReadPayload(seg, off, n)
+		}
+		w.seg, w.off, w.b = seg, off, w.buf[:k]
+	}
+	return w.b[off-w.off : off-w.off+int64(n)], nil
+}
+
 // Options configure a Set.
 type Options struct {
 	FS   aof.FS
@@ -440,14 +481,23 @@ func (s *Set) Frozen() []*Frozen {
 // WriteFrozen writes f as a run: without the owner's lock (a frozen
 // bucket's entries and heads do not change; which are dead is not read:
 // the run holds them all and Install carries the dead bits over). It reads
-// each payload once through its locator, and calls yield (if not nil)
+// each payload once through its locator (those in the log through a
+// window of it, when the reader can: logWindow), and calls yield (if not nil)
 // before each job: a bucket is up to a million reads, and the owner gives
 // its CPU up there now and then (one CPU: its clients wait otherwise).
 func (s *Set) WriteFrozen(f *Frozen, yield func()) (*Run, error) {
 	b := f.b
+	w := &logWindow{}
+	w.r, _ = s.o.Log.(SpanReader)
 	return writeRun(s.o.FS, s.o.Path, f.id, b.names, b.n, func(i int) (runJob, error) {
 		e := b.ent(i)
-		p, err := s.readLoc(e.Loc, func(id uint64) *Run { return f.runs[id] })
+		var p []byte
+		var err error
+		if e.Loc.Run || e.Loc.N == 0 || s.o.Log == nil {
+			p, err = s.readLoc(e.Loc, func(id uint64) *Run { return f.runs[id] })
+		} else {
+			p, err = w.read(s.o.Log, uint16(e.Loc.File), e.Loc.Off, int(e.Loc.N))
+		}
 		if err != nil {
 			return runJob{}, err
 		}

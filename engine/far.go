@@ -64,6 +64,10 @@ func (l farLog) ReadPayload(seg uint16, off int64, n int) ([]byte, error) {
 	return l.e.journal.ReadPayload(seg, off, n)
 }
 
+func (l farLog) ReadSpan(seg uint16, off int64, dst []byte) (int, error) {
+	return l.e.journal.ReadSpan(seg, off, dst)
+}
+
 // openFar opens the buckets the checkpoint beside the log names, before
 // the log is replayed.
 func (e *Engine) openFar() error {

@@ -2,6 +2,7 @@ package journal
 
 import (
 	"fmt"
+	"io"
 	"math"
 	"runtime"
 	"sync"
@@ -68,8 +69,41 @@ func (j *Journal) ReadPayload(seg uint16, off int64, n int) ([]byte, error) {
 	return j.pay.read(j.opts.FS, j.opts.Path, j.Segments, seg, off, n)
 }
 
+// ReadSpan reads into dst the bytes at off of the segment seg names, as
+// many as it holds up to len(dst) (fewer at its end), and says how many:
+// a window of the log that many payloads are read from (a far-future
+// bucket's seal). io.EOF only when none are there.
+func (j *Journal) ReadSpan(seg uint16, off int64, dst []byte) (int, error) {
+	sf, err := j.pay.file(j.opts.FS, j.opts.Path, j.Segments, seg)
+	if err != nil {
+		return 0, err
+	}
+	n, err := sf.f.ReadAt(dst, off)
+	if err == io.EOF && n > 0 {
+		err = nil
+	}
+	if err == nil {
+		j.pay.reads.Add(1)
+	}
+	return n, err
+}
+
 // read is ReadPayload of the segments segs() names.
 func (p *payloads) read(fs aof.FS, path string, segs func() []uint64, seg uint16, off int64, n int) ([]byte, error) {
+	sf, err := p.file(fs, path, segs, seg)
+	if err != nil {
+		return nil, err
+	}
+	b := make([]byte, n)
+	if _, err := sf.f.ReadAt(b, off); err != nil {
+		return nil, err
+	}
+	p.reads.Add(1)
+	return b, nil
+}
+
+// file returns the open segment seg names.
+func (p *payloads) file(fs aof.FS, path string, segs func() []uint64, seg uint16) (segFile, error) {
 	p.mu.Lock()
 	sf, ok := p.files[seg]
 	p.mu.Unlock()
@@ -82,14 +116,9 @@ func (p *payloads) read(fs aof.FS, path string, segs func() []uint64, seg uint16
 		p.mu.Unlock()
 	}
 	if !ok {
-		return nil, fmt.Errorf("payload in segment %d, which is not in the log", seg)
+		return segFile{}, fmt.Errorf("payload in segment %d, which is not in the log", seg)
 	}
-	b := make([]byte, n)
-	if _, err := sf.f.ReadAt(b, off); err != nil {
-		return nil, err
-	}
-	p.reads.Add(1)
-	return b, nil
+	return sf, nil
 }
 
 // open opens the last of segs that seg names. Called with mu held.
