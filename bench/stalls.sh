@@ -34,7 +34,7 @@ for r in $(seq "$rounds"); do
       -rate "${RATE:-10000}" -workers "${WORKERS:-32}" -duration "${DUR:-60s}" 2>&1 | tail -1)
     kill "$pid"; wait "$pid" 2>/dev/null || true
     comp=$(grep -c '"message":"log compaction"' "$log" || true)
-    hold=$(grep '"message":"log compaction"' "$log" | sed -n 's/.*"max_hold_ms":\([0-9.]*\).*/\1/p' | sort -g | tail -1)
+    hold=$(grep '"message":"log compaction"' "$log" | sed -n 's/.*"max_hold_ms":\([0-9.]*\).*/\1/p' | sort -g | tail -1 || true)
     echo "$(basename "$bin") r$r $out compactions=$comp max_hold_ms=${hold:-0} load=$(cut -d' ' -f1 /proc/loadavg)"
   done
 done
