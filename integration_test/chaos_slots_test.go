@@ -53,7 +53,9 @@ import (
 // DELAYD_CHAOS_MOVE_SLOTS (slots a move, 32), DELAYD_CHAOS_KILL_EVERY
 // (a kill every n-th move; 2, the default; 0: never), DELAYD_CHAOS_PRELOAD
 // (jobs added to each group's moved slots before the moves and checked
-// whole after them, slotPreload; 3000). Four causes of loss or doubles
+// whole after them, slotPreload; 3000), DELAYD_CHAOS_KILL_AT (when in a
+// move a kill comes: random, migrate or late; each in turn by default).
+// Four causes of loss or doubles
 // it found are fixed: TestSlotMoveStoppedServesTwice, Config.MapFresh,
 // TestSlotFixStoppedAfterAddSlots and TestFailedHandOverLeadsAgain (seed
 // 1795955761102730944: a leader stuck refusing writes after a hand-over
@@ -108,7 +110,8 @@ func TestChaosSlotMoves(t *testing.T) {
 	// A node restarted on a million preloaded jobs a group replays them
 	// before it answers PING (about 20 µs a job here, three groups a node).
 	ready := 10*time.Second + time.Duration(preloadJobs)*3*20*time.Microsecond
-	m := &slotMover{t: t, nodes: nodes, w: w, rng: rand.New(rand.NewSource(cfg.seed)), slots: moveSlots, killEvery: killEvery, ready: ready}
+	m := &slotMover{t: t, nodes: nodes, w: w, rng: rand.New(rand.NewSource(cfg.seed)), slots: moveSlots, killEvery: killEvery, ready: ready,
+		killAt: os.Getenv("DELAYD_CHAOS_KILL_AT")}
 	faultCtx, stopFaults := context.WithTimeout(context.Background(), cfg.duration)
 	defer stopFaults()
 	m.run(faultCtx)
@@ -176,6 +179,7 @@ type slotMover struct {
 	rng       *rand.Rand
 	slots     int
 	killEvery int
+	killAt    string        // DELAYD_CHAOS_KILL_AT: random, migrate or late; empty: each in turn at random
 	ready     time.Duration // how long a restarted node may take to answer PING
 
 	moves, kills int
@@ -263,6 +267,25 @@ func (m *slotMover) migrating(addr string, d time.Duration) <-chan time.Time {
 	return c
 }
 
+// late fires once group g holds n of its before slots fewer (most of a
+// move's slots crossed), or after d.
+func (m *slotMover) late(g, before, n int, d time.Duration) <-chan time.Time {
+	var addrs []string // read here: the goroutine may outlive the move, and a restart changes m.nodes
+	for _, nd := range m.nodes {
+		addrs = append(addrs, nd.addr(0))
+	}
+	c := make(chan time.Time, 1)
+	go func() {
+		for deadline := time.Now().Add(d); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+			if k, err := groupSlots(addrs, g); err == nil && before-k >= n {
+				break
+			}
+		}
+		c <- time.Now()
+	}()
+	return c
+}
+
 // check runs redis-cli --cluster check until it is clean, up to d.
 func (m *slotMover) check(d time.Duration) (string, bool) {
 	var s string
@@ -324,13 +347,22 @@ func (m *slotMover) move(start time.Time, from, to int, kill bool) error {
 	if m.rng.Intn(2) == 0 {
 		victim, vg = dst, to
 	}
-	// Half the kills come at a random time, the others when the source
-	// runs a MIGRATE (a slot holding queues, whose copy may be committed
-	// at the target and not yet dropped at the source): the step of a
-	// move where a crash could lose or double a job.
+	// A third of the kills come at a random time, a third when the
+	// source runs a MIGRATE (a slot holding queues, whose copy may be
+	// committed at the target and not yet dropped at the source: the step
+	// of a move where a crash could lose or double a job), a third late
+	// in the move, once three quarters of its slots crossed (a long move's
+	// kill, whose resumption has few slots left).
+	kind := m.killAt
+	if kind == "" {
+		kind = []string{"random", "migrate", "late"}[m.rng.Intn(3)]
+	}
 	at, when := "at a random time", time.After(time.Duration(100+m.rng.Intn(900))*time.Millisecond)
-	if m.rng.Intn(2) == 0 {
+	switch kind {
+	case "migrate":
 		at, when = "during a MIGRATE", m.migrating(src.addr(from), 20*time.Second)
+	case "late":
+		at, when = "late in the move", m.late(from, before, 3*m.slots/4, limit)
 	}
 	var ended error
 	select {
@@ -490,13 +522,22 @@ func (m *slotMover) reshard(start time.Time, from, to, n int) error {
 // slotsOf is how many slots group g owns (CLUSTER GROUPS of a running
 // node).
 func (m *slotMover) slotsOf(g int) (int, error) {
-	var err error
+	var addrs []string
 	for _, n := range m.nodes {
-		if !n.Running() {
-			continue
+		if n.Running() {
+			addrs = append(addrs, n.addr(0))
 		}
+	}
+	return groupSlots(addrs, g)
+}
+
+// groupSlots is how many slots group g owns, as the first of addrs that
+// answers CLUSTER GROUPS says.
+func groupSlots(addrs []string, g int) (int, error) {
+	var err error
+	for _, addr := range addrs {
 		var v any
-		if v, err = grAsk(n.addr(0), "CLUSTER", "GROUPS"); err != nil {
+		if v, err = grAsk(addr, "CLUSTER", "GROUPS"); err != nil {
 			continue
 		}
 		for _, e := range v.([]any) {
