@@ -245,6 +245,42 @@ func (c *Cluster) alone() bool {
 	return f.Error() == nil && len(f.Configuration().Servers) == 0
 }
 
+// member says whether id is in Raft's latest configuration (the one being
+// committed included: a removal counts from the moment the leader logs
+// it). Before Raft runs, every id is.
+func (c *Cluster) member(id raft.ServerID) bool {
+	r := c.r()
+	if r == nil {
+		return true
+	}
+	f := r.GetConfiguration()
+	if f.Error() != nil {
+		return true
+	}
+	for _, s := range f.Configuration().Servers {
+		if s.ID == id {
+			return true
+		}
+	}
+	return false
+}
+
+// joinWaitMax bounds how long a joining node refuses snapshots while its
+// join goes unanswered: past it, one is taken as before.
+const joinWaitMax = 30 * time.Second
+
+// admitSnapshots says whether this node takes a snapshot a leader sends.
+// A node wiped and started again at its old bus address with a new id is
+// reached, as soon as it listens, by the leader's replication to its old
+// id, still a member until the join removes it: that replication's
+// snapshot went to the node as well as the one sent to its new id, and
+// the node restored both (seconds each at millions of jobs). The leader
+// may start one to the new id too before the join's answer arrives: it
+// sends it again after a short backoff.
+func (c *Cluster) admitSnapshots() bool {
+	return !c.waitJoin.Load() || time.Now().After(c.waitUntil)
+}
+
 // meetAlone makes this node, in no group yet, join the cluster of the
 // member at addr, as --cluster-join would have: the join runs in the
 // background (joinLoop), as Redis's MEET handshake does, and the reply
@@ -359,6 +395,7 @@ func (c *Cluster) Reserve(ctx context.Context) error {
 		}()
 		switch {
 		case err == nil:
+			c.waitJoin.Store(false)
 			return nil
 		case strings.HasSuffix(err.Error(), fullMark):
 			return ErrGroupFull
@@ -393,6 +430,7 @@ func (c *Cluster) joinLoop() {
 			return cl.Do(ctx, "CLUSTER", "JOIN", c.id, c.cfg.AnnounceBusAddr, c.cfg.AnnounceAddr).Err()
 		}()
 		if err == nil {
+			c.waitJoin.Store(false)
 			c.log.Info().Str("via", target).Msg("cluster: joined")
 			target = c.cfg.Join
 		} else {
@@ -451,6 +489,15 @@ func (c *Cluster) snapshotLoop() {
 		// difference would wrap to a huge one, and the capture wait for
 		// the restore and then hold the lock for as long again).
 		if applied := r.AppliedIndex(); applied < last || applied-last < c.cfg.SnapshotThreshold {
+			continue
+		}
+		// A leader sending a snapshot waits: taking a new one compacts the
+		// log to TrailingLogs behind it, and if that passes the index of the
+		// one being sent (it may be nearly a threshold old, and a restore
+		// of millions of jobs takes seconds), the follower needs another
+		// once it restored this one. Raft's backstop still snapshots at
+		// four thresholds.
+		if c.trans.sending.Load() > 0 {
 			continue
 		}
 		if err := c.takeSnapshot(r); err != nil {

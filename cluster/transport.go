@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -89,6 +90,19 @@ type tracker struct {
 	// framing says whether AppendEntries go in frames (the group's format
 	// version, set by New; nil: never).
 	framing func() bool
+	// member says whether id is in the group's latest configuration (set
+	// by New; nil: every id is): a snapshot goes only to a member.
+	member func(id raft.ServerID) bool
+	// sending counts the snapshots being sent (snapshotLoop waits for them).
+	sending atomic.Int32
+	// admit says whether a snapshot sent to this node is taken (set by
+	// New; nil: always): not while a node wiped and started again with
+	// --cluster-join waits for its join (Cluster.admitSnapshots).
+	admit func() bool
+	// beforeInstall and afterInstall, when set (tests, before Start), are
+	// called as InstallSnapshot starts and with what it returns.
+	beforeInstall func(id raft.ServerID)
+	afterInstall  func(id raft.ServerID, err error)
 
 	consume chan raft.RPC // Raft's, fed by both paths
 	hbMu    sync.Mutex
@@ -183,6 +197,10 @@ func (t *tracker) forward() {
 	for {
 		select {
 		case rpc := <-in:
+			if _, ok := rpc.Command.(*raft.InstallSnapshotRequest); ok && t.admit != nil && !t.admit() {
+				go t.refuseSnapshot(rpc)
+				continue
+			}
 			select {
 			case t.consume <- rpc:
 			case <-t.done:
@@ -193,6 +211,20 @@ func (t *tracker) forward() {
 		}
 	}
 }
+
+// refuseSnapshot answers a snapshot this node does not take with an error,
+// once its stream is read: NetworkTransport reads the next RPC of the
+// connection after it. The sender stops the stream when its receiver
+// leaves the configuration (InstallSnapshot), so a wiped node's old id,
+// which its join removes, costs a few MiB, not a restore.
+func (t *tracker) refuseSnapshot(rpc raft.RPC) {
+	_, _ = io.Copy(io.Discard, rpc.Reader)
+	t.logger.Info("cluster bus: a snapshot refused: this node is not in a group yet", "from", string(rpc.Command.(*raft.InstallSnapshotRequest).ID))
+	rpc.Respond(&raft.InstallSnapshotResponse{}, errNotJoined)
+}
+
+// errNotJoined refuses a snapshot sent before this node's join was answered.
+var errNotJoined = errors.New("cluster bus: not joined yet: the snapshot is for the id this address had")
 
 // acceptLoop accepts the bus's connections and routes each by its first
 // byte, read on a goroutine of its own (a TLS handshake, a slow peer):
@@ -483,9 +515,38 @@ func (t *tracker) AppendEntriesPipeline(raft.ServerID, raft.ServerAddress) (raft
 	return nil, raft.ErrPipelineReplicationNotSupported
 }
 
-// InstallSnapshot sends a snapshot and records the index it covers.
-func (t *tracker) InstallSnapshot(id raft.ServerID, target raft.ServerAddress, args *raft.InstallSnapshotRequest, resp *raft.InstallSnapshotResponse, data io.Reader) error {
-	err := t.NetworkTransport.InstallSnapshot(id, target, args, resp, data)
+// InstallSnapshot sends a snapshot, while id is a member, and records the
+// index it covers.
+//
+// A node whose data dir was wiped comes back at its old bus address with a
+// new id, and joining removes the old id (Join). hashicorp/raft stops a
+// removed member's replication only after one last attempt to bring it up
+// to date, and does not cut short an RPC in flight: the old id's snapshot
+// went to the address too, and the node installed it as well as the one
+// sent to its new id (seconds each at millions of jobs). The RPC's header
+// names the sender only, so the receiver cannot tell them apart; the
+// sender can. A snapshot to an id no longer in the configuration is not
+// sent, and one being sent stops at its next read.
+func (t *tracker) InstallSnapshot(id raft.ServerID, target raft.ServerAddress, args *raft.InstallSnapshotRequest, resp *raft.InstallSnapshotResponse, data io.Reader) (err error) {
+	t.sending.Add(1)
+	defer t.sending.Add(-1)
+	if t.beforeInstall != nil {
+		t.beforeInstall(id)
+	}
+	if t.afterInstall != nil {
+		defer func() { t.afterInstall(id, err) }()
+	}
+	if t.member != nil {
+		if !t.member(id) {
+			t.logger.Info("cluster bus: no snapshot sent to a removed member", "id", id, "peer", target)
+			return errNotMember
+		}
+		data = &memberReader{r: data, ok: func() bool { return t.member(id) }}
+	}
+	err = t.NetworkTransport.InstallSnapshot(id, target, args, resp, data)
+	if errors.Is(err, errNotMember) {
+		t.logger.Info("cluster bus: a snapshot to a member removed meanwhile cut short", "id", id, "peer", target)
+	}
 	if err == nil && resp.Success {
 		t.mu.Lock()
 		t.heard[string(id)] = time.Now()
@@ -496,6 +557,32 @@ func (t *tracker) InstallSnapshot(id raft.ServerID, target raft.ServerAddress, a
 		t.mu.Unlock()
 	}
 	return err
+}
+
+// errNotMember: a snapshot's receiver left the configuration.
+var errNotMember = errors.New("cluster bus: the snapshot's receiver is no longer a member")
+
+// memberReader reads a snapshot for as long as ok holds, asked before the
+// first read and then once a memberCheck bytes: Raft's configuration is
+// copied at each ask, and the stream is read 32 KiB at a time.
+type memberReader struct {
+	r    io.Reader
+	ok   func() bool
+	left int // bytes to read before ok is asked again
+}
+
+const memberCheck = 1 << 20
+
+func (m *memberReader) Read(p []byte) (int, error) {
+	if m.left <= 0 {
+		if !m.ok() {
+			return 0, errNotMember
+		}
+		m.left = memberCheck
+	}
+	n, err := m.r.Read(p)
+	m.left -= n
+	return n, err
 }
 
 // peer is what the leader knows of a follower.
