@@ -265,18 +265,18 @@ func (c *Cluster) member(id raft.ServerID) bool {
 	return false
 }
 
-// joinWaitMax bounds how long a joining node refuses snapshots while its
-// join goes unanswered: past it, one is taken as before.
+// joinWaitMax bounds how long a joining node holds the snapshots sent to
+// it while its join goes unanswered: past it, they are taken as before.
 const joinWaitMax = 30 * time.Second
 
-// admitSnapshots says whether this node takes a snapshot a leader sends.
-// A node wiped and started again at its old bus address with a new id is
+// admitSnapshots says whether this node takes a snapshot a leader sends
+// now, or holds it until its join is answered (tracker.holdSnapshot). A
+// node wiped and started again at its old bus address with a new id is
 // reached, as soon as it listens, by the leader's replication to its old
 // id, still a member until the join removes it: that replication's
 // snapshot went to the node as well as the one sent to its new id, and
-// the node restored both (seconds each at millions of jobs). The leader
-// may start one to the new id too before the join's answer arrives: it
-// sends it again after a short backoff.
+// the node restored both (seconds each at millions of jobs). Held, the old
+// id's is cut short by the leader once the join removed that id.
 func (c *Cluster) admitSnapshots() bool {
 	return !c.waitJoin.Load() || time.Now().After(c.waitUntil)
 }

@@ -95,10 +95,14 @@ type tracker struct {
 	member func(id raft.ServerID) bool
 	// sending counts the snapshots being sent (snapshotLoop waits for them).
 	sending atomic.Int32
-	// admit says whether a snapshot sent to this node is taken (set by
+	// admit says whether a snapshot sent to this node is taken now (set by
 	// New; nil: always): not while a node wiped and started again with
-	// --cluster-join waits for its join (Cluster.admitSnapshots).
+	// --cluster-join waits for its join (Cluster.admitSnapshots), which
+	// holds it until then.
 	admit func() bool
+	heldMu    sync.Mutex
+	held      []raft.RPC // snapshots admit held back, oldest first; guarded by heldMu
+	releasing bool       // releaseHeld runs; guarded by heldMu
 	// beforeInstall and afterInstall, when set (tests, before Start), are
 	// called as InstallSnapshot starts and with what it returns.
 	beforeInstall func(id raft.ServerID)
@@ -198,7 +202,7 @@ func (t *tracker) forward() {
 		select {
 		case rpc := <-in:
 			if _, ok := rpc.Command.(*raft.InstallSnapshotRequest); ok && t.admit != nil && !t.admit() {
-				go t.refuseSnapshot(rpc)
+				t.holdSnapshot(rpc)
 				continue
 			}
 			select {
@@ -212,19 +216,65 @@ func (t *tracker) forward() {
 	}
 }
 
-// refuseSnapshot answers a snapshot this node does not take with an error,
-// once its stream is read: NetworkTransport reads the next RPC of the
-// connection after it. The sender stops the stream when its receiver
-// leaves the configuration (InstallSnapshot), so a wiped node's old id,
-// which its join removes, costs a few MiB, not a restore.
-func (t *tracker) refuseSnapshot(rpc raft.RPC) {
-	_, _ = io.Copy(io.Discard, rpc.Reader)
-	t.logger.Info("cluster bus: a snapshot refused: this node is not in a group yet", "from", string(rpc.Command.(*raft.InstallSnapshotRequest).ID))
-	rpc.Respond(&raft.InstallSnapshotResponse{}, errNotJoined)
+// holdSnapshot keeps a snapshot that came before this node takes them
+// (admit), its stream unread, for releaseHeld.
+func (t *tracker) holdSnapshot(rpc raft.RPC) {
+	t.logger.Info("cluster bus: a snapshot held until this node's join is answered", "from", string(rpc.Command.(*raft.InstallSnapshotRequest).ID))
+	t.heldMu.Lock()
+	defer t.heldMu.Unlock()
+	t.held = append(t.held, rpc)
+	if !t.releasing {
+		t.releasing = true
+		go t.releaseHeld()
+	}
 }
 
-// errNotJoined refuses a snapshot sent before this node's join was answered.
-var errNotJoined = errors.New("cluster bus: not joined yet: the snapshot is for the id this address had")
+// releaseHeld waits until this node takes snapshots, then hands Raft the
+// last one held and refuses the others. Those were sent to the id this
+// address had: the join removes it before it adds this node's, and a
+// leader sends nothing to an id it removed, so the last is the one meant
+// for this node (or the old id's, when only that one came; then the
+// log after it follows). A refused stream is read to its end, as
+// NetworkTransport needs, but its sender cuts it short within a MiB
+// (InstallSnapshot: the id is no longer a member). Refusing every held
+// one instead would make the leader send this node's own again, whole.
+func (t *tracker) releaseHeld() {
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		for !t.admit() {
+			select {
+			case <-tick.C:
+			case <-t.done:
+				return // unanswered: NetworkTransport closes the connections as it stops
+			}
+		}
+		t.heldMu.Lock()
+		held := t.held
+		t.held = nil
+		if len(held) == 0 {
+			t.releasing = false
+			t.heldMu.Unlock()
+			return
+		}
+		t.heldMu.Unlock()
+		for _, rpc := range held[:len(held)-1] {
+			go func() {
+				_, _ = io.Copy(io.Discard, rpc.Reader)
+				rpc.Respond(&raft.InstallSnapshotResponse{}, errStaleSnapshot)
+			}()
+		}
+		select {
+		case t.consume <- held[len(held)-1]:
+		case <-t.done:
+			return
+		}
+	}
+}
+
+// errStaleSnapshot refuses a snapshot held while this node joined, and
+// sent again after it: the one sent to the id this address had.
+var errStaleSnapshot = errors.New("cluster bus: a later snapshot came while this node joined")
 
 // acceptLoop accepts the bus's connections and routes each by its first
 // byte, read on a goroutine of its own (a TLS handshake, a slow peer):
