@@ -99,7 +99,7 @@ type tracker struct {
 	// New; nil: always): not while a node wiped and started again with
 	// --cluster-join waits for its join (Cluster.admitSnapshots), which
 	// holds it until then.
-	admit func() bool
+	admit     func() bool
 	heldMu    sync.Mutex
 	held      []raft.RPC // snapshots admit held back, oldest first; guarded by heldMu
 	releasing bool       // releaseHeld runs; guarded by heldMu
