@@ -87,11 +87,6 @@ type Cluster struct {
 	eng    *engine.Engine
 
 	leading atomic.Bool // this node leads and its engine takes writes
-	// waitJoin: this node started with --cluster-join and no Raft state
-	// (new, or wiped and back with a new id) and takes no snapshot until
-	// its join is answered, or until waitUntil (admitSnapshots).
-	waitJoin  atomic.Bool
-	waitUntil time.Time
 	// lastLeader is the id of the last leader Raft named, kept while an
 	// election runs: CLUSTER NODES shows it failing, as Redis shows the
 	// master it lost.
@@ -223,11 +218,7 @@ func New(cfg Config) (*Cluster, error) {
 	c.fsm.version.Store(minFormat)
 	c.trans.framing = func() bool { return c.fsm.version.Load() >= busFramingSince }
 	c.trans.member = c.member
-	if has, err := raft.HasExistingState(c.store, c.stable, c.snaps); err == nil && !has && cfg.Join != "" && !cfg.Bootstrap {
-		c.waitUntil = time.Now().Add(joinWaitMax)
-		c.waitJoin.Store(true) // publishes waitUntil to admitSnapshots
-	}
-	c.trans.admit = c.admitSnapshots
+	c.trans.self = id
 	c.gateKick = make(chan struct{}, 1)
 	c.relead = make(chan struct{}, 1)
 	c.versionOf = c.askVersion

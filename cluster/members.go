@@ -265,22 +265,6 @@ func (c *Cluster) member(id raft.ServerID) bool {
 	return false
 }
 
-// joinWaitMax bounds how long a joining node holds the snapshots sent to
-// it while its join goes unanswered: past it, they are taken as before.
-const joinWaitMax = 30 * time.Second
-
-// admitSnapshots says whether this node takes a snapshot a leader sends
-// now, or holds it until its join is answered (tracker.holdSnapshot). A
-// node wiped and started again at its old bus address with a new id is
-// reached, as soon as it listens, by the leader's replication to its old
-// id, still a member until the join removes it: that replication's
-// snapshot went to the node as well as the one sent to its new id, and
-// the node restored both (seconds each at millions of jobs). Held, the old
-// id's is cut short by the leader once the join removed that id.
-func (c *Cluster) admitSnapshots() bool {
-	return !c.waitJoin.Load() || time.Now().After(c.waitUntil)
-}
-
 // meetAlone makes this node, in no group yet, join the cluster of the
 // member at addr, as --cluster-join would have: the join runs in the
 // background (joinLoop), as Redis's MEET handshake does, and the reply
@@ -395,7 +379,6 @@ func (c *Cluster) Reserve(ctx context.Context) error {
 		}()
 		switch {
 		case err == nil:
-			c.waitJoin.Store(false)
 			return nil
 		case strings.HasSuffix(err.Error(), fullMark):
 			return ErrGroupFull
@@ -430,7 +413,6 @@ func (c *Cluster) joinLoop() {
 			return cl.Do(ctx, "CLUSTER", "JOIN", c.id, c.cfg.AnnounceBusAddr, c.cfg.AnnounceAddr).Err()
 		}()
 		if err == nil {
-			c.waitJoin.Store(false)
 			c.log.Info().Str("via", target).Msg("cluster: joined")
 			target = c.cfg.Join
 		} else {

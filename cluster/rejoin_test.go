@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -13,49 +14,76 @@ import (
 
 // rejoinRig is a group of three holding rejoinJobs jobs, its leader's log
 // compacted under a snapshot, and hooks on every node's snapshot sends:
-// those to the id in old are held at their start until release closes
-// (held closes when the first is), and what they return goes to oldDone.
+// those to an id in hold wait at their start until release closes; each
+// send's start and result are recorded by id.
 type rejoinRig struct {
 	nodes   []*testNode
-	mu      sync.Mutex
-	old     raft.ServerID
-	hold    bool
-	held    chan struct{}
 	release chan struct{}
-	oldDone chan error
-	once    sync.Once
+
+	mu      sync.Mutex
+	hold    map[raft.ServerID]bool
+	started map[raft.ServerID]int
+	ended   map[raft.ServerID][]error
 }
 
 const rejoinJobs = 2000
 
-func (r *rejoinRig) isOld(id raft.ServerID) (old, hold bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.old != "" && id == r.old, r.hold
-}
-
 func (r *rejoinRig) hooks(c *Cluster) {
 	c.trailingLogs = 64 // a short log behind each snapshot: a new node needs one
 	c.trans.beforeInstall = func(id raft.ServerID) {
-		if old, hold := r.isOld(id); old && hold {
-			r.once.Do(func() { close(r.held) })
+		r.mu.Lock()
+		r.started[id]++
+		hold := r.hold[id]
+		r.mu.Unlock()
+		if hold {
 			<-r.release
 		}
 	}
 	c.trans.afterInstall = func(id raft.ServerID, err error) {
-		if old, _ := r.isOld(id); old {
-			select {
-			case r.oldDone <- err:
-			default:
-			}
-		}
+		r.mu.Lock()
+		r.ended[id] = append(r.ended[id], err)
+		r.mu.Unlock()
 	}
+}
+
+func (r *rejoinRig) holdSends(id string) {
+	r.mu.Lock()
+	r.hold[raft.ServerID(id)] = true
+	r.mu.Unlock()
+}
+
+// waitSent waits until a send to id started, or (ended) ended, and returns
+// the first one's result.
+func (r *rejoinRig) waitSent(t *testing.T, id string, ended bool) error {
+	t.Helper()
+	var err error
+	waitFor(t, 30*time.Second, "a snapshot sent to "+id[:8], func() bool {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if !ended {
+			return r.started[raft.ServerID(id)] > 0
+		}
+		if e := r.ended[raft.ServerID(id)]; len(e) > 0 {
+			err = e[0]
+			return true
+		}
+		return false
+	})
+	return err
 }
 
 // newRejoinRig starts the group, its nodes snapshotting every threshold
 // entries (0: the default, which these tests never reach).
-func newRejoinRig(t *testing.T, hold bool, threshold uint64) *rejoinRig {
-	r := &rejoinRig{hold: hold, held: make(chan struct{}), release: make(chan struct{}), oldDone: make(chan error, 16)}
+func newRejoinRig(t *testing.T, threshold uint64) *rejoinRig {
+	r := &rejoinRig{release: make(chan struct{}), hold: map[raft.ServerID]bool{},
+		started: map[raft.ServerID]int{}, ended: map[raft.ServerID][]error{}}
+	t.Cleanup(func() {
+		select {
+		case <-r.release:
+		default:
+			close(r.release) // a failed test's held sends end, and the nodes stop
+		}
+	})
 	first := startNode(t, Config{Bootstrap: true, SnapshotThreshold: threshold}, r.hooks)
 	r.nodes = []*testNode{first}
 	leaderOf(t, r.nodes)
@@ -83,8 +111,10 @@ func newRejoinRig(t *testing.T, hold bool, threshold uint64) *rejoinRig {
 }
 
 // wipe stops a follower, removes its directory and starts it again at its
-// bus address with a new id (not joined: the test joins it), as in before.
-func (r *rejoinRig) wipe(t *testing.T, l *testNode, before ...func(*Cluster)) (*testNode, Config) {
+// bus address with a new id (not joined: the test joins it); holdOld holds
+// the snapshots sent to its old id. It returns the node, its config and
+// its old id.
+func (r *rejoinRig) wipe(t *testing.T, l *testNode, holdOld bool) (*testNode, Config, string) {
 	var f *testNode
 	for _, x := range r.nodes {
 		if x != l {
@@ -92,16 +122,17 @@ func (r *rejoinRig) wipe(t *testing.T, l *testNode, before ...func(*Cluster)) (*
 			break
 		}
 	}
-	r.mu.Lock()
-	r.old = raft.ServerID(f.c.ID())
-	r.mu.Unlock()
+	old := f.c.ID()
+	if holdOld {
+		r.holdSends(old)
+	}
 	cfg := f.cfg
 	f.stop()
 	if err := os.RemoveAll(cfg.Dir); err != nil {
 		t.Fatal(err)
 	}
 	cfg.Dir, cfg.NodeID = "", ""
-	return startNode(t, cfg, append([]func(*Cluster){r.hooks}, before...)...), cfg
+	return startNode(t, cfg, r.hooks), cfg, old
 }
 
 // A node whose data dir was wiped, started again at its old bus address
@@ -110,80 +141,46 @@ func (r *rejoinRig) wipe(t *testing.T, l *testNode, before ...func(*Cluster)) (*
 // makes a last attempt to bring a removed member up to date: that
 // attempt's snapshot is held here until the new id's install is done,
 // and then must not be sent (the build before sent it, and the node
-// restored the snapshot twice).
+// restored the snapshot twice; the node now refuses it too, see below).
 func TestWipedNodeRestoresOneSnapshot(t *testing.T) {
-	r := newRejoinRig(t, true, 0)
+	r := newRejoinRig(t, 0)
 	l := leaderOf(t, r.nodes)
-	g, cfg := r.wipe(t, l)
-	select {
-	case <-r.held:
-	case <-time.After(30 * time.Second):
-		close(r.release)
-		t.Fatal("the leader sent no snapshot to the old id at the wiped node's address")
-	}
+	g, cfg, old := r.wipe(t, l, true)
+	r.waitSent(t, old, false)
 	if err := l.c.Join(g.c.ID(), cfg.BusAddr, cfg.AnnounceAddr); err != nil {
-		close(r.release)
 		t.Fatal(err)
 	}
 	waitFor(t, 30*time.Second, "the wiped node to hold every job", func() bool {
 		return g.eng.QueueStats([]byte("scale")).Delayed == rejoinJobs
 	})
 	close(r.release)
-	select {
-	case err := <-r.oldDone:
-		if !errors.Is(err, errNotMember) {
-			t.Errorf("the old id's snapshot: %v, want it refused (%v)", err, errNotMember)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("the old id's snapshot never ended")
+	if err := r.waitSent(t, old, true); !errors.Is(err, errNotMember) {
+		t.Errorf("the old id's snapshot: %v, want it not sent (%v)", err, errNotMember)
 	}
 	if n := g.c.fsm.restores.Load(); n != 1 {
 		t.Errorf("the wiped node restored %d snapshots, want 1", n)
 	}
 }
 
-// A node started with --cluster-join and no state holds the snapshots
-// sent to it until its join is answered, and then takes the last: the
-// leader's replication to the id its address had reaches it first, and
-// the snapshot it sends is not restored besides the one for its new id.
-func TestJoiningNodeHoldsSnapshotsUntilJoined(t *testing.T) {
-	r := newRejoinRig(t, false, 0)
+// The snapshot the leader sends to the old id as soon as the wiped node
+// listens, before its join, is refused by the node: it names the id it is
+// meant for.
+func TestWipedNodeRefusesOldIDsSnapshot(t *testing.T) {
+	r := newRejoinRig(t, 0)
 	l := leaderOf(t, r.nodes)
-	// As New does with --cluster-join (no RESP server here to join through:
-	// the test joins it, and opens the gate as joinLoop would).
-	g, cfg := r.wipe(t, l, func(c *Cluster) {
-		c.waitUntil = time.Now().Add(time.Hour)
-		c.waitJoin.Store(true) // publishes waitUntil to admitSnapshots
-	})
-	waitFor(t, 30*time.Second, "a snapshot held by the wiped node", func() bool {
-		g.c.trans.heldMu.Lock()
-		defer g.c.trans.heldMu.Unlock()
-		return len(g.c.trans.held) > 0
-	})
+	g, cfg, old := r.wipe(t, l, false)
+	if err := r.waitSent(t, old, true); err == nil || !strings.Contains(err.Error(), errNotForMe.Error()) {
+		t.Errorf("the old id's snapshot: %v, want it refused (%v)", err, errNotForMe)
+	}
 	if n := g.c.fsm.restores.Load(); n != 0 {
 		t.Errorf("the node restored %d snapshots before its join", n)
 	}
 	if err := l.c.Join(g.c.ID(), cfg.BusAddr, cfg.AnnounceAddr); err != nil {
 		t.Fatal(err)
 	}
-	// The new id's replication finds the empty log too, and sends its own.
-	waitFor(t, 30*time.Second, "a second snapshot held", func() bool {
-		g.c.trans.heldMu.Lock()
-		defer g.c.trans.heldMu.Unlock()
-		return len(g.c.trans.held) > 1
-	})
-	g.c.waitJoin.Store(false)
 	waitFor(t, 30*time.Second, "the wiped node to hold every job", func() bool {
 		return g.eng.QueueStats([]byte("scale")).Delayed == rejoinJobs
 	})
-	select {
-	case err := <-r.oldDone:
-		if err == nil {
-			t.Errorf("the old id's snapshot was taken")
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("the old id's snapshot never ended")
-	}
 	if n := g.c.fsm.restores.Load(); n != 1 {
 		t.Errorf("the wiped node restored %d snapshots, want 1", n)
 	}
@@ -193,25 +190,14 @@ func TestJoiningNodeHoldsSnapshotsUntilJoined(t *testing.T) {
 // compact its log past the one being sent, which the follower, once it
 // restored it, could not catch up from, and it would be sent another.
 func TestLeaderKeepsLogWhileSendingSnapshot(t *testing.T) {
-	r := newRejoinRig(t, true, 32)
+	r := newRejoinRig(t, 32)
 	l := leaderOf(t, r.nodes)
-	g, cfg := r.wipe(t, l, func(c *Cluster) {
-		c.waitUntil = time.Now().Add(time.Hour)
-		c.waitJoin.Store(true) // the old id's snapshot is held, then refused
-	})
-	r.mu.Lock()
-	r.old = raft.ServerID(g.c.ID()) // hold the new id's
-	r.mu.Unlock()
+	g, cfg, _ := r.wipe(t, l, false)
+	r.holdSends(g.c.ID())
 	if err := l.c.Join(g.c.ID(), cfg.BusAddr, cfg.AnnounceAddr); err != nil {
 		t.Fatal(err)
 	}
-	g.c.waitJoin.Store(false)
-	select {
-	case <-r.held:
-	case <-time.After(30 * time.Second):
-		close(r.release)
-		t.Fatal("the leader sent no snapshot to the new id")
-	}
+	r.waitSent(t, g.c.ID(), false)
 	sent := snapshotIndex(l.c)
 	// Past the 64 entries kept behind a snapshot, and past the threshold.
 	for i := range 150 {

@@ -2,7 +2,9 @@ package cluster
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"sync"
@@ -95,14 +97,9 @@ type tracker struct {
 	member func(id raft.ServerID) bool
 	// sending counts the snapshots being sent (snapshotLoop waits for them).
 	sending atomic.Int32
-	// admit says whether a snapshot sent to this node is taken now (set by
-	// New; nil: always): not while a node wiped and started again with
-	// --cluster-join waits for its join (Cluster.admitSnapshots), which
-	// holds it until then.
-	admit     func() bool
-	heldMu    sync.Mutex
-	held      []raft.RPC // snapshots admit held back, oldest first; guarded by heldMu
-	releasing bool       // releaseHeld runs; guarded by heldMu
+	// self is this node's id (set by New): a snapshot meant for another
+	// is refused.
+	self string
 	// beforeInstall and afterInstall, when set (tests, before Start), are
 	// called as InstallSnapshot starts and with what it returns.
 	beforeInstall func(id raft.ServerID)
@@ -201,9 +198,11 @@ func (t *tracker) forward() {
 	for {
 		select {
 		case rpc := <-in:
-			if _, ok := rpc.Command.(*raft.InstallSnapshotRequest); ok && t.admit != nil && !t.admit() {
-				t.holdSnapshot(rpc)
-				continue
+			if req, ok := rpc.Command.(*raft.InstallSnapshotRequest); ok && t.self != "" {
+				if to, ok := snapshotTarget(req); ok && to != t.self {
+					go t.refuseSnapshot(rpc, to)
+					continue
+				}
 			}
 			select {
 			case t.consume <- rpc:
@@ -216,65 +215,34 @@ func (t *tracker) forward() {
 	}
 }
 
-// holdSnapshot keeps a snapshot that came before this node takes them
-// (admit), its stream unread, for releaseHeld.
-func (t *tracker) holdSnapshot(rpc raft.RPC) {
-	t.logger.Info("cluster bus: a snapshot held until this node's join is answered", "from", string(rpc.Command.(*raft.InstallSnapshotRequest).ID))
-	t.heldMu.Lock()
-	defer t.heldMu.Unlock()
-	t.held = append(t.held, rpc)
-	if !t.releasing {
-		t.releasing = true
-		go t.releaseHeld()
+// The id a snapshot is sent to rides in InstallSnapshotRequest.Peers, after
+// targetMark. hashicorp/raft's header names the sender only, and Peers is
+// read only at snapshot version 0 (a leader of before 2017's raft 1.0):
+// every receiver since, a delayd of the last release included, ignores
+// it. A snapshot without the mark (an older delayd's) is taken as before.
+const targetMark = "delayd-to:"
+
+func snapshotTarget(req *raft.InstallSnapshotRequest) (string, bool) {
+	if req.SnapshotVersion < 1 || !bytes.HasPrefix(req.Peers, []byte(targetMark)) {
+		return "", false
 	}
+	return string(req.Peers[len(targetMark):]), true
 }
 
-// releaseHeld waits until this node takes snapshots, then hands Raft the
-// last one held and refuses the others. Those were sent to the id this
-// address had: the join removes it before it adds this node's, and a
-// leader sends nothing to an id it removed, so the last is the one meant
-// for this node (or the old id's, when only that one came; then the
-// log after it follows). A refused stream is read to its end, as
-// NetworkTransport needs, but its sender cuts it short within a MiB
-// (InstallSnapshot: the id is no longer a member). Refusing every held
-// one instead would make the leader send this node's own again, whole.
-func (t *tracker) releaseHeld() {
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		for !t.admit() {
-			select {
-			case <-tick.C:
-			case <-t.done:
-				return // unanswered: NetworkTransport closes the connections as it stops
-			}
-		}
-		t.heldMu.Lock()
-		held := t.held
-		t.held = nil
-		if len(held) == 0 {
-			t.releasing = false
-			t.heldMu.Unlock()
-			return
-		}
-		t.heldMu.Unlock()
-		for _, rpc := range held[:len(held)-1] {
-			go func() {
-				_, _ = io.Copy(io.Discard, rpc.Reader)
-				rpc.Respond(&raft.InstallSnapshotResponse{}, errStaleSnapshot)
-			}()
-		}
-		select {
-		case t.consume <- held[len(held)-1]:
-		case <-t.done:
-			return
-		}
-	}
+// refuseSnapshot answers a snapshot meant for another id with an error,
+// once its stream is read (NetworkTransport reads the next RPC of the
+// connection after it): a node wiped and started again at its old bus
+// address with a new id is sent its old id's, as soon as it listens, until
+// its join removes that id; the sender then cuts the stream short
+// (InstallSnapshot).
+func (t *tracker) refuseSnapshot(rpc raft.RPC, to string) {
+	_, _ = io.Copy(io.Discard, rpc.Reader)
+	t.logger.Info("cluster bus: a snapshot refused: meant for the id this address had", "to", to)
+	rpc.Respond(&raft.InstallSnapshotResponse{}, fmt.Errorf("%w (%s)", errNotForMe, to))
 }
 
-// errStaleSnapshot refuses a snapshot held while this node joined, and
-// sent again after it: the one sent to the id this address had.
-var errStaleSnapshot = errors.New("cluster bus: a later snapshot came while this node joined")
+// errNotForMe: a snapshot sent to an id this node does not have.
+var errNotForMe = errors.New("cluster bus: the snapshot is meant for another id")
 
 // acceptLoop accepts the bus's connections and routes each by its first
 // byte, read on a goroutine of its own (a TLS handshake, a slow peer):
@@ -593,6 +561,9 @@ func (t *tracker) InstallSnapshot(id raft.ServerID, target raft.ServerAddress, a
 		}
 		data = &memberReader{r: data, ok: func() bool { return t.member(id) }}
 	}
+	a := *args // Raft's own, not changed
+	a.Peers = append([]byte(targetMark), id...)
+	args = &a
 	err = t.NetworkTransport.InstallSnapshot(id, target, args, resp, data)
 	if errors.Is(err, errNotMember) {
 		t.logger.Info("cluster bus: a snapshot to a member removed meanwhile cut short", "id", id, "peer", target)
