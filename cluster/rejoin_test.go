@@ -72,9 +72,9 @@ func (r *rejoinRig) waitSent(t *testing.T, id string, ended bool) error {
 	return err
 }
 
-// newRejoinRig starts the group, its nodes snapshotting every threshold
-// entries (0: the default, which these tests never reach).
-func newRejoinRig(t *testing.T, threshold uint64) *rejoinRig {
+// newRejoinRig starts the group (its nodes snapshot at the default
+// threshold, which these tests never reach: they take snapshots).
+func newRejoinRig(t *testing.T) *rejoinRig {
 	r := &rejoinRig{release: make(chan struct{}), hold: map[raft.ServerID]bool{},
 		started: map[raft.ServerID]int{}, ended: map[raft.ServerID][]error{}}
 	t.Cleanup(func() {
@@ -84,11 +84,11 @@ func newRejoinRig(t *testing.T, threshold uint64) *rejoinRig {
 			close(r.release) // a failed test's held sends end, and the nodes stop
 		}
 	})
-	first := startNode(t, Config{Bootstrap: true, SnapshotThreshold: threshold}, r.hooks)
+	first := startNode(t, Config{Bootstrap: true}, r.hooks)
 	r.nodes = []*testNode{first}
 	leaderOf(t, r.nodes)
 	for range 2 {
-		x := startNode(t, Config{SnapshotThreshold: threshold}, r.hooks)
+		x := startNode(t, Config{}, r.hooks)
 		if err := first.c.Join(x.c.ID(), x.cfg.BusAddr, x.cfg.AnnounceAddr); err != nil {
 			t.Fatal(err)
 		}
@@ -143,7 +143,7 @@ func (r *rejoinRig) wipe(t *testing.T, l *testNode, holdOld bool) (*testNode, Co
 // and then must not be sent (the build before sent it, and the node
 // restored the snapshot twice; the node now refuses it too, see below).
 func TestWipedNodeRestoresOneSnapshot(t *testing.T) {
-	r := newRejoinRig(t, 0)
+	r := newRejoinRig(t)
 	l := leaderOf(t, r.nodes)
 	g, cfg, old := r.wipe(t, l, true)
 	r.waitSent(t, old, false)
@@ -166,7 +166,7 @@ func TestWipedNodeRestoresOneSnapshot(t *testing.T) {
 // listens, before its join, is refused by the node: it names the id it is
 // meant for.
 func TestWipedNodeRefusesOldIDsSnapshot(t *testing.T) {
-	r := newRejoinRig(t, 0)
+	r := newRejoinRig(t)
 	l := leaderOf(t, r.nodes)
 	g, cfg, old := r.wipe(t, l, false)
 	if err := r.waitSent(t, old, true); err == nil || !strings.Contains(err.Error(), errNotForMe.Error()) {
@@ -186,11 +186,12 @@ func TestWipedNodeRefusesOldIDsSnapshot(t *testing.T) {
 	}
 }
 
-// A leader sending a snapshot takes none of its own meanwhile: that would
-// compact its log past the one being sent, which the follower, once it
-// restored it, could not catch up from, and it would be sent another.
+// A leader sending a snapshot keeps its log whole meanwhile, even when it
+// takes a snapshot of its own: compacted past the one being sent, the
+// follower, once it restored that one, could not catch up from the log,
+// and would be sent another.
 func TestLeaderKeepsLogWhileSendingSnapshot(t *testing.T) {
-	r := newRejoinRig(t, 32)
+	r := newRejoinRig(t)
 	l := leaderOf(t, r.nodes)
 	g, cfg, _ := r.wipe(t, l, false)
 	r.holdSends(g.c.ID())
@@ -199,17 +200,18 @@ func TestLeaderKeepsLogWhileSendingSnapshot(t *testing.T) {
 	}
 	r.waitSent(t, g.c.ID(), false)
 	sent := snapshotIndex(l.c)
-	// Past the 64 entries kept behind a snapshot, and past the threshold.
+	// Past the 64 entries kept behind a snapshot.
 	for i := range 150 {
 		add(t, r.nodes, "two", strconv.Itoa(i), 3_600_000)
 	}
-	// snapshotLoop looks every second: three looks.
-	deadline := time.Now().Add(3500 * time.Millisecond)
-	for time.Now().Before(deadline) && snapshotIndex(l.c) == sent {
-		time.Sleep(50 * time.Millisecond)
+	if err := l.c.takeSnapshot(l.c.r()); err != nil {
+		t.Fatal(err)
 	}
-	if now := snapshotIndex(l.c); now != sent {
-		t.Errorf("the leader took a snapshot at %d while sending the one at %d", now, sent)
+	if now := snapshotIndex(l.c); now == sent {
+		t.Fatalf("no snapshot taken after the one at %d", sent)
+	}
+	if first, _ := l.c.store.FirstIndex(); first > sent+1 {
+		t.Errorf("the leader's log starts at %d, past the snapshot being sent (%d)", first, sent)
 	}
 	close(r.release)
 	waitFor(t, 30*time.Second, "the wiped node to hold every job", func() bool {

@@ -8,7 +8,6 @@ import (
 	"io"
 	"net"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -95,8 +94,9 @@ type tracker struct {
 	// member says whether id is in the group's latest configuration (set
 	// by New; nil: every id is): a snapshot goes only to a member.
 	member func(id raft.ServerID) bool
-	// sending counts the snapshots being sent (snapshotLoop waits for them).
-	sending atomic.Int32
+	// sends, when set (by New), is called as each snapshot send starts
+	// (true) and ends (Cluster.keepLog).
+	sends func(start bool)
 	// self is this node's id (set by New): a snapshot meant for another
 	// is refused.
 	self string
@@ -546,8 +546,10 @@ func (t *tracker) AppendEntriesPipeline(raft.ServerID, raft.ServerAddress) (raft
 // sender can. A snapshot to an id no longer in the configuration is not
 // sent, and one being sent stops at its next read.
 func (t *tracker) InstallSnapshot(id raft.ServerID, target raft.ServerAddress, args *raft.InstallSnapshotRequest, resp *raft.InstallSnapshotResponse, data io.Reader) (err error) {
-	t.sending.Add(1)
-	defer t.sending.Add(-1)
+	if t.sends != nil {
+		t.sends(true)
+		defer t.sends(false)
+	}
 	if t.beforeInstall != nil {
 		t.beforeInstall(id)
 	}
