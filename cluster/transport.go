@@ -542,9 +542,11 @@ func (t *tracker) AppendEntriesPipeline(raft.ServerID, raft.ServerAddress) (raft
 // to date, and does not cut short an RPC in flight: the old id's snapshot
 // went to the address too, and the node installed it as well as the one
 // sent to its new id (seconds each at millions of jobs). The RPC's header
-// names the sender only, so the receiver cannot tell them apart; the
-// sender can. A snapshot to an id no longer in the configuration is not
-// sent, and one being sent stops at its next read.
+// names the sender only: the request names the receiver too (in Peers,
+// snapshotTarget), and a node refuses one meant for another id. Here a
+// snapshot to an id no longer in the configuration is not sent, and one
+// being sent stops at its next read; the leader keeps its whole log while
+// it sends (sends, Cluster.keepLog).
 func (t *tracker) InstallSnapshot(id raft.ServerID, target raft.ServerAddress, args *raft.InstallSnapshotRequest, resp *raft.InstallSnapshotResponse, data io.Reader) (err error) {
 	if t.sends != nil {
 		t.sends(true)
