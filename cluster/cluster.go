@@ -87,6 +87,12 @@ type Cluster struct {
 	eng    *engine.Engine
 
 	leading atomic.Bool // this node leads and its engine takes writes
+	// trailing is Raft's TrailingLogs, raised while a snapshot is sent
+	// (keepLog): sends are the sends under way, keepTimer puts it back.
+	trailing  uint64
+	keepMu    sync.Mutex
+	sends     int         // guarded by keepMu
+	keepTimer *time.Timer // guarded by keepMu
 	// lastLeader is the id of the last leader Raft named, kept while an
 	// election runs: CLUSTER NODES shows it failing, as Redis shows the
 	// master it lost.
@@ -217,6 +223,9 @@ func New(cfg Config) (*Cluster, error) {
 	c.fsm = &fsm{c: c, members: make(map[string]member), cacheDir: dir}
 	c.fsm.version.Store(minFormat)
 	c.trans.framing = func() bool { return c.fsm.version.Load() >= busFramingSince }
+	c.trans.member = c.member
+	c.trans.self = id
+	c.trans.sends = c.keepLog
 	c.gateKick = make(chan struct{}, 1)
 	c.relead = make(chan struct{}, 1)
 	c.versionOf = c.askVersion
@@ -247,6 +256,7 @@ func (c *Cluster) Start(eng *engine.Engine, onRole func(leading bool)) error {
 	if c.trailingLogs > 0 {
 		rc.TrailingLogs = c.trailingLogs
 	}
+	c.trailing = rc.TrailingLogs
 	rc.Logger = newHclog(c.log)
 	notify := make(chan bool, 16)
 	rc.NotifyCh = notify
@@ -314,6 +324,11 @@ func (c *Cluster) Close() error {
 			}
 		}
 		close(c.quit)
+		c.keepMu.Lock()
+		if c.keepTimer != nil {
+			c.keepTimer.Stop()
+		}
+		c.keepMu.Unlock()
 		if r := c.r(); r != nil {
 			err = r.Shutdown().Error()
 		}

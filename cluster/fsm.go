@@ -50,6 +50,9 @@ type fsm struct {
 	// wait for an entry (waitApplied): Raft's AppliedIndex moves when it
 	// hands entries to this goroutine, before they are applied.
 	done atomic.Uint64
+	// restores counts the snapshots restored (at start, or sent by a
+	// leader): a wiped node that rejoins restores one.
+	restores atomic.Int64
 
 	mmu     sync.Mutex
 	members map[string]member // guarded by mmu
@@ -209,6 +212,7 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.restores.Add(1)
 	f.c.eng.Reset()
 	ms, slots, err := f.restoreFrom(rc)
 	if err != nil {

@@ -245,6 +245,80 @@ func (c *Cluster) alone() bool {
 	return f.Error() == nil && len(f.Configuration().Servers) == 0
 }
 
+// member says whether id is in Raft's latest configuration (the one being
+// committed included: a removal counts from the moment the leader logs
+// it). Before Raft runs, every id is.
+func (c *Cluster) member(id raft.ServerID) bool {
+	r := c.r()
+	if r == nil {
+		return true
+	}
+	f := r.GetConfiguration()
+	if f.Error() != nil {
+		return true
+	}
+	for _, s := range f.Configuration().Servers {
+		if s.ID == id {
+			return true
+		}
+	}
+	return false
+}
+
+// keepLogAfter is how long a leader keeps its whole log after its last
+// snapshot send ended: the follower catches up from the snapshot's index
+// with AppendEntries.
+const keepLogAfter = 10 * time.Second
+
+// keepLog keeps the leader's log whole while it sends a snapshot, and for
+// keepLogAfter after the last send (tracker.sends calls it as each starts
+// and ends). A snapshot the leader takes compacts its log to TrailingLogs
+// entries behind that one; if that passed the index of the one being sent
+// (which may be nearly --cluster-snapshot-entries old, and whose restore
+// takes seconds at millions of jobs), the follower, once it restored it,
+// could not catch up from the log and would be sent another. Raising
+// TrailingLogs (Raft reloads it) covers every snapshot, snapshotLoop's
+// and Raft's backstop, and one whose capture began before the send.
+func (c *Cluster) keepLog(start bool) {
+	c.keepMu.Lock()
+	defer c.keepMu.Unlock()
+	if start {
+		c.sends++
+		if c.keepTimer != nil {
+			c.keepTimer.Stop()
+			c.keepTimer = nil
+		}
+		c.setTrailing(1 << 62)
+		return
+	}
+	c.sends--
+	if c.sends == 0 {
+		c.keepTimer = time.AfterFunc(keepLogAfter, func() {
+			c.keepMu.Lock()
+			defer c.keepMu.Unlock()
+			if c.sends == 0 {
+				c.setTrailing(c.trailing)
+			}
+		})
+	}
+}
+
+// setTrailing sets Raft's TrailingLogs (keepMu held).
+func (c *Cluster) setTrailing(n uint64) {
+	r := c.r()
+	if r == nil {
+		return
+	}
+	rc := r.ReloadableConfig()
+	if rc.TrailingLogs == n {
+		return
+	}
+	rc.TrailingLogs = n
+	if err := r.ReloadConfig(rc); err != nil {
+		c.log.Warn().Err(err).Msg("cluster: keeping the log during a snapshot send failed")
+	}
+}
+
 // meetAlone makes this node, in no group yet, join the cluster of the
 // member at addr, as --cluster-join would have: the join runs in the
 // background (joinLoop), as Redis's MEET handshake does, and the reply

@@ -2,7 +2,9 @@ package cluster
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"sync"
@@ -89,6 +91,19 @@ type tracker struct {
 	// framing says whether AppendEntries go in frames (the group's format
 	// version, set by New; nil: never).
 	framing func() bool
+	// member says whether id is in the group's latest configuration (set
+	// by New; nil: every id is): a snapshot goes only to a member.
+	member func(id raft.ServerID) bool
+	// sends, when set (by New), is called as each snapshot send starts
+	// (true) and ends (Cluster.keepLog).
+	sends func(start bool)
+	// self is this node's id (set by New): a snapshot meant for another
+	// is refused.
+	self string
+	// beforeInstall and afterInstall, when set (tests, before Start), are
+	// called as InstallSnapshot starts and with what it returns.
+	beforeInstall func(id raft.ServerID)
+	afterInstall  func(id raft.ServerID, err error)
 
 	consume chan raft.RPC // Raft's, fed by both paths
 	hbMu    sync.Mutex
@@ -183,6 +198,12 @@ func (t *tracker) forward() {
 	for {
 		select {
 		case rpc := <-in:
+			if req, ok := rpc.Command.(*raft.InstallSnapshotRequest); ok && t.self != "" {
+				if to, ok := snapshotTarget(req); ok && to != t.self {
+					go t.refuseSnapshot(rpc, to)
+					continue
+				}
+			}
 			select {
 			case t.consume <- rpc:
 			case <-t.done:
@@ -193,6 +214,35 @@ func (t *tracker) forward() {
 		}
 	}
 }
+
+// The id a snapshot is sent to rides in InstallSnapshotRequest.Peers, after
+// targetMark. hashicorp/raft's header names the sender only, and Peers is
+// read only at snapshot version 0 (a leader of before 2017's raft 1.0):
+// every receiver since, a delayd of the last release included, ignores
+// it. A snapshot without the mark (an older delayd's) is taken as before.
+const targetMark = "delayd-to:"
+
+func snapshotTarget(req *raft.InstallSnapshotRequest) (string, bool) {
+	if req.SnapshotVersion < 1 || !bytes.HasPrefix(req.Peers, []byte(targetMark)) {
+		return "", false
+	}
+	return string(req.Peers[len(targetMark):]), true
+}
+
+// refuseSnapshot answers a snapshot meant for another id with an error,
+// once its stream is read (NetworkTransport reads the next RPC of the
+// connection after it): a node wiped and started again at its old bus
+// address with a new id is sent its old id's, as soon as it listens, until
+// its join removes that id; the sender then cuts the stream short
+// (InstallSnapshot).
+func (t *tracker) refuseSnapshot(rpc raft.RPC, to string) {
+	_, _ = io.Copy(io.Discard, rpc.Reader)
+	t.logger.Info("cluster bus: a snapshot refused: meant for the id this address had", "to", to)
+	rpc.Respond(&raft.InstallSnapshotResponse{}, fmt.Errorf("%w (%s)", errNotForMe, to))
+}
+
+// errNotForMe: a snapshot sent to an id this node does not have.
+var errNotForMe = errors.New("cluster bus: the snapshot is meant for another id")
 
 // acceptLoop accepts the bus's connections and routes each by its first
 // byte, read on a goroutine of its own (a TLS handshake, a slow peer):
@@ -483,9 +533,45 @@ func (t *tracker) AppendEntriesPipeline(raft.ServerID, raft.ServerAddress) (raft
 	return nil, raft.ErrPipelineReplicationNotSupported
 }
 
-// InstallSnapshot sends a snapshot and records the index it covers.
-func (t *tracker) InstallSnapshot(id raft.ServerID, target raft.ServerAddress, args *raft.InstallSnapshotRequest, resp *raft.InstallSnapshotResponse, data io.Reader) error {
-	err := t.NetworkTransport.InstallSnapshot(id, target, args, resp, data)
+// InstallSnapshot sends a snapshot, while id is a member, and records the
+// index it covers.
+//
+// A node whose data dir was wiped comes back at its old bus address with a
+// new id, and joining removes the old id (Join). hashicorp/raft stops a
+// removed member's replication only after one last attempt to bring it up
+// to date, and does not cut short an RPC in flight: the old id's snapshot
+// went to the address too, and the node installed it as well as the one
+// sent to its new id (seconds each at millions of jobs). The RPC's header
+// names the sender only: the request names the receiver too (in Peers,
+// snapshotTarget), and a node refuses one meant for another id. Here a
+// snapshot to an id no longer in the configuration is not sent, and one
+// being sent stops at its next read; the leader keeps its whole log while
+// it sends (sends, Cluster.keepLog).
+func (t *tracker) InstallSnapshot(id raft.ServerID, target raft.ServerAddress, args *raft.InstallSnapshotRequest, resp *raft.InstallSnapshotResponse, data io.Reader) (err error) {
+	if t.sends != nil {
+		t.sends(true)
+		defer t.sends(false)
+	}
+	if t.beforeInstall != nil {
+		t.beforeInstall(id)
+	}
+	if t.afterInstall != nil {
+		defer func() { t.afterInstall(id, err) }()
+	}
+	if t.member != nil {
+		if !t.member(id) {
+			t.logger.Info("cluster bus: no snapshot sent to a removed member", "id", id, "peer", target)
+			return errNotMember
+		}
+		data = &memberReader{r: data, ok: func() bool { return t.member(id) }}
+	}
+	a := *args // Raft's own, not changed
+	a.Peers = append([]byte(targetMark), id...)
+	args = &a
+	err = t.NetworkTransport.InstallSnapshot(id, target, args, resp, data)
+	if errors.Is(err, errNotMember) {
+		t.logger.Info("cluster bus: a snapshot to a member removed meanwhile cut short", "id", id, "peer", target)
+	}
 	if err == nil && resp.Success {
 		t.mu.Lock()
 		t.heard[string(id)] = time.Now()
@@ -496,6 +582,32 @@ func (t *tracker) InstallSnapshot(id raft.ServerID, target raft.ServerAddress, a
 		t.mu.Unlock()
 	}
 	return err
+}
+
+// errNotMember: a snapshot's receiver left the configuration.
+var errNotMember = errors.New("cluster bus: the snapshot's receiver is no longer a member")
+
+// memberReader reads a snapshot for as long as ok holds, asked before the
+// first read and then once a memberCheck bytes: Raft's configuration is
+// copied at each ask, and the stream is read 32 KiB at a time.
+type memberReader struct {
+	r    io.Reader
+	ok   func() bool
+	left int // bytes to read before ok is asked again
+}
+
+const memberCheck = 1 << 20
+
+func (m *memberReader) Read(p []byte) (int, error) {
+	if m.left <= 0 {
+		if !m.ok() {
+			return 0, errNotMember
+		}
+		m.left = memberCheck
+	}
+	n, err := m.r.Read(p)
+	m.left -= n
+	return n, err
 }
 
 // peer is what the leader knows of a follower.

@@ -1,9 +1,10 @@
 """A worker process for the tests that kill or stop one: it works QUEUE with
 CONCURRENCY handlers, each job taking SLEEP seconds, and prints "started
-<id>" when a handler begins, "done <id> <deliveries>" when it returns (the
-job's deliveries read with DELAY.GET at its start, when DELIVERIES=1), and
-"exit" when run() returned. DELAYD_TEST_ADDR or DELAYD_TEST_CLUSTER name the
-server; AIO=1 runs delayd.aio.Worker instead of delayd.Worker."""
+<id>" when a handler begins, "done <id> <deliveries>" when it returns (with
+DELIVERIES=1, the delivery the handler ran, read with DELAY.GET at its
+start; -1 when that cannot be told: see deliveries_of), and "exit" when
+run() returned. DELAYD_TEST_ADDR or DELAYD_TEST_CLUSTER name the server;
+AIO=1 runs delayd.aio.Worker instead of delayd.Worker."""
 
 import asyncio
 import logging
@@ -21,6 +22,7 @@ logging.getLogger("redis.cluster").setLevel(logging.CRITICAL)  # it logs every r
 q = os.environ["QUEUE"]
 sleep = float(os.environ.get("SLEEP", "0"))
 report = os.environ.get("DELIVERIES") == "1"
+ack_timeout_ms = int(os.environ.get("ACK_TIMEOUT_MS", "0"))  # the jobs' ack timeout, for deliveries_of
 if os.environ.get("DELAYD_TEST_CLUSTER"):
     r = delayd.connect_cluster(os.environ["DELAYD_TEST_CLUSTER"], decode_responses=True, socket_timeout=3)
 else:
@@ -36,14 +38,33 @@ def out(line):
     sys.stdout.flush()
 
 
-def deliveries_of(job):
-    if report:
-        for _ in range(100):  # a failover may be under way
-            try:
-                return (c.get(job.queue, job.id) or {}).get("deliveries", -1)
-            except Exception:
-                time.sleep(0.1)
-    return -1
+def deliveries_of(job, started_ms):
+    """The delivery this handler runs: the job's deliveries while this
+    delivery's reservation holds, else -1 (unknown).
+
+    A failover may be under way: the read is retried for 10 s, and it may
+    come after this reservation expired (the read failing meanwhile), when
+    the job is ready again, reserved by its next delivery, or done. This
+    reservation's ack deadline is at most started_ms + ACK_TIMEOUT_MS (the
+    pop came before the handler started); a later delivery's is past that
+    (it was popped after this one expired): a read showing one is not this
+    delivery's."""
+    if not report:
+        return -1
+    give_up = time.monotonic() + 10
+    while True:
+        try:
+            f = c.get(job.queue, job.id) or {}
+            break
+        except Exception:
+            if time.monotonic() > give_up:
+                return -1
+            time.sleep(0.1)
+    if f.get("state") != "reserved":
+        return -1
+    if ack_timeout_ms and int(f.get("ack_deadline", 0)) > started_ms + ack_timeout_ms:
+        return -1
+    return int(f.get("deliveries", -1))
 
 
 if os.environ.get("AIO") == "1":
@@ -69,7 +90,7 @@ else:
 
     @w.handler(q)
     def handle(job):
-        deliveries = deliveries_of(job)
+        deliveries = deliveries_of(job, int(time.time() * 1000) + 1)
         out(f"started {job.id}")
         time.sleep(sleep)
         out(f"done {job.id} {deliveries}")
