@@ -20,13 +20,67 @@ func TestCaptureUnderWrites(t *testing.T) {
 	for _, size := range []int{0, 1, 1500, 20_000} {
 		for _, role := range []string{"leader", "follower"} {
 			t.Run(fmt.Sprint(role, size), func(t *testing.T) {
-				synctest.Test(t, func(t *testing.T) { captureUnderWrites(t, size, role == "leader") })
+				synctest.Test(t, func(t *testing.T) { captureUnderWrites(t, size, role == "leader", false) })
 			})
 		}
 	}
 }
 
-func captureUnderWrites(t *testing.T, size int, onLeader bool) {
+// The same, with the leader's clients writing, its jobs firing and its
+// reservations expiring while the capture encodes its copy of the jobs,
+// the lock let go: none of it may reach the capture (a job changed, freed,
+// or its payload's bytes given to another job), all of it comes with the
+// batches after.
+func TestCaptureWritesWhileEncoding(t *testing.T) {
+	for _, size := range []int{1500, 20_000} {
+		t.Run(fmt.Sprint(size), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) { captureUnderWrites(t, size, true, true) })
+		})
+	}
+}
+
+// A FLUSHALL while a capture encodes its copy stops the capture (the
+// arena it reads is about to go) and waits for it; the capture fails and
+// the engine goes on.
+func TestCaptureStoppedByFlush(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g := newGroup(t, 2, Options{}, nil)
+		ln := g.nodes[0]
+		L := ln.e
+		ln.r.setAuto(true)
+		for i := range 5000 {
+			if _, err := L.Add(AddArgs{Queue: b("q"), Payload: []byte(fmt.Sprint("p", i)), Delay: 60_000}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		synctest.Wait()
+		defer func(f func()) { captureStep = f }(captureStep)
+		flushed := make(chan error, 1)
+		captureStep = func() {
+			captureStep = nil
+			go func() { _, err := L.Flush(); flushed <- err }()
+			synctest.Wait() // the flush waits for the capture to stop reading
+		}
+		_, ok, err := L.CaptureTo(true, time.Second, io.Discard, func() bool { return true })
+		if !ok || err != errCaptureReset {
+			t.Fatalf("capture: %v %v, want %v", ok, err, errCaptureReset)
+		}
+		if err := <-flushed; err != nil {
+			t.Fatal(err)
+		}
+		if _, err := L.Add(AddArgs{Queue: b("q"), Payload: b("after"), Delay: 60_000}); err != nil {
+			t.Fatal(err)
+		}
+		if n := L.njobs; n != 1 {
+			t.Fatalf("%d jobs after the flush and an add, want 1", n)
+		}
+		if _, ok, err := L.CaptureTo(true, time.Second, io.Discard, func() bool { return true }); !ok || err != nil {
+			t.Fatalf("the next capture: %v %v", ok, err)
+		}
+	})
+}
+
+func captureUnderWrites(t *testing.T, size int, onLeader, during bool) {
 	g := newGroup(t, 3, Options{}, nil)
 	ln, fn := g.nodes[0], g.nodes[1]
 	L := ln.e
@@ -46,6 +100,9 @@ func captureUnderWrites(t *testing.T, size int, onLeader bool) {
 		if i%5 == 0 {
 			a.ID = []byte(fmt.Sprint("c", i))
 			ids = append(ids, string(a.ID))
+		}
+		if i%7 == 0 { // lanes: the ready order walks them
+			a.Priority, a.Group = uint8(i%3), []byte(fmt.Sprint("g", i%2))
 		}
 		if _, err := L.Add(a); err != nil {
 			t.Fatal(err)
@@ -93,6 +150,16 @@ func captureUnderWrites(t *testing.T, size int, onLeader bool) {
 	}
 	defer func(n int) { captureFlush = n }(captureFlush)
 	captureFlush = 4 << 10
+	if during {
+		defer func(f func(), n int) { captureStep, captureStepJobs = f, n }(captureStep, captureStepJobs)
+		captureStepJobs = 4
+		captureStep = func() {
+			churnKeepsState = true // no FLUSHALL: it would wait for this very capture
+			defer func() { churnKeepsState = false }()
+			step()
+			time.Sleep(time.Duration(rng.IntN(50)) * time.Millisecond) // jobs fire, reservations expire
+		}
+	}
 	var out bytes.Buffer
 	w := &countingWriter{w: &out}
 	gen, ok, err := src.CaptureTo(lead, time.Second, w, mark)
@@ -101,6 +168,9 @@ func captureUnderWrites(t *testing.T, size int, onLeader bool) {
 	}
 	if out.Len() > 2*captureFlush && w.writes < out.Len()/(2*captureFlush) {
 		t.Fatalf("a capture of %d bytes went to its writer in %d piece(s): not streamed", out.Len(), w.writes)
+	}
+	if during && len(log()) < from+10 {
+		t.Fatalf("%d batches committed while the capture encoded: the test tests nothing", len(log())-from)
 	}
 	if _, ok, _ := L.CaptureTo(false, time.Second, &bytes.Buffer{}, func() bool { return true }); ok {
 		t.Fatal("a leader took a follower's capture")
