@@ -54,8 +54,23 @@ func (t *Slab) SlabPages() int { return len(t.pages) }
 // no allocation a job. Payloads kept on disk (FlagOnDisk) read back as
 // empty from the copy: the caller checks DiskInfo first.
 func (t *Table) Freeze(b *FreezeBuf) *Table {
-	f := &Table{}
-	f.n = t.n
+	f := &Table{Slab: t.Slab.Freeze(b)}
+	f.Arena.chunks = slices.Clone(t.Arena.chunks)
+	f.Arena.big = maps.Clone(t.Arena.big) // its strings are never changed: a delete leaves the clone's
+	f.DeadLetters = maps.Clone(t.DeadLetters)
+	f.Idents = maps.Clone(t.Idents)
+	f.Origins = maps.Clone(t.Origins) // each *Origin is replaced, never changed
+	f.Reasons = maps.Clone(t.Reasons)
+	t.Arena.pinned++
+	return f
+}
+
+// Freeze returns a copy of the slab's records as they are now, in b's
+// pages (a page mapped here for each the slab gained since b was made),
+// for reading only: its pages are b's, valid until b is released. O(slots),
+// a memcpy.
+func (t *Slab) Freeze(b *FreezeBuf) Slab {
+	f := Slab{n: t.n, pages: make([][]Job, 0, len(t.pages))}
 	for i, p := range t.pages {
 		if i == len(b.pages) {
 			b.pages = append(b.pages, offheap.Make[Job](pageSize))
@@ -64,13 +79,6 @@ func (t *Table) Freeze(b *FreezeBuf) *Table {
 		copy(b.pages[i][:used], p[:used])
 		f.pages = append(f.pages, b.pages[i])
 	}
-	f.Arena.chunks = slices.Clone(t.Arena.chunks)
-	f.Arena.big = maps.Clone(t.Arena.big) // its strings are never changed: a delete leaves the clone's
-	f.DeadLetters = maps.Clone(t.DeadLetters)
-	f.Idents = maps.Clone(t.Idents)
-	f.Origins = maps.Clone(t.Origins) // each *Origin is replaced, never changed
-	f.Reasons = maps.Clone(t.Reasons)
-	t.Arena.pinned++
 	return f
 }
 
