@@ -34,8 +34,10 @@ var captureFlush = 1 << 20 // a variable for its tests
 // mark, or the engine's role not lead's). w is written by another
 // goroutine (chunkWriter): give it a buffered file, not a socket; every
 // write is done when CaptureTo returns. The lock is held for the state
-// records and a copy of the jobs' records (freeze: a memcpy, 64 to 80
-// bytes a job); the jobs are encoded from the copy after it is let go.
+// records and a freeze of the jobs (freeze: O(pages) for their records,
+// copied page by page after it, copy-on-write; a memcpy of 16 bytes a job
+// when one is reserved); the jobs are encoded from the copy after it is
+// let go.
 // The generation it returns is Generation's at the capture; a Reset while
 // the copy is encoded fails the capture (errCaptureReset).
 func (e *Engine) CaptureTo(lead bool, timeout time.Duration, w io.Writer, mark func() bool) (gen uint64, ok bool, err error) {
@@ -95,7 +97,8 @@ func (e *Engine) stopCapture() {
 }
 
 // captureBuffers are the pages a capture copies records into, mapped
-// before the lock is taken for the capture (freeze copies into them).
+// before the lock is taken for the capture: neither the lock nor a write
+// that copies a page pays for fresh memory's faults.
 type captureBuffers struct {
 	jobs *jobs.FreezeBuf
 	dues *wheel.Dues
@@ -119,10 +122,11 @@ func (b captureBuffers) release() {
 }
 
 // frozen is the state of the jobs at a capture's instant, read after the
-// lock is let go: every record, each queue's ready order and name, the
-// reservations' deadlines, and where the records go.
+// lock is let go: every record (copied as read or before a change), each
+// queue's ready order and name, the reservations' deadlines, and where
+// the records go.
 type frozen struct {
-	t       *jobs.Table // records copied; arena pinned, shared
+	t       *jobs.Table // frozen (jobs.Table.Freeze): records copied, arena shared
 	dues    *wheel.Dues // nil: no job was reserved
 	queues  []frozenQueue
 	now     int64
@@ -139,9 +143,12 @@ type frozenQueue struct {
 }
 
 // freeze writes the snapshot's first records (the meta record and the
-// state) to cw and copies what the jobs' records are made of, for
-// encodeFrozen to encode after the lock: O(jobs) for a memcpy into bufs,
-// plus O(queues, lanes, and the jobs in side tables). With payloads on
+// state) to cw and freezes what the jobs' records are made of, for
+// encodeFrozen to encode after the lock: the slab (jobs.Table.Freeze:
+// O(pages), its pages copied into bufs later, each before its first
+// change), each queue's ready order and name (O(queues and lanes)), the
+// side tables (O(the jobs in them)), and when a job is reserved the
+// wheel's deadlines (a memcpy, 16 bytes a job). With payloads on
 // disk, whose log segments may be compacted away once the lock is gone,
 // it encodes every job as before instead and returns nil. Called with mu
 // held.
@@ -239,13 +246,14 @@ func (f *frozen) wholeRec(s uint32, ready bool) record.Rec {
 	return r
 }
 
-// thaw ends a capture's reading: the arena's frees held for it go back
-// to their lists, unless a Reset dropped the arena (and the capture) first.
+// thaw ends a capture's reading: the slab's writes copy no page more and
+// the arena's frees held for it go back to their lists, unless a Reset
+// dropped the slab and the arena (and the capture) first.
 func (e *Engine) thaw(f *frozen) {
 	close(f.run.reading)
 	e.mu.Lock()
 	if e.repl.capture == f.run {
-		e.jobs.Unpin()
+		e.jobs.Thaw()
 		e.repl.capture = nil
 	}
 	e.mu.Unlock()

@@ -19,6 +19,10 @@ type Slab struct {
 	// outside the 64-byte record, which has no room.
 	homes [][]uint16
 	n     uint32 // slots handed out so far
+	// cow is set while a frozen copy of the records is filled page by
+	// page (freeze.go): At copies a page before handing out its first
+	// record. Every read and write of a record goes through At.
+	cow *slabCOW
 }
 
 const (
@@ -28,7 +32,18 @@ const (
 )
 
 // At returns the job in slot s. O(1).
-func (t *Slab) At(s uint32) *Job { return &t.pages[s>>pageBits][s&pageMask] }
+func (t *Slab) At(s uint32) *Job {
+	if t.cow != nil {
+		t.touch(s)
+	}
+	return &t.pages[s>>pageBits][s&pageMask]
+}
+
+// touch is At's copy-on-write, out of line: At stays within the inliner's
+// budget, and costs one nil check but during a capture.
+//
+//go:noinline
+func (t *Slab) touch(s uint32) { t.cow.touch(s >> pageBits) }
 
 // Home is the log segment slot s's job was last written whole in (its id
 // modulo 2^16). O(1).
