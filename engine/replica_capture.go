@@ -43,14 +43,13 @@ var captureFlush = 1 << 20 // a variable for its tests
 func (e *Engine) CaptureTo(lead bool, timeout time.Duration, w io.Writer, mark func() bool) (gen uint64, ok bool, err error) {
 	bufs := e.captureBufs()
 	defer bufs.release()
-	var cw *chunkWriter
+	cw := newChunkWriter(w, captureChunks, captureFlush+64<<10) // its 4 MiB allocated before the lock
 	var fz *frozen
 	capture := func() {
 		if !mark() {
 			return
 		}
 		ok, gen = true, e.repl.gen.Load()
-		cw = newChunkWriter(w, captureChunks, captureFlush+64<<10)
 		fz = e.freeze(cw, bufs)
 	}
 	if lead {
@@ -65,10 +64,8 @@ func (e *Engine) CaptureTo(lead bool, timeout time.Duration, w io.Writer, mark f
 	if fz != nil {
 		err = e.encodeFrozen(fz)
 	}
-	if cw != nil {
-		if cerr := cw.close(); err == nil { // the last pieces are written with the lock let go
-			err = cerr
-		}
+	if cerr := cw.close(); err == nil { // the last pieces are written with the lock let go
+		err = cerr
 	}
 	return gen, ok, err
 }

@@ -66,17 +66,23 @@ func benchSnapshotSource(b *testing.B) *Engine {
 // written to a file as cluster.takeSnapshot writes it (a 1 MiB buffer),
 // on an engine that is not replicating (the follower's path but for its
 // role check, which a plain engine fails: so the lock is taken here).
-// Besides the source's jobs, 1,000 are reserved (a wheel copy). The hold is
-// ns/op; capture-ms is the whole capture, the encoding after the lock
-// included (the buffers' mapping before it is not).
+// Besides the source's jobs, DELAYD_BENCH_CAPTURE_RESERVED (1,000 by
+// default) are reserved: with any, the hold copies the wheel's deadlines.
+// hold-us is the lock's hold, timed inside it (ns/op adds the timer's own
+// stops and starts, a few ms); capture-ms is the whole capture, the
+// encoding after the lock included (the buffers' mapping before it is not).
 //
 //	DELAYD_BENCH_RESTORE_JOBS=1000000 go test ./engine -run '^$' -bench BenchmarkCaptureHold -benchtime 5x
 func BenchmarkCaptureHold(b *testing.B) {
 	src := benchSnapshotSource(b)
 	defer src.Close()
-	benchReserve(b, src, 1000)
+	reserved := 1000
+	if s := os.Getenv("DELAYD_BENCH_CAPTURE_RESERVED"); s != "" {
+		reserved, _ = strconv.Atoi(s)
+	}
+	benchReserve(b, src, reserved)
 	dir := b.TempDir()
-	var whole time.Duration
+	var whole, held time.Duration
 	b.ResetTimer()
 	for i := range b.N {
 		b.StopTimer()
@@ -87,10 +93,12 @@ func BenchmarkCaptureHold(b *testing.B) {
 		bw := bufio.NewWriterSize(f, 1<<20)
 		bufs := src.captureBufs()
 		t0 := time.Now()
+		cw := newChunkWriter(bw, captureChunks, captureFlush+64<<10)
 		b.StartTimer()
 		src.mu.Lock()
-		cw := newChunkWriter(bw, captureChunks, captureFlush+64<<10)
+		h0 := time.Now()
 		fz := src.freeze(cw, bufs)
+		held += time.Since(h0)
 		src.mu.Unlock()
 		b.StopTimer() // the hold only: the rest is encoded and written after the lock
 		if fz != nil {
@@ -111,6 +119,7 @@ func BenchmarkCaptureHold(b *testing.B) {
 		b.StartTimer()
 	}
 	b.ReportMetric(float64(whole.Milliseconds())/float64(b.N), "capture-ms")
+	b.ReportMetric(float64(held.Microseconds())/float64(b.N), "hold-us")
 }
 
 // benchReserve adds n jobs due now and pops them: reservations in flight.
