@@ -97,9 +97,14 @@ func (e *Engine) stopCapture() {
 // before the lock is taken for the capture: neither the lock nor a write
 // that copies a page pays for fresh memory's faults.
 type captureBuffers struct {
-	jobs *jobs.FreezeBuf
-	dues *wheel.Dues
+	jobs   *jobs.FreezeBuf
+	dues   *wheel.Dues
+	mapped int64 // their bytes, in captureMapped
 }
+
+// captureMapped is the memory the captures under way mapped for their
+// copies, which MappedBytes leaves out.
+var captureMapped atomic.Int64
 
 // captureBuffers maps room for the copy of the state as large as it is
 // now (a page or two more by the capture's instant are mapped then).
@@ -110,12 +115,16 @@ func (e *Engine) captureBufs() captureBuffers {
 		nodes = e.wheel.Pages()
 	}
 	e.mu.Unlock()
-	return captureBuffers{jobs: jobs.NewFreezeBuf(slab), dues: wheel.NewDues(nodes)}
+	b := captureBuffers{jobs: jobs.NewFreezeBuf(slab), dues: wheel.NewDues(nodes)}
+	b.mapped = b.jobs.Bytes() + b.dues.Bytes()
+	captureMapped.Add(b.mapped)
+	return b
 }
 
 func (b captureBuffers) release() {
 	b.jobs.Release()
 	b.dues.Release()
+	captureMapped.Add(-b.mapped)
 }
 
 // frozen is the state of the jobs at a capture's instant, read after the
@@ -147,10 +156,11 @@ type frozenQueue struct {
 // side tables (O(the jobs in them)), and when a job is reserved the
 // wheel's deadlines (a memcpy, 16 bytes a job). With payloads on
 // disk, whose log segments may be compacted away once the lock is gone,
-// it encodes every job as before instead and returns nil. Called with mu
-// held.
+// it encodes every job as before instead and returns nil; so it does
+// while another capture reads its copy (the slab copies its pages for one
+// at a time). Called with mu held.
 func (e *Engine) freeze(cw *chunkWriter, bufs captureBuffers) *frozen {
-	if e.wheel == nil || e.jobs.DiskInfo().Jobs > 0 {
+	if e.wheel == nil || e.jobs.DiskInfo().Jobs > 0 || e.repl.capture != nil {
 		e.writeSnapshot(cw)
 		return nil
 	}

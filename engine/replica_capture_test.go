@@ -114,6 +114,21 @@ func captureUnderWrites(t *testing.T, size int, onLeader, during bool) {
 	for range 200 {
 		step()
 	}
+	if during {
+		// Jobs an hour out, over pages of the slab the capture reads
+		// last: the writes meanwhile reach them first.
+		for i := range 3 << 14 {
+			a := AddArgs{Queue: []byte(fmt.Sprintf("q%d", i%3)), Payload: []byte(fmt.Sprint("far", i)), Delay: 3_600_000}
+			if i%2 == 0 {
+				a.ID = []byte(fmt.Sprint("far", i))
+			}
+			res, err := L.Add(a)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ids = append(ids, string(res.ID))
+		}
+	}
 	synctest.Wait()
 	log := func() [][]byte { ln.r.mu.Lock(); defer ln.r.mu.Unlock(); return ln.r.log }
 	F := fn.e
@@ -150,10 +165,19 @@ func captureUnderWrites(t *testing.T, size int, onLeader, during bool) {
 	}
 	defer func(n int) { captureFlush = n }(captureFlush)
 	captureFlush = 4 << 10
+	// While the capture reads its copy, a second one (the old way: under
+	// the lock) must be exact too.
+	var out2 bytes.Buffer
+	from2 := -1
 	if during {
 		defer func(f func(), n int) { captureStep, captureStepJobs = f, n }(captureStep, captureStepJobs)
 		captureStepJobs = 4
 		captureStep = func() {
+			if from2 < 0 {
+				if _, ok, err := L.CaptureTo(true, time.Second, &out2, func() bool { from2 = len(log()); return true }); !ok || err != nil {
+					t.Fatalf("a capture during a capture: %v %v", ok, err)
+				}
+			}
 			churnKeepsState = true // no FLUSHALL: it would wait for this very capture
 			defer func() { churnKeepsState = false }()
 			step()
@@ -207,6 +231,19 @@ func captureUnderWrites(t *testing.T, size int, onLeader, during bool) {
 	}
 	if got := replDump(x); got != want {
 		t.Fatalf("restored state differs:\n%s", diffLines(want, got))
+	}
+	if during {
+		for _, b := range entries[from2:] {
+			out2.Write(b)
+		}
+		out2.WriteByte(0)
+		x := newEngine(t, Options{Replicator: &fakeRepl{closed: true}, Follower: true})
+		if err := x.Restore(&out2); err != nil {
+			t.Fatal(err)
+		}
+		if got := replDump(x); got != want {
+			t.Fatalf("the second capture's restored state differs:\n%s", diffLines(want, got))
+		}
 	}
 }
 
@@ -352,6 +389,37 @@ func TestRestoreWithoutMarks(t *testing.T) {
 		}
 		if got := replDump(x); got != want || x.njobs != 2000 {
 			t.Fatalf("restored on top: %d jobs, state:\n%s", x.njobs, diffLines(want, got))
+		}
+	})
+}
+
+// The pages a capture copies its jobs into are not the engine's memory:
+// --maxmemory and INFO's used_memory (MappedBytes) leave them out, so a
+// snapshot being taken refuses no write.
+func TestCaptureBuffersNotCounted(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g := newGroup(t, 2, Options{}, nil)
+		ln := g.nodes[0]
+		L := ln.e
+		ln.r.setAuto(true)
+		for i := range 40_000 {
+			if _, err := L.Add(AddArgs{Queue: b("q"), Payload: []byte(fmt.Sprint("p", i)), Delay: 60_000}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		synctest.Wait()
+		defer func(f func()) { captureStep = f }(captureStep)
+		before, during := MappedBytes(), int64(-1)
+		captureStep = func() {
+			if during < 0 {
+				during = MappedBytes()
+			}
+		}
+		if _, ok, err := L.CaptureTo(true, time.Second, io.Discard, func() bool { return true }); !ok || err != nil {
+			t.Fatal(ok, err)
+		}
+		if during != before || MappedBytes() != before {
+			t.Fatalf("mapped %d before, %d during, %d after the capture", before, during, MappedBytes())
 		}
 	})
 }

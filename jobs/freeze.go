@@ -46,6 +46,9 @@ func (b *FreezeBuf) Release() {
 	b.pages = nil
 }
 
+// Bytes is the memory the buffer maps.
+func (b *FreezeBuf) Bytes() int64 { return int64(len(b.pages)) * pageSize * int64(Size) }
+
 // SlabPages is how many pages of records the slab holds.
 func (t *Slab) SlabPages() int { return len(t.pages) }
 

@@ -1,6 +1,10 @@
 package wheel
 
-import "github.com/delayd/delayd/offheap"
+import (
+	"unsafe"
+
+	"github.com/delayd/delayd/offheap"
+)
 
 // Dues is a copy of a wheel's due times at an instant, read after the
 // wheel has moved on (a cluster's capture encodes reservations' deadlines
@@ -23,6 +27,9 @@ func NewDues(n int) *Dues {
 	}
 	return d
 }
+
+// Bytes is the memory the copy maps.
+func (d *Dues) Bytes() int64 { return int64(len(d.pages)) * nodePage * int64(unsafe.Sizeof(node{})) }
 
 // Pages is how many node pages the wheel holds.
 func (w *Wheel) Pages() int { return len(w.pages) }
