@@ -13,16 +13,17 @@ import "github.com/delayd/delayd/offheap"
 // collecting. release gives them back; nothing may read the slab after.
 type Slab struct {
 	pages [][]Job
+	// cow is set while a frozen copy of the records is filled page by
+	// page (freeze.go): At copies a page before handing out its first
+	// record. Every write of a record goes through At. Beside pages: At
+	// reads both.
+	cow *slabCOW
 	// homes holds, beside each page, each slot's home: the log segment of
 	// the record its job was last written whole in, for the segmented
 	// log's compaction (docs/decisions/segmented-log.md). Two bytes a job,
 	// outside the 64-byte record, which has no room.
 	homes [][]uint16
 	n     uint32 // slots handed out so far
-	// cow is set while a frozen copy of the records is filled page by
-	// page (freeze.go): At copies a page before handing out its first
-	// record. Every read and write of a record goes through At.
-	cow *slabCOW
 }
 
 const (
@@ -38,6 +39,13 @@ func (t *Slab) At(s uint32) *Job {
 	}
 	return &t.pages[s>>pageBits][s&pageMask]
 }
+
+// peek returns the job in slot s for reading only: the owner's reads
+// need no copy (a capture's copy is taken from the live page before any
+// write to it), so the index's probes and the small accessors below skip
+// At's check. On a frozen copy (Slab.Freeze) a page must have been touched
+// through At first: Whole reads the slot with At before its side tables.
+func (t *Slab) peek(s uint32) *Job { return &t.pages[s>>pageBits][s&pageMask] }
 
 // touch is At's copy-on-write, out of line: At stays within the inliner's
 // budget, and costs one nil check but during a capture.
