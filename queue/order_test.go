@@ -391,6 +391,7 @@ func TestFrozenOrderKeepsTheInstant(t *testing.T) {
 	buf := jobs.NewFreezeBuf(0)
 	defer buf.Release()
 	slab := f.slab.Freeze(buf)
+	defer f.slab.Thaw() // before buf goes: the fixture's writes copy into it until then
 	frozen := f.q.Order.Frozen()
 	tags := maps.Clone(f.tag)
 
