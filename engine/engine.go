@@ -589,6 +589,7 @@ func (e *Engine) Close() error {
 // arena, the wheels' nodes, the index) and leaves all of them empty: for
 // resetState, which rebuilds the rest, and Close. Called with mu held.
 func (e *Engine) dropPages() {
+	e.stopCapture() // it reads the arena's pages
 	for i := range e.queues {
 		e.queues[i].run.Release() // into the table's kept pages, which it then unmaps
 	}

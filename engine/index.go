@@ -19,5 +19,8 @@ func (e *Engine) allocSlot() uint32 {
 
 // MappedBytes is the memory every engine of the process holds outside the Go
 // heap (job pages, arena chunks, index tables, wheel nodes): the runtime's
-// statistics miss it, so --maxmemory and INFO's used_memory add it. O(1).
-func MappedBytes() int64 { return offheap.Mapped() }
+// statistics miss it, so --maxmemory and INFO's used_memory add it. The
+// pages a cluster's capture copies jobs into for its time are left out, as
+// Redis's used_memory leaves out what a BGSAVE's fork copies: a write is
+// not refused for a snapshot being taken. O(1).
+func MappedBytes() int64 { return offheap.Mapped() - captureMapped.Load() }

@@ -57,6 +57,9 @@ type replState struct {
 	// snapJobs: Restore is filing a snapshot's own jobs into an engine
 	// that held none, each distinct (presizeRestore). Guarded by mu.
 	snapJobs bool
+	// capture is the capture reading a frozen copy of the jobs after the
+	// lock was let go (replica_capture.go), nil when none. Guarded by mu.
+	capture *captureRun
 }
 
 // Following reports whether the engine is a follower.
@@ -280,12 +283,7 @@ func (e *Engine) appendSnapshot(out []byte) []byte {
 // must see them: the meta record, the state records, then every job.
 // Called with mu held.
 func (e *Engine) snapshotRecs(now int64, put func(*record.Rec)) {
-	clients := e.jobs.ClientIDs()
-	size := record.SizeMark(uint64(clients), uint64(max(e.njobs-clients, 0)))
-	put(&record.Rec{Op: record.Meta, Time: now, SID: e.lastSID, Seq: e.seq, Queue: size})
-	for _, r := range e.stateRecs(now) {
-		put(&r)
-	}
+	e.snapshotHead(now, put)
 	if e.wheel != nil {
 		// One record for every job: declared in the closure, each escaped
 		// to the heap through put (a func value), an allocation a job and
@@ -297,6 +295,18 @@ func (e *Engine) snapshotRecs(now int64, put func(*record.Rec)) {
 		})
 	}
 	put(&record.Rec{Op: record.Meta, Time: now, SID: e.lastSID, Seq: e.seq, Queue: record.JobsEndMark})
+}
+
+// snapshotHead hands put the records a snapshot begins with: the meta
+// record (with the jobs' count) and the state records. Called with mu
+// held.
+func (e *Engine) snapshotHead(now int64, put func(*record.Rec)) {
+	clients := e.jobs.ClientIDs()
+	size := record.SizeMark(uint64(clients), uint64(max(e.njobs-clients, 0)))
+	put(&record.Rec{Op: record.Meta, Time: now, SID: e.lastSID, Seq: e.seq, Queue: size})
+	for _, r := range e.stateRecs(now) {
+		put(&r)
+	}
 }
 
 // eachJob calls fn for every job in the order replay must see them: each

@@ -20,13 +20,67 @@ func TestCaptureUnderWrites(t *testing.T) {
 	for _, size := range []int{0, 1, 1500, 20_000} {
 		for _, role := range []string{"leader", "follower"} {
 			t.Run(fmt.Sprint(role, size), func(t *testing.T) {
-				synctest.Test(t, func(t *testing.T) { captureUnderWrites(t, size, role == "leader") })
+				synctest.Test(t, func(t *testing.T) { captureUnderWrites(t, size, role == "leader", false) })
 			})
 		}
 	}
 }
 
-func captureUnderWrites(t *testing.T, size int, onLeader bool) {
+// The same, with the leader's clients writing, its jobs firing and its
+// reservations expiring while the capture encodes its copy of the jobs,
+// the lock let go: none of it may reach the capture (a job changed, freed,
+// or its payload's bytes given to another job), all of it comes with the
+// batches after.
+func TestCaptureWritesWhileEncoding(t *testing.T) {
+	for _, size := range []int{1500, 20_000} {
+		t.Run(fmt.Sprint(size), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) { captureUnderWrites(t, size, true, true) })
+		})
+	}
+}
+
+// A FLUSHALL while a capture encodes its copy stops the capture (the
+// arena it reads is about to go) and waits for it; the capture fails and
+// the engine goes on.
+func TestCaptureStoppedByFlush(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g := newGroup(t, 2, Options{}, nil)
+		ln := g.nodes[0]
+		L := ln.e
+		ln.r.setAuto(true)
+		for i := range 5000 {
+			if _, err := L.Add(AddArgs{Queue: b("q"), Payload: []byte(fmt.Sprint("p", i)), Delay: 60_000}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		synctest.Wait()
+		defer func(f func()) { captureStep = f }(captureStep)
+		flushed := make(chan error, 1)
+		captureStep = func() {
+			captureStep = nil
+			go func() { _, err := L.Flush(); flushed <- err }()
+			synctest.Wait() // the flush waits for the capture to stop reading
+		}
+		_, ok, err := L.CaptureTo(true, time.Second, io.Discard, func() bool { return true })
+		if !ok || err != errCaptureReset {
+			t.Fatalf("capture: %v %v, want %v", ok, err, errCaptureReset)
+		}
+		if err := <-flushed; err != nil {
+			t.Fatal(err)
+		}
+		if _, err := L.Add(AddArgs{Queue: b("q"), Payload: b("after"), Delay: 60_000}); err != nil {
+			t.Fatal(err)
+		}
+		if n := L.njobs; n != 1 {
+			t.Fatalf("%d jobs after the flush and an add, want 1", n)
+		}
+		if _, ok, err := L.CaptureTo(true, time.Second, io.Discard, func() bool { return true }); !ok || err != nil {
+			t.Fatalf("the next capture: %v %v", ok, err)
+		}
+	})
+}
+
+func captureUnderWrites(t *testing.T, size int, onLeader, during bool) {
 	g := newGroup(t, 3, Options{}, nil)
 	ln, fn := g.nodes[0], g.nodes[1]
 	L := ln.e
@@ -47,6 +101,9 @@ func captureUnderWrites(t *testing.T, size int, onLeader bool) {
 			a.ID = []byte(fmt.Sprint("c", i))
 			ids = append(ids, string(a.ID))
 		}
+		if i%7 == 0 { // lanes: the ready order walks them
+			a.Priority, a.Group = uint8(i%3), []byte(fmt.Sprint("g", i%2))
+		}
 		if _, err := L.Add(a); err != nil {
 			t.Fatal(err)
 		}
@@ -56,6 +113,21 @@ func captureUnderWrites(t *testing.T, size int, onLeader bool) {
 	}
 	for range 200 {
 		step()
+	}
+	if during {
+		// Jobs an hour out, over pages of the slab the capture reads
+		// last: the writes meanwhile reach them first.
+		for i := range 3 << 14 {
+			a := AddArgs{Queue: []byte(fmt.Sprintf("q%d", i%3)), Payload: []byte(fmt.Sprint("far", i)), Delay: 3_600_000}
+			if i%2 == 0 {
+				a.ID = []byte(fmt.Sprint("far", i))
+			}
+			res, err := L.Add(a)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ids = append(ids, string(res.ID))
+		}
 	}
 	synctest.Wait()
 	log := func() [][]byte { ln.r.mu.Lock(); defer ln.r.mu.Unlock(); return ln.r.log }
@@ -93,6 +165,25 @@ func captureUnderWrites(t *testing.T, size int, onLeader bool) {
 	}
 	defer func(n int) { captureFlush = n }(captureFlush)
 	captureFlush = 4 << 10
+	// While the capture reads its copy, a second one (the old way: under
+	// the lock) must be exact too.
+	var out2 bytes.Buffer
+	from2 := -1
+	if during {
+		defer func(f func(), n int) { captureStep, captureStepJobs = f, n }(captureStep, captureStepJobs)
+		captureStepJobs = 4
+		captureStep = func() {
+			if from2 < 0 {
+				if _, ok, err := L.CaptureTo(true, time.Second, &out2, func() bool { from2 = len(log()); return true }); !ok || err != nil {
+					t.Fatalf("a capture during a capture: %v %v", ok, err)
+				}
+			}
+			churnKeepsState = true // no FLUSHALL: it would wait for this very capture
+			defer func() { churnKeepsState = false }()
+			step()
+			time.Sleep(time.Duration(rng.IntN(50)) * time.Millisecond) // jobs fire, reservations expire
+		}
+	}
 	var out bytes.Buffer
 	w := &countingWriter{w: &out}
 	gen, ok, err := src.CaptureTo(lead, time.Second, w, mark)
@@ -101,6 +192,9 @@ func captureUnderWrites(t *testing.T, size int, onLeader bool) {
 	}
 	if out.Len() > 2*captureFlush && w.writes < out.Len()/(2*captureFlush) {
 		t.Fatalf("a capture of %d bytes went to its writer in %d piece(s): not streamed", out.Len(), w.writes)
+	}
+	if during && len(log()) < from+10 {
+		t.Fatalf("%d batches committed while the capture encoded: the test tests nothing", len(log())-from)
 	}
 	if _, ok, _ := L.CaptureTo(false, time.Second, &bytes.Buffer{}, func() bool { return true }); ok {
 		t.Fatal("a leader took a follower's capture")
@@ -137,6 +231,19 @@ func captureUnderWrites(t *testing.T, size int, onLeader bool) {
 	}
 	if got := replDump(x); got != want {
 		t.Fatalf("restored state differs:\n%s", diffLines(want, got))
+	}
+	if during {
+		for _, b := range entries[from2:] {
+			out2.Write(b)
+		}
+		out2.WriteByte(0)
+		x := newEngine(t, Options{Replicator: &fakeRepl{closed: true}, Follower: true})
+		if err := x.Restore(&out2); err != nil {
+			t.Fatal(err)
+		}
+		if got := replDump(x); got != want {
+			t.Fatalf("the second capture's restored state differs:\n%s", diffLines(want, got))
+		}
 	}
 }
 
@@ -282,6 +389,37 @@ func TestRestoreWithoutMarks(t *testing.T) {
 		}
 		if got := replDump(x); got != want || x.njobs != 2000 {
 			t.Fatalf("restored on top: %d jobs, state:\n%s", x.njobs, diffLines(want, got))
+		}
+	})
+}
+
+// The pages a capture copies its jobs into are not the engine's memory:
+// --maxmemory and INFO's used_memory (MappedBytes) leave them out, so a
+// snapshot being taken refuses no write.
+func TestCaptureBuffersNotCounted(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g := newGroup(t, 2, Options{}, nil)
+		ln := g.nodes[0]
+		L := ln.e
+		ln.r.setAuto(true)
+		for i := range 40_000 {
+			if _, err := L.Add(AddArgs{Queue: b("q"), Payload: []byte(fmt.Sprint("p", i)), Delay: 60_000}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		synctest.Wait()
+		defer func(f func()) { captureStep = f }(captureStep)
+		before, during := MappedBytes(), int64(-1)
+		captureStep = func() {
+			if during < 0 {
+				during = MappedBytes()
+			}
+		}
+		if _, ok, err := L.CaptureTo(true, time.Second, io.Discard, func() bool { return true }); !ok || err != nil {
+			t.Fatal(ok, err)
+		}
+		if during != before || MappedBytes() != before {
+			t.Fatalf("mapped %d before, %d during, %d after the capture", before, during, MappedBytes())
 		}
 	})
 }

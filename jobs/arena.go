@@ -27,7 +27,15 @@ type Arena struct {
 	big     map[uint32][]byte
 	bigNext uint32
 	InUse   int64 // bytes handed out, rounded to class sizes (INFO)
+	// pinned counts the frozen copies being read (Table.Freeze): while it
+	// is not 0, freed small blocks wait in held (ref | class<<heldClassOff)
+	// instead of their free lists, so no Alloc reuses bytes a copy reads.
+	pinned int
+	held   refStack
 }
+
+// heldClassOff places a held block's size class above its ref's bits.
+const heldClassOff = 56
 
 type sizeClass struct {
 	chunk uint32   // chunk being carved for this class
@@ -185,6 +193,10 @@ func (a *Arena) Free(ref uint64, n int) {
 	}
 	ci, size := classOf(n)
 	a.InUse -= int64(size)
+	if a.pinned > 0 {
+		a.held.push(ref | uint64(ci)<<heldClassOff)
+		return
+	}
 	a.classes[ci].free.push(ref)
 }
 
@@ -206,6 +218,7 @@ func (a *Arena) Footprint() int64 {
 	for i := range a.classes {
 		n += a.classes[i].free.bytes()
 	}
+	n += a.held.bytes()
 	return n
 }
 

@@ -45,7 +45,7 @@ func (t *Table) DropIdent(s uint32) {
 // IdentOf is the job's UNIQUE and DEBOUNCE options; ok is false when it has
 // neither. O(1).
 func (t *Table) IdentOf(s uint32) (Ident, bool) {
-	if t.At(s).Flags&(FlagUnique|FlagDebounce) == 0 {
+	if t.peek(s).Flags&(FlagUnique|FlagDebounce) == 0 {
 		return Ident{}, false
 	}
 	return t.Idents[s], true
@@ -54,7 +54,7 @@ func (t *Table) IdentOf(s uint32) (Ident, bool) {
 // DebounceUntil is the DEBOUNCE limit of the job in slot s; ok is false
 // when it has none. O(1).
 func (t *Table) DebounceUntil(s uint32) (int64, bool) {
-	if t.At(s).Flags&FlagDebounce == 0 {
+	if t.peek(s).Flags&FlagDebounce == 0 {
 		return 0, false
 	}
 	return t.Idents[s].DebounceUntil, true

@@ -13,6 +13,11 @@ import "github.com/delayd/delayd/offheap"
 // collecting. release gives them back; nothing may read the slab after.
 type Slab struct {
 	pages [][]Job
+	// cow is set while a frozen copy of the records is filled page by
+	// page (freeze.go): At copies a page before handing out its first
+	// record. Every write of a record goes through At. Beside pages: At
+	// reads both.
+	cow *slabCOW
 	// homes holds, beside each page, each slot's home: the log segment of
 	// the record its job was last written whole in, for the segmented
 	// log's compaction (docs/decisions/segmented-log.md). Two bytes a job,
@@ -28,7 +33,25 @@ const (
 )
 
 // At returns the job in slot s. O(1).
-func (t *Slab) At(s uint32) *Job { return &t.pages[s>>pageBits][s&pageMask] }
+func (t *Slab) At(s uint32) *Job {
+	if t.cow != nil {
+		t.touch(s)
+	}
+	return &t.pages[s>>pageBits][s&pageMask]
+}
+
+// peek returns the job in slot s for reading only: the owner's reads
+// need no copy (a capture's copy is taken from the live page before any
+// write to it), so the index's probes and the small accessors below skip
+// At's check. On a frozen copy (Slab.Freeze) a page must have been touched
+// through At first: Whole reads the slot with At before its side tables.
+func (t *Slab) peek(s uint32) *Job { return &t.pages[s>>pageBits][s&pageMask] }
+
+// touch is At's copy-on-write, out of line: At stays within the inliner's
+// budget, and costs one nil check but during a capture.
+//
+//go:noinline
+func (t *Slab) touch(s uint32) { t.cow.touch(s >> pageBits) }
 
 // Home is the log segment slot s's job was last written whole in (its id
 // modulo 2^16). O(1).

@@ -135,10 +135,10 @@ func (t *Table) hashKey(q uint32, id []byte) uint64 {
 
 // sidKey and clientKey recompute, from the job, the hash a slot was filed
 // under: the tables store slots only, and ask when they rebuild.
-func (t *Table) sidKey(s uint32) uint64 { return t.At(s).SID }
+func (t *Table) sidKey(s uint32) uint64 { return t.peek(s).SID }
 
 func (t *Table) clientKey(s uint32) uint64 {
-	j := t.At(s)
+	j := t.peek(s)
 	return t.hashKey(j.Queue, t.Arena.Bytes(j.Data, int(j.IDLen)))
 }
 
@@ -154,10 +154,10 @@ func (t *Table) Lookup(run *PushRun, q uint32, id []byte) (uint32, bool) {
 			return s, true
 		}
 		s, ok := t.sids.find(sid, func(s uint32) bool {
-			j := t.At(s)
+			j := t.peek(s)
 			return j.IDLen == 0 && j.SID == sid
 		})
-		if ok && t.At(s).Queue == q {
+		if ok && t.peek(s).Queue == q {
 			return s, true
 		}
 		if !t.SIDLike {
@@ -165,7 +165,7 @@ func (t *Table) Lookup(run *PushRun, q uint32, id []byte) (uint32, bool) {
 		}
 	}
 	return t.index.find(t.hashKey(q, id), func(s uint32) bool {
-		j := t.At(s)
+		j := t.peek(s)
 		return j.Queue == q && j.IDLen > 0 && bytes.Equal(t.Arena.Bytes(j.Data, int(j.IDLen)), id)
 	})
 }

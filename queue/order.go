@@ -536,3 +536,19 @@ func (x *lanes) ringRemove(l uint32) {
 		x.mask &^= 1 << ln.prio
 	}
 }
+
+// Frozen returns a copy of the order as it is now, which reads (Each,
+// LaneOf) the same over a copy of the slab taken at the same instant
+// while r goes on changing: a cluster's capture walks it outside the
+// owner's lock. O(lanes and groups), nothing a job.
+func (r *Order) Frozen() Order {
+	f := Order{head: r.head, tail: r.tail}
+	if r.x != nil {
+		x := *r.x
+		x.ls = slices.Clone(x.ls)
+		x.gs = slices.Clone(x.gs) // names are strings: shared, never changed
+		x.lfree, x.gfree, x.byName = nil, nil, nil
+		f.x = &x
+	}
+	return f
+}

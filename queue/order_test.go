@@ -2,6 +2,7 @@ package queue
 
 import (
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -369,5 +370,48 @@ func TestLaneOfAndOldestDue(t *testing.T) {
 	f.q.Added = 7
 	if st := f.q.Stats(&f.slab, 35); st.Latency != 15 || st.Added != 7 || st.Ready != f.q.Ready {
 		t.Fatalf("stats: %+v", st)
+	}
+}
+
+// A frozen order, read over a copy of the slab taken at the same time,
+// lists and names lanes as the order did then, while the order goes on:
+// pops rotate the rings, lanes and groups are freed and made again.
+func TestFrozenOrderKeepsTheInstant(t *testing.T) {
+	f := newFixture(t)
+	for i := range 12 {
+		f.add(fmt.Sprint("g", i%3), uint8(i%2*5), fmt.Sprint("j", i), i%4 == 0)
+	}
+	f.add("", 0, "plain", false)
+	want := f.each()
+	lanes := map[uint32][2]any{}
+	for _, s := range f.live {
+		g, p := f.q.Order.LaneOf(&f.slab, s)
+		lanes[s] = [2]any{g, p}
+	}
+	buf := jobs.NewFreezeBuf(0)
+	defer buf.Release()
+	slab := f.slab.Freeze(buf)
+	defer f.slab.Thaw() // before buf goes: the fixture's writes copy into it until then
+	frozen := f.q.Order.Frozen()
+	tags := maps.Clone(f.tag)
+
+	for range 8 {
+		f.pop(false)
+	}
+	f.add("g9", 9, "late", true)
+	f.add("g0", 3, "late2", false)
+
+	var got []string
+	frozen.Each(&slab, func(s uint32) bool {
+		got = append(got, tags[s])
+		return true
+	})
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("frozen order %v, want %v", got, want)
+	}
+	for s, l := range lanes {
+		if g, p := frozen.LaneOf(&slab, s); g != l[0] || p != l[1] {
+			t.Fatalf("slot %d: lane %q %d, want %v", s, g, p, l)
+		}
 	}
 }
