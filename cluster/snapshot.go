@@ -38,8 +38,9 @@ type capture struct {
 }
 
 // takeSnapshot has Raft take a snapshot of a state captured to a file. On
-// a leader the engine is held for one commit round plus the encoding; on
-// a follower applies wait for the encoding. Neither waits for Raft.
+// a leader the engine is held for one commit round plus the freeze; on a
+// follower applies wait for the freeze. Neither waits for the encoding or
+// for Raft.
 func (c *Cluster) takeSnapshot(r *raft.Raft) error {
 	f := c.fsm
 	start := time.Now()
@@ -56,6 +57,7 @@ func (c *Cluster) takeSnapshot(r *raft.Raft) error {
 		f.mu.Unlock() // a leader's batches are applied under it: Quiesce waits for them
 	}
 	t0 := time.Now()
+	var held time.Duration
 	gen, ok, err := c.eng.CaptureTo(lead, 2*time.Second, bw, func() bool {
 		if lead {
 			if !c.ackersDone(time.Now().Add(50 * time.Millisecond)) {
@@ -66,11 +68,12 @@ func (c *Cluster) takeSnapshot(r *raft.Raft) error {
 			from = f.applied
 		}
 		return true
+	}, func() {
+		held = time.Since(t0) // on a leader, the commit round included
+		if !lead {
+			f.mu.Unlock() // the state is frozen: applies go on while it is encoded
+		}
 	})
-	held := time.Since(t0) // on a leader, the commit round included
-	if !lead {
-		f.mu.Unlock()
-	}
 	if err == nil && !ok {
 		err = errSnapshotBusy
 	}

@@ -28,7 +28,8 @@ var captureFlush = 1 << 20 // a variable for its tests
 // to w as it is at an instant when it is the committed state: a leader
 // (lead) first waits (Quiesce, at most timeout) until every batch it made
 // has committed; a follower's caller must keep committed batches from
-// being applied during the call. mark runs under the lock at that instant,
+// being applied until captured is called (nil: until the call returns).
+// mark runs under the lock at that instant,
 // before anything is written: the caller reads there the index the state
 // is exact at, or says no (false). ok is false when it gave up (timeout,
 // mark, or the engine's role not lead's). w is written by another
@@ -39,8 +40,10 @@ var captureFlush = 1 << 20 // a variable for its tests
 // when one is reserved); the jobs are encoded from the copy after it is
 // let go.
 // The generation it returns is Generation's at the capture; a Reset while
-// the copy is encoded fails the capture (errCaptureReset).
-func (e *Engine) CaptureTo(lead bool, timeout time.Duration, w io.Writer, mark func() bool) (gen uint64, ok bool, err error) {
+// the copy is encoded fails the capture (errCaptureReset). captured, if
+// not nil, is called once the state is held (the lock let go, before the
+// encoding of the copy), or when the capture gave up.
+func (e *Engine) CaptureTo(lead bool, timeout time.Duration, w io.Writer, mark func() bool, captured func()) (gen uint64, ok bool, err error) {
 	bufs := e.captureBufs()
 	defer bufs.release()
 	cw := newChunkWriter(w, captureChunks, captureFlush+64<<10) // its 4 MiB allocated before the lock
@@ -60,6 +63,9 @@ func (e *Engine) CaptureTo(lead bool, timeout time.Duration, w io.Writer, mark f
 			capture()
 		}
 		e.mu.Unlock()
+	}
+	if captured != nil {
+		captured() // a follower's applies go on: what is encoded now is the frozen copy
 	}
 	if fz != nil {
 		err = e.encodeFrozen(fz)

@@ -33,9 +33,11 @@ func TestCaptureUnderWrites(t *testing.T) {
 // batches after.
 func TestCaptureWritesWhileEncoding(t *testing.T) {
 	for _, size := range []int{1500, 20_000} {
-		t.Run(fmt.Sprint(size), func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) { captureUnderWrites(t, size, true, true) })
-		})
+		for _, role := range []string{"leader", "follower"} { // a follower applies the batches meanwhile
+			t.Run(fmt.Sprint(size, role), func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) { captureUnderWrites(t, size, role == "leader", true) })
+			})
+		}
 	}
 }
 
@@ -61,7 +63,7 @@ func TestCaptureStoppedByFlush(t *testing.T) {
 			go func() { _, err := L.Flush(); flushed <- err }()
 			synctest.Wait() // the flush waits for the capture to stop reading
 		}
-		_, ok, err := L.CaptureTo(true, time.Second, io.Discard, func() bool { return true })
+		_, ok, err := L.CaptureTo(true, time.Second, io.Discard, func() bool { return true }, nil)
 		if !ok || err != errCaptureReset {
 			t.Fatalf("capture: %v %v, want %v", ok, err, errCaptureReset)
 		}
@@ -74,7 +76,7 @@ func TestCaptureStoppedByFlush(t *testing.T) {
 		if n := L.njobs; n != 1 {
 			t.Fatalf("%d jobs after the flush and an add, want 1", n)
 		}
-		if _, ok, err := L.CaptureTo(true, time.Second, io.Discard, func() bool { return true }); !ok || err != nil {
+		if _, ok, err := L.CaptureTo(true, time.Second, io.Discard, func() bool { return true }, nil); !ok || err != nil {
 			t.Fatalf("the next capture: %v %v", ok, err)
 		}
 	})
@@ -157,6 +159,7 @@ func captureUnderWrites(t *testing.T, size int, onLeader, during bool) {
 		}
 	}
 	from := -1
+	captured := false // CaptureTo said the state is held
 	var mark func() bool
 	if lead {
 		mark = func() bool { from = len(log()); return true }
@@ -174,7 +177,7 @@ func captureUnderWrites(t *testing.T, size int, onLeader, during bool) {
 		captureStepJobs = 4
 		captureStep = func() {
 			if from2 < 0 {
-				if _, ok, err := L.CaptureTo(true, time.Second, &out2, func() bool { from2 = len(log()); return true }); !ok || err != nil {
+				if _, ok, err := L.CaptureTo(true, time.Second, &out2, func() bool { from2 = len(log()); return true }, nil); !ok || err != nil {
 					t.Fatalf("a capture during a capture: %v %v", ok, err)
 				}
 			}
@@ -182,11 +185,18 @@ func captureUnderWrites(t *testing.T, size int, onLeader, during bool) {
 			defer func() { churnKeepsState = false }()
 			step()
 			time.Sleep(time.Duration(rng.IntN(50)) * time.Millisecond) // jobs fire, reservations expire
+			if !lead && captured {
+				for ; applied < len(log()); applied++ { // the follower's caller let its applies go
+					if err := F.ApplyBatch(log()[applied]); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
 		}
 	}
 	var out bytes.Buffer
 	w := &countingWriter{w: &out}
-	gen, ok, err := src.CaptureTo(lead, time.Second, w, mark)
+	gen, ok, err := src.CaptureTo(lead, time.Second, w, mark, func() { captured = true })
 	if err != nil || !ok {
 		t.Fatalf("capture: %v %v", ok, err)
 	}
@@ -196,7 +206,10 @@ func captureUnderWrites(t *testing.T, size int, onLeader, during bool) {
 	if during && len(log()) < from+10 {
 		t.Fatalf("%d batches committed while the capture encoded: the test tests nothing", len(log())-from)
 	}
-	if _, ok, _ := L.CaptureTo(false, time.Second, &bytes.Buffer{}, func() bool { return true }); ok {
+	if during && !lead && applied < from+10 {
+		t.Fatalf("the follower applied %d batches while its capture encoded: the test tests nothing", applied-from)
+	}
+	if _, ok, _ := L.CaptureTo(false, time.Second, &bytes.Buffer{}, func() bool { return true }, nil); ok {
 		t.Fatal("a leader took a follower's capture")
 	}
 	between() // the group moves on before the snapshot is labelled
@@ -264,7 +277,7 @@ func TestCaptureGeneration(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		g := newGroup(t, 2, Options{}, nil)
 		F := g.nodes[1].e
-		gen, ok, err := F.CaptureTo(false, time.Second, &bytes.Buffer{}, func() bool { return true })
+		gen, ok, err := F.CaptureTo(false, time.Second, &bytes.Buffer{}, func() bool { return true }, nil)
 		if !ok || err != nil {
 			t.Fatal(ok, err)
 		}
@@ -273,7 +286,7 @@ func TestCaptureGeneration(t *testing.T) {
 			t.Fatal("a Reset left the generation")
 		}
 		var out bytes.Buffer
-		if _, ok, _ := F.CaptureTo(false, time.Second, &out, func() bool { return false }); ok || out.Len() != 0 {
+		if _, ok, _ := F.CaptureTo(false, time.Second, &out, func() bool { return false }, nil); ok || out.Len() != 0 {
 			t.Fatal("a capture its mark refused was taken")
 		}
 	})
@@ -301,7 +314,7 @@ func TestRestoreReplacesAfterCapture(t *testing.T) {
 		log := func() [][]byte { ln.r.mu.Lock(); defer ln.r.mu.Unlock(); return ln.r.log }
 		var from int
 		var out bytes.Buffer
-		if _, ok, err := L.CaptureTo(true, time.Second, &out, func() bool { from = len(log()); return true }); !ok || err != nil {
+		if _, ok, err := L.CaptureTo(true, time.Second, &out, func() bool { from = len(log()); return true }, nil); !ok || err != nil {
 			t.Fatal(ok, err)
 		}
 		for _, i := range []int{0, 1000, 2998} {
@@ -415,7 +428,7 @@ func TestCaptureBuffersNotCounted(t *testing.T) {
 				during = MappedBytes()
 			}
 		}
-		if _, ok, err := L.CaptureTo(true, time.Second, io.Discard, func() bool { return true }); !ok || err != nil {
+		if _, ok, err := L.CaptureTo(true, time.Second, io.Discard, func() bool { return true }, nil); !ok || err != nil {
 			t.Fatal(ok, err)
 		}
 		if during != before || MappedBytes() != before {
