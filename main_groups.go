@@ -164,10 +164,14 @@ func discoverLayout(ctx context.Context, clu *cluster.Cluster, cfg config, log z
 	for attempt := 0; ; attempt++ {
 		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		l, err := clu.AskLayout(actx, cfg.ClusterJoin)
+		var seated []bool
+		if err == nil && l.Groups > 1 {
+			seated, err = askSeated(actx, clu, cfg, l)
+		}
 		cancel()
 		if err == nil {
 			if l.Groups > 1 {
-				holdReplicas(&l, cfg.ClusterReplicas)
+				holdReplicas(&l, cfg.ClusterReplicas, seated)
 				if err := cluster.WriteLayout(cfg.Dir, l); err != nil {
 					return l, err
 				}
@@ -193,16 +197,63 @@ func discoverLayout(ctx context.Context, clu *cluster.Cluster, cfg config, log z
 // holdReplicas marks in l the groups a joining node takes no replica of:
 // those that have their replicas (--cluster-replicas), and those the
 // member it asked does not hold either (it cannot be joined through).
-// Group 0 it always holds: every process routes by its slot map.
-func holdReplicas(l *cluster.Layout, replicas int) {
+// Group 0 it always holds: every process routes by its slot map. A group
+// with a member at this node's own addresses (seated[g], askSeated) is
+// not full of others: that member is this node before its data dir was
+// wiped, a dead voter the leader's Join replaces with the new id, and
+// counting it would leave the node out of every group it held.
+func holdReplicas(l *cluster.Layout, replicas int, seated []bool) {
 	if replicas <= 0 {
 		return
 	}
 	for g := 1; g < len(l.Join) && g < len(l.Voters); g++ {
-		if l.Join[g] == "" || l.Voters[g] >= replicas {
+		mine := g < len(seated) && seated[g]
+		if l.Join[g] == "" || (l.Voters[g] >= replicas && !mine) {
 			l.Join[g] = cluster.NotHeld
 		}
 	}
+}
+
+// askSeated says, for each group of l that looks full to a node joining
+// it (holdReplicas), whether one of its members is at this node's own
+// client or bus address for that group, as the member l was read from
+// lists the group's members (CLUSTER NODES at its address for the
+// group). An error, or a group that knows no leader (its list holds
+// only the member asked), is retried by the caller: the answer is kept
+// in the groups file, and a node wrongly left out of a group never
+// takes its seat there again.
+func askSeated(ctx context.Context, clu *cluster.Cluster, cfg config, l cluster.Layout) ([]bool, error) {
+	seated := make([]bool, len(l.Join))
+	if cfg.ClusterReplicas <= 0 {
+		return seated, nil
+	}
+	for g := 1; g < len(l.Join) && g < len(l.Voters); g++ {
+		if l.Join[g] == "" || l.Voters[g] < cfg.ClusterReplicas {
+			continue
+		}
+		off := g * cfg.ClusterGroupPortStep
+		addr, err := cluster.ShiftPort(cfg.ClusterAnnounceAddr, off)
+		if err != nil {
+			return nil, fmt.Errorf("group %d: %w", g, err)
+		}
+		bus, err := cluster.ShiftPort(cfg.ClusterAnnounceBusAddr, off)
+		if err != nil {
+			return nil, fmt.Errorf("group %d: %w", g, err)
+		}
+		nodes, err := clu.AskGroupNodes(ctx, l.Join[g])
+		if err != nil {
+			return nil, fmt.Errorf("group %d's members at %s: %w", g, l.Join[g], err)
+		}
+		led := false
+		for _, n := range nodes {
+			led = led || n.Leader
+			seated[g] = seated[g] || n.Addr == addr || n.BusAddr == bus
+		}
+		if !led && !seated[g] {
+			return nil, fmt.Errorf("group %d at %s knows no leader", g, l.Join[g])
+		}
+	}
+	return seated, nil
 }
 
 // groupConfig is group g's cluster settings: the node's, its addresses

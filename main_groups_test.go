@@ -90,3 +90,33 @@ func TestGroupConfig(t *testing.T) {
 		t.Errorf("a port past 65535 was taken")
 	}
 }
+
+// Which groups a node joining a cluster of several takes a seat in: a
+// group with its --cluster-replicas voters is full, unless one of them is
+// at this node's own addresses (the id it had before its data dir was
+// wiped).
+func TestHoldReplicas(t *testing.T) {
+	const n = cluster.NotHeld
+	for _, tc := range []struct {
+		name     string
+		replicas int
+		join     []string
+		voters   []int
+		seated   []bool
+		want     []string
+	}{
+		{"room in each", 3, []string{"a0", "a1", "a2"}, []int{2, 2, 1}, nil, []string{"a0", "a1", "a2"}},
+		{"a 4th node: full groups", 3, []string{"a0", "a1", "a2"}, []int{3, 3, 2}, nil, []string{"a0", n, "a2"}},
+		{"a 4th node, the answer asked of nobody", 3, []string{"a0", "a1", "a2"}, []int{3, 3, 3}, []bool{false, false, false}, []string{"a0", n, n}},
+		{"wiped: its old ids fill the groups", 3, []string{"a0", "a1", "a2"}, []int{3, 3, 3}, []bool{false, true, true}, []string{"a0", "a1", "a2"}},
+		{"wiped: of one group only", 3, []string{"a0", "a1", "a2"}, []int{3, 3, 3}, []bool{false, false, true}, []string{"a0", n, "a2"}},
+		{"a group the member does not hold", 3, []string{"a0", "", "a2"}, []int{3, -1, 1}, []bool{false, true, false}, []string{"a0", n, "a2"}},
+		{"no cap", 0, []string{"a0", "a1", "a2"}, []int{5, 5, 5}, nil, []string{"a0", "a1", "a2"}},
+	} {
+		l := cluster.Layout{Groups: len(tc.join), Join: append([]string(nil), tc.join...), Voters: tc.voters}
+		holdReplicas(&l, tc.replicas, tc.seated)
+		if strings.Join(l.Join, " ") != strings.Join(tc.want, " ") {
+			t.Errorf("%s: %q, want %q", tc.name, l.Join, tc.want)
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
@@ -21,17 +22,17 @@ import (
 // with --cluster-join at its addresses: it rejoins every group with new
 // ids, and each group's leader sends it one snapshot (the logs compacted
 // so that it must take one), not a second for the id it had
-// (docs/decisions/raft-snapshots.md).
+// (docs/decisions/raft-snapshots.md). With --cluster-replicas 3 (the
+// default) every group has its 3 voters when it asks, its own dead old id
+// among them: it still takes its seat in each, the old ids are gone from
+// every group, and redis-cli --cluster check is clean
+// (docs/decisions/group-replicas.md).
 //
 //	go test -count=1 -run '^TestClusterGroupsWipedNodeRejoins$' -v ./integration_test/
 func TestClusterGroupsWipedNodeRejoins(t *testing.T) {
 	t.Parallel()
 	const snapEvery = 64
-	// Every node votes in every group: with --cluster-replicas 3 (the
-	// default) the wiped node, asking how many voters each group has, counts
-	// its own old ids and takes no replica of groups 1 and 2 (not changed
-	// here; see the decision).
-	extra := []string{"--cluster-snapshot-entries", strconv.Itoa(snapEvery), "--cluster-replicas", "0"}
+	extra := []string{"--cluster-snapshot-entries", strconv.Itoa(snapEvery)}
 	nodes := []*grNode{grStart(t, append([]string{"--cluster-bootstrap", "--cluster-groups", strconv.Itoa(grCount)}, extra...)...)}
 	for g := 0; g < grCount; g++ {
 		clWait(t, 15*time.Second, fmt.Sprintf("group %d's bootstrap", g), func() (bool, string) {
@@ -181,6 +182,47 @@ func TestClusterGroupsWipedNodeRejoins(t *testing.T) {
 			t.Errorf("the wiped node's group with id %s received %d snapshots, want 1", id, n)
 		}
 	}
+
+	// The wiped node holds a replica of every group, as it did.
+	v, err := grAsk(victim.addr(0), "CLUSTER", "GROUPS")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gs, _ := v.([]any)
+	if len(gs) != grCount {
+		t.Fatalf("CLUSTER GROUPS at the wiped node: %v", v)
+	}
+	for g, e := range gs {
+		if f, _ := e.([]any); len(f) < 2 || f[1] != victim.addr(g) {
+			t.Errorf("CLUSTER GROUPS at the wiped node, group %d: %v, want its address %s", g, e, victim.addr(g))
+		}
+	}
+	// Each group has its three members, every one connected: the old ids
+	// are gone, none left a dead voter.
+	for g := 0; g < grCount; g++ {
+		clWait(t, 20*time.Second, fmt.Sprintf("group %d's three members, all connected", g), func() (bool, string) {
+			l := leaderOf(g)
+			if l == nil {
+				return false, "no leader"
+			}
+			v, err := grAsk(l.addr(g), "CLUSTER", "NODES")
+			if err != nil {
+				return false, err.Error()
+			}
+			ns := cluster.ParseGroupNodes(fmt.Sprint(v))
+			ok := len(ns) == 3 && !strings.Contains(fmt.Sprint(v), "nofailover") // every one a voter
+			for _, n := range ns {
+				ok = ok && n.Connected
+			}
+			return ok, fmt.Sprint(v)
+		})
+	}
+	clWait(t, 20*time.Second, "redis-cli --cluster check clean", func() (bool, string) {
+		out, err := exec.Command("redis-cli", "--cluster", "check", victim.addr(0)).CombinedOutput()
+		s := string(out)
+		return err == nil && strings.Contains(s, "[OK] All 16384 slots covered.") &&
+			!strings.Contains(s, "[ERR]") && !strings.Contains(s, "[WARNING]"), s
+	})
 }
 
 // grDir is the node's --dir.
