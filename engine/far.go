@@ -451,14 +451,15 @@ const loadChunk = 16 << 10
 func (e *Engine) loadFar(ft *finetimer.Timer) {
 	e.far.work.Lock()
 	defer e.far.work.Unlock()
-	e.loadHeld(ft)
+	e.loadHeld(ft, 0)
 }
 
-// loadHeld is loadFar with far.work held.
-func (e *Engine) loadHeld(ft *finetimer.Timer) {
+// loadHeld is loadFar with far.work held, for at most rounds rounds (0:
+// until a round takes none).
+func (e *Engine) loadHeld(ft *finetimer.Timer, rounds int) {
 	f := &e.far
 	f.loaded.Store(time.Now().UnixNano())
-	for {
+	for round := 1; ; round++ {
 		e.mu.Lock()
 		if e.closed {
 			e.mu.Unlock()
@@ -499,8 +500,8 @@ func (e *Engine) loadHeld(ft *finetimer.Timer) {
 				break
 			}
 		}
-		if took == 0 {
-			return // a round found nothing left due (or only jobs taken meanwhile)
+		if took == 0 || round == rounds {
+			return // a round found nothing left due (or only jobs taken meanwhile), or the rounds are done
 		}
 	}
 }
@@ -605,7 +606,7 @@ func (e *Engine) farPacer(ft *finetimer.Timer, loads bool) func() {
 		}
 		farPause(ft)
 		if loads && time.Since(time.Unix(0, e.far.loaded.Load())) >= e.loadEvery() {
-			e.loadHeld(ft)
+			e.loadHeld(ft, 1) // one round: at a steady rate, rounds until none may never end
 		}
 		since = farNow()
 	}
