@@ -588,7 +588,8 @@ var farPause = finetimer.Pause
 // a 500k-job bucket, a pread a payload, kept the only P for its whole
 // length (a syscall that short keeps it) but for a preemption every 10 ms,
 // and each request waited for one: bench/loadgen's p99.9 went from 7 ms
-// to 305-416 ms with the buckets on (docs/decisions/far-bucket-pacing.md).
+// to 305-416 ms with the buckets on (docs/decisions/compaction-stalls.md, "With the
+// far-future buckets").
 //
 // With loads (the write of a run: a seal, a compaction's checkpoint, a
 // merge) it also runs a load round there when one is due (loadEvery): a
