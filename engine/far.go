@@ -600,8 +600,12 @@ var farPause = finetimer.Pause
 // after it on this goroutine, and logs after the checkpoint's mark, as a
 // client's cancel does. Called with far.work held.
 func (e *Engine) farPacer(ft *finetimer.Timer, loads bool) func() {
-	since := farNow()
+	var since time.Time // from the first call: a pacer is made before far.work is taken
 	return func() {
+		if since.IsZero() {
+			since = farNow()
+			return
+		}
 		if farNow().Sub(since) < farSlice { // a vDSO read: tens of ns against a job's µs
 			return
 		}
