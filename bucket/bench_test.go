@@ -129,3 +129,64 @@ func BenchmarkSeal(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkLoadFromRun loads, in rounds of a 40th of its span, the 200k
+// jobs of a run (256-byte payloads, dues in random add order, as a seal
+// leaves a bucket whose jobs came with delays from 1 to 10 s), and reports
+// the time a job: what the loader pays for a job that came back from disk.
+// go test ./bucket -run XXX -bench LoadFromRun -benchtime 5x
+func BenchmarkLoadFromRun(b *testing.B) {
+	const n = 200_000
+	dir := b.TempDir()
+	f, err := os.Create(filepath.Join(dir, "log"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	p := bytes.Repeat([]byte{'p'}, 256)
+	for i := range n {
+		if _, err := f.WriteAt(p, int64(i)*256); err != nil {
+			b.Fatal(err)
+		}
+	}
+	log := fileSpans{fileLog{f: f}}
+	for range b.N {
+		b.StopTimer()
+		s, err := Open(Options{FS: aof.OS, Path: filepath.Join(b.TempDir(), "delayd.aof"), Log: log})
+		if err != nil {
+			b.Fatal(err)
+		}
+		for i := range n {
+			due := int64(1_000_000 + mix(uint64(i))%40_000)
+			if err := s.Add(due, uint64(i+1), uint64(i+1), "q", []byte("head"), Loc{File: 1, Off: int64(i) * 256, N: 256}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		cp := s.Checkpoint(Pos{Seg: 1})
+		for _, fz := range cp.Frozen() {
+			r, err := s.WriteFrozen(fz, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			s.Install(fz, r)
+		}
+		b.StartTimer()
+		got := 0
+		for until := int64(1_000_000); got < n; until += 1000 {
+			p := s.Due(until, 1<<20)
+			js, err := s.ReadDue(p, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			for i := range js {
+				if s.Take(&js[i]) {
+					got++
+				}
+			}
+			s.Settle(p)
+		}
+		b.StopTimer()
+		s.Close()
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/job")
+}

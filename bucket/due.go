@@ -18,7 +18,13 @@ type Plan struct {
 	runs  []runPart       // ranges of runs' sorted entries
 	// ReadDue's reads of runs' sorted entries, for Settle.
 	read [][]Sorted
+	cut  bool // Cut
 }
+
+// Cut says whether the plan stopped at its max (of jobs from memory, or
+// of entries of a run) with more perhaps due: the owner plans again at
+// once, where a plan that was not cut waits for the next round.
+func (p *Plan) Cut() bool { return p.cut }
 
 type runPart struct {
 	slot     int
@@ -38,37 +44,33 @@ func (s *Set) Due(until int64, max int) *Plan {
 		switch {
 		case b == nil || b.live == 0:
 		case b.run != nil:
-			to := min(b.run.Bound(until), b.cursor+max)
+			bound := b.run.Bound(until)
+			to := min(bound, b.cursor+max)
+			p.cut = p.cut || to < bound
 			if to > b.cursor {
 				p.runs = append(p.runs, runPart{slot: slot, id: b.id, r: b.run, from: b.cursor, to: to})
 			}
-		case b.minDue <= until:
+		default:
 			s.dueInMemory(p, slot, b, until, max)
 		}
 	}
 	return p
 }
 
-// dueInMemory plans the live jobs of b, a bucket in memory, due by until;
-// if it reached the end of b, b's earliest due is what is left.
+// dueInMemory plans the live jobs of b, a bucket in memory, due by until,
+// from its calendar: O(jobs due, and those of the slot until is in).
 func (s *Set) dueInMemory(p *Plan, slot int, b *bucket, until int64, max int) {
-	rest := int64(1<<63 - 1)
-	for b.scan < b.n && b.isDead(uint32(b.scan)) {
-		b.scan++
-	}
-	i := b.scan
-	for ; i < b.n && len(p.mem) < max; i++ {
-		e := b.ent(i)
-		if b.isDead(uint32(i)) {
-			continue
-		}
+	b.cal.due(b, until, func() bool {
+		p.cut = p.cut || len(p.mem) >= max
+		return p.cut
+	}, func(i uint32) {
+		e := b.ent(int(i))
 		if e.Due > until {
-			rest = min(rest, e.Due)
-			continue
+			return
 		}
 		p.mem = append(p.mem, Job{Due: e.Due, Seq: e.Seq, SID: e.SID, Queue: b.names[e.Queue],
 			Head: slices.Clone(b.head(e)),
-			slot: slot, id: b.id, index: uint32(i)})
+			slot: slot, id: b.id, index: i})
 		p.locs = append(p.locs, e.Loc)
 		if e.Loc.Run {
 			if p.refs == nil {
@@ -76,10 +78,7 @@ func (s *Set) dueInMemory(p *Plan, slot int, b *bucket, until int64, max int) {
 			}
 			p.refs[e.Loc.File] = s.runOf(e.Loc.File)
 		}
-	}
-	if i == b.n {
-		b.minDue = rest
-	}
+	})
 }
 
 // ReadDue reads what p planned, without the owner's lock (a run's file

@@ -76,6 +76,10 @@ type Options struct {
 	// (default 64 MiB).
 	MaxOpen   int
 	HeadSpace int
+	// Grain is the span in ms of a slot of a bucket in memory's calendar
+	// of dues (default 1,000): about an eighth of how far ahead the owner
+	// loads, so that a round rereads little of a slot it does not empty.
+	Grain int64
 }
 
 // Job is a job in a bucket, as Get and ReadDue return it.
@@ -117,8 +121,7 @@ type bucket struct {
 	heads  [][]byte      // pages of headPage bytes; a head never straddles two
 	n, hn  int           // entries, head bytes (hn: an offset in the pages)
 	frozen bool
-	minDue int64 // a lower bound of live entries' dues (in memory)
-	scan   int   // in memory: entries before it are dead
+	cal    calendar // in memory: its entries by due, for loads
 
 	run    *Run
 	cursor int // runs: sorted positions before it are dead
@@ -205,6 +208,9 @@ func New(o Options) *Set {
 	if o.HeadSpace <= 0 {
 		o.HeadSpace = 64 << 20
 	}
+	if o.Grain <= 0 {
+		o.Grain = 1000
+	}
 	return &Set{o: o, byID: map[uint64]int{}, open: -1, nextID: 1, named: map[uint64]bool{}, merging: map[uint64]bool{}}
 }
 
@@ -235,7 +241,7 @@ func (s *Set) newBucket() (int, error) {
 			b := &bucket{
 				id:     s.nextID,
 				dead:   make([]uint64, (s.o.MaxOpen+63)/64),
-				minDue: 1<<63 - 1,
+				cal:    calendar{grain: s.o.Grain},
 				uses:   map[uint64]int{},
 				nameNo: map[string]uint32{},
 			}
@@ -294,7 +300,7 @@ func (s *Set) Add(due int64, seq, sid uint64, queue string, head []byte, loc Loc
 	}
 	b.n++
 	b.live++
-	b.minDue = min(b.minDue, due)
+	b.cal.add(uint32(i), due)
 	s.x.put(sid, packLoc(s.open, uint32(i)))
 	s.jobs++
 	return nil
@@ -519,7 +525,7 @@ func (s *Set) Install(f *Frozen, r *Run) {
 		}
 	}
 	b.freePages()
-	b.uses, b.frozen, b.hn, b.run = nil, false, 0, r
+	b.uses, b.frozen, b.hn, b.run, b.cal = nil, false, 0, r, calendar{}
 	f.run = r
 	b.names, b.nameNo = nil, nil
 	b.dead = b.dead[:(b.n+63)/64]

@@ -20,7 +20,7 @@ import (
 // Options.FarBuckets the spiller moves a job whose payload it would keep
 // on disk out of memory into the open bucket (out); an operation that
 // names it by id brings it back first, restated (fault); ahead of its time
-// the spiller loads it back, restated (loadFar); a compaction and a
+// the loader brings it back, restated (loadFar); a compaction and a
 // rewrite checkpoint the buckets before a segment goes (checkpoint). A far
 // job stays its queue's delayed job and one of njobs; its bytes leave
 // its queue's (they count memory).
@@ -71,7 +71,7 @@ func (l farLog) ReadSpan(seg uint16, off int64, dst []byte) (int, error) {
 // openFar opens the buckets the checkpoint beside the log names, before
 // the log is replayed.
 func (e *Engine) openFar() error {
-	s, err := bucket.Open(bucket.Options{FS: e.j.fs, Path: e.j.path, Log: farLog{e}})
+	s, err := bucket.Open(bucket.Options{FS: e.j.fs, Path: e.j.path, Log: farLog{e}, Grain: max(1, e.opts.Horizon/8)})
 	if err != nil {
 		return err
 	}
@@ -445,63 +445,86 @@ func (e *Engine) flushFar() {
 // loadChunk bounds the sorted entries a load round plans per run.
 const loadChunk = 16 << 10
 
-// loadFar brings back the far jobs due within half the horizon, restated:
-// planned under the lock (no I/O), read without it, taken and placed under
-// it, a chunk at a time, until a round takes none.
-func (e *Engine) loadFar(ft *finetimer.Timer) {
-	e.far.work.Lock()
-	defer e.far.work.Unlock()
-	e.loadHeld(ft, 0)
+// loader is the goroutine of far jobs' loads: a round every quarter of
+// the horizon brings back the jobs due within half of it, and rounds follow
+// at once while one is cut by its chunk. It is not the spiller's: behind
+// spills and seals a round came late, and a loop of rounds until one took
+// none never ended at a steady rate, holding far.work from a compaction
+// (docs/decisions/far-future-buckets.md, "Loads"). A long seal or merge
+// runs rounds in its own pauses (farPacer).
+func (e *Engine) loader() {
+	defer e.bg.Done()
+	t := time.NewTicker(e.loadEvery())
+	defer t.Stop()
+	ft := e.pauseTimer()
+	if ft != nil {
+		defer ft.Close()
+	}
+	for {
+		select {
+		case <-e.quit:
+			return
+		case <-t.C:
+		}
+		e.loadFar(ft)
+	}
 }
 
-// loadHeld is loadFar with far.work held, for at most rounds rounds (0:
-// until a round takes none).
-func (e *Engine) loadHeld(ft *finetimer.Timer, rounds int) {
+// loadFar runs load rounds, each with far.work, while one is cut.
+func (e *Engine) loadFar(ft *finetimer.Timer) {
+	for {
+		e.far.work.Lock()
+		more := e.loadRound(ft)
+		e.far.work.Unlock()
+		if !more {
+			return
+		}
+	}
+}
+
+// loadRound brings back the far jobs due within half the horizon,
+// restated: planned under the lock (no I/O, O(jobs due)), read without it,
+// taken and placed under it, a chunk at a time. It says whether the plan
+// was cut (more may be due now). Called with far.work held.
+func (e *Engine) loadRound(ft *finetimer.Timer) bool {
 	f := &e.far
 	f.loaded.Store(time.Now().UnixNano())
-	for round := 1; ; round++ {
-		e.mu.Lock()
-		if e.closed {
-			e.mu.Unlock()
-			return
-		}
-		p := f.set.Due(e.nowMs()+e.opts.Horizon/2, loadChunk)
+	e.mu.Lock()
+	if e.closed {
 		e.mu.Unlock()
-		js, err := f.set.ReadDue(p, e.farPacer(ft, false))
+		return false
+	}
+	p := f.set.Due(e.nowMs()+e.opts.Horizon/2, loadChunk)
+	e.mu.Unlock()
+	js, err := f.set.ReadDue(p, e.farPacer(ft, false))
+	if err != nil {
+		e.opts.Logger.Error().Err(err).Msg("loading far-future jobs")
+		return false
+	}
+	for i := 0; ; i += compactChunk {
+		wr, err := e.begin(0)
 		if err != nil {
-			e.opts.Logger.Error().Err(err).Msg("loading far-future jobs")
-			return
+			return false
 		}
-		took := 0
-		for i := 0; ; i += compactChunk {
-			wr, err := e.begin(0)
-			if err != nil {
-				return
-			}
-			for k := i; k < min(i+compactChunk, len(js)); k++ {
-				qi, ok := e.queueFor([]byte(js[k].Queue), false)
-				if ok && f.set.Take(&js[k]) {
-					e.queues[qi].far--
-					e.queues[qi].Delayed--
-					e.njobs--
-					if e.back(&js[k]) {
-						e.serve(qi)
-					}
-					took++
+		for k := i; k < min(i+compactChunk, len(js)); k++ {
+			qi, ok := e.queueFor([]byte(js[k].Queue), false)
+			if ok && f.set.Take(&js[k]) {
+				e.queues[qi].far--
+				e.queues[qi].Delayed--
+				e.njobs--
+				if e.back(&js[k]) {
+					e.serve(qi)
 				}
 			}
-			last := i+compactChunk >= len(js)
-			if last {
-				f.set.Settle(p)
-			}
-			wr.end()
-			spillYield(ft)
-			if last {
-				break
-			}
 		}
-		if took == 0 || round == rounds {
-			return // a round found nothing left due (or only jobs taken meanwhile), or the rounds are done
+		last := i+compactChunk >= len(js)
+		if last {
+			f.set.Settle(p)
+		}
+		wr.end()
+		spillYield(ft)
+		if last {
+			return p.Cut()
 		}
 	}
 }
@@ -611,7 +634,7 @@ func (e *Engine) farPacer(ft *finetimer.Timer, loads bool) func() {
 		}
 		farPause(ft)
 		if loads && time.Since(time.Unix(0, e.far.loaded.Load())) >= e.loadEvery() {
-			e.loadHeld(ft, 1) // one round: at a steady rate, rounds until none may never end
+			e.loadRound(ft) // one: the loader's cut rounds follow once the write is done
 		}
 		since = farNow()
 	}

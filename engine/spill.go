@@ -46,6 +46,8 @@ func (e *Engine) spiller() {
 	e.restateFar(ft)
 	if e.far.set != nil {
 		e.outKept(ft)
+		e.bg.Add(1)
+		go e.loader() // after the restatements: they may put jobs in the buckets
 	}
 	var ahead time.Time
 	for {
@@ -61,7 +63,6 @@ func (e *Engine) spiller() {
 		if time.Since(ahead) >= e.loadEvery() {
 			ahead = time.Now()
 			if e.far.set != nil {
-				e.loadFar(ft)
 				e.mergeFar(ft)
 			}
 			e.readAhead(ft)

@@ -23,6 +23,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"slices"
@@ -43,6 +44,7 @@ func main() {
 	workers := flag.Int("workers", 16, "workers blocked in DELAY.POP")
 	producers := flag.Int("producers", 8, "producer connections")
 	queue := flag.String("queue", "loadgen", "queue name")
+	lateLog := flag.Duration("late-log", 0, "if set, print by second of due time the jobs later than this (where a stall was)")
 	mode := flag.String("mode", "pop", "what a worker does: pop (DELAY.POP), ack (DELAY.POP then DELAY.ACK) or blpop (BLPOP)")
 	flag.Parse()
 	if *mode != "pop" && *mode != "ack" && *mode != "blpop" {
@@ -66,6 +68,7 @@ func main() {
 	var (
 		mu      sync.Mutex
 		late    []time.Duration
+		lateAt  = map[int64][2]int64{} // due second -> (count, max ms) of jobs later than -late-log
 		early   atomic.Int64
 		added   atomic.Int64
 		wg      sync.WaitGroup
@@ -103,6 +106,10 @@ func main() {
 				}
 				mu.Lock()
 				late = append(late, d)
+				if *lateLog > 0 && d > *lateLog {
+					c := lateAt[due/1000]
+					lateAt[due/1000] = [2]int64{c[0] + 1, max(c[1], d.Milliseconds())}
+				}
 				mu.Unlock()
 			}
 		}()
@@ -156,6 +163,12 @@ func main() {
 	mu.Lock()
 	defer mu.Unlock()
 	slices.Sort(late)
+	if *lateLog > 0 {
+		secs := slices.Sorted(maps.Keys(lateAt))
+		for _, sec := range secs {
+			fmt.Printf("late over %v due at %s (+%ds): %d jobs, max %d ms\n", *lateLog, time.Unix(sec, 0).UTC().Format("15:04:05"), sec-start.Unix(), lateAt[sec][0], lateAt[sec][1])
+		}
+	}
 	q := func(p float64) time.Duration {
 		if len(late) == 0 {
 			return 0
