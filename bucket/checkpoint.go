@@ -401,7 +401,8 @@ func readCheckpoint(fs aof.FS, path string) (*Checkpoint, error) {
 // owner's lock: what a backup, a rewrite or a Raft snapshot writes of the
 // far jobs, consistent with the owner's state at cp.Pos. Each run is read
 // through once, in order (its sorted entries, then its data), f sees its
-// jobs in the order they entered it. cp's frozen buckets must be
+// jobs in the order of its data: by due (by the order they entered it, in
+// a run of the first format). cp's frozen buckets must be
 // installed, and no checkpoint installed meanwhile (it may close a run).
 // The Job's slices are f's only until it returns.
 func (cp *Checkpoint) Each(f func(j *Job) error) error {
@@ -422,13 +423,14 @@ func (cp *Checkpoint) Each(f func(j *Job) error) error {
 	return nil
 }
 
-// each calls f for the jobs of r whose bit in dead is clear, in index
-// order: the sorted section read whole (32 B a job, into memory by index),
-// then the data section streamed.
+// each calls f for the jobs of r whose bit in dead is clear, in the order
+// of its data: the sorted section read whole (32 B a job, into memory in
+// the data's order), then the data section streamed.
 func (r *Run) each(dead []uint64, f func(j *Job) error) error {
-	byIndex := make([]Sorted, r.N)
+	byIndex := make([]Sorted, r.N) // by place in data: sorted, or index order (the first format)
 	const chunk = 2048
 	var ss []Sorted
+	k := 0
 	for from := 0; from < r.N; from += chunk {
 		var err error
 		if ss, err = r.ReadSorted(from, min(from+chunk, r.N), ss[:0]); err != nil {
@@ -438,7 +440,12 @@ func (r *Run) each(dead []uint64, f func(j *Job) error) error {
 			if int(e.Index) >= r.N || int(e.Queue) >= len(r.Names) {
 				return fmt.Errorf("%w: run %d: sorted entry %+v", ErrCorrupt, r.ID, e)
 			}
-			byIndex[e.Index] = e
+			if r.inOrder {
+				byIndex[k] = e
+			} else {
+				byIndex[e.Index] = e
+			}
+			k++
 		}
 	}
 	br := bufio.NewReaderSize(io.NewSectionReader(r.f, headerSize, r.byAt-headerSize), 1<<16)
@@ -461,10 +468,10 @@ func (r *Run) each(dead []uint64, f func(j *Job) error) error {
 		if c != binary.LittleEndian.Uint32(buf[hl+pl:]) {
 			return fmt.Errorf("%w: run %d: job %d's data", ErrCorrupt, r.ID, i)
 		}
-		if dead[i>>6]&(1<<(i&63)) != 0 {
+		e := byIndex[i]
+		if x := e.Index; dead[x>>6]&(1<<(x&63)) != 0 {
 			continue
 		}
-		e := byIndex[i]
 		j = Job{Due: e.Due, Seq: e.Seq, SID: e.SID, Queue: r.Names[e.Queue], Head: buf[:hl:hl], Payload: buf[hl : hl+pl : hl+pl]}
 		if err := f(&j); err != nil {
 			return err

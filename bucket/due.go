@@ -113,17 +113,19 @@ func (s *Set) ReadDue(p *Plan, yield func()) ([]Job, error) {
 			return nil, err
 		}
 		p.read[k] = ss
-		for _, e := range ss {
-			if e.Due > p.until {
-				break
+		due, _ := slices.BinarySearchFunc(ss, p.until, func(e Sorted, until int64) int {
+			if e.Due <= until {
+				return -1
 			}
-			yield()
-			rj, err := rp.r.ReadData(e.Index)
-			if err != nil {
-				return nil, err
-			}
+			return 1
+		})
+		err = rp.r.readJobs(rp.from, ss[:due], yield, func(i int, rj runJob) {
+			e := ss[i]
 			js = append(js, Job{Due: e.Due, Seq: e.Seq, SID: e.SID, Queue: rp.r.Names[e.Queue], Head: rj.Head, Payload: rj.Payload,
 				slot: rp.slot, id: rp.id, index: e.Index})
+		})
+		if err != nil {
+			return nil, err
 		}
 	}
 	slices.SortFunc(js, func(a, b Job) int {

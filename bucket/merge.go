@@ -37,6 +37,7 @@ type mergeJob struct {
 	src   int // in from
 	index uint32
 	sid   uint64
+	key   Sorted // its sorted entry in its run, its queue the merge's number
 }
 
 // PlanMerge picks runs to merge: those at most a quarter live, fewest live
@@ -93,21 +94,28 @@ func (s *Set) PlanMerge() *Merge {
 // WriteFrozen, yield too): the jobs live when it was planned, read from
 // their runs.
 func (s *Set) WriteMerge(m *Merge, yield func()) (*Run, error) {
+	var ss []Sorted
 	for k, f := range m.from {
-		for i := range uint32(f.r.N) {
-			if f.dead[i>>6]&(1<<(i&63)) == 0 {
-				m.out = append(m.out, mergeJob{src: k, index: i})
+		for from := 0; from < f.r.N; from += 1 << 14 {
+			var err error
+			if ss, err = f.r.ReadSorted(from, min(from+1<<14, f.r.N), ss[:0]); err != nil {
+				return nil, err
+			}
+			for _, e := range ss {
+				if i := e.Index; f.dead[i>>6]&(1<<(i&63)) == 0 {
+					e.Queue = f.queue[e.Queue]
+					m.out = append(m.out, mergeJob{src: k, index: i, sid: e.SID, key: e})
+				}
 			}
 		}
 	}
-	return writeRun(s.o.FS, s.o.Path, m.id, m.names, len(m.out), func(i int) (runJob, error) {
+	return writeRun(s.o.FS, s.o.Path, m.id, m.names, len(m.out), func(i int) Sorted { return m.out[i].key }, func(i int) (runJob, error) {
 		o := &m.out[i]
 		f := m.from[o.src]
 		j, err := f.r.ReadData(o.index)
 		if err != nil {
 			return runJob{}, err
 		}
-		o.sid = j.SID
 		j.Queue = f.queue[j.Queue]
 		return j, nil
 	}, yield)

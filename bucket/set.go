@@ -37,13 +37,19 @@ type SpanReader interface {
 const windowSize = 1 << 20
 
 // logWindow is a span of one segment of the log, read through a
-// SpanReader; a payload it does not cover starts the next (if it is small
-// enough to leave room for others), or is read alone.
+// SpanReader. A seal reads its bucket's payloads in due order: in the
+// log's order when jobs came with one delay (a window serves hundreds),
+// scattered when delays differ (a window would serve one). So a payload it
+// does not cover starts the next window only if this one served a few;
+// else it is read alone, and after a streak of those a window is tried
+// again.
 type logWindow struct {
 	r      SpanReader
 	seg    uint16
 	off    int64
 	b, buf []byte
+	hits   int // reads the window served
+	alone  int // reads done alone since it was read
 }
 
 // read returns the n bytes at off of segment seg: valid until the next
@@ -52,18 +58,24 @@ func (w *logWindow) read(log LogReader, seg uint16, off int64, n int) ([]byte, e
 	if w.r == nil || n > windowSize/8 {
 		return log.ReadPayload(seg, off, n)
 	}
-	if w.b == nil || seg != w.seg || off < w.off || off+int64(n) > w.off+int64(len(w.b)) {
-		if w.buf == nil {
-			w.buf = make([]byte, windowSize)
-		}
-		k, err := w.r.ReadSpan(seg, off, w.buf)
-		if err != nil || k < n {
-			w.b = nil
-			return log.ReadPayload(seg, off, n)
-		}
-		w.seg, w.off, w.b = seg, off, w.buf[:k]
+	if w.b != nil && seg == w.seg && off >= w.off && off+int64(n) <= w.off+int64(len(w.b)) {
+		w.hits++
+		return w.b[off-w.off : off-w.off+int64(n)], nil
 	}
-	return w.b[off-w.off : off-w.off+int64(n)], nil
+	if w.b != nil && w.hits < 4 && w.alone < 64 {
+		w.alone++
+		return log.ReadPayload(seg, off, n)
+	}
+	if w.buf == nil {
+		w.buf = make([]byte, windowSize)
+	}
+	k, err := w.r.ReadSpan(seg, off, w.buf)
+	if err != nil || k < n {
+		w.b = nil
+		return log.ReadPayload(seg, off, n)
+	}
+	w.seg, w.off, w.b, w.hits, w.alone = seg, off, w.buf[:k], 1, 0
+	return w.b[:n], nil
 }
 
 // Options configure a Set.
@@ -495,7 +507,11 @@ func (s *Set) WriteFrozen(f *Frozen, yield func()) (*Run, error) {
 	b := f.b
 	w := &logWindow{}
 	w.r, _ = s.o.Log.(SpanReader)
-	return writeRun(s.o.FS, s.o.Path, f.id, b.names, b.n, func(i int) (runJob, error) {
+	key := func(i int) Sorted {
+		e := b.ent(i)
+		return Sorted{Due: e.Due, Seq: e.Seq, SID: e.SID, Queue: e.Queue}
+	}
+	return writeRun(s.o.FS, s.o.Path, f.id, b.names, b.n, key, func(i int) (runJob, error) {
 		e := b.ent(i)
 		var p []byte
 		var err error
