@@ -139,3 +139,39 @@ func TestCalendarRoundIsOfJobsDue(t *testing.T) {
 		t.Fatalf("399 rounds looked at %d entries to take %d (a bucket of %d)", b.cal.visits, want, n)
 	}
 }
+
+// The jobs loads take from a bucket while it is written as a run are the
+// head of the run's sorted order; installing the run moves its cursor past
+// them, so that the next round does not read them again.
+func TestInstallSkipsWhatLoadsTook(t *testing.T) {
+	log := newFakeLog()
+	fs := aof.NewMemFS()
+	s, err := Open(Options{FS: fs, Path: testPath, Log: log, Grain: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	rng := rand.New(rand.NewPCG(5, 6))
+	for sid := uint64(1); sid <= 1000; sid++ {
+		if err := s.Add(1000+rng.Int64N(1000), sid, sid, "q", nil, log.put(1, payloadOf(sid))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cp := s.Checkpoint(Pos{Seg: 1})
+	fz := cp.Frozen()[0]
+	r, err := s.WriteFrozen(fz, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	took := len(load(t, s, 1500, 1<<20)) // a load between the write and the install
+	s.Install(fz, r)
+	if b := s.b[fz.slot]; b.cursor != took || took < 400 {
+		t.Fatalf("the run's cursor is %d after loads took its first %d jobs", b.cursor, took)
+	}
+	if got := load(t, s, 1500, 1<<20); len(got) != 0 {
+		t.Fatalf("a round after the install took %d jobs, all taken before", len(got))
+	}
+	if got := len(load(t, s, 3000, 1<<20)); took+got != 1000 {
+		t.Fatalf("loads took %d then %d of 1,000 jobs", took, got)
+	}
+}

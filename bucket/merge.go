@@ -144,6 +144,7 @@ func (s *Set) BeginMerge(m *Merge, r *Run) error {
 	for i := range dead {
 		dead[i] = ^uint64(0)
 	}
+	r.order = nil // no job of it is dead but by Step
 	s.b[slot] = &bucket{id: m.id, run: r, n: r.N, dead: dead}
 	s.byID[m.id] = slot
 	m.slot = slot

@@ -89,6 +89,9 @@ type Run struct {
 	// inOrder says its data lie in sorted order (runMagic), not in index
 	// order (runMagicV1).
 	inOrder bool
+	// order is, from writeRun until Install, its jobs' indexes in sorted
+	// order: 4 bytes a job for a moment.
+	order []uint32
 	first   []int64 // due of sorted entry k*sparseEvery
 }
 
@@ -180,7 +183,9 @@ func writeRun(fs aof.FS, path string, id uint64, names []string, n int, key func
 	sc := uint32(0)
 	var eb [sortedSize]byte
 	first := make([]int64, 0, (n+sparseEvery-1)/sparseEvery)
+	order := make([]uint32, n)
 	for k, s := range srt {
+		order[k] = s.Index
 		if k%sortBlock == 0 {
 			yield()
 		}
@@ -228,7 +233,7 @@ func writeRun(fs aof.FS, path string, id uint64, names []string, n int, key func
 	if err != nil {
 		return nil, err
 	}
-	return &Run{ID: id, N: n, Size: namesAt + int64(len(nb)) + trailerSize, Names: slices.Clone(names), f: rf, byAt: byAt, sortAt: sortAt, first: first, inOrder: true}, nil
+	return &Run{ID: id, N: n, Size: namesAt + int64(len(nb)) + trailerSize, Names: slices.Clone(names), f: rf, byAt: byAt, sortAt: sortAt, first: first, inOrder: true, order: order}, nil
 }
 
 // sortBlock is the entries sortSorted sorts alone, and merges, between
