@@ -92,7 +92,7 @@ type Run struct {
 	// order is, from writeRun until Install, its jobs' indexes in sorted
 	// order: 4 bytes a job for a moment.
 	order []uint32
-	first   []int64 // due of sorted entry k*sparseEvery
+	first []int64 // due of sorted entry k*sparseEvery
 }
 
 // runJob is one job as writeRun writes it.
