@@ -501,6 +501,7 @@ func (e *Engine) loadRound(ft *finetimer.Timer) bool {
 		e.opts.Logger.Error().Err(err).Msg("loading far-future jobs")
 		return false
 	}
+	took := 0
 	for i := 0; ; i += compactChunk {
 		wr, err := e.begin(0)
 		if err != nil {
@@ -515,6 +516,7 @@ func (e *Engine) loadRound(ft *finetimer.Timer) bool {
 				if e.back(&js[k]) {
 					e.serve(qi)
 				}
+				took++
 			}
 		}
 		last := i+compactChunk >= len(js)
@@ -524,7 +526,7 @@ func (e *Engine) loadRound(ft *finetimer.Timer) bool {
 		wr.end()
 		spillYield(ft)
 		if last {
-			return p.Cut()
+			return p.Cut() && took > 0 // a cut round that took nothing would plan the same again
 		}
 	}
 }
