@@ -38,6 +38,7 @@ type mergeJob struct {
 	index uint32
 	sid   uint64
 	key   Sorted // its sorted entry in its run, its queue the merge's number
+	pos   int    // its place in its run's sorted entries
 }
 
 // PlanMerge picks runs to merge: those at most a quarter live, fewest live
@@ -95,22 +96,32 @@ func (s *Set) PlanMerge() *Merge {
 // their runs.
 func (s *Set) WriteMerge(m *Merge, yield func()) (*Run, error) {
 	var ss []Sorted
+	seq := make([]*seqReader, len(m.from))
 	for k, f := range m.from {
+		if f.r.inOrder {
+			seq[k] = newSeqReader(f.r)
+		}
 		for from := 0; from < f.r.N; from += 1 << 14 {
 			var err error
 			if ss, err = f.r.ReadSorted(from, min(from+1<<14, f.r.N), ss[:0]); err != nil {
 				return nil, err
 			}
-			for _, e := range ss {
+			for n, e := range ss {
 				if i := e.Index; f.dead[i>>6]&(1<<(i&63)) == 0 {
 					e.Queue = f.queue[e.Queue]
-					m.out = append(m.out, mergeJob{src: k, index: i, sid: e.SID, key: e})
+					m.out = append(m.out, mergeJob{src: k, index: i, sid: e.SID, key: e, pos: from + n})
 				}
 			}
 		}
 	}
+	// writeRun asks for the jobs in the merged order: each run's in its
+	// own sorted order, so one whose data lie in that order is read
+	// through a window (seqReader), not a job's place and data each.
 	return writeRun(s.o.FS, s.o.Path, m.id, m.names, len(m.out), func(i int) Sorted { return m.out[i].key }, func(i int) (runJob, error) {
 		o := &m.out[i]
+		if q := seq[o.src]; q != nil {
+			return q.read(o.pos, o.key)
+		}
 		f := m.from[o.src]
 		j, err := f.r.ReadData(o.index)
 		if err != nil {

@@ -556,57 +556,104 @@ func frameLen(b []byte) (int, bool) {
 // is an error, not an allocation of exabytes.
 const maxFrame = 1 << 30
 
-// spanWindow is what readSpan reads at once.
+// spanWindow is what a seqReader reads at once.
 const spanWindow = 256 << 10
+
+// seqSkip is how many sorted positions a seqReader walks through its
+// window to the next it is asked for; past that it finds the next one's
+// place (a pread) instead.
+const seqSkip = 64
+
+// seqReader reads the jobs of a run whose data lie in sorted order at
+// rising sorted positions, a window at a time: a load's span (readSpan)
+// and a merge's reads of each run it merges, which skip the dead jobs
+// between the live ones. A job it returns lies in its window: valid until
+// the next read.
+type seqReader struct {
+	r      *Run
+	next   int   // the sorted position whose data start at at; -1: none yet
+	at, lo int64 // at's file offset, and buf[0]'s
+	buf    []byte
+}
+
+func newSeqReader(r *Run) *seqReader { return &seqReader{r: r, next: -1} }
+
+// read returns the job at sorted position pos, whose sorted entry is e.
+func (q *seqReader) read(pos int, e Sorted) (runJob, error) {
+	r := q.r
+	if q.next < 0 || pos < q.next || pos-q.next > seqSkip {
+		start, _, p, err := r.place(e.Index)
+		if err != nil {
+			return runJob{}, err
+		}
+		if int(p) != pos {
+			return runJob{}, fmt.Errorf("%w: run %d: job %d's place is %d, not %d", ErrCorrupt, r.ID, e.Index, p, pos)
+		}
+		q.at, q.next = start, pos
+	}
+	for {
+		b, err := q.frame()
+		if err != nil {
+			return runJob{}, err
+		}
+		q.at += int64(len(b))
+		q.next++
+		if q.next-1 < pos {
+			continue // a job between: skipped
+		}
+		hl, pl, at := r.frame(b)
+		if at < 0 {
+			return runJob{}, fmt.Errorf("%w: run %d: job %d's data", ErrCorrupt, r.ID, e.Index)
+		}
+		return runJob{Due: e.Due, Seq: e.Seq, SID: e.SID, Queue: e.Queue, Head: b[at : at+hl : at+hl], Payload: b[at+hl : at+hl+pl : at+hl+pl]}, nil
+	}
+}
+
+// frame returns the data of the job at q.at, from the window or from the
+// next one, which starts there (a job longer than a window is read alone).
+func (q *seqReader) frame() ([]byte, error) {
+	off := q.at - q.lo
+	if q.buf != nil && off >= 0 && off <= int64(len(q.buf)) {
+		if n, ok := frameLen(q.buf[off:]); ok && off+int64(n) <= int64(len(q.buf)) {
+			return q.buf[off : off+int64(n)], nil
+		}
+	}
+	if q.buf == nil {
+		q.buf = make([]byte, spanWindow)
+	}
+	q.buf = q.buf[:min(int64(cap(q.buf)), q.r.byAt-q.at)]
+	q.lo = q.at
+	if _, err := q.r.f.ReadAt(q.buf, q.at); err != nil {
+		return nil, err
+	}
+	n, ok := frameLen(q.buf)
+	if !ok || q.at+int64(n) > q.r.byAt {
+		return nil, fmt.Errorf("%w: run %d: the data at %d", ErrCorrupt, q.r.ID, q.at)
+	}
+	if n <= len(q.buf) {
+		return q.buf[:n], nil
+	}
+	big := make([]byte, n)
+	_, err := q.r.f.ReadAt(big, q.at)
+	return big, err
+}
 
 // readSpan reads, in a run whose data lie in sorted order, the jobs of the
 // sorted entries ss, which are consecutive from sorted position from: one
 // pread for the first one's place, then their data, which follow one
-// another, a window at a time. It calls fn for each in order (its head and
-// payload its own), and yield before each.
+// another, a window at a time (seqReader). It calls fn for each in order
+// (its head and payload its own), and yield before each.
 func (r *Run) readSpan(from int, ss []Sorted, yield func(), fn func(k int, j runJob)) error {
-	if len(ss) == 0 {
-		return nil
-	}
-	at, _, pos, err := r.place(ss[0].Index)
-	if err != nil {
-		return err
-	}
-	if int(pos) != from {
-		return fmt.Errorf("%w: run %d: job %d's place is %d, not %d", ErrCorrupt, r.ID, ss[0].Index, pos, from)
-	}
-	buf := make([]byte, 0, spanWindow)
-	lo := at // the file offset of buf[0]
+	q := newSeqReader(r)
 	for k, e := range ss {
 		yield()
-		off := int(at - lo)
-		n, ok := frameLen(buf[off:])
-		if !ok || off+n > len(buf) { // past the window: the next one starts here
-			lo, off = at, 0
-			buf = buf[:min(int64(cap(buf)), r.byAt-at)]
-			if _, err := r.f.ReadAt(buf, at); err != nil {
-				return err
-			}
-			if n, ok = frameLen(buf); !ok || at+int64(n) > r.byAt {
-				return fmt.Errorf("%w: run %d: job %d's data", ErrCorrupt, r.ID, e.Index)
-			}
-			if n > len(buf) { // longer than a window: read alone
-				big := make([]byte, n)
-				if _, err := r.f.ReadAt(big, at); err != nil {
-					return err
-				}
-				if !r.emit(big, e, k, fn) {
-					return fmt.Errorf("%w: run %d: job %d's data", ErrCorrupt, r.ID, e.Index)
-				}
-				at += int64(n)
-				lo, buf = at, buf[:0]
-				continue
-			}
+		j, err := q.read(from+k, e)
+		if err != nil {
+			return err
 		}
-		if !r.emit(buf[off:off+n], e, k, fn) {
-			return fmt.Errorf("%w: run %d: job %d's data", ErrCorrupt, r.ID, e.Index)
-		}
-		at += int64(n)
+		c := slices.Concat(j.Head, j.Payload)
+		j.Head, j.Payload = c[:len(j.Head):len(j.Head)], c[len(j.Head):]
+		fn(k, j)
 	}
 	return nil
 }
@@ -635,18 +682,6 @@ func (r *Run) readJobs(from int, ss []Sorted, yield func(), fn func(k int, j run
 		fn(k, runJob{Due: e.Due, Seq: e.Seq, SID: e.SID, Queue: e.Queue, Head: b[at : at+hl : at+hl], Payload: b[at+hl : at+hl+pl : at+hl+pl]})
 	}
 	return nil
-}
-
-// emit checks b, the data of the job of sorted entry e, and gives fn a
-// copy of it.
-func (r *Run) emit(b []byte, e Sorted, k int, fn func(k int, j runJob)) bool {
-	hl, pl, at := r.frame(b)
-	if at < 0 {
-		return false
-	}
-	c := slices.Clone(b[at : at+hl+pl])
-	fn(k, runJob{Due: e.Due, Seq: e.Seq, SID: e.SID, Queue: e.Queue, Head: c[:hl:hl], Payload: c[hl:]})
-	return true
 }
 
 // place reads where job i's data starts, its sorted place, and (in a run of
