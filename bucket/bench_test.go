@@ -71,19 +71,15 @@ func (l fileSpans) ReadSpan(seg uint16, off int64, dst []byte) (int, error) {
 	return n, err
 }
 
-// BenchmarkSeal writes a frozen bucket of 200k jobs of 256-byte payloads,
-// which lie in a log file among other records (as many bytes again), as
-// a run in a file: each payload read alone (pread) or through a window of
-// the log.
-// go test ./bucket -run XXX -bench Seal -benchtime 5x
-func BenchmarkSeal(b *testing.B) {
-	const n = 200_000
-	dir := b.TempDir()
-	f, err := os.Create(filepath.Join(dir, "log"))
+// payloadLog writes a log file of n 256-byte payloads among other records
+// (as many bytes again), closed with the benchmark, and returns their
+// locators.
+func payloadLog(b *testing.B, n int) (*os.File, []Loc) {
+	f, err := os.Create(filepath.Join(b.TempDir(), "log"))
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer f.Close()
+	b.Cleanup(func() { f.Close() })
 	w := bufio.NewWriter(f)
 	locs := make([]Loc, n)
 	p, filler := bytes.Repeat([]byte{'p'}, 256), make([]byte, 256)
@@ -97,6 +93,17 @@ func BenchmarkSeal(b *testing.B) {
 	if err := w.Flush(); err != nil {
 		b.Fatal(err)
 	}
+	return f, locs
+}
+
+// BenchmarkSeal writes a frozen bucket of 200k jobs of 256-byte payloads,
+// which lie in a log file among other records (as many bytes again), as
+// a run in a file: each payload read alone (pread) or through a window of
+// the log.
+// go test ./bucket -run XXX -bench Seal -benchtime 5x
+func BenchmarkSeal(b *testing.B) {
+	const n = 200_000
+	f, locs := payloadLog(b, n)
 	for _, mode := range []string{"pread", "window"} {
 		b.Run(mode, func(b *testing.B) {
 			var log LogReader = fileLog{f: f}
@@ -137,18 +144,7 @@ func BenchmarkSeal(b *testing.B) {
 // go test ./bucket -run XXX -bench LoadFromRun -benchtime 5x
 func BenchmarkLoadFromRun(b *testing.B) {
 	const n = 200_000
-	dir := b.TempDir()
-	f, err := os.Create(filepath.Join(dir, "log"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer f.Close()
-	p := bytes.Repeat([]byte{'p'}, 256)
-	for i := range n {
-		if _, err := f.WriteAt(p, int64(i)*256); err != nil {
-			b.Fatal(err)
-		}
-	}
+	f, locs := payloadLog(b, n)
 	log := fileSpans{fileLog{f: f}}
 	for range b.N {
 		b.StopTimer()
@@ -158,7 +154,7 @@ func BenchmarkLoadFromRun(b *testing.B) {
 		}
 		for i := range n {
 			due := int64(1_000_000 + mix(uint64(i))%40_000)
-			if err := s.Add(due, uint64(i+1), uint64(i+1), "q", []byte("head"), Loc{File: 1, Off: int64(i) * 256, N: 256}); err != nil {
+			if err := s.Add(due, uint64(i+1), uint64(i+1), "q", []byte("head"), locs[i]); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -482,23 +482,9 @@ func (r *Run) ReadData(i uint32) (runJob, error) {
 // read is ReadData, and where the payload lies in the file: a locator for
 // a job that moves from the run to an open bucket.
 func (r *Run) read(i uint32) (j runJob, payloadAt int64, err error) {
-	start, end, pos, err := r.place(i)
+	head, payload, payloadAt, pos, err := r.data(i)
 	if err != nil {
 		return j, 0, err
-	}
-	var b []byte
-	if r.inOrder {
-		b, err = r.frameAt(start)
-	} else {
-		b = make([]byte, end-start)
-		_, err = r.f.ReadAt(b, start)
-	}
-	if err != nil {
-		return j, 0, err
-	}
-	hl, pl, at := r.frame(b)
-	if at < 0 {
-		return j, 0, fmt.Errorf("%w: run %d: job %d's data", ErrCorrupt, r.ID, i)
 	}
 	var sb [sortedSize]byte
 	if _, err := r.f.ReadAt(sb[:], r.sortAt+sortedSize*int64(pos)); err != nil {
@@ -508,9 +494,32 @@ func (r *Run) read(i uint32) (j runJob, payloadAt int64, err error) {
 	if e.Index != i || int(e.Queue) >= len(r.Names) {
 		return j, 0, fmt.Errorf("%w: run %d: job %d's sorted entry", ErrCorrupt, r.ID, i)
 	}
+	return runJob{Due: e.Due, Seq: e.Seq, SID: e.SID, Queue: e.Queue, Head: head, Payload: payload}, payloadAt, nil
+}
+
+// data reads job i's head and payload (its place, then its data, the CRC
+// checked), where the payload lies in the file, and its sorted place.
+func (r *Run) data(i uint32) (head, payload []byte, payloadAt int64, pos uint32, err error) {
+	start, end, pos, err := r.place(i)
+	if err != nil {
+		return nil, nil, 0, 0, err
+	}
+	var b []byte
+	if r.inOrder {
+		b, err = r.frameAt(start)
+	} else {
+		b = make([]byte, end-start)
+		_, err = r.f.ReadAt(b, start)
+	}
+	if err != nil {
+		return nil, nil, 0, 0, err
+	}
+	hl, pl, at := r.frame(b)
+	if at < 0 {
+		return nil, nil, 0, 0, fmt.Errorf("%w: run %d: job %d's data", ErrCorrupt, r.ID, i)
+	}
 	h := b[at:]
-	j = runJob{Due: e.Due, Seq: e.Seq, SID: e.SID, Queue: e.Queue, Head: h[:hl:hl], Payload: h[hl : hl+pl : hl+pl]}
-	return j, start + int64(at+hl), nil
+	return h[:hl:hl], h[hl : hl+pl : hl+pl], start + int64(at+hl), pos, nil
 }
 
 // firstRead is what frameAt reads of a job's data before it knows its
@@ -667,19 +676,11 @@ func (r *Run) readJobs(from int, ss []Sorted, yield func(), fn func(k int, j run
 	}
 	for k, e := range ss {
 		yield()
-		start, end, _, err := r.place(e.Index)
+		head, payload, _, _, err := r.data(e.Index)
 		if err != nil {
 			return err
 		}
-		b := make([]byte, end-start)
-		if _, err := r.f.ReadAt(b, start); err != nil {
-			return err
-		}
-		hl, pl, at := r.frame(b)
-		if at < 0 {
-			return fmt.Errorf("%w: run %d: job %d's data", ErrCorrupt, r.ID, e.Index)
-		}
-		fn(k, runJob{Due: e.Due, Seq: e.Seq, SID: e.SID, Queue: e.Queue, Head: b[at : at+hl : at+hl], Payload: b[at+hl : at+hl+pl : at+hl+pl]})
+		fn(k, runJob{Due: e.Due, Seq: e.Seq, SID: e.SID, Queue: e.Queue, Head: head, Payload: payload})
 	}
 	return nil
 }
