@@ -18,7 +18,7 @@ package bucket
 //     after Tail, and the last walk meets it;
 //   - a job taken back into memory during the last walk left a dead entry
 //     at or after Tail that the walk has yet to pass: passing it, the walk
-//     reports its id (gone), for the owner to look up in memory.
+//     reports its id and head (gone), for the owner to look up in memory.
 //   - a run at or after Tail dropped before the last walk passed it (every
 //     job of it gone, and a checkpoint since) takes its dead entries with
 //     it: then the slab's walk and the last one run again, from a new Tail
@@ -41,11 +41,12 @@ type ScanAt struct {
 // Scan returns the live jobs of queue from at on, heads and payloads read,
 // at most count of them and of the ids in gone, visiting at most visit entries; next is where the
 // walk goes on, done says it passed the last bucket. With gone set, the
-// ids of queue's dead entries it passes are appended there (the last walk:
-// those jobs may be in memory now). Under the owner's lock, with I/O: a
+// ids and heads of queue's dead entries it passes are appended there (the
+// last walk: those jobs may be in memory now; a head names a client id's
+// job, whose id here is only its key). Under the owner's lock, with I/O: a
 // run's sorted entries are read 128 at a time, a job's data with a pread
 // or three. O(visit).
-func (s *Set) Scan(queue string, at ScanAt, count, visit int, gone *[]uint64) (js []Job, next ScanAt, done bool, err error) {
+func (s *Set) Scan(queue string, at ScanAt, count, visit int, gone *[]Job) (js []Job, next ScanAt, done bool, err error) {
 	var ss []Sorted
 	met := 0 // jobs and gone ids
 	for visit > 0 && met < count {
@@ -76,7 +77,7 @@ func (s *Set) Scan(queue string, at ScanAt, count, visit int, gone *[]uint64) (j
 					js = append(js, j)
 					met++
 				case gone != nil:
-					*gone = append(*gone, e.SID)
+					*gone = append(*gone, Job{SID: e.SID, Head: append([]byte(nil), b.head(e)...)})
 					met++
 				}
 			}
@@ -109,7 +110,11 @@ func (s *Set) Scan(queue string, at ScanAt, count, visit int, gone *[]uint64) (j
 					js = append(js, Job{Due: e.Due, Seq: e.Seq, SID: e.SID, Queue: queue, Head: rj.Head, Payload: rj.Payload})
 					met++
 				case gone != nil:
-					*gone = append(*gone, e.SID)
+					rj, err := b.run.ReadData(e.Index)
+					if err != nil {
+						return nil, at, false, err
+					}
+					*gone = append(*gone, Job{SID: e.SID, Head: rj.Head})
 					met++
 				}
 			}

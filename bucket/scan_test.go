@@ -78,8 +78,8 @@ func TestScanMeetsEveryJobThatStays(t *testing.T) {
 			for got < 7 && !done {
 				switch c.Phase {
 				case ScanBuckets, ScanTail:
-					var gone []uint64
-					var g *[]uint64
+					var gone []Job
+					var g *[]Job
 					if c.Phase == ScanTail {
 						g = &gone
 					}
@@ -92,7 +92,8 @@ func TestScanMeetsEveryJobThatStays(t *testing.T) {
 						seen[j.SID] = true
 						got++
 					}
-					for _, id := range gone {
+					for _, j := range gone {
+						id := j.SID
 						if slices.Contains(mem.slots, id) && queueOf(id) == "q1" {
 							seen[id] = true
 							got++

@@ -180,6 +180,8 @@ func (e *Engine) place(r *record.Rec, fresh, pushed bool) (uint32, bool) {
 				e.remove(s)
 			} else if r.ID == nil {
 				e.unfar(qi, r.SID) // a far job restated (far.go)
+			} else {
+				e.unfarID(qi, r.ID)
 			}
 		}
 	}

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"bytes"
 	"cmp"
 	"errors"
 	"math"
@@ -8,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/delayd/delayd/bucket"
 	"github.com/delayd/delayd/finetimer"
@@ -57,6 +59,9 @@ type farState struct {
 	loaded atomic.Int64
 }
 
+// farKey is jobs.FarKey, a variable for tests that make keys meet.
+var farKey = jobs.FarKey
+
 // farLog reads a bucket's payloads from the log.
 type farLog struct{ e *Engine }
 
@@ -98,10 +103,47 @@ func (e *Engine) farSkips(r *record.Rec) bool {
 	default:
 		return false
 	}
-	if !f.before || r.ID != nil || !f.set.InRun(r.SID) {
+	if !f.before {
+		return false
+	}
+	if r.ID != nil {
+		return r.Op == record.Add && e.farSkipsID(r)
+	}
+	if !f.set.InRun(r.SID) {
 		return false
 	}
 	e.lastSID, e.seq = max(e.lastSID, r.SID), max(e.seq, r.Seq)
+	return true
+}
+
+// farSkipsID says whether replay, before the opened checkpoint's mark,
+// skips r, an add record of a client id: the one a run's job was taken out
+// of memory from (the spiller tails add records only, and takes the job
+// only if its add order is still the record's). Its id's key alone cannot
+// say it: a job of the id may have come and gone before (a requeue into a
+// dead-letter queue must still happen), or the job itself been added
+// earlier and moved since. So the run's copy is read (a pread or three, a
+// far job of a client id whose record is still in the log) and its add
+// order compared; the job's earlier state replay made, if any, goes, as
+// the record would have replaced it (docs/decisions/far-future-ids.md).
+func (e *Engine) farSkipsID(r *record.Rec) bool {
+	f := &e.far
+	key := farKey(unsafe.String(unsafe.SliceData(r.Queue), len(r.Queue)), r.ID)
+	if !f.set.InRun(key) {
+		return false
+	}
+	fj, ok := e.farGet(key)
+	var h record.Rec
+	if !ok || fj.Seq != r.Seq || fj.Queue != string(r.Queue) || h.Decode(fj.Head) != nil || !bytes.Equal(h.ID, r.ID) {
+		return false
+	}
+	if qi, ok := e.queueFor(r.Queue, false); ok {
+		if s, ok := e.replaced(qi, r.ID); ok {
+			e.jobs.DropIdent(s)
+			e.remove(s)
+		}
+	}
+	e.seq = max(e.seq, r.Seq)
 	return true
 }
 
@@ -131,10 +173,16 @@ func (e *Engine) out(s uint32, seg uint64, off int64) bool {
 	j := e.jobs.At(s)
 	q := &e.queues[j.Queue]
 	r := e.addRec(s, 0)
+	key, id := j.SID, r.ID
+	if id != nil {
+		if key = farKey(q.name, id); e.far.set.Has(key) {
+			return false // another (queue, id) of its key is far: it stays (far-future-ids.md)
+		}
+	}
 	loc := bucket.Loc{File: seg, Off: off, N: uint32(len(r.Payload))}
 	r.Queue, r.Payload, r.SID, r.Seq, r.Due = nil, nil, 0, 0, 0
 	e.j.scratch = r.Encode(e.j.scratch[:0])
-	if e.far.set.Add(j.Due, j.Seq, j.SID, q.name, e.j.scratch, loc) != nil {
+	if e.far.set.Add(j.Due, j.Seq, key, q.name, e.j.scratch, loc) != nil {
 		return false // no bucket slot left: it keeps its payload on disk alone
 	}
 	e.wheel.Remove(s)
@@ -143,7 +191,7 @@ func (e *Engine) out(s uint32, seg uint64, off int64) bool {
 	size := jobs.DataSize(j)
 	q.Bytes -= size
 	e.j.live.Sub(e.jobs.Home(s), size) // the checkpoint before its segment's drop covers it
-	e.jobs.Delete(&q.run, s, nil)
+	e.jobs.Delete(&q.run, s, id)       // id aliases the arena: before Free
 	e.jobs.Free(s)
 	return true
 }
@@ -185,19 +233,11 @@ func (e *Engine) lookup(qi uint32, id []byte) (uint32, bool) {
 	if ok || e.far.set == nil || e.j.replaying {
 		return s, ok
 	}
-	sid, ok := jobs.ParseSID(id)
-	if !ok || !e.far.set.Has(sid) {
+	fj, ok := e.farJob(qi, id)
+	if !ok {
 		return 0, false
 	}
-	fj, _, err := e.far.set.Get(sid) // a pread or three under the lock, as a payload on disk
-	if err != nil {
-		e.opts.Logger.Error().Err(err).Uint64("sid", sid).Msg("reading a far-future job")
-		return 0, false
-	}
-	if fj.Queue != e.queues[qi].name {
-		return 0, false
-	}
-	e.unfar(qi, sid)
+	e.unfar(qi, fj.SID)
 	e.back(&fj)
 	return e.jobs.Lookup(&e.queues[qi].run, qi, id)
 }
@@ -205,12 +245,11 @@ func (e *Engine) lookup(qi uint32, id []byte) (uint32, bool) {
 // farInfo is DELAY.GET's view of a far job of queue qi: rendered from its
 // head, not brought back (a read logs nothing). Called with mu held.
 func (e *Engine) farInfo(qi uint32, id []byte) (JobInfo, bool) {
-	sid, ok := jobs.ParseSID(id)
-	if e.far.set == nil || !ok || !e.far.set.Has(sid) {
+	if e.far.set == nil {
 		return JobInfo{}, false
 	}
-	fj, _, err := e.far.set.Get(sid)
-	if err != nil || fj.Queue != e.queues[qi].name {
+	fj, ok := e.farJob(qi, id)
+	if !ok {
 		return JobInfo{}, false
 	}
 	sj, ok := farScanJob(&fj)
@@ -222,13 +261,72 @@ func (e *Engine) farInfo(qi uint32, id []byte) (JobInfo, bool) {
 // but for what the bucket keeps.
 func farScanJob(fj *bucket.Job) (ScanJob, bool) {
 	var r record.Rec
-	if r.Decode(fj.Head) != nil {
+	if farRec(&r, fj, 0) != nil {
 		return ScanJob{}, false
 	}
-	var buf [jobs.SIDLen]byte
-	return ScanJob{JobInfo: JobInfo{ID: slices.Clone(jobs.RenderSID(&buf, fj.SID)), Queue: []byte(fj.Queue), Payload: fj.Payload,
+	return ScanJob{JobInfo: JobInfo{ID: farID(&r), Queue: []byte(fj.Queue), Payload: fj.Payload,
 		State: jobs.StateNames[jobs.StateDelayed], Due: fj.Due, Deliveries: r.Deliveries, Group: slices.Clone(r.Group), Priority: r.Priority},
 		Seq: fj.Seq, AckTimeout: r.AckTimeout, Retry: r.Retry}, true
+}
+
+// farRec decodes into r the add record that restates fj, a far job, at
+// now: its head with what the bucket keeps put back. A client id's job
+// keeps its id (fj.SID is its key, jobs.FarKey).
+func farRec(r *record.Rec, fj *bucket.Job, now int64) error {
+	if err := r.Decode(fj.Head); err != nil {
+		return err
+	}
+	if r.Op != record.Add {
+		return record.ErrBad
+	}
+	r.Time, r.Queue, r.Seq, r.Due, r.Payload = now, []byte(fj.Queue), fj.Seq, fj.Due, fj.Payload
+	if r.ID == nil {
+		r.SID = fj.SID
+	}
+	return nil
+}
+
+// farID is the id of r, a far job's restatement (farRec), as a client
+// sees it: a copy.
+func farID(r *record.Rec) []byte {
+	if r.ID != nil {
+		return slices.Clone(r.ID)
+	}
+	var buf [jobs.SIDLen]byte
+	return slices.Clone(jobs.RenderSID(&buf, r.SID))
+}
+
+// farJob reads the far job of queue qi with the id id: a server id's by
+// its number, a client id's by its key (jobs.FarKey), confirmed against
+// its head, as two ids may share a key. A pread or three under the lock,
+// as a payload on disk. Called with mu held.
+func (e *Engine) farJob(qi uint32, id []byte) (bucket.Job, bool) {
+	name := e.queues[qi].name
+	if sid, ok := jobs.ParseSID(id); ok && sid&jobs.FarKeyBit == 0 && e.far.set.Has(sid) {
+		if fj, ok := e.farGet(sid); ok && fj.Queue == name {
+			return fj, true
+		}
+	}
+	key := farKey(name, id)
+	if !e.far.set.Has(key) {
+		return bucket.Job{}, false
+	}
+	fj, ok := e.farGet(key)
+	var r record.Rec
+	if !ok || fj.Queue != name || r.Decode(fj.Head) != nil || !bytes.Equal(r.ID, id) {
+		return bucket.Job{}, false
+	}
+	return fj, true
+}
+
+// farGet is Set.Get, its error logged.
+func (e *Engine) farGet(key uint64) (bucket.Job, bool) {
+	fj, ok, err := e.far.set.Get(key)
+	if err != nil {
+		e.opts.Logger.Error().Err(err).Uint64("sid", key).Msg("reading a far-future job")
+		return bucket.Job{}, false
+	}
+	return fj, ok
 }
 
 // scanFar is a DELAY.SCAN page of queue qi with the buckets on: the walk
@@ -251,7 +349,7 @@ func (e *Engine) scanFar(qi uint32, name []byte, cursor uint64, count int, out [
 			c = bucket.ScanCursor{Phase: bucket.ScanTail, At: c.Tail}
 			continue
 		}
-		var gone []uint64
+		var gone []bucket.Job
 		g := &gone
 		if c.Phase == bucket.ScanBuckets {
 			g = nil
@@ -265,8 +363,13 @@ func (e *Engine) scanFar(qi uint32, name []byte, cursor uint64, count int, out [
 				out = append(out, sj)
 			}
 		}
-		for _, sid := range gone {
-			if s, ok := e.jobs.Lookup(&e.queues[qi].run, qi, jobs.RenderSID(&buf, sid)); ok {
+		for i := range gone {
+			id := jobs.RenderSID(&buf, gone[i].SID)
+			var r record.Rec
+			if gone[i].SID&jobs.FarKeyBit != 0 && r.Decode(gone[i].Head) == nil {
+				id = r.ID
+			}
+			if s, ok := e.jobs.Lookup(&e.queues[qi].run, qi, id); ok {
 				out = append(out, e.scanJob(s, name))
 			}
 		}
@@ -294,19 +397,19 @@ func (e *Engine) farUpcoming(name []byte, count int, after *Cursor, mem []Upcomi
 		due, seq = after.Time-1, math.MaxUint64
 		if s, ok := e.jobs.Lookup(&e.queues[qi].run, qi, after.ID); ok && e.jobs.At(s).Due == after.Time {
 			due, seq = after.Time, e.jobs.At(s).Seq
-		} else if sid, ok := jobs.ParseSID(after.ID); ok {
-			if fj, ok, err := e.far.set.Get(sid); ok && err == nil && fj.Due == after.Time {
-				due, seq = after.Time, fj.Seq
-			}
+		} else if fj, ok := e.farJob(qi, after.ID); ok && fj.Due == after.Time {
+			due, seq = after.Time, fj.Seq
 		}
 	}
 	fs, err := e.far.set.Earliest(string(name), due, seq, count)
 	if err != nil {
 		e.opts.Logger.Error().Err(err).Msg("listing far-future jobs")
 	}
-	var buf [jobs.SIDLen]byte
-	for _, f := range fs {
-		mem = append(mem, Upcoming{ID: slices.Clone(jobs.RenderSID(&buf, f.SID)), Due: f.Due, Payload: f.Payload, seq: f.Seq})
+	var r record.Rec
+	for i := range fs {
+		if f := &fs[i]; farRec(&r, f, 0) == nil {
+			mem = append(mem, Upcoming{ID: farID(&r), Due: f.Due, Payload: f.Payload, seq: f.Seq})
+		}
 	}
 	slices.SortFunc(mem, func(a, b Upcoming) int { return cmp.Or(cmp.Compare(a.Due, b.Due), cmp.Compare(a.seq, b.seq)) })
 	return mem[:min(len(mem), count)]
@@ -323,17 +426,30 @@ func (e *Engine) unfar(qi uint32, sid uint64) {
 	}
 }
 
+// unfarID is unfar for a client id's job: the far job of (qi, id), if
+// there is one, restated. Before the opened checkpoint's mark the runs are
+// as of the mark: a job of theirs met in replay then is an earlier state
+// of it or an earlier job of its id (farSkipsID). Called with mu held.
+func (e *Engine) unfarID(qi uint32, id []byte) {
+	f := &e.far
+	if f.set == nil || f.before || !f.set.Has(farKey(e.queues[qi].name, id)) {
+		return
+	}
+	if fj, ok := e.farJob(qi, id); ok {
+		e.unfar(qi, fj.SID)
+	}
+}
+
 // back places fj, a job taken out of the buckets, and restates it: an add
 // record of it whole, which replay meets before any record of the job's
 // own. It reports whether the job was due already (the caller serves its
 // queue's waiters). Called with mu held, writes allowed.
 func (e *Engine) back(fj *bucket.Job) bool {
 	var r record.Rec
-	if err := r.Decode(fj.Head); err != nil || r.Op != record.Add {
+	if err := farRec(&r, fj, e.recNow()); err != nil {
 		e.opts.Logger.Error().Err(err).Uint64("sid", fj.SID).Msg("a far-future job's head does not decode")
 		return false
 	}
-	r.Time, r.Queue, r.SID, r.Seq, r.Due, r.Payload = e.recNow(), []byte(fj.Queue), fj.SID, fj.Seq, fj.Due, fj.Payload
 	e.logRec(&r)
 	_, ready := e.place(&r, false, false)
 	return ready
@@ -699,10 +815,9 @@ func (e *Engine) appendFar(out []byte, cp *bucket.Checkpoint, t uint64, now int6
 	var buf []byte
 	err := cp.Each(func(j *bucket.Job) error {
 		pace()
-		if err := r.Decode(j.Head); err != nil {
+		if err := farRec(&r, j, now); err != nil {
 			return err
 		}
-		r.Time, r.Queue, r.SID, r.Seq, r.Due, r.Payload = now, []byte(j.Queue), j.SID, j.Seq, j.Due, j.Payload
 		buf = r.Encode(buf[:0])
 		out = record.AppendSnap(out, buf)
 		return nil

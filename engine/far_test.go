@@ -17,6 +17,7 @@ import (
 	"github.com/delayd/delayd/bucket"
 	"github.com/delayd/delayd/finetimer"
 	"github.com/delayd/delayd/jobs"
+	"github.com/delayd/delayd/record"
 )
 
 // farBuckets is horizoned (a minute) with the far-future buckets on.
@@ -60,8 +61,12 @@ func delayedView(t *testing.T, e *Engine) string {
 			if err != nil {
 				t.Fatal(err)
 			}
-			for _, f := range fs {
-				js = append(js, job{f.Due, f.Seq, string(jobs.RenderSID(&buf, f.SID)), string(f.Payload)})
+			for i := range fs {
+				var r record.Rec
+				if err := farRec(&r, &fs[i], 0); err != nil {
+					t.Fatal(err)
+				}
+				js = append(js, job{fs[i].Due, fs[i].Seq, string(farID(&r)), string(fs[i].Payload)})
 			}
 		}
 		slices.SortFunc(js, func(a, b job) int { return cmp.Or(cmp.Compare(a.due, b.due), cmp.Compare(a.seq, b.seq)) })
@@ -100,15 +105,24 @@ func farLen(e *Engine) int64 {
 // ahead of their time and are handed out never early, in (due, add order);
 // DEL and FLUSHALL drop them, for good.
 func TestFarBuckets(t *testing.T) {
+	t.Run("server ids", func(t *testing.T) { testFarBuckets(t, false) })
+	t.Run("client ids", func(t *testing.T) { testFarBuckets(t, true) })
+}
+
+func testFarBuckets(t *testing.T, ids bool) {
 	synctest.Test(t, func(t *testing.T) {
 		fs := aof.NewMemFS()
 		e := mustNew(t, farBuckets(fs))
-		far := addFar(t, e, 60, 200)
+		far := addFarIDs(t, e, 60, 200, ids)
 		// Ten more far jobs of q0 due in the same millisecond: their add
 		// order must hold.
 		same := e.Now() + 900_000
 		for i := range 10 {
-			res, err := e.Add(AddArgs{Queue: b("q0"), At: true, Due: same, Payload: []byte(fmt.Sprint("same", i))})
+			a := AddArgs{Queue: b("q0"), At: true, Due: same, Payload: []byte(fmt.Sprint("same", i))}
+			if ids {
+				a.ID = []byte(fmt.Sprint("same-", i))
+			}
+			res, err := e.Add(a)
 			if err != nil || e.WaitDurable(res.Ticket) != nil {
 				t.Fatal(err)
 			}

@@ -85,13 +85,14 @@ func (e *Engine) spill(ft *finetimer.Timer) {
 	// a change between them only makes spillChunk refuse.
 	gen := jn.Gen()
 	cs := make([]record.Cand, 0, compactChunk)
+	ids := e.far.set != nil // a client id's job leaves memory only whole
 	var moved []record.Cand
 	var last record.Cand
 	stopped := false
 	// The tail slices itself (journal.Env.Pause every 200 µs of records:
 	// a compaction's restatements are tens of MB to decode).
 	_, err := jn.Tail(func(seg uint64, off int64, rec []byte) {
-		c, m, ok := record.Tailed(seg, off, rec, &last)
+		c, m, ok := record.Tailed(seg, off, rec, &last, ids)
 		if !ok || stopped {
 			return
 		}
@@ -161,11 +162,13 @@ func (e *Engine) restateMoved(ms []record.Cand, gen uint64, ft *finetimer.Timer)
 
 // restateFar restates, once at start, the jobs delayed beyond the horizon
 // whose payload replay left in memory (moved beyond it after their add
-// was logged: replay knows no copy of the payload to point at).
+// was logged: replay knows no copy of the payload to point at; or of a
+// client id, with the buckets on: replay keeps no client id's payload on
+// disk).
 func (e *Engine) restateFar(ft *finetimer.Timer) {
 	var s uint32
 	e.restateBeyond(ft, false, func(horizon int64, out []uint32) ([]uint32, bool) {
-		out, s = e.jobs.InMemoryBeyond(s, uint32(compactChunk), horizon, out)
+		out, s = e.jobs.InMemoryBeyond(s, uint32(compactChunk), horizon, e.far.set != nil, out)
 		return out, s >= e.jobs.Len()
 	})
 }
@@ -207,7 +210,11 @@ func (e *Engine) spillable(c *record.Cand, horizon int64) (uint32, bool) {
 		return 0, false
 	}
 	var buf [jobs.SIDLen]byte
-	s, ok := e.jobs.Lookup(&e.queues[qi].run, qi, jobs.RenderSID(&buf, c.SID))
+	id := jobs.RenderSID(&buf, c.SID)
+	if c.ID != "" {
+		id = unsafe.Slice(unsafe.StringData(c.ID), len(c.ID))
+	}
+	s, ok := e.jobs.Lookup(&e.queues[qi].run, qi, id)
 	if !ok || !c.Fits(e.jobs.At(s), horizon) {
 		return 0, false
 	}
@@ -227,8 +234,8 @@ func (e *Engine) spillOne(c *record.Cand, horizon int64, segs []uint64, cur *jou
 	if !journal.HomedBy(h, c.Seg, segs, cur) {
 		return // restated since, into a later segment
 	}
-	if e.far.set != nil && j.Flags&^jobs.FlagInRun == 0 && e.out(s, c.Seg, c.Off) {
-		return
+	if e.far.set != nil && j.Flags&^jobs.FlagInRun == 0 && e.out(s, c.Seg, c.Off) || j.IDLen > 0 {
+		return // a client id's job leaves memory whole or not at all (jobs.CanSpill)
 	}
 	size := jobs.DataSize(j)
 	e.j.live.Sub(h, size)

@@ -32,6 +32,12 @@ func settleSpill() {
 // with its own payload of size bytes, and returns the far ones' ids.
 func addFar(t *testing.T, e *Engine, n, size int) []string {
 	t.Helper()
+	return addFarIDs(t, e, n, size, false)
+}
+
+// addFarIDs is addFar, with client ids if ids says so.
+func addFarIDs(t *testing.T, e *Engine, n, size int, ids bool) []string {
+	t.Helper()
 	var far []string
 	for i := range 2 * n {
 		p := []byte(fmt.Sprintf("%-*d", size, i))
@@ -39,7 +45,11 @@ func addFar(t *testing.T, e *Engine, n, size int) []string {
 		if i%2 == 0 {
 			delay = 600_000 + int64(i)
 		}
-		res, err := e.Add(AddArgs{Queue: b(fmt.Sprint("q", i%3)), Delay: delay, Payload: p})
+		a := AddArgs{Queue: b(fmt.Sprint("q", i%3)), Delay: delay, Payload: p}
+		if ids {
+			a.ID = b(fmt.Sprint("order-", i))
+		}
+		res, err := e.Add(a)
 		if err != nil {
 			t.Fatal(err)
 		}

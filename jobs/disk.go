@@ -154,13 +154,16 @@ func (t *Table) DueOnDisk(from, n uint32, window int64, out []Back) ([]Back, uin
 
 // InMemoryBeyond appends to out the slots of [from, from+n) whose jobs are
 // delayed beyond by with a payload that may be on disk but is in memory
-// (CanSpill), and returns where it stopped: after a restart, the jobs
-// replay could not keep on disk (moved beyond the horizon after their add
-// was logged), for the owner to restate. O(n).
-func (t *Table) InMemoryBeyond(from, n uint32, by int64, out []uint32) ([]uint32, uint32) {
+// (CanSpill), and, if ids says so, client ids' jobs that may leave memory
+// whole for the far-future buckets; it returns where it stopped: after a
+// restart, the jobs replay could not keep on disk (moved beyond the
+// horizon after their add was logged, or of a client id), for the owner to
+// restate. O(n).
+func (t *Table) InMemoryBeyond(from, n uint32, by int64, ids bool, out []uint32) ([]uint32, uint32) {
 	end := min(from+n, t.Len())
 	for s := from; s < end; s++ {
-		if j := t.At(s); j.State == StateDelayed && j.Due > by && CanSpill(j, 0) {
+		j := t.At(s)
+		if j.State == StateDelayed && j.Due > by && (CanSpill(j, 0) || ids && j.IDLen > 0 && j.Flags == 0 && j.Plen() > 0) {
 			out = append(out, s)
 		}
 	}

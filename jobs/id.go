@@ -1,5 +1,11 @@
 package jobs
 
+import (
+	"encoding/binary"
+
+	"github.com/cespare/xxhash/v2"
+)
+
 // Server-made ids are 16 lowercase hex digits of a 64-bit number whose top 48
 // bits are the unix millisecond the id was made and whose low 16 bits count
 // within that millisecond. Fixed width hex makes byte order equal numeric
@@ -65,4 +71,25 @@ func (t *Table) FreeSID(run *PushRun, q uint32, sid uint64) uint64 {
 		}
 		sid++
 	}
+}
+
+// FarKeyBit marks a far key (FarKey): no server id has it (a server id's top
+// 48 bits are a unix millisecond), so a key and a server id never meet in
+// the far-future buckets' index, which files both.
+const FarKeyBit = 1 << 63
+
+// FarKey is the key under which a job with the client id id in the queue
+// named queue is filed in the far-future buckets (docs/decisions/
+// far-future-ids.md): a hash of both, the same on every start (runs keep
+// it), with FarKeyBit set. Two (queue, id) pairs may share one: the owner
+// confirms a hit against the job's head, and a job whose key is taken stays
+// in memory.
+func FarKey(queue string, id []byte) uint64 {
+	var d xxhash.Digest
+	d.Reset()
+	var n [binary.MaxVarintLen64]byte
+	d.Write(n[:binary.PutUvarint(n[:], uint64(len(queue)))])
+	d.WriteString(queue)
+	d.Write(id)
+	return d.Sum64() | FarKeyBit
 }

@@ -89,26 +89,30 @@ func AppendQueueJobs(out []byte, t *jobs.Table, q *queue.Queue, qi uint32, name 
 // on disk, docs/decisions/payloads-on-disk.md): the segment the record
 // lies in and where the payload lies there (-1 for a move record, which
 // carries none: its job is restated and spilled from the restatement), the
-// job's server id, add order and queue.
+// job's server id, add order and queue, or its client id: such a job may
+// only leave memory whole, for the far-future buckets (its id bytes share
+// the payload's arena block).
 type Cand struct {
 	Seg      uint64
 	Off      int64
 	SID, Seq uint64
 	Queue    string
+	ID       string // a client id; "" for a server id
 }
 
 // Tailed says what rec, read from the log at off in segment seg, offers to
-// disk: an add record of a server id with a payload of a small block
-// (moved false), or a move that left a server id's job delayed (moved
-// true); ok false for any other record.
+// disk: an add record with a payload of a small block (moved false), or a
+// move that left the job delayed (moved true); ok false for any other
+// record. Records of client ids count only if ids says so (the far-future
+// buckets are on): each costs a string.
 // last is the caller's last candidate: its queue's name is shared when
 // the record's is the same (a tail holds runs of one queue's records: one
 // string a run, not one a record, to collect).
-func Tailed(seg uint64, off int64, rec []byte, last *Cand) (c Cand, moved, ok bool) {
-	if r, at, ok := AddPayload(rec); ok && len(r.Payload) <= jobs.MaxSmall {
-		c = Cand{seg, off + int64(at), r.SID, r.Seq, last.name(r.Queue)}
-	} else if r, ok := MovedLater(rec); ok {
-		c, moved = Cand{seg, -1, r.SID, r.Seq, last.name(r.Queue)}, true
+func Tailed(seg uint64, off int64, rec []byte, last *Cand, ids bool) (c Cand, moved, ok bool) {
+	if r, at, ok := AddPayload(rec); ok && len(r.Payload) <= jobs.MaxSmall && (r.ID == nil || ids) {
+		c = Cand{seg, off + int64(at), r.SID, r.Seq, last.name(r.Queue), string(r.ID)}
+	} else if r, ok := MovedLater(rec); ok && (r.ID == nil || ids) {
+		c, moved = Cand{seg, -1, r.SID, r.Seq, last.name(r.Queue), string(r.ID)}, true
 	} else {
 		return Cand{}, false, false
 	}
@@ -124,10 +128,17 @@ func (c *Cand) name(q []byte) string {
 	return string(q)
 }
 
-// Fits says j is still the job c's record left (its server id and add
-// order), delayed beyond horizon, with a payload that may go to disk.
+// Fits says j is still the job c's record left (its id and add order),
+// delayed beyond horizon, with a payload that may go to disk: alone for a
+// server id, with the whole job for a client id.
 func (c *Cand) Fits(j *jobs.Job, horizon int64) bool {
-	return j.State == jobs.StateDelayed && j.SID == c.SID && j.Seq == c.Seq && j.Due > horizon && jobs.CanSpill(j, max(c.Off, 0))
+	if j.State != jobs.StateDelayed || j.Seq != c.Seq || j.Due <= horizon {
+		return false
+	}
+	if c.ID != "" {
+		return j.IDLen > 0 && j.Flags == 0 && j.Plen() > 0 // what Engine.out takes
+	}
+	return j.SID == c.SID && jobs.CanSpill(j, max(c.Off, 0))
 }
 
 // sizeTag begins the queue field of a snapshot's meta record that says

@@ -433,22 +433,20 @@ func DecodeUnit(b []byte) (part uint64, more byte, body []byte, err error) {
 	return part, more, d.B, nil
 }
 
-// AddPayload decodes b if it is an add record of a server-made id with a
-// payload, and returns it with the offset of the payload's bytes in b:
+// AddPayload decodes b if it is an add record with a payload, and returns it with the offset of the payload's bytes in b:
 // where a reader of the log finds them again (payloads on disk).
 func AddPayload(b []byte) (r Rec, at int, ok bool) {
-	if len(b) == 0 || b[0] != Add || r.Decode(b) != nil || r.ID != nil || len(r.Payload) == 0 {
+	if len(b) == 0 || b[0] != Add || r.Decode(b) != nil || len(r.Payload) == 0 {
 		return r, 0, false
 	}
 	return r, int(uintptr(unsafe.Pointer(unsafe.SliceData(r.Payload))) - uintptr(unsafe.Pointer(unsafe.SliceData(b)))), true
 }
 
-// MovedLater decodes b if it is a move record of a server-made id that
-// leaves the job delayed: a job rescheduled (or handed back) to a later
+// MovedLater decodes b if it is a move record that leaves the job delayed: a job rescheduled (or handed back) to a later
 // time, whose payload a reader of the log may keep on disk by restating
 // it (payloads on disk).
 func MovedLater(b []byte) (r Rec, ok bool) {
-	if len(b) == 0 || b[0] != Move || r.Decode(b) != nil || r.ID != nil || r.Flags&(FlagHead|FlagReady|FlagReserved) != 0 {
+	if len(b) == 0 || b[0] != Move || r.Decode(b) != nil || r.Flags&(FlagHead|FlagReady|FlagReserved) != 0 {
 		return r, false
 	}
 	return r, true
