@@ -103,26 +103,20 @@ func (e *Engine) farSkips(r *record.Rec) bool {
 	default:
 		return false
 	}
-	if !f.before {
-		return false
-	}
-	if r.ID != nil {
-		return r.Op == record.Add && e.farSkipsID(r)
-	}
-	if !f.set.InRun(r.SID) {
+	if !f.before || r.ID != nil || !f.set.InRun(r.SID) { // a client id's: apply's farSkipsID
 		return false
 	}
 	e.lastSID, e.seq = max(e.lastSID, r.SID), max(e.seq, r.Seq)
 	return true
 }
 
-// farSkipsID says whether replay, before the opened checkpoint's mark,
-// skips r, an add record of a client id: the one a run's job was taken out
-// of memory from (the spiller tails add records only, and takes the job
+// farSkipsID says whether replay, before the opened checkpoint's mark and
+// after time moved to r's (which may end an earlier job of its id, say by
+// an ack deadline into a dead-letter queue), skips r, an add record of a
+// client id: the one a run's job was taken out of memory from (the spiller tails add records only, and takes the job
 // only if its add order is still the record's). Its id's key alone cannot
-// say it: a job of the id may have come and gone before (a requeue into a
-// dead-letter queue must still happen), or the job itself been added
-// earlier and moved since. So the run's copy is read (a pread or three, a
+// say it: a job of the id may have come and gone before, or the job itself
+// been added earlier and moved since. So the run's copy is read (a pread or three, a
 // far job of a client id whose record is still in the log) and its add
 // order compared; the job's earlier state replay made, if any, goes, as
 // the record would have replaced it (docs/decisions/far-future-ids.md).

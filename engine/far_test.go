@@ -887,3 +887,112 @@ func TestFarLoadsDuringSeal(t *testing.T) {
 		}
 	})
 }
+
+// Replay before a checkpoint's mark skips only the add record a run's job
+// of a client id left memory from, not every record of its id: an earlier
+// job of the id dead-lettered on the way is still dead-lettered, a job
+// added near and rescheduled far is there once, a far job cancelled and
+// its id added far again is there once; with the mark in the middle of the
+// log (a crash) and at its end (a graceful stop).
+func TestFarIDsReplayEarlierJobs(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fs := aof.NewMemFS()
+		e := mustNew(t, farBuckets(fs))
+		wait := func(tk uint64, err error) {
+			t.Helper()
+			if err != nil || e.WaitDurable(tk) != nil {
+				t.Fatal(err)
+			}
+		}
+		addID := func(q, id string, delay int64, payload string, opts ...func(*AddArgs)) {
+			t.Helper()
+			a := AddArgs{Queue: b(q), ID: b(id), Delay: delay, Payload: b(payload)}
+			for _, o := range opts {
+				o(&a)
+			}
+			res, err := e.Add(a)
+			if err != nil || !res.Added {
+				t.Fatalf("add %s/%s: %+v %v", q, id, res, err)
+			}
+			wait(res.Ticket, nil)
+		}
+		// An earlier job of "j" fails into a dead-letter queue.
+		addID("q", "j", 0, "first", func(a *AddArgs) { a.AckTimeout, a.Retry, a.DeadLetter = 5, 0, b("dead") })
+		if d, ok := e.Pop([][]byte{b("q")}); !ok || string(d.ID) != "j" {
+			t.Fatalf("pop: %+v %v", d, ok)
+		}
+		sleep(10 * time.Millisecond)
+		// Then "j" again, far; "m" near, then rescheduled far; "c" far,
+		// cancelled, and far again.
+		addID("q", "j", 700_000, "second")
+		addID("q", "m", 5_000, "moved")
+		addID("q", "c", 800_000, "cancelled")
+		settleSpill()
+		ok, tk, err := e.Reschedule(RescheduleArgs{Queue: b("q"), ID: b("m"), Delay: 750_000})
+		if !ok {
+			t.Fatal("reschedule of m")
+		}
+		wait(tk, err)
+		n, tk, err := e.Cancel(b("q"), [][]byte{b("c")})
+		if n != 1 {
+			t.Fatal("cancel of c, far")
+		}
+		wait(tk, err)
+		addID("q", "c", 850_000, "again")
+		for range 5 {
+			settleSpill()
+		}
+		if n := farLen(e); n != 3 {
+			t.Fatalf("%d jobs in the buckets, want j, m and c", n)
+		}
+		if err := e.checkpoint(0, nil); err != nil {
+			t.Fatal(err)
+		}
+		want := delayedView(t, e)
+		for _, q := range []string{"q", "dead"} {
+			if st := e.QueueStats(b(q)); st.Delayed+st.Ready+st.Reserved != map[string]int{"q": 3, "dead": 1}[q] {
+				t.Fatalf("%s before: %+v", q, st)
+			}
+		}
+		check := func(c *Engine, when string) {
+			t.Helper()
+			if got := delayedView(t, c); got != want {
+				t.Fatalf("%s\n%s", when, diffLines(want, got))
+			}
+			if pk := c.Peek(b("dead"), 10); len(pk) != 1 || string(pk[0].Payload) != "first" {
+				t.Fatalf("%s: the dead-letter queue holds %q", when, pk)
+			}
+			if st := c.QueueStats(b("q")); st.Delayed != 3 || st.Ready+st.Reserved != 0 {
+				t.Fatalf("%s: q %+v", when, st)
+			}
+			if inMemory(c) != 1 {
+				t.Fatalf("%s: %d jobs in memory, want the dead-lettered one", when, inMemory(c))
+			}
+		}
+		c := mustNew(t, farBuckets(fs.CrashClone()))
+		check(c, "after a crash")
+		c.Close()
+		e.Close()
+		e = mustNew(t, farBuckets(fs))
+		check(e, "after a restart")
+		// Each comes back once, by id and in time.
+		for _, id := range []string{"j", "m", "c"} {
+			if in, ok := e.Get(b("q"), b(id)); !ok || in.State != "delayed" {
+				t.Fatalf("DELAY.GET %s: %+v %v", id, in, ok)
+			}
+		}
+		sleep(900 * time.Second)
+		var got []string
+		for {
+			d, ok := e.Pop([][]byte{b("q")})
+			if !ok {
+				break
+			}
+			got = append(got, string(d.ID)+"="+string(d.Payload))
+		}
+		if fmt.Sprint(got) != "[j=second m=moved c=again]" {
+			t.Fatalf("popped %v", got)
+		}
+		e.Close()
+	})
+}

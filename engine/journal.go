@@ -250,6 +250,9 @@ func (e *Engine) apply(p []byte) error {
 	e.repl.lastTime = max(e.repl.lastTime, r.Time)
 	switch r.Op {
 	case record.Add:
+		if r.ID != nil && e.far.before && e.farSkipsID(&r) {
+			break // after time moved: an earlier job of its id may end by it (far.go)
+		}
 		// A server id above every one seen cannot be in the index yet (a
 		// client id could read as it only once jobs.Table.SIDLike is set).
 		e.j.deferIdx = deferred
