@@ -126,9 +126,8 @@ func (e *Engine) farSkipsID(r *record.Rec) bool {
 	if !f.set.InRun(key) {
 		return false
 	}
-	fj, ok := e.farGet(key)
-	var h record.Rec
-	if !ok || fj.Seq != r.Seq || fj.Queue != string(r.Queue) || h.Decode(fj.Head) != nil || !bytes.Equal(h.ID, r.ID) {
+	// An add order is one job's (and a key's other jobs stay in memory).
+	if fj, ok := e.farGet(key); !ok || fj.Seq != r.Seq || fj.Queue != string(r.Queue) {
 		return false
 	}
 	if qi, ok := e.queueFor(r.Queue, false); ok {

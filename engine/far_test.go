@@ -487,13 +487,24 @@ func TestFarBucketsReload(t *testing.T) {
 // reschedule by id, a load as time passes), are sealed into runs by a
 // checkpoint, and new ones come.
 func TestScanJobsListsFarJobs(t *testing.T) {
+	t.Run("server ids", func(t *testing.T) { testScanJobsListsFarJobs(t, false) })
+	t.Run("client ids", func(t *testing.T) { testScanJobsListsFarJobs(t, true) })
+}
+
+func testScanJobsListsFarJobs(t *testing.T, ids bool) {
 	synctest.Test(t, func(t *testing.T) {
 		fs := aof.NewMemFS()
 		e := mustNew(t, farBuckets(fs))
 		defer e.Close()
-		far := addFar(t, e, 90, 50)
+		far := addFarIDs(t, e, 90, 50, ids)
+		idOf := func(s string, i int) []byte {
+			if ids {
+				return b(fmt.Sprint(s, i))
+			}
+			return nil
+		}
 		for i := range 30 { // far jobs with fields of their own
-			res, err := e.Add(AddArgs{Queue: b("q1"), Delay: 900_000 + int64(i), Payload: b(fmt.Sprint("opt", i)),
+			res, err := e.Add(AddArgs{Queue: b("q1"), ID: idOf("opt-", i), Delay: 900_000 + int64(i), Payload: b(fmt.Sprint("opt", i)),
 				AckTimeout: 7000, Retry: 3, Priority: 2})
 			if err != nil || e.WaitDurable(res.Ticket) != nil {
 				t.Fatal(err)
@@ -564,8 +575,12 @@ func TestScanJobsListsFarJobs(t *testing.T) {
 		// Jobs still in memory when the slab's walk begins go out to the
 		// buckets during it, behind the first walk: the last one lists them.
 		stay := map[string]bool{}
-		for range 40 {
-			stay[add(t, e, "q9", 900_000, "late")] = true
+		for i := range 40 {
+			res, err := e.Add(AddArgs{Queue: b("q9"), ID: idOf("late-", i), Delay: 900_000, Payload: b("late")})
+			if err != nil || !res.Added {
+				t.Fatal(err)
+			}
+			stay[string(res.ID)] = true
 		}
 		var got []ScanJob
 		for _, j := range scanAll(t, e, "q9", 7, func() { settleSpill() }) {
@@ -992,6 +1007,115 @@ func TestFarIDsReplayEarlierJobs(t *testing.T) {
 		}
 		if fmt.Sprint(got) != "[j=second m=moved c=again]" {
 			t.Fatalf("popped %v", got)
+		}
+		e.Close()
+	})
+}
+
+// A DELAY.SCAN's last walk meets the jobs of client ids that went out to
+// the buckets behind its walk of memory and came back before it passed
+// them: it finds them in memory by the id their dead entries' heads hold.
+func TestScanFindsClientIDsBackInMemory(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fs := aof.NewMemFS()
+		e := mustNew(t, farBuckets(fs))
+		defer e.Close()
+		var ids []string
+		for i := range 40 {
+			res, err := e.Add(AddArgs{Queue: b("q9"), ID: b(fmt.Sprint("late-", i)), Delay: 900_000, Payload: b("late")})
+			if err != nil || !res.Added || e.WaitDurable(res.Ticket) != nil {
+				t.Fatal(err)
+			}
+			ids = append(ids, string(res.ID))
+		}
+		pages, back := 0, 0
+		seen := map[string]bool{}
+		for _, j := range scanAll(t, e, "q9", 7, func() {
+			if pages++; pages == 1 {
+				settleSpill() // out, behind the walk of memory
+				return
+			}
+			if pages == 2 {
+				for _, id := range ids { // back into memory, near
+					if ok, _, _ := e.Reschedule(RescheduleArgs{Queue: b("q9"), ID: b(id), Delay: 5_000}); ok {
+						back++
+					}
+				}
+			}
+		}) {
+			seen[string(j.ID)] = true
+		}
+		if back != 40 || farLen(e) != 0 {
+			t.Fatalf("%d came back, %d still out: the test tests nothing", back, farLen(e))
+		}
+		for _, id := range ids {
+			if !seen[id] {
+				t.Fatalf("%s was there for the whole scan and was not listed", id)
+			}
+		}
+	})
+}
+
+// Two ids of one key (jobs.FarKey is a hash): the first goes out, the
+// second stays in memory; each is found by its own id, never the other's,
+// and a restart over a checkpoint (replay confirms a key's job by its
+// head) has both once.
+func TestFarKeysThatMeet(t *testing.T) {
+	defer func(k func(string, []byte) uint64) { farKey = k }(farKey)
+	farKey = func(q string, id []byte) uint64 {
+		if q == "q" && (string(id) == "a" || string(id) == "b" || string(id) == "z") {
+			return jobs.FarKeyBit | 7
+		}
+		return jobs.FarKey(q, id)
+	}
+	synctest.Test(t, func(t *testing.T) {
+		fs := aof.NewMemFS()
+		e := mustNew(t, farBuckets(fs))
+		for _, id := range []string{"a", "b", "c"} {
+			res, err := e.Add(AddArgs{Queue: b("q"), ID: b(id), Delay: 900_000, Payload: b("payload of " + id)})
+			if err != nil || !res.Added || e.WaitDurable(res.Ticket) != nil {
+				t.Fatal(err)
+			}
+		}
+		for range 3 {
+			settleSpill()
+		}
+		if farLen(e) != 2 || inMemory(e) != 1 {
+			t.Fatalf("%d out, %d in memory: want a and c out, b in", farLen(e), inMemory(e))
+		}
+		check := func(e *Engine, when string) {
+			t.Helper()
+			for _, id := range []string{"a", "b", "c"} {
+				if in, ok := e.Get(b("q"), b(id)); !ok || string(in.ID) != id || string(in.Payload) != "payload of "+id {
+					t.Fatalf("%s: DELAY.GET %s: %+v %v", when, id, in, ok)
+				}
+			}
+			for _, id := range []string{"d", "z"} { // z: of a's key
+				if _, ok := e.Get(b("q"), b(id)); ok {
+					t.Fatalf("%s: %s, never added, found", when, id)
+				}
+			}
+			if st := e.QueueStats(b("q")); st.Delayed != 3 {
+				t.Fatalf("%s: %+v", when, st)
+			}
+		}
+		check(e, "out")
+		if err := e.checkpoint(0, nil); err != nil {
+			t.Fatal(err)
+		}
+		want := delayedView(t, e)
+		c := mustNew(t, farBuckets(fs.CrashClone()))
+		check(c, "after a crash")
+		if got := delayedView(t, c); got != want {
+			t.Fatalf("after a crash\n%s", diffLines(want, got))
+		}
+		c.Close()
+		// b's cancel must not touch a, which holds the key.
+		if n, tk, _ := e.Cancel(b("q"), [][]byte{b("b")}); n != 1 || e.WaitDurable(tk) != nil {
+			t.Fatal("cancel of b")
+		}
+		if _, ok := e.Get(b("q"), b("a")); !ok || farLen(e) != 2 {
+			t.Fatalf("a after b's cancel: %v, %d out", ok, farLen(e))
 		}
 		e.Close()
 	})
