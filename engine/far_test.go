@@ -259,13 +259,18 @@ func testFarBuckets(t *testing.T, ids bool) {
 // of the log) loses nothing: a restart has every job, far or near, with
 // its payload, due and counts.
 func TestCompactionWithFarBuckets(t *testing.T) {
+	t.Run("server ids", func(t *testing.T) { testCompactionWithFarBuckets(t, false) })
+	t.Run("client ids", func(t *testing.T) { testCompactionWithFarBuckets(t, true) })
+}
+
+func testCompactionWithFarBuckets(t *testing.T, withIDs bool) {
 	synctest.Test(t, func(t *testing.T) {
 		fs := aof.NewMemFS()
 		rng := rand.New(rand.NewPCG(9, 10))
 		var ids []string
 		e := mustNew(t, segmented(fs, FsyncAlways))
 		churn(t, e, rng, 200, &ids)
-		far := addFar(t, e, 40, 60)
+		far := addFarIDs(t, e, 40, 60, withIDs)
 		churn(t, e, rng, 60, &ids)
 		e.Close()
 		var want string

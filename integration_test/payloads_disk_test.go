@@ -29,7 +29,8 @@ func TestPayloadsOnDiskSurviveKill9(t *testing.T) {
 // TestFarBucketsSurviveKill9 is TestPayloadsOnDiskSurviveKill9 with the
 // far-future buckets on: every job passes through disk (INFO far_jobs),
 // the kills come during spills, seals, checkpoints (each compaction takes
-// one) and loads, and a cancel by id reaches jobs in runs.
+// one) and loads, and a cancel by id reaches jobs in runs; half the jobs
+// have client ids.
 func TestFarBucketsSurviveKill9(t *testing.T) {
 	t.Parallel()
 	diskKill9(t, "yes", "far_jobs")
@@ -49,7 +50,11 @@ func diskKill9(t *testing.T, far, field string) {
 		cmds := make([]*redis.Cmd, k)
 		at := time.Now().Add(delay).UnixMilli()
 		for i := range k {
-			cmds[i] = pipe.Do(ctx, "DELAY.ADD", "q", delay.Milliseconds(), diskPayload(n+i))
+			args := []any{"DELAY.ADD", "q", delay.Milliseconds(), diskPayload(n + i)}
+			if far == "yes" && (n+i)%2 == 0 { // client ids go far too
+				args = append(args, "ID", fmt.Sprint("order-", n+i))
+			}
+			cmds[i] = pipe.Do(ctx, args...)
 		}
 		if _, err := pipe.Exec(ctx); err != nil {
 			t.Fatal(err)
