@@ -359,10 +359,15 @@ func testCompactionWithFarBuckets(t *testing.T, withIDs bool) {
 // that checkpoint's mark, and DELAY.GET shows one on disk without bringing
 // it back; FLUSHALL drops them for good.
 func TestFarBucketsBackupRewriteGet(t *testing.T) {
+	t.Run("server ids", func(t *testing.T) { testFarBucketsBackupRewriteGet(t, false) })
+	t.Run("client ids", func(t *testing.T) { testFarBucketsBackupRewriteGet(t, true) })
+}
+
+func testFarBucketsBackupRewriteGet(t *testing.T, ids bool) {
 	synctest.Test(t, func(t *testing.T) {
 		fs := aof.NewMemFS()
 		e := mustNew(t, farBuckets(fs))
-		far := addFar(t, e, 30, 100)
+		far := addFarIDs(t, e, 30, 100, ids)
 		settleSpill()
 		if farLen(e) != 30 {
 			t.Fatalf("%d far jobs out, want 30", farLen(e))
@@ -445,11 +450,16 @@ func TestFarBucketsBackupRewriteGet(t *testing.T) {
 // reopened from their checkpoint and the replay is a start's, so every far
 // job is still there once, counted once, and comes when due.
 func TestFarBucketsReload(t *testing.T) {
+	t.Run("server ids", func(t *testing.T) { testFarBucketsReload(t, false) })
+	t.Run("client ids", func(t *testing.T) { testFarBucketsReload(t, true) })
+}
+
+func testFarBucketsReload(t *testing.T, ids bool) {
 	synctest.Test(t, func(t *testing.T) {
 		fs := aof.NewMemFS()
 		e := mustNew(t, farBuckets(fs))
 		defer e.Close()
-		far := addFar(t, e, 30, 100)
+		far := addFarIDs(t, e, 30, 100, ids)
 		settleSpill()
 		if err := e.checkpoint(0, nil); err != nil {
 			t.Fatal(err)
