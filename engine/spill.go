@@ -85,7 +85,9 @@ func (e *Engine) spill(ft *finetimer.Timer) {
 	// a change between them only makes spillChunk refuse.
 	gen := jn.Gen()
 	cs := make([]record.Cand, 0, compactChunk)
-	ids := e.far.set != nil // a client id's job leaves memory only whole
+	e.mu.Lock()
+	ids := e.far.set != nil // a client id's job leaves memory only whole; a reload may reopen the buckets
+	e.mu.Unlock()
 	var moved []record.Cand
 	var last record.Cand
 	stopped := false
