@@ -8,6 +8,9 @@
 //
 //	go run ./bench/farprobe -addr 127.0.0.1:6493 -queue q -from <ms> -to <ms> -n 2000
 //
+// or, with client ids (IDS=yes bench/far-restart.sh adds them as order-<i>),
+// -ids <N> instead of -from and -to.
+//
 // An id drawn may not exist (no add in that millisecond, or a count past the
 // last one made in it): misses are timed too but reported apart.
 package main
@@ -31,8 +34,9 @@ func main() {
 	to := flag.Int64("to", 0, "last unix ms of the ids to draw from")
 	maxCount := flag.Int("count", 64, "draw the count within a millisecond from [0, count)")
 	n := flag.Int("n", 2000, "operations of each kind")
+	ids := flag.Int("ids", 0, "draw client ids order-<i>, i in [0, ids), instead of server ids (IDS=yes far-restart.sh)")
 	flag.Parse()
-	if *from == 0 || *to <= *from {
+	if *ids == 0 && (*from == 0 || *to <= *from) {
 		fmt.Fprintln(os.Stderr, "farprobe: -from and -to (unix ms, from < to) are required")
 		os.Exit(2)
 	}
@@ -40,6 +44,9 @@ func main() {
 	c := redis.NewClient(&redis.Options{Addr: *addr, PoolSize: 1})
 	defer c.Close()
 	draw := func() string {
+		if *ids > 0 {
+			return fmt.Sprint("order-", rand.IntN(*ids))
+		}
 		ms := *from + rand.Int64N(*to-*from+1)
 		return fmt.Sprintf("%016x", uint64(ms)<<16|uint64(rand.IntN(*maxCount)))
 	}
