@@ -176,7 +176,7 @@ func (e *Engine) readVictims(s uint32, victim uint16, cur *journal.SegSet, out [
 			continue
 		}
 		if j := e.jobs.At(s); j.Flags&jobs.FlagOnDisk != 0 && j.State != jobs.StateFree && e.queues[j.Queue].live {
-			out = append(out, jobs.Back{S: s, Seq: j.Seq, Data: j.Data})
+			out = append(out, jobs.BackOf(s, j))
 		}
 	}
 	e.mu.Unlock()

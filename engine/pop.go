@@ -190,7 +190,7 @@ func (e *Engine) take(s uint32, plain bool, to *Scratch, up int64) Delivery {
 		Payload:    to.Hold(e.jobs.Payload(j)),
 		Due:        j.Due,
 		Deliveries: j.Deliveries,
-		sid:        j.SID, // 0 for client ids
+		sid:        j.ServerID(), // 0 for client ids
 		seq:        j.Seq,
 		ackTimeout: j.AckTimeout,
 		retry:      j.Retry,

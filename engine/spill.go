@@ -85,16 +85,13 @@ func (e *Engine) spill(ft *finetimer.Timer) {
 	// a change between them only makes spillChunk refuse.
 	gen := jn.Gen()
 	cs := make([]record.Cand, 0, compactChunk)
-	e.mu.Lock()
-	ids := e.far.set != nil // a client id's job leaves memory only whole; a reload may reopen the buckets
-	e.mu.Unlock()
 	var moved []record.Cand
 	var last record.Cand
 	stopped := false
 	// The tail slices itself (journal.Env.Pause every 200 µs of records:
 	// a compaction's restatements are tens of MB to decode).
 	_, err := jn.Tail(func(seg uint64, off int64, rec []byte) {
-		c, m, ok := record.Tailed(seg, off, rec, &last, ids)
+		c, m, ok := record.Tailed(seg, off, rec, &last)
 		if !ok || stopped {
 			return
 		}
@@ -164,13 +161,11 @@ func (e *Engine) restateMoved(ms []record.Cand, gen uint64, ft *finetimer.Timer)
 
 // restateFar restates, once at start, the jobs delayed beyond the horizon
 // whose payload replay left in memory (moved beyond it after their add
-// was logged: replay knows no copy of the payload to point at; or of a
-// client id, with the buckets on: replay keeps no client id's payload on
-// disk).
+// was logged: replay knows no copy of the payload to point at).
 func (e *Engine) restateFar(ft *finetimer.Timer) {
 	var s uint32
 	e.restateBeyond(ft, false, func(horizon int64, out []uint32) ([]uint32, bool) {
-		out, s = e.jobs.InMemoryBeyond(s, uint32(compactChunk), horizon, e.far.set != nil, out)
+		out, s = e.jobs.InMemoryBeyond(s, uint32(compactChunk), horizon, out)
 		return out, s >= e.jobs.Len()
 	})
 }
@@ -236,8 +231,8 @@ func (e *Engine) spillOne(c *record.Cand, horizon int64, segs []uint64, cur *jou
 	if !journal.HomedBy(h, c.Seg, segs, cur) {
 		return // restated since, into a later segment
 	}
-	if e.far.set != nil && j.Flags&^jobs.FlagInRun == 0 && e.out(s, c.Seg, c.Off) || j.IDLen > 0 {
-		return // a client id's job leaves memory whole or not at all (jobs.CanSpill)
+	if e.far.set != nil && j.Flags&^jobs.FlagInRun == 0 && e.out(s, c.Seg, c.Off) || !jobs.CanSpill(j, c.Off) {
+		return
 	}
 	size := jobs.DataSize(j)
 	e.j.live.Sub(h, size)
@@ -256,7 +251,7 @@ func (e *Engine) spillOne(c *record.Cand, horizon int64, segs []uint64, cur *jou
 func (e *Engine) keepOnDisk(j *jobs.Job, r *record.Rec) bool {
 	off, ok := r.KeptAt(e.j.rec, e.j.recOff, e.j.keepBy)
 	if ok {
-		e.jobs.Keep(j, e.j.home, off, len(r.Payload))
+		e.jobs.Keep(j, r.ID, e.j.home, off, len(r.Payload))
 	}
 	return ok
 }

@@ -69,11 +69,16 @@ func addFarIDs(t *testing.T, e *Engine, n, size int, ids bool) []string {
 // time, never early; a restart has them all. Jobs within the horizon are
 // untouched.
 func TestPayloadsOnDisk(t *testing.T) {
+	t.Run("server ids", func(t *testing.T) { testPayloadsOnDisk(t, false) })
+	t.Run("client ids", func(t *testing.T) { testPayloadsOnDisk(t, true) })
+}
+
+func testPayloadsOnDisk(t *testing.T, ids bool) {
 	synctest.Test(t, func(t *testing.T) {
 		fs := aof.NewMemFS()
 		e := mustNew(t, horizoned(fs, FsyncAlways))
 		inUse := e.Info().PayloadBytes
-		far := addFar(t, e, 60, 200)
+		far := addFarIDs(t, e, 60, 200, ids)
 		grown := e.Info().PayloadBytes - inUse
 		before := dump(e)
 		settleSpill()
@@ -147,13 +152,18 @@ func TestPayloadsOnDisk(t *testing.T) {
 // spills them again from the head), and a crash at any step of it loses
 // nothing: TestCompactionCrashAtEveryStep with payloads on disk.
 func TestCompactionWithPayloadsOnDisk(t *testing.T) {
+	t.Run("server ids", func(t *testing.T) { testCompactionWithPayloadsOnDisk(t, false) })
+	t.Run("client ids", func(t *testing.T) { testCompactionWithPayloadsOnDisk(t, true) })
+}
+
+func testCompactionWithPayloadsOnDisk(t *testing.T, withIDs bool) {
 	synctest.Test(t, func(t *testing.T) {
 		fs := aof.NewMemFS()
 		rng := rand.New(rand.NewPCG(7, 8))
 		var ids []string
 		e := mustNew(t, segmented(fs, FsyncAlways))
 		churn(t, e, rng, 200, &ids) // FLUSHALL among its writes
-		addFar(t, e, 40, 60)
+		addFarIDs(t, e, 40, 60, withIDs)
 		churn(t, e, rng, 60, &ids)
 		e.Close()
 		// Time moves as the spiller runs: the state to keep is the one
@@ -229,12 +239,17 @@ func TestCompactionWithPayloadsOnDisk(t *testing.T) {
 // not timed: the payloads read under the lock (jobs.Table.Payload) stay
 // where they were, and the state is the same, after a restart too.
 func TestCompactionReadsPayloadsOffTheLock(t *testing.T) {
+	t.Run("server ids", func(t *testing.T) { testCompactionReadsPayloadsOffTheLock(t, false) })
+	t.Run("client ids", func(t *testing.T) { testCompactionReadsPayloadsOffTheLock(t, true) })
+}
+
+func testCompactionReadsPayloadsOffTheLock(t *testing.T, ids bool) {
 	synctest.Test(t, func(t *testing.T) {
 		defer func(c int) { compactChunk = c }(compactChunk)
 		compactChunk = 32 // several steps
 		fs := aof.NewMemFS()
 		e := mustNew(t, horizoned(fs, FsyncEverySec))
-		addFar(t, e, 200, 40)
+		addFarIDs(t, e, 200, 40, ids)
 		settleSpill()
 		if n := e.Info().DiskJobs; n != 200 {
 			t.Fatalf("%d payloads on disk, want 200", n)
@@ -320,10 +335,15 @@ func TestSpillerSpillsAsItTails(t *testing.T) {
 // A rewrite (BGREWRITEAOF) drops every segment: the payloads on disk come
 // back into memory as it writes them, and are spilled again from its file.
 func TestRewriteWithPayloadsOnDisk(t *testing.T) {
+	t.Run("server ids", func(t *testing.T) { testRewriteWithPayloadsOnDisk(t, false) })
+	t.Run("client ids", func(t *testing.T) { testRewriteWithPayloadsOnDisk(t, true) })
+}
+
+func testRewriteWithPayloadsOnDisk(t *testing.T, ids bool) {
 	synctest.Test(t, func(t *testing.T) {
 		fs := aof.NewMemFS()
 		e := mustNew(t, horizoned(fs, FsyncEverySec))
-		addFar(t, e, 50, 80)
+		addFarIDs(t, e, 50, 80, ids)
 		before := dump(e)
 		settleSpill()
 		if n := e.Info().DiskJobs; n != 50 {
@@ -453,11 +473,16 @@ func TestRescheduledBeyondHorizon(t *testing.T) {
 // in the log keeps its locator until the read-ahead; every reader has
 // them as before.
 func TestReplayKeepsPayloadsOnDisk(t *testing.T) {
+	t.Run("server ids", func(t *testing.T) { testReplayKeepsPayloadsOnDisk(t, false) })
+	t.Run("client ids", func(t *testing.T) { testReplayKeepsPayloadsOnDisk(t, true) })
+}
+
+func testReplayKeepsPayloadsOnDisk(t *testing.T, ids bool) {
 	synctest.Test(t, func(t *testing.T) {
 		fs := aof.NewMemFS()
 		e := mustNew(t, horizoned(fs, FsyncAlways))
 		inUse := e.Info().PayloadBytes
-		far := addFar(t, e, 60, 200)
+		far := addFarIDs(t, e, 60, 200, ids)
 		res, err := e.Add(AddArgs{Queue: b("q0"), Delay: 900_000, Payload: []byte("moved to dst")})
 		if err != nil {
 			t.Fatal(err)

@@ -29,8 +29,7 @@ func TestPayloadsOnDiskSurviveKill9(t *testing.T) {
 // TestFarBucketsSurviveKill9 is TestPayloadsOnDiskSurviveKill9 with the
 // far-future buckets on: every job passes through disk (INFO far_jobs),
 // the kills come during spills, seals, checkpoints (each compaction takes
-// one) and loads, and a cancel by id reaches jobs in runs; half the jobs
-// have client ids.
+// one) and loads, and a cancel by id reaches jobs in runs.
 func TestFarBucketsSurviveKill9(t *testing.T) {
 	t.Parallel()
 	diskKill9(t, "yes", "far_jobs")
@@ -51,7 +50,7 @@ func diskKill9(t *testing.T, far, field string) {
 		at := time.Now().Add(delay).UnixMilli()
 		for i := range k {
 			args := []any{"DELAY.ADD", "q", delay.Milliseconds(), diskPayload(n + i)}
-			if far == "yes" && (n+i)%2 == 0 { // client ids go far too
+			if (n+i)%2 == 0 { // client ids' payloads go to disk, and far, too
 				args = append(args, "ID", fmt.Sprint("order-", n+i))
 			}
 			cmds[i] = pipe.Do(ctx, args...)

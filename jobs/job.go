@@ -54,3 +54,12 @@ const (
 	FlagReason                     // its last failure reason is in Table.Reasons
 	FlagTimedOut                   // its last failure reason is the ack timeout, kept in this bit alone
 )
+
+// ServerID is j's server-made id, 0 for a client id's job (whose SID may
+// hold its payload's locator: disk.go).
+func (j *Job) ServerID() uint64 {
+	if j.IDLen > 0 {
+		return 0
+	}
+	return j.SID
+}

@@ -89,9 +89,7 @@ func AppendQueueJobs(out []byte, t *jobs.Table, q *queue.Queue, qi uint32, name 
 // on disk, docs/decisions/payloads-on-disk.md): the segment the record
 // lies in and where the payload lies there (-1 for a move record, which
 // carries none: its job is restated and spilled from the restatement), the
-// job's server id, add order and queue, or its client id: such a job may
-// only leave memory whole, for the far-future buckets (its id bytes share
-// the payload's arena block).
+// job's server id, add order and queue, or its client id.
 type Cand struct {
 	Seg      uint64
 	Off      int64
@@ -103,15 +101,13 @@ type Cand struct {
 // Tailed says what rec, read from the log at off in segment seg, offers to
 // disk: an add record with a payload of a small block (moved false), or a
 // move that left the job delayed (moved true); ok false for any other
-// record. Records of client ids count only if ids says so (the far-future
-// buckets are on): each costs a string.
 // last is the caller's last candidate: its queue's name is shared when
 // the record's is the same (a tail holds runs of one queue's records: one
 // string a run, not one a record, to collect).
-func Tailed(seg uint64, off int64, rec []byte, last *Cand, ids bool) (c Cand, moved, ok bool) {
-	if r, at, ok := AddPayload(rec); ok && len(r.Payload) <= jobs.MaxSmall && (r.ID == nil || ids) {
+func Tailed(seg uint64, off int64, rec []byte, last *Cand) (c Cand, moved, ok bool) {
+	if r, at, ok := AddPayload(rec); ok && len(r.Payload) <= jobs.MaxSmall {
 		c = Cand{seg, off + int64(at), r.SID, r.Seq, last.name(r.Queue), string(r.ID)}
-	} else if r, ok := MovedLater(rec); ok && (r.ID == nil || ids) {
+	} else if r, ok := MovedLater(rec); ok {
 		c, moved = Cand{seg, -1, r.SID, r.Seq, last.name(r.Queue), string(r.ID)}, true
 	} else {
 		return Cand{}, false, false
@@ -129,16 +125,14 @@ func (c *Cand) name(q []byte) string {
 }
 
 // Fits says j is still the job c's record left (its id and add order),
-// delayed beyond horizon, with a payload that may go to disk: alone for a
-// server id, with the whole job for a client id.
+// delayed beyond horizon, with a payload that may go to disk, or (a client
+// id's, which stays in memory within the horizon) a job that may leave
+// memory whole for the far-future buckets.
 func (c *Cand) Fits(j *jobs.Job, horizon int64) bool {
-	if j.State != jobs.StateDelayed || j.Seq != c.Seq || j.Due <= horizon {
+	if j.State != jobs.StateDelayed || j.Seq != c.Seq || j.Due <= horizon || (c.ID != "") != (j.IDLen > 0) || c.ID == "" && j.SID != c.SID {
 		return false
 	}
-	if c.ID != "" {
-		return j.IDLen > 0 && j.Flags == 0 && j.Plen() > 0 // what Engine.out takes
-	}
-	return j.SID == c.SID && jobs.CanSpill(j, max(c.Off, 0))
+	return jobs.CanSpill(j, max(c.Off, 0)) || c.ID != "" && j.Flags == 0 && j.Plen() > 0 // what Engine.out takes
 }
 
 // sizeTag begins the queue field of a snapshot's meta record that says

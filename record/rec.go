@@ -455,12 +455,12 @@ func MovedLater(b []byte) (r Rec, ok bool) {
 // KeptAt returns where the payload of r, an add record decoded from rec,
 // which lies at recOff in its segment, is in that segment, if its job may
 // keep it there from the start instead of a copy in memory (payloads on
-// disk, at replay): a server id's job, delayed beyond by, with a payload
+// disk, at replay): a job delayed beyond by, with a payload
 // of a small block that aliases rec (a unit gathered from its parts is a
 // copy) at an offset a locator can name.
 func (r *Rec) KeptAt(rec []byte, recOff, by int64) (int64, bool) {
 	n := len(r.Payload)
-	if r.Op != Add || r.ID != nil || r.Due <= by || r.Flags&(FlagHead|FlagReady|FlagReserved) != 0 ||
+	if r.Op != Add || r.Due <= by || r.Flags&(FlagHead|FlagReady|FlagReserved) != 0 ||
 		n == 0 || n > jobs.MaxSmall || n > len(rec) {
 		return 0, false
 	}

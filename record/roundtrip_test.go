@@ -110,7 +110,7 @@ func TestRecordReasonTailIsOptional(t *testing.T) {
 }
 
 // AddPayload finds an add record's payload in its encoding, a client id's
-// too, and only an add's; Tailed offers a client id's only when asked.
+// too, and only an add's; Tailed offers it with its id.
 func TestAddPayload(t *testing.T) {
 	r := Rec{Op: Add, Time: 5, Queue: []byte("q"), SID: 42, Due: 9, Seq: 3, Payload: []byte("the payload"), Retry: -1}
 	b := r.Encode(nil)
@@ -124,10 +124,7 @@ func TestAddPayload(t *testing.T) {
 		t.Fatalf("AddPayload of a client id: %v at %d, %+v", ok, at, got)
 	}
 	var last Cand
-	if _, _, ok := Tailed(1, 0, b, &last, false); ok {
-		t.Fatal("Tailed offered a client id's add with ids off")
-	}
-	if c, moved, ok := Tailed(1, 100, b, &last, true); !ok || moved || c.ID != "client-id" || c.Seq != 3 || c.Queue != "q" || c.Off <= 100 {
+	if c, moved, ok := Tailed(1, 100, b, &last); !ok || moved || c.ID != "client-id" || c.Seq != 3 || c.Queue != "q" || c.Off <= 100 {
 		t.Fatalf("Tailed of a client id's add: %v %v %+v", ok, moved, c)
 	}
 	if _, _, ok := AddPayload((&Rec{Op: Cancel, Queue: []byte("q"), SID: 42}).Encode(nil)); ok {
