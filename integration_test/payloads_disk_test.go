@@ -20,7 +20,7 @@ func diskPayload(i int) string { return fmt.Sprintf("%-200s", "payload-"+strconv
 // small segments roll and compact under churn (appendfsync always). A kill
 // -9 at any of these moments loses no acknowledged job and no payload,
 // DELAY.GET reads each one back, and every job is handed out with its
-// payload when due, never early.
+// payload when due, never early. Half the jobs have client ids.
 func TestPayloadsOnDiskSurviveKill9(t *testing.T) {
 	t.Parallel()
 	diskKill9(t, "no", "payloads_on_disk")
