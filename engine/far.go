@@ -113,13 +113,14 @@ func (e *Engine) farSkips(r *record.Rec) bool {
 // farSkipsID says whether replay, before the opened checkpoint's mark and
 // after time moved to r's (which may end an earlier job of its id, say by
 // an ack deadline into a dead-letter queue), skips r, an add record of a
-// client id: the one a run's job was taken out of memory from (the spiller tails add records only, and takes the job
-// only if its add order is still the record's). Its id's key alone cannot
-// say it: a job of the id may have come and gone before, or the job itself
-// been added earlier and moved since. So the run's copy is read (a pread or three, a
-// far job of a client id whose record is still in the log) and its add
-// order compared; the job's earlier state replay made, if any, goes, as
-// the record would have replaced it (docs/decisions/far-future-ids.md).
+// client id: the one a run's job was taken out of memory from (the
+// spiller tails add records only, and takes the job only if its add order
+// is still the record's). Its id's key alone cannot say it: a job of the
+// id may have come and gone before, or the job itself been added earlier
+// and moved since. So the run's copy is read (a pread or three, a far job
+// of a client id whose record is still in the log) and its add order
+// compared; the job's earlier state replay made, if any, goes, as the
+// record would have replaced it (docs/decisions/far-future-ids.md).
 func (e *Engine) farSkipsID(r *record.Rec) bool {
 	f := &e.far
 	key := farKey(unsafe.String(unsafe.SliceData(r.Queue), len(r.Queue)), r.ID)
