@@ -200,6 +200,9 @@ type overviewData struct {
 	LogSize, LogBase              int64
 	LogFsync, LogRewriting        string
 	Memory, Payloads              int64
+	// Disk is what the horizon keeps out of memory (INFO memory); nil
+	// when the horizon is off (no log, a cluster, --horizon 0).
+	Disk *diskView
 	Uptime                        string
 	Version, Role                 string
 	Lateness                      *histogram
@@ -207,6 +210,14 @@ type overviewData struct {
 	// LatencyMs is INFO queues' latency_max_ms: the longest any ready job
 	// has waited since its due time; -1 when the server does not say.
 	LatencyMs int64
+}
+
+// diskView is the overview's "on disk" line: jobs due beyond the horizon
+// out of memory in the far-future buckets, and payloads of jobs still in
+// memory kept in the log (docs/decisions/far-future-buckets.md,
+// payloads-on-disk.md).
+type diskView struct {
+	HorizonMs, FarJobs, FarBytes, Payloads, PayloadBytes int64
 }
 
 type counter struct {
@@ -271,6 +282,10 @@ func (d *dashboard) overview(ctx context.Context, r *http.Request) (string, any)
 		o.LogRewriting = "rewriting"
 	}
 	o.Memory, o.Payloads = in.int("memory", "used_memory"), in.int("memory", "used_memory_payloads")
+	if h := in.int("memory", "payload_horizon_ms"); h > 0 {
+		o.Disk = &diskView{HorizonMs: h, FarJobs: in.int("memory", "far_jobs"), FarBytes: in.int("memory", "far_disk_bytes"),
+			Payloads: in.int("memory", "payloads_on_disk"), PayloadBytes: in.int("memory", "payloads_on_disk_bytes")}
+	}
 	o.Uptime = fmtDur(time.Duration(in.int("server", "uptime_in_seconds")) * time.Second)
 	o.Version = in["server"]["delayd_version"]
 	o.Role = in["replication"]["role"]

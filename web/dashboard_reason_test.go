@@ -100,3 +100,31 @@ func TestDashboardQueuePagesThroughDelayedJobs(t *testing.T) {
 		t.Errorf("the last page offers a next page, or no way back to the first")
 	}
 }
+
+// The overview says what the horizon keeps out of memory: far jobs in the
+// buckets and payloads in the log; with the horizon off it says nothing.
+func TestDashboardShowsWhatIsOnDisk(t *testing.T) {
+	if _, body := get(t, newTestServer(t, Options{}), "/"); strings.Contains(body, `data-k="far_jobs"`) {
+		t.Fatal("an overview without a log shows jobs on disk")
+	}
+	eng, err := engine.New(engine.Options{AppendOnly: true, Dir: t.TempDir(), Horizon: 1000, FarBuckets: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { eng.Close() })
+	s := New(Options{Dispatcher: commands.New(commands.Options{Engine: eng, Log: zerolog.Nop()})})
+	must(t, s, "DELAY.ADD", "q", "600000", "far away", "ID", "order-1")
+	// The spiller's round (100 ms) takes it out of memory.
+	for deadline := time.Now().Add(10 * time.Second); eng.Info().Far.Jobs == 0; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the job never went to disk")
+		}
+	}
+	_, body := get(t, s, "/")
+	if got := dataValue(t, body, "far_jobs"); got != "1" {
+		t.Fatalf("far_jobs shown as %s, want 1", got)
+	}
+	if !strings.Contains(body, "beyond 1.0s") {
+		t.Fatal("the overview does not say the horizon")
+	}
+}
