@@ -202,11 +202,11 @@ type overviewData struct {
 	Memory, Payloads              int64
 	// Disk is what the horizon keeps out of memory (INFO memory); nil
 	// when the horizon is off (no log, a cluster, --horizon 0).
-	Disk *diskView
-	Uptime                        string
-	Version, Role                 string
-	Lateness                      *histogram
-	Charts                        chartsView
+	Disk          *diskView
+	Uptime        string
+	Version, Role string
+	Lateness      *histogram
+	Charts        chartsView
 	// LatencyMs is INFO queues' latency_max_ms: the longest any ready job
 	// has waited since its due time; -1 when the server does not say.
 	LatencyMs int64
