@@ -202,7 +202,7 @@ func (e *Engine) outKept(ft *finetimer.Timer) {
 		segs, horizon := e.journal.Segments(), e.nowMs()+e.opts.Horizon
 		for end := min(s+compactScan, e.jobs.Len()); s < end; s++ {
 			j := e.jobs.At(s)
-			if j.Flags&^jobs.FlagInRun != jobs.FlagOnDisk || j.State != jobs.StateDelayed || j.Due <= horizon {
+			if j.Flags&jobs.FlagOnDisk == 0 || j.State != jobs.StateDelayed || j.Due <= horizon {
 				continue
 			}
 			seg, off, _ := jobs.LocOf(j)
@@ -258,9 +258,15 @@ func farScanJob(fj *bucket.Job) (ScanJob, bool) {
 	if farRec(&r, fj, 0) != nil {
 		return ScanJob{}, false
 	}
-	return ScanJob{JobInfo: JobInfo{ID: farID(&r), Queue: []byte(fj.Queue), Payload: fj.Payload,
-		State: jobs.StateNames[jobs.StateDelayed], Due: fj.Due, Deliveries: r.Deliveries, Group: slices.Clone(r.Group), Priority: r.Priority},
-		Seq: fj.Seq, AckTimeout: r.AckTimeout, Retry: r.Retry}, true
+	sj := ScanJob{JobInfo: JobInfo{ID: farID(&r), Queue: []byte(fj.Queue), Payload: fj.Payload,
+		State: jobs.StateNames[jobs.StateDelayed], Due: fj.Due, Deliveries: r.Deliveries, Group: slices.Clone(r.Group), Priority: r.Priority,
+		Reason: string(r.Reason)},
+		Seq: fj.Seq, AckTimeout: r.AckTimeout, Retry: r.Retry, DeadLetter: slices.Clone(r.DeadLetter)}
+	if o := r.Origin; o != nil {
+		sj.Origin = slices.Clone(o.Queue)
+		sj.OriginOpts = jobs.Origin{AckTimeout: o.AckTimeout, Retry: o.Retry, DeadLetter: slices.Clone(o.DeadLetter)}
+	}
+	return sj, true
 }
 
 // farRec decodes into r the add record that restates fj, a far job, at

@@ -107,13 +107,22 @@ func farLen(e *Engine) int64 {
 func TestFarBuckets(t *testing.T) {
 	t.Run("server ids", func(t *testing.T) { testFarBuckets(t, false) })
 	t.Run("client ids", func(t *testing.T) { testFarBuckets(t, true) })
+	t.Run("options", func(t *testing.T) { testFarBuckets(t, withOptions) })
 }
 
-func testFarBuckets(t *testing.T, ids bool) {
+// testFarBuckets runs with server ids (false), client ids (true) or the
+// options an add sets (a func(*AddArgs, int)).
+func testFarBuckets(t *testing.T, mode any) {
+	ids := mode != false
 	synctest.Test(t, func(t *testing.T) {
 		fs := aof.NewMemFS()
 		e := mustNew(t, farBuckets(fs))
-		far := addFarIDs(t, e, 60, 200, ids)
+		var far []string
+		if opt, ok := mode.(func(*AddArgs, int)); ok {
+			far = addFarWith(t, e, 60, 200, opt)
+		} else {
+			far = addFarIDs(t, e, 60, 200, ids)
+		}
 		// Ten more far jobs of q0 due in the same millisecond: their add
 		// order must hold.
 		same := e.Now() + 900_000
@@ -520,7 +529,7 @@ func testScanJobsListsFarJobs(t *testing.T, ids bool) {
 		}
 		for i := range 30 { // far jobs with fields of their own
 			res, err := e.Add(AddArgs{Queue: b("q1"), ID: idOf("opt-", i), Delay: 900_000 + int64(i), Payload: b(fmt.Sprint("opt", i)),
-				AckTimeout: 7000, Retry: 3, Priority: 2})
+				AckTimeout: 7000, Retry: 3, Priority: 2, DeadLetter: b("dlq")})
 			if err != nil || e.WaitDurable(res.Ticket) != nil {
 				t.Fatal(err)
 			}
@@ -543,7 +552,8 @@ func testScanJobsListsFarJobs(t *testing.T, ids bool) {
 				if fmt.Sprint(got) != fmt.Sprint(j.JobInfo) {
 					t.Fatalf("%s/%s listed\n%+v\nis\n%+v", q, j.ID, j.JobInfo, got)
 				}
-				if strings.HasPrefix(string(j.Payload), "opt") && (j.AckTimeout != 7000 || j.Retry != 3 || j.Priority != 2 || j.Seq == 0) {
+				if strings.HasPrefix(string(j.Payload), "opt") && (j.AckTimeout != 7000 || j.Retry != 3 || j.Priority != 2 || j.Seq == 0 ||
+					string(j.DeadLetter) != "dlq") {
 					t.Fatalf("a far job's options: %+v", j)
 				}
 				want[q+"/"+string(j.ID)] = j.JobInfo

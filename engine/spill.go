@@ -231,7 +231,7 @@ func (e *Engine) spillOne(c *record.Cand, horizon int64, segs []uint64, cur *jou
 	if !journal.HomedBy(h, c.Seg, segs, cur) {
 		return // restated since, into a later segment
 	}
-	if e.far.set != nil && j.Flags&^jobs.FlagInRun == 0 && e.out(s, c.Seg, c.Off) || !jobs.CanSpill(j, c.Off) {
+	if e.far.set != nil && j.Flags&jobs.FlagOnDisk == 0 && e.out(s, c.Seg, c.Off) || !jobs.CanSpill(j, c.Off) {
 		return
 	}
 	size := jobs.DataSize(j)

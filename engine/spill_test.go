@@ -38,6 +38,25 @@ func addFar(t *testing.T, e *Engine, n, size int) []string {
 // addFarIDs is addFar, with client ids if ids says so.
 func addFarIDs(t *testing.T, e *Engine, n, size int, ids bool) []string {
 	t.Helper()
+	return addFarWith(t, e, n, size, func(a *AddArgs, i int) {
+		if ids {
+			a.ID = b(fmt.Sprint("order-", i))
+		}
+	})
+}
+
+// withOptions gives an add of addFarWith a client id and the options that
+// keep more of a job in side tables: a dead-letter queue and UNIQUE, with
+// retries (no ack timeout: a pop ends a job, as the tests that use it
+// count).
+func withOptions(a *AddArgs, i int) {
+	a.ID = b(fmt.Sprint("order-", i))
+	a.DeadLetter, a.Unique, a.Retry = b("dead"), 3_600_000, 2
+}
+
+// addFarWith is addFar, each add's arguments set by opt.
+func addFarWith(t *testing.T, e *Engine, n, size int, opt func(*AddArgs, int)) []string {
+	t.Helper()
 	var far []string
 	for i := range 2 * n {
 		p := []byte(fmt.Sprintf("%-*d", size, i))
@@ -46,9 +65,7 @@ func addFarIDs(t *testing.T, e *Engine, n, size int, ids bool) []string {
 			delay = 600_000 + int64(i)
 		}
 		a := AddArgs{Queue: b(fmt.Sprint("q", i%3)), Delay: delay, Payload: p}
-		if ids {
-			a.ID = b(fmt.Sprint("order-", i))
-		}
+		opt(&a, i)
 		res, err := e.Add(a)
 		if err != nil {
 			t.Fatal(err)

@@ -132,7 +132,7 @@ func (c *Cand) Fits(j *jobs.Job, horizon int64) bool {
 	if j.State != jobs.StateDelayed || j.Seq != c.Seq || j.Due <= horizon || (c.ID != "") != (j.IDLen > 0) || c.ID == "" && j.SID != c.SID {
 		return false
 	}
-	return jobs.CanSpill(j, max(c.Off, 0)) || c.ID != "" && j.Flags == 0 && j.Plen() > 0 // what Engine.out takes
+	return jobs.CanSpill(j, max(c.Off, 0)) || c.ID != "" && j.Flags&jobs.FlagOnDisk == 0 && j.Plen() > 0 // what Engine.out takes
 }
 
 // sizeTag begins the queue field of a snapshot's meta record that says
