@@ -20,7 +20,8 @@ func diskPayload(i int) string { return fmt.Sprintf("%-200s", "payload-"+strconv
 // small segments roll and compact under churn (appendfsync always). A kill
 // -9 at any of these moments loses no acknowledged job and no payload,
 // DELAY.GET reads each one back, and every job is handed out with its
-// payload when due, never early. Half the jobs have client ids.
+// payload when due, never early. Half the jobs have client ids, a third a
+// dead-letter queue.
 func TestPayloadsOnDiskSurviveKill9(t *testing.T) {
 	t.Parallel()
 	diskKill9(t, "no", "payloads_on_disk")
@@ -52,6 +53,9 @@ func diskKill9(t *testing.T, far, field string) {
 			args := []any{"DELAY.ADD", "q", delay.Milliseconds(), diskPayload(n + i)}
 			if (n+i)%2 == 0 { // client ids' payloads go to disk, and far, too
 				args = append(args, "ID", fmt.Sprint("order-", n+i))
+			}
+			if (n+i)%3 == 0 { // and jobs with a dead-letter queue
+				args = append(args, "DEADLETTER", "dlq")
 			}
 			cmds[i] = pipe.Do(ctx, args...)
 		}
