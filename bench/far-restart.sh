@@ -6,6 +6,7 @@
 #   FAR=yes N=1000000 bench/far-restart.sh
 #   FAR=no  N=1000000 bench/far-restart.sh
 #   IDS=yes FAR=yes N=1000000 bench/far-restart.sh   (each job with a client id, "order-<i>")
+#   EXTRA="DEADLETTER dlq" IDS=yes bench/far-restart.sh   (options appended to every add)
 #
 # KEEP=dir keeps the data directory there and leaves the restarted server
 # running on PORT (for measurements at that size; stop it with redis-cli).
@@ -38,13 +39,14 @@ start; wait_port; r0=$(rss "$pid")
 payload=$(head -c 256 /dev/zero | tr '\0' x)
 from=$(date +%s%3N)
 idfmt=""; [ "${IDS:-no}" = yes ] && idfmt=" ID order-%d"
+[ -n "${EXTRA:-}" ] && idfmt="$idfmt ${EXTRA}"
 awk -v n="$N" -v p="$payload" -v f="$idfmt" 'BEGIN{for(i=0;i<n;i++) printf "DELAY.ADD q %d %s" f "\r\n", 7200000+(i*2591)%2592000000, p, i}' \
   | redis-cli -p "$P" --pipe >/dev/null
 # The unix ms the adds' server ids were made between (bench/far-add.sh draws ids from it).
 echo "$from $(date +%s%3N)" > "$work/fill-ms"
 settle
 r1=$(rss "$pid")
-echo "far-buckets $FAR, ids ${IDS:-no}, $N jobs: after the adds RSS $(( (r1-r0)/N )) B/job, far_jobs $(info far_jobs), payloads_on_disk $(info payloads_on_disk)"
+echo "far-buckets $FAR, ids ${IDS:-no}${EXTRA:+, $EXTRA}, $N jobs: after the adds RSS $(( (r1-r0)/N )) B/job, far_jobs $(info far_jobs), payloads_on_disk $(info payloads_on_disk)"
 redis-cli -p "$P" shutdown >/dev/null 2>&1 || true; wait "$pid" 2>/dev/null || true
 echo "disk $(du -sb "$work/data" | awk -v n="$N" '{printf "%d", $1/n}') B/job"
 t0=$(date +%s.%N); start; wait_port; t1=$(date +%s.%N)
