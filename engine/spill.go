@@ -85,13 +85,16 @@ func (e *Engine) spill(ft *finetimer.Timer) {
 	// a change between them only makes spillChunk refuse.
 	gen := jn.Gen()
 	cs := make([]record.Cand, 0, compactChunk)
+	e.mu.Lock()
+	beyond := e.nowMs() + e.opts.Horizon // what is due sooner is no candidate: no string, no lookup
+	e.mu.Unlock()
 	var moved []record.Cand
 	var last record.Cand
 	stopped := false
 	// The tail slices itself (journal.Env.Pause every 200 µs of records:
 	// a compaction's restatements are tens of MB to decode).
 	_, err := jn.Tail(func(seg uint64, off int64, rec []byte) {
-		c, m, ok := record.Tailed(seg, off, rec, &last)
+		c, m, ok := record.Tailed(seg, off, rec, &last, beyond)
 		if !ok || stopped {
 			return
 		}

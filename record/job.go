@@ -100,14 +100,16 @@ type Cand struct {
 
 // Tailed says what rec, read from the log at off in segment seg, offers to
 // disk: an add record with a payload of a small block (moved false), or a
-// move that left the job delayed (moved true); ok false for any other
+// move that left the job delayed (moved true), due after beyond (the
+// horizon's time when the tail began: a record due sooner offers nothing,
+// and is decoded only); ok false for any other record.
 // last is the caller's last candidate: its queue's name is shared when
 // the record's is the same (a tail holds runs of one queue's records: one
 // string a run, not one a record, to collect).
-func Tailed(seg uint64, off int64, rec []byte, last *Cand) (c Cand, moved, ok bool) {
-	if r, at, ok := AddPayload(rec); ok && len(r.Payload) <= jobs.MaxSmall {
+func Tailed(seg uint64, off int64, rec []byte, last *Cand, beyond int64) (c Cand, moved, ok bool) {
+	if r, at, ok := AddPayload(rec); ok && r.Due > beyond && len(r.Payload) <= jobs.MaxSmall {
 		c = Cand{seg, off + int64(at), r.SID, r.Seq, last.name(r.Queue), string(r.ID)}
-	} else if r, ok := MovedLater(rec); ok {
+	} else if r, ok := MovedLater(rec); ok && r.Due > beyond {
 		c, moved = Cand{seg, -1, r.SID, r.Seq, last.name(r.Queue), string(r.ID)}, true
 	} else {
 		return Cand{}, false, false

@@ -124,7 +124,10 @@ func TestAddPayload(t *testing.T) {
 		t.Fatalf("AddPayload of a client id: %v at %d, %+v", ok, at, got)
 	}
 	var last Cand
-	if c, moved, ok := Tailed(1, 100, b, &last); !ok || moved || c.ID != "client-id" || c.Seq != 3 || c.Queue != "q" || c.Off <= 100 {
+	if _, _, ok := Tailed(1, 100, b, &last, 9); ok {
+		t.Fatal("Tailed offered an add due at the time given")
+	}
+	if c, moved, ok := Tailed(1, 100, b, &last, 8); !ok || moved || c.ID != "client-id" || c.Seq != 3 || c.Queue != "q" || c.Off <= 100 {
 		t.Fatalf("Tailed of a client id's add: %v %v %+v", ok, moved, c)
 	}
 	if _, _, ok := AddPayload((&Rec{Op: Cancel, Queue: []byte("q"), SID: 42}).Encode(nil)); ok {
