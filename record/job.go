@@ -127,9 +127,9 @@ func (c *Cand) name(q []byte) string {
 }
 
 // Fits says j is still the job c's record left (its id and add order),
-// delayed beyond horizon, with a payload that may go to disk, or (a client
-// id's, which stays in memory within the horizon) a job that may leave
-// memory whole for the far-future buckets.
+// delayed beyond horizon, with a payload that may go to disk, or, a client
+// id's whose id and payload are too big a block for that, one that may
+// leave memory whole for the far-future buckets.
 func (c *Cand) Fits(j *jobs.Job, horizon int64) bool {
 	if j.State != jobs.StateDelayed || j.Seq != c.Seq || j.Due <= horizon || (c.ID != "") != (j.IDLen > 0) || c.ID == "" && j.SID != c.SID {
 		return false

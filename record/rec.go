@@ -433,8 +433,9 @@ func DecodeUnit(b []byte) (part uint64, more byte, body []byte, err error) {
 	return part, more, d.B, nil
 }
 
-// AddPayload decodes b if it is an add record with a payload, and returns it with the offset of the payload's bytes in b:
-// where a reader of the log finds them again (payloads on disk).
+// AddPayload decodes b if it is an add record with a payload, and returns
+// it with the offset of the payload's bytes in b: where a reader of the
+// log finds them again (payloads on disk).
 func AddPayload(b []byte) (r Rec, at int, ok bool) {
 	if len(b) == 0 || b[0] != Add || r.Decode(b) != nil || len(r.Payload) == 0 {
 		return r, 0, false
@@ -442,9 +443,9 @@ func AddPayload(b []byte) (r Rec, at int, ok bool) {
 	return r, int(uintptr(unsafe.Pointer(unsafe.SliceData(r.Payload))) - uintptr(unsafe.Pointer(unsafe.SliceData(b)))), true
 }
 
-// MovedLater decodes b if it is a move record that leaves the job delayed: a job rescheduled (or handed back) to a later
-// time, whose payload a reader of the log may keep on disk by restating
-// it (payloads on disk).
+// MovedLater decodes b if it is a move record that leaves the job delayed:
+// a job rescheduled (or handed back) to a later time, whose payload a
+// reader of the log may keep on disk by restating it (payloads on disk).
 func MovedLater(b []byte) (r Rec, ok bool) {
 	if len(b) == 0 || b[0] != Move || r.Decode(b) != nil || r.Flags&(FlagHead|FlagReady|FlagReserved) != 0 {
 		return r, false
@@ -455,9 +456,9 @@ func MovedLater(b []byte) (r Rec, ok bool) {
 // KeptAt returns where the payload of r, an add record decoded from rec,
 // which lies at recOff in its segment, is in that segment, if its job may
 // keep it there from the start instead of a copy in memory (payloads on
-// disk, at replay): a job delayed beyond by, with a payload
-// of a small block that aliases rec (a unit gathered from its parts is a
-// copy) at an offset a locator can name.
+// disk, at replay): a job delayed beyond by, with a payload of a small
+// block that aliases rec (a unit gathered from its parts is a copy) at an
+// offset a locator can name.
 func (r *Rec) KeptAt(rec []byte, recOff, by int64) (int64, bool) {
 	n := len(r.Payload)
 	if r.Op != Add || r.Due <= by || r.Flags&(FlagHead|FlagReady|FlagReserved) != 0 ||
