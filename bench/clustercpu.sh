@@ -47,7 +47,15 @@ start() { # bin base -> "single leader follower follower" pids
   echo "$s $p1 $p2 $p3"
 }
 cpu() { for p in "$@"; do awk '{printf "%d ", $14+$15}' "/proc/$p/stat"; done; }
-bench() { taskset -c 1 redis-benchmark -p "$1" --csv -c 50 -n "$N" -P 16 -r 100000 DELAY.ADD q __rand_int__ p:__rand_int__ 2>/dev/null | tail -1 | cut -d, -f2 | tr -d '"'; }
+bench() { # a failed run says so on stderr and reads 0 adds/s (set -e would end the script silently)
+  local out
+  if ! out=$(taskset -c 1 redis-benchmark -p "$1" --csv -c 50 -n "$N" -P 16 -r 100000 DELAY.ADD q __rand_int__ p:__rand_int__ 2>/dev/null); then
+    echo "clustercpu: redis-benchmark on port $1 failed (exit $?); this round reads 0 adds/s" >&2
+    echo 0
+    return 0
+  fi
+  tail -1 <<<"$out" | cut -d, -f2 | tr -d '"'
+}
 round() { # name base pids...
   local name=$1 b=$2 s0 s1 t0 t1 sr cr
   read -ra s0 <<<"$(cpu "$3")"; sr=$(bench "$b"); read -ra s1 <<<"$(cpu "$3")"
