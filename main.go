@@ -137,6 +137,8 @@ func run(args, environ []string, stderr io.Writer) int {
 			Fsync:             cfg.AppendFsync,
 			ElectionTimeout:   time.Duration(cfg.ClusterElectionTimeout) * time.Millisecond,
 			SnapshotThreshold: uint64(cfg.ClusterSnapshotEntries),
+			SnapshotGrowth:    cfg.AutoRewritePercentage,
+			SnapshotMinBytes:  cfg.AutoRewriteMinSize,
 			TLS:               clusterTLS(cfg, tlsStore), // main_tls.go
 			Logger:            log,
 		}

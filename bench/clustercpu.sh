@@ -14,6 +14,8 @@
 # BASE..BASE+3 and BASE+11..BASE+13, and BASE+100.. for AGAINST), PROFILE
 # (a directory: this checkout's four nodes write CPU profiles there, whole
 # runs, read with `go tool pprof -top -cum -ignore stopServer DIR/follower2.prof`).
+# Every server compacts at the defaults (auto-rewrite-percentage 100, min
+# size 64 MB): the single node rewrites its log, the cluster snapshots.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROUNDS=${ROUNDS:-3}
@@ -25,7 +27,7 @@ pids=()
 trap 'kill "${pids[@]}" 2>/dev/null || true; wait 2>/dev/null; rm -rf "$work"' EXIT
 go build -o "$work/delayd" .
 
-common=(--bind 127.0.0.1 --log-level error --appendfsync everysec --auto-rewrite-percentage 0 --http-addr "")
+common=(--bind 127.0.0.1 --log-level error --appendfsync everysec --http-addr "")
 cl=(--cluster-enabled yes --cluster-election-timeout 3000)
 up() { for _ in $(seq 100); do redis-cli -p "$1" ping >/dev/null 2>&1 && return 0; sleep 0.1; done; return 1; }
 prof() { # bin role -> the environment its node runs with

@@ -22,6 +22,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# Both clusters snapshot at the defaults (auto-rewrite-percentage 100, min
+# size 64 MB).
 ROUNDS=${ROUNDS:-5}
 N=${N:-300000}
 P=${P:-16}
@@ -68,7 +70,7 @@ chmod +x "$work/node.sh"
 
 start() { # dir base groups
   DATA=$1 BASE_PORT=$2 RAFT_GROUPS=$3 DELAYD_BIN="$work/node.sh" scripts/cluster.sh start \
-    --appendfsync "$POLICY" --auto-rewrite-percentage 0 --http-addr "" --log-level error \
+    --appendfsync "$POLICY" --http-addr "" --log-level error \
     --cluster-election-timeout 3000 >/dev/null
 }
 start "$work/a" 7500 1

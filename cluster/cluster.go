@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -43,8 +44,16 @@ type Config struct {
 	// (default) or no.
 	Fsync string
 	// SnapshotThreshold is how many entries since the last snapshot make
-	// a new one (default 8192).
+	// a new one (default 8192); with SnapshotGrowth, the fewest.
 	SnapshotThreshold uint64
+	// SnapshotGrowth, a percentage, also waits for the log since the last
+	// snapshot to reach that share of the snapshot's size, and
+	// SnapshotMinBytes at least (the log rewrite's auto-rewrite-percentage
+	// and auto-rewrite-min-size): a snapshot costs O(jobs), so at millions
+	// of jobs a count of entries alone had a node snapshotting most of
+	// the time. 0: entries alone.
+	SnapshotGrowth   int
+	SnapshotMinBytes int64
 	// Replicas caps the group's voters (--cluster-replicas, with several
 	// groups; 0: every node that joins votes, as in a one-group cluster).
 	// A node joining a group that has them all is refused, unless the
@@ -87,6 +96,9 @@ type Cluster struct {
 	eng    *engine.Engine
 
 	leading atomic.Bool // this node leads and its engine takes writes
+	// snapLooks counts snapshotLoop's looks as they begin: once it moved
+	// by two, a whole look came after the caller's writes (tests).
+	snapLooks atomic.Int64
 	// trailing is Raft's TrailingLogs, raised while a snapshot is sent
 	// (keepLog): sends are the sends under way, keepTimer puts it back.
 	trailing  uint64
@@ -251,6 +263,11 @@ func (c *Cluster) Start(eng *engine.Engine, onRole func(leading bool)) error {
 	rc.BatchApplyCh = true
 	rc.MaxAppendEntries = 256
 	rc.SnapshotThreshold = 4 * c.cfg.SnapshotThreshold // a backstop: snapshotLoop takes them (snapshot.go)
+	if c.cfg.SnapshotGrowth > 0 {
+		// Raft's own timer counts entries only, and copies the whole state
+		// in memory when it fires: leave the snapshots to snapshotLoop.
+		rc.SnapshotThreshold = math.MaxUint64 / 2
+	}
 	rc.SnapshotInterval = 10 * time.Second
 	rc.TrailingLogs = 10240
 	if c.trailingLogs > 0 {

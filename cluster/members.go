@@ -513,12 +513,14 @@ func (c *Cluster) snapshotLoop() {
 			return
 		case <-t.C:
 		}
+		c.snapLooks.Add(1)
 		r := c.r()
 		if r == nil || r.State() == raft.Shutdown {
 			continue
 		}
+		var size int64
 		if metas, err := c.snaps.List(); err == nil && len(metas) > 0 {
-			last = metas[0].Index
+			last, size = metas[0].Index, metas[0].Size
 		}
 		// A node installing a snapshot has it in the store before its
 		// applied index reaches it: not a reason to capture (unsigned, the
@@ -527,10 +529,26 @@ func (c *Cluster) snapshotLoop() {
 		if applied := r.AppliedIndex(); applied < last || applied-last < c.cfg.SnapshotThreshold {
 			continue
 		}
+		if !c.logGrown(last, size) {
+			continue
+		}
 		if err := c.takeSnapshot(r); err != nil {
 			c.log.Debug().Err(err).Msg("cluster: snapshot not taken; trying again")
 		}
 	}
+}
+
+// logGrown says whether the log after the last snapshot (at index last,
+// size bytes) is large enough for a new one under SnapshotGrowth, as the
+// log rewrite's rule: a snapshot's cost grows with the jobs, the log's
+// with the writes, so snapshots come as often as the writes could fill
+// the state again, never more.
+func (c *Cluster) logGrown(last uint64, size int64) bool {
+	if c.cfg.SnapshotGrowth <= 0 {
+		return true
+	}
+	need := max(c.cfg.SnapshotMinBytes, size/100*int64(c.cfg.SnapshotGrowth))
+	return c.store.BytesAfter(last) >= need
 }
 
 // Failover makes this node its group's leader (CLUSTER FAILOVER sent to a

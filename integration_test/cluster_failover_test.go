@@ -389,7 +389,8 @@ func TestClusterWipedFollowerRejoins(t *testing.T) {
 	if jobs > 1000000 {
 		snapEvery, op, within = 8192, 60*time.Second, 10*time.Minute
 	}
-	cc := clStart(t, 3, "--cluster-snapshot-entries", strconv.FormatUint(snapEvery, 10))
+	// Entries alone decide (no growth rule): the test wants snapshots.
+	cc := clStart(t, 3, "--cluster-snapshot-entries", strconv.FormatUint(snapEvery, 10), "--auto-rewrite-percentage", "0")
 	leader := cc.waitLeader(t, 10*time.Second, nil)
 
 	// Load with pipelines; every job delayed an hour, so none moves.

@@ -32,7 +32,7 @@ import (
 func TestClusterGroupsWipedNodeRejoins(t *testing.T) {
 	t.Parallel()
 	const snapEvery = 64
-	extra := []string{"--cluster-snapshot-entries", strconv.Itoa(snapEvery)}
+	extra := []string{"--cluster-snapshot-entries", strconv.Itoa(snapEvery), "--auto-rewrite-percentage", "0"}
 	nodes := []*grNode{grStart(t, append([]string{"--cluster-bootstrap", "--cluster-groups", strconv.Itoa(grCount)}, extra...)...)}
 	for g := 0; g < grCount; g++ {
 		clWait(t, 15*time.Second, fmt.Sprintf("group %d's bootstrap", g), func() (bool, string) {

@@ -209,6 +209,28 @@ func (s *Store) LastIndex() (uint64, error) {
 	return s.last, nil
 }
 
+// BytesAfter is the size on disk of the entries after index: the log a
+// snapshot taken at index would let go. O(segments).
+func (s *Store) BytesAfter(index uint64) int64 {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.first > 0 {
+		index = max(index, s.first-1) // a deleted prefix's rest in a segment is not the log
+	}
+	var n int64
+	for _, seg := range s.segs {
+		if len(seg.offs) == 0 || seg.first+uint64(len(seg.offs))-1 <= index {
+			continue
+		}
+		i := 0
+		if index >= seg.first {
+			i = int(index-seg.first) + 1
+		}
+		n += seg.size - seg.offs[i]
+	}
+	return n
+}
+
 // IsMonotonic tells Raft to drop the whole log when it installs a snapshot
 // rather than leave a gap before the entries that follow it.
 func (s *Store) IsMonotonic() bool { return true }

@@ -388,3 +388,25 @@ func TestSplitEntries(t *testing.T) {
 		t.Fatalf("GetLog of a split entry: %v, %d bytes", err, len(l.Data))
 	}
 }
+
+// BytesAfter is the size the entries after an index take on disk, across
+// segments and after a deleted prefix: what the same entries take written
+// alone into one segment.
+func TestBytesAfter(t *testing.T) {
+	s := open(t, aof.NewMemFS(), Options{SegmentSize: 2000})
+	store(t, s, 1, 300, 3)
+	if err := s.DeleteRange(1, 40); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []uint64{0, 39, 40, 41, 57, 150, 151, 299, 300, 400} {
+		var want int64
+		if k < 300 {
+			alone := open(t, aof.NewMemFS(), Options{SegmentSize: 1 << 30})
+			store(t, alone, max(k+1, 41), 300, 7)
+			want = alone.segs[0].size - alone.segs[0].offs[0]
+		}
+		if got := s.BytesAfter(k); got != want {
+			t.Fatalf("BytesAfter(%d) = %d, want %d (%d segments)", k, got, want, len(s.segs))
+		}
+	}
+}

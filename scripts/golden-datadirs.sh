@@ -70,7 +70,7 @@ run() {
     # A snapshot every 24 entries: the directory holds a Raft snapshot and
     # entries after it, both formats.
     args+=(--cluster-enabled yes --cluster-bootstrap --cluster-bus-addr "127.0.0.1:$bus"
-      --cluster-snapshot-entries 24 --cluster-node-id 90140e9a1de0000000000000000000000000d1d0)
+      --cluster-snapshot-entries 24 --auto-rewrite-percentage 0 --cluster-node-id 90140e9a1de0000000000000000000000000d1d0)
   else
     args+=(--appendonly yes --appendfsync always)
   fi
