@@ -16,7 +16,8 @@
 # a group (50: redis-benchmark --cluster deals its clients out over the
 # masters, so the 3-group run gets 3C and each leader C, as the one group's), QUOTA percent of one CPU a node (25), POLICY appendfsync (everysec),
 # SERVER_CPU (0) all nodes, CLIENT_CPU (1) redis-benchmark, BIN (a delayd
-# binary to run instead of this checkout's build), PROFILE (a directory:
+# binary to run instead of this checkout's build), VERBOSE (each round's
+# figures and the Raft entries it made, on stderr), PROFILE (a directory:
 # each node writes its CPU profile there, node-<port>.prof, whole runs).
 # Needs root (cgroups: v1 cpu.cfs_quota_us or v2 cpu.max), redis-benchmark.
 set -euo pipefail
@@ -79,17 +80,32 @@ start "$work/b" 7600 3
 pids() { for n in 1 2 3; do cat "$1"/*$n/delayd.pid; done; } # node 1, 2, 3
 cpu() { for p in $(pids "$1"); do awk '{printf "%d ", $14+$15}' "/proc/$p/stat"; done; }
 run() { # dir port clients mode -> "rps total leader follower" (CPU µs a request)
-  local t0 t1 r
+  local t0 t1 r e0 e1
   read -ra t0 <<<"$(cpu "$1")"
+  e0=$(entries "$2")
   # redis-benchmark's --cluster wants two masters or more: one group's
   # leader owns every slot, so plain mode sends it the same commands.
   # shellcheck disable=SC2086
   r=$(taskset -c "$CLIENT_CPU" redis-benchmark $4 -p "$2" --csv -c "$3" -n "$N" -P "$P" -r 100000 \
     DELAY.ADD 'q{tag}' 600000 p:__rand_int__ 2>/dev/null | tail -1 | cut -d, -f2 | tr -d '"')
   read -ra t1 <<<"$(cpu "$1")"
+  e1=$(entries "$2")
+  [ -n "${VERBOSE:-}" ] && echo "  ${4:-plain} on $2: $((e1 - e0)) Raft entries over the leaders, $((N / (e1 - e0 + 1))) adds an entry" >&2
   # Node 1 leads every group of the 1-group cluster (it bootstrapped it).
   awk -v r="$r" -v n="$N" -v a=$((t1[0] - t0[0])) -v b=$((t1[1] - t0[1])) -v c=$((t1[2] - t0[2])) \
     'BEGIN{printf "%s %.2f %.2f %.2f", r, (a+b+c)*1e4/n, a*1e4/n, (b+c)/2*1e4/n}'
+}
+# entries: the Raft entries of the groups' leaders (master_repl_offset),
+# summed: group g of node N answers on port base+N+100g, and node g+1 leads
+# group g (scripts/cluster.sh), so the 1-group cluster's one leader is its
+# first port and the 3-group's are first, first+101, first+202.
+entries() {
+  local sum=0 p v
+  for p in "$1" $(( $1 + 101 )) $(( $1 + 202 )); do
+    v=$(redis-cli -p "$p" info replication 2>/dev/null | tr -d '\r' | awk -F: '/^role:master/{m=1} /^master_repl_offset/{o=$2} END{if (m) print o+0}')
+    sum=$((sum + ${v:-0}))
+  done
+  echo "$sum"
 }
 median() { sort -g | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
 
@@ -101,6 +117,7 @@ for i in $(seq "$ROUNDS"); do
   read -r ar at al af <<<"$a"; read -r br bt _ <<<"$b"
   as+=("$ar"); ac+=("$at"); ls+=("$al"); fs+=("$af"); bs+=("$br"); bc+=("$bt")
   ratios+=("$(awk -v x="$br" -v y="$ar" 'BEGIN{printf "%.2f", x/y}')")
+  [ -n "${VERBOSE:-}" ] && echo "round $i: 1 group $a; 3 groups $b" >&2
 done
 L=$(printf '%s\n' "${ls[@]}" | median); F=$(printf '%s\n' "${fs[@]}" | median)
 echo "| cluster | DELAY.ADD/s (median) | server CPU µs a request, 3 nodes (median) |"
