@@ -259,7 +259,12 @@ func (c *Cluster) Start(eng *engine.Engine, onRole func(leading bool)) error {
 	rc.HeartbeatTimeout = c.cfg.ElectionTimeout
 	rc.ElectionTimeout = c.cfg.ElectionTimeout
 	rc.LeaderLeaseTimeout = c.cfg.ElectionTimeout / 2
-	rc.CommitTimeout = 5 * time.Millisecond
+	// CommitTimeout paces the empty appends that tell followers the
+	// commit index when no entry comes: hashicorp's default, 50 ms. At 5
+	// ms an idle group cost its leader 4% of a CPU (a node of 3 groups
+	// 4.3%, idle); a slot change, whose followers must apply it at once,
+	// sends its own append instead (nudgeFollowers).
+	rc.CommitTimeout = 50 * time.Millisecond
 	rc.BatchApplyCh = true
 	rc.MaxAppendEntries = 256
 	rc.SnapshotThreshold = 4 * c.cfg.SnapshotThreshold // a backstop: snapshotLoop takes them (snapshot.go)

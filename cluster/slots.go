@@ -234,7 +234,19 @@ func (c *Cluster) ChangeSlots(ch SlotChange) (uint64, error) {
 	if err := f.Error(); err != nil {
 		return 0, err
 	}
+	c.nudgeFollowers()
 	return f.Index(), nil
+}
+
+// nudgeFollowers tells the followers at once what the leader has
+// committed: a barrier entry, whose append carries the commit index, not
+// waited for. Without it they learn it from the next write's append, or
+// after Raft's CommitTimeout (50 ms) when none comes, and a reshard waits
+// for every node to apply each slot change.
+func (c *Cluster) nudgeFollowers() {
+	if r := c.r(); r != nil {
+		r.Barrier(0)
+	}
 }
 
 // SlotsFresh returns once this node, of group 0, has applied every slot
@@ -273,6 +285,7 @@ func (c *Cluster) SlotIndex() (uint64, error) {
 	if err := r.VerifyLeader().Error(); err != nil {
 		return 0, err
 	}
+	c.nudgeFollowers() // the asker waits to apply what this returns
 	return r.AppliedIndex(), nil
 }
 
