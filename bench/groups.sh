@@ -30,6 +30,7 @@ N=${N:-300000}
 P=${P:-16}
 C=${C:-50}
 QUOTA=${QUOTA:-25}
+PERIOD=${PERIOD:-100} # ms: the cgroup's period, in which a node runs QUOTA% of it
 POLICY=${POLICY:-everysec}
 SERVER_CPU=${SERVER_CPU:-0}
 CLIENT_CPU=${CLIENT_CPU:-1}
@@ -62,7 +63,7 @@ cat >"$work/node.sh" <<EOF
 port=""; prev=""
 for a in "\$@"; do [ "\$prev" = --port ] && port=\$a; prev=\$a; done
 cg=$cgroot/node-\$port; mkdir -p "\$cg"
-if [ $cgv = 2 ]; then echo "$((QUOTA * 1000)) 100000" >"\$cg/cpu.max"; else echo $((QUOTA * 1000)) >"\$cg/cpu.cfs_quota_us"; fi
+if [ $cgv = 2 ]; then echo "$((QUOTA * PERIOD * 10)) $((PERIOD * 1000))" >"\$cg/cpu.max"; else echo $((PERIOD * 1000)) >"\$cg/cpu.cfs_period_us"; echo $((QUOTA * PERIOD * 10)) >"\$cg/cpu.cfs_quota_us"; fi
 echo \$\$ >"\$cg/cgroup.procs"
 [ -n "$PROFILE" ] && export DELAYD_CPUPROFILE=$PROFILE/node-\$port.prof
 exec taskset -c $SERVER_CPU "$work/delayd" "\$@"
