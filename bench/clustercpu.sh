@@ -11,7 +11,8 @@
 #   AGAINST=/tmp/delayd.old bench/clustercpu.sh  # and another binary, the same rounds
 #
 # Knobs: ROUNDS (3), N requests a run (200000), BASE port (9700; ports
-# BASE..BASE+3 and BASE+11..BASE+13, and BASE+100.. for AGAINST), PROFILE
+# BASE..BASE+3 and BASE+11..BASE+13, and BASE+100.. for AGAINST), EXTRA
+# (more arguments for every server, word-split), PROFILE
 # (a directory: this checkout's four nodes write CPU profiles there, whole
 # runs, read with `go tool pprof -top -cum -ignore stopServer DIR/follower2.prof`).
 # Every server compacts at the defaults (auto-rewrite-percentage 100, min
@@ -27,7 +28,7 @@ pids=()
 trap 'kill "${pids[@]}" 2>/dev/null || true; wait 2>/dev/null; rm -rf "$work"' EXIT
 go build -o "$work/delayd" .
 
-common=(--bind 127.0.0.1 --log-level error --appendfsync everysec --http-addr "")
+common=(--bind 127.0.0.1 --log-level error --appendfsync everysec --http-addr "" ${EXTRA:-})
 cl=(--cluster-enabled yes --cluster-election-timeout 3000)
 up() { for _ in $(seq 100); do redis-cli -p "$1" ping >/dev/null 2>&1 && return 0; sleep 0.1; done; return 1; }
 prof() { # bin role -> the environment its node runs with

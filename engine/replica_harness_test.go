@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"bytes"
 	"cmp"
 	"encoding/binary"
 	"errors"
@@ -58,6 +59,7 @@ func (r *fakeRepl) setGate(gate chan struct{}) {
 }
 
 func (r *fakeRepl) Propose(b []byte) Proposal {
+	b = bytes.Clone(b) // the journal gathers the next batch in its array
 	p := &fakeProp{batch: b, done: make(chan struct{})}
 	r.mu.Lock()
 	if gate := r.gate; gate != nil {

@@ -189,8 +189,11 @@ type Journal struct {
 	// (inline only): a client that waits for them writes them itself, and
 	// whoever appended records no client waits for wakes the flusher
 	// (Settle, WriteOwed). Set under mu, cleared when a batch is taken.
-	owed      atomic.Bool
-	spare     []byte      // guarded by wmu: the batch buffer not in use (double buffering)
+	owed  atomic.Bool
+	spare []byte // guarded by wmu: the batch buffer not in use (double buffering)
+	// rspare is cluster mode's spare: the last batch proposed, whose array
+	// the next pend reuses (Propose copies what it keeps). Guarded by mu.
+	rspare    []byte
 	dirty     atomic.Bool // written since the last fsync began (everysec)
 	wantProbe atomic.Bool // a write failed outside the flusher: it must probe the log
 	// smu is held through an fsync and through the closing of a log, so a

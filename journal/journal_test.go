@@ -1,13 +1,17 @@
 package journal
 
 import (
+	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
+	"unsafe"
 
 	"github.com/delayd/delayd/aof"
 )
@@ -400,6 +404,7 @@ type fakeProp struct {
 func (p *fakeProp) Error() error { <-p.done; return p.err }
 
 func (r *fakeRepl) Propose(b []byte) Proposal {
+	b = bytes.Clone(b) // the journal gathers the next batch in its array
 	p := &fakeProp{batch: b, done: make(chan struct{})}
 	r.mu.Lock()
 	r.props = append(r.props, p)
@@ -512,6 +517,83 @@ func TestRunFlusherEverySec(t *testing.T) {
 		<-done
 		if got := records(t, fs); len(got) != 2 {
 			t.Fatalf("after quit: records %q", got)
+		}
+	})
+}
+
+// holdRepl keeps each batch as Propose got it and holds Propose on a gate,
+// so a test can add records while a batch is being proposed.
+type holdRepl struct {
+	gate   chan struct{}
+	mu     sync.Mutex
+	got    []string // each batch's records, joined by commas
+	arrays []*byte  // each batch's array
+	torn   int      // batches whose bytes changed while Propose held them
+}
+
+func (r *holdRepl) Propose(b []byte) Proposal {
+	in := bytes.Clone(b)
+	<-r.gate
+	var recs []string
+	for p := in; len(p) > 0; {
+		n, k := binary.Uvarint(p)
+		recs = append(recs, string(p[k:k+int(n)]))
+		p = p[k+int(n):]
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !bytes.Equal(in, b) {
+		r.torn++
+	}
+	r.got = append(r.got, strings.Join(recs, ","))
+	r.arrays = append(r.arrays, unsafe.SliceData(b))
+	return committed{}
+}
+
+type committed struct{}
+
+func (committed) Error() error { return nil }
+
+// Writes made while a batch is proposed gather in another array, and the
+// proposed batch's array is reused only once Propose returned: no batch
+// changes under its replicator, and a warm leader's batches reuse two
+// arrays.
+func TestProposedBatchesReuseTwoArrays(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := &holdRepl{gate: make(chan struct{})}
+		o := newOwner(t, nil, FsyncEverySec, r)
+		quit := make(chan struct{})
+		done := make(chan struct{})
+		go o.j.RunProposer(quit)
+		go func() { o.j.RunCommitter(); close(done) }()
+		o.add("a")
+		synctest.Wait() // the proposer holds [a] in Propose
+		var want []string
+		prev := "a"
+		for i := range 6 {
+			// While [prev] is held, the next batch gathers.
+			next := []string{fmt.Sprint("b", i), fmt.Sprint("c", i)}
+			for _, s := range next {
+				o.add(s)
+			}
+			r.gate <- struct{}{} // [prev] returns; the proposer takes next
+			synctest.Wait()
+			want = append(want, prev)
+			prev = strings.Join(next, ",")
+		}
+		r.gate <- struct{}{}
+		want = append(want, prev)
+		close(quit)
+		<-done
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if !slices.Equal(r.got, want) || r.torn != 0 {
+			t.Fatalf("batches %q (%d torn), want %q", r.got, r.torn, want)
+		}
+		for i := 3; i < len(r.arrays); i++ {
+			if r.arrays[i] != r.arrays[i-2] {
+				t.Fatalf("batch %d is in a new array, not in batch %d's", i, i-2)
+			}
 		}
 	})
 }

@@ -19,9 +19,10 @@ type Proposal interface{ Error() error }
 
 // Replicator takes the batches in cluster mode. Propose must keep the
 // order of its calls, and may block (back pressure), but must return:
-// Rebuilt waits for a call in progress. The batch is the replicator's to
-// keep (it is never reused). Each record in it is a uvarint length then
-// the record.
+// Rebuilt waits for a call in progress. The batch is the caller's again
+// once Propose returns (the next batch is gathered in its array): a
+// replicator copies what it keeps. Each record in it is a uvarint length
+// then the record.
 type Replicator interface {
 	Propose(batch []byte) Proposal
 }
@@ -85,8 +86,7 @@ func (j *Journal) RunProposer(quit <-chan struct{}) {
 		}
 		j.dmu.Unlock()
 		j.mu.Lock()
-		batch, first, last := j.pend, j.pendFirst, j.ticket
-		j.pend = nil // the replicator keeps the batch: never reuse it
+		batch, first, last := j.takeBatch()
 		j.proposing = len(batch) > 0
 		j.mu.Unlock()
 		if len(batch) > 0 {
@@ -95,11 +95,30 @@ func (j *Journal) RunProposer(quit <-chan struct{}) {
 			<-r.pmu
 			j.mu.Lock()
 			j.proposing = false
+			j.recycle(batch)
 			j.mu.Unlock()
 		}
 		if closing {
 			return
 		}
+	}
+}
+
+// takeBatch takes the pending records for proposing; the writes that
+// come meanwhile gather in the array of the batch proposed before, so that
+// a leader's batches cost no allocation and no growing once warm (two
+// arrays, as the single node's flusher). Called with mu held.
+func (j *Journal) takeBatch() (batch []byte, first, last uint64) {
+	batch, first, last = j.pend, j.pendFirst, j.ticket
+	j.pend, j.rspare = j.rspare, nil
+	return batch, first, last
+}
+
+// recycle keeps a proposed batch's array for the batch after next, unless
+// a burst made it large. Called with mu held, after Propose returned.
+func (j *Journal) recycle(batch []byte) {
+	if cap(batch) <= 4<<20 {
+		j.rspare = batch[:0]
 	}
 }
 
@@ -258,10 +277,12 @@ func (j *Journal) Quiesce(deadline time.Time) bool {
 			return false // a rebuild is under way
 		}
 		j.mu.Lock()
-		batch, first, last := j.pend, j.pendFirst, j.ticket
-		j.pend = nil
+		batch, first, last := j.takeBatch()
 		j.mu.Unlock()
 		j.propose(batch, first, last) // over the window, once: the proposer waits meanwhile
+		j.mu.Lock()
+		j.recycle(batch)
+		j.mu.Unlock()
 		<-r.pmu
 	}
 	last := j.Ticket()
