@@ -79,8 +79,7 @@ func (d *Decoder) Uvarint() uint64 {
 // uvarintAt reads the uvarint at b[i:] and returns it and the index after
 // it, or -1 when there is none; an i of -1 gives -1 again, so a run of
 // reads checks once at its end. What binary.Uvarint reads, overlong forms
-// included (logs may hold them). Small enough to inline: a one-byte varint
-// costs no call.
+// included (logs may hold them).
 func uvarintAt(b []byte, i int) (uint64, int) {
 	if uint(i) < uint(len(b)) && b[i] < 0x80 {
 		return uint64(b[i]), i + 1
@@ -90,9 +89,9 @@ func uvarintAt(b []byte, i int) (uint64, int) {
 
 // uvarintLong reads a varint of two or more bytes from one 8-byte load:
 // the first byte whose top bit is clear ends it, found by counting
-// trailing zeros, and the 7-bit groups are gathered without a loop. The
-// last few bytes of a record take binary.Uvarint's loop. A server id, whose top bits are a unix millisecond, is nine
-// bytes: one more byte.
+// trailing zeros, and the 7-bit groups are gathered without a loop. A
+// server id, whose top bits are a unix millisecond, takes nine bytes: one
+// more. The last few bytes of a record take binary.Uvarint's loop.
 func uvarintLong(b []byte, i int) (uint64, int) {
 	if i < 0 || i > len(b) {
 		return 0, -1
