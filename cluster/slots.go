@@ -249,6 +249,32 @@ func (c *Cluster) nudgeFollowers() {
 	}
 }
 
+// nudgeAfter is how long after a batch commits its followers are told,
+// if no append has told them meanwhile.
+const nudgeAfter = 5 * time.Millisecond
+
+// armNudge, called as an engine batch commits on the leader, makes sure
+// the followers learn of it soon: Raft tells them only with the next
+// append, or after CommitTimeout (50 ms) when none comes, and READONLY
+// reads on a follower of a group that went quiet would lag that long. A
+// timer, not a loop: an idle group wakes for nothing.
+func (c *Cluster) armNudge() {
+	if c.nudging.CompareAndSwap(false, true) {
+		time.AfterFunc(nudgeAfter, c.nudgeIfSettled)
+	}
+}
+
+// nudgeIfSettled nudges the followers once every entry is committed; with
+// entries in flight, their commit will arm it again.
+func (c *Cluster) nudgeIfSettled() {
+	c.nudging.Store(false)
+	r := c.r()
+	if r == nil || r.State() != raft.Leader || r.LastIndex() != r.CommitIndex() {
+		return
+	}
+	r.Barrier(0)
+}
+
 // SlotsFresh returns once this node, of group 0, has applied every slot
 // change group 0's leader had applied when asked (CLUSTER SLOTINDEX): a
 // change answered to redis-cli was applied there first, so this node then
